@@ -1,0 +1,49 @@
+"""ghostjournal: a durable, local-first journal for scheduled agents.
+
+    >>> from journal import Journal
+    >>> j = Journal("./journal")
+    >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
+"""
+
+from journal.api import AppendResult, Journal, SemanticUnavailableError, SkippedFile
+from journal.entry import KINDS, MAX_ENTRY_BYTES, SCHEMA_VERSION, Entry, canonical_json, validate_payload
+from journal.errors import (
+    DuplicateEntryError,
+    EntryFileError,
+    EntryNotFoundError,
+    EntryValidationError,
+    IndexStateError,
+    InvalidEntryIdError,
+    JournalError,
+    JournalNotFoundError,
+    LockTimeoutError,
+    ManifestError,
+    UnsafePathError,
+)
+from journal.retrieval import Digest, Hit
+
+__all__ = [
+    "KINDS",
+    "MAX_ENTRY_BYTES",
+    "SCHEMA_VERSION",
+    "AppendResult",
+    "Digest",
+    "DuplicateEntryError",
+    "Entry",
+    "EntryFileError",
+    "EntryNotFoundError",
+    "EntryValidationError",
+    "Hit",
+    "IndexStateError",
+    "InvalidEntryIdError",
+    "Journal",
+    "JournalError",
+    "JournalNotFoundError",
+    "LockTimeoutError",
+    "ManifestError",
+    "SemanticUnavailableError",
+    "SkippedFile",
+    "UnsafePathError",
+    "canonical_json",
+    "validate_payload",
+]

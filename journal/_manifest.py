@@ -1,0 +1,86 @@
+"""``manifest.json``: the journal's identity, written once and never rewritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from journal.errors import ManifestError
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "load_manifest"]
+
+FORMAT: Final = "ghostjournal"
+FORMAT_VERSION: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What ``manifest.json`` says about a journal."""
+
+    journal_id: str
+    format: str
+    format_version: int
+    created: str
+
+
+def load_manifest(path: Path) -> Manifest:
+    """Read and check ``manifest.json``.
+
+    Raises:
+        ManifestError: unreadable, not a ghostjournal manifest, or a newer format.
+    """
+    try:
+        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")
+    version = data.get("format_version")
+    if type(version) is not int:
+        raise ManifestError(path, f"format_version must be an integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        raise ManifestError(path, f"format_version {version} is newer than supported {FORMAT_VERSION}; upgrade ghostjournal")
+    journal_id = data.get("journal_id")
+    if not isinstance(journal_id, str):
+        raise ManifestError(path, "journal_id is missing")
+    return Manifest(journal_id=journal_id, format=FORMAT, format_version=version, created=str(data.get("created", "")))
+
+
+def create_manifest(path: Path) -> Manifest:
+    """Write a new manifest unless one exists; never overwrite existing bytes."""
+    manifest = Manifest(
+        journal_id=str(uuid.uuid4()),
+        format=FORMAT,
+        format_version=FORMAT_VERSION,
+        created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
+    body = json.dumps(
+        {"journal_id": manifest.journal_id, "format": manifest.format, "format_version": manifest.format_version, "created": manifest.created},
+        indent=2,
+    ).encode("utf-8") + b"\n"
+    temp = path.with_name(f".manifest.tmp-{secrets.token_hex(6)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, body)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temp, path, follow_symlinks=False)
+    except FileExistsError:
+        return load_manifest(path)  # another process created the journal first
+    finally:
+        os.unlink(temp)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return manifest

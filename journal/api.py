@@ -1,0 +1,474 @@
+"""The Journal facade: composes entry files, the writer lock, the index and retrieval."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+
+from journal._lock import WriteLock
+from journal._manifest import Manifest, create_manifest, load_manifest
+from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
+from journal.errors import (
+    DuplicateEntryError,
+    EntryFileError,
+    EntryNotFoundError,
+    EntryValidationError,
+    JournalError,
+    JournalNotFoundError,
+    UnsafePathError,
+)
+from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow
+from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context
+from journal.store import EntryStore, ScanProblem, check_entry_path
+
+__all__ = ["AppendResult", "Journal", "SemanticUnavailableError", "SkippedFile"]
+
+log = logging.getLogger("journal")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_CONTEXT_CHARS: Final = 6000
+
+
+class SemanticUnavailableError(JournalError):
+    """Semantic (embedding) search was asked for but is not available."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "semantic search (enable_nn / --nn) is not available in this version: it arrives with the "
+            "'nn' extra; lexical search works without it"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an append did: the stored entry, and whether it already existed."""
+
+    entry: Entry
+    is_duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file under ``entries/`` that a rebuild left out, and why. It is never touched."""
+
+    path: str
+    reason: str
+
+
+def _recovering(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concatenate[Journal, P], R]:
+    """Rebuild a corrupt index from the entry files and retry the call once."""
+
+    @functools.wraps(method)
+    def wrapper(self: Journal, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(self, *args, **kwargs)
+        except IndexCorruptError as exc:
+            log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
+            with self._lock:
+                self._rebuild_locked(corrupt=True)
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def _bound(value: datetime | str | None, name: str) -> str | None:
+    """A since/until bound as a sortable UTC key; naive times are refused."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = parse_timestamp(value, name)
+        except EntryValidationError as exc:
+            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, got {value!r}") from exc
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {value!r}")
+    return utc_key(value)
+
+
+def _positive(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _ensure_dir(path: Path, *, create: bool) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        if not create:
+            raise
+        path.mkdir(mode=0o700, exist_ok=True)
+        mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise UnsafePathError(path, "a symlink where the journal expects a directory")
+    if not stat.S_ISDIR(mode):
+        raise UnsafePathError(path, "not a directory")
+
+
+class Journal:
+    """A journal rooted at a directory: immutable entry files plus a derived index.
+
+    Opening a journal repairs its index when needed: a missing, corrupt or
+    outdated index is rebuilt from the entry files, and entries published
+    by an interrupted append are indexed.
+
+    Args:
+        root: the journal directory (created with a new manifest if missing,
+            unless *create* is false). A root that is a symlink is refused.
+        enable_nn: ask for semantic search (not available in this version).
+        create: create a missing journal instead of raising JournalNotFoundError.
+        lock_timeout: seconds an append waits for the writer lock.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0) -> None:
+        if enable_nn:
+            raise SemanticUnavailableError
+        self.root = Path(root)
+        manifest_path = self.root / "manifest.json"
+        try:
+            _ensure_dir(self.root, create=False)
+        except FileNotFoundError:
+            if not create:
+                raise JournalNotFoundError(self.root) from None
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if os.path.lexists(manifest_path):
+            self.manifest: Manifest = load_manifest(manifest_path)
+        elif create:
+            self.manifest = create_manifest(manifest_path)
+        else:
+            raise JournalNotFoundError(self.root)
+        for name in ("entries", "index", "models"):
+            _ensure_dir(self.root / name, create=True)
+        self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout)
+        self._store = EntryStore(self.root / "entries")
+        self._index = Index(self.root / "index" / "journal.sqlite3")
+        self.skipped: list[SkippedFile] = []
+        self._open_index()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the index connection, the lock file and directory handles."""
+        self._index.close()
+        self._store.close()
+        self._lock.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Journal({str(self.root)!r})"
+
+    # -- keeping the index in step with the files -----------------------------------
+
+    def _index_state(self) -> tuple[int, int] | None:
+        try:
+            return self._index.state()
+        except IndexCorruptError:
+            return (-1, -1)
+
+    def _open_index(self) -> None:
+        state = self._index_state()
+        if state is None or state[0] != INDEX_SCHEMA_VERSION:
+            with self._lock:
+                state = self._index_state()
+                if state is None or state[0] != INDEX_SCHEMA_VERSION:
+                    self._rebuild_locked(corrupt=state == (-1, -1))
+            return
+        if state[1] != self._lock.read_generation() and self._lock.acquire(blocking=False):
+            # A busy lock means a writer is active; it catches the index up itself.
+            try:
+                self._sync_locked()
+            finally:
+                self._lock.release()
+
+    def _sync_locked(self) -> None:
+        """Under the lock: index whatever the files hold that the index lacks."""
+        try:
+            state = self._index.state()
+        except IndexCorruptError:
+            self._rebuild_locked(corrupt=True)
+            return
+        generation = self._lock.read_generation()
+        if state is None or state[0] != INDEX_SCHEMA_VERSION:
+            self._rebuild_locked(corrupt=False)
+        elif state[1] != generation:
+            self._reconcile_locked(generation)
+
+    def _generation_locked(self) -> int:
+        generation = self._lock.read_generation()
+        return generation if generation >= 0 else self._lock.bump_generation()
+
+    def _load(self, rel_path: str) -> Entry:
+        """Read, parse and check the entry file at *rel_path*."""
+        try:
+            raw = self._store.read(rel_path)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
+        try:
+            entry = entry_from_json_bytes(raw)
+        except EntryValidationError as exc:
+            raise EntryFileError(f"entries/{rel_path}", str(exc)) from None
+        if EntryStore.rel_path_for(entry) != rel_path:
+            raise EntryFileError(f"entries/{rel_path}", f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}")
+        return entry
+
+    def _scan(self, on_skip: Callable[[SkippedFile], None]) -> list[str]:
+        paths = []
+        for item in self._store.scan():
+            if isinstance(item, ScanProblem):
+                on_skip(SkippedFile(f"entries/{item.path}", item.reason))
+            else:
+                paths.append(item)
+        return paths
+
+    def _load_many(self, paths: list[str], on_skip: Callable[[SkippedFile], None]) -> dict[str, Entry]:
+        loaded = {}
+        for rel_path in paths:
+            try:
+                loaded[rel_path] = self._load(rel_path)
+            except (EntryFileError, UnsafePathError) as exc:
+                on_skip(SkippedFile(f"entries/{rel_path}", getattr(exc, "reason", str(exc))))
+            except FileNotFoundError:
+                continue  # gone between listing and reading
+        return loaded
+
+    def _rebuild_locked(self, *, corrupt: bool, preloaded: dict[str, Entry] | None = None, on_skip: Callable[[SkippedFile], None] | None = None) -> int:
+        """Under the lock: rebuild every table from the entry files."""
+        skipped: list[SkippedFile] = []
+        report = on_skip or skipped.append
+        if corrupt:
+            self._index.remove_files()
+        paths = self._scan(report)
+        loaded = {p: e for p, e in (preloaded or {}).items() if p in set(paths)}
+        loaded.update(self._load_many([p for p in paths if p not in loaded], report))
+        unique = self._first_of_each(loaded, report)
+        count = self._index.rebuild(((entry, path) for path, entry in unique), self._generation_locked())
+        self._store.remove_temp_files()
+        for item in skipped:
+            log.warning("skipped %s: %s", item.path, item.reason)
+        self.skipped = skipped if on_skip is None else self.skipped
+        return count
+
+    @staticmethod
+    def _first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None]) -> list[tuple[str, Entry]]:
+        """Order by time; the first file wins each id and client_key, the rest are skipped."""
+        ids: dict[str, str] = {}
+        keys: dict[str, str] = {}
+        unique = []
+        for path, entry in sorted(loaded.items(), key=lambda item: (utc_key(item[1].timestamp), item[0])):
+            if entry.id in ids:
+                on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}"))
+            elif entry.client_key is not None and entry.client_key in keys:
+                on_skip(SkippedFile(f"entries/{path}", f"duplicate client_key {entry.client_key!r}, first in entries/{keys[entry.client_key]}"))
+            else:
+                ids[entry.id] = path
+                if entry.client_key is not None:
+                    keys[entry.client_key] = path
+                unique.append((path, entry))
+        return unique
+
+    def _reconcile_locked(self, generation: int) -> None:
+        """Under the lock: index files the index lacks, drop rows whose files are gone."""
+        indexed = self._index.paths()
+        on_disk = set(self._scan(lambda item: None))
+        gone = [indexed[p] for p in indexed.keys() - on_disk]
+        fresh = self._load_many(sorted(on_disk - indexed.keys()), lambda item: log.warning("skipped %s: %s", item.path, item.reason))
+        with self._index.transaction() as conn:
+            for entry_id in gone:
+                self._index.delete_entry(conn, entry_id)
+            for path, entry in sorted(fresh.items(), key=lambda item: (utc_key(item[1].timestamp), item[0])):
+                if self._index.find_id(entry.id) or (entry.client_key and self._index.find_client_key(entry.client_key)):
+                    log.warning("skipped entries/%s: its id or client_key is already indexed", path)
+                    continue
+                self._index.insert_entry(conn, entry, path)
+            self._index.set_generation(conn, generation if generation >= 0 else self._lock.bump_generation())
+        self._store.remove_temp_files()
+
+    # -- writing -------------------------------------------------------------------
+
+    def append(self, payload: Mapping[str, Any]) -> Entry:
+        """Validate and durably store one entry; return it (or the earlier one with its client_key).
+
+        Raises:
+            EntryValidationError: the payload breaks schema v1; nothing is written.
+            DuplicateEntryError: a supplied ``id`` already exists.
+            LockTimeoutError: another writer held the lock too long.
+        """
+        return self.append_with_result(payload).entry
+
+    @_recovering
+    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
+        """Like :meth:`append`, also telling whether the client_key already existed."""
+        entry = Entry.from_payload(payload)
+        with self._lock:
+            self._sync_locked()
+            if entry.client_key is not None:
+                existing = self._index.find_client_key(entry.client_key)
+                if existing is not None:
+                    return AppendResult(self._load(existing), is_duplicate=True)
+            if self._index.find_id(entry.id) is not None:
+                raise DuplicateEntryError(entry.id)
+            pending = self._store.write_temp(entry)
+            generation = self._lock.bump_generation()
+            try:
+                self._store.publish(pending)
+            except FileExistsError:
+                raise DuplicateEntryError(entry.id) from None
+            with self._index.transaction() as conn:
+                self._index.insert_entry(conn, entry, pending.rel_path)
+                self._index.set_generation(conn, generation)
+        return AppendResult(entry, is_duplicate=False)
+
+    @_recovering
+    def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None) -> int:
+        """Rebuild the index from the entry files; return how many entries it holds.
+
+        Files that are not valid entries (foreign, corrupt, symlinks, duplicates)
+        are reported through *on_skip* (and in :attr:`skipped`) and left untouched.
+        Files are read before the writer lock is taken, so appends wait only
+        for the final transaction.
+        """
+        skipped: list[SkippedFile] = []
+
+        def report(item: SkippedFile) -> None:
+            if item not in skipped:
+                skipped.append(item)
+
+        preloaded = self._load_many(self._scan(lambda item: None), lambda item: None)
+        with self._lock:
+            count = self._rebuild_locked(corrupt=self._index_state() == (-1, -1), preloaded=preloaded, on_skip=report)
+        self.skipped = skipped
+        if on_skip is not None:
+            for item in skipped:
+                on_skip(item)
+        return count
+
+    # -- reading -------------------------------------------------------------------
+
+    def _entry_for_row(self, row: IndexRow) -> Entry:
+        check_entry_path(row.path)  # an index row pointing outside entries/ is refused
+        return self._load(row.path)
+
+    @_recovering
+    def get(self, entry_id: str) -> Entry:
+        """Return the entry with *entry_id*.
+
+        Raises:
+            InvalidEntryIdError: the id has path, glob or length trouble.
+            EntryNotFoundError: no such entry.
+        """
+        check_entry_id(entry_id)
+        path = self._index.find_id(entry_id)
+        if path is None:
+            raise EntryNotFoundError(entry_id)
+        check_entry_path(path)
+        try:
+            return self._load(path)
+        except FileNotFoundError:
+            raise EntryNotFoundError(entry_id) from None
+
+    @_recovering
+    def list(
+        self, kind: str | None = None, agent: str | None = None, since: datetime | str | None = None,
+        until: datetime | str | None = None, limit: int | None = None,
+    ) -> list[Entry]:
+        """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
+        if limit is not None:
+            _positive(limit, "limit")
+        rows = self._index.rows(kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"), limit=limit)
+        return [self._entry_for_row(row) for row in rows]
+
+    @_recovering
+    def search(
+        self, query: str, k: int = 8, kind: str | None = None, agent: str | None = None,
+        since: datetime | str | None = None, until: datetime | str | None = None,
+    ) -> list[Hit]:
+        """Rank entries by how well they match *query* (BM25 over theme, voice, tags, focus, mood).
+
+        Any text is a valid query; one with no searchable word returns no hits.
+        """
+        _positive(k, "k")
+        found = self._index.search(query, k=k, kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"))
+        return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in found]
+
+    @_recovering
+    def relate(self, entry_id: str, k: int = 8, agent: str | None = None) -> list[Hit]:
+        """Entries most related to *entry_id*: explicit continuity links first, then lexical similarity.
+
+        Links in both directions count: the entries it continues
+        (``reason="continues"``) and the entries that continue it
+        (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
+        """
+        _positive(k, "k")
+        source = self.get(entry_id)
+        linked: dict[str, str] = {}
+        for ref in self._index.links_from(entry_id):
+            linked.setdefault(ref, "continues")
+        for ref in self._index.links_to(entry_id):
+            linked.setdefault(ref, "continued_by")
+        query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
+        similar = self._index.search(query, k=k + len(linked), agent=agent, exclude=[entry_id])
+        scores = {r.row.id: r for r in similar}
+        link_rows = self._index.rows(ids=list(linked), agent=agent)
+        hits = [
+            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", self._entry_for_row(row), linked[row.id])
+            for row in link_rows
+        ]
+        hits.sort(key=lambda hit: hit.reason != "continues")
+        for found in similar:
+            if len(hits) >= k:
+                break
+            if found.row.id not in linked:
+                hits.append(Hit(found.row.id, found.score, found.snippet, self._entry_for_row(found.row), "similar"))
+        return hits[:k]
+
+    @_recovering
+    def digest(self, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None) -> Digest:
+        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity."""
+        lower, upper = _bound(since, "since"), _bound(until, "until")
+        rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
+        links = self._index.links_within([row.id for row in rows])
+        return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+
+    @_recovering
+    def prompt_context(
+        self, query: str, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
+        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS,
+    ) -> str:
+        """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt.
+
+        The best text matches for *query* come first; when fewer than *k*
+        match, the most recent entries of the window fill the rest. The result
+        never exceeds *max_chars*. It frames entries as data; it is not a full
+        defence against prompt injection.
+        """
+        _positive(k, "k")
+        lower, upper = _bound(since, "since"), _bound(until, "until")
+        found = self._index.search(query, k=k, agent=agent, since=lower, until=upper)
+        picks = [(self._entry_for_row(r.row), "match") for r in found]
+        if len(picks) < k:
+            seen = {entry.id for entry, _ in picks}
+            recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]
+            picks += [(self._entry_for_row(row), "recent") for row in recent[: k - len(picks)]]
+        return render_prompt_context(query, picks, max_chars=max_chars)
+
+    def iter_entries(self) -> Iterator[Entry]:
+        """Every indexed entry, oldest first (reads each file)."""
+        for row in self._index.rows(oldest_first=True):
+            yield self._entry_for_row(row)

@@ -1,0 +1,246 @@
+"""The ``ghostjournal`` command: parse arguments, call the library, print JSON.
+
+Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
+3 not found, 4 conflict, 65 invalid input data, 75 writer lock busy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import click
+
+from journal.api import Journal, SkippedFile
+from journal.entry import parse_json_payload
+from journal.errors import (
+    DuplicateEntryError,
+    EntryNotFoundError,
+    EntryValidationError,
+    InvalidEntryIdError,
+    JournalError,
+    JournalNotFoundError,
+    LockTimeoutError,
+    ManifestError,
+)
+
+__all__ = ["EXIT_CODES", "cli", "main"]
+
+ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
+
+#: Which exit code each kind of error gets; the first matching class wins.
+EXIT_CODES: tuple[tuple[type[JournalError], int], ...] = (
+    (EntryNotFoundError, 3),
+    (JournalNotFoundError, 3),
+    (DuplicateEntryError, 4),
+    (ManifestError, 4),
+    (EntryValidationError, 65),
+    (InvalidEntryIdError, 65),
+    (LockTimeoutError, 75),
+)
+
+
+class JournalCommandError(click.ClickException):
+    """A JournalError shown as one line on stderr with its documented exit code."""
+
+    exit_code: ClassVar[int] = 1  # type: ignore[misc]
+
+    def __init__(self, error: JournalError) -> None:
+        super().__init__(str(error))
+        self.exit_code = next((code for kind, code in EXIT_CODES if isinstance(error, kind)), 1)  # type: ignore[misc]
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except JournalError as exc:
+            raise JournalCommandError(exc) from exc
+        except ValueError as exc:  # argument misuse the library refused, e.g. a naive --since
+            raise click.UsageError(str(exc), ctx) from exc
+
+
+class _Settings:
+    def __init__(self, root: Path | None, nn: bool) -> None:
+        self.root = root
+        self.nn = nn
+        self._journal: Journal | None = None
+
+    def journal(self, *, create: bool = False) -> Journal:
+        if self.root is None:
+            raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
+        if self._journal is None:
+            self._journal = Journal(self.root, enable_nn=self.nn, create=create)
+            click.get_current_context().call_on_close(self._journal.close)
+        return self._journal
+
+
+pass_settings = click.make_pass_decorator(_Settings)
+
+
+def _emit(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    function = click.option("--until", help="Only entries before this ISO 8601 time (with a timezone).")(function)
+    function = click.option("--since", help="Only entries at or after this ISO 8601 time (with a timezone).")(function)
+    return click.option("--agent", help="Only this agent's entries.")(function)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--root", type=click.Path(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
+    help="The journal directory.",
+)
+@click.option("--nn", is_flag=True, help="Use semantic (embedding) search as well as words.")
+@click.version_option(package_name="ghostjournal")
+@click.pass_context
+def cli(ctx: click.Context, root: Path | None, nn: bool) -> None:
+    """A durable, local-first journal for scheduled agents. Output is JSON on stdout."""
+    ctx.obj = _Settings(root, nn)
+
+
+@cli.command()
+@pass_settings
+def init(settings: _Settings) -> None:
+    """Create a journal (or open an existing one) and print its identity.
+
+    Example: ghostjournal --root ./journal init
+    """
+    journal = settings.journal(create=True)
+    _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created})
+
+
+@cli.command()
+@click.option("--input", "source", type=click.File("rb"), default="-", help="Read the entry JSON from this file instead of stdin.")
+@pass_settings
+def append(settings: _Settings, source: IO[bytes]) -> None:
+    """Append one entry given as a JSON object on stdin.
+
+    Prints {"outcome": "appended" | "duplicate", "entry": {...}}.
+
+    Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
+    """
+    payload = parse_json_payload(source.read())
+    result = settings.journal().append_with_result(payload)  # type: ignore[arg-type]
+    _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()})
+
+
+@cli.command()
+@click.argument("entry_id")
+@pass_settings
+def get(settings: _Settings, entry_id: str) -> None:
+    """Print one entry.
+
+    Example: ghostjournal get 6f1c...
+    """
+    _emit(settings.journal().get(entry_id).to_dict())
+
+
+@cli.command(name="list")
+@click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
+@_window_options
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@pass_settings
+def list_(settings: _Settings, kind: str | None, agent: str | None, since: str | None, until: str | None, limit: int) -> None:
+    """List entries, newest first.
+
+    Example: ghostjournal list --agent motoko --kind pulse --limit 5
+    """
+    entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit)
+    _emit([entry.to_dict() for entry in entries])
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="How many hits.")
+@click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
+@_window_options
+@pass_settings
+def search(settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None) -> None:
+    """Search entries by words; any text is a valid query.
+
+    Example: ghostjournal search "harbor lights" -k 5 --agent motoko
+    """
+    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until)
+    _emit([hit.to_dict() for hit in hits])
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--agent", help="Only this agent's entries.")
+@pass_settings
+def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
+    """Entries related to one entry: continuity links both ways, then similar text.
+
+    Example: ghostjournal relate 6f1c... -k 5
+    """
+    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)])
+
+
+@cli.command()
+@_window_options
+@pass_settings
+def digest(settings: _Settings, agent: str | None, since: str | None, until: str | None) -> None:
+    """Summarize a window: themes, tags, focus, moods, novelty trend, continuity.
+
+    Example: ghostjournal digest --agent motoko --since 2026-09-01T00:00:00Z
+    """
+    _emit(settings.journal().digest(agent=agent, since=since, until=until).to_dict())
+
+
+@cli.command(name="prompt-context")
+@click.argument("query")
+@click.option("-k", "k", type=click.IntRange(min=1), default=6, show_default=True)
+@_window_options
+@click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
+@click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
+@pass_settings
+def prompt_context(
+    settings: _Settings, query: str, k: int, agent: str | None, since: str | None, until: str | None, max_chars: int, raw: bool
+) -> None:
+    """Print a bounded block of past entries, framed as data, for an agent's next prompt.
+
+    Example: ghostjournal prompt-context "what keeps returning?" --agent motoko --raw
+    """
+    block = settings.journal().prompt_context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
+    if raw:
+        click.echo(block)
+    else:
+        _emit({"query": query, "context": block})
+
+
+@cli.command()
+@pass_settings
+def reindex(settings: _Settings) -> None:
+    """Rebuild the index from the entry files; report files that were skipped.
+
+    Example: ghostjournal reindex
+    """
+
+    def warn(item: SkippedFile) -> None:
+        click.echo(f"skipped {item.path}: {item.reason}", err=True)
+
+    journal = settings.journal()
+    count = journal.reindex(on_skip=warn)
+    _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]})
+
+
+@cli.command(name="download-model")
+def download_model() -> None:
+    """Fetch the embedding model for semantic search (the only command that uses the network)."""
+    raise click.ClickException("semantic search arrives with the 'nn' extra; this version has no model to download")
+
+
+def main() -> None:
+    """Entry point of the ``ghostjournal`` console script."""
+    cli(prog_name="ghostjournal")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""The derived SQLite index: entry metadata, FTS5 text, continuity links, state.
+
+Everything here can be rebuilt from the entry files. The database runs in WAL
+mode, so readers keep reading their snapshot while a writer (or a whole
+rebuild, which is one transaction) is in progress. The index never reads
+entry files: the facade hands it :class:`Entry` objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from journal.entry import Entry, utc_key
+
+__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "SearchRow", "fts_query"]
+
+#: Bump when the tables change; an index of another version is rebuilt from files.
+INDEX_SCHEMA_VERSION: Final = 1
+
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_NOTADB: Final = 26
+
+_TABLES: Final = """
+CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entries (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    path TEXT NOT NULL UNIQUE,
+    ts TEXT NOT NULL,
+    ts_utc TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    theme TEXT NOT NULL,
+    mood TEXT,
+    focus TEXT,
+    novelty REAL,
+    tags TEXT NOT NULL,
+    client_key TEXT UNIQUE
+);
+CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
+CREATE INDEX entries_ts ON entries (ts_utc);
+CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
+CREATE INDEX links_dst ON links (dst);
+CREATE VIRTUAL TABLE fts USING fts5 (
+    theme, voice, tags, focus, mood,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+_DROP: Final = "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+
+#: BM25 column weights, in fts column order: a theme or tag match says more than prose.
+_BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
+
+_COLUMNS: Final = "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags"
+
+# Words too common to carry meaning in a query; dropping them keeps BM25 from
+# scoring most of the journal for "what did I ...".
+_STOPWORDS: Final = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves""".split()
+)
+_TOKEN: Final = re.compile(r"[^\W_]+")
+_MAX_QUERY_TERMS: Final = 64
+
+
+def fts_query(text: str) -> str | None:
+    """Turn any user text into a safe FTS5 query: quoted terms joined by OR.
+
+    Quoting every term means FTS5 operators (``AND``, ``NEAR(``, ``col:``,
+    ``*``, ``-``) in the text are searched as words, never parsed. Returns
+    None when the text holds no searchable word.
+    """
+    words = [w.lower() for w in _TOKEN.findall(text)]
+    meaningful = [w for w in words if w not in _STOPWORDS] or words
+    unique = list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
+    if not unique:
+        return None
+    return " OR ".join(f'"{w}"' for w in unique)
+
+
+class IndexCorruptError(Exception):
+    """SQLite reported the index file as corrupt or not a database (internal signal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """What the index knows about one entry, without reading its file."""
+
+    id: str
+    path: str
+    ts: str
+    ts_utc: str
+    kind: str
+    agent: str
+    theme: str
+    mood: str | None
+    focus: str | None
+    novelty: float | None
+    tags: tuple[str, ...]
+
+    @classmethod
+    def from_sql(cls, row: Sequence[Any]) -> IndexRow:
+        return cls(*row[:10], tags=tuple(json.loads(row[10])))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """An index row that matched a text query, with its BM25 score (higher is better)."""
+
+    row: IndexRow
+    score: float
+    snippet: str
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or not isinstance(exc, sqlite3.OperationalError | sqlite3.IntegrityError)
+
+
+@contextlib.contextmanager
+def _corruption_guard() -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if _is_corruption(exc):
+            raise IndexCorruptError(str(exc)) from exc
+        raise
+
+
+def _window(clauses: list[str], params: list[Any], *, kind: str | None, agent: str | None, since: str | None, until: str | None) -> None:
+    if kind is not None:
+        clauses.append("e.kind = ?")
+        params.append(kind)
+    if agent is not None:
+        clauses.append("e.agent = ?")
+        params.append(agent)
+    if since is not None:
+        clauses.append("e.ts_utc >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("e.ts_utc < ?")
+        params.append(until)
+
+
+class Index:
+    """One connection to ``index/journal.sqlite3``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn: sqlite3.Connection | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Open the database file, creating an empty one if it is missing."""
+        if self._conn is not None:
+            return
+        with _corruption_guard():
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("PRAGMA busy_timeout = 60000")
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                # NORMAL in WAL mode: a commit survives a process crash; the
+                # entry files, fsynced before the index commit, survive power loss.
+                conn.execute("PRAGMA synchronous = NORMAL")
+            except BaseException:
+                conn.close()
+                raise
+        self._conn = conn
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.connect()
+        assert self._conn is not None
+        return self._conn
+
+    def remove_files(self) -> None:
+        """Delete the database and its WAL side files (only under the writer lock)."""
+        self.close()
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def state(self) -> tuple[int, int] | None:
+        """Return (schema version, generation), or None if the tables are not built yet."""
+        with _corruption_guard():
+            try:
+                rows = dict(self.conn.execute("SELECT key, value FROM state").fetchall())
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return None
+                raise
+        if "schema_version" not in rows or "generation" not in rows:
+            return None
+        return int(rows["schema_version"]), int(rows["generation"])
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; rolled back on any error."""
+        conn = self.conn
+        with _corruption_guard():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- writing -------------------------------------------------------------------
+
+    def set_generation(self, conn: sqlite3.Connection, generation: int) -> None:
+        conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('generation', ?)", (str(generation),))
+
+    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str) -> None:
+        """Add one entry's rows (metadata, text, links) inside an open transaction."""
+        signals = entry.signals or {}
+        cursor = conn.execute(
+            "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.theme,
+                entry.mood, signals.get("focus"), signals.get("novelty"), json.dumps(list(entry.tags)), entry.client_key,
+            ),
+        )
+        conn.execute(
+            "INSERT INTO fts (rowid, theme, voice, tags, focus, mood) VALUES (?, ?, ?, ?, ?, ?)",
+            (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or ""),
+        )
+        conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
+
+    def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
+        """Remove one entry's rows inside an open transaction."""
+        row = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            return
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
+
+    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int) -> int:
+        """Replace every table with rows for *entries*, in one transaction.
+
+        Readers keep their old snapshot until the commit, then see the new one.
+        """
+        count = 0
+        with self.transaction() as conn:
+            for statement in (_DROP + _TABLES).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))
+            self.set_generation(conn, generation)
+            for entry, rel_path in entries:
+                self.insert_entry(conn, entry, rel_path)
+                count += 1
+        with contextlib.suppress(sqlite3.OperationalError):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return count
+
+    # -- reading -------------------------------------------------------------------
+
+    def find_id(self, entry_id: str) -> str | None:
+        """The path of the entry with *entry_id*, if indexed."""
+        with _corruption_guard():
+            row = self.conn.execute("SELECT path FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        return row[0] if row else None
+
+    def find_client_key(self, client_key: str) -> str | None:
+        """The path of the entry appended with *client_key*, if indexed."""
+        with _corruption_guard():
+            row = self.conn.execute("SELECT path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+        return row[0] if row else None
+
+    def paths(self) -> dict[str, str]:
+        """Map every indexed path to its entry id."""
+        with _corruption_guard():
+            return dict(self.conn.execute("SELECT path, id FROM entries").fetchall())
+
+    def count(self) -> int:
+        with _corruption_guard():
+            return int(self.conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def rows(
+        self, *, kind: str | None = None, agent: str | None = None, since: str | None = None,
+        until: str | None = None, limit: int | None = None, ids: Sequence[str] | None = None, oldest_first: bool = False,
+    ) -> list[IndexRow]:
+        """Index rows in a window, newest first unless *oldest_first*."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
+        if ids is not None:
+            clauses.append(f"e.id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "ASC" if oldest_first else "DESC"
+        sql = f"SELECT {_COLUMNS} FROM entries e {where} ORDER BY e.ts_utc {order}, e.id {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with _corruption_guard():
+            return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
+
+    def search(
+        self, query: str, *, k: int, kind: str | None = None, agent: str | None = None,
+        since: str | None = None, until: str | None = None, exclude: Sequence[str] = (),
+    ) -> list[SearchRow]:
+        """Rank entries for *query* by BM25 (any text is accepted)."""
+        match = fts_query(query)
+        if match is None or k <= 0:
+            return []
+        clauses = ["fts MATCH ?"]
+        params: list[Any] = [match]
+        _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
+        if exclude:
+            clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
+            params.extend(exclude)
+        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
+        sql = (
+            f"SELECT {_COLUMNS}, -bm25(fts, {weights}) AS score, snippet(fts, -1, '', '', '…', 24)"
+            f" FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
+            f" ORDER BY bm25(fts, {weights}), e.ts_utc DESC LIMIT ?"
+        )
+        params.append(k)
+        with _corruption_guard():
+            return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), r[12]) for r in self.conn.execute(sql, params)]
+
+    def links_from(self, entry_id: str) -> list[str]:
+        with _corruption_guard():
+            return [r[0] for r in self.conn.execute("SELECT dst FROM links WHERE src = ? ORDER BY dst", (entry_id,))]
+
+    def links_to(self, entry_id: str) -> list[str]:
+        with _corruption_guard():
+            return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
+
+    def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Continuity links whose source is among *ids*."""
+        if not ids:
+            return []
+        with _corruption_guard():
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS window_ids (id TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM window_ids")
+            self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
+            return [(s, d) for s, d in self.conn.execute("SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")]
+
+    def text_of(self, entry_id: str) -> tuple[str, str, str, str] | None:
+        """(theme, voice, tags, focus) as indexed, for building a similarity query."""
+        with _corruption_guard():
+            row = self.conn.execute(
+                "SELECT f.theme, f.voice, f.tags, f.focus FROM fts f JOIN entries e ON e.rowid = f.rowid WHERE e.id = ?", (entry_id,)
+            ).fetchone()
+        return tuple(row) if row else None  # type: ignore[return-value]

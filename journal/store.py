@@ -1,0 +1,268 @@
+"""Entry files: durable no-clobber publish, safe reads and scanning of ``entries/``.
+
+Every path below ``entries/`` is walked with ``O_NOFOLLOW`` directory file
+descriptors, so a symlink planted anywhere in the tree is refused instead of
+followed. This module never touches the index.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Final
+
+from journal.entry import Entry
+from journal.errors import UnsafePathError
+
+__all__ = ["EntryStore", "PendingEntry", "ScanProblem", "check_entry_path"]
+
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_ENTRY_PATH: Final = re.compile(
+    r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json"
+)
+_TEMP_PREFIX: Final = ".tmp-"
+_DIR_MODE: Final = 0o700  # journals are private by default
+_FILE_MODE: Final = 0o600
+
+
+def check_entry_path(rel_path: str) -> tuple[str, str, str, str]:
+    """Split ``YYYY/MM/DD/<id>.json`` into its parts, refusing anything else.
+
+    Raises:
+        UnsafePathError: the path could lead outside ``entries/`` or is not an entry path.
+    """
+    match = _ENTRY_PATH.fullmatch(rel_path) if isinstance(rel_path, str) else None
+    if match is None:
+        raise UnsafePathError(str(rel_path), "not an entry path of the form YYYY/MM/DD/<id>.json inside entries/")
+    return match["y"], match["m"], match["d"], match["id"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEntry:
+    """An entry written and fsynced to a temporary file, not yet published."""
+
+    entry: Entry
+    rel_path: str
+    temp_name: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ScanProblem:
+    """A file or directory in ``entries/`` that is not an entry, and why."""
+
+    path: str
+    reason: str
+
+
+def _fsync_dir(fd: int) -> None:
+    os.fsync(fd)
+
+
+class EntryStore:
+    """The canonical, immutable entry files below ``<root>/entries``."""
+
+    def __init__(self, entries_dir: Path) -> None:
+        self.entries_dir = entries_dir
+        try:
+            self._fd = os.open(entries_dir, _DIR_FLAGS)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or entries_dir.is_symlink():
+                raise UnsafePathError(entries_dir, "entries/ is a symlink") from None
+            raise
+
+    def close(self) -> None:
+        """Release the directory handle."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @staticmethod
+    def rel_path_for(entry: Entry) -> str:
+        """Where *entry* lives: ``YYYY/MM/DD/<id>.json`` by its ts in UTC."""
+        day = entry.timestamp.astimezone(UTC)
+        return f"{day:%Y/%m/%d}/{entry.id}.json"
+
+    def _open_dirs(self, parts: tuple[str, ...], *, create: bool) -> int:
+        """Open the directory chain *parts* below entries/ without following symlinks."""
+        fd = os.dup(self._fd)
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, _DIR_MODE, dir_fd=fd)
+                    except FileExistsError:
+                        pass  # a concurrent writer made it; still fsync below
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    _fsync_dir(fd)  # make the new directory's name durable
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise UnsafePathError(f"entries/{'/'.join(parts)}", "a symlink or non-directory inside entries/") from None
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def write_temp(self, entry: Entry) -> PendingEntry:
+        """Write *entry* to a temporary file beside its final name and fsync it."""
+        rel_path = self.rel_path_for(entry)
+        data = entry.to_json_bytes()
+        year, month, day, _ = check_entry_path(rel_path)
+        dir_fd = self._open_dirs((year, month, day), create=True)
+        temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+        try:
+            fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dir_fd)
+        return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data)
+
+    def publish(self, pending: PendingEntry) -> None:
+        """Give the temp file its final name with a no-clobber hard link, durably.
+
+        Raises:
+            FileExistsError: a file with the final name already exists.
+        """
+        year, month, day, entry_id = check_entry_path(pending.rel_path)
+        dir_fd = self._open_dirs((year, month, day), create=False)
+        try:
+            try:
+                os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            finally:
+                os.unlink(pending.temp_name, dir_fd=dir_fd)
+            _fsync_dir(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def discard(self, pending: PendingEntry) -> None:
+        """Remove an unpublished temp file."""
+        year, month, day, _ = check_entry_path(pending.rel_path)
+        dir_fd = self._open_dirs((year, month, day), create=False)
+        try:
+            os.unlink(pending.temp_name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(dir_fd)
+
+    def read(self, rel_path: str) -> bytes:
+        """Read the bytes of the entry file at *rel_path* (relative to entries/).
+
+        Raises:
+            UnsafePathError: the path is not an entry path or crosses a symlink.
+            FileNotFoundError: no such file.
+        """
+        year, month, day, entry_id = check_entry_path(rel_path)
+        dir_fd = self._open_dirs((year, month, day), create=False)
+        try:
+            try:
+                fd = os.open(f"{entry_id}.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafePathError(f"entries/{rel_path}", "the entry file is a symlink") from None
+                raise
+        finally:
+            os.close(dir_fd)
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def exists(self, rel_path: str) -> bool:
+        """True if an entry file exists at *rel_path*."""
+        try:
+            self.read(rel_path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def scan(self) -> Iterator[str | ScanProblem]:
+        """Yield the relative path of every entry file, and a ScanProblem for anything else.
+
+        Temporary files of interrupted appends are skipped silently: they were
+        never entries. Nothing is modified.
+        """
+        yield from self._scan_level(self._fd, (), depth=0)
+
+    def _scan_level(self, dir_fd: int, parts: tuple[str, ...], depth: int) -> Iterator[str | ScanProblem]:
+        patterns = (r"\d{4}", r"\d{2}", r"\d{2}")
+        names = sorted(os.listdir(dir_fd))
+        for name in names:
+            rel = "/".join((*parts, name))
+            if name.startswith(_TEMP_PREFIX):
+                continue
+            if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o170000 == 0o120000:
+                yield ScanProblem(rel, "symlink refused")
+                continue
+            if depth < 3:
+                if not re.fullmatch(patterns[depth], name):
+                    yield ScanProblem(rel, "not part of the entries/YYYY/MM/DD layout")
+                    continue
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+                except NotADirectoryError:
+                    yield ScanProblem(rel, "a file where a date directory belongs")
+                    continue
+                try:
+                    yield from self._scan_level(child, (*parts, name), depth + 1)
+                finally:
+                    os.close(child)
+            elif _ENTRY_PATH.fullmatch(rel):
+                yield rel
+            else:
+                yield ScanProblem(rel, "not an entry file name (<id>.json)")
+
+    def remove_temp_files(self) -> int:
+        """Delete temp files left by interrupted appends; only under the writer lock."""
+        removed = 0
+        for parts in self._day_dirs():
+            dir_fd = self._open_dirs(parts, create=False)
+            try:
+                for name in os.listdir(dir_fd):
+                    if name.startswith(_TEMP_PREFIX):
+                        os.unlink(name, dir_fd=dir_fd)
+                        removed += 1
+            finally:
+                os.close(dir_fd)
+        return removed
+
+    def _day_dirs(self) -> Iterator[tuple[str, str, str]]:
+        for year in sorted(os.listdir(self._fd)):
+            if not re.fullmatch(r"\d{4}", year):
+                continue
+            try:
+                year_fd = self._open_dirs((year,), create=False)
+            except (UnsafePathError, OSError):
+                continue
+            try:
+                for month in sorted(os.listdir(year_fd)):
+                    if not re.fullmatch(r"\d{2}", month):
+                        continue
+                    try:
+                        month_fd = self._open_dirs((year, month), create=False)
+                    except (UnsafePathError, OSError):
+                        continue
+                    try:
+                        days = sorted(os.listdir(month_fd))
+                    finally:
+                        os.close(month_fd)
+                    yield from ((year, month, day) for day in days if re.fullmatch(r"\d{2}", day))
+            finally:
+                os.close(year_fd)
