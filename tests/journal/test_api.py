@@ -1,0 +1,198 @@
+"""The Journal API: append, idempotency, reads, scoping, relate, digest."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
+from tests.conftest import entry_files
+
+Payload = Callable[..., dict[str, Any]]
+T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
+
+
+def _at(hours: float) -> str:
+    return (T0 + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_layout_and_manifest(root: Path) -> None:
+    """A new root gets the SPEC layout and a manifest whose bytes are never rewritten."""
+    Journal(root).close()
+    assert {p.name for p in root.iterdir()} == {"manifest.json", "entries", "index", "models", ".write.lock"}
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["format"] == "ghostjournal" and manifest["format_version"] == 1
+    assert len(manifest["journal_id"]) == 36
+    before = (root / "manifest.json").read_bytes()
+    with Journal(root) as again:
+        again.append({"kind": "note", "agent": "a", "theme": "t", "voice": "v"})
+        assert again.manifest.journal_id == manifest["journal_id"]
+    assert (root / "manifest.json").read_bytes() == before
+    assert (root / "index" / "journal.sqlite3").is_file()
+
+
+def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
+    """Opening a missing journal with create=False names the root and how to create it."""
+    with pytest.raises(JournalNotFoundError, match="ghostjournal --root .* init"):
+        Journal(tmp_path / "absent", create=False)
+    assert not (tmp_path / "absent").exists()
+
+
+def test_nn_request_says_what_is_missing(root: Path) -> None:
+    """Asking for semantic search names the extra that brings it."""
+    with pytest.raises(SemanticUnavailableError, match="'nn' extra"):
+        Journal(root, enable_nn=True)
+
+
+def test_append_stores_canonical_file_at_its_date(journal: Journal, make_payload: Payload) -> None:
+    """The entry file sits at entries/YYYY/MM/DD/<id>.json by its UTC date and holds canonical JSON."""
+    entry = journal.append(make_payload(ts="2026-09-05T01:30:00+03:00"))
+    path = journal.root / "entries" / "2026" / "09" / "04" / f"{entry.id}.json"
+    assert path.read_bytes() == entry.to_json_bytes()
+    assert journal.get(entry.id) == entry
+    assert entry.timestamp.tzinfo is not None
+
+
+def test_client_key_returns_first_entry_unchanged(journal: Journal, make_payload: Payload) -> None:
+    """A repeated client_key returns the first entry; the second payload is ignored."""
+    first = journal.append_with_result(make_payload(client_key="motoko:pulse-4h:2026-09-05T16", voice="first"))
+    again = journal.append_with_result(make_payload(client_key="motoko:pulse-4h:2026-09-05T16", voice="second"))
+    assert not first.is_duplicate and again.is_duplicate
+    assert again.entry == first.entry and again.entry.voice == "first"
+    assert len(entry_files(journal.root)) == 1
+
+
+def test_duplicate_supplied_id_is_refused(journal: Journal, make_payload: Payload) -> None:
+    """A supplied id that exists (even on another day) is refused."""
+    journal.append(make_payload(id="fixed-1", ts=_at(0)))
+    with pytest.raises(DuplicateEntryError, match="'fixed-1' already exists"):
+        journal.append(make_payload(id="fixed-1", ts=_at(72)))
+    assert len(entry_files(journal.root)) == 1
+
+
+@pytest.mark.parametrize("index_state", ["deleted", "older-copy"])
+def test_idempotency_survives_a_stale_or_missing_index(root: Path, make_payload: Payload, index_state: str, tmp_path: Path) -> None:
+    """The files decide: with index/ deleted or an older copy restored, keys and ids still dedupe."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="k0", voice="zero"))
+        shutil.copytree(root / "index", tmp_path / "old-index")
+        kept = journal.append(make_payload(client_key="k1", id="known-id", voice="one"))
+    shutil.rmtree(root / "index")
+    if index_state == "older-copy":
+        shutil.copytree(tmp_path / "old-index", root / "index")
+    with Journal(root) as journal:
+        again = journal.append_with_result(make_payload(client_key="k1", voice="retry"))
+        assert again.is_duplicate and again.entry == kept
+        with pytest.raises(DuplicateEntryError):
+            journal.append(make_payload(id="known-id"))
+        assert sorted(e.client_key for e in journal.list()) == ["k0", "k1"]
+    assert len(entry_files(root)) == 2
+
+
+def test_stale_index_is_caught_up_without_opening_anew(root: Path, make_payload: Payload, tmp_path: Path) -> None:
+    """An older index restored under a running journal is repaired at the next append."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="k0"))
+        shutil.copy(root / "index" / "journal.sqlite3", tmp_path / "old.sqlite3")
+        journal.append(make_payload(client_key="k1"))
+    with Journal(root) as journal:
+        journal._index.close()
+        for suffix in ("-wal", "-shm"):
+            (root / "index" / f"journal.sqlite3{suffix}").unlink(missing_ok=True)
+        shutil.copy(tmp_path / "old.sqlite3", root / "index" / "journal.sqlite3")
+        assert journal.append_with_result(make_payload(client_key="k1")).is_duplicate
+        assert len(journal.list()) == 2
+
+
+def test_list_filters_and_orders_newest_first(journal: Journal, make_payload: Payload) -> None:
+    """list() filters by kind, agent and a [since, until) window, newest first, with a limit."""
+    for hour, kind, agent in [(0, "pulse", "motoko"), (1, "evening", "motoko"), (2, "pulse", "batou"), (3, "pulse", "motoko")]:
+        journal.append(make_payload(ts=_at(hour), kind=kind, agent=agent, voice=f"hour {hour}"))
+    assert [e.voice for e in journal.list()] == ["hour 3", "hour 2", "hour 1", "hour 0"]
+    assert [e.voice for e in journal.list(kind="pulse", agent="motoko")] == ["hour 3", "hour 0"]
+    assert [e.voice for e in journal.list(since=_at(1), until=_at(3))] == ["hour 2", "hour 1"]
+    assert [e.voice for e in journal.list(since=T0 + timedelta(hours=1), limit=1)] == ["hour 3"]
+    with pytest.raises(ValueError, match="since must be"):
+        journal.list(since="2026-09-01T00:00:00")
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        journal.list(limit=0)
+
+
+def test_get_unknown_id(journal: Journal) -> None:
+    """An unknown id raises EntryNotFoundError quoting it."""
+    with pytest.raises(EntryNotFoundError, match="no entry with id 'nope'"):
+        journal.get("nope")
+
+
+def test_search_ranks_stems_and_snippets(journal: Journal, make_payload: Payload) -> None:
+    """Porter stemming matches word forms; the best match ranks first with a snippet and its entry."""
+    journal.append(make_payload(theme="cooking", tags=["food"], voice="Simmered a broth of kelp all afternoon."))
+    lit = journal.append(make_payload(theme="lighting", tags=["film"], voice="Relit the set: lights lighting the lit alley."))
+    journal.append(make_payload(theme="walk", tags=[], voice="A long walk past the lighthouse."))
+    hits = journal.search("light the scene", k=5)
+    assert hits[0].entry_id == lit.id and hits[0].entry == lit
+    assert hits[0].score >= hits[-1].score
+    assert "light" in hits[0].snippet.lower()
+    assert all(h.to_dict()["entry"]["id"] == h.entry_id for h in hits)
+
+
+def test_every_read_is_scoped_by_agent(journal: Journal, make_payload: Payload) -> None:
+    """With agent= given, no read returns another agent's entries."""
+    mine = journal.append(make_payload(agent="motoko", voice="secret harbor plans", ts=_at(0)))
+    journal.append(make_payload(agent="batou", voice="secret harbor plans of batou", ts=_at(1), signals={"continuity_refs": [mine.id]}))
+    assert {h.entry.agent for h in journal.search("secret harbor", agent="motoko")} == {"motoko"}
+    assert {e.agent for e in journal.list(agent="motoko")} == {"motoko"}
+    assert {h.entry.agent for h in journal.relate(mine.id, agent="motoko")} <= {"motoko"}
+    assert "batou" not in journal.prompt_context("secret harbor", agent="motoko")
+    assert journal.digest(agent="motoko").count == 1
+
+
+def test_relate_follows_links_both_ways_then_similarity(journal: Journal, make_payload: Payload) -> None:
+    """relate() lists what an entry continues, what continues it, then lexically similar entries."""
+    base = journal.append(make_payload(ts=_at(0), theme="tide tables", voice="Studied tide tables and moon phases."))
+    older = journal.append(make_payload(ts=_at(-5), theme="kitchen", voice="Bread and salt."))
+    middle = journal.append(make_payload(ts=_at(1), theme="kitchen", voice="Soup again.", signals={"continuity_refs": [base.id]}))
+    similar = journal.append(make_payload(ts=_at(2), theme="tide", voice="The tide tables were wrong about the moon."))
+    journal.append(make_payload(ts=_at(3), theme="unrelated", voice="Nothing to do with anything."))
+    moved = journal.append(make_payload(ts=_at(4), theme="x", voice="Later.", signals={"continuity_refs": [older.id]}))
+    hits = journal.relate(base.id, k=3)
+    assert [(h.entry_id, h.reason) for h in hits][:2] == [(middle.id, "continued_by"), (similar.id, "similar")]
+    assert base.id not in {h.entry_id for h in hits}
+    assert [(h.entry_id, h.reason) for h in journal.relate(moved.id, k=1)] == [(older.id, "continues")]
+
+
+def test_digest_counts_themes_moods_novelty_and_chains(journal: Journal, make_payload: Payload) -> None:
+    """digest() counts themes, tags, focus and moods, reads the novelty trend and finds continuity chains."""
+    previous: str | None = None
+    ids = []
+    for i in range(6):
+        signals: dict[str, Any] = {"novelty": 0.1 if i < 3 else 0.9, "focus": "light" if i % 2 else "sound"}
+        if previous:
+            signals["continuity_refs"] = [previous]
+        entry = journal.append(make_payload(ts=_at(i), theme="light" if i < 4 else "sound", mood="calm", tags=["a"], signals=signals))
+        previous = entry.id
+        ids.append(entry.id)
+    digest = journal.digest(agent="motoko", since=_at(0), until=_at(6)).to_dict()
+    assert digest["count"] == 6
+    assert digest["themes"] == [{"theme": "light", "count": 4}, {"theme": "sound", "count": 2}]
+    assert digest["tags"] == [{"tag": "a", "count": 6}]
+    assert digest["moods"] == [{"mood": "calm", "count": 6}]
+    assert {f["focus"] for f in digest["focus"]} == {"light", "sound"}
+    assert digest["novelty"]["trend"] == "rising"
+    assert digest["continuity"]["longest_chains"] == [ids]
+    assert digest["continuity"]["links"] == 5
+    empty = journal.digest(agent="nobody").to_dict()
+    assert empty["count"] == 0 and empty["novelty"]["trend"] is None
+
+
+def test_search_quality_prefers_theme_and_tags(journal: Journal, make_payload: Payload) -> None:
+    """A query word in an entry's theme or tags outranks the same word once in long prose."""
+    prose = journal.append(make_payload(theme="errands", tags=[], voice="Went out for groceries, saw a camera shop, bought milk and bread and eggs."))
+    themed = journal.append(make_payload(theme="camera", tags=["camera"], voice="Notes on lenses."))
+    assert [h.entry_id for h in journal.search("camera")] == [themed.id, prose.id]
