@@ -1,0 +1,109 @@
+"""The ghostjournal command: JSON on stdout, one-line errors with documented exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from journal.cli import cli
+
+ENTRY = {"kind": "note", "agent": "motoko", "theme": "harbor", "voice": "Fog over the harbor again.", "tags": ["fog"]}
+
+
+def run(root: Path | None, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
+    prefix = ["--root", str(root)] if root is not None else []
+    return CliRunner().invoke(cli, [*prefix, *args], input=input, env=env)
+
+
+def ok(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_full_round_trip(root: Path) -> None:
+    """init, append, get, list, search, relate, digest, prompt-context and reindex all print JSON."""
+    created = ok(run(root, "init"))
+    assert created["journal_id"] and created["root"] == str(root)
+    first = ok(run(root, "append", input=json.dumps({**ENTRY, "client_key": "c1"})))
+    assert first["outcome"] == "appended"
+    again = ok(run(root, "append", input=json.dumps({**ENTRY, "client_key": "c1", "voice": "other"})))
+    assert again == {"outcome": "duplicate", "entry": first["entry"]}
+    entry_id = first["entry"]["id"]
+    assert ok(run(root, "get", entry_id)) == first["entry"]
+    assert [e["id"] for e in ok(run(root, "list", "--agent", "motoko", "--kind", "note"))] == [entry_id]
+    hits = ok(run(root, "search", "harbor fog", "-k", "3"))
+    assert hits[0]["entry_id"] == entry_id and hits[0]["score"] > 0 and hits[0]["snippet"]
+    assert ok(run(root, "relate", entry_id)) == []
+    assert ok(run(root, "digest", "--agent", "motoko"))["count"] == 1
+    context = ok(run(root, "prompt-context", "fog", "--agent", "motoko"))
+    assert entry_id in context["context"]
+    raw = run(root, "prompt-context", "fog", "--raw")
+    assert raw.exit_code == 0 and raw.stdout.startswith("<past_journal_entries")
+    assert ok(run(root, "reindex")) == {"indexed": 1, "skipped": []}
+
+
+def test_root_from_environment(root: Path) -> None:
+    """GHOSTJOURNAL_ROOT stands in for --root."""
+    ok(run(None, "init", env={"GHOSTJOURNAL_ROOT": str(root)}))
+    assert ok(run(None, "list", env={"GHOSTJOURNAL_ROOT": str(root)})) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["list"], 3, "no journal at"),
+        (["get", "missing-id"], 3, "no entry with id 'missing-id'"),
+        (["get", "../../etc/passwd"], 65, "invalid entry id"),
+        (["list", "--since", "2026-09-01T00:00:00"], 2, "since must be an ISO 8601 time with a timezone"),
+        (["search", "x", "-k", "0"], 2, "0 is not in the range"),
+        (["download-model"], 1, "'nn' extra"),
+        (["--nn", "list"], 1, "'nn' extra"),
+    ],
+    ids=["missing-root", "unknown-id", "path-id", "naive-since", "bad-k", "download-model", "nn"],
+)
+def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    """Each user mistake prints one line on stderr, no traceback, and exits with its code."""
+    root = tmp_path / "j"
+    if args[0] != "list" or len(args) > 1:
+        ok(run(root, "init"))
+    result = run(root, *args)
+    assert result.exit_code == code, result.output
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_no_root_at_all_is_a_usage_error() -> None:
+    """Without --root or GHOSTJOURNAL_ROOT the command says how to give one."""
+    result = run(None, "list")
+    assert result.exit_code == 2
+    assert "--root PATH or set GHOSTJOURNAL_ROOT" in result.stderr
+
+
+def test_duplicate_id_exits_4(root: Path) -> None:
+    """A duplicate supplied id is a conflict (exit 4)."""
+    ok(run(root, "init"))
+    ok(run(root, "append", input=json.dumps({**ENTRY, "id": "fixed"})))
+    result = run(root, "append", input=json.dumps({**ENTRY, "id": "fixed"}))
+    assert result.exit_code == 4 and "already exists" in result.stderr
+
+
+def test_installed_command_runs_as_a_real_process(root: Path) -> None:
+    """The console script works end to end in its own process, reading stdin and writing stdout."""
+    env = {**os.environ, "GHOSTJOURNAL_ROOT": str(root)}
+    command = [sys.executable, "-m", "journal.cli"]
+    subprocess.run([*command, "init"], env=env, check=True, capture_output=True)
+    appended = subprocess.run([*command, "append"], input=json.dumps(ENTRY).encode(), env=env, check=True, capture_output=True)
+    entry_id = json.loads(appended.stdout)["entry"]["id"]
+    bad = subprocess.run([*command, "append"], input=b"\xff", env=env, capture_output=True)
+    assert bad.returncode == 65
+    assert bad.stderr.decode().strip() == "Error: entry: expected UTF-8 text, got an invalid byte at offset 0"
+    listed = subprocess.run([*command, "list"], env=env, check=True, capture_output=True)
+    assert [e["id"] for e in json.loads(listed.stdout)] == [entry_id]
