@@ -2,10 +2,16 @@
 
 ``fcntl.flock`` is released by the kernel when its holder dies, so a lock is
 never judged stale by its age and never stolen. The lock file's first bytes
-hold a counter that every append bumps (durably) *before* it publishes a file;
-the index stores the counter it has caught up with, so a mismatch reveals a
-crash between publish and index, or an index restored from an older copy,
-without listing ``entries/``.
+hold a counter that every append bumps *before* it publishes a file; the
+index stores the counter it has caught up with, so a mismatch reveals a crash
+between publish and index, or an index restored from an older copy, without
+listing ``entries/``.
+
+A killed process loses nothing that it wrote to the page cache, so within one
+boot of the machine the counter needs no fsync. Only a power loss or kernel
+crash can drop it, and both end the boot: the index records the boot id of
+its last full check, and the first writer or reader of a new boot checks
+every file name once. Where no boot id can be read, every bump is fsynced.
 """
 
 from __future__ import annotations
@@ -18,9 +24,18 @@ from types import TracebackType
 
 from journal.errors import LockTimeoutError, UnsafePathError
 
-__all__ = ["WriteLock"]
+__all__ = ["WriteLock", "current_boot_id"]
 
 _WIDTH = 20  # decimal digits of the generation counter
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def current_boot_id() -> str | None:
+    """The kernel's id for this boot of the machine, or None where there is none (non-Linux)."""
+    try:
+        return _BOOT_ID.read_text("ascii").strip() or None
+    except OSError:
+        return None
 
 
 class WriteLock:
@@ -92,14 +107,15 @@ class WriteLock:
         except (UnicodeDecodeError, ValueError):
             return -1  # unreadable: never equal to an index's generation, so it forces a reconcile
 
-    def bump_generation(self) -> int:
-        """Durably increase the generation; only while holding the lock."""
+    def bump_generation(self, *, durable: bool = True) -> int:
+        """Increase the generation, fsynced if *durable*; only while holding the lock."""
         if not self._depth:
             raise RuntimeError("the write generation changes only under the writer lock")
         fd = self._open()
         new = max(self.read_generation(), 0) + 1
         os.pwrite(fd, str(new).rjust(_WIDTH).encode("ascii"), 0)
-        os.fdatasync(fd)
+        if durable:
+            os.fdatasync(fd)
         return new
 
     def close(self) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from journal._lock import WriteLock
+from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
 from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
@@ -25,7 +25,7 @@ from journal.errors import (
     JournalNotFoundError,
     UnsafePathError,
 )
-from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow
+from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState
 from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
@@ -153,6 +153,7 @@ class Journal:
         self._store = EntryStore(self.root / "entries")
         self._index = Index(self.root / "index" / "journal.sqlite3")
         self.skipped: list[SkippedFile] = []
+        self._boot_id = current_boot_id()
         self._open_index()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -174,21 +175,35 @@ class Journal:
 
     # -- keeping the index in step with the files -----------------------------------
 
-    def _index_state(self) -> tuple[int, int] | None:
+    def _index_state(self) -> IndexState | None:
+        """The index's state; None when unbuilt, schema_version -1 when corrupt."""
         try:
             return self._index.state()
         except IndexCorruptError:
-            return (-1, -1)
+            return IndexState(-1, -1, "")
+
+    @staticmethod
+    def _is_corrupt(state: IndexState | None) -> bool:
+        return state is not None and state.schema_version == -1
+
+    @staticmethod
+    def _needs_rebuild(state: IndexState | None) -> bool:
+        return state is None or state.schema_version != INDEX_SCHEMA_VERSION
+
+    def _is_behind(self, state: IndexState) -> bool:
+        """True when files may exist that the index lacks (see journal._lock)."""
+        return state.generation != self._lock.read_generation() or (self._boot_id is not None and state.boot_id != self._boot_id)
 
     def _open_index(self) -> None:
         state = self._index_state()
-        if state is None or state[0] != INDEX_SCHEMA_VERSION:
+        if self._needs_rebuild(state):
             with self._lock:
                 state = self._index_state()
-                if state is None or state[0] != INDEX_SCHEMA_VERSION:
-                    self._rebuild_locked(corrupt=state == (-1, -1))
+                if self._needs_rebuild(state):
+                    self._rebuild_locked(corrupt=self._is_corrupt(state))
             return
-        if state[1] != self._lock.read_generation() and self._lock.acquire(blocking=False):
+        assert state is not None
+        if self._is_behind(state) and self._lock.acquire(blocking=False):
             # A busy lock means a writer is active; it catches the index up itself.
             try:
                 self._sync_locked()
@@ -197,16 +212,11 @@ class Journal:
 
     def _sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
-        try:
-            state = self._index.state()
-        except IndexCorruptError:
-            self._rebuild_locked(corrupt=True)
-            return
-        generation = self._lock.read_generation()
-        if state is None or state[0] != INDEX_SCHEMA_VERSION:
-            self._rebuild_locked(corrupt=False)
-        elif state[1] != generation:
-            self._reconcile_locked(generation)
+        state = self._index_state()
+        if self._needs_rebuild(state):
+            self._rebuild_locked(corrupt=self._is_corrupt(state))
+        elif state is not None and self._is_behind(state):
+            self._reconcile_locked(self._generation_locked())
 
     def _generation_locked(self) -> int:
         generation = self._lock.read_generation()
@@ -258,7 +268,7 @@ class Journal:
         loaded = {p: e for p, e in (preloaded or {}).items() if p in set(paths)}
         loaded.update(self._load_many([p for p in paths if p not in loaded], report))
         unique = self._first_of_each(loaded, report)
-        count = self._index.rebuild(((entry, path) for path, entry in unique), self._generation_locked())
+        count = self._index.rebuild(((entry, path) for path, entry in unique), self._generation_locked(), self._boot_id or "")
         self._store.remove_temp_files()
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
@@ -297,7 +307,7 @@ class Journal:
                     log.warning("skipped entries/%s: its id or client_key is already indexed", path)
                     continue
                 self._index.insert_entry(conn, entry, path)
-            self._index.set_generation(conn, generation if generation >= 0 else self._lock.bump_generation())
+            self._index.set_generation(conn, generation, self._boot_id or "")
         self._store.remove_temp_files()
 
     # -- writing -------------------------------------------------------------------
@@ -322,10 +332,11 @@ class Journal:
                 existing = self._index.find_client_key(entry.client_key)
                 if existing is not None:
                     return AppendResult(self._load(existing), is_duplicate=True)
-            if self._index.find_id(entry.id) is not None:
+            # A generated UUID4 cannot collide; only a supplied id needs the lookup.
+            if "id" in payload and self._index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
             pending = self._store.write_temp(entry)
-            generation = self._lock.bump_generation()
+            generation = self._lock.bump_generation(durable=self._boot_id is None)
             try:
                 self._store.publish(pending)
             except FileExistsError:
@@ -352,7 +363,7 @@ class Journal:
 
         preloaded = self._load_many(self._scan(lambda item: None), lambda item: None)
         with self._lock:
-            count = self._rebuild_locked(corrupt=self._index_state() == (-1, -1), preloaded=preloaded, on_skip=report)
+            count = self._rebuild_locked(corrupt=self._is_corrupt(self._index_state()), preloaded=preloaded, on_skip=report)
         self.skipped = skipped
         if on_skip is not None:
             for item in skipped:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from journal.entry import Entry, utc_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "SearchRow", "fts_query"]
+__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "fts_query"]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
 INDEX_SCHEMA_VERSION: Final = 1
@@ -93,6 +93,20 @@ def fts_query(text: str) -> str | None:
 
 class IndexCorruptError(Exception):
     """SQLite reported the index file as corrupt or not a database (internal signal)."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    """The index's bookkeeping: its table version and how far it has caught up.
+
+    ``generation`` is the writer lock's counter at the index's last commit;
+    ``boot_id`` names the machine boot during which the index last checked
+    every file (see :mod:`journal._lock`).
+    """
+
+    schema_version: int
+    generation: int
+    boot_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,8 +216,8 @@ class Index:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
-    def state(self) -> tuple[int, int] | None:
-        """Return (schema version, generation), or None if the tables are not built yet."""
+    def state(self) -> IndexState | None:
+        """Return the index's bookkeeping, or None if the tables are not built yet."""
         with _corruption_guard():
             try:
                 rows = dict(self.conn.execute("SELECT key, value FROM state").fetchall())
@@ -213,7 +227,7 @@ class Index:
                 raise
         if "schema_version" not in rows or "generation" not in rows:
             return None
-        return int(rows["schema_version"]), int(rows["generation"])
+        return IndexState(int(rows["schema_version"]), int(rows["generation"]), rows.get("boot_id", ""))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -230,8 +244,11 @@ class Index:
 
     # -- writing -------------------------------------------------------------------
 
-    def set_generation(self, conn: sqlite3.Connection, generation: int) -> None:
+    def set_generation(self, conn: sqlite3.Connection, generation: int, boot_id: str | None = None) -> None:
+        """Record the write generation (and, after a full check, the boot) the index has caught up with."""
         conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('generation', ?)", (str(generation),))
+        if boot_id is not None:
+            conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
     def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str) -> None:
         """Add one entry's rows (metadata, text, links) inside an open transaction."""
@@ -259,7 +276,7 @@ class Index:
         conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
 
-    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int) -> int:
+    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str) -> int:
         """Replace every table with rows for *entries*, in one transaction.
 
         Readers keep their old snapshot until the commit, then see the new one.
@@ -270,7 +287,7 @@ class Index:
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))
-            self.set_generation(conn, generation)
+            self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
                 self.insert_entry(conn, entry, rel_path)
                 count += 1

@@ -196,3 +196,36 @@ def test_search_quality_prefers_theme_and_tags(journal: Journal, make_payload: P
     prose = journal.append(make_payload(theme="errands", tags=[], voice="Went out for groceries, saw a camera shop, bought milk and bread and eggs."))
     themed = journal.append(make_payload(theme="camera", tags=["camera"], voice="Notes on lenses."))
     assert [h.entry_id for h in journal.search("camera")] == [themed.id, prose.id]
+
+
+def _drop_row_behind_the_counter(root: Path, entry_id: str, boot_id: str | None) -> None:
+    """Make the index lose one entry while its generation still matches, as a power loss could."""
+    import sqlite3
+
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        rowid = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))
+        if boot_id is not None:
+            conn.execute("UPDATE state SET value = ? WHERE key = 'boot_id'", (boot_id,))
+
+
+def test_first_open_after_a_reboot_checks_every_file(root: Path, make_payload: Payload) -> None:
+    """An index last checked during another boot is reconciled with the files once, on open."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="k0"))
+        lost = journal.append(make_payload(client_key="k1"))
+    _drop_row_behind_the_counter(root, lost.id, boot_id="an-earlier-boot")
+    with Journal(root) as journal:
+        assert journal.append_with_result(make_payload(client_key="k1")).is_duplicate
+        assert len(journal.list()) == 2
+
+
+def test_same_boot_open_does_not_list_the_files(root: Path, make_payload: Payload) -> None:
+    """Within one boot a matching generation is trusted: opening costs no walk of entries/."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="k0"))
+        hidden = journal.append(make_payload(client_key="k1"))
+    _drop_row_behind_the_counter(root, hidden.id, boot_id=None)
+    with Journal(root) as journal:
+        assert [e.client_key for e in journal.list()] == ["k0"]
