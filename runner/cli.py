@@ -1,0 +1,191 @@
+"""The ``ghostrunner`` command: parse arguments, call the runner, print JSON.
+
+Commands: ``run`` (one slot, for timers and manual triggers), ``serve`` (the
+scheduler), ``simulate`` (a virtual agent life). Results go to stdout as
+JSON; logs go to stderr, except under ``serve`` where they go to stdout for
+journald. User errors are one line on stderr.
+
+Exit codes: 0 ok; 1 a run failed (or another runner/journal error);
+2 usage (unknown agent or routine, bad option); 75 busy (another scheduler
+holds the lock, or the journal's writer lock stayed busy); 78 configuration error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from datetime import datetime, time, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import click
+
+from journal import Journal, JournalError, LockTimeoutError
+from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
+from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnknownNameError
+from runner.logs import configure_logging
+from runner.slots import cron_trigger, latest_fire_time
+
+__all__ = ["cli", "main"]
+
+_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+
+class RunnerCommandError(click.ClickException):
+    """A runner or journal error shown as one line with its exit code."""
+
+    exit_code: ClassVar[int] = 1  # type: ignore[misc]
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        if isinstance(error, ConfigError):
+            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG
+        elif isinstance(error, SchedulerBusyError | LockTimeoutError):
+            self.exit_code = 75  # type: ignore[misc]  # EX_TEMPFAIL
+        elif isinstance(error, UnknownNameError):
+            self.exit_code = 2  # type: ignore[misc]
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (RunnerError, JournalError) as exc:
+            raise RunnerCommandError(exc) from exc
+
+
+class _Settings:
+    def __init__(self, config_path: Path | None, log_level: str | None) -> None:
+        self.config_path = config_path
+        self.log_level = log_level
+
+    def config(self, override: Path | None) -> RunnerConfig:
+        return load_config(override or self.config_path)
+
+
+def _config_option(function: Any) -> Any:
+    return click.option(
+        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults).",
+    )(function)
+
+
+def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(f"expected an ISO 8601 date or time such as 2026-09-05T16:00, got {text!r}", param_hint=option) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", envvar=CONFIG_ENVVAR, type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).")
+@click.option("--log-level", type=_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> None:
+    """Run reflective routines for scheduled agents and keep their journals."""
+    ctx.obj = _Settings(config_path, log_level)
+
+
+@cli.command()
+@click.argument("routine")
+@click.option("--agent", required=True, help="The configured agent to run it for.")
+@click.option("--at", "at_text", default=None, help="The time whose slot to run (ISO 8601; default now). It is snapped to the latest scheduled time at or before it.")
+@click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
+@click.option("--run-id", default=None, hidden=True)
+@_config_option
+@click.pass_obj
+def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_path: Path | None) -> None:
+    """Run ROUTINE once for one agent and print the outcome as JSON.
+
+    Safe to repeat: a slot that already has its entry reports "duplicate".
+
+    Example: ghostrunner run evening --agent motoko --at 2026-09-05T21:00
+    """
+    configure_logging(stream=sys.stderr, level=settings.log_level or "info")
+    from runner.backends import build_backend
+    from runner.engine import execute_run
+
+    config = settings.config(config_path)
+    agent_config = config.agent(agent)
+    routine_config = config.routine_for(agent_config, routine)
+    at = _parse_time(at_text, config, "--at") if at_text else datetime.now(config.timezone)
+    scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
+    if scheduled is None:
+        raise click.BadParameter(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
+    backend = None if routine_config.is_digest else build_backend(agent_config)
+    with Journal(agent_config.journal_root) as journal:
+        result = execute_run(journal, agent=agent_config, routine=routine_config, scheduled=scheduled, backend=backend,
+                             tz=config.timezone, dry_run=dry_run, run_id=run_id)
+    _echo_json(result.to_dict())
+    sys.exit(0 if result.is_ok else 1)
+
+
+@cli.command()
+@_config_option
+@click.pass_obj
+def serve(settings: _Settings, config_path: Path | None) -> None:
+    """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout.
+
+    Each run executes as a `ghostrunner run` worker process. On start the most
+    recent missed slot of each agent and routine (within catchup_grace) runs once.
+
+    Example: ghostrunner serve --config /etc/ghostrunner/ghostrunner.toml
+    """
+    configure_logging(stream=sys.stdout, level=settings.log_level or "info")
+    from runner.scheduler import Scheduler
+
+    config = settings.config(config_path)
+    sys.exit(Scheduler(config, log_stream=sys.stdout).serve())
+
+
+@cli.command()
+@click.option("--agent", "agents", multiple=True, help="Agent to simulate (repeatable; default: every configured agent).")
+@click.option("--days", type=click.IntRange(min=1), required=True, help="How many days of virtual time.")
+@click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
+@_config_option
+@click.pass_obj
+def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, config_path: Path | None) -> None:
+    """Live DAYS days of the agents' routines on a virtual clock, as fast as possible; print a summary.
+
+    Every slot runs in time order through the same code as `run`; re-running
+    the same simulation appends nothing new.
+
+    Example: ghostrunner simulate --agent motoko --days 28 --start 2026-08-01
+    """
+    configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
+    from runner.simulate import simulate as simulate_agents
+
+    config = settings.config(config_path)
+    if start_text:
+        start_day = _parse_time(start_text, config, "--start")
+    else:
+        today = datetime.now(config.timezone).date() - timedelta(days=days)
+        start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
+    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if not start_text or "T" not in start_text else start_day
+    end = start + timedelta(days=days)
+    names = list(agents) or sorted(config.agents)
+    summaries = simulate_agents(config, names, start, end, workers=workers)
+    totals: Counter[str] = Counter()
+    for summary in summaries:
+        totals.update(summary.outcomes)
+    _echo_json({
+        "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
+        "agents": [summary.to_dict() for summary in summaries],
+    })
+    sys.exit(1 if totals.get("failed") else 0)
+
+
+def main() -> None:
+    """Entry point of the ``ghostrunner`` console script."""
+    cli()

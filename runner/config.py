@@ -1,0 +1,394 @@
+"""The runner's configuration: one TOML file, validated whole at load time.
+
+Every problem is reported as a :class:`ConfigError` naming the file, the
+dotted key and what was expected; nothing starts on a bad file. Relative
+paths are read from the config file's directory. Without a file the
+embedded defaults (``runner/data/default.toml``: the agent ``motoko`` on the
+simulated backend, journal in ``./ghostjournal-data``) are used.
+
+Layout::
+
+    [runner]
+    journal_root = "./ghostjournal-data"   # "{agent}" expands to the agent's name
+    timezone = "Asia/Tokyo"
+    catchup_grace = "6h"       # on start, the latest missed slot this recent runs once
+    misfire_grace = "10m"      # how late a cron fire may still start
+    run_timeout = "5m"         # a worker running longer is killed
+    shutdown_timeout = "2m"    # how long SIGTERM waits for in-flight runs
+    lock_file = "ghostrunner.lock"   # one scheduler per deployment (default: beside the journal root)
+    workers = 4                # simulate: parallel worker processes (default: CPU count)
+
+    [routines.evening]         # override a built-in routine, field by field
+    schedule = "30 22 * * *"
+
+    [routines.morning]         # or add one: kind, schedule, slot, question and prompt are required
+    kind = "note"
+    schedule = "0 7 * * *"
+    slot = "day"
+    question = "what is waiting for me today?"
+    prompt = "Write a short morning note."
+    window = "2d"
+
+    [agents.motoko]
+    persona = "agents/motoko.toml"
+    routines = ["pulse-4h", "evening", "digest", "morning"]
+    backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]}
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from journal import KINDS
+from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
+from runner.errors import ConfigError, UnknownNameError
+from runner.persona import Persona, load_persona
+from runner.slots import cron_trigger
+
+__all__ = [
+    "CONFIG_ENVVAR",
+    "EMBEDDED_SOURCE",
+    "AgentConfig",
+    "BackendSettings",
+    "RunnerConfig",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]
+
+CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
+EMBEDDED_SOURCE: Final = "<embedded defaults>"
+BACKEND_TYPES: Final = ("simulated", "openai", "command")
+OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
+
+_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers")
+_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root")
+_BACKEND_KEYS: Final = {
+    "simulated": ("type",),
+    "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature"),
+    "command": ("type", "command", "timeout"),
+}
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+_ROUTINE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_DURATION: Final = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+_DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds"
+
+
+def parse_duration(value: object) -> timedelta:
+    """A duration from TOML: seconds as a number, or text like ``1h30m``.
+
+    Raises:
+        ValueError: anything else, or a negative number.
+    """
+    if isinstance(value, bool):
+        raise ValueError(_DURATION_EXPECTED)
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(_DURATION_EXPECTED)
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        match = _DURATION.fullmatch(value.strip())
+        if match and any(match.groups()):
+            weeks, days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+            return timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
+    raise ValueError(_DURATION_EXPECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSettings:
+    """How an agent's reflections are produced.
+
+    ``simulated`` needs nothing; ``openai`` uses base_url, model, api_key_env,
+    timeout, json_mode and temperature; ``command`` uses command and timeout.
+    """
+
+    type: str = "simulated"
+    base_url: str = OLLAMA_URL
+    model: str = "llama3.2"
+    api_key_env: str | None = None
+    timeout: float = 120.0
+    json_mode: bool = True
+    temperature: float | None = None
+    command: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """One configured agent: its persona, backend, routines and journal."""
+
+    name: str
+    persona: Persona | None
+    backend: BackendSettings
+    routines: tuple[str, ...]
+    journal_root: Path
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """The whole validated configuration."""
+
+    source: str
+    timezone: ZoneInfo
+    catchup_grace: timedelta
+    misfire_grace: timedelta
+    run_timeout: timedelta
+    shutdown_timeout: timedelta
+    lock_file: Path
+    workers: int | None
+    routines: Mapping[str, Routine]
+    agents: Mapping[str, AgentConfig]
+    config_file: Path | None = field(default=None)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent called *name*.
+
+        Raises:
+            UnknownNameError: no such agent is configured.
+        """
+        if name not in self.agents:
+            raise UnknownNameError("agent", name, sorted(self.agents))
+        return self.agents[name]
+
+    def routine_for(self, agent: AgentConfig, name: str) -> Routine:
+        """The routine *name*, which *agent* must run.
+
+        Raises:
+            UnknownNameError: the routine is not configured for that agent.
+        """
+        if name not in agent.routines:
+            raise UnknownNameError("routine", name, list(agent.routines), scope=f"for agent {agent.name!r}")
+        return self.routines[name]
+
+
+class _Reader:
+    """Validates one parsed TOML document, naming keys relative to *source*."""
+
+    def __init__(self, source: str, files_base: Path, state_base: Path) -> None:
+        self.source = source
+        self.files_base = files_base
+        self.state_base = state_base
+
+    def fail(self, key: str, expected: str, got: object = None) -> ConfigError:
+        shown = None if got is None else (got if isinstance(got, str) and got.startswith("an ") else repr(got))
+        return ConfigError(self.source, key, expected, shown)
+
+    def table(self, value: object, key: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, "a table", type(value).__name__)
+        if allowed is not None:
+            for name in value:
+                if name not in allowed:
+                    raise self.fail(f"{key}.{name}" if key else name, "one of the keys " + ", ".join(allowed), "an unknown key")
+        return value
+
+    def string(self, value: object, key: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, "a non-empty string", value)
+        return value
+
+    def duration(self, value: object, key: str) -> timedelta:
+        try:
+            return parse_duration(value)
+        except ValueError:
+            raise self.fail(key, _DURATION_EXPECTED, value) from None
+
+    def positive_int(self, value: object, key: str, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"an integer of at least {minimum}", value)
+        return value
+
+    def path(self, value: object, key: str, *, state: bool) -> Path:
+        text = self.string(value, key)
+        path = Path(os.path.expanduser(text))
+        return path if path.is_absolute() else (self.state_base if state else self.files_base) / path
+
+    def timezone(self, value: object) -> ZoneInfo:
+        name = self.string(value, "runner.timezone")
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise self.fail("runner.timezone", "an IANA time zone name such as 'Europe/Berlin' or 'UTC'", name) from None
+
+    def routine(self, name: str, value: object, tz: ZoneInfo) -> Routine:
+        key = f"routines.{name}"
+        if not _ROUTINE_NAME.fullmatch(name):
+            raise self.fail(key, "a routine name of lowercase letters, digits, '-' or '_'", name)
+        data = self.table(value, key, ROUTINE_FIELDS)
+        base = BUILTIN_ROUTINES.get(name)
+        if base is None:
+            for required in ("kind", "schedule", "slot", "question", "prompt"):
+                if required not in data:
+                    raise self.fail(f"{key}.{required}", f"a value (required for the new routine {name!r})", "nothing")
+        changes: dict[str, Any] = {}
+        if "kind" in data:
+            if data["kind"] not in KINDS:
+                raise self.fail(f"{key}.kind", "one of " + ", ".join(KINDS), data["kind"])
+            changes["kind"] = data["kind"]
+        if "schedule" in data:
+            schedule = self.string(data["schedule"], f"{key}.schedule")
+            try:
+                cron_trigger(schedule, tz)
+            except ValueError as exc:
+                raise self.fail(f"{key}.schedule", f"a five-field cron expression such as '0 21 * * *' ({exc})", schedule) from None
+            changes["schedule"] = schedule
+        if "slot" in data:
+            if data["slot"] not in SLOT_GRANULARITIES:
+                raise self.fail(f"{key}.slot", "one of " + ", ".join(SLOT_GRANULARITIES), data["slot"])
+            changes["slot"] = data["slot"]
+        for text_key in ("question", "prompt"):
+            if text_key in data:
+                changes[text_key] = self.string(data[text_key], f"{key}.{text_key}")
+        if "window" in data:
+            changes["window"] = self.duration(data["window"], f"{key}.window")
+        if "context_k" in data:
+            changes["context_k"] = self.positive_int(data["context_k"], f"{key}.context_k")
+        if "context_chars" in data:
+            changes["context_chars"] = self.positive_int(data["context_chars"], f"{key}.context_chars", minimum=1000)
+        if base is not None:
+            return base.with_overrides(**changes)
+        changes.setdefault("window", timedelta(days=7))
+        return Routine(name=name, **changes)
+
+    def backend(self, value: object, key: str) -> BackendSettings:
+        if isinstance(value, str):
+            value = {"type": value}
+        data = self.table(value, key, None)
+        kind = data.get("type", "simulated")
+        if kind not in BACKEND_TYPES:
+            raise self.fail(f"{key}.type" if "type" in data or not isinstance(value, str) else key, "one of " + ", ".join(BACKEND_TYPES), kind)
+        self.table(data, key, _BACKEND_KEYS[kind])
+        settings: dict[str, Any] = {"type": kind}
+        if "base_url" in data:
+            url = self.string(data["base_url"], f"{key}.base_url")
+            if not url.startswith(("http://", "https://")):
+                raise self.fail(f"{key}.base_url", "an http:// or https:// URL", url)
+            settings["base_url"] = url.rstrip("/")
+        for text_key in ("model", "api_key_env"):
+            if text_key in data:
+                settings[text_key] = self.string(data[text_key], f"{key}.{text_key}")
+        if "timeout" in data:
+            timeout = self.duration(data["timeout"], f"{key}.timeout").total_seconds()
+            if timeout <= 0:
+                raise self.fail(f"{key}.timeout", "a positive duration", data["timeout"])
+            settings["timeout"] = timeout
+        if "json_mode" in data:
+            if not isinstance(data["json_mode"], bool):
+                raise self.fail(f"{key}.json_mode", "true or false", data["json_mode"])
+            settings["json_mode"] = data["json_mode"]
+        if "temperature" in data:
+            temperature = data["temperature"]
+            if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+                raise self.fail(f"{key}.temperature", "a number between 0 and 2", temperature)
+            settings["temperature"] = float(temperature)
+        if kind == "command":
+            command = data.get("command")
+            if not isinstance(command, list) or not command or not all(isinstance(part, str) and part for part in command):
+                raise self.fail(f"{key}.command", "a non-empty list of strings (the program and its arguments)", command)
+            program = command[0]
+            if "/" in program and not os.path.isabs(program):
+                program = str(self.files_base / program)
+            settings["command"] = (program, *command[1:])
+        return BackendSettings(**settings)
+
+    def agent(self, name: str, value: object, routines: Mapping[str, Routine], root_template: str) -> AgentConfig:
+        key = f"agents.{name}"
+        if not _NAME.fullmatch(name):
+            raise self.fail(key, "an agent name of 1-64 letters, digits, '_', '.', '@' or '-'", name)
+        data = self.table(value, key, _AGENT_KEYS)
+        backend = self.backend(data.get("backend", "simulated"), f"{key}.backend")
+        persona = None
+        if "persona" in data:
+            persona_path = self.path(data["persona"], f"{key}.persona", state=False)
+            if not persona_path.is_file():
+                raise self.fail(f"{key}.persona", f"a persona TOML file (looked for {str(persona_path)!r})", data["persona"])
+            persona = load_persona(persona_path)
+        elif backend.type == "simulated":
+            raise self.fail(f"{key}.persona", "a persona file (the simulated backend writes from it)", "nothing")
+        names = data.get("routines", list(BUILTIN_ROUTINES))
+        if not isinstance(names, list) or not names:
+            raise self.fail(f"{key}.routines", "a non-empty list of routine names", names)
+        for position, routine in enumerate(names):
+            if routine not in routines:
+                raise self.fail(f"{key}.routines[{position}]", "a routine defined under [routines] or built in (" + ", ".join(sorted(routines)) + ")", routine)
+        if len(set(names)) != len(names):
+            raise self.fail(f"{key}.routines", "each routine once", names)
+        template = self.string(data["journal_root"], f"{key}.journal_root") if "journal_root" in data else root_template
+        root = self.path(template.replace("{agent}", name), f"{key}.journal_root", state=True)
+        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root)
+
+
+def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None) -> RunnerConfig:
+    """Validate configuration *text*.
+
+    Args:
+        text: the TOML document.
+        source: how errors name it (the file path, or ``<embedded defaults>``).
+        files_base: directory that relative persona and command paths start from.
+        state_base: directory that relative journal roots and the lock file start from.
+        config_file: the file it came from, if any (passed on to worker processes).
+
+    Raises:
+        ConfigError: the first problem found, naming file, key and expectation.
+    """
+    reader = _Reader(source, files_base, state_base)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, "", "valid TOML", str(exc)) from None
+    reader.table(data, "", ("runner", "routines", "agents"))
+    runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
+    tz = reader.timezone(runner.get("timezone", "UTC"))
+    root_template = reader.string(runner.get("journal_root", "./ghostjournal-data"), "runner.journal_root")
+    durations = {
+        name: reader.duration(runner.get(name, default), f"runner.{name}")
+        for name, default in (("catchup_grace", "6h"), ("misfire_grace", "10m"), ("run_timeout", "5m"), ("shutdown_timeout", "2m"))
+    }
+    for name in ("run_timeout", "shutdown_timeout"):
+        if durations[name] <= timedelta(0):
+            raise reader.fail(f"runner.{name}", "a positive duration", runner.get(name))
+    workers = reader.positive_int(runner["workers"], "runner.workers") if "workers" in runner else None
+    routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
+    for name, value in reader.table(data.get("routines", {}), "routines", None).items():
+        routines[name] = reader.routine(name, value, tz)
+    agents_table = reader.table(data.get("agents", {}), "agents", None)
+    if not agents_table:
+        raise reader.fail("agents", "at least one [agents.NAME] table", "none")
+    agents = {name: reader.agent(name, value, routines, root_template) for name, value in agents_table.items()}
+    if "lock_file" in runner:
+        lock_file = reader.path(runner["lock_file"], "runner.lock_file", state=True)
+    else:
+        first_root = reader.path(root_template.replace("{agent}", "all"), "runner.journal_root", state=True)
+        lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
+    return RunnerConfig(
+        source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
+        config_file=config_file, **durations,
+    )
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> RunnerConfig:
+    """Load the configuration from *path*, else ``$GHOSTRUNNER_CONFIG``, else the embedded defaults.
+
+    Raises:
+        ConfigError: unreadable or invalid file.
+    """
+    chosen = path if path is not None else os.environ.get(CONFIG_ENVVAR) or None
+    if chosen is None:
+        data_dir = resources.files("runner") / "data"
+        text = (data_dir / "default.toml").read_text(encoding="utf-8")
+        return parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
+    config_path = Path(chosen)
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(config_path, "", "a readable configuration file", exc.strerror or str(exc)) from None
+    base = config_path.resolve().parent
+    return parse_config(text, source=str(config_path), files_base=base, state_base=base, config_file=config_path.resolve())

@@ -1,0 +1,173 @@
+"""One run of one routine for one agent at one scheduled time.
+
+``execute_run`` is the single code path behind ``ghostrunner run``, the
+scheduler's workers and the simulation. Its steps:
+
+1. slot from the *scheduled* time; ``client_key = "<agent>:<routine>:<slot>"``;
+2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
+3. a digest routine computes ``Journal.digest`` of its window (outcome
+   ``skipped`` when the window is empty); any other routine builds the
+   agent-scoped ``prompt_context`` of its window and asks the backend;
+4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
+   appended; an append racing another run of the same slot returns ``duplicate``.
+
+Any failure is outcome ``failed`` with the error; nothing is appended then.
+Exactly one ``run.finished`` event is logged per run.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from typing import Any, Final
+
+import structlog
+
+from journal import Journal, JournalError, validate_payload
+from routines import Routine, digest_entry_fields
+from runner.backends import Backend, ReflectionRequest, check_reply, context_records
+from runner.config import AgentConfig
+from runner.errors import RunnerError
+from runner.slots import client_key, slot_for
+
+__all__ = ["OUTCOMES", "RunResult", "execute_run", "find_slot_entry"]
+
+OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
+_NEIGHBOURHOOD: Final = timedelta(hours=26)
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What one run did.
+
+    ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
+    """
+
+    run_id: str
+    agent: str
+    routine: str
+    slot: str
+    client_key: str
+    scheduled: str
+    outcome: str
+    entry_id: str | None
+    duration_ms: float
+    error: str | None = None
+    entry: dict[str, Any] | None = None
+
+    @property
+    def is_ok(self) -> bool:
+        """Whether the run did not fail."""
+        return self.outcome != "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data (what ``ghostrunner run`` prints)."""
+        data: dict[str, Any] = {
+            "run_id": self.run_id, "agent": self.agent, "routine": self.routine, "slot": self.slot,
+            "client_key": self.client_key, "scheduled": self.scheduled, "outcome": self.outcome,
+            "entry_id": self.entry_id, "duration_ms": self.duration_ms, "error": self.error,
+        }
+        if self.entry is not None:
+            data["entry"] = self.entry
+        return data
+
+
+def find_slot_entry(journal: Journal, agent: str, routine: Routine, scheduled: datetime, key: str) -> str | None:
+    """The id of the entry already written for *key*, looked up around *scheduled*, if any.
+
+    This only spares a backend call; the append's client_key check is what
+    guarantees one entry per slot.
+    """
+    for entry in journal.list(kind=routine.kind, agent=agent, since=scheduled - _NEIGHBOURHOOD, until=scheduled + _NEIGHBOURHOOD):
+        if entry.client_key == key:
+            return entry.id
+    return None
+
+
+def _fields_from_backend(journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend) -> dict[str, Any]:
+    context = journal.prompt_context(
+        routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
+        max_chars=routine.context_chars,
+    )
+    request = ReflectionRequest(
+        agent=agent.name, routine=routine.name, kind=routine.kind, slot=slot, client_key=key,
+        scheduled=scheduled.isoformat(timespec="seconds"), question=routine.question, instructions=routine.prompt,
+        context=context, persona=agent.persona,
+    )
+    fields = check_reply(backend.reflect(request), backend.name)
+    signals = fields.get("signals")
+    if isinstance(signals, dict) and isinstance(signals.get("continuity_refs"), list):
+        # A reply may only cite entries it was shown; invented ids are dropped.
+        shown = {record["id"] for record in context_records(context)}
+        refs = [ref for ref in signals["continuity_refs"] if ref in shown]
+        fields["signals"] = {k: v for k, v in signals.items() if k != "continuity_refs"} | ({"continuity_refs": refs} if refs else {})
+    return fields
+
+
+def execute_run(
+    journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
+    dry_run: bool = False, run_id: str | None = None,
+) -> RunResult:
+    """Run *routine* for *agent* at the *scheduled* time and append the entry.
+
+    Args:
+        journal: the agent's journal.
+        agent: the agent's configuration.
+        routine: the routine to run.
+        scheduled: the fire time the run belongs to (aware); it decides the slot and the entry's ts.
+        backend: the agent's backend (unused by digest routines).
+        tz: the runner's timezone, in which slots are computed.
+        dry_run: build and validate the entry but append nothing (outcome ``skipped``).
+        run_id: the run's id (a new UUID when omitted).
+
+    Returns:
+        The RunResult; failures are reported in it, never raised.
+    """
+    started = time.perf_counter()
+    run_id = run_id or str(uuid.uuid4())
+    scheduled = scheduled.astimezone(tz)
+    slot = slot_for(scheduled, routine.slot, tz)
+    key = client_key(agent.name, routine.name, slot)
+    fields_common = {"run_id": run_id, "agent": agent.name, "routine": routine.name, "slot": slot, "client_key": key}
+    scheduled_text = scheduled.isoformat(timespec="seconds")
+    log.info("run.started", **fields_common, scheduled=scheduled_text)
+    outcome, entry_id, error, would_be = "failed", None, None, None
+    try:
+        entry_id = find_slot_entry(journal, agent.name, routine, scheduled, key)
+        if entry_id is not None:
+            outcome = "duplicate"
+        else:
+            if routine.is_digest:
+                digest = journal.digest(agent=agent.name, since=scheduled - routine.window, until=scheduled)
+                fields = digest_entry_fields(digest, slot=slot) if digest.count else None
+            else:
+                if backend is None:
+                    raise ValueError("a backend is required for a routine that is not a digest")
+                fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend)
+            if fields is None:
+                outcome, error = "skipped", "nothing to digest in the window"
+            else:
+                meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
+                if dry_run:
+                    would_be = validate_payload(payload)
+                    outcome = "skipped"
+                else:
+                    appended = journal.append_with_result(payload)
+                    outcome = "duplicate" if appended.is_duplicate else "appended"
+                    entry_id = appended.entry.id
+    except (RunnerError, JournalError) as exc:
+        error = str(exc)
+    except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
+        error = f"{type(exc).__name__}: {exc}"
+        log.exception("run.error", **fields_common)
+    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
+                       outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=would_be)
+    level = log.error if outcome == "failed" else log.info
+    level("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+    return result

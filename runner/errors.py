@@ -1,0 +1,95 @@
+"""The runner's exception tree.
+
+Every error the runner raises on purpose derives from :class:`RunnerError`::
+
+    RunnerError
+    ├── ConfigError (ValueError)          a configuration or persona file is invalid
+    ├── BackendError                      a backend could not produce a valid reply
+    │   └── BackendTimeoutError (TimeoutError)
+    ├── SchedulerBusyError                another scheduler holds the deployment lock
+    └── UnknownNameError (LookupError)    an agent or routine the config does not define
+
+Messages name the object, state what was expected, and say how to fix it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "BackendError",
+    "BackendTimeoutError",
+    "ConfigError",
+    "RunnerError",
+    "SchedulerBusyError",
+    "UnknownNameError",
+]
+
+
+class RunnerError(Exception):
+    """Root of every error the runner raises on purpose."""
+
+
+class ConfigError(RunnerError, ValueError):
+    """A configuration (or persona) file breaks the rules.
+
+    Attributes:
+        source: the file (or ``<embedded defaults>``) the problem is in.
+        key: the dotted key, e.g. ``agents.motoko.backend.type`` (empty for the whole file).
+        expected: what the key wants.
+        got: a short rendering of what was there, if anything.
+    """
+
+    def __init__(self, source: str | Path, key: str, expected: str, got: str | None = None) -> None:
+        self.source = str(source)
+        self.key = key
+        self.expected = expected
+        self.got = got
+        where = f"{self.source}: {key}" if key else self.source
+        message = f"{where}: expected {expected}"
+        if got is not None:
+            message += f", got {got}"
+        super().__init__(message)
+
+
+class BackendError(RunnerError):
+    """A backend failed: unreachable, refused, timed out, or replied with something unusable.
+
+    Attributes:
+        backend: the backend's name (``openai``, ``command``, ``simulated``).
+        reason: what went wrong, in one line.
+    """
+
+    def __init__(self, backend: str, reason: str) -> None:
+        self.backend = backend
+        self.reason = reason
+        super().__init__(f"{backend} backend: {reason}")
+
+
+class BackendTimeoutError(BackendError, TimeoutError):
+    """A backend did not answer within its timeout."""
+
+    def __init__(self, backend: str, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(backend, f"no reply within {timeout:g} s (the backend's timeout)")
+
+
+class SchedulerBusyError(RunnerError):
+    """Another ``ghostrunner serve`` already holds this deployment's lock."""
+
+    def __init__(self, lock_file: Path) -> None:
+        self.lock_file = lock_file
+        super().__init__(
+            f"another ghostrunner scheduler holds {str(lock_file)!r}; run one scheduler per deployment "
+            "(stop the other one first)"
+        )
+
+
+class UnknownNameError(RunnerError, LookupError):
+    """An agent or routine that the configuration does not define."""
+
+    def __init__(self, what: str, name: str, known: list[str], scope: str = "in the configuration") -> None:
+        self.what = what
+        self.name = name
+        self.known = known
+        super().__init__(f"no {what} {name!r} {scope}; configured: {', '.join(known) or 'none'}")

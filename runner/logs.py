@@ -1,0 +1,86 @@
+"""Structured logs: one JSON object per line, stable dotted event names.
+
+``configure_logging`` is called once, by the CLI. Events and their fields:
+
+=========================  =====================================================
+run.started                run_id, agent, routine, slot, client_key, scheduled
+run.finished               run_id, agent, routine, slot, client_key, scheduled, entry_id,
+                           outcome (appended | duplicate | failed | skipped), duration_ms, error
+                           -- exactly one per run, whatever happened
+scheduler.started          agents, jobs, timezone, lock_file, pid
+scheduler.catchup          agent, routine, slot, scheduled (a missed slot run once on start)
+scheduler.worker_crashed   run_id, agent, routine, slot, returncode, error
+scheduler.run_skipped      agent, routine, scheduled, reason (a run of that pair is still going)
+scheduler.stopping         signal, in_flight
+scheduler.stopped          killed (runs cut off at the shutdown timeout)
+run.error                  run_id, agent, routine, slot, client_key, exception (a bug, with traceback)
+simulate.finished          agent, runs, outcomes, seconds
+=========================  =====================================================
+
+Every line also has ``timestamp`` (ISO 8601, UTC) and ``level``. On a TTY
+the console renderer is used instead of JSON. Logs of APScheduler and the
+journal library (stdlib logging) go through the same renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import IO, Any, Final
+
+import structlog
+
+__all__ = ["EVENTS", "configure_logging", "get_logger"]
+
+EVENTS: Final = (
+    "run.started",
+    "run.finished",
+    "run.error",
+    "scheduler.started",
+    "scheduler.catchup",
+    "scheduler.worker_crashed",
+    "scheduler.run_skipped",
+    "scheduler.stopping",
+    "scheduler.stopped",
+    "simulate.finished",
+)
+
+
+def get_logger() -> Any:
+    """The runner's structlog logger (configured or not)."""
+    return structlog.get_logger()
+
+
+def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None) -> None:
+    """Send structlog and stdlib logs to *stream* as JSON lines (or console lines on a TTY).
+
+    Args:
+        stream: where lines go; stderr by default (``serve`` passes stdout).
+        level: the lowest level written (debug, info, warning, error).
+        json: force JSON (True) or console (False); None decides by ``stream.isatty()``.
+    """
+    target = stream if stream is not None else sys.stderr
+    use_json = json if json is not None else not (hasattr(target, "isatty") and target.isatty())
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
+    tail: list[Any] = [structlog.processors.dict_tracebacks] if use_json else []
+    structlog.configure(
+        processors=[*shared, structlog.processors.StackInfoRenderer(), *tail, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.WriteLoggerFactory(file=target),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(target)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()], processors=[
+        structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail, renderer,
+    ]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+    # APScheduler narrates every job at INFO; the runner's own events say what matters.
+    logging.getLogger("apscheduler").setLevel(max(numeric, logging.WARNING))

@@ -1,0 +1,311 @@
+"""``ghostrunner serve``: APScheduler wiring, worker processes, catch-up and shutdown.
+
+The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
+
+* one scheduler per deployment, guarded by an OS lock on ``runner.lock_file``;
+  schedules live in memory, built from the configuration (no shared job store);
+* a ``BlockingScheduler`` with one cron job per (agent, routine), in the
+  configured timezone, ``coalesce=True``, ``max_instances=1`` and an explicit
+  ``misfire_grace_time``;
+* each run is a child process of the same ``ghostrunner run`` command the
+  systemd timers use, in its own process group, killed at ``run_timeout``.
+  A per-(agent, routine) lock keeps at most one run of a pair at a time; a
+  worker that dies without reporting is logged as crashed and the scheduler
+  carries on;
+* on start, the most recent missed slot of each (agent, routine) within
+  ``catchup_grace`` runs once; "missed" is decided by the journal (no entry
+  with the slot's client_key), never by a burst of every missed slot;
+* SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
+  ``shutdown_timeout`` (then kills them; a killed run leaves a complete
+  entry or none), and returns 0.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import structlog
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers import SchedulerNotRunningError
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from journal import Journal
+from runner.config import RunnerConfig
+from runner.engine import find_slot_entry
+from runner.errors import SchedulerBusyError
+from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
+
+__all__ = ["MissedSlot", "Scheduler", "missed_slots", "worker_command"]
+
+log = structlog.get_logger()
+_KILL_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class MissedSlot:
+    """The most recent slot of a pair that has no entry yet and is still within the grace window."""
+
+    agent: str
+    routine: str
+    scheduled: datetime
+    slot: str
+
+
+def missed_slots(config: RunnerConfig, now: datetime) -> list[MissedSlot]:
+    """For each (agent, routine): its latest fire time within ``catchup_grace`` before *now*, if the journal lacks it.
+
+    Only the most recent slot per pair is considered, so a long downtime
+    causes one run per pair, not a burst.
+    """
+    missed = []
+    since = now - config.catchup_grace
+    for agent in config.agents.values():
+        with Journal(agent.journal_root) as journal:
+            for name in agent.routines:
+                routine = config.routines[name]
+                latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
+                if latest is None:
+                    continue
+                slot = slot_for(latest, routine.slot, config.timezone)
+                if find_slot_entry(journal, agent.name, routine, latest, client_key(agent.name, name, slot)) is None:
+                    missed.append(MissedSlot(agent.name, name, latest, slot))
+    return missed
+
+
+def worker_command(config: RunnerConfig, agent: str, routine: str, scheduled: datetime, run_id: str) -> list[str]:
+    """The argv of the worker process for one run: ``ghostrunner run`` with this interpreter."""
+    argv = [sys.executable, "-m", "runner", "run", routine, "--agent", agent, "--at", scheduled.isoformat(), "--run-id", run_id]
+    if config.config_file is not None:
+        argv += ["--config", str(config.config_file)]
+    return argv
+
+
+class _DeploymentLock:
+    """An OS-held exclusive lock: released by the kernel if the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SchedulerBusyError(self.path) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class Scheduler:
+    """One deployment's scheduler: cron jobs per (agent, routine), runs in worker processes.
+
+    Args:
+        config: the validated configuration.
+        now: the clock used to plan catch-up (injectable for tests).
+        log_stream: where workers' log lines go (the scheduler's own log stream).
+        notify: called with systemd-style state strings (``READY=1``, ``STOPPING=1``).
+    """
+
+    def __init__(
+        self, config: RunnerConfig, *, now: Callable[[], datetime] | None = None, log_stream: IO[str] | None = None,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._now = now or (lambda: datetime.now(config.timezone))
+        self._log_stream = log_stream if log_stream is not None else sys.stdout
+        self._notify = notify or (lambda state: None)
+        pairs = [(agent.name, name) for agent in config.agents.values() for name in agent.routines]
+        self._pair_locks = {pair: threading.Lock() for pair in pairs}
+        self._in_flight: dict[str, subprocess.Popen[bytes]] = {}
+        self._in_flight_lock = threading.Condition()
+        self._stopping = threading.Event()
+        self._scheduler = BlockingScheduler(
+            timezone=config.timezone,
+            executors={"default": ThreadPoolExecutor(max_workers=len(pairs) + 2)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": int(config.misfire_grace.total_seconds()) or 1},
+        )
+        self._received: str | None = None
+
+    # -- runs ----------------------------------------------------------------------
+
+    def _stderr_target(self) -> int | None:
+        try:
+            return self._log_stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return None
+
+    def dispatch(self, agent: str, routine: str, scheduled: datetime | None = None, trigger: str = "cron") -> dict[str, Any] | None:
+        """Run one (agent, routine) slot in a worker process and wait for it.
+
+        Returns the worker's result (or None when skipped because the pair
+        is busy or the scheduler is stopping).
+        """
+        lock = self._pair_locks[(agent, routine)]
+        if self._stopping.is_set():
+            return None
+        if scheduled is None:
+            expression = self.config.routines[routine].schedule
+            scheduled = latest_fire_time(cron_trigger(expression, self.config.timezone), self._now())
+            if scheduled is None:
+                return None
+        if not lock.acquire(blocking=False):
+            log.warning("scheduler.run_skipped", agent=agent, routine=routine, scheduled=scheduled.isoformat(), reason="a run of this agent and routine is still going")
+            return None
+        try:
+            return self._run_worker(agent, routine, scheduled, trigger)
+        finally:
+            lock.release()
+
+    def _run_worker(self, agent: str, routine: str, scheduled: datetime, trigger: str) -> dict[str, Any] | None:
+        run_id = str(uuid.uuid4())
+        argv = worker_command(self.config, agent, routine, scheduled, run_id)
+        timeout = self.config.run_timeout.total_seconds()
+        with self._in_flight_lock:
+            if self._stopping.is_set():
+                return None
+            # Its own session: a Ctrl-C on the terminal reaches the scheduler, which decides, not the run.
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True)  # noqa: S603
+            self._in_flight[run_id] = process
+        error = None
+        try:
+            try:
+                out, _ = process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self._kill(process)
+                out, _ = process.communicate()
+                error = f"the worker ran past run_timeout ({timeout:g} s) and was killed"
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.pop(run_id, None)
+                self._in_flight_lock.notify_all()
+        result = self._parse_result(out)
+        if result is not None:
+            return result
+        code = process.returncode
+        if error is None:
+            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+            error = f"the worker {how} before reporting a result"
+        slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
+        fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}
+        log.error("scheduler.worker_crashed", **fields, returncode=code, trigger=trigger, error=error)
+        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error)
+        return None
+
+    @staticmethod
+    def _parse_result(out: bytes) -> dict[str, Any] | None:
+        try:
+            result = json.loads(out.decode("utf-8").strip().splitlines()[-1])
+        except (ValueError, IndexError, UnicodeDecodeError):
+            return None
+        return result if isinstance(result, dict) and "outcome" in result else None
+
+    @staticmethod
+    def _kill(process: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the worker's process group, then SIGKILL it if it lingers."""
+        for sig, wait in ((signal.SIGTERM, _KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                return
+            if wait is None:
+                return
+            try:
+                process.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._received = signal.Signals(signum).name
+        # shutdown() takes the scheduler's locks; never from inside the signal handler.
+        threading.Thread(target=self._stop_scheduler, daemon=True).start()
+
+    def _stop_scheduler(self) -> None:
+        for _ in range(500):
+            try:
+                self._scheduler.shutdown(wait=False)
+                return
+            except SchedulerNotRunningError:
+                time.sleep(0.01)  # a signal that came just before start(): wait for it to begin
+
+    def _wait_for_runs(self) -> int:
+        """Wait up to shutdown_timeout for in-flight runs; kill what is left. Return how many were killed."""
+        deadline = time.monotonic() + self.config.shutdown_timeout.total_seconds()
+        with self._in_flight_lock:
+            while self._in_flight and time.monotonic() < deadline:
+                self._in_flight_lock.wait(max(0.0, deadline - time.monotonic()))
+            left = list(self._in_flight.values())
+        for process in left:
+            self._kill(process)
+        return len(left)
+
+    def serve(self) -> int:
+        """Run until SIGTERM or SIGINT; return the exit code (0 after a clean stop).
+
+        Raises:
+            SchedulerBusyError: another scheduler holds the deployment lock.
+        """
+        lock = _DeploymentLock(self.config.lock_file)
+        lock.acquire()
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            jobs = 0
+            for agent in self.config.agents.values():
+                for name in agent.routines:
+                    routine = self.config.routines[name]
+                    self._scheduler.add_job(
+                        self.dispatch, cron_trigger(routine.schedule, self.config.timezone), args=[agent.name, name],
+                        id=f"{agent.name}:{name}", name=f"{agent.name}:{name}",
+                    )
+                    jobs += 1
+            now = self._now()
+            for missed in missed_slots(self.config, now):
+                log.info("scheduler.catchup", agent=missed.agent, routine=missed.routine, slot=missed.slot, scheduled=missed.scheduled.isoformat())
+                self._scheduler.add_job(
+                    self.dispatch, "date", run_date=now, args=[missed.agent, missed.routine, missed.scheduled, "catchup"],
+                    id=f"{missed.agent}:{missed.routine}:catchup", misfire_grace_time=None,
+                )
+            log.info("scheduler.started", agents=sorted(self.config.agents), jobs=jobs, timezone=str(self.config.timezone),
+                     lock_file=str(self.config.lock_file), pid=os.getpid())
+            self._notify("READY=1")
+            if not self._stopping.is_set():
+                self._scheduler.start()
+            with self._in_flight_lock:
+                in_flight = len(self._in_flight)
+            log.info("scheduler.stopping", signal=self._received, in_flight=in_flight)
+            self._notify("STOPPING=1")
+            killed = self._wait_for_runs()
+            log.info("scheduler.stopped", killed=killed)
+            return 0
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            lock.release()
