@@ -41,7 +41,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from importlib import resources
 from pathlib import Path
@@ -148,6 +148,12 @@ class RunnerConfig:
     agents: Mapping[str, AgentConfig]
     config_file: Path | None = field(default=None)
 
+    def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
+        """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""
+        template = str(root)
+        agents = {name: replace(agent, journal_root=Path(template.replace("{agent}", name))) for name, agent in self.agents.items()}
+        return replace(self, agents=agents)
+
     def agent(self, name: str) -> AgentConfig:
         """The agent called *name*.
 
@@ -178,7 +184,7 @@ class _Reader:
         self.state_base = state_base
 
     def fail(self, key: str, expected: str, got: object = None) -> ConfigError:
-        shown = None if got is None else (got if isinstance(got, str) and got.startswith("an ") else repr(got))
+        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else repr(got))
         return ConfigError(self.source, key, expected, shown)
 
     def table(self, value: object, key: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
@@ -259,12 +265,11 @@ class _Reader:
         return Routine(name=name, **changes)
 
     def backend(self, value: object, key: str) -> BackendSettings:
-        if isinstance(value, str):
-            value = {"type": value}
-        data = self.table(value, key, None)
+        is_short = isinstance(value, str)
+        data = self.table({"type": value} if is_short else value, key, None)
         kind = data.get("type", "simulated")
         if kind not in BACKEND_TYPES:
-            raise self.fail(f"{key}.type" if "type" in data or not isinstance(value, str) else key, "one of " + ", ".join(BACKEND_TYPES), kind)
+            raise self.fail(key if is_short else f"{key}.type", "one of " + ", ".join(BACKEND_TYPES), kind)
         self.table(data, key, _BACKEND_KEYS[kind])
         settings: dict[str, Any] = {"type": kind}
         if "base_url" in data:

@@ -1,0 +1,148 @@
+"""Fixtures for the runner tests: config files, a ghostrunner subprocess helper, log readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from journal import Entry, Journal
+
+REPO = Path(__file__).resolve().parents[2]
+PERSONA = REPO / "examples" / "agents" / "motoko.toml"
+
+
+@pytest.fixture(autouse=True)
+def _clean_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("GHOSTRUNNER_CONFIG", raising=False)
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+def write_config(directory: Path, body: str, *, runner: str = "", name: str = "ghostrunner.toml") -> Path:
+    """Write a config with a [runner] table (journal in ./journal, UTC), the persona copied beside it, and *body*."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PERSONA, directory / "motoko.toml")
+    defaults = "" if "timezone" in runner else 'timezone = "UTC"\n'
+    text = '[runner]\njournal_root = "./journal"\n' + defaults + textwrap.dedent(runner) + "\n" + textwrap.dedent(body)
+    path = directory / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+SIMPLE_AGENT = """
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["pulse-4h", "evening", "digest"]
+"""
+
+
+def script(directory: Path, name: str, code: str) -> list[str]:
+    """Write a Python script for the command backend and return its argv."""
+    path = directory / name
+    path.write_text(textwrap.dedent(code), encoding="utf-8")
+    return [sys.executable, str(path)]
+
+
+def ghostrunner(*args: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real ghostrunner console script."""
+    return subprocess.run(
+        [shutil.which("ghostrunner") or "ghostrunner", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def entries(root: Path, agent: str = "motoko") -> list[Entry]:
+    """Every entry of *agent* in the journal at *root*, through the public API."""
+    if not (root / "manifest.json").exists():
+        return []
+    with Journal(root) as journal:
+        return journal.list(agent=agent)
+
+
+def with_key(root: Path, key: str) -> list[Entry]:
+    """Entries carrying client_key *key*."""
+    return [entry for entry in entries(root, key.split(":")[0]) if entry.client_key == key]
+
+
+def wait_for_path(path: Path, timeout: float = 30) -> None:
+    """Wait until *path* exists (a marker a test script writes), failing after *timeout*."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.02)
+
+
+class LineReader:
+    """Collects a subprocess's stdout lines (JSON log events) on a thread."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        assert process.stdout is not None
+        self._thread = threading.Thread(target=self._pump, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        for line in stream:
+            self.raw.append(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            self._queue.put(event)
+        self._queue.put(None)
+
+    def wait(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
+        """Wait for the first new event matching *predicate*."""
+        for event in self.events:
+            if predicate(event) and not event.get("_seen"):
+                event["_seen"] = True
+                return event
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no matching log event within {timeout} s; got: {''.join(self.raw)[-3000:]}")
+            try:
+                event = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if event is None:
+                raise AssertionError(f"the process ended before a matching event; output: {''.join(self.raw)[-3000:]}")
+            self.events.append(event)
+            if predicate(event):
+                event["_seen"] = True
+                return event
+
+    def drain(self, timeout: float = 30) -> list[dict[str, Any]]:
+        """Wait for the stream to end and return every event."""
+        self._thread.join(timeout)
+        while True:
+            try:
+                event = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if event is not None:
+                self.events.append(event)
+        return self.events
+
+
+def event_named(name: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    """A predicate for a log event called *name* with these field values."""
+    return lambda event: event.get("event") == name and all(event.get(k) == v for k, v in fields.items())

@@ -1,0 +1,72 @@
+"""Slots come from the scheduled time; cron fire times survive daylight-saving changes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from routines import BUILTIN_ROUTINES
+from runner.slots import client_key, cron_trigger, fire_times, latest_fire_time, slot_for
+
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+@pytest.mark.parametrize(
+    ("granularity", "slot"),
+    [("hour", "2026-09-05T16"), ("day", "2026-09-05"), ("week", "2026-W36"), ("minute", "2026-09-05T16:00"), ("month", "2026-09")],
+)
+def test_slot_formats(granularity: str, slot: str) -> None:
+    """Each granularity renders the scheduled local time in its documented format."""
+    assert slot_for(datetime(2026, 9, 5, 16, 0, tzinfo=BERLIN), granularity, BERLIN) == slot
+
+
+def test_slot_uses_the_runner_timezone_not_utc() -> None:
+    """A 00:30 Berlin run belongs to that Berlin day even though it is the previous day in UTC."""
+    scheduled = datetime(2026, 9, 4, 22, 30, tzinfo=UTC)
+    assert slot_for(scheduled, "day", BERLIN) == "2026-09-05"
+    assert client_key("motoko", "evening", "2026-09-05") == "motoko:evening:2026-09-05"
+
+
+def test_latest_fire_time_snaps_a_late_run_to_its_scheduled_slot() -> None:
+    """A run executing hours late still belongs to the slot of its scheduled time."""
+    trigger = cron_trigger(BUILTIN_ROUTINES["pulse-4h"].schedule, BERLIN)
+    late = datetime(2026, 9, 5, 19, 59, tzinfo=BERLIN)
+    assert latest_fire_time(trigger, late) == datetime(2026, 9, 5, 16, 0, tzinfo=BERLIN)
+    weekly = cron_trigger(BUILTIN_ROUTINES["digest"].schedule, BERLIN)
+    assert latest_fire_time(weekly, datetime(2026, 9, 9, 12, tzinfo=BERLIN)) == datetime(2026, 9, 6, 22, 0, tzinfo=BERLIN)
+
+
+def test_cron_day_of_week_follows_standard_cron() -> None:
+    """0 and 7 mean Sunday and 1-5 Monday to Friday, as in crontab (APScheduler alone reads 0 as Monday)."""
+    start, end = datetime(2026, 9, 7, tzinfo=BERLIN), datetime(2026, 9, 14, tzinfo=BERLIN)
+    assert [d.strftime("%a") for d in fire_times(cron_trigger("0 22 * * 0", BERLIN), start, end)] == ["Sun"]
+    assert [d.strftime("%a") for d in fire_times(cron_trigger("0 22 * * 7", BERLIN), start, end)] == ["Sun"]
+    assert [d.strftime("%a") for d in fire_times(cron_trigger("0 9 * * 1-5", BERLIN), start, end)] == ["Mon", "Tue", "Wed", "Thu", "Fri"]
+
+
+@pytest.mark.parametrize("switch", [datetime(2026, 3, 29, tzinfo=BERLIN), datetime(2026, 10, 25, tzinfo=BERLIN)], ids=["spring-forward", "fall-back"])
+@pytest.mark.parametrize(
+    ("schedule", "granularity"),
+    [("0 */4 * * *", "hour"), ("0 21 * * *", "day"), ("0 22 * * 0", "week"), ("30 2 * * *", "day"), ("0 * * * *", "hour")],
+    ids=["pulse-4h", "evening", "digest", "daily-02:30", "hourly"],
+)
+def test_dst_change_neither_skips_nor_doubles_a_slot(switch: datetime, schedule: str, granularity: str) -> None:
+    """Across Berlin's March and October switches every expected slot occurs exactly once."""
+    trigger = cron_trigger(schedule, BERLIN)
+    start, end = switch - timedelta(days=8), switch + timedelta(days=8)
+    times = list(fire_times(trigger, start, end, granularity=granularity))
+    slots = [slot_for(moment, granularity, BERLIN) for moment in times]
+    assert len(slots) == len(set(slots)), Counter(slots).most_common(3)
+    assert times == sorted(times)
+    if granularity == "day":
+        days = {(start + timedelta(days=n)).strftime("%Y-%m-%d") for n in range(16)}
+        assert set(slots) == days
+    if schedule == "0 * * * *":
+        # Every wall-clock hour that exists on the switch day occurs once: 23 in March, 24 in October.
+        on_switch = [s for s in slots if s.startswith(switch.strftime("%Y-%m-%d"))]
+        assert len(on_switch) == (23 if switch.month == 3 else 24)
+    if schedule == "0 */4 * * *":
+        assert len(slots) == 16 * 6
