@@ -87,6 +87,18 @@ def wait_for_path(path: Path, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
+def wait_for_marker(directory: Path, prefix: str, timeout: float = 30) -> Path:
+    """Wait until a file whose name starts with *prefix* appears in *directory*; return it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = sorted(p for p in directory.iterdir() if p.name.startswith(prefix))
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {prefix}* file appeared in {directory} within {timeout} s")
+        time.sleep(0.02)
+
+
 class LineReader:
     """Collects a subprocess's stdout lines (JSON log events) on a thread."""
 

@@ -1,0 +1,118 @@
+"""`ghostrunner run` as a real process: idempotent repeats, racing processes, and a worker killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import shutil
+from pathlib import Path
+
+from .conftest import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
+
+#: A command backend that announces itself, then waits for a release file (or for as many peers as BARRIER says).
+GATED = """
+import json, os, sys, time
+request = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, "arrived-%d" % os.getpid()), "w").close()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    arrived = [n for n in os.listdir(here) if n.startswith("arrived-")]
+    if os.path.exists(os.path.join(here, "release")) or len(arrived) >= int(os.environ.get("BARRIER", "99")):
+        break
+    time.sleep(0.02)
+print(json.dumps({"voice": "written by " + str(os.getpid()), "theme": "t"}))
+"""
+
+
+def _gated_config(tmp_path: Path) -> Path:
+    argv = script(tmp_path, "gated.py", GATED)
+    body = f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "60s" }}
+    """
+    return write_config(tmp_path, body)
+
+
+def test_run_twice_gives_appended_then_duplicate(tmp_path: Path) -> None:
+    """Two `ghostrunner run` invocations for one slot print appended then duplicate and leave one entry."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    args = ("run", "evening", "--agent", "motoko", "--at", "2026-09-05T23:10", "--config", str(path))
+    first, second = ghostrunner(*args, cwd=tmp_path), ghostrunner(*args, cwd=tmp_path)
+    assert (first.returncode, second.returncode) == (0, 0), first.stderr
+    one, two = json.loads(first.stdout), json.loads(second.stdout)
+    assert (one["outcome"], two["outcome"]) == ("appended", "duplicate")
+    assert one["slot"] == "2026-09-05" and one["scheduled"] == "2026-09-05T21:00:00+00:00"
+    assert one["entry_id"] == two["entry_id"]
+    assert len(with_key(tmp_path / "journal", "motoko:evening:2026-09-05")) == 1
+    logged = [json.loads(line) for line in first.stderr.splitlines()]
+    assert [event["event"] for event in logged] == ["run.started", "run.finished"]
+
+
+def test_dry_run_prints_the_entry_and_appends_nothing(tmp_path: Path) -> None:
+    """`--dry-run` prints the would-be entry with outcome skipped and creates no entry."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    result = ghostrunner("run", "pulse-4h", "--agent", "motoko", "--at", "2026-09-05T17:00", "--dry-run", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["outcome"] == "skipped" and printed["entry"]["client_key"] == "motoko:pulse-4h:2026-09-05T16"
+    assert entries(tmp_path / "journal") == []
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
+    """Unknown agents, routines and bad times exit non-zero with one line on stderr."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    for args, code in [
+        (("run", "evening", "--agent", "batou"), 2),
+        (("run", "lunch", "--agent", "motoko"), 2),
+        (("run", "evening", "--agent", "motoko", "--at", "yesterday"), 2),
+    ]:
+        result = ghostrunner(*args, "--config", str(path), cwd=tmp_path)
+        assert result.returncode == code, (args, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""
+    result = ghostrunner("run", "evening", "--agent", "batou", "--config", str(path), cwd=tmp_path)
+    assert result.stderr == "ghostrunner: error: no agent 'batou' in the configuration; configured: motoko\n"
+
+
+def test_failed_run_exits_one_and_prints_the_outcome(tmp_path: Path) -> None:
+    """A backend failure prints outcome failed as JSON and exits 1."""
+    argv = script(tmp_path, "broken.py", "import sys\nsys.stdin.read()\nsys.exit(2)\n")
+    path = write_config(tmp_path, f'[agents.motoko]\nroutines = ["evening"]\nbackend = {{ type = "command", command = {json.dumps(argv)} }}\n')
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["outcome"] == "failed"
+
+
+def test_two_racing_runs_give_one_appended_and_one_duplicate(tmp_path: Path) -> None:
+    """Two processes running the same slot at once, both past the backend, end as one appended and one duplicate."""
+    path = _gated_config(tmp_path)
+    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    env = {**os.environ, "BARRIER": "2"}
+    processes = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outcomes = sorted(json.loads(process.communicate(timeout=60)[0])["outcome"] for process in processes)
+    assert outcomes == ["appended", "duplicate"]
+    assert len([name for name in os.listdir(tmp_path) if name.startswith("arrived-")]) == 2  # both really asked the backend
+    assert len(with_key(tmp_path / "journal", "motoko:evening:2026-09-05")) == 1
+
+
+def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Path) -> None:
+    """SIGKILL to a run in the middle of its backend call, then a re-run of the slot, leaves exactly one entry."""
+    path = _gated_config(tmp_path)
+    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    victim = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_marker(tmp_path, "arrived-")  # the run is inside its backend call
+        victim.send_signal(signal.SIGKILL)
+        victim.communicate(timeout=30)
+        assert victim.returncode == -signal.SIGKILL
+        assert with_key(tmp_path / "journal", "motoko:evening:2026-09-05") == []
+    finally:
+        (tmp_path / "release").touch()  # lets the orphaned backend program finish
+    rerun = ghostrunner(*argv[1:], cwd=tmp_path)
+    assert json.loads(rerun.stdout)["outcome"] == "appended", rerun.stderr
+    again = ghostrunner(*argv[1:], cwd=tmp_path)
+    assert json.loads(again.stdout)["outcome"] == "duplicate"
+    assert len(with_key(tmp_path / "journal", "motoko:evening:2026-09-05")) == 1

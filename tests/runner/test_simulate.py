@@ -1,0 +1,75 @@
+"""A simulated agent life: recurring themes, continuity chains, idempotent re-runs, parallel agents."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from journal import Journal
+from runner.config import load_config
+from runner.simulate import schedule_for, simulate
+
+from .conftest import SIMPLE_AGENT, entries, ghostrunner, write_config
+
+
+def test_ninety_days_yield_recurring_themes_and_continuity_chains(tmp_path: Path) -> None:
+    """90 simulated days give a digest with recurring themes, long continuity chains and varying novelty; a re-run appends nothing."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    start = datetime(2026, 6, 1, tzinfo=config.timezone)
+    end = start + timedelta(days=90)
+    first = simulate(config, ["motoko"], start, end)[0]
+    assert first.outcomes == {"appended": 90 * 6 + 90 + 12}  # pulses, evenings, the digests of 12 Sundays
+    with Journal(config.agent("motoko").journal_root) as journal:
+        digest = journal.digest(agent="motoko", since=start, until=end)
+        weekly = journal.list(kind="digest", agent="motoko")
+    themes = {item["theme"]: item["count"] for item in digest.themes}
+    persona_themes = [interest.theme for interest in config.agent("motoko").persona.interests]
+    assert sum(1 for theme in persona_themes if themes.get(theme, 0) >= 20) >= 5  # themes recur, not noise
+    assert digest.continuity["links"] > 400
+    assert max(len(chain) for chain in digest.continuity["longest_chains"]) >= 5
+    weekly_means = [week["mean"] for week in digest.novelty["weekly"]]
+    assert max(weekly_means) - min(weekly_means) > 0.05  # novelty varies
+    assert all("Recurring themes:" in entry.voice for entry in weekly)
+    # the leading theme drifts over the weeks instead of staying fixed
+    assert len({entry.signals["focus"] for entry in weekly}) >= 3
+
+    again = simulate(config, ["motoko"], start, end)[0]
+    assert again.outcomes == {"duplicate": first.outcomes["appended"]}
+    assert len(entries(config.agent("motoko").journal_root)) == first.outcomes["appended"]
+
+
+def test_simulation_is_deterministic(tmp_path: Path) -> None:
+    """Two journals simulated over the same days hold the same voices."""
+    voices = []
+    for name in ("a", "b"):
+        config = load_config(write_config(tmp_path / name, SIMPLE_AGENT))
+        start = datetime(2026, 6, 1, tzinfo=config.timezone)
+        simulate(config, ["motoko"], start, start + timedelta(days=5))
+        voices.append([e.voice for e in entries(config.agent("motoko").journal_root)])
+    assert voices[0] == voices[1] and len(voices[0]) == 5 * 7
+
+
+def test_schedule_is_in_time_order_across_routines(tmp_path: Path) -> None:
+    """The virtual clock visits every routine's slots in time order."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    start = datetime(2026, 9, 6, tzinfo=config.timezone)
+    plan = [(moment, routine.name) for moment, routine in schedule_for(config, "motoko", start, start + timedelta(days=1))]
+    assert [name for _, name in plan] == ["pulse-4h"] * 6 + ["evening", "digest"]
+    assert [moment for moment, _ in plan] == sorted(moment for moment, _ in plan)
+
+
+def test_cli_simulates_several_agents_in_parallel_workers(tmp_path: Path) -> None:
+    """`ghostrunner simulate` runs agents with their own journals in worker processes and prints a JSON summary."""
+    body = "".join(
+        f'[agents.{name}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening"]\njournal_root = "./journals/{{agent}}"\n'
+        for name in ("motoko", "batou", "togusa")
+    )
+    path = write_config(tmp_path, body)
+    result = ghostrunner("simulate", "--days", "3", "--start", "2026-09-01", "--workers", "2", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["outcomes"] == {"appended": 3 * 3 * 7}
+    assert [agent["agent"] for agent in summary["agents"]] == ["batou", "motoko", "togusa"]
+    for name in ("motoko", "batou", "togusa"):
+        assert len(entries(tmp_path / "journals" / name, name)) == 21
