@@ -13,6 +13,7 @@ holds the lock, or the journal's writer lock stayed busy); 78 configuration erro
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections import Counter
 from datetime import datetime, time, timedelta
@@ -112,6 +113,9 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     Example: ghostrunner run evening --agent motoko --at 2026-09-05T21:00
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "info")
+    # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
+    # vanishing mid-call; the journal guarantees a complete entry or none either way.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from runner.backends import build_backend
     from runner.engine import execute_run
 

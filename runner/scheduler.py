@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import threading
+from threading import TIMEOUT_MAX
 import time
 import uuid
 from collections.abc import Callable
@@ -40,8 +41,9 @@ from typing import IO, Any
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
-from apscheduler.schedulers import SchedulerNotRunningError
+from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
+
 
 from journal import Journal
 from runner.config import RunnerConfig
@@ -94,6 +96,37 @@ def worker_command(config: RunnerConfig, agent: str, routine: str, scheduled: da
     return argv
 
 
+class _StoppableScheduler(BlockingScheduler):
+    """A BlockingScheduler whose loop can be ended without racing job processing.
+
+    APScheduler 3.x's ``shutdown()`` from another thread can land in the
+    middle of ``_process_jobs`` and make it raise ``JobLookupError`` (the
+    state flips to stopped before the job store lock is taken). Here a stop
+    request only ends the loop between two passes; ``shutdown()`` is then
+    called by the same thread that ran the loop.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._stop_requested = threading.Event()
+
+    def request_stop(self) -> None:
+        """Ask the loop to end after the current pass (safe from any thread)."""
+        self._stop_requested.set()
+        self._event.set()
+
+    def _main_loop(self) -> None:
+        wait_seconds: float | None = TIMEOUT_MAX
+        while self.state != STATE_STOPPED and not self._stop_requested.is_set():
+            self._event.wait(wait_seconds)
+            self._event.clear()
+            if self._stop_requested.is_set():
+                break
+            wait_seconds = self._process_jobs()
+        if self.state != STATE_STOPPED:
+            self.shutdown(wait=False)
+
+
 class _DeploymentLock:
     """An OS-held exclusive lock: released by the kernel if the process dies."""
 
@@ -142,7 +175,7 @@ class Scheduler:
         self._in_flight: dict[str, subprocess.Popen[bytes]] = {}
         self._in_flight_lock = threading.Condition()
         self._stopping = threading.Event()
-        self._scheduler = BlockingScheduler(
+        self._scheduler = _StoppableScheduler(
             timezone=config.timezone,
             executors={"default": ThreadPoolExecutor(max_workers=len(pairs) + 2)},
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": int(config.misfire_grace.total_seconds()) or 1},
@@ -245,16 +278,8 @@ class Scheduler:
             return
         self._stopping.set()
         self._received = signal.Signals(signum).name
-        # shutdown() takes the scheduler's locks; never from inside the signal handler.
-        threading.Thread(target=self._stop_scheduler, daemon=True).start()
-
-    def _stop_scheduler(self) -> None:
-        for _ in range(500):
-            try:
-                self._scheduler.shutdown(wait=False)
-                return
-            except SchedulerNotRunningError:
-                time.sleep(0.01)  # a signal that came just before start(): wait for it to begin
+        # Event.set() takes a lock the interrupted main thread may hold; do it from another thread.
+        threading.Thread(target=self._scheduler.request_stop, daemon=True).start()
 
     def _wait_for_runs(self) -> int:
         """Wait up to shutdown_timeout for in-flight runs; kill what is left. Return how many were killed."""
