@@ -1,0 +1,145 @@
+"""Runner benchmarks (not tests): per-run overhead, a year of simulation, parallel agents, scheduler idle RSS.
+
+Run:  python bench/bench_runner.py [--quick]
+
+Targets (issue 3): <= 50 ms per run at a 5,000-entry journal; a 365-day
+simulation of one agent in <= 60 s; 50 agents x 30 days in parallel worker
+processes with its speed-up over one process; scheduler idle RSS <= 120 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from journal import Journal
+from runner.backends import build_backend
+from runner.config import load_config
+from runner.engine import execute_run
+from runner.logs import configure_logging
+from runner.simulate import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+PERSONA = REPO / "examples" / "agents" / "motoko.toml"
+
+
+def _config(directory: Path, agents: list[str], *, root: str = "./journal", grace: str = "6h") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PERSONA, directory / "motoko.toml")
+    text = f'[runner]\njournal_root = "{root}"\ntimezone = "UTC"\ncatchup_grace = "{grace}"\n'
+    for name in agents:
+        text += f'[agents.{name}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening", "digest"]\n'
+    path = directory / "ghostrunner.toml"
+    path.write_text(text)
+    return path
+
+
+def per_run_overhead(work: Path, size: int, runs: int) -> dict[str, float]:
+    """Mean and p95 of execute_run (context + simulated backend + validated durable append) at a journal of *size* entries."""
+    config = load_config(_config(work / "overhead", ["motoko"]))
+    agent = config.agent("motoko")
+    start = datetime(2025, 1, 1, tzinfo=config.timezone)
+    with Journal(agent.journal_root) as journal:
+        for n in range(size):
+            journal.append({"kind": "pulse", "agent": "motoko", "theme": f"theme {n % 40}", "voice": f"filler entry {n} about the harbour and the net",
+                            "tags": [f"t{n % 13}"], "ts": (start + timedelta(minutes=30 * n)).isoformat()})
+        backend = build_backend(agent)
+        routine = config.routines["pulse-4h"]
+        first = start + timedelta(minutes=30 * size)
+        timings = []
+        for n in range(runs):
+            began = time.perf_counter()
+            result = execute_run(journal, agent=agent, routine=routine, scheduled=first + timedelta(hours=4 * (n + 1)), backend=backend, tz=config.timezone)
+            timings.append((time.perf_counter() - began) * 1000)
+            assert result.outcome == "appended", result.error
+    cli = []
+    for n in range(5):
+        at = (first + timedelta(hours=4 * (runs + n + 1))).isoformat()
+        began = time.perf_counter()
+        subprocess.run(["ghostrunner", "run", "pulse-4h", "--agent", "motoko", "--at", at, "--config", str(work / "overhead" / "ghostrunner.toml")],
+                       check=True, capture_output=True)
+        cli.append((time.perf_counter() - began) * 1000)
+    timings.sort()
+    return {"entries": size, "runs": runs, "mean_ms": round(statistics.mean(timings), 2), "p95_ms": round(timings[int(0.95 * len(timings))], 2),
+            "cli_process_ms": round(statistics.median(cli), 1)}
+
+
+def year_simulation(work: Path, days: int) -> dict[str, float]:
+    """Wall seconds to simulate *days* days of one agent (pulse-4h, evening, digest)."""
+    config = load_config(_config(work / "year", ["motoko"]))
+    start = datetime(2026, 1, 1, tzinfo=config.timezone)
+    began = time.perf_counter()
+    summary = simulate(config, ["motoko"], start, start + timedelta(days=days))[0]
+    seconds = time.perf_counter() - began
+    return {"days": days, "runs": summary.runs, "seconds": round(seconds, 2), "runs_per_second": round(summary.runs / seconds, 1)}
+
+
+def parallel_agents(work: Path, agents: int, days: int) -> dict[str, float]:
+    """Simulate *agents* agents x *days* days with one process, then with worker processes; report the speed-up."""
+    names = [f"agent{n:02d}" for n in range(agents)]
+    results = {}
+    for label, workers in (("one_process", 1), ("workers", os.cpu_count() or 1)):
+        config = load_config(_config(work / f"fleet-{label}", names, root="./journals/{agent}"))
+        start = datetime(2026, 3, 1, tzinfo=config.timezone)
+        began = time.perf_counter()
+        summaries = simulate(config, names, start, start + timedelta(days=days), workers=workers)
+        results[label] = round(time.perf_counter() - began, 2)
+        results["runs"] = sum(s.runs for s in summaries)
+    return {"agents": agents, "days": days, "runs": results["runs"], "one_process_s": results["one_process"],
+            "workers": os.cpu_count() or 1, "workers_s": results["workers"], "speedup": round(results["one_process"] / results["workers"], 2)}
+
+
+def scheduler_idle_rss(work: Path) -> dict[str, float]:
+    """Resident memory of `ghostrunner serve` once started and idle (ten agents, 30 jobs)."""
+    path = _config(work / "serve", [f"agent{n}" for n in range(10)], grace="0s")
+    process = subprocess.Popen(["ghostrunner", "serve", "--config", str(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if json.loads(line).get("event") == "scheduler.started":
+            break
+    time.sleep(1.0)  # let it settle into its idle wait
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    rss_kb = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+    process.send_signal(signal.SIGTERM)
+    process.communicate(timeout=30)
+    return {"jobs": 30, "rss_mb": round(rss_kb / 1024, 1), "exit_code": process.returncode}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    configure_logging(level="warning")
+    with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
+        work = Path(tmp)
+        report = {
+            "per_run_overhead": per_run_overhead(work, 500 if args.quick else 5000, 50 if args.quick else 200),
+            "year_simulation": year_simulation(work, 30 if args.quick else 365),
+            "parallel_agents": parallel_agents(work, 6 if args.quick else 50, 5 if args.quick else 30),
+            "scheduler_idle": scheduler_idle_rss(work),
+        }
+    print(json.dumps(report, indent=2))
+    print(
+        f"per run: {report['per_run_overhead']['mean_ms']} ms mean, {report['per_run_overhead']['p95_ms']} ms p95 at "
+        f"{report['per_run_overhead']['entries']} entries (target <= 50 ms); "
+        f"as a `ghostrunner run` process: {report['per_run_overhead']['cli_process_ms']} ms\n"
+        f"{report['year_simulation']['days']}-day simulation: {report['year_simulation']['runs']} runs in {report['year_simulation']['seconds']} s (target <= 60 s)\n"
+        f"{report['parallel_agents']['agents']} agents x {report['parallel_agents']['days']} days: {report['parallel_agents']['one_process_s']} s in one process, "
+        f"{report['parallel_agents']['workers_s']} s with {report['parallel_agents']['workers']} workers (speed-up {report['parallel_agents']['speedup']}x)\n"
+        f"scheduler idle RSS: {report['scheduler_idle']['rss_mb']} MB (target <= 120 MB)",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()
