@@ -74,8 +74,10 @@ class WriteLock:
                     return False
                 if time.monotonic() >= deadline:
                     raise LockTimeoutError(self.path, self.timeout) from None
-                time.sleep(pause)  # back off; flock has no timed wait
-                pause = min(pause * 2, 0.02)
+                # flock has no timed wait. Short pauses keep a waiter from being
+                # starved by a writer that re-takes the lock within microseconds.
+                time.sleep(pause)
+                pause = min(pause * 2, 0.002)
         self._depth = 1
         return True
 

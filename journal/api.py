@@ -335,8 +335,10 @@ class Journal:
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and self._index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
-            pending = self._store.write_temp(entry)
+            # Bumped first, so that even a crash right after the temp write is
+            # noticed by the next writer, which then clears the temp file away.
             generation = self._lock.bump_generation(durable=self._boot_id is None)
+            pending = self._store.write_temp(entry)
             try:
                 self._store.publish(pending)
             except FileExistsError:
