@@ -397,6 +397,18 @@ class Journal:
             raise EntryNotFoundError(entry_id) from None
 
     @_recovering
+    def find_by_client_key(self, client_key: str) -> Entry | None:
+        """The entry appended with *client_key*, or None if there is none."""
+        path = self._index.find_client_key(client_key)
+        if path is None:
+            return None
+        check_entry_path(path)
+        try:
+            return self._load(path)
+        except FileNotFoundError:
+            return None
+
+    @_recovering
     def list(
         self, kind: str | None = None, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, limit: int | None = None,

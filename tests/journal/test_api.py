@@ -68,6 +68,13 @@ def test_client_key_returns_first_entry_unchanged(journal: Journal, make_payload
     assert len(entry_files(journal.root)) == 1
 
 
+def test_find_by_client_key(journal: Journal, make_payload: Payload) -> None:
+    """An entry is found by its client_key; an unknown key gives None."""
+    stored = journal.append(make_payload(client_key="motoko:evening:2026-09-05"))
+    assert journal.find_by_client_key("motoko:evening:2026-09-05") == stored
+    assert journal.find_by_client_key("motoko:evening:2026-09-06") is None
+
+
 def test_duplicate_supplied_id_is_refused(journal: Journal, make_payload: Payload) -> None:
     """A supplied id that exists (even on another day) is refused."""
     journal.append(make_payload(id="fixed-1", ts=_at(0)))
