@@ -7,7 +7,6 @@ followed. This module never touches the index.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re

@@ -32,10 +32,9 @@ from runner.config import AgentConfig
 from runner.errors import RunnerError
 from runner.slots import client_key, slot_for
 
-__all__ = ["OUTCOMES", "RunResult", "execute_run", "find_slot_entry"]
+__all__ = ["OUTCOMES", "RunResult", "execute_run"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
-_NEIGHBOURHOOD: Final = timedelta(hours=26)
 
 log = structlog.get_logger()
 
@@ -74,18 +73,6 @@ class RunResult:
         if self.entry is not None:
             data["entry"] = self.entry
         return data
-
-
-def find_slot_entry(journal: Journal, agent: str, routine: Routine, scheduled: datetime, key: str) -> str | None:
-    """The id of the entry already written for *key*, looked up around *scheduled*, if any.
-
-    This only spares a backend call; the append's client_key check is what
-    guarantees one entry per slot.
-    """
-    for entry in journal.list(kind=routine.kind, agent=agent, since=scheduled - _NEIGHBOURHOOD, until=scheduled + _NEIGHBOURHOOD):
-        if entry.client_key == key:
-            return entry.id
-    return None
 
 
 def _fields_from_backend(journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend) -> dict[str, Any]:
@@ -137,7 +124,10 @@ def execute_run(
     log.info("run.started", **fields_common, scheduled=scheduled_text)
     outcome, entry_id, error, would_be = "failed", None, None, None
     try:
-        entry_id = find_slot_entry(journal, agent.name, routine, scheduled, key)
+        # Only spares a backend call: the append's client_key check is what
+        # guarantees one entry per slot.
+        existing = journal.find_by_client_key(key)
+        entry_id = existing.id if existing is not None else None
         if entry_id is not None:
             outcome = "duplicate"
         else:

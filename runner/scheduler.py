@@ -47,7 +47,6 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 from journal import Journal
 from runner.config import RunnerConfig
-from runner.engine import find_slot_entry
 from runner.errors import SchedulerBusyError
 from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
@@ -83,7 +82,7 @@ def missed_slots(config: RunnerConfig, now: datetime) -> list[MissedSlot]:
                 if latest is None:
                     continue
                 slot = slot_for(latest, routine.slot, config.timezone)
-                if find_slot_entry(journal, agent.name, routine, latest, client_key(agent.name, name, slot)) is None:
+                if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
                     missed.append(MissedSlot(agent.name, name, latest, slot))
     return missed
 
