@@ -190,6 +190,52 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     sys.exit(1 if totals.get("failed") else 0)
 
 
+def _render_demo(report: Any) -> str:
+    week = report.last_week
+    lines = [
+        f"motoko's journal: {report.journal_root}",
+        f"simulated {report.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in report.simulation.outcomes.items())})"
+        f" in {report.simulation.seconds:.1f} s; the journal holds {report.entries} entries",
+        "",
+        f"digest of the last week ({week['count']} entries):",
+        "  themes:  " + ", ".join(f"{t['theme']} ({t['count']})" for t in week["themes"][:5]),
+        "  moods:   " + ", ".join(f"{m['mood']} ({m['count']})" for m in week["moods"][:5]),
+        f"  novelty: mean {week['novelty']['mean']}, trend {week['novelty']['trend']}",
+        f"  continuity: {week['continuity']['links']} links; longest chain "
+        f"{max((len(c) for c in week['continuity']['longest_chains']), default=0)} entries",
+        "",
+        f"prompt context for {report.question!r}:",
+        report.context,
+        "",
+        "Explore it: ghostjournal --root " + report.journal_root + " search 'harbour' --agent motoko",
+    ]
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
+@click.option("--days", type=click.IntRange(min=7), default=28, show_default=True, help="How many days of virtual time.")
+@click.option("--start", "start_text", default="2026-08-03", show_default=True, help="First day (YYYY-MM-DD).")
+@_config_option
+@click.pass_obj
+def demo(settings: _Settings, agent: str, days: int, start_text: str, config_path: Path | None) -> None:
+    """Let an agent live some weeks in seconds, then show its digest and prompt context.
+
+    Uses the embedded defaults unless a configuration is given; no network, no model.
+
+    Example: ghostrunner demo --days 28
+    """
+    configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
+    from runner.demo import run_demo
+
+    config = settings.config(config_path)
+    config.agent(agent)
+    start = _parse_time(start_text, config, "--start").replace(hour=0, minute=0, second=0, microsecond=0)
+    report = run_demo(config, agent, start, days)
+    click.echo(_render_demo(report))
+    sys.exit(1 if report.simulation.outcomes.get("failed") else 0)
+
+
 def main() -> None:
     """Entry point of the ``ghostrunner`` console script."""
     cli()

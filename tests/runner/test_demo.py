@@ -1,0 +1,32 @@
+"""The demo: a real `ghostrunner demo` process on the embedded defaults, in an empty directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from journal import Journal
+
+
+def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("GHOSTRUNNER_CONFIG", "GHOSTJOURNAL_ROOT")}
+    return subprocess.run([sys.executable, "-m", "runner", "demo", "--days", "14"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_demo_lives_two_weeks_then_reads_them_back(tmp_path: Path) -> None:
+    """The demo writes motoko's weeks into ./ghostjournal-data, prints a digest and a framed context, and repeats idempotently."""
+    first = _demo(tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "(100 appended)" in first.stdout  # 14 days: 84 pulses, 14 evenings, 2 digests
+    assert "digest of the last week" in first.stdout and "longest chain" in first.stdout
+    assert first.stdout.count("<past_journal_entries") == 1 and "</past_journal_entries>" in first.stdout
+    with Journal(tmp_path / "ghostjournal-data", create=False) as journal:
+        entries = journal.list()
+        assert len(entries) == 100 and {e.agent for e in entries} == {"motoko"}
+    again = _demo(tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "(100 duplicate)" in again.stdout
+    with Journal(tmp_path / "ghostjournal-data", create=False) as journal:
+        assert len(journal.list()) == 100
