@@ -142,14 +142,19 @@ def serve(settings: _Settings, config_path: Path | None) -> None:
 
     Each run executes as a `ghostrunner run` worker process. On start the most
     recent missed slot of each agent and routine (within catchup_grace) runs once.
+    Under a Type=notify systemd unit it reports READY=1, STOPPING=1 and
+    watchdog pings at half of WatchdogSec=.
 
     Example: ghostrunner serve --config /etc/ghostrunner/ghostrunner.toml
     """
     configure_logging(stream=sys.stdout, level=settings.log_level or "info")
+    from runner.notify import Notifier
     from runner.scheduler import Scheduler
 
     config = settings.config(config_path)
-    sys.exit(Scheduler(config, log_stream=sys.stdout).serve())
+    notifier = Notifier.from_environ()
+    interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
+    sys.exit(Scheduler(config, log_stream=sys.stdout, notify=notifier.notify, watchdog_interval=interval).serve())
 
 
 @cli.command()

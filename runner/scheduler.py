@@ -48,6 +48,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from journal import Journal
 from runner.config import RunnerConfig
 from runner.errors import SchedulerBusyError
+from runner.notify import WatchdogPinger
 from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
 __all__ = ["MissedSlot", "Scheduler", "missed_slots", "worker_command"]
@@ -158,17 +159,20 @@ class Scheduler:
         config: the validated configuration.
         now: the clock used to plan catch-up (injectable for tests).
         log_stream: where workers' log lines go (the scheduler's own log stream).
-        notify: called with systemd-style state strings (``READY=1``, ``STOPPING=1``).
+        notify: called with systemd-style state strings (``READY=1``, ``STOPPING=1``, ``WATCHDOG=1``).
+        watchdog_interval: seconds between ``WATCHDOG=1`` pings from READY until
+            serve returns (None: no pings); half of systemd's ``WatchdogSec=``.
     """
 
     def __init__(
         self, config: RunnerConfig, *, now: Callable[[], datetime] | None = None, log_stream: IO[str] | None = None,
-        notify: Callable[[str], None] | None = None,
+        notify: Callable[[str], object] | None = None, watchdog_interval: float | None = None,
     ) -> None:
         self.config = config
         self._now = now or (lambda: datetime.now(config.timezone))
         self._log_stream = log_stream if log_stream is not None else sys.stdout
         self._notify = notify or (lambda state: None)
+        self._watchdog_interval = watchdog_interval
         pairs = [(agent.name, name) for agent in config.agents.values() for name in agent.routines]
         self._pair_locks = {pair: threading.Lock() for pair in pairs}
         self._in_flight: dict[str, subprocess.Popen[bytes]] = {}
@@ -299,6 +303,7 @@ class Scheduler:
         """
         lock = _DeploymentLock(self.config.lock_file)
         lock.acquire()
+        pinger: WatchdogPinger | None = None
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             jobs = 0
@@ -320,6 +325,10 @@ class Scheduler:
             log.info("scheduler.started", agents=sorted(self.config.agents), jobs=jobs, timezone=str(self.config.timezone),
                      lock_file=str(self.config.lock_file), pid=os.getpid())
             self._notify("READY=1")
+            if self._watchdog_interval:
+                # Pings continue through the shutdown wait, which may take up to shutdown_timeout.
+                pinger = WatchdogPinger(self._notify, self._watchdog_interval)
+                pinger.start()
             if not self._stopping.is_set():
                 self._scheduler.start()
             with self._in_flight_lock:
@@ -330,6 +339,8 @@ class Scheduler:
             log.info("scheduler.stopped", killed=killed)
             return 0
         finally:
+            if pinger is not None:
+                pinger.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             lock.release()
