@@ -13,6 +13,7 @@ holds the lock, or the journal's writer lock stayed busy); 78 configuration erro
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import sys
 from collections import Counter
@@ -26,6 +27,7 @@ from journal import Journal, JournalError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
 from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnknownNameError
 from runner.logs import configure_logging
+from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
 
 __all__ = ["cli", "main"]
@@ -44,6 +46,8 @@ class RunnerCommandError(click.ClickException):
             self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG
         elif isinstance(error, SchedulerBusyError | LockTimeoutError):
             self.exit_code = 75  # type: ignore[misc]  # EX_TEMPFAIL
+        elif isinstance(error, ScheduleNotExpressibleError):
+            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG: the configuration cannot be deployed as timers
         elif isinstance(error, UnknownNameError):
             self.exit_code = 2  # type: ignore[misc]
 
@@ -193,6 +197,55 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
         "agents": [summary.to_dict() for summary in summaries],
     })
     sys.exit(1 if totals.get("failed") else 0)
+
+
+@cli.group()
+def systemd() -> None:
+    """systemd units for this configuration: the serve service, or timers."""
+
+
+@systemd.command()
+@_config_option
+@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory to write the units into.")
+@click.option("--exec", "exec_text", default=None,
+              help="How units start ghostrunner (absolute path, shell-like words). Default: the ghostrunner script beside this Python.")
+@click.option("--installed-config", default=None, help="The --config path the units use (default: the configuration file's absolute path).")
+@click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
+@click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
+@click.pass_obj
+def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: str | None, installed_config: str | None, user: str,
+           delay_text: str) -> None:
+    """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
+
+    Cron schedules become OnCalendar= in the configured timezone; a schedule
+    that cannot be expressed is refused. Warnings go to stderr.
+
+    Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
+    """
+    from runner.config import parse_duration
+    from runner.units import default_exec_argv, render_units, write_units
+
+    config = settings.config(config_path)
+    if config.config_file is None:
+        raise click.UsageError("systemd units need a configuration file the service can read; pass --config FILE")
+    try:
+        delay = parse_duration(delay_text)
+    except ValueError as exc:
+        raise click.BadParameter(f"expected {exc}, got {delay_text!r}", param_hint="--randomized-delay") from None
+    argv = shlex.split(exec_text) if exec_text else default_exec_argv()
+    try:
+        rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
+                                 randomized_delay=delay)
+    except ValueError as exc:
+        if isinstance(exc, RunnerError):
+            raise
+        raise click.BadParameter(str(exc), param_hint="--exec" if "absolute path" in str(exc) else "--installed-config") from None
+    for path in write_units(rendering, out):
+        click.echo(f"wrote {path}")
+    for warning in rendering.warnings:
+        click.echo(f"ghostrunner: warning: {warning}", err=True)
+    click.echo("\nserve:  systemctl enable --now ghostrunner.service")
+    click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
 
 
 def _render_demo(report: Any) -> str:

@@ -1,0 +1,213 @@
+"""`ghostrunner systemd render`: units that systemd-analyze accepts, OnCalendar= that fires when the cron schedule does."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from runner.config import load_config
+from runner.oncalendar import ScheduleNotExpressibleError, skipped_local_times, to_on_calendar
+from runner.slots import cron_trigger, fire_times
+from runner.units import render_units, systemd_escape
+
+from .conftest import PERSONA, REPO, ghostrunner, write_config
+
+ANALYZE = shutil.which("systemd-analyze")
+if ANALYZE is None:  # the check is a requirement, not an option: fail loudly instead of skipping
+    raise RuntimeError("systemd-analyze is required by these tests (Debian/Ubuntu: apt-get install systemd)")
+
+#: Schedules of every shape the converter handles: steps, ranges, lists, names, crontab's 0/7 Sunday, day AND weekday.
+SCHEDULES = {
+    "every-4h": ("0 */4 * * *", "hour"),
+    "evening": ("30 21 * * *", "day"),
+    "weekly": ("0 22 * * 0", "week"),
+    "weekdays": ("0 7 * * 1-5", "day"),
+    "office": ("*/15 9-17 * * mon-fri", "minute"),
+    "odd": ("5/20 1,3,5-8 1-10/3 jan,mar-may *", "minute"),
+    "weekend": ("0 12 * * 6,7", "day"),
+    "first-sunday": ("0 9 1-7 * sun", "day"),
+    "monthly": ("0 8 1 * *", "month"),
+}
+
+AGENTS = """
+[agents.motoko]
+persona = "motoko.toml"
+routines = [{routines}]
+
+[agents.batou-2]
+persona = "motoko.toml"
+routines = ["evening"]
+"""
+
+
+def _schedules_config(tmp_path: Path, timezone: str = "Europe/Berlin") -> Path:
+    body = "".join(
+        f'[routines.{name}]\nkind = "note"\nschedule = "{schedule}"\nslot = "{slot}"\nquestion = "q?"\nprompt = "p"\n\n'
+        for name, (schedule, slot) in SCHEDULES.items()
+    )
+    body += AGENTS.format(routines=", ".join(f'"{name}"' for name in SCHEDULES))
+    return write_config(tmp_path, body, runner=f'timezone = "{timezone}"\n')
+
+
+def _analyze(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ANALYZE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env={**os.environ, "TZ": "UTC", "SYSTEMD_COLORS": "0"})
+
+
+def _exec_path() -> str:
+    found = shutil.which("ghostrunner")
+    assert found is not None, "the ghostrunner console script must be installed (pip install -e .)"
+    return str(Path(found).resolve())
+
+
+def _render(tmp_path: Path, config: Path, *extra: str) -> Path:
+    out = tmp_path / "units"
+    result = ghostrunner("systemd", "render", "--config", str(config), "--out", str(out), "--exec", _exec_path(), *extra, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def _verify(units: Path, names: list[str]) -> subprocess.CompletedProcess[str]:
+    # Units are found through SYSTEMD_UNIT_PATH (the trailing ':' keeps the system path for targets
+    # like timers.target); --recursive-errors=yes also fails on errors in what they pull in.
+    env_args = ["verify", "--man=no", "--generators=no", "--recursive-errors=yes", *(str(units / name) for name in names)]
+    return subprocess.run([ANALYZE, *env_args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:", "SYSTEMD_COLORS": "0"})
+
+
+def test_rendered_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    """Every rendered unit, each timer instance and its service included, verifies with no message at all."""
+    out = _render(tmp_path, _schedules_config(tmp_path))
+    names = sorted(path.name for path in out.iterdir())
+    assert "ghostrunner.service" in names and "ghostrunner-timers.target" in names
+    instances = [f"ghostrunner-run-{name}@motoko.{suffix}" for name in SCHEDULES for suffix in ("timer", "service")]
+    instances += [r"ghostrunner-run-evening@batou\x2d2.timer"]
+    result = _verify(out, [name for name in names if "@." not in name] + instances)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_verify_would_catch_a_broken_unit(tmp_path: Path) -> None:
+    """The verify check is meaningful: a bad OnCalendar= or a missing ExecStart program makes it fail."""
+    out = _render(tmp_path, _schedules_config(tmp_path))
+    timer = out / "ghostrunner-run-evening@.timer"
+    timer.write_text(re.sub(r"OnCalendar=.*", "OnCalendar=*-*-* 25:00:00", timer.read_text()))
+    service = out / "ghostrunner.service"
+    service.write_text(re.sub(r"ExecStart=\S+", "ExecStart=/nonexistent/ghostrunner", service.read_text()))
+    result = _verify(out, ["ghostrunner.service", "ghostrunner-run-evening@motoko.timer"])
+    assert result.returncode != 0
+    assert "Failed to parse calendar specification" in result.stderr and "/nonexistent/ghostrunner" in result.stderr
+
+
+def test_serve_unit_settings_and_security_exposure(tmp_path: Path) -> None:
+    """The serve unit is Type=notify with watchdog, KillMode=mixed, a stop timeout past shutdown_timeout, and rates OK in systemd-analyze security."""
+    out = _render(tmp_path, _schedules_config(tmp_path))
+    text = (out / "ghostrunner.service").read_text()
+    for line in ("Type=notify", "KillMode=mixed", "Restart=on-failure", "User=ghostrunner", "ProtectSystem=strict", "NoNewPrivileges=yes",
+                 "PrivateTmp=yes", "ProtectHome=yes", "UMask=0077", "CapabilityBoundingSet=", "WatchdogSec=60s", "TimeoutStopSec=150s"):
+        assert f"\n{line}\n" in text, line
+    assert f"ExecStart={_exec_path()} serve --config {tmp_path / 'ghostrunner.toml'}\n" in text
+    result = subprocess.run([ANALYZE, "security", "--offline=true", "--man=no", "--threshold=20", str(out / "ghostrunner.service")],
+                            capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{out}:", "SYSTEMD_COLORS": "0"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    assert re.search(r"Overall exposure level for ghostrunner.service: [01]\.\d OK", result.stdout)
+
+
+def _calendar_times(expression: str, base: datetime, count: int) -> list[datetime]:
+    result = _analyze("calendar", f"--iterations={count}", f"--base-time=@{int(base.timestamp())}", expression)
+    assert result.returncode == 0, result.stderr
+    found = re.findall(r"(?:Next elapse|Iter\. #\d+): \w{3} (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) UTC", result.stdout)
+    return [datetime.fromisoformat(text).replace(tzinfo=UTC) for text in found]
+
+
+@pytest.mark.parametrize(("timezone", "base"), [
+    ("Europe/Berlin", datetime(2026, 3, 20, tzinfo=UTC)),    # spring forward on 2026-03-29
+    ("America/New_York", datetime(2026, 10, 25, tzinfo=UTC)),  # fall back on 2026-11-01
+    ("Asia/Tokyo", datetime(2026, 12, 28, tzinfo=UTC)),       # no DST; a year boundary
+], ids=["berlin-spring", "new-york-fall", "tokyo-new-year"])
+def test_on_calendar_fires_when_the_runner_would(tmp_path: Path, timezone: str, base: datetime) -> None:
+    """For every routine, systemd-analyze calendar's next 25 elapses equal the runner's own next 25 fire times (one per slot)."""
+    out = _render(tmp_path, _schedules_config(tmp_path, timezone))
+    config = load_config(tmp_path / "ghostrunner.toml")
+    for name, (schedule, slot) in SCHEDULES.items():
+        [line] = [line for line in (out / f"ghostrunner-run-{name}@.timer").read_text().splitlines() if line.startswith("OnCalendar=")]
+        expression = line.removeprefix("OnCalendar=")
+        assert expression.endswith(f" {timezone}")
+        runner_times = list(fire_times(cron_trigger(schedule, config.timezone), base + timedelta(seconds=1), base + timedelta(days=3 * 366), granularity=slot))[:25]
+        assert len(runner_times) == 25
+        assert _calendar_times(expression, base, 25) == [moment.astimezone(UTC) for moment in runner_times], (name, schedule, expression)
+
+
+def test_inexpressible_schedule_is_refused_naming_routine_and_schedule(tmp_path: Path) -> None:
+    """A schedule using the runner's `last` day is refused with exit 78 and one line naming the routine and the schedule."""
+    body = '[routines.month-end]\nkind = "note"\nschedule = "0 9 last * *"\nslot = "month"\nquestion = "q?"\nprompt = "p"\n'
+    path = write_config(tmp_path, body + '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["month-end"]\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", _exec_path())
+    assert result.returncode == 78
+    assert result.stderr.startswith("ghostrunner: error: routine 'month-end': schedule '0 9 last * *' cannot be written as a systemd OnCalendar=")
+    assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "units").exists()
+    with pytest.raises(ScheduleNotExpressibleError, match=r"routine 'r': schedule '0 9 \* \* 8'.*day of week '8' is not 0-7"):
+        to_on_calendar("r", "0 9 * * 8", ZoneInfo("UTC"))
+
+
+def test_render_warns_about_a_time_the_timezone_skips(tmp_path: Path) -> None:
+    """02:30 does not exist on Berlin's spring-forward day: the finder names it and render warns on stderr."""
+    assert [moment.isoformat() for moment in skipped_local_times("r", "30 2 * * *", ZoneInfo("Europe/Berlin"), date(2026, 1, 1), 365)] == [
+        "2026-03-29T02:30:00+01:00"]
+    assert skipped_local_times("r", "0 */4 * * *", ZoneInfo("Europe/Berlin"), date(2026, 1, 1), 365) == []
+    body = '[routines.night]\nkind = "note"\nschedule = "30 2 * * *"\nslot = "day"\nquestion = "q?"\nprompt = "p"\n'
+    path = write_config(tmp_path, body + '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["night"]\n', runner='timezone = "Europe/Berlin"\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", _exec_path())
+    assert result.returncode == 0
+    assert "ghostrunner: warning: routine 'night' (30 2 * * *) is due at" in result.stderr
+    assert "a time Europe/Berlin skips for daylight saving" in result.stderr
+
+
+def test_relative_exec_is_refused(tmp_path: Path) -> None:
+    """--exec must start with an absolute path, because systemd runs it without a PATH search of the operator's shell."""
+    path = _schedules_config(tmp_path)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", "ghostrunner")
+    assert result.returncode == 2
+    assert "the command units run must start with an absolute path, got 'ghostrunner'; pass --exec /usr/local/bin/ghostrunner" in result.stderr
+
+
+def test_network_sandbox_follows_the_backends(tmp_path: Path) -> None:
+    """Simulated agents get no network, local openai loopback only, remote openai and command backends no IP filter."""
+    def service_for(backend: str) -> str:
+        path = write_config(tmp_path / backend.split()[0].strip('{="'), f'[agents.motoko]\npersona = "motoko.toml"\nroutines = ["evening"]\nbackend = {backend}\n')
+        return render_units(load_config(path), exec_argv=["/usr/bin/ghostrunner"], config_path="/etc/g.toml").files["ghostrunner.service"]
+
+    simulated = service_for('"simulated"')
+    local = service_for('{ type = "openai", base_url = "http://localhost:11434/v1" }')
+    remote = service_for('{ type = "openai", base_url = "https://api.example.com/v1" }')
+    command = service_for('{ type = "command", command = ["/usr/bin/my-agent"] }')
+    assert "RestrictAddressFamilies=AF_UNIX\nIPAddressDeny=any\n" in simulated and "IPAddressAllow" not in simulated
+    assert "IPAddressDeny=any\nIPAddressAllow=localhost\n" in local
+    assert "IPAddressDeny" not in remote and "AF_INET6" in remote
+    assert "IPAddressDeny" not in command and "MemoryDenyWriteExecute=no" in command
+    assert "MemoryDenyWriteExecute=yes" in simulated
+
+
+def test_unit_name_escaping_matches_systemd_escape() -> None:
+    """Agent names in timer instance names are escaped exactly as systemd-escape does."""
+    names = ["motoko", "batou-2", "a.b_c", "x@y", "日本"]
+    expected = subprocess.run([shutil.which("systemd-escape") or "systemd-escape", *names], capture_output=True, text=True, check=True).stdout.split()
+    assert [systemd_escape(name) for name in names] == expected
+
+
+def test_checked_in_units_match_a_fresh_render(tmp_path: Path) -> None:
+    """systemd/*.service|timer|target are exactly what render makes of systemd/ghostrunner.toml, so they never drift."""
+    deploy = tmp_path / "etc"
+    (deploy / "agents").mkdir(parents=True)
+    shutil.copy(REPO / "systemd" / "ghostrunner.toml", deploy / "ghostrunner.toml")
+    shutil.copy(PERSONA, deploy / "agents" / "motoko.toml")
+    rendering = render_units(load_config(deploy / "ghostrunner.toml"), exec_argv=["/usr/local/bin/ghostrunner"],
+                             config_path="/etc/ghostrunner/ghostrunner.toml")
+    checked_in = {path.name: path.read_text() for path in (REPO / "systemd").iterdir() if path.suffix in (".service", ".timer", ".target")}
+    assert checked_in == rendering.files
+    assert rendering.warnings == ()
