@@ -1,7 +1,8 @@
 """The ``ghostrunner`` command: parse arguments, call the runner, print JSON.
 
 Commands: ``run`` (one slot, for timers and manual triggers), ``serve`` (the
-scheduler), ``simulate`` (a virtual agent life). Results go to stdout as
+scheduler), ``simulate`` (a virtual agent life), ``demo``, ``status`` (what the
+logs say; its own exit codes, see the command), ``systemd render`` (units). Results go to stdout as
 JSON; logs go to stderr, except under ``serve`` where they go to stdout for
 journald. User errors are one line on stderr.
 
@@ -246,6 +247,68 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
         click.echo(f"ghostrunner: warning: {warning}", err=True)
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
+
+
+def _render_status(report: Any, tz: Any) -> str:
+    def when(record: Any) -> str:
+        if record is None:
+            return "-"
+        return f"{record.slot or '?'} ({record.outcome}, {record.finished.astimezone(tz):%Y-%m-%d %H:%M})"
+
+    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE")]
+    rows += [(p.agent, p.routine, p.state.upper() if p.state != "ok" else "ok", p.due_slot or "-", when(p.last_success), when(p.last_failure))
+             for p in report.pairs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    errors = [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
+    if errors:
+        lines += ["", "last errors:", *errors]
+    counts = report.input
+    lines += ["", f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
+                  f"{counts['malformed']} malformed, {counts['foreign']} foreign"
+              + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else "")]
+    if report.unconfigured:
+        lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
+    verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input"}[report.exit_code]
+    lines.append(f"status: {verdict} (exit {report.exit_code})")
+    return "\n".join(lines)
+
+
+@cli.command()
+@_config_option
+@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
+              help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the table.")
+@click.option("--now", "now_text", default=None, help="Judge as of this time (ISO 8601; default now).")
+@click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).")
+@click.pass_obj
+def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json: bool, now_text: str | None, grace_text: str | None) -> None:
+    """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
+
+    Exit codes: 0 all well; 1 a routine's latest run failed (wins over overdue);
+    3 a routine's latest due slot has no success after the grace period;
+    4 no runner events in the input. Malformed and foreign lines are counted, never fatal.
+
+    Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
+    """
+    from runner.config import parse_duration
+    from runner.status import build_report, read_log
+
+    config = settings.config(config_path)
+    if log_file is None:
+        if sys.stdin.isatty():
+            raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner status) or pass --log FILE")
+        log_file = click.get_text_stream("stdin", errors="replace")
+    now = _parse_time(now_text, config, "--now") if now_text else datetime.now(config.timezone)
+    grace = None
+    if grace_text is not None:
+        try:
+            grace = parse_duration(grace_text)
+        except ValueError as exc:
+            raise click.BadParameter(f"expected {exc}, got {grace_text!r}", param_hint="--grace") from None
+    report = build_report(config, read_log(log_file), now, grace)
+    click.echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
+    sys.exit(report.exit_code)
 
 
 def _render_demo(report: Any) -> str:
