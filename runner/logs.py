@@ -9,7 +9,7 @@ run.finished               run_id, agent, routine, slot, client_key, scheduled, 
                            -- exactly one per run, whatever happened
 scheduler.started          agents, jobs, timezone, lock_file, pid
 scheduler.catchup          agent, routine, slot, scheduled (a missed slot run once on start)
-scheduler.worker_crashed   run_id, agent, routine, slot, returncode, error
+scheduler.worker_crashed   run_id, agent, routine, slot, client_key, returncode, trigger, error
 scheduler.run_skipped      agent, routine, scheduled, reason (a run of that pair is still going)
 scheduler.stopping         signal, in_flight
 scheduler.stopped          killed (runs cut off at the shutdown timeout)
@@ -17,7 +17,8 @@ run.error                  run_id, agent, routine, slot, client_key, exception (
 simulate.finished          agent, runs, outcomes, seconds
 =========================  =====================================================
 
-Every line also has ``timestamp`` (ISO 8601, UTC) and ``level``. On a TTY
+Every line also has ``timestamp`` (ISO 8601, UTC) and ``level``. The README's
+"Logs and monitoring" table documents the same, and a test keeps them in agreement. On a TTY
 the console renderer is used instead of JSON. Logs of APScheduler and the
 journal library (stdlib logging) go through the same renderer.
 """

@@ -1,0 +1,161 @@
+"""The README's event table agrees with runner.logs.EVENTS and with the JSON lines real runs and a real serve emit."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import signal
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal
+from runner.backends import build_backend
+from runner.config import load_config
+from runner.engine import execute_run
+from runner.errors import BackendError
+from runner.logs import EVENTS, configure_logging
+from runner.scheduler import Scheduler
+from runner.simulate import simulate_agent
+
+from .conftest import REPO, SIMPLE_AGENT, LineReader, event_named, script, write_config
+
+ALWAYS = {"event", "level", "timestamp"}
+
+
+def _documented() -> dict[str, set[str]]:
+    """Event name -> documented fields, from the table in the README's "Logs and monitoring" section."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Logs and monitoring\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+\.[a-z_.]+)` \| [^|]+ \| (.+) \|$", section, flags=re.MULTILINE)
+    return {event: set(re.findall(r"`([a-z_]+)`", fields)) for event, fields in rows}
+
+
+def _documented_fields() -> set[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Logs and monitoring\n", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for cell in re.findall(r"^\| ((?:`[a-z_]+`(?:, )?)+) \| ", section, flags=re.MULTILINE):
+        names |= set(re.findall(r"`([a-z_]+)`", cell))
+    return names
+
+
+class _Broken:
+    """A backend whose reply raises, once as a backend error and once as a bug."""
+
+    name = "broken"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def reflect(self, request: Any) -> Any:
+        raise self.error
+
+
+def _json_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines()]
+
+
+@pytest.fixture
+def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
+    """JSON lines rendered by the real logging setup for appended, duplicate, failed, bug, skipped and simulated runs, and a skipped fire."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n'))
+    agent = config.agent("motoko")
+    buffer = io.StringIO()
+    configure_logging(stream=buffer, json=True)
+    scheduled = datetime(2026, 9, 5, 21, tzinfo=UTC)
+    with Journal(agent.journal_root) as journal:
+        common = {"agent": agent, "tz": config.timezone}
+        digest = execute_run(journal, routine=config.routines["digest"], scheduled=scheduled, backend=None, **common)
+        backend = build_backend(agent)
+        appended = execute_run(journal, routine=config.routines["evening"], scheduled=scheduled, backend=backend, **common)
+        duplicate = execute_run(journal, routine=config.routines["evening"], scheduled=scheduled, backend=backend, **common)
+        failed = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(BackendError("broken", "down")), **common)
+        bug = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(KeyError("oops")), **common)
+    assert [r.outcome for r in (digest, appended, duplicate, failed, bug)] == ["skipped", "appended", "duplicate", "failed", "failed"]
+    simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC))
+    scheduler = Scheduler(config)
+    with scheduler._pair_locks[("motoko", "evening")]:  # a run of the pair is "still going"
+        assert scheduler.dispatch("motoko", "evening", scheduled) is None
+    return _json_lines(buffer)
+
+
+@pytest.fixture
+def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
+    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, SIGTERM."""
+    killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
+    body = f"""
+    [routines.nightly]
+    kind = "note"
+    schedule = "0 0 * * *"
+    slot = "day"
+    question = "what happened?"
+    prompt = "Write a note."
+
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+
+    [agents.crash]
+    routines = ["nightly"]
+    backend = {{ type = "command", command = {json.dumps(killer)} }}
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = LineReader(process)
+    try:
+        reader.wait(event_named("run.finished", agent="motoko"))
+        reader.wait(event_named("run.finished", agent="crash"))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        return [{k: v for k, v in event.items() if k != "_seen"} for event in reader.drain()]  # _seen: LineReader's mark
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_readme_table_lists_exactly_the_declared_events() -> None:
+    """Every event in runner.logs.EVENTS has a README row, and the README documents no other event."""
+    assert set(_documented()) == set(EVENTS)
+
+
+def test_every_field_in_the_event_table_is_explained() -> None:
+    """Each field named in the event table also has a row in the README's field table."""
+    used = set().union(*_documented().values())
+    assert used <= _documented_fields()
+
+
+def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]], emitted_by_serve: list[dict[str, Any]]) -> None:
+    """Each event real code emits is documented with exactly the fields it carries, plus event, level and UTC timestamp."""
+    documented = _documented()
+    emitted = [*emitted_in_process, *emitted_by_serve]
+    # Dotted lowercase names are the runner's; stdlib messages (APScheduler, journal) are free text.
+    runner_events = [event for event in emitted if re.fullmatch(r"[a-z_]+\.[a-z_.]+", event["event"])]
+    seen = {event["event"] for event in runner_events}
+    # run.error and scheduler.run_skipped come from the in-process part; the rest of EVENTS from both.
+    assert seen == set(EVENTS)
+    for event in runner_events:
+        assert event["event"] in documented, event
+        assert set(event) == documented[event["event"]] | ALWAYS, event
+        assert event["timestamp"].endswith("Z") and datetime.fromisoformat(event["timestamp"]).utcoffset().total_seconds() == 0
+
+
+def test_exactly_one_run_finished_per_run(emitted_in_process: list[dict[str, Any]], emitted_by_serve: list[dict[str, Any]]) -> None:
+    """Every run_id that started, and every crashed worker, has exactly one run.finished line."""
+    for events in (emitted_in_process, emitted_by_serve):
+        finished = [e["run_id"] for e in events if e["event"] == "run.finished"]
+        assert len(finished) == len(set(finished))
+        started = {e["run_id"] for e in events if e["event"] == "run.started"}
+        crashed = {e["run_id"] for e in events if e["event"] == "scheduler.worker_crashed"}
+        assert set(finished) == started | crashed
+    assert any(e["event"] == "scheduler.worker_crashed" for e in emitted_by_serve)
