@@ -265,7 +265,8 @@ class Journal:
         if corrupt:
             self._index.remove_files()
         paths = self._scan(report)
-        loaded = {p: e for p, e in (preloaded or {}).items() if p in set(paths)}
+        present = set(paths)
+        loaded = {p: e for p, e in (preloaded or {}).items() if p in present}
         loaded.update(self._load_many([p for p in paths if p not in loaded], report))
         unique = self._first_of_each(loaded, report)
         count = self._index.rebuild(((entry, path) for path, entry in unique), self._generation_locked(), self._boot_id or "")
