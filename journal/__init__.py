@@ -5,7 +5,7 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import AppendResult, Journal, SemanticUnavailableError, SkippedFile
+from journal.api import MODES, AppendResult, Journal, SkippedFile
 from journal.entry import KINDS, MAX_ENTRY_BYTES, SCHEMA_VERSION, Entry, canonical_json, validate_payload
 from journal.errors import (
     DuplicateEntryError,
@@ -18,6 +18,8 @@ from journal.errors import (
     JournalNotFoundError,
     LockTimeoutError,
     ManifestError,
+    ModelNotFoundError,
+    SemanticUnavailableError,
     UnsafePathError,
 )
 from journal.retrieval import Digest, Hit
@@ -25,6 +27,7 @@ from journal.retrieval import Digest, Hit
 __all__ = [
     "KINDS",
     "MAX_ENTRY_BYTES",
+    "MODES",
     "SCHEMA_VERSION",
     "AppendResult",
     "Digest",
@@ -41,6 +44,7 @@ __all__ = [
     "JournalNotFoundError",
     "LockTimeoutError",
     "ManifestError",
+    "ModelNotFoundError",
     "SemanticUnavailableError",
     "SkippedFile",
     "UnsafePathError",

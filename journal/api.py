@@ -6,30 +6,35 @@ import functools
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
+from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
     DuplicateEntryError,
     EntryFileError,
     EntryNotFoundError,
     EntryValidationError,
-    JournalError,
     JournalNotFoundError,
+    SemanticUnavailableError,
     UnsafePathError,
 )
+from journal.fusion import FUSION, fuse
 from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState
 from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
-__all__ = ["AppendResult", "Journal", "SemanticUnavailableError", "SkippedFile"]
+if TYPE_CHECKING:
+    from journal.semantic import SemanticIndex
+
+__all__ = ["MODES", "AppendResult", "Journal", "SkippedFile"]
 
 log = logging.getLogger("journal")
 
@@ -37,16 +42,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_CONTEXT_CHARS: Final = 6000
-
-
-class SemanticUnavailableError(JournalError):
-    """Semantic (embedding) search was asked for but is not available."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "semantic search (enable_nn / --nn) is not available in this version: it arrives with the "
-            "'nn' extra; lexical search works without it"
-        )
+#: Ranking modes: ``auto`` is ``hybrid`` with NN on and ``lexical`` without.
+MODES: Final = ("auto", "lexical", "semantic", "hybrid")
+_SNIPPET_WORDS: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +99,12 @@ def _positive(value: int, name: str) -> int:
     return value
 
 
+def _preview(text: str) -> str:
+    """The first words of *text*, as a snippet for an entry found by meaning alone."""
+    words = text.split()
+    return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
+
+
 def _ensure_dir(path: Path, *, create: bool) -> None:
     try:
         mode = os.lstat(path).st_mode
@@ -125,14 +129,34 @@ class Journal:
     Args:
         root: the journal directory (created with a new manifest if missing,
             unless *create* is false). A root that is a symlink is refused.
-        enable_nn: ask for semantic search (not available in this version).
+        enable_nn: embed entries and rank by meaning as well as words. Loads
+            the model (never from the network); entries lacking a vector from
+            it are embedded on open. Without it, torch is never imported.
         create: create a missing journal instead of raising JournalNotFoundError.
         lock_timeout: seconds an append waits for the writer lock.
+        model: with NN, a model name (found offline, see
+            :func:`journal.embed.resolve_model`) or a local model directory.
+        device: with NN, the torch device for the model.
+        encoder: with NN, an :class:`~journal.embed.Encoder` to use instead
+            of loading *model*.
+        on_progress: with NN, called with ``(done, total)`` while missing
+            vectors are embedded on open.
+
+    Raises:
+        SemanticUnavailableError: NN asked for without the ``nn`` extra.
+        ModelNotFoundError: NN asked for and no local copy of the model.
     """
 
-    def __init__(self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0,
+        model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu", encoder: Encoder | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if encoder is not None and not enable_nn:
+            raise ValueError("encoder= is used only with enable_nn=True")
+        self._semantic: SemanticIndex | None = None
         if enable_nn:
-            raise SemanticUnavailableError
+            encoder = encoder or self._load_encoder(model, device)
         self.root = Path(root)
         manifest_path = self.root / "manifest.json"
         try:
@@ -155,6 +179,22 @@ class Journal:
         self.skipped: list[SkippedFile] = []
         self._boot_id = current_boot_id()
         self._open_index()
+        if encoder is not None:
+            from journal.semantic import SemanticIndex  # numpy only with NN on
+
+            self._semantic = SemanticIndex(self._index, encoder)
+            self._semantic.fill(on_progress=on_progress)
+
+    @staticmethod
+    def _load_encoder(model: str | os.PathLike[str], device: str) -> Encoder:
+        from journal.embed import SentenceTransformerEncoder
+
+        return SentenceTransformerEncoder(model, device=device)
+
+    @property
+    def encoder(self) -> Encoder | None:
+        """The encoder in use, or None when NN is off."""
+        return None if self._semantic is None else self._semantic.encoder
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -327,6 +367,8 @@ class Journal:
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
         entry = Entry.from_payload(payload)
+        # Embedded before the lock is taken, so other writers do not wait on the model.
+        vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
             self._sync_locked()
             if entry.client_key is not None:
@@ -346,17 +388,21 @@ class Journal:
                 raise DuplicateEntryError(entry.id) from None
             with self._index.transaction() as conn:
                 self._index.insert_entry(conn, entry, pending.rel_path)
+                if vector is not None:
+                    assert self._semantic is not None
+                    self._index.insert_vector(conn, entry.id, self._semantic.model, vector)
                 self._index.set_generation(conn, generation)
         return AppendResult(entry, is_duplicate=False)
 
     @_recovering
-    def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None) -> int:
+    def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the index from the entry files; return how many entries it holds.
 
         Files that are not valid entries (foreign, corrupt, symlinks, duplicates)
         are reported through *on_skip* (and in :attr:`skipped`) and left untouched.
         Files are read before the writer lock is taken, so appends wait only
-        for the final transaction.
+        for the final transaction. With NN on, every entry is then embedded
+        again in batches, reported through *on_progress* as ``(done, total)``.
         """
         skipped: list[SkippedFile] = []
 
@@ -371,6 +417,8 @@ class Journal:
         if on_skip is not None:
             for item in skipped:
                 on_skip(item)
+        if self._semantic is not None:
+            self._semantic.fill(on_progress=on_progress)
         return count
 
     # -- reading -------------------------------------------------------------------
@@ -420,22 +468,72 @@ class Journal:
         rows = self._index.rows(kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"), limit=limit)
         return [self._entry_for_row(row) for row in rows]
 
+    def _resolve_mode(self, mode: str) -> str:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "auto":
+            return "lexical" if self._semantic is None else "hybrid"
+        if mode != "lexical" and self._semantic is None:
+            raise SemanticUnavailableError(
+                f"mode {mode!r} needs entry vectors and this journal was opened without NN",
+                "open it with Journal(root, enable_nn=True) or pass --nn",
+            )
+        return mode
+
+    def _rank(
+        self, query: str, *, k: int, mode: str, agent: str | None = None, kind: str | None = None, since: str | None = None,
+        until: str | None = None, exclude: Sequence[str] = (), vector: Any = None,
+    ) -> list[Hit]:
+        """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.fusion`).
+
+        *vector* replaces the query's embedding (``relate`` passes the entry's own).
+        """
+        mode = self._resolve_mode(mode)
+        window = {"agent": agent, "kind": kind, "since": since, "until": until}
+        if mode == "lexical":
+            return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in self._index.search(query, k=k, exclude=exclude, **window)]
+        assert self._semantic is not None
+        depth = max(k, FUSION.depth) if mode == "hybrid" else k
+        lexical = self._index.search(query, k=depth, exclude=exclude, **window) if mode == "hybrid" else []
+        if vector is None:
+            vector = self._semantic.query_vector(query)
+        semantic = self._semantic.rank(vector, depth, exclude=exclude, **window)
+        ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
+        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked])}
+        snippets = {r.row.id: r.snippet for r in lexical}
+        hits = []
+        for entry_id, score in ranked:
+            if entry_id in rows:
+                entry = self._entry_for_row(rows[entry_id])
+                hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
+        return hits
+
     @_recovering
     def search(
         self, query: str, k: int = 8, kind: str | None = None, agent: str | None = None,
-        since: datetime | str | None = None, until: datetime | str | None = None,
+        since: datetime | str | None = None, until: datetime | str | None = None, mode: str = "auto",
     ) -> list[Hit]:
-        """Rank entries by how well they match *query* (BM25 over theme, voice, tags, focus, mood).
+        """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
-        Any text is a valid query; one with no searchable word returns no hits.
+        Any text is a valid query; with NN off, one with no searchable word
+        returns no hits.
+
+        Args:
+            mode: ``auto`` (hybrid with NN on, else lexical), ``lexical``,
+                ``semantic`` or ``hybrid``; the last two need NN on.
+
+        Raises:
+            SemanticUnavailableError: a semantic or hybrid mode without NN.
         """
         _positive(k, "k")
-        found = self._index.search(query, k=k, kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"))
-        return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in found]
+        return self._rank(query, k=k, mode=mode, kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"))
 
     @_recovering
     def relate(self, entry_id: str, k: int = 8, agent: str | None = None) -> list[Hit]:
-        """Entries most related to *entry_id*: explicit continuity links first, then lexical similarity.
+        """Entries most related to *entry_id*: explicit continuity links first, then similar entries.
+
+        Similarity is lexical with NN off; with NN on it fuses the lexical
+        ranking with the cosine ranking of the entry's own vector.
 
         Links in both directions count: the entries it continues
         (``reason="continues"``) and the entries that continue it
@@ -449,8 +547,9 @@ class Journal:
         for ref in self._index.links_to(entry_id):
             linked.setdefault(ref, "continued_by")
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
-        similar = self._index.search(query, k=k + len(linked), agent=agent, exclude=[entry_id])
-        scores = {r.row.id: r for r in similar}
+        vector = None if self._semantic is None else self._semantic.entry_vector(source)
+        similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
+        scores = {hit.entry_id: hit for hit in similar}
         link_rows = self._index.rows(ids=list(linked), agent=agent)
         hits = [
             Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", self._entry_for_row(row), linked[row.id])
@@ -460,8 +559,8 @@ class Journal:
         for found in similar:
             if len(hits) >= k:
                 break
-            if found.row.id not in linked:
-                hits.append(Hit(found.row.id, found.score, found.snippet, self._entry_for_row(found.row), "similar"))
+            if found.entry_id not in linked:
+                hits.append(Hit(found.entry_id, found.score, found.snippet, found.entry, "similar"))
         return hits[:k]
 
     @_recovering
@@ -479,15 +578,16 @@ class Journal:
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt.
 
-        The best text matches for *query* come first; when fewer than *k*
-        match, the most recent entries of the window fill the rest. The result
+        The best matches for *query* come first (hybrid with NN on, see
+        :meth:`search`); when fewer than *k* match, the most recent entries of
+        the window fill the rest. The result
         never exceeds *max_chars*. It frames entries as data; it is not a full
         defence against prompt injection.
         """
         _positive(k, "k")
         lower, upper = _bound(since, "since"), _bound(until, "until")
-        found = self._index.search(query, k=k, agent=agent, since=lower, until=upper)
-        picks = [(self._entry_for_row(r.row), "match") for r in found]
+        found = self._rank(query, k=k, mode="auto", agent=agent, since=lower, until=upper)
+        picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
             recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]

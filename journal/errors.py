@@ -14,7 +14,9 @@ either::
     ├── ManifestError                         manifest.json unreadable or unsupported
     ├── IndexStateError                       the derived index could not be repaired
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
-    └── LockTimeoutError (TimeoutError)       the writer lock stayed busy
+    ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
+    └── SemanticUnavailableError              semantic search asked for but not possible
+        └── ModelNotFoundError (FileNotFoundError)  no local copy of the embedding model
 
 Messages quote the offending value and say what was expected.
 """
@@ -34,6 +36,8 @@ __all__ = [
     "JournalNotFoundError",
     "LockTimeoutError",
     "ManifestError",
+    "ModelNotFoundError",
+    "SemanticUnavailableError",
     "UnsafePathError",
 ]
 
@@ -142,3 +146,31 @@ class LockTimeoutError(JournalError, TimeoutError):
             f"the journal's writer lock {str(path)!r} stayed busy for {timeout:g} s; "
             "another writer is running, try again later"
         )
+
+
+class SemanticUnavailableError(JournalError):
+    """Semantic (embedding) search was asked for but cannot run; the message says what fixes it.
+
+    Attributes:
+        reason: what is missing.
+        fix: the command or setting that provides it.
+    """
+
+    def __init__(self, reason: str, fix: str) -> None:
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"semantic search is not available: {reason}; {fix}")
+
+
+class ModelNotFoundError(SemanticUnavailableError, FileNotFoundError):
+    """No local copy of the embedding model was found (the journal never downloads one by itself).
+
+    Attributes:
+        model: the model name or path that was asked for.
+        looked_in: the places searched, in order.
+    """
+
+    def __init__(self, model: str, looked_in: list[str], fix: str) -> None:
+        self.model = model
+        self.looked_in = looked_in
+        super().__init__(f"embedding model {model!r} was not found offline (looked in: {'; '.join(looked_in)})", fix)

@@ -1,4 +1,4 @@
-"""The derived SQLite index: entry metadata, FTS5 text, continuity links, state.
+"""The derived SQLite index: entry metadata, FTS5 text, continuity links, vectors, state.
 
 Everything here can be rebuilt from the entry files. The database runs in WAL
 mode, so readers keep reading their snapshot while a writer (or a whole
@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +21,10 @@ from typing import Any, Final
 
 from journal.entry import Entry, utc_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "fts_query"]
+__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query"]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 1
+INDEX_SCHEMA_VERSION: Final = 2
 
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
@@ -49,12 +50,13 @@ CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
 CREATE INDEX entries_ts ON entries (ts_utc);
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
+CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5 (
     theme, voice, tags, focus, mood,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
-_DROP: Final = "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+_DROP: Final = "DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
 
 #: BM25 column weights, in fts column order: a theme or tag match says more than prose.
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
@@ -137,6 +139,32 @@ class SearchRow:
     row: IndexRow
     score: float
     snippet: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorState:
+    """What a vector cache needs to know to stay in step with the ``vectors`` table.
+
+    ``epoch`` changes whenever vectors are removed or written below the
+    highest rowid (a rebuild, a deletion, a re-embedding); otherwise new
+    vectors only ever appear above ``max_vector_rowid``.
+    """
+
+    epoch: str
+    max_entry_rowid: int
+    max_vector_rowid: int
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """One stored vector with the entry fields a semantic query filters on."""
+
+    rowid: int
+    id: str
+    agent: str
+    kind: str
+    ts_utc: str
+    vector: bytes
 
 
 def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
@@ -274,6 +302,8 @@ class Index:
             return
         conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
+        if conn.execute("DELETE FROM vectors WHERE rowid = ?", (row[0],)).rowcount:
+            self.bump_vectors_epoch(conn)
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
 
     def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str) -> int:
@@ -287,6 +317,7 @@ class Index:
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))
+            self.bump_vectors_epoch(conn)
             self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
                 self.insert_entry(conn, entry, rel_path)
@@ -294,6 +325,87 @@ class Index:
         with contextlib.suppress(sqlite3.OperationalError):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return count
+
+    # -- vectors -------------------------------------------------------------------
+
+    @staticmethod
+    def bump_vectors_epoch(conn: sqlite3.Connection) -> None:
+        """Tell vector caches to reload everything (inside an open transaction)."""
+        conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('vectors_epoch', ?)", (uuid.uuid4().hex,))
+
+    @staticmethod
+    def insert_vector(conn: sqlite3.Connection, entry_id: str, model: str, vector: bytes) -> None:
+        """Store the vector of an entry inserted in the same open transaction."""
+        conn.execute("INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE id = ?", (model, vector, entry_id))
+
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]]) -> None:
+        """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped."""
+        with self.transaction() as conn:
+            top = conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] or 0
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE rowid = ? AND id = ?",
+                ((model, vector, rowid, entry_id) for rowid, entry_id, vector in rows),
+            )
+            if any(rowid <= top for rowid, _, _ in rows):
+                self.bump_vectors_epoch(conn)
+
+    def vector_state(self) -> VectorState:
+        """The vectors table's epoch and high-water marks."""
+        with _corruption_guard():
+            row = self.conn.execute(
+                "SELECT (SELECT value FROM state WHERE key = 'vectors_epoch'), (SELECT max(rowid) FROM entries), (SELECT max(rowid) FROM vectors)"
+            ).fetchone()
+        return VectorState(row[0] or "", row[1] or 0, row[2] or 0)
+
+    def count_missing_vectors(self, model: str) -> int:
+        """How many entries have no vector from *model*."""
+        with _corruption_guard():
+            return int(
+                self.conn.execute(
+                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ? WHERE v.rowid IS NULL", (model,)
+                ).fetchone()[0]
+            )
+
+    def missing_vectors(self, model: str, *, limit: int) -> list[tuple[int, str, str, tuple[str, ...], str | None, str]]:
+        """Up to *limit* entries lacking a *model* vector: ``(rowid, id, theme, tags, focus, voice)``, oldest rowid first."""
+        with _corruption_guard():
+            rows = self.conn.execute(
+                "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+                " LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ? WHERE v.rowid IS NULL ORDER BY e.rowid LIMIT ?",
+                (model, limit),
+            ).fetchall()
+        return [(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5]) for r in rows]
+
+    def vectors_after(self, model: str, after_rowid: int) -> list[VectorRow]:
+        """Every *model* vector above *after_rowid*, with its entry's filter fields, by rowid."""
+        with _corruption_guard():
+            return [
+                VectorRow(*r)
+                for r in self.conn.execute(
+                    "SELECT v.rowid, e.id, e.agent, e.kind, e.ts_utc, v.vector FROM vectors v JOIN entries e ON e.rowid = v.rowid"
+                    " WHERE v.rowid > ? AND v.model = ? ORDER BY v.rowid",
+                    (after_rowid, model),
+                )
+            ]
+
+    def vector_of(self, entry_id: str, model: str) -> bytes | None:
+        """The stored *model* vector of one entry."""
+        with _corruption_guard():
+            row = self.conn.execute(
+                "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.rowid WHERE e.id = ? AND v.model = ?", (entry_id, model)
+            ).fetchone()
+        return row[0] if row else None
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Run several reads against one consistent snapshot of the database."""
+        conn = self.conn
+        with _corruption_guard():
+            conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                conn.execute("COMMIT")
 
     # -- reading -------------------------------------------------------------------
 

@@ -1,0 +1,191 @@
+"""The semantic arm: entry vectors in the index, kept in step, and cosine top-n over them.
+
+Imported only when a journal is opened with NN on (it needs numpy, which the
+``nn`` extra brings). Vectors live in the index as float32 blobs tagged with
+the encoder's identity; this module embeds entries that lack one and keeps an
+in-memory matrix per agent, refreshed incrementally, so that a query costs one
+matrix-vector product instead of reading every blob from SQLite.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from journal.embed import Encoder, document_text
+from journal.entry import Entry
+from journal.index import Index, VectorRow, VectorState
+
+__all__ = ["FILL_BATCH", "SemanticIndex", "from_blob", "to_blob"]
+
+#: Entries embedded per encode call (and committed per transaction) when filling vectors.
+FILL_BATCH: Final = 512
+
+Vector = npt.NDArray[np.float32]
+
+
+def to_blob(vector: Vector) -> bytes:
+    """A vector as little-endian float32 bytes."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> Vector:
+    """The vector stored in *blob*."""
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+class _Block:
+    """One agent's vectors and filter fields, with room to grow (capacity doubles)."""
+
+    def __init__(self, dimension: int) -> None:
+        self.size = 0
+        self.matrix: Vector = np.zeros((16, dimension), dtype=np.float32)
+        self.kinds: npt.NDArray[np.str_] = np.zeros(16, dtype="U16")
+        self.ts_utc: npt.NDArray[np.str_] = np.zeros(16, dtype="U32")
+        self.ids: list[str] = []
+        self.positions: dict[str, int] = {}
+
+    def add(self, rows: Sequence[VectorRow]) -> None:
+        needed = self.size + len(rows)
+        if needed > len(self.matrix):
+            capacity = max(needed, 2 * len(self.matrix))
+            self.matrix = np.concatenate([self.matrix[: self.size], np.zeros((capacity - self.size, self.matrix.shape[1]), dtype=np.float32)])
+            self.kinds = np.concatenate([self.kinds[: self.size], np.zeros(capacity - self.size, dtype="U16")])
+            self.ts_utc = np.concatenate([self.ts_utc[: self.size], np.zeros(capacity - self.size, dtype="U32")])
+        new = slice(self.size, needed)
+        self.matrix[new] = np.frombuffer(b"".join(row.vector for row in rows), dtype="<f4").reshape(len(rows), -1)
+        self.kinds[new] = [row.kind for row in rows]
+        self.ts_utc[new] = [row.ts_utc for row in rows]
+        for offset, row in enumerate(rows):
+            self.positions[row.id] = self.size + offset
+        self.ids.extend(row.id for row in rows)
+        self.size = needed
+
+    def scores(self, query: Vector, *, kind: str | None, since: str | None, until: str | None, exclude: Sequence[str]) -> Vector:
+        """Cosine of every row with *query* (rows are unit length); rows outside the filters get -inf."""
+        scores = self.matrix[: self.size] @ query
+        if kind is not None:
+            scores[self.kinds[: self.size] != kind] = -np.inf
+        if since is not None:
+            scores[self.ts_utc[: self.size] < since] = -np.inf
+        if until is not None:
+            scores[self.ts_utc[: self.size] >= until] = -np.inf
+        for entry_id in exclude:
+            position = self.positions.get(entry_id)
+            if position is not None:
+                scores[position] = -np.inf
+        return scores
+
+
+class SemanticIndex:
+    """Entry vectors for one encoder: embedding, filling and cosine ranking.
+
+    Args:
+        index: the journal's index.
+        encoder: the encoder whose identity tags every vector written.
+    """
+
+    def __init__(self, index: Index, encoder: Encoder) -> None:
+        self._index = index
+        self.encoder = encoder
+        self.model = encoder.identity
+        self._blocks: dict[str, _Block] = {}
+        self._state = VectorState("", -1, -1)
+        self._loaded_to = 0
+        self._lock = threading.Lock()
+
+    # -- writing -------------------------------------------------------------------
+
+    def embed_entry(self, entry: Entry) -> bytes:
+        """The blob of *entry*'s vector, to store in the append's transaction."""
+        text = document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice)
+        return to_blob(self.encoder.encode([text])[0])
+
+    def missing(self) -> int:
+        """How many entries lack a vector from this encoder."""
+        return self._index.count_missing_vectors(self.model)
+
+    def fill(self, *, on_progress: Callable[[int, int], None] | None = None, batch: int = FILL_BATCH) -> int:
+        """Embed every entry that lacks a vector from this encoder; return how many.
+
+        Each batch is embedded outside any transaction and stored in its own
+        short one, so appends and readers are not held up for long.
+        *on_progress* gets ``(done, total)`` after each batch.
+        """
+        total = self.missing()
+        done = 0
+        if on_progress is not None and total:
+            on_progress(0, total)
+        while done < total:
+            rows = self._index.missing_vectors(self.model, limit=batch)
+            if not rows:
+                break
+            vectors = self.encoder.encode([document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in rows])
+            self._index.store_vectors(self.model, [(row[0], row[1], to_blob(vector)) for row, vector in zip(rows, vectors, strict=True)])
+            done += len(rows)
+            if on_progress is not None:
+                on_progress(min(done, total), total)
+        return done
+
+    # -- reading -------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Bring the in-memory blocks in step with the index, embedding what is missing first."""
+        state = self._index.vector_state()
+        if state.max_entry_rowid > state.max_vector_rowid or state.epoch != self._state.epoch and self.missing():
+            self.fill()
+            state = self._index.vector_state()
+        if state == self._state:
+            return
+        with self._index.snapshot():
+            state = self._index.vector_state()
+            if state.epoch != self._state.epoch:
+                self._blocks = {}
+                self._loaded_to = 0
+            rows = self._index.vectors_after(self.model, self._loaded_to)
+        by_agent: dict[str, list[VectorRow]] = {}
+        for row in rows:
+            by_agent.setdefault(row.agent, []).append(row)
+        dimension = len(rows[0].vector) // 4 if rows else 0
+        for agent, agent_rows in by_agent.items():
+            self._blocks.setdefault(agent, _Block(dimension)).add(agent_rows)
+        if rows:
+            self._loaded_to = rows[-1].rowid
+        self._state = state
+
+    def query_vector(self, text: str) -> Vector:
+        """Embed a query."""
+        return self.encoder.encode([text])[0]
+
+    def vector_of(self, entry_id: str) -> Vector | None:
+        """The stored vector of *entry_id* under this encoder."""
+        blob = self._index.vector_of(entry_id, self.model)
+        return None if blob is None else from_blob(blob)
+
+    def entry_vector(self, entry: Entry) -> Vector:
+        """*entry*'s stored vector, or a fresh embedding when it has none yet."""
+        stored = self.vector_of(entry.id)
+        return stored if stored is not None else from_blob(self.embed_entry(entry))
+
+    def rank(
+        self, query: Vector, n: int, *, agent: str | None = None, kind: str | None = None,
+        since: str | None = None, until: str | None = None, exclude: Sequence[str] = (),
+    ) -> list[tuple[str, float]]:
+        """The *n* entries most similar to *query* (cosine, best first) as ``(entry_id, score)``."""
+        with self._lock:
+            self._refresh()
+            blocks = [self._blocks[agent]] if agent is not None and agent in self._blocks else [] if agent is not None else list(self._blocks.values())
+            found: list[tuple[str, float]] = []
+            for block in blocks:
+                if block.size == 0:
+                    continue
+                scores = block.scores(query, kind=kind, since=since, until=until, exclude=exclude)
+                take = min(n, block.size)
+                top = np.argpartition(-scores, take - 1)[:take] if take < block.size else np.arange(block.size)
+                found.extend((block.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i]))
+        found.sort(key=lambda item: -item[1])
+        return found[:n]
