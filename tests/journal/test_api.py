@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,9 +45,10 @@ def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
     assert not (tmp_path / "absent").exists()
 
 
-def test_nn_request_says_what_is_missing(root: Path) -> None:
-    """Asking for semantic search names the extra that brings it."""
-    with pytest.raises(SemanticUnavailableError, match="'nn' extra"):
+def test_nn_request_without_the_extra_names_the_install_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking for semantic search when sentence-transformers cannot be imported names the extra that brings it."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*pip install 'ghostjournal\[nn\]'"):
         Journal(root, enable_nn=True)
 
 

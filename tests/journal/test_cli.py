@@ -63,13 +63,15 @@ def test_root_from_environment(root: Path) -> None:
         (["get", "../../etc/passwd"], 65, "invalid entry id"),
         (["list", "--since", "2026-09-01T00:00:00"], 2, "since must be an ISO 8601 time with a timezone"),
         (["search", "x", "-k", "0"], 2, "0 is not in the range"),
-        (["download-model"], 1, "'nn' extra"),
-        (["--nn", "list"], 1, "'nn' extra"),
+        (["--nn", "--model", "./no-such-model", "list"], 1, "embedding model './no-such-model' was not found offline"),
+        (["download-model", "--model", "./not a hub id"], 1, "downloading './not a hub id' failed"),
+        (["search", "x", "--mode", "semantic"], 1, "needs entry vectors and this journal was opened without NN; open it with"),
     ],
-    ids=["missing-root", "unknown-id", "path-id", "naive-since", "bad-k", "download-model", "nn"],
+    ids=["missing-root", "unknown-id", "path-id", "naive-since", "bad-k", "nn-missing-model", "download-fails", "semantic-without-nn"],
 )
-def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str], code: int, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each user mistake prints one line on stderr, no traceback, and exits with its code."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no test reaches for the network
     root = tmp_path / "j"
     if args[0] != "list" or len(args) > 1:
         ok(run(root, "init"))
@@ -107,3 +109,14 @@ def test_installed_command_runs_as_a_real_process(root: Path) -> None:
     assert bad.stderr.decode().strip() == "Error: entry: expected UTF-8 text, got an invalid byte at offset 0"
     listed = subprocess.run([*command, "list"], env=env, check=True, capture_output=True)
     assert [e["id"] for e in json.loads(listed.stdout)] == [entry_id]
+
+
+def test_nn_search_reindex_and_prompt_context_from_the_command_line(root: Path) -> None:
+    """With --nn, search finds by meaning, reindex re-embeds, and the output stays plain JSON on stdout."""
+    ok(run(root, "init"))
+    ok(run(root, "--nn", "append", input='{"kind":"note","agent":"motoko","theme":"pets","voice":"I adopted a puppy last week."}'))
+    ok(run(root, "append", input='{"kind":"note","agent":"motoko","theme":"money","voice":"Paid the quarterly taxes."}'))
+    hits = ok(run(root, "--nn", "search", "new canine companion", "-k", "1"))
+    assert hits[0]["entry"]["theme"] == "pets"
+    assert ok(run(root, "--nn", "reindex"))["indexed"] == 2
+    assert ok(run(root, "search", "new canine companion")) == []

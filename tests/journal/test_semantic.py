@@ -1,0 +1,168 @@
+"""The semantic layer's plumbing with a fake encoder: vectors in the index, filling, re-embedding, modes, scoping."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal, ModelNotFoundError, SemanticUnavailableError
+from journal.index import INDEX_SCHEMA_VERSION
+
+from ._fakes import FakeEncoder
+
+Payload = Callable[..., dict[str, Any]]
+
+
+def _vector_models(root: Path) -> list[str]:
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY rowid")]
+
+
+def test_append_with_nn_stores_a_vector_tagged_with_the_encoder_identity(root: Path, make_payload: Payload) -> None:
+    """Each append with NN on leaves one float32 vector with the model:dimension identity."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder(dimension=32)) as journal:
+        journal.append(make_payload())
+        journal.append(make_payload(voice="Another evening by the water."))
+    assert _vector_models(root) == ["fake:32", "fake:32"]
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        assert {len(r[0]) for r in conn.execute("SELECT vector FROM vectors")} == {32 * 4}
+
+
+def test_opening_with_nn_fills_vectors_missing_from_entries_written_without_it(root: Path, make_payload: Payload) -> None:
+    """Entries appended without NN get their vectors when the journal is next opened with NN."""
+    with Journal(root) as plain:
+        for i in range(5):
+            plain.append(make_payload(voice=f"entry number {i}"))
+    assert _vector_models(root) == []
+    encoder = FakeEncoder()
+    progress: list[tuple[int, int]] = []
+    with Journal(root, enable_nn=True, encoder=encoder, on_progress=lambda d, t: progress.append((d, t))) as journal:
+        assert len(_vector_models(root)) == 5
+        assert progress[-1] == (5, 5)
+        assert [h.entry.voice for h in journal.search("number 3", k=1, mode="semantic")] == ["entry number 3"]
+
+
+def test_an_entry_appended_by_a_process_without_nn_is_embedded_before_the_next_search(root: Path, make_payload: Payload) -> None:
+    """A search with NN never silently skips an entry another handle appended without NN."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        journal.append(make_payload(voice="the first note"))
+        journal.search("warm", k=1)
+        with Journal(root) as plain:
+            plain.append(make_payload(voice="kettle whistles at midnight"))
+        assert journal.search("kettle midnight", k=1, mode="semantic")[0].entry.voice == "kettle whistles at midnight"
+
+
+def test_another_model_identity_triggers_re_embedding(root: Path, make_payload: Payload) -> None:
+    """Vectors stored by one encoder are replaced when the journal is opened with a different one."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder("old", 16)) as journal:
+        journal.append(make_payload())
+    new = FakeEncoder("new", 24)
+    with Journal(root, enable_nn=True, encoder=new):
+        pass
+    assert _vector_models(root) == ["new:24"]
+    assert new.calls == 1
+
+
+def test_reindex_re_embeds_every_entry_in_batches_with_progress(root: Path, make_payload: Payload) -> None:
+    """reindex with NN rebuilds the vectors and reports (done, total) after each batch."""
+    encoder = FakeEncoder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        for i in range(7):
+            journal.append(make_payload(voice=f"note {i}"))
+        progress: list[tuple[int, int]] = []
+        assert journal.reindex(on_progress=lambda d, t: progress.append((d, t))) == 7
+    assert progress[0] == (0, 7) and progress[-1] == (7, 7)
+    assert len(_vector_models(root)) == 7
+
+
+def test_an_index_of_the_previous_schema_version_is_rebuilt_with_a_vectors_table(root: Path, make_payload: Payload) -> None:
+    """An index from before the vectors table is rebuilt from the files on open."""
+    with Journal(root) as journal:
+        entry = journal.append(make_payload())
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        conn.execute("DROP TABLE vectors")
+        conn.execute("UPDATE state SET value = '1' WHERE key = 'schema_version'")
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        assert journal.search("harbor", k=1, mode="semantic")[0].entry_id == entry.id
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        assert conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone()[0] == str(INDEX_SCHEMA_VERSION)
+
+
+def test_semantic_and_hybrid_results_stay_inside_the_agent(root: Path, make_payload: Payload) -> None:
+    """With agent= set, neither arm nor the fusion returns another agent's entry."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        journal.append(make_payload(agent="batou", voice="harbor light harbor light"))
+        mine = journal.append(make_payload(agent="motoko", voice="a quiet day indoors"))
+        for mode in ("semantic", "hybrid"):
+            assert [h.entry_id for h in journal.search("harbor light", k=5, agent="motoko", mode=mode)] == [mine.id]
+        assert "batou" not in journal.prompt_context("harbor light", agent="motoko")
+
+
+def test_semantic_rank_honours_kind_and_time_window(root: Path, make_payload: Payload) -> None:
+    """The semantic arm filters by kind, since and until like the lexical arm."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        journal.append(make_payload(kind="pulse", ts="2026-01-01T00:00:00Z"))
+        inside = journal.append(make_payload(kind="evening", ts="2026-02-01T00:00:00Z"))
+        journal.append(make_payload(kind="evening", ts="2026-03-01T00:00:00Z"))
+        hits = journal.search("harbor", k=5, kind="evening", since="2026-01-15T00:00:00Z", until="2026-02-15T00:00:00Z", mode="semantic")
+        assert [h.entry_id for h in hits] == [inside.id]
+
+
+def test_relate_with_nn_uses_the_entrys_own_vector(root: Path, make_payload: Payload) -> None:
+    """relate finds an entry that shares no word with the source but means the same to the encoder."""
+    encoder = FakeEncoder(synonyms={"puppy": "dog", "hound": "dog"})
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        source = journal.append(make_payload(theme="pets", tags=[], voice="puppy"))
+        journal.append(make_payload(theme="taxes", tags=[], voice="quarterly filing"))
+        twin = journal.append(make_payload(theme="walks", tags=[], voice="hound"))
+        assert journal.relate(source.id, k=1)[0].entry_id == twin.id
+
+
+def test_semantic_modes_without_nn_name_the_fix(journal: Journal) -> None:
+    """Asking for a semantic or hybrid search on a journal opened without NN says how to turn it on."""
+    for mode in ("semantic", "hybrid"):
+        with pytest.raises(SemanticUnavailableError, match=f"mode '{mode}' needs entry vectors.*enable_nn=True"):
+            journal.search("x", mode=mode)
+    with pytest.raises(ValueError, match="mode must be one of auto, lexical, semantic, hybrid, got 'fuzzy'"):
+        journal.search("x", mode="fuzzy")
+
+
+def test_an_encoder_without_nn_is_a_usage_error(root: Path) -> None:
+    """Passing encoder= without enable_nn=True is refused rather than ignored."""
+    with pytest.raises(ValueError, match="encoder= is used only with enable_nn=True"):
+        Journal(root, encoder=FakeEncoder())
+
+
+def test_a_missing_model_directory_names_the_path_and_the_fix(root: Path, tmp_path: Path) -> None:
+    """A model path that does not exist fails with ModelNotFoundError, before anything is created."""
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(ModelNotFoundError, match=f"'{missing}' was not found offline.*pass a directory that holds a sentence-transformers model"):
+        Journal(root, enable_nn=True, model=missing)
+    assert not root.exists()
+
+
+def test_an_unknown_model_name_points_to_download_model(root: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A model name in no local cache says to run 'ghostjournal download-model --model NAME'."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelNotFoundError, match=r"run 'ghostjournal download-model --model someone/absent-model' once"):
+        Journal(root, enable_nn=True, model="someone/absent-model")
+
+
+def test_opening_a_journal_without_nn_never_imports_torch(tmp_path: Path) -> None:
+    """A journal used without NN leaves torch, sentence_transformers and numpy unimported."""
+    script = (
+        "import sys\nfrom journal import Journal\n"
+        f"j = Journal({str(tmp_path / 'j')!r})\n"
+        "e = j.append({'kind': 'note', 'agent': 'a', 'theme': 't', 'voice': 'v'})\n"
+        "j.search('v'); j.relate(e.id); j.prompt_context('v'); j.reindex()\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'numpy') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,70 @@
+"""The real all-MiniLM-L6-v2 through the adapter: meaning where words fail, words where meaning fails."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from journal import Journal
+from journal.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, resolve_model
+
+Payload = Callable[..., dict[str, Any]]
+
+
+def test_the_default_model_loads_offline_on_cpu_from_the_package(real_encoder: Encoder) -> None:
+    """The adapter finds the packaged model and reports its identity as model:dimension."""
+    assert isinstance(real_encoder, SentenceTransformerEncoder)
+    assert real_encoder.identity == f"{DEFAULT_MODEL}:384"
+    assert real_encoder.path == resolve_model(DEFAULT_MODEL)
+    assert str(real_encoder._model.device) == "cpu"  # noqa: SLF001
+    vectors = real_encoder.encode(["one", "two words"])
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_an_explicit_model_directory_is_used_as_given(real_encoder: Encoder) -> None:
+    """A local directory is loaded directly, and names the vectors by that path."""
+    path = resolve_model(DEFAULT_MODEL)
+    encoder = SentenceTransformerEncoder(str(path))
+    assert encoder.identity == f"{path}:384"
+    assert np.allclose(encoder.encode(["harbor"]), real_encoder.encode(["harbor"]), atol=1e-5)
+
+
+def test_a_paraphrase_sharing_no_word_is_found_by_meaning(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """'new canine companion' finds the puppy entry; words alone find nothing."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        puppy = journal.append(make_payload(theme="pets", tags=[], voice="I adopted a puppy last week; she chews my shoes."))
+        journal.append(make_payload(theme="cooking", tags=[], voice="Made miso soup from scratch; the dashi took an hour."))
+        journal.append(make_payload(theme="work", tags=[], voice="Rolled back the release after the payment queue stalled."))
+        assert journal.search("new canine companion", mode="lexical") == []
+        assert journal.search("new canine companion", k=1, mode="semantic")[0].entry_id == puppy.id
+        assert journal.search("new canine companion", k=1)[0].entry_id == puppy.id
+        assert '"found_by":"match"' in journal.prompt_context("new canine companion", k=1)
+
+
+def test_a_rare_exact_token_is_found_by_words_where_vectors_fail(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """A ticket number buried in a long entry: cosine ranks it last, BM25 and the hybrid rank it first."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        for voice in ("Opened ticket OPS-1177 about the stalled queue.", "Closed ticket OPS-3177 after the rollback.", "Ticket OPS-7137 is waiting for the vendor."):
+            journal.append(make_payload(theme="outage", tags=[], voice=voice))
+        target = journal.append(make_payload(theme="evening walk", tags=[], voice=(
+            "Long walk by the canal after work; the rain stopped, the herons came back, and somewhere "
+            "between the bridges I finally remembered to file OPS-7731 before the weekend."
+        )))
+        assert journal.search("OPS-7731", k=4, mode="semantic")[-1].entry_id == target.id
+        assert journal.search("OPS-7731", k=1, mode="lexical")[0].entry_id == target.id
+        assert journal.search("OPS-7731", k=1, mode="hybrid")[0].entry_id == target.id
+
+
+def test_relate_finds_the_entry_closest_in_meaning(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """relate with the real model pairs two sleepless nights described in different words."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        source = journal.append(make_payload(theme="night", tags=[], voice="Awake at 3 a.m. again, staring at the ceiling."))
+        journal.append(make_payload(theme="food", tags=[], voice="Grilled mackerel with grated daikon."))
+        twin = journal.append(make_payload(theme="rest", tags=[], voice="Insomnia kept me up until dawn."))
+        journal.append(make_payload(theme="money", tags=[], voice="Paid the quarterly tax installment."))
+        assert journal.relate(source.id, k=1)[0].entry_id == twin.id
