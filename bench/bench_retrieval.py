@@ -1,0 +1,332 @@
+"""Retrieval quality and speed of lexical, semantic and hybrid ranking (a benchmark, not a test).
+
+Quality: loads a labelled set into a fresh journal through the public API and
+prints Recall@k, MRR and NDCG@10 for the three modes side by side:
+
+    python bench/bench_retrieval.py quality --locomo ../shared/data/locomo-dev
+    python bench/bench_retrieval.py quality --journal-set bench/journal_set.json
+
+LoCoMo: each turn is one entry (agent = the conversation, so questions are
+scoped to their conversation; voice = ``(date) speaker said, "text"`` plus the
+shared image's caption); each question is a query; recall@k is the paper's
+turn-level recall (fraction of evidence turns in the top k, 1 when a question
+has no evidence). MRR and NDCG@10 are over the questions that have evidence.
+
+Speed (one run, side by side):
+
+    python bench/bench_retrieval.py speed --entries 100000
+
+reindex embedding throughput against the model's own batch ``encode`` on the
+same texts; search p50/p95 at N entries, lexical next to hybrid (with the
+semantic arm's parts: query embedding, cosine over the cached matrix, and a
+cold load of the matrix from SQLite); append latency with NN on and off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from journal import Journal  # noqa: E402
+from journal.embed import document_text  # noqa: E402
+
+KS = (5, 10, 25, 50)
+MODES = ("lexical", "semantic", "hybrid")
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+# -- labelled sets -------------------------------------------------------------------
+
+
+def _locomo_time(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' as an aware UTC datetime."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def _evidence_ids(raw: Iterable[str], known: set[str]) -> list[str]:
+    """Evidence ids cleaned as the data's README says (split on ';'/space, 'D:11:26' -> 'D11:26', drop unknown)."""
+    found = []
+    for item in raw:
+        for part in re.split(r"[;\s]+", item):
+            part = re.sub(r"^D:(\d+):", r"D\1:", part.strip())
+            if part in known and part not in found:
+                found.append(part)
+    return found
+
+
+def load_locomo(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Entries (payloads) and queries ``{agent, query, relevant: {id: grade}, category}`` from LoCoMo."""
+    source = path / "locomo-dev.json" if path.is_dir() else path
+    conversations = json.loads(source.read_text(encoding="utf-8"))
+    payloads: list[dict[str, Any]] = []
+    queries: list[dict[str, Any]] = []
+    for conversation in conversations:
+        agent = conversation["sample_id"]
+        turns = conversation["conversation"]
+        known: set[str] = set()
+        sessions = sorted((int(key.split("_")[1]), value) for key, value in turns.items() if re.fullmatch(r"session_\d+", key) and isinstance(value, list))
+        for number, session in sessions:
+            date_text = turns[f"session_{number}_date_time"]
+            start = _locomo_time(date_text)
+            for position, turn in enumerate(session):
+                voice = f'({date_text}) {turn["speaker"]} said, "{turn["text"]}"'
+                if turn.get("blip_caption"):
+                    voice += f' and shared {turn["blip_caption"]}.'
+                known.add(turn["dia_id"])
+                payloads.append({
+                    "id": f"{agent}-{turn['dia_id'].replace(':', '-')}", "kind": "note", "agent": agent,
+                    "ts": (start + timedelta(seconds=position)).isoformat(), "theme": turn["speaker"], "voice": voice,
+                })
+        for qa in conversation["qa"]:
+            evidence = _evidence_ids(qa.get("evidence", []), known)
+            queries.append({
+                "agent": agent, "query": qa["question"], "category": LOCOMO_CATEGORIES.get(qa["category"], str(qa["category"])),
+                "relevant": {f"{agent}-{e.replace(':', '-')}": 1.0 for e in evidence},
+            })
+    return payloads, queries
+
+
+def load_journal_set(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Entries and queries from the journal-shaped set (see bench/journal_set.json)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    queries = [{"agent": q["agent"], "query": q["query"], "category": q["category"], "relevant": q["relevant"]} for q in data["queries"]]
+    return data["entries"], queries
+
+
+# -- metrics -------------------------------------------------------------------------
+
+
+def recall_at(ranked: Sequence[str], relevant: dict[str, float], k: int) -> float:
+    """Fraction of relevant ids in the top k (1 when nothing is relevant, as in the LoCoMo paper)."""
+    if not relevant:
+        return 1.0
+    return len(set(ranked[:k]) & relevant.keys()) / len(relevant)
+
+
+def reciprocal_rank(ranked: Sequence[str], relevant: dict[str, float]) -> float:
+    """1 / rank of the first relevant id with a positive grade (0 when none is retrieved)."""
+    return next((1.0 / rank for rank, entry_id in enumerate(ranked, 1) if relevant.get(entry_id, 0) > 0), 0.0)
+
+
+def ndcg_at(ranked: Sequence[str], relevant: dict[str, float], k: int) -> float:
+    """Normalised discounted cumulative gain at k with graded relevance."""
+    gain = sum(relevant.get(entry_id, 0.0) / math.log2(rank + 1) for rank, entry_id in enumerate(ranked[:k], 1))
+    ideal = sum(grade / math.log2(rank + 1) for rank, grade in enumerate(sorted(relevant.values(), reverse=True)[:k], 1))
+    return gain / ideal if ideal > 0 else 0.0
+
+
+def evaluate(journal: Journal, queries: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{mode: {group: {metric: value}}}`` with groups ``overall`` and each category."""
+    depth = max(KS)
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in MODES:
+        sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for q in queries:
+            ranked = [hit.entry_id for hit in journal.search(q["query"], k=depth, agent=q["agent"], mode=mode)]
+            for group in ("overall", q["category"]):
+                for k in KS:
+                    sums[group][f"R@{k}"].append(recall_at(ranked, q["relevant"], k))
+                if any(grade > 0 for grade in q["relevant"].values()):
+                    sums[group]["MRR"].append(reciprocal_rank(ranked, q["relevant"]))
+                    sums[group]["NDCG@10"].append(ndcg_at(ranked, q["relevant"], 10))
+        results[mode] = {group: {m: statistics.fmean(v) for m, v in metrics.items()} | {"n": len(metrics["R@5"])} for group, metrics in sums.items()}
+    return results
+
+
+def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> None:
+    metrics = [f"R@{k}" for k in KS] + ["MRR", "NDCG@10"]
+    print(f"\n{title}")
+    groups = ["overall"] + sorted(g for g in results["hybrid"] if g != "overall")
+    header = f"{'group':<14}{'n':>5}  " + "  ".join(f"{m:>7}" for m in metrics)
+    for group in groups:
+        print(header if group == "overall" else "", end="\n" if group == "overall" else "")
+        for mode in MODES:
+            row = results[mode][group]
+            values = "  ".join(f"{row[m]:7.3f}" if m in row else f"{'-':>7}" for m in metrics)
+            print(f"{group + ' ' + mode[:3]:<14}{int(row['n']):>5}  {values}")
+
+
+def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        with Journal(Path(tmp) / "j") as writer:  # appended without NN, embedded in batches on the NN open
+            for payload in payloads:
+                writer.append(payload)
+        started = time.perf_counter()
+        options = {"model": model} if model else {}
+        with Journal(Path(tmp) / "j", enable_nn=True, **options) as journal:
+            opened = time.perf_counter() - started
+            started = time.perf_counter()
+            results = evaluate(journal, queries)
+            elapsed = time.perf_counter() - started
+    print_table(f"{name}: {len(payloads)} entries, {len(queries)} queries (NN open + embedding {opened:.1f} s; "
+                f"{3 * len(queries)} searches in {elapsed:.1f} s)", results)
+
+
+# -- speed ---------------------------------------------------------------------------
+
+_WORDS = (
+    "harbor light ferry tide rain studio lens grain shadow neon market alley river bridge archive signal memory "
+    "dream code deploy server latency queue pulse evening digest theme focus mood novelty crow kettle lantern "
+    "balcony garden moss stone typewriter letter train platform station ticket fog mirror window paper ink"
+).split()
+
+
+def synthetic_payloads(count: int, *, agents: int = 4, seed: int = 7) -> list[dict[str, Any]]:
+    """Journal-like entries with realistic word reuse; deterministic."""
+    rng = random.Random(seed)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    payloads = []
+    for i in range(count):
+        words = rng.choices(_WORDS, k=rng.randint(18, 60))
+        payloads.append({
+            "kind": "pulse", "agent": f"agent{i % agents}", "ts": (start + timedelta(minutes=7 * i)).isoformat(),
+            "theme": " ".join(rng.sample(_WORDS, 2)), "tags": rng.sample(_WORDS, 2),
+            "voice": " ".join(words).capitalize() + f". Marker token q{i:06d}.",
+        })
+    return payloads
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _timed(call: Callable[[], Any], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
+    import numpy as np
+
+    from journal.embed import SentenceTransformerEncoder
+    from journal.semantic import to_blob
+
+    encoder = SentenceTransformerEncoder(model) if model else SentenceTransformerEncoder()
+    print(f"model {encoder.identity}, device cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        # 1. reindex embedding throughput against the model's own batch encode on the same texts.
+        root = Path(tmp) / "embed"
+        payloads = synthetic_payloads(embed_entries)
+        with Journal(root) as plain:
+            for payload in payloads:
+                plain.append(payload)
+        texts = [document_text(p["theme"], p["tags"], None, p["voice"]) for p in payloads]
+        started = time.perf_counter()
+        encoder._model.encode(texts, batch_size=encoder.batch_size, convert_to_numpy=True, normalize_embeddings=True)  # noqa: SLF001
+        raw = time.perf_counter() - started
+        marks: list[float] = []
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            started = time.perf_counter()
+            journal.reindex(on_progress=lambda done, total: marks.append(time.perf_counter()))
+            whole = time.perf_counter() - started
+        fill = marks[-1] - marks[0]
+        print(f"\nembedding {embed_entries} entries: model.encode {embed_entries / raw:7.0f} texts/s ({raw:.1f} s); "
+              f"reindex embedding phase {embed_entries / fill:7.0f} texts/s ({fill:.1f} s) = {raw / fill:.2f} of encode; "
+              f"whole reindex (files, FTS, vectors) {embed_entries / whole:7.0f} entries/s ({whole:.1f} s)")
+
+        # 2. append latency, NN off and on.
+        root = Path(tmp) / "append"
+        extra = synthetic_payloads(400, seed=11)
+        with Journal(root) as plain:
+            off = [t for p in extra[:200] for t in _timed(lambda p=p: plain.append(p), 1)]
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            on = [t for p in extra[200:] for t in _timed(lambda p=p: journal.append(p), 1)]
+        print(f"\nappend latency (ms)   p50     p95\n  NN off          {_pct(off, .5):7.2f} {_pct(off, .95):7.2f}\n  NN on           {_pct(on, .5):7.2f} {_pct(on, .95):7.2f}")
+
+        # 3. search at scale. Entries go in through append; their vectors are random unit
+        # vectors stored under the real model's identity (embedding 100k texts on this CPU
+        # takes minutes and does not change the cost of a query); queries use the real model.
+        root = Path(tmp) / "scale"
+        started = time.perf_counter()
+        payloads = synthetic_payloads(entries, seed=3)
+        with Journal(root) as plain:
+            for payload in payloads:
+                plain.append(payload)
+        loaded = time.perf_counter() - started
+        rng = np.random.default_rng(5)
+
+        class _RandomDocuments:
+            identity = encoder.identity
+
+            def encode(self, texts: Sequence[str]) -> Any:
+                vectors = rng.standard_normal((len(texts), encoder.dimension)).astype(np.float32)
+                return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+        started = time.perf_counter()
+        with Journal(root, enable_nn=True, encoder=_RandomDocuments()):
+            pass
+        filled = time.perf_counter() - started
+        print(f"\nsearch at {entries} entries ({entries // 4} per agent; appended in {loaded:.0f} s, random vectors stored in {filled:.0f} s)")
+        queries = ["harbor light at night", "what did I think about the train station?", "fog mirror", "memory of rain on the studio window",
+                   "server latency again", "q004242 marker", "letters written in ink", "the garden after the rain"]
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            semantic = journal._semantic  # noqa: SLF001
+            assert semantic is not None
+            started = time.perf_counter()
+            journal.search("warm up the cache", k=8, mode="semantic")
+            cold = (time.perf_counter() - started) * 1000
+            print("                                    p50 ms   p95 ms")
+            for label, agent in (("one agent", "agent1"), ("all agents", None)):
+                for mode in ("lexical", "hybrid"):
+                    times = [t for q in queries for t in _timed(lambda q=q: journal.search(q, k=8, agent=agent, mode=mode), 5)]
+                    print(f"  search {mode:<8} {label:<12}      {_pct(times, .5):7.2f}  {_pct(times, .95):7.2f}")
+            vector = semantic.query_vector("harbor light at night")
+            embed = [t for q in queries for t in _timed(lambda q=q: semantic.query_vector(q), 5)]
+            cosine = _timed(lambda: semantic.rank(vector, 50, agent="agent1"), 40)
+            cosine_all = _timed(lambda: semantic.rank(vector, 50), 40)
+            print(f"  parts: query embedding          {_pct(embed, .5):7.2f}  {_pct(embed, .95):7.2f}")
+            print(f"         cosine top-50, one agent {_pct(cosine, .5):7.2f}  {_pct(cosine, .95):7.2f}")
+            print(f"         cosine top-50, all       {_pct(cosine_all, .5):7.2f}  {_pct(cosine_all, .95):7.2f}")
+            print(f"         first query (cold matrix load from SQLite): {cold:.0f} ms")
+            blob = to_blob(vector)
+            started = time.perf_counter()
+            rows = journal._index.vectors_after(encoder.identity, 0)  # noqa: SLF001
+            matrix = np.frombuffer(b"".join(r.vector for r in rows if r.agent == "agent1"), dtype="<f4").reshape(-1, len(blob) // 4)
+            _ = matrix @ vector
+            print(f"         without the cache (read every blob per query): {(time.perf_counter() - started) * 1000:.0f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    quality = sub.add_parser("quality", help="Recall@k, MRR, NDCG@10 per mode")
+    quality.add_argument("--locomo", type=Path, help="the locomo-dev directory (or its JSON file)")
+    quality.add_argument("--journal-set", type=Path, help="a journal-shaped labelled set (bench/journal_set.json)")
+    quality.add_argument("--model", help="model name or directory (default: the journal's default)")
+    speed = sub.add_parser("speed", help="embedding throughput, search latency, append latency")
+    speed.add_argument("--entries", type=int, default=100_000)
+    speed.add_argument("--embed-entries", type=int, default=4000)
+    speed.add_argument("--model")
+    args = parser.parse_args()
+    if args.command == "quality":
+        if not args.locomo and not args.journal_set:
+            parser.error("pass --locomo PATH and/or --journal-set PATH")
+        if args.journal_set:
+            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model)
+        if args.locomo:
+            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo), args.model)
+    else:
+        run_speed(args.entries, args.embed_entries, args.model)
+
+
+if __name__ == "__main__":
+    main()
