@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import click
 
-from journal import Journal, JournalError, LockTimeoutError
+from journal import JournalError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
 from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnknownNameError
 from runner.logs import configure_logging
@@ -122,7 +122,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from runner.backends import build_backend
-    from runner.engine import execute_run
+    from runner.engine import run_slot
 
     config = settings.config(config_path)
     agent_config = config.agent(agent)
@@ -132,9 +132,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     if scheduled is None:
         raise click.BadParameter(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
     backend = None if routine_config.is_digest else build_backend(agent_config)
-    with Journal(agent_config.journal_root) as journal:
-        result = execute_run(journal, agent=agent_config, routine=routine_config, scheduled=scheduled, backend=backend,
-                             tz=config.timezone, dry_run=dry_run, run_id=run_id)
+    result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id)
     _echo_json(result.to_dict())
     sys.exit(0 if result.is_ok else 1)
 

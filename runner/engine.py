@@ -32,7 +32,7 @@ from runner.config import AgentConfig
 from runner.errors import RunnerError
 from runner.slots import client_key, slot_for
 
-__all__ = ["OUTCOMES", "RunResult", "execute_run"]
+__all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
 
@@ -161,3 +161,31 @@ def execute_run(
     level = log.error if outcome == "failed" else log.info
     level("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
     return result
+
+
+def run_slot(
+    agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
+    run_id: str | None = None,
+) -> RunResult:
+    """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
+
+    A journal that cannot be opened (missing permissions, a file in the way,
+    a sandbox without ``ReadWritePaths=``) fails the run like any other
+    failure: one ``run.finished`` line with the error, no exception.
+    """
+    try:
+        journal = Journal(agent.journal_root)
+    except (JournalError, OSError) as exc:
+        run_id = run_id or str(uuid.uuid4())
+        scheduled = scheduled.astimezone(tz)
+        slot = slot_for(scheduled, routine.slot, tz)
+        key = client_key(agent.name, routine.name, slot)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
+        scheduled_text = scheduled.isoformat(timespec="seconds")
+        log.error("run.finished", run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
+                  entry_id=None, outcome="failed", duration_ms=0.0, error=error)
+        return RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
+                         outcome="failed", entry_id=None, duration_ms=0.0, error=error)
+    with journal:
+        return execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=run_id)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path, PurePosixPath
 from typing import Final
 from urllib.parse import urlsplit
@@ -174,7 +175,7 @@ def _delay_for(config: RunnerConfig, schedule: str, wanted: timedelta, today: da
     trigger = cron_trigger(schedule, config.timezone)
     start = datetime(today.year, today.month, today.day, tzinfo=config.timezone)
     moments = list(fire_times(trigger, start, start + timedelta(days=8)))
-    gaps = [later - earlier for earlier, later in zip(moments, moments[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in pairwise(moments)]
     return min([wanted, *(gap / 4 for gap in gaps)])
 
 

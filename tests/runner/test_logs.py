@@ -23,7 +23,7 @@ from runner.logs import EVENTS, configure_logging
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
 
-from .conftest import REPO, SIMPLE_AGENT, LineReader, event_named, script, write_config
+from .conftest import REPO, SIMPLE_AGENT, LineReader, event_named, ghostrunner, script, write_config
 
 ALWAYS = {"event", "level", "timestamp"}
 
@@ -159,3 +159,16 @@ def test_exactly_one_run_finished_per_run(emitted_in_process: list[dict[str, Any
         crashed = {e["run_id"] for e in events if e["event"] == "scheduler.worker_crashed"}
         assert set(finished) == started | crashed
     assert any(e["event"] == "scheduler.worker_crashed" for e in emitted_by_serve)
+
+
+def test_a_journal_that_cannot_be_opened_still_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    """`ghostrunner run` on an unusable journal root exits 1 with a failed result and exactly one run.finished naming the path."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    (tmp_path / "journal").write_text("a file where the journal directory should be\n")
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert json.loads(result.stdout)["outcome"] == "failed"
+    [finished] = [json.loads(line) for line in result.stderr.splitlines()]
+    assert (finished["event"], finished["outcome"], finished["client_key"]) == ("run.finished", "failed", "motoko:evening:2026-09-05")
+    assert finished["error"].startswith(f"cannot open the journal at {str(tmp_path / 'journal')!r}: ")
+    assert set(finished) == _documented()["run.finished"] | ALWAYS

@@ -58,7 +58,7 @@ def _schedules_config(tmp_path: Path, timezone: str = "Europe/Berlin") -> Path:
 
 
 def _analyze(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ANALYZE, *args], capture_output=True, text=True, timeout=60, cwd=cwd, env={**os.environ, "TZ": "UTC", "SYSTEMD_COLORS": "0"})
+    return subprocess.run([ANALYZE, *args], check=False, capture_output=True, text=True, timeout=60, cwd=cwd, env={**os.environ, "TZ": "UTC", "SYSTEMD_COLORS": "0"})
 
 
 def _exec_path() -> str:
@@ -78,7 +78,7 @@ def _verify(units: Path, names: list[str]) -> subprocess.CompletedProcess[str]:
     # Units are found through SYSTEMD_UNIT_PATH (the trailing ':' keeps the system path for targets
     # like timers.target); --recursive-errors=yes also fails on errors in what they pull in.
     env_args = ["verify", "--man=no", "--generators=no", "--recursive-errors=yes", *(str(units / name) for name in names)]
-    return subprocess.run([ANALYZE, *env_args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([ANALYZE, *env_args], check=False, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:", "SYSTEMD_COLORS": "0"})
 
 
@@ -114,7 +114,7 @@ def test_serve_unit_settings_and_security_exposure(tmp_path: Path) -> None:
         assert f"\n{line}\n" in text, line
     assert f"ExecStart={_exec_path()} serve --config {tmp_path / 'ghostrunner.toml'}\n" in text
     result = subprocess.run([ANALYZE, "security", "--offline=true", "--man=no", "--threshold=20", str(out / "ghostrunner.service")],
-                            capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{out}:", "SYSTEMD_COLORS": "0"})
+                            check=False, capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{out}:", "SYSTEMD_COLORS": "0"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert re.search(r"Overall exposure level for ghostrunner.service: [01]\.\d OK", result.stdout)
 
