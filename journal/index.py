@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from journal.entry import Entry, utc_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query"]
+__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query", "query_terms"]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
 INDEX_SCHEMA_VERSION: Final = 2
@@ -77,6 +77,28 @@ _STOPWORDS: Final = frozenset(
 _TOKEN: Final = re.compile(r"[^\W_]+")
 _MAX_QUERY_TERMS: Final = 64
 
+# BM25 scores every entry that holds any query word, so a word found in a
+# large share of a big journal makes a query slow while adding little to the
+# ranking (its inverse document frequency is low). Such "common" words (in at
+# least this share of the entries, and at least this many) are left out when
+# the query has rarer words, as a stop list fitted to the journal; a query of
+# common words alone ranks only the newest _COMMON_CANDIDATES entries that
+# match. Journals smaller than _COMMON_MIN_DOCS are searched plainly.
+_COMMON_SHARE: Final = 0.05
+_COMMON_MIN_DOCS: Final = 2000
+_COMMON_CANDIDATES: Final = 1000
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct searchable words of any user text, function words left out unless nothing else is left."""
+    words = [w.lower() for w in _TOKEN.findall(text)]
+    meaningful = [w for w in words if w not in _STOPWORDS] or words
+    return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
+
+
+def _any_of(terms: Sequence[str]) -> str:
+    return " OR ".join(f'"{term}"' for term in terms)
+
 
 def fts_query(text: str) -> str | None:
     """Turn any user text into a safe FTS5 query: quoted terms joined by OR.
@@ -85,12 +107,8 @@ def fts_query(text: str) -> str | None:
     ``*``, ``-``) in the text are searched as words, never parsed. Returns
     None when the text holds no searchable word.
     """
-    words = [w.lower() for w in _TOKEN.findall(text)]
-    meaningful = [w for w in words if w not in _STOPWORDS] or words
-    unique = list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
-    if not unique:
-        return None
-    return " OR ".join(f'"{w}"' for w in unique)
+    terms = query_terms(text)
+    return _any_of(terms) if terms else None
 
 
 class IndexCorruptError(Exception):
@@ -450,29 +468,48 @@ class Index:
         with _corruption_guard():
             return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
 
+    def _is_common(self, term: str, threshold: int) -> bool:
+        """True if *term* is in at least *threshold* entries (counting stops there)."""
+        found = self.conn.execute("SELECT count(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
+        return int(found) >= threshold
+
+    def _plan(self, terms: list[str]) -> tuple[str, bool]:
+        """The FTS5 expression for *terms*, and whether to rank only the newest matches (see _COMMON_SHARE)."""
+        size = self.conn.execute("SELECT max(rowid) FROM fts").fetchone()[0] or 0
+        threshold = max(_COMMON_MIN_DOCS, int(size * _COMMON_SHARE))
+        if size < threshold:
+            return _any_of(terms), False
+        rare = [term for term in terms if not self._is_common(term, threshold)]
+        if not rare:
+            return _any_of(terms), True
+        # Scoring a common word would cost a pass over its whole posting list
+        # (BM25's document frequency) for a term whose weight is small anyway.
+        return _any_of(rare), False
+
     def search(
         self, query: str, *, k: int, kind: str | None = None, agent: str | None = None,
         since: str | None = None, until: str | None = None, exclude: Sequence[str] = (),
     ) -> list[SearchRow]:
         """Rank entries for *query* by BM25 (any text is accepted)."""
-        match = fts_query(query)
-        if match is None or k <= 0:
+        terms = query_terms(query)
+        if not terms or k <= 0:
             return []
-        clauses = ["fts MATCH ?"]
-        params: list[Any] = [match]
-        _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
-        if exclude:
-            clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
-            params.extend(exclude)
-        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
-        sql = (
-            f"SELECT {_COLUMNS}, -bm25(fts, {weights}) AS score, snippet(fts, -1, '', '', '…', 24)"
-            f" FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
-            f" ORDER BY bm25(fts, {weights}), e.ts_utc DESC LIMIT ?"
-        )
-        params.append(k)
         with _corruption_guard():
-            return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), r[12]) for r in self.conn.execute(sql, params)]
+            match, newest_only = self._plan(terms)
+            clauses = ["fts MATCH ?"]
+            params: list[Any] = [match]
+            _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
+            if exclude:
+                clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
+                params.extend(exclude)
+            weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
+            matches = f"SELECT fts.rowid AS rid, bm25(fts, {weights}) AS rank FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
+            if newest_only:
+                matches += f" ORDER BY fts.rowid DESC LIMIT {_COMMON_CANDIDATES}"
+            sql = f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC LIMIT ?"
+            found = self.conn.execute(sql, [*params, k]).fetchall()
+            snippet = "SELECT snippet(fts, -1, '', '', '…', 24) FROM fts WHERE fts MATCH ? AND rowid = ?"
+            return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), self.conn.execute(snippet, (match, r[12])).fetchone()[0]) for r in found]
 
     def links_from(self, entry_id: str) -> list[str]:
         with _corruption_guard():
