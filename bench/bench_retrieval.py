@@ -151,13 +151,13 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
     metrics = [f"R@{k}" for k in KS] + ["MRR", "NDCG@10"]
     print(f"\n{title}")
     groups = ["overall"] + sorted(g for g in results["hybrid"] if g != "overall")
-    header = f"{'group':<14}{'n':>5}  " + "  ".join(f"{m:>7}" for m in metrics)
+    header = f"{'group':<20}{'n':>5}  " + "  ".join(f"{m:>7}" for m in metrics)
     for group in groups:
         print(header if group == "overall" else "", end="\n" if group == "overall" else "")
         for mode in MODES:
             row = results[mode][group]
             values = "  ".join(f"{row[m]:7.3f}" if m in row else f"{'-':>7}" for m in metrics)
-            print(f"{group + ' ' + mode[:3]:<14}{int(row['n']):>5}  {values}")
+            print(f"{group + ' ' + mode[:3]:<20}{int(row['n']):>5}  {values}")
 
 
 def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None) -> None:
