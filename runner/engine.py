@@ -155,6 +155,14 @@ def execute_run(
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
         error = f"{type(exc).__name__}: {exc}"
         log.exception("run.error", **fields_common)
+    except (KeyboardInterrupt, SystemExit):
+        # SIGTERM (systemctl stop, a timer unit's timeout) or Ctrl-C ends the run here;
+        # it still gets its one run.finished line before the process goes.
+        if outcome == "failed":
+            error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        log.error("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        raise
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
     result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
                        outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=would_be)

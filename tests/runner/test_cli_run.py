@@ -116,3 +116,21 @@ def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Pat
     again = ghostrunner(*argv[1:], cwd=tmp_path)
     assert json.loads(again.stdout)["outcome"] == "duplicate"
     assert len(with_key(tmp_path / "journal", "motoko:evening:2026-09-05")) == 1
+
+
+def test_sigterm_mid_run_still_logs_one_run_finished(tmp_path: Path) -> None:
+    """A `ghostrunner run` stopped by SIGTERM in its backend call logs exactly one failed run.finished and appends nothing."""
+    path = _gated_config(tmp_path)
+    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    victim = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_marker(tmp_path, "arrived-")
+        victim.send_signal(signal.SIGTERM)
+        _, stderr = victim.communicate(timeout=30)
+    finally:
+        (tmp_path / "release").touch()
+    assert victim.returncode == 128 + signal.SIGTERM
+    finished = [json.loads(line) for line in stderr.splitlines() if '"run.finished"' in line]
+    assert len(finished) == 1, stderr
+    assert finished[0]["outcome"] == "failed" and "interrupted by a signal" in finished[0]["error"]
+    assert with_key(tmp_path / "journal", "motoko:evening:2026-09-05") == []
