@@ -494,13 +494,14 @@ class Journal:
             return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in self._index.search(query, k=k, exclude=exclude, **window)]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
-        lexical = self._index.search(query, k=depth, exclude=exclude, **window) if mode == "hybrid" else []
+        lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, **window) if mode == "hybrid" else []
         if vector is None:
             vector = self._semantic.query_vector(query)
         semantic = self._semantic.rank(vector, depth, exclude=exclude, **window)
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
         rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked])}
-        snippets = {r.row.id: r.snippet for r in lexical}
+        matched = {r.row.id for r in lexical}
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
         hits = []
         for entry_id, score in ranked:
             if entry_id in rows:

@@ -221,6 +221,8 @@ class Index:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
+        # Query plans by (terms, index size): hybrid search and its snippets share one.
+        self._plans: dict[tuple[tuple[str, ...], int, int], tuple[str, bool]] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -477,6 +479,14 @@ class Index:
         """The FTS5 expression for *terms*, and whether to rank only the newest matches (see _COMMON_SHARE)."""
         size = self.conn.execute("SELECT max(rowid) FROM fts").fetchone()[0] or 0
         threshold = max(_COMMON_MIN_DOCS, int(size * _COMMON_SHARE))
+        key = (tuple(terms), size, threshold)
+        if key not in self._plans:
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            self._plans[key] = self._plan_for(terms, size, threshold)
+        return self._plans[key]
+
+    def _plan_for(self, terms: list[str], size: int, threshold: int) -> tuple[str, bool]:
         if size < threshold:
             return _any_of(terms), False
         rare = [term for term in terms if not self._is_common(term, threshold)]
@@ -488,9 +498,13 @@ class Index:
 
     def search(
         self, query: str, *, k: int, kind: str | None = None, agent: str | None = None,
-        since: str | None = None, until: str | None = None, exclude: Sequence[str] = (),
+        since: str | None = None, until: str | None = None, exclude: Sequence[str] = (), with_snippets: bool = True,
     ) -> list[SearchRow]:
-        """Rank entries for *query* by BM25 (any text is accepted)."""
+        """Rank entries for *query* by BM25 (any text is accepted).
+
+        Without *with_snippets* the rows carry empty snippets; :meth:`snippets`
+        makes them later for the few rows that are kept.
+        """
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
@@ -508,8 +522,24 @@ class Index:
                 matches += f" ORDER BY fts.rowid DESC LIMIT {_COMMON_CANDIDATES}"
             sql = f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC LIMIT ?"
             found = self.conn.execute(sql, [*params, k]).fetchall()
-            snippet = "SELECT snippet(fts, -1, '', '', '…', 24) FROM fts WHERE fts MATCH ? AND rowid = ?"
-            return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), self.conn.execute(snippet, (match, r[12])).fetchone()[0]) for r in found]
+            if not with_snippets:
+                return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), "") for r in found]
+            return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), self._snippet(match, r[12])) for r in found]
+
+    def _snippet(self, match: str, rowid: int) -> str:
+        found = self.conn.execute("SELECT snippet(fts, -1, '', '', '…', 24) FROM fts WHERE fts MATCH ? AND rowid = ?", (match, rowid)).fetchone()
+        return found[0] if found else ""
+
+    def snippets(self, query: str, entry_ids: Sequence[str]) -> dict[str, str]:
+        """Snippets of *query* in the given entries (those it matches)."""
+        terms = query_terms(query)
+        if not terms or not entry_ids:
+            return {}
+        with _corruption_guard():
+            match, _ = self._plan(terms)
+            rowids = self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+            found = {entry_id: self._snippet(match, rowid) for entry_id, rowid in rowids}
+        return {entry_id: text for entry_id, text in found.items() if text}
 
     def links_from(self, entry_id: str) -> list[str]:
         with _corruption_guard():

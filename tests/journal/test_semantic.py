@@ -166,3 +166,13 @@ def test_opening_a_journal_without_nn_never_imports_torch(tmp_path: Path) -> Non
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
     assert result.stdout.strip() == "[]"
+
+
+def test_hybrid_hits_carry_word_snippets_or_a_preview(root: Path, make_payload: Payload) -> None:
+    """A hybrid hit that the words found shows their snippet; one found by meaning alone shows the start of its voice."""
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        worded = journal.append(make_payload(voice="the lighthouse keeper counted ships all night", tags=[], theme="watch"))
+        other = journal.append(make_payload(voice="a quiet day indoors with tea", tags=[], theme="rest"))
+        hits = {h.entry_id: h.snippet for h in journal.search("lighthouse", k=5, mode="hybrid")}
+        assert "lighthouse" in hits[worded.id]
+        assert hits.get(other.id, "a quiet day").startswith("a quiet day")
