@@ -75,7 +75,11 @@ def _day_of_week(field: str) -> str:
 
 
 def cron_trigger(expression: str, tz: tzinfo) -> CronTrigger:
-    """A CronTrigger for a five-field crontab *expression* in *tz* (standard cron meaning).
+    """A CronTrigger for a five-field crontab *expression* in *tz*.
+
+    Fields read as in crontab (day of week 0 or 7 is Sunday), with one
+    difference: when both the day of month and the day of week are
+    restricted, a time must match both (crontab fires when either matches).
 
     Raises:
         ValueError: the expression is not a valid five-field cron expression.
