@@ -29,7 +29,7 @@ from journal import Journal, JournalError, validate_payload
 from routines import Routine, digest_entry_fields
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
 from runner.config import AgentConfig
-from runner.errors import RunnerError
+from runner.errors import RunInterrupted, RunnerError
 from runner.slots import client_key, slot_for
 
 __all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
@@ -155,14 +155,16 @@ def execute_run(
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
         error = f"{type(exc).__name__}: {exc}"
         log.exception("run.error", **fields_common)
-    except (KeyboardInterrupt, SystemExit):
-        # SIGTERM (systemctl stop, a timer unit's timeout) or Ctrl-C ends the run here;
-        # it still gets its one run.finished line before the process goes.
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
+        # the run here; it still gets its one run.finished line before the process goes.
         if outcome == "failed":
             error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
+                           outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error)
         log.error("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
-        raise
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
     result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
                        outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=would_be)

@@ -9,6 +9,8 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── SchedulerBusyError                another scheduler holds the deployment lock
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
+    RunInterrupted (SystemExit)           a signal ended a run; carries its RunResult
+
 Messages name the object, state what was expected, and say how to fix it.
 """
 
@@ -20,6 +22,7 @@ __all__ = [
     "BackendError",
     "BackendTimeoutError",
     "ConfigError",
+    "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
     "UnknownNameError",
@@ -93,3 +96,16 @@ class UnknownNameError(RunnerError, LookupError):
         self.name = name
         self.known = known
         super().__init__(f"no {what} {name!r} {scope}; configured: {', '.join(known) or 'none'}")
+
+
+class RunInterrupted(SystemExit):
+    """SIGTERM or Ctrl-C ended a run after it had started; the process exits with *code*.
+
+    It is not a RunnerError: the process is going away. It carries the run's
+    result (already logged as its one ``run.finished``) so that ``ghostrunner
+    run`` can still print it for whoever started the worker.
+    """
+
+    def __init__(self, result: object, code: int | str | None) -> None:
+        super().__init__(code)
+        self.result = result
