@@ -95,6 +95,34 @@ def _fields_from_backend(journal: Journal, agent: AgentConfig, routine: Routine,
     return fields
 
 
+@dataclass(frozen=True, slots=True)
+class _RunIdentity:
+    """What names one run: its id, agent, routine, slot and client_key, at its scheduled time."""
+
+    run_id: str
+    agent: str
+    routine: str
+    slot: str
+    client_key: str
+    scheduled: str
+
+    @classmethod
+    def of(cls, agent: str, routine: Routine, scheduled: datetime, tz: tzinfo, run_id: str | None) -> _RunIdentity:
+        scheduled = scheduled.astimezone(tz)
+        slot = slot_for(scheduled, routine.slot, tz)
+        return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot), scheduled.isoformat(timespec="seconds"))
+
+    def fields(self) -> dict[str, str]:
+        return {"run_id": self.run_id, "agent": self.agent, "routine": self.routine, "slot": self.slot, "client_key": self.client_key}
+
+    def finish(self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None) -> RunResult:
+        """Log the run's one ``run.finished`` line and return its result."""
+        level = log.error if outcome == "failed" else log.info
+        level("run.finished", **self.fields(), scheduled=self.scheduled, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        return RunResult(run_id=self.run_id, agent=self.agent, routine=self.routine, slot=self.slot, client_key=self.client_key,
+                         scheduled=self.scheduled, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
+
+
 def execute_run(
     journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
     dry_run: bool = False, run_id: str | None = None,
@@ -115,12 +143,9 @@ def execute_run(
         The RunResult; failures are reported in it, never raised.
     """
     started = time.perf_counter()
-    run_id = run_id or str(uuid.uuid4())
+    run = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     scheduled = scheduled.astimezone(tz)
-    slot = slot_for(scheduled, routine.slot, tz)
-    key = client_key(agent.name, routine.name, slot)
-    fields_common = {"run_id": run_id, "agent": agent.name, "routine": routine.name, "slot": slot, "client_key": key}
-    scheduled_text = scheduled.isoformat(timespec="seconds")
+    slot, key, scheduled_text, fields_common = run.slot, run.client_key, run.scheduled, run.fields()
     log.info("run.started", **fields_common, scheduled=scheduled_text)
     outcome, entry_id, error, would_be = "failed", None, None, None
     try:
@@ -160,17 +185,9 @@ def execute_run(
         # the run here; it still gets its one run.finished line before the process goes.
         if outcome == "failed":
             error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-        duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
-                           outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error)
-        log.error("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-    duration_ms = round((time.perf_counter() - started) * 1000, 3)
-    result = RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
-                       outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=would_be)
-    level = log.error if outcome == "failed" else log.info
-    level("run.finished", **fields_common, scheduled=scheduled_text, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
-    return result
+    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be)
 
 
 def run_slot(
@@ -186,16 +203,8 @@ def run_slot(
     try:
         journal = Journal(agent.journal_root)
     except (JournalError, OSError) as exc:
-        run_id = run_id or str(uuid.uuid4())
-        scheduled = scheduled.astimezone(tz)
-        slot = slot_for(scheduled, routine.slot, tz)
-        key = client_key(agent.name, routine.name, slot)
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        scheduled_text = scheduled.isoformat(timespec="seconds")
-        log.error("run.finished", run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
-                  entry_id=None, outcome="failed", duration_ms=0.0, error=error)
-        return RunResult(run_id=run_id, agent=agent.name, routine=routine.name, slot=slot, client_key=key, scheduled=scheduled_text,
-                         outcome="failed", entry_id=None, duration_ms=0.0, error=error)
+        return _RunIdentity.of(agent.name, routine, scheduled, tz, run_id).finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error)
     with journal:
         return execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=run_id)
