@@ -45,12 +45,18 @@ def check_entry_path(rel_path: str) -> tuple[str, str, str, str]:
 
 @dataclass(frozen=True, slots=True)
 class PendingEntry:
-    """An entry written and fsynced to a temporary file, not yet published."""
+    """An entry written and fsynced to a temporary file, not yet published.
+
+    The file is unnamed (``O_TMPFILE``, held open as *fd*) where the system
+    allows it, so that no temporary name ever appears, even after a crash;
+    elsewhere it is a hidden ``.tmp-*`` file named *temp_name*.
+    """
 
     entry: Entry
     rel_path: str
-    temp_name: str
+    temp_name: str | None
     data: bytes
+    fd: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +77,7 @@ class EntryStore:
     def __init__(self, entries_dir: Path) -> None:
         self.entries_dir = entries_dir
         self._day: tuple[tuple[str, str, str], int] | None = None
+        self._unnamed_ok = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
         try:
             self._fd = os.open(entries_dir, _DIR_FLAGS)
         except OSError as exc:
@@ -149,16 +156,35 @@ class EntryStore:
         data = entry.to_json_bytes()
         year, month, day, _ = check_entry_path(rel_path)
         dir_fd = self._day_dir((year, month, day), create=True)
-        temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
-        fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
+        temp_name: str | None = None
+        fd = self._open_unnamed(dir_fd)
+        if fd is None:
+            temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+            fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
             os.fsync(fd)
-        finally:
+        except BaseException:
             os.close(fd)
-        return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data)
+            raise
+        if temp_name is not None:
+            os.close(fd)
+            return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data)
+        return PendingEntry(entry=entry, rel_path=rel_path, temp_name=None, data=data, fd=fd)
+
+    def _open_unnamed(self, dir_fd: int) -> int | None:
+        """An unnamed file in the directory (``O_TMPFILE``), or None where unsupported."""
+        if not self._unnamed_ok:
+            return None
+        try:
+            return os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            self._unnamed_ok = False  # this filesystem has no O_TMPFILE: use named temp files
+            return None
 
     def publish(self, pending: PendingEntry) -> None:
         """Give the temp file its final name with a no-clobber hard link, durably.
@@ -168,10 +194,18 @@ class EntryStore:
         """
         year, month, day, entry_id = check_entry_path(pending.rel_path)
         dir_fd = self._day_dir((year, month, day), create=False)
-        try:
-            os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        finally:
-            os.unlink(pending.temp_name, dir_fd=dir_fd)
+        if pending.fd is not None:
+            try:
+                # linkat() of an unnamed file through /proc needs no privilege, unlike AT_EMPTY_PATH.
+                os.link(f"/proc/self/fd/{pending.fd}", f"{entry_id}.json", dst_dir_fd=dir_fd, follow_symlinks=True)
+            finally:
+                os.close(pending.fd)
+        else:
+            assert pending.temp_name is not None
+            try:
+                os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+            finally:
+                os.unlink(pending.temp_name, dir_fd=dir_fd)
         _fsync_dir(dir_fd)
 
     def read(self, rel_path: str) -> bytes:

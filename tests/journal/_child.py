@@ -215,6 +215,8 @@ def _reader_mode(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    if spec.get("named_temp") and hasattr(os, "O_TMPFILE"):
+        del os.O_TMPFILE  # as on a system without unnamed files: the store falls back to named temp files
     {"append": _append_mode, "busy": _busy_mode, "reader": _reader_mode}[spec["mode"]](spec)
 
 
