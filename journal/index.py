@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -200,6 +201,28 @@ def _corruption_guard() -> Iterator[None]:
         raise
 
 
+_BUSY_TIMEOUT: Final = 60.0  # seconds a statement waits for another connection's lock
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> None:
+    """Put a (new) database in WAL mode, waiting out other processes doing the same.
+
+    Changing the journal mode needs a moment of exclusive access, and SQLite
+    answers "database is locked" at once instead of calling the busy handler
+    when two processes open a new journal together; so retry here.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT
+    pause = 0.001
+    while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 def _window(clauses: list[str], params: list[Any], *, kind: str | None, agent: str | None, since: str | None, until: str | None) -> None:
     if kind is not None:
         clauses.append("e.kind = ?")
@@ -233,9 +256,8 @@ class Index:
         with _corruption_guard():
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             try:
-                conn.execute("PRAGMA busy_timeout = 60000")
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+                _switch_to_wal(conn)
                 # NORMAL in WAL mode: a commit survives a process crash; the
                 # entry files, fsynced before the index commit, survive power loss.
                 conn.execute("PRAGMA synchronous = NORMAL")

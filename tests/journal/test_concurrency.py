@@ -153,3 +153,28 @@ def test_four_writers_and_a_reindexing_reader_leave_one_entry_per_key(tmp_path: 
         for query in ("concurrent writer", "writer-2", "entry k-123"):
             ours = sorted((h.entry_id, round(h.score, 9)) for h in journal.search(query, k=1000))
             assert ours == sorted((h.entry_id, round(h.score, 9)) for h in rebuilt.search(query, k=1000)), query
+
+
+OPENER = """
+import sys
+from journal import Journal
+sys.stdin.readline()
+with Journal(sys.argv[1]) as journal:
+    journal.append({"kind": "note", "agent": "a", "theme": "t", "voice": "v", "client_key": "same"})
+print("ok", flush=True)
+"""
+
+
+def test_processes_creating_the_same_new_journal_at_once_all_succeed(tmp_path: Path) -> None:
+    """Six processes that open a journal which does not exist yet, released together, all open it and agree on one entry."""
+    for attempt in range(12):
+        root = tmp_path / f"new-{attempt}"
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        for proc in procs:  # release them together: each is already blocked on its stdin
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        results = [proc.communicate(timeout=60) for proc in procs]
+        assert [(proc.returncode, out) for proc, (out, _) in zip(procs, results, strict=True)] == [(0, "ok\n")] * 6, [err for _, err in results]
+        with Journal(root) as journal:
+            assert [e.client_key for e in journal.list()] == ["same"]
