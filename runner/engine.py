@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Final
 
@@ -113,14 +113,14 @@ class _RunIdentity:
         return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot), scheduled.isoformat(timespec="seconds"))
 
     def fields(self) -> dict[str, str]:
-        return {"run_id": self.run_id, "agent": self.agent, "routine": self.routine, "slot": self.slot, "client_key": self.client_key}
+        """The run's log fields: every identity field, ``scheduled`` included."""
+        return asdict(self)
 
     def finish(self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None) -> RunResult:
         """Log the run's one ``run.finished`` line and return its result."""
         level = log.error if outcome == "failed" else log.info
-        level("run.finished", **self.fields(), scheduled=self.scheduled, entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
-        return RunResult(run_id=self.run_id, agent=self.agent, routine=self.routine, slot=self.slot, client_key=self.client_key,
-                         scheduled=self.scheduled, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
 
 
 def execute_run(
@@ -145,8 +145,8 @@ def execute_run(
     started = time.perf_counter()
     run = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     scheduled = scheduled.astimezone(tz)
-    slot, key, scheduled_text, fields_common = run.slot, run.client_key, run.scheduled, run.fields()
-    log.info("run.started", **fields_common, scheduled=scheduled_text)
+    slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
+    log.info("run.started", **run.fields())
     outcome, entry_id, error, would_be = "failed", None, None, None
     try:
         # Only spares a backend call: the append's client_key check is what
@@ -179,7 +179,7 @@ def execute_run(
         error = str(exc)
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
         error = f"{type(exc).__name__}: {exc}"
-        log.exception("run.error", **fields_common)
+        log.exception("run.error", **{k: v for k, v in run.fields().items() if k != "scheduled"})
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
         # the run here; it still gets its one run.finished line before the process goes.
