@@ -6,7 +6,7 @@ import functools
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -267,7 +267,7 @@ class Journal:
         try:
             raw = self._store.read(rel_path)
         except FileNotFoundError:
-            raise
+            raise  # callers tell "gone" (a race, a stale row) from "unreadable"
         except OSError as exc:
             raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
         try:
@@ -594,8 +594,3 @@ class Journal:
             recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]
             picks += [(self._entry_for_row(row), "recent") for row in recent[: k - len(picks)]]
         return render_prompt_context(query, picks, max_chars=max_chars)
-
-    def iter_entries(self) -> Iterator[Entry]:
-        """Every indexed entry, oldest first (reads each file)."""
-        for row in self._index.rows(oldest_first=True):
-            yield self._entry_for_row(row)

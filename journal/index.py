@@ -580,11 +580,3 @@ class Index:
             self.conn.execute("DELETE FROM window_ids")
             self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
             return [(s, d) for s, d in self.conn.execute("SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")]
-
-    def text_of(self, entry_id: str) -> tuple[str, str, str, str] | None:
-        """(theme, voice, tags, focus) as indexed, for building a similarity query."""
-        with _corruption_guard():
-            row = self.conn.execute(
-                "SELECT f.theme, f.voice, f.tags, f.focus FROM fts f JOIN entries e ON e.rowid = f.rowid WHERE e.id = ?", (entry_id,)
-            ).fetchone()
-        return tuple(row) if row else None  # type: ignore[return-value]
