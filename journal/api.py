@@ -178,6 +178,8 @@ class Journal:
         self._index = Index(self.root / "index" / "journal.sqlite3")
         self.skipped: list[SkippedFile] = []
         self._boot_id = current_boot_id()
+        # The lock generation this object last saw the index caught up with.
+        self._caught_up: int | None = None
         self._open_index()
         if encoder is not None:
             from journal.semantic import SemanticIndex  # numpy only with NN on
@@ -252,11 +254,17 @@ class Journal:
 
     def _sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
+        # The common case costs one pread: nobody wrote since this object last
+        # saw the index caught up with the lock's generation.
+        if self._caught_up is not None and self._caught_up == self._lock.read_generation():
+            return
         state = self._index_state()
         if self._needs_rebuild(state):
             self._rebuild_locked(corrupt=self._is_corrupt(state))
         elif state is not None and self._is_behind(state):
             self._reconcile_locked(self._generation_locked())
+        else:
+            self._caught_up = state.generation if state is not None else None
 
     def _generation_locked(self) -> int:
         generation = self._lock.read_generation()
@@ -309,7 +317,9 @@ class Journal:
         loaded = {p: e for p, e in (preloaded or {}).items() if p in present}
         loaded.update(self._load_many([p for p in paths if p not in loaded], report))
         unique = self._first_of_each(loaded, report)
-        count = self._index.rebuild(((entry, path) for path, entry in unique), self._generation_locked(), self._boot_id or "")
+        generation = self._generation_locked()
+        count = self._index.rebuild(((entry, path) for path, entry in unique), generation, self._boot_id or "")
+        self._caught_up = generation
         self._store.remove_temp_files()
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
@@ -349,6 +359,7 @@ class Journal:
                     continue
                 self._index.insert_entry(conn, entry, path)
             self._index.set_generation(conn, generation, self._boot_id or "")
+        self._caught_up = generation
         self._store.remove_temp_files()
 
     # -- writing -------------------------------------------------------------------
@@ -371,27 +382,32 @@ class Journal:
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
             self._sync_locked()
-            if entry.client_key is not None:
-                existing = self._index.find_client_key(entry.client_key)
-                if existing is not None:
-                    return AppendResult(self._load(existing), is_duplicate=True)
-            # A generated UUID4 cannot collide; only a supplied id needs the lookup.
-            if "id" in payload and self._index.find_id(entry.id) is not None:
-                raise DuplicateEntryError(entry.id)
-            # Bumped first, so that even a crash right after the temp write is
-            # noticed by the next writer, which then clears the temp file away.
-            generation = self._lock.bump_generation(durable=self._boot_id is None)
-            pending = self._store.write_temp(entry)
-            try:
-                self._store.publish(pending)
-            except FileExistsError:
-                raise DuplicateEntryError(entry.id) from None
+            # One write transaction from the duplicate checks to the insert: the
+            # checks need no read transaction of their own, and the lock already
+            # keeps other writers out while the file is fsynced.
             with self._index.transaction() as conn:
+                if entry.client_key is not None:
+                    existing = self._index.find_client_key(entry.client_key)
+                    if existing is not None:
+                        return AppendResult(self._load(existing), is_duplicate=True)
+                # A generated UUID4 cannot collide; only a supplied id needs the lookup.
+                if "id" in payload and self._index.find_id(entry.id) is not None:
+                    raise DuplicateEntryError(entry.id)
+                # Bumped first, so that even a crash right after the temp write is
+                # noticed by the next writer, which then clears the temp file away.
+                generation = self._lock.bump_generation(durable=self._boot_id is None)
+                self._caught_up = None  # until the commit below lands
+                pending = self._store.write_temp(entry)
+                try:
+                    self._store.publish(pending)
+                except FileExistsError:
+                    raise DuplicateEntryError(entry.id) from None
                 self._index.insert_entry(conn, entry, pending.rel_path)
                 if vector is not None:
                     assert self._semantic is not None
                     self._index.insert_vector(conn, entry.id, self._semantic.model, vector)
                 self._index.set_generation(conn, generation)
+            self._caught_up = generation
         return AppendResult(entry, is_duplicate=False)
 
     @_recovering
