@@ -382,10 +382,11 @@ class Journal:
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
             self._sync_locked()
-            # One write transaction from the duplicate checks to the insert: the
-            # checks need no read transaction of their own, and the lock already
-            # keeps other writers out while the file is fsynced.
-            with self._index.transaction() as conn:
+            # One write transaction from the duplicate checks to the commit: the
+            # checks need no read transaction of their own, and the writer lock
+            # keeps other writers out while the file is fsynced anyway.
+            conn = self._index.begin()
+            try:
                 if entry.client_key is not None:
                     existing = self._index.find_client_key(entry.client_key)
                     if existing is not None:
@@ -396,17 +397,26 @@ class Journal:
                 # Bumped first, so that even a crash right after the temp write is
                 # noticed by the next writer, which then clears the temp file away.
                 generation = self._lock.bump_generation(durable=self._boot_id is None)
-                self._caught_up = None  # until the commit below lands
-                pending = self._store.write_temp(entry)
+                self._caught_up = None  # until the commit lands
+
+                def stage_rows() -> None:
+                    self._index.insert_entry(conn, entry, EntryStore.rel_path_for(entry))
+                    if vector is not None:
+                        assert self._semantic is not None
+                        self._index.insert_vector(conn, entry.id, self._semantic.model, vector)
+                    self._index.set_generation(conn, generation)
+
+                # The rows are staged while the entry file is fsynced, and
+                # committed only once its name exists, while the directory is
+                # fsynced: a crash before the commit leaves the index behind
+                # the files (caught up by the next writer), never ahead.
+                pending = self._store.write_temp(entry, meanwhile=stage_rows)
                 try:
-                    self._store.publish(pending)
+                    self._store.publish(pending, meanwhile=self._index.commit)
                 except FileExistsError:
                     raise DuplicateEntryError(entry.id) from None
-                self._index.insert_entry(conn, entry, pending.rel_path)
-                if vector is not None:
-                    assert self._semantic is not None
-                    self._index.insert_vector(conn, entry.id, self._semantic.model, vector)
-                self._index.set_generation(conn, generation)
+            finally:
+                self._index.rollback()  # nothing to undo after the commit
             self._caught_up = generation
         return AppendResult(entry, is_duplicate=False)
 

@@ -309,15 +309,31 @@ class Index:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; rolled back on any error."""
-        conn = self.conn
-        with _corruption_guard():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+        conn = self.begin()
+        try:
+            with _corruption_guard():
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    def begin(self) -> sqlite3.Connection:
+        """Open a write transaction, for a caller that commits it at a moment of its choosing."""
+        with _corruption_guard():
+            self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def commit(self) -> None:
+        """Commit the open write transaction."""
+        with _corruption_guard():
+            self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Undo the open write transaction, if any (after a commit there is none)."""
+        if self._conn is not None and self._conn.in_transaction:
+            with _corruption_guard():
+                self._conn.execute("ROLLBACK")
 
     # -- writing -------------------------------------------------------------------
 

@@ -11,12 +11,13 @@ import errno
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Final
 
+from journal._fsync import FsyncHelper
 from journal.entry import Entry
 from journal.errors import UnsafePathError
 
@@ -78,6 +79,7 @@ class EntryStore:
         self.entries_dir = entries_dir
         self._day: tuple[tuple[str, str, str], int] | None = None
         self._unnamed_ok = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
+        self._fsync_helper = FsyncHelper()
         try:
             self._fd = os.open(entries_dir, _DIR_FLAGS)
         except OSError as exc:
@@ -86,7 +88,8 @@ class EntryStore:
             raise
 
     def close(self) -> None:
-        """Release the directory handles."""
+        """Release the directory handles and the fsync helper."""
+        self._fsync_helper.close()
         self._forget_day()
         if self._fd >= 0:
             os.close(self._fd)
@@ -150,8 +153,12 @@ class EntryStore:
         self._day = (parts, fd)
         return fd
 
-    def write_temp(self, entry: Entry) -> PendingEntry:
-        """Write *entry* to a temporary file beside its final name and fsync it."""
+    def write_temp(self, entry: Entry, *, meanwhile: Callable[[], object] | None = None) -> PendingEntry:
+        """Write *entry* to a temporary file beside its final name and fsync it.
+
+        *meanwhile*, if given, runs while the fsync waits on the disk; its
+        exception, if any, is raised once the fsync is done.
+        """
         rel_path = self.rel_path_for(entry)
         data = entry.to_json_bytes()
         year, month, day, _ = check_entry_path(rel_path)
@@ -165,7 +172,7 @@ class EntryStore:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            self._fsync(fd, meanwhile)
         except BaseException:
             os.close(fd)
             raise
@@ -186,8 +193,12 @@ class EntryStore:
             self._unnamed_ok = False  # this filesystem has no O_TMPFILE: use named temp files
             return None
 
-    def publish(self, pending: PendingEntry) -> None:
+    def publish(self, pending: PendingEntry, *, meanwhile: Callable[[], object] | None = None) -> None:
         """Give the temp file its final name with a no-clobber hard link, durably.
+
+        *meanwhile*, if given, runs once the name exists, while the directory
+        fsync waits on the disk; its exception, if any, is raised once the
+        fsync is done.
 
         Raises:
             FileExistsError: a file with the final name already exists.
@@ -206,7 +217,13 @@ class EntryStore:
                 os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             finally:
                 os.unlink(pending.temp_name, dir_fd=dir_fd)
-        _fsync_dir(dir_fd)
+        self._fsync(dir_fd, meanwhile)
+
+    def _fsync(self, fd: int, meanwhile: Callable[[], object] | None) -> None:
+        if meanwhile is None:
+            os.fsync(fd)
+        else:
+            self._fsync_helper.fsync_while(fd, meanwhile)
 
     def read(self, rel_path: str) -> bytes:
         """Read the bytes of the entry file at *rel_path* (relative to entries/).

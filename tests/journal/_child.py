@@ -4,7 +4,7 @@ Usage: ``python _child.py '<json spec>'``. The spec's ``mode`` is one of:
 
 ``append``
     ``{"mode": "append", "root": ..., "payloads": [...], "barrier": bool, "pause_after": n | null,
-    "crash": {"step": "write_temp" | "publish" | "insert_entry", "key": ...} | null}``.
+    "crash": {"step": "write_temp" | "insert_entry" | "commit", "key": ...} | null}``.
     Opens ``journal.Journal(root)``, prints ``ready``; with ``barrier`` it then
     waits for one line on stdin. Appends every payload in order and prints
     ``<client_key> <entry_id>`` (flushed) after each append that returned.
@@ -19,8 +19,8 @@ Usage: ``python _child.py '<json spec>'``. The spec's ``mode`` is one of:
     ``{"mode": "busy", "root": ..., "start": n, "trace": bool}``: appends
     ``key-n``, ``key-(n+1)``, ... without end, printing ``<client_key> <entry_id>``
     after each returned append, until it is killed. With ``trace`` it also
-    prints ``@<step> <client_key>`` after each step function (write_temp,
-    publish, insert_entry), so the parent can aim its kill at a phase.
+    prints ``@<step> <client_key>`` after each step of an append (insert_entry,
+    write_temp, link, publish), so the parent can aim its kill at a phase.
 
 ``reader``
     ``{"mode": "reader", "root": ...}``: prints ``ready``, waits for one line
@@ -57,26 +57,22 @@ def _die(step: str) -> None:
 
 
 def _arm(step: str, key: str) -> None:
-    """Wrap one step function so that the process SIGKILLs itself right after it ran for *key*."""
+    """Wrap one step function so that the process SIGKILLs itself at that step of the append for *key*.
+
+    An append writes and fsyncs the temp file while the index rows are staged
+    in an open transaction, then links the file to its name and commits while
+    the directory is fsynced.
+    """
     if step == "write_temp":
         original_write_temp = journal.store.EntryStore.write_temp
 
-        def write_temp(self: Any, entry: Any) -> Any:
-            pending = original_write_temp(self, entry)  # temp file written and fsynced
+        def write_temp(self: Any, entry: Any, **kwargs: Any) -> Any:
+            pending = original_write_temp(self, entry, **kwargs)  # temp file fsynced, rows staged
             if entry.client_key == key:
                 _die(step)
             return pending
 
         journal.store.EntryStore.write_temp = write_temp  # type: ignore[method-assign]
-    elif step == "publish":
-        original_publish = journal.store.EntryStore.publish
-
-        def publish(self: Any, pending: Any) -> None:
-            original_publish(self, pending)  # linked to its final name, directory fsynced
-            if pending.entry.client_key == key:
-                _die(step)
-
-        journal.store.EntryStore.publish = publish  # type: ignore[method-assign]
     elif step == "insert_entry":
         original_insert = journal.index.Index.insert_entry
 
@@ -89,6 +85,21 @@ def _arm(step: str, key: str) -> None:
                 _die(step)
 
         journal.index.Index.insert_entry = insert_entry  # type: ignore[method-assign]
+    elif step == "commit":
+        original_publish = journal.store.EntryStore.publish
+
+        def publish(self: Any, pending: Any, **kwargs: Any) -> None:
+            commit = kwargs.get("meanwhile")
+
+            def die_before_commit() -> None:  # the file is linked to its final name by now
+                if pending.entry.client_key == key:
+                    _die(step)
+                if commit is not None:
+                    commit()
+
+            original_publish(self, pending, meanwhile=die_before_commit)
+
+        journal.store.EntryStore.publish = publish  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown crash step {step!r}")
 
@@ -114,13 +125,20 @@ def _trace() -> None:
     store, index = journal.store.EntryStore, journal.index.Index
     write_temp, publish, insert_entry = store.write_temp, store.publish, index.insert_entry
 
-    def traced_write_temp(self: Any, entry: Any) -> Any:
-        pending = write_temp(self, entry)
+    def traced_write_temp(self: Any, entry: Any, **kwargs: Any) -> Any:
+        pending = write_temp(self, entry, **kwargs)
         _say(f"@write_temp {entry.client_key}")
         return pending
 
-    def traced_publish(self: Any, pending: Any) -> None:
-        publish(self, pending)
+    def traced_publish(self: Any, pending: Any, **kwargs: Any) -> None:
+        commit = kwargs.get("meanwhile")
+
+        def traced_commit() -> None:
+            _say(f"@link {pending.entry.client_key}")
+            if commit is not None:
+                commit()
+
+        publish(self, pending, meanwhile=traced_commit)
         _say(f"@publish {pending.entry.client_key}")
 
     def traced_insert_entry(self: Any, conn: Any, entry: Any, rel_path: str) -> None:

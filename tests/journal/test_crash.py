@@ -96,7 +96,7 @@ def _assert_index_consistent(root: Path, scratch: Path, context: str) -> None:
 
 
 @pytest.mark.parametrize("retry_in", ["fresh process", "journal open before the crash"])
-@pytest.mark.parametrize("step", ["write_temp", "publish", "insert_entry"])
+@pytest.mark.parametrize("step", ["insert_entry", "write_temp", "commit"])
 def test_sigkill_at_each_append_step_leaves_no_or_one_complete_entry(tmp_path: Path, step: str, retry_in: str) -> None:
     """A writer SIGKILLed after one step of an append leaves no partial entry, loses no returned append, and a retry yields exactly one entry and a consistent index."""
     root = tmp_path / "journal"
@@ -118,7 +118,7 @@ def test_sigkill_at_each_append_step_leaves_no_or_one_complete_entry(tmp_path: P
         crash_files = [rel for rel, data in files.items() if data.get("client_key") == crash_key]
         assert crash_key not in {key for _, _, key in _index_rows(root)}, "the crashed append reached a committed index row"
         temp_ids: list[str] = []
-        if step == "write_temp":
+        if step in ("insert_entry", "write_temp"):  # the index rows are staged while the temp file is fsynced
             assert crash_files == [], "an entry was published although the writer died before publishing"
             # Where O_TMPFILE works (Linux, ext4 here) the temp file had no name and died with
             # the process; a named fallback temp file is complete and fsynced, yet never an entry.
@@ -208,7 +208,7 @@ def test_random_sigkill_of_busy_writer_keeps_every_returned_append(tmp_path: Pat
         for round_no in range(8):
             # Kill right after the writer reports its wanted-th returned append, or the next
             # step of the following append, so kills land in every phase of an append.
-            wanted, aim = rng.randint(5, 60), rng.choice(["returned", "@write_temp", "@publish", "@insert_entry"])
+            wanted, aim = rng.randint(5, 60), rng.choice(["returned", "@insert_entry", "@write_temp", "@link", "@publish"])
             context = f"seed={SEED} round={round_no} kill after {wanted} appends at {aim}"
             spec = {"mode": "busy", "root": str(root), "start": start, "trace": True}
             proc = subprocess.Popen([sys.executable, str(CHILD), json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

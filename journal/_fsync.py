@@ -1,0 +1,80 @@
+"""fsync on a helper thread, overlapped with work the caller does meanwhile.
+
+An append waits on two fsyncs: the entry file's, then its directory's. The
+kernel releases the GIL for both, so while a helper thread waits on the disk
+the appending thread can do the index work it would otherwise do afterwards
+(SQLite releases the GIL inside each statement, too). Nothing is reordered:
+the caller's next step still starts only once the fsync has returned.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["FsyncHelper"]
+
+T = TypeVar("T")
+
+
+class _Job:
+    __slots__ = ("done", "error", "fd")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.error: OSError | None = None
+        self.done = threading.Lock()
+        self.done.acquire()  # released by the helper once the fsync returned
+
+
+class FsyncHelper:
+    """One daemon thread that fsyncs file descriptors handed to it, one at a time."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] | None = None
+        self._pid = 0
+
+    def fsync_while(self, fd: int, work: Callable[[], T]) -> T:
+        """fsync *fd* on the helper thread while *work* runs here; return work's result once both are done.
+
+        Raises:
+            OSError: the fsync failed (raised after *work* finished).
+            Exception: whatever *work* raised (after the fsync finished, so
+                the caller may close *fd* at once).
+        """
+        job = _Job(fd)
+        self._queue().put(job)
+        try:
+            result = work()
+        finally:
+            job.done.acquire()  # never return while the helper still uses fd
+        if job.error is not None:
+            raise job.error
+        return result
+
+    def _queue(self) -> queue.SimpleQueue[_Job | None]:
+        # A forked child inherits the queue but not the thread: it starts its own.
+        if self._jobs is None or self._pid != os.getpid():
+            self._jobs = queue.SimpleQueue()
+            self._pid = os.getpid()
+            threading.Thread(target=_serve, args=(self._jobs,), name="journal-fsync", daemon=True).start()
+        return self._jobs
+
+    def close(self) -> None:
+        """Let the helper thread end (it is started again when needed)."""
+        if self._jobs is not None and self._pid == os.getpid():
+            self._jobs.put(None)
+        self._jobs = None
+
+
+def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    while (job := jobs.get()) is not None:
+        try:
+            os.fsync(job.fd)
+        except OSError as exc:
+            job.error = exc
+        finally:
+            job.done.release()
