@@ -148,6 +148,8 @@ def _require_integer_one(value: object, path: str) -> int:
 
 def _check_finite(value: object, path: str) -> None:
     """Reject NaN and infinities anywhere inside *value*; they are not JSON."""
+    if type(value) is str:  # most values; checked first because appends run this on every field
+        return
     if isinstance(value, float) and not math.isfinite(value):
         raise EntryValidationError(path, "a finite number (NaN and Infinity are not JSON)", repr(value))
     if isinstance(value, Mapping):
@@ -256,6 +258,11 @@ def validate_payload(payload: object, *, now: datetime | None = None) -> dict[st
     Raises:
         EntryValidationError: the first rule broken, naming its field.
     """
+    return _validate(payload, now=now)[0]
+
+
+def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any], bytes]:
+    """:func:`validate_payload`, also returning the canonical file bytes it measured."""
     if not isinstance(payload, Mapping):
         raise EntryValidationError("(entry)", "a JSON object", _type_name(payload))
     for key in payload:
@@ -310,10 +317,10 @@ def validate_payload(payload: object, *, now: datetime | None = None) -> dict[st
         data["client_key"] = key
     data["meta"] = _validate_meta(payload.get("meta", {}))
 
-    size = len(canonical_json(data).encode("utf-8"))
-    if size > MAX_ENTRY_BYTES:
-        raise EntryValidationError("(entry)", f"at most {MAX_ENTRY_BYTES} bytes of canonical JSON", f"{size} bytes")
-    return data
+    encoded = (canonical_json(data) + "\n").encode("utf-8")
+    if len(encoded) - 1 > MAX_ENTRY_BYTES:
+        raise EntryValidationError("(entry)", f"at most {MAX_ENTRY_BYTES} bytes of canonical JSON", f"{len(encoded) - 1} bytes")
+    return data, encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,11 +341,16 @@ class Entry:
     client_key: str | None = None
     meta: dict[str, Any] = field(default_factory=lambda: {"schema_version": SCHEMA_VERSION})
     schema_version: int = SCHEMA_VERSION
+    # The canonical file bytes, when validation already produced them (see to_json_bytes).
+    _json_bytes: bytes | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any], *, now: datetime | None = None) -> Entry:
         """Validate *payload*, fill defaults and build the Entry."""
-        return cls._from_valid(validate_payload(payload, now=now))
+        data, encoded = _validate(payload, now=now)
+        entry = cls._from_valid(data)
+        object.__setattr__(entry, "_json_bytes", encoded)  # validation measured them; serialize once
+        return entry
 
     @classmethod
     def _from_valid(cls, data: Mapping[str, Any]) -> Entry:
@@ -396,6 +408,8 @@ class Entry:
 
     def to_json_bytes(self) -> bytes:
         """The exact bytes of this entry's canonical file."""
+        if self._json_bytes is not None:
+            return self._json_bytes
         return (canonical_json(self.to_dict()) + "\n").encode("utf-8")
 
 

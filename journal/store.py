@@ -98,6 +98,9 @@ class EntryStore:
     @staticmethod
     def rel_path_for(entry: Entry) -> str:
         """Where *entry* lives: ``YYYY/MM/DD/<id>.json`` by its ts in UTC."""
+        ts = entry.ts
+        if ts.endswith(("Z", "+00:00")):  # already UTC (every generated ts): the date is its first ten characters
+            return f"{ts[:4]}/{ts[5:7]}/{ts[8:10]}/{entry.id}.json"
         day = entry.timestamp.astimezone(UTC)
         return f"{day:%Y/%m/%d}/{entry.id}.json"
 

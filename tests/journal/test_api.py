@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -52,11 +53,16 @@ def test_nn_request_without_the_extra_names_the_install_command(root: Path, monk
         Journal(root, enable_nn=True)
 
 
-def test_append_stores_canonical_file_at_its_date(journal: Journal, make_payload: Payload) -> None:
+@pytest.mark.parametrize(
+    ("ts", "day"),
+    [("2026-09-05T01:30:00+03:00", "2026/09/04"), ("2026-09-04T23:59:59.999999Z", "2026/09/04"), ("2026-12-31T22:00:00-03:00", "2027/01/01")],
+)
+def test_append_stores_canonical_file_at_its_date(journal: Journal, make_payload: Payload, ts: str, day: str) -> None:
     """The entry file sits at entries/YYYY/MM/DD/<id>.json by its UTC date and holds canonical JSON."""
-    entry = journal.append(make_payload(ts="2026-09-05T01:30:00+03:00"))
-    path = journal.root / "entries" / "2026" / "09" / "04" / f"{entry.id}.json"
-    assert path.read_bytes() == entry.to_json_bytes()
+    entry = journal.append(make_payload(ts=ts))
+    path = journal.root / "entries" / day / f"{entry.id}.json"
+    # replace() makes an equal entry that serializes afresh, not from what validation measured
+    assert path.read_bytes() == dataclasses.replace(entry).to_json_bytes() == entry.to_json_bytes()
     assert journal.get(entry.id) == entry
     assert entry.timestamp.tzinfo is not None
 
