@@ -205,7 +205,7 @@ def _corruption_guard() -> Iterator[None]:
 _BUSY_TIMEOUT: Final = 60.0  # seconds a statement waits for another connection's lock
 _CHECKPOINT_EVERY: Final = 200  # commits (~3,600 WAL pages of appends) between background checkpoints
 _CHECKPOINT_PAGES: Final = 10_000  # WAL pages (about 40 MB) at which a commit checkpoints by itself
-_WAL_SIZE_LIMIT: Final = 64 * 1024 * 1024  # bytes a reset WAL is truncated back to
+_WAL_SIZE_LIMIT: Final = 16 * 1024 * 1024  # bytes a reset WAL is truncated back to (after a rebuild, say)
 
 
 def _switch_to_wal(conn: sqlite3.Connection) -> None:
