@@ -424,6 +424,12 @@ class Journal:
                     self._store.publish(pending, meanwhile=self._index.commit)
                 except FileExistsError:
                     raise DuplicateEntryError(entry.id) from None
+                except IndexCorruptError as exc:
+                    # The entry is published: a rebuild takes it in. Letting
+                    # @_recovering call append again would store it twice.
+                    log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
+                    self._rebuild_locked(corrupt=True)
+                    return AppendResult(entry, is_duplicate=False)
             finally:
                 self._index.rollback()  # nothing to undo after the commit
             self._caught_up = generation

@@ -87,6 +87,29 @@ def test_corrupt_index_is_detected_and_rebuilt(root: Path, make_payload: Payload
         journal._index.conn.execute("PRAGMA integrity_check").fetchone()
 
 
+def test_corruption_reported_at_the_commit_stores_the_entry_once(root: Path, make_payload: Payload, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When SQLite reports corruption at the commit, the entry file is already published: the index is rebuilt, and the append is not repeated."""
+    from journal.index import Index, IndexCorruptError
+
+    real_commit = Index.commit
+    reports: list[str] = []
+
+    def commit(self: Index) -> None:
+        if not reports:  # the first commit after the link is where SQLite says the file is damaged
+            reports.append("malformed")
+            raise IndexCorruptError("database disk image is malformed")
+        real_commit(self)
+
+    with Journal(root) as journal:
+        monkeypatch.setattr(Index, "commit", commit)
+        entry = journal.append(make_payload(voice="stored once despite the damage"))  # no client_key to catch a repeat
+        monkeypatch.setattr(Index, "commit", real_commit)
+        assert reports == ["malformed"]
+        assert [e.id for e in journal.list()] == [entry.id]
+        assert [h.entry_id for h in journal.search("damage")] == [entry.id]
+    assert len(entry_files(root)) == 1
+
+
 def test_foreign_and_corrupt_files_are_reported_and_left_alone(root: Path, make_payload: Payload) -> None:
     """reindex reports each foreign or corrupt file with its path and reason, and never touches it."""
     with Journal(root) as journal:
