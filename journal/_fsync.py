@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -36,6 +37,7 @@ class FsyncHelper:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] | None = None
         self._pid = 0
+        self._stop: weakref.finalize | None = None
 
     def fsync_while(self, fd: int, work: Callable[[], T]) -> T:
         """fsync *fd* on the helper thread while *work* runs here; return work's result once both are done.
@@ -58,15 +60,17 @@ class FsyncHelper:
     def _queue(self) -> queue.SimpleQueue[_Job | None]:
         # A forked child inherits the queue but not the thread: it starts its own.
         if self._jobs is None or self._pid != os.getpid():
-            self._jobs = queue.SimpleQueue()
+            self._jobs = jobs = queue.SimpleQueue()
             self._pid = os.getpid()
-            threading.Thread(target=_serve, args=(self._jobs,), name="journal-fsync", daemon=True).start()
+            threading.Thread(target=_serve, args=(jobs,), name="journal-fsync", daemon=True).start()
+            # The thread holds only the queue: a helper dropped without close() still ends it.
+            self._stop = weakref.finalize(self, jobs.put, None)
         return self._jobs
 
     def close(self) -> None:
         """Let the helper thread end (it is started again when needed)."""
         if self._jobs is not None and self._pid == os.getpid():
-            self._jobs.put(None)
+            self._stop()
         self._jobs = None
 
 

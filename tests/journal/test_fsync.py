@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import signal
 import threading
@@ -78,3 +79,22 @@ def test_a_forked_child_starts_its_own_helper_thread(tmp_path: Path) -> None:
     finally:
         os.close(fd)
         helper.close()
+
+
+def test_the_helper_thread_ends_on_close_and_when_the_helper_is_dropped(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        before = {t for t in threading.enumerate() if t.name == "journal-fsync"}
+        closed, dropped = FsyncHelper(), FsyncHelper()
+        closed.fsync_while(fd, lambda: None)
+        dropped.fsync_while(fd, lambda: None)
+        started = {t for t in threading.enumerate() if t.name == "journal-fsync"} - before
+        assert len(started) == 2
+        closed.close()
+        del dropped  # never closed: collecting it must still let its thread end
+        gc.collect()
+        for thread in started:
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+    finally:
+        os.close(fd)
