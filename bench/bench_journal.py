@@ -669,6 +669,24 @@ def profile(fn: Callable[[], Any], limit: int = 22) -> str:
     return "\n".join(line for line in buf.getvalue().splitlines() if line.strip())
 
 
+def _filesystem_of(path: Path) -> str:
+    """The type of the filesystem holding *path*, from the mount table (``stat -f`` says ext2/ext3 for ext4)."""
+    target, best, fstype = str(path.resolve()), "", "?"
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    best, fstype = point, fields[2]
+    except OSError:
+        pass
+    return fstype
+
+
 def phase_breakdown(journal: Journal, payloads: Sequence[dict[str, Any]]) -> str:
     """Time the phases of Journal.append by wrapping library functions in this process only."""
     from journal import api as api_mod
@@ -788,11 +806,7 @@ def header(root: Path) -> str:
         nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         nproc = str(len(os.sched_getaffinity(0)))
-    fs = "?"
-    try:
-        fs = subprocess.run(["stat", "-f", "-c", "%T", str(root)], capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        pass
+    fs = _filesystem_of(root)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
         f"ghostjournal bench  {datetime.now().astimezone().isoformat(timespec='seconds')}\n"
