@@ -539,21 +539,30 @@ def timed_append(journal: Journal, synth: Synth, samples: Samples, sizes: list[i
         sizes.append(len(entry.to_json_bytes()))
 
 
-def append_window(journal: Journal, synth: Synth, floor: Floor, window: int, rounds: int = 8) -> tuple[Samples, Samples, int]:
-    """*window* appends interleaved with as many floor publishes of the same size, in rounds."""
+def append_window(journal: Journal, synth: Synth, floor: Floor, window: int, rounds: int = 8) -> tuple[Samples, Samples, int, dict[str, float]]:
+    """*window* appends interleaved with as many floor publishes of the same size, in rounds.
+
+    Also returns the CPU time (all threads, user + system) per append and per
+    floor publish, in seconds: the floor mostly waits on the disk, an append
+    also computes, so this tells a slow disk from a slow CPU.
+    """
     appends, floors, sizes = Samples(), Samples(), []
+    cpu = {"append": 0.0, "floor": 0.0}
     per = max(1, window // rounds)
     for r in range(rounds):
         order = ("floor", "append") if r % 2 == 0 else ("append", "floor")
         for what in order:
+            began = time.process_time()
             for _ in range(per):
                 if what == "floor":
                     floors.add(floor.op())
                 else:
                     timed_append(journal, synth, appends, sizes)
                     floor.data = b"x" * int(sum(sizes) / len(sizes))
+            cpu[what] += time.process_time() - began
         floor.clear()
-    return appends, floors, int(sum(sizes) / len(sizes))
+    cpu_per_op = {what: seconds / (per * rounds) for what, seconds in cpu.items()}
+    return appends, floors, int(sum(sizes) / len(sizes)), cpu_per_op
 
 
 def grow_api(journal: Journal, synth: Synth, have: int, target: int, buckets: dict[int, Samples], bucket: int) -> int:
@@ -964,12 +973,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         def window_at(n: int) -> None:
             nonlocal have
             assert live is not None and floor is not None
-            app, flo, size = append_window(live.j, synth, floor, args.window)
+            app, flo, size, cpu = append_window(live.j, synth, floor, args.window)
             windows[n] = (app, flo, size, have)
             have += len(app.values)
             print(
                 f"  {have - len(app.values):>7} {app.rate:>10.0f} {app.ms(50):>7.2f} {app.ms(95):>7.2f} | "
-                f"{flo.rate:>8.0f} {flo.ms(50):>7.2f} | {app.rate / flo.rate:>11.0%}  {size:>5}  {os.getloadavg()[0]:.2f}",
+                f"{flo.rate:>8.0f} {flo.ms(50):>7.2f} | {app.rate / flo.rate:>11.0%}  {size:>5}  {os.getloadavg()[0]:.2f}"
+                f"  {cpu['append'] * 1000:>6.2f} {cpu['floor'] * 1000:>6.2f}",
                 flush=True,
             )
 
@@ -994,7 +1004,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         have = grow_api(live.j, synth, have, SMALL_N, buckets, bucket)
         print("\n[append] rate windows (each interleaves appends with floor publishes of the same size)", flush=True)
         print(
-            f"  {'at N':>7} {'appends/s':>10} {'p50 ms':>7} {'p95 ms':>7} | {'floor/s':>8} {'p50 ms':>7} | {'append/floor':>12}  bytes  load",
+            f"  {'at N':>7} {'appends/s':>10} {'p50 ms':>7} {'p95 ms':>7} | {'floor/s':>8} {'p50 ms':>7} | {'append/floor':>12}  bytes  load"
+            "  cpu ms: append  floor",
             flush=True,
         )
         window_at(SMALL_N)
