@@ -50,6 +50,17 @@ routines = ["pulse-4h", "evening", "digest"]
 """
 
 
+#: A nightly note routine, for serve tests that need one run per day.
+NIGHTLY = """
+[routines.nightly]
+kind = "note"
+schedule = "0 0 * * *"
+slot = "day"
+question = "what happened?"
+prompt = "Write a note."
+"""
+
+
 def script(directory: Path, name: str, code: str) -> list[str]:
     """Write a Python script for the command backend and return its argv."""
     path = directory / name
@@ -153,6 +164,32 @@ class LineReader:
             if event is not None:
                 self.events.append(event)
         return self.events
+
+
+def start_serve(path: Path, cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], LineReader]:
+    """Start a real ``ghostrunner serve`` with config *path*; its log events are read on a thread."""
+    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return process, LineReader(process)
+
+
+def reap(process: subprocess.Popen[str]) -> None:
+    """Kill *process* if it still runs, wait for it and close its pipes."""
+    if process.poll() is None:
+        process.kill()
+    process.wait(10)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test started; each is reaped when the test ends."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        reap(process)
 
 
 def event_named(name: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
 import signal
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from runner.logs import EVENTS, configure_logging
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
 
-from .conftest import REPO, SIMPLE_AGENT, LineReader, event_named, ghostrunner, script, write_config
+from .conftest import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
 
 ALWAYS = {"event", "level", "timestamp"}
 
@@ -89,14 +87,7 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
 def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, SIGTERM."""
     killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
-    body = f"""
-    [routines.nightly]
-    kind = "note"
-    schedule = "0 0 * * *"
-    slot = "day"
-    question = "what happened?"
-    prompt = "Write a note."
-
+    body = NIGHTLY + f"""
     [agents.motoko]
     persona = "motoko.toml"
     routines = ["nightly"]
@@ -106,9 +97,7 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     backend = {{ type = "command", command = {json.dumps(killer)} }}
     """
     path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
-    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reader = LineReader(process)
+    process, reader = start_serve(path, tmp_path)
     try:
         reader.wait(event_named("run.finished", agent="motoko"))
         reader.wait(event_named("run.finished", agent="crash"))
@@ -116,12 +105,7 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
         assert process.wait(30) == 0
         return [{k: v for k, v in event.items() if k != "_seen"} for event in reader.drain()]  # _seen: LineReader's mark
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)
 
 
 def test_readme_table_lists_exactly_the_declared_events() -> None:

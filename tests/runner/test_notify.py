@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -16,7 +14,7 @@ import pytest
 
 from runner.notify import Notifier, WatchdogPinger
 
-from .conftest import LineReader, event_named, write_config
+from .conftest import event_named, reap, start_serve, write_config
 
 
 @pytest.fixture
@@ -121,9 +119,7 @@ def test_serve_sends_ready_watchdog_and_stopping(tmp_path: Path, datagram_socket
     path = write_config(tmp_path, body, runner='catchup_grace = "0s"\n')
     env = {**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"}
     env.pop("WATCHDOG_PID", None)
-    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reader = LineReader(process)
+    process, reader = start_serve(path, tmp_path, env)
     try:
         before_ready = _receive_until(sock, "READY=1")
         assert "STOPPING=1" not in before_ready
@@ -135,10 +131,5 @@ def test_serve_sends_ready_watchdog_and_stopping(tmp_path: Path, datagram_socket
         assert process.wait(30) == 0
         events = reader.drain()
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        reap(process)
     assert [e["event"] for e in events if e["event"].startswith("scheduler.")][-2:] == ["scheduler.stopping", "scheduler.stopped"]

@@ -3,42 +3,19 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from journal import Journal
 from runner.config import load_config
 from runner.scheduler import missed_slots
 from runner.simulate import simulate
 
-from .conftest import SIMPLE_AGENT, LineReader, entries, event_named, ghostrunner, script, wait_for_marker, with_key, write_config
+from .conftest import NIGHTLY, SIMPLE_AGENT, LineReader, entries, event_named, ghostrunner, script, start_serve, wait_for_marker, with_key, write_config
 from .test_cli_run import GATED
-
-
-def _serve(path: Path, cwd: Path) -> tuple[subprocess.Popen[str], LineReader]:
-    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return process, LineReader(process)
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 def _stop(process: subprocess.Popen[str], reader: LineReader) -> list[dict]:
@@ -69,7 +46,7 @@ def test_serve_catches_up_each_pair_exactly_once(tmp_path: Path, processes: list
     before = len(entries(tmp_path / "journal"))
     due = {m.routine: m for m in missed_slots(config, now)}
     assert {"pulse-4h", "evening"} <= set(due)  # the digest too, when its window holds simulated entries
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     reader.wait(event_named("scheduler.started"))
     outcomes = {}
@@ -86,7 +63,7 @@ def test_serve_catches_up_each_pair_exactly_once(tmp_path: Path, processes: list
     for key in appended:
         assert len(with_key(tmp_path / "journal", key)) == 1
 
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     reader.wait(event_named("scheduler.started"))
     events = _stop(process, reader)
@@ -97,14 +74,7 @@ def test_serve_catches_up_each_pair_exactly_once(tmp_path: Path, processes: list
 
 def _gated_serve_config(tmp_path: Path, shutdown_timeout: str) -> Path:
     argv = script(tmp_path, "gated.py", GATED)
-    body = f"""
-    [routines.nightly]
-    kind = "note"
-    schedule = "0 0 * * *"
-    slot = "day"
-    question = "what happened?"
-    prompt = "Write a note."
-
+    body = NIGHTLY + f"""
     [agents.motoko]
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "60s" }}
@@ -115,7 +85,7 @@ def _gated_serve_config(tmp_path: Path, shutdown_timeout: str) -> Path:
 def test_sigterm_during_a_run_lets_it_finish_and_exits_zero(tmp_path: Path, processes: list) -> None:
     """SIGTERM while a run is in its backend call waits for it: the entry is complete and serve exits 0."""
     path = _gated_serve_config(tmp_path, "60s")
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     started = reader.wait(event_named("run.started"))
     wait_for_marker(tmp_path, "arrived-")
@@ -135,7 +105,7 @@ def test_sigterm_during_a_run_lets_it_finish_and_exits_zero(tmp_path: Path, proc
 def test_sigterm_past_the_shutdown_timeout_kills_the_run_and_writes_nothing(tmp_path: Path, processes: list) -> None:
     """A run still going at the shutdown timeout is killed, logged as failed, leaves no entry, and serve exits 0."""
     path = _gated_serve_config(tmp_path, "1s")
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     started = reader.wait(event_named("run.started"))
     wait_for_marker(tmp_path, "arrived-")
@@ -151,14 +121,7 @@ def test_sigterm_past_the_shutdown_timeout_kills_the_run_and_writes_nothing(tmp_
 def test_crashed_worker_is_reported_and_the_scheduler_goes_on(tmp_path: Path, processes: list) -> None:
     """A worker killed by SIGKILL is logged as crashed with a failed run.finished, and the other runs still complete."""
     killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
-    body = f"""
-    [routines.nightly]
-    kind = "note"
-    schedule = "0 0 * * *"
-    slot = "day"
-    question = "what happened?"
-    prompt = "Write a note."
-
+    body = NIGHTLY + f"""
     [agents.motoko]
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(killer)} }}
@@ -168,7 +131,7 @@ def test_crashed_worker_is_reported_and_the_scheduler_goes_on(tmp_path: Path, pr
     routines = ["nightly"]
     """
     path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     crashed = reader.wait(event_named("scheduler.worker_crashed"))
     assert crashed["agent"] == "motoko" and "SIGKILL" in crashed["error"]
@@ -182,7 +145,7 @@ def test_crashed_worker_is_reported_and_the_scheduler_goes_on(tmp_path: Path, pr
 def test_a_second_scheduler_is_refused(tmp_path: Path, processes: list) -> None:
     """While one serve holds the deployment lock another exits 75 with one line on stderr."""
     path = write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n')
-    process, reader = _serve(path, tmp_path)
+    process, reader = start_serve(path, tmp_path)
     processes.append(process)
     reader.wait(event_named("scheduler.started"))
     second = ghostrunner("serve", "--config", str(path), cwd=tmp_path)
