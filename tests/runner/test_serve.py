@@ -14,7 +14,19 @@ from runner.config import load_config
 from runner.scheduler import missed_slots
 from runner.simulate import simulate
 
-from .conftest import NIGHTLY, SIMPLE_AGENT, LineReader, entries, event_named, ghostrunner, script, start_serve, wait_for_marker, with_key, write_config
+from .conftest import (
+    NIGHTLY,
+    SIMPLE_AGENT,
+    LineReader,
+    entries,
+    event_named,
+    ghostrunner,
+    script,
+    start_serve,
+    wait_for_marker,
+    with_key,
+    write_config,
+)
 from .test_cli_run import GATED
 
 
