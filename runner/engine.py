@@ -65,13 +65,9 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data (what ``ghostrunner run`` prints)."""
-        data: dict[str, Any] = {
-            "run_id": self.run_id, "agent": self.agent, "routine": self.routine, "slot": self.slot,
-            "client_key": self.client_key, "scheduled": self.scheduled, "outcome": self.outcome,
-            "entry_id": self.entry_id, "duration_ms": self.duration_ms, "error": self.error,
-        }
-        if self.entry is not None:
-            data["entry"] = self.entry
+        data = asdict(self)
+        if self.entry is None:
+            del data["entry"]  # only a dry run has one
         return data
 
 
