@@ -7,11 +7,8 @@ when its stdin is closed after the writers have exited. Nothing sleeps.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -19,6 +16,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from journal import Journal
+
+from ._inspect import entries_on_disk, index_rows
 
 CHILD = Path(__file__).with_name("_child.py")
 WRITERS = 4
@@ -28,26 +27,6 @@ PAUSED, PAUSE_AFTER = 3, 100  # writer 3's keys k-300..k-349 are its own and com
 
 def _keys(writer: int) -> list[str]:
     return [f"k-{(i + 50 * writer) % 400}" for i in range(APPENDS)]
-
-
-def _index_rows(root: Path) -> list[tuple[str, str, str | None]]:
-    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn:
-        return sorted(conn.execute("SELECT id, path, client_key FROM entries").fetchall())
-
-
-def _disk(root: Path) -> tuple[list[tuple[str, str, str | None]], list[str]]:
-    """(id, path, client_key) of every entry file under entries/, and the names of leftover temp files."""
-    rows, temps = [], []
-    entries = root / "entries"
-    for dirpath, _dirs, names in os.walk(entries):
-        for name in names:
-            path = Path(dirpath, name)
-            if name.startswith(".tmp-"):
-                temps.append(name)
-                continue
-            data = json.loads(path.read_bytes())
-            rows.append((data["id"], path.relative_to(entries).as_posix(), data.get("client_key")))
-    return sorted(rows), temps
 
 
 def _spawn(spec: dict[str, Any], stderr: IO[str]) -> subprocess.Popen[str]:
@@ -132,10 +111,11 @@ def test_four_writers_and_a_reindexing_reader_leave_one_entry_per_key(tmp_path: 
 
     # Exactly one entry file per distinct key, and the index rows (read before anything reopens
     # the journal) are exactly those files.
-    disk_rows, temps = _disk(root)
+    files, temps = entries_on_disk(root)
+    disk_rows = sorted((data["id"], rel, data.get("client_key")) for rel, data in files.items())
     assert Counter(key for _, _, key in disk_rows) == Counter(expected_keys), "not exactly one entry file per client_key"
     assert temps == [], f"temp files left behind by appends that returned: {temps}"
-    rows = _index_rows(root)
+    rows = index_rows(root)
     assert rows == disk_rows, "the index differs from the entry files"
     with Journal(root) as journal:
         listed = journal.list()
@@ -148,7 +128,7 @@ def test_four_writers_and_a_reindexing_reader_leave_one_entry_per_key(tmp_path: 
     shutil.rmtree(copy / "index")
     with Journal(copy) as rebuilt, Journal(root) as journal:
         assert rebuilt.skipped == []
-        assert _index_rows(copy) == rows
+        assert index_rows(copy) == rows
         assert [e.id for e in journal.list()] == [e.id for e in rebuilt.list()]
         for query in ("concurrent writer", "writer-2", "entry k-123"):
             ours = sorted((h.entry_id, round(h.score, 9)) for h in journal.search(query, k=1000))

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -25,6 +23,8 @@ from typing import Any
 import pytest
 
 from journal import EntryNotFoundError, Journal
+
+from ._inspect import entries_on_disk, index_rows
 
 CHILD = Path(__file__).with_name("_child.py")
 SEED = 20260905  # fixed, and printed in assertion messages, so a failure can be replayed
@@ -51,26 +51,6 @@ def _returned(lines: list[str]) -> dict[str, str]:
     return result
 
 
-def _disk(root: Path) -> tuple[dict[str, dict[str, Any]], list[Path]]:
-    """Every published entry file under entries/ (parsed, by relative path), and the temp files."""
-    files: dict[str, dict[str, Any]] = {}
-    temps: list[Path] = []
-    entries = root / "entries"
-    for dirpath, _dirs, names in os.walk(entries):
-        for name in names:
-            path = Path(dirpath, name)
-            if name.startswith(".tmp-"):
-                temps.append(path)
-            else:
-                files[path.relative_to(entries).as_posix()] = json.loads(path.read_bytes())
-    return files, temps
-
-
-def _index_rows(root: Path) -> list[tuple[str, str, str | None]]:
-    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn:
-        return sorted(conn.execute("SELECT id, path, client_key FROM entries").fetchall())
-
-
 def _by_key(journal: Journal) -> dict[str | None, list[str]]:
     found: dict[str | None, list[str]] = {}
     for entry in journal.list():
@@ -80,14 +60,14 @@ def _by_key(journal: Journal) -> dict[str | None, list[str]]:
 
 def _assert_index_consistent(root: Path, scratch: Path, context: str) -> None:
     """The index rows equal the entry files on disk and a fresh rebuild of a copy; queries agree."""
-    rows = _index_rows(root)  # as the last writer left them, before anything reopens the journal
-    files, _ = _disk(root)
+    rows = index_rows(root)  # as the last writer left them, before anything reopens the journal
+    files, _ = entries_on_disk(root)
     assert rows == sorted((data["id"], rel, data.get("client_key")) for rel, data in files.items()), f"{context}: index differs from entries/"
     shutil.copytree(root, scratch)
     shutil.rmtree(scratch / "index")
     with Journal(scratch) as rebuilt, Journal(root) as journal:
         assert rebuilt.skipped == [], f"{context}: rebuild skipped {rebuilt.skipped}"
-        assert _index_rows(scratch) == rows, f"{context}: index differs from a fresh rebuild"
+        assert index_rows(scratch) == rows, f"{context}: index differs from a fresh rebuild"
         assert [e.id for e in journal.list()] == [e.id for e in rebuilt.list()], context
         for query in QUERIES:
             ours = sorted((h.entry_id, round(h.score, 9)) for h in journal.search(query, k=1000))
@@ -114,9 +94,9 @@ def test_sigkill_at_each_append_step_leaves_no_or_one_complete_entry(tmp_path: P
         assert sorted(returned) == ["before-0", "before-1", "before-2"]
 
         # What the crash left behind, before anything reopens the journal.
-        files, temps = _disk(root)
+        files, temps = entries_on_disk(root)
         crash_files = [rel for rel, data in files.items() if data.get("client_key") == crash_key]
-        assert crash_key not in {key for _, _, key in _index_rows(root)}, "the crashed append reached a committed index row"
+        assert crash_key not in {key for _, _, key in index_rows(root)}, "the crashed append reached a committed index row"
         temp_ids: list[str] = []
         if step in ("insert_entry", "write_temp"):  # the index rows are staged while the temp file is fsynced
             assert crash_files == [], "an entry was published although the writer died before publishing"
@@ -176,7 +156,7 @@ def test_sigkill_at_each_append_step_leaves_no_or_one_complete_entry(tmp_path: P
         for key, entry_id in returned.items():
             assert by_key.get(key) == [entry_id]
         assert len(journal.list()) == 4
-    files, temps = _disk(root)
+    files, temps = entries_on_disk(root)
     assert Counter(data.get("client_key") for data in files.values())[crash_key] == 1
     assert temps == [], "the next writer clears temp files a crash left behind"
     _assert_index_consistent(root, tmp_path / "rebuilt", f"crash at {step}, retry in {retry_in}")
@@ -188,13 +168,13 @@ def test_sigkill_after_a_named_temp_write_leaves_a_temp_file_the_next_writer_cle
     crash = _payload("crash-named", "zeppelin written to a named temp file")
     proc = _child({"mode": "append", "root": str(root), "payloads": [crash], "named_temp": True, "crash": {"step": "write_temp", "key": "crash-named"}})
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    files, temps = _disk(root)
+    files, temps = entries_on_disk(root)
     assert files == {} and len(temps) == 1
     assert json.loads(temps[0].read_bytes())["client_key"] == "crash-named"
     with Journal(root) as journal:
         assert journal.list() == []
         journal.append(_payload("after", "the next append"))
-    assert _disk(root)[1] == []
+    assert entries_on_disk(root)[1] == []
 
 
 def test_random_sigkill_of_busy_writer_keeps_every_returned_append(tmp_path: Path) -> None:
@@ -241,7 +221,7 @@ def test_random_sigkill_of_busy_writer_keeps_every_returned_append(tmp_path: Pat
             returned.update(this_round)
             in_flight = start + len(this_round)  # the key the writer was (or was about to be) appending
 
-            files, temps = _disk(root)
+            files, temps = entries_on_disk(root)
             on_disk = Counter(data.get("client_key") for data in files.values())
             context += f" (in-flight key-{in_flight}: published={on_disk[f'key-{in_flight}']}, temp files={len(temps)})"
             assert max(on_disk.values()) == 1, f"{context}: duplicate files {[k for k, n in on_disk.items() if n > 1]}"
@@ -257,7 +237,7 @@ def test_random_sigkill_of_busy_writer_keeps_every_returned_append(tmp_path: Pat
                 by_key = _by_key(journal)
                 assert sorted(by_key) == sorted(f"key-{n}" for n in range(in_flight + 1)), context
                 assert all(len(ids) == 1 for ids in by_key.values()), f"{context}: {by_key}"
-            files, _ = _disk(root)
+            files, _ = entries_on_disk(root)
             on_disk = Counter(data.get("client_key") for data in files.values())
             assert on_disk == Counter(f"key-{n}" for n in range(in_flight + 1)), f"{context}: not one file per key after the retries"
             _assert_index_consistent(root, tmp_path / f"rebuilt-{round_no}", context)
