@@ -37,6 +37,12 @@ def _gated_config(tmp_path: Path) -> Path:
     return write_config(tmp_path, body)
 
 
+def _gated_run(tmp_path: Path) -> list[str]:
+    """The argv of a real `ghostrunner run` of motoko's evening slot whose backend waits at the gate."""
+    path = _gated_config(tmp_path)
+    return [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+
+
 def test_run_twice_gives_appended_then_duplicate(tmp_path: Path) -> None:
     """Two `ghostrunner run` invocations for one slot print appended then duplicate and leave one entry."""
     path = write_config(tmp_path, SIMPLE_AGENT)
@@ -88,8 +94,7 @@ def test_failed_run_exits_one_and_prints_the_outcome(tmp_path: Path) -> None:
 
 def test_two_racing_runs_give_one_appended_and_one_duplicate(tmp_path: Path) -> None:
     """Two processes running the same slot at once, both past the backend, end as one appended and one duplicate."""
-    path = _gated_config(tmp_path)
-    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    argv = _gated_run(tmp_path)
     env = {**os.environ, "BARRIER": "2"}
     processes = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     outcomes = sorted(json.loads(process.communicate(timeout=60)[0])["outcome"] for process in processes)
@@ -100,8 +105,7 @@ def test_two_racing_runs_give_one_appended_and_one_duplicate(tmp_path: Path) -> 
 
 def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Path) -> None:
     """SIGKILL to a run in the middle of its backend call, then a re-run of the slot, leaves exactly one entry."""
-    path = _gated_config(tmp_path)
-    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    argv = _gated_run(tmp_path)
     victim = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_marker(tmp_path, "arrived-")  # the run is inside its backend call
@@ -120,8 +124,7 @@ def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Pat
 
 def test_sigterm_mid_run_still_logs_one_run_finished(tmp_path: Path) -> None:
     """A `ghostrunner run` stopped by SIGTERM in its backend call logs exactly one failed run.finished and appends nothing."""
-    path = _gated_config(tmp_path)
-    argv = [shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path)]
+    argv = _gated_run(tmp_path)
     victim = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_marker(tmp_path, "arrived-")
