@@ -63,7 +63,6 @@ def test_an_error_of_the_work_is_raised_once_the_fsync_returned(tmp_path: Path) 
         helper.close()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_starts_its_own_helper_thread(tmp_path: Path) -> None:
     helper = FsyncHelper()
     fd = os.open(tmp_path / "file", os.O_WRONLY | os.O_CREAT, 0o600)
