@@ -80,11 +80,25 @@ def _config_option(function: Any) -> Any:
     )(function)
 
 
+class _TimeOptionError(click.BadParameter):
+    """A bad time option: a usage error (exit 2) shown as one line, like every other user error."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+
+
 def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
+    """*text* as an aware time; without an offset it is read in the configured timezone (a repeated time: its first occurrence).
+
+    An empty or blank value is an error, never "now" or the default: a script whose variable came out empty must not run another slot.
+    """
     try:
-        moment = datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text.strip()) if text.strip() else None
     except ValueError:
-        raise click.BadParameter(f"expected an ISO 8601 date or time such as 2026-09-05T16:00, got {text!r}", param_hint=option) from None
+        moment = None
+    if moment is None:
+        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {text!r}",
+                               param_hint=option)
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
 
 
@@ -127,10 +141,10 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     config = settings.config(config_path)
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)
-    at = _parse_time(at_text, config, "--at") if at_text else datetime.now(config.timezone)
+    at = _parse_time(at_text, config, "--at") if at_text is not None else datetime.now(config.timezone)
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
-        raise click.BadParameter(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
+        raise _TimeOptionError(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
     backend = None if routine_config.is_digest else build_backend(agent_config)
     try:
         result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id)
@@ -183,12 +197,13 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     from runner.simulate import simulate as simulate_agents
 
     config = settings.config(config_path)
-    if start_text:
-        start_day = _parse_time(start_text, config, "--start")
+    if start_text is not None:
+        # In the configured zone, so that DAYS counts its local days (23 or 25 hours across a DST change).
+        start_day = _parse_time(start_text, config, "--start").astimezone(config.timezone)
     else:
         today = datetime.now(config.timezone).date() - timedelta(days=days)
         start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
-    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if not start_text or "T" not in start_text else start_day
+    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or "T" not in start_text else start_day
     end = start + timedelta(days=days)
     names = list(agents) or sorted(config.agents)
     summaries = simulate_agents(config, names, start, end, workers=workers)
@@ -301,7 +316,7 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
         if sys.stdin.isatty():
             raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner status) or pass --log FILE")
         log_file = click.get_text_stream("stdin", errors="replace")
-    now = _parse_time(now_text, config, "--now") if now_text else datetime.now(config.timezone)
+    now = _parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = None
     if grace_text is not None:
         try:

@@ -244,7 +244,7 @@ class _Reader:
             try:
                 cron_trigger(schedule, tz)
             except ValueError as exc:
-                raise self.fail(f"{key}.schedule", f"a five-field cron expression such as '0 21 * * *' ({exc})", schedule) from None
+                raise self.fail(f"{key}.schedule", f"a five-field cron expression that fires, such as '0 21 * * *' ({exc})", schedule) from None
             changes["schedule"] = schedule
         if "slot" in data:
             if data["slot"] not in SLOT_GRANULARITIES:

@@ -3,8 +3,9 @@
 A five-field cron expression (minute hour day month day-of-week) becomes
 one ``OnCalendar=`` value ``[DOW] *-MONTH-DAY HOUR:MINUTE:00 TIMEZONE``.
 Each field is expanded to the set of values it matches and written back in
-systemd's syntax (``*``, ``start/step``, ``a..b`` and comma lists), so the
-timer fires exactly when ``ghostrunner serve`` would:
+systemd's syntax (``*``, ``a..b`` and comma lists; never ``start/step``,
+which systemd 252 gets wrong), so the timer fires exactly when
+``ghostrunner serve`` would:
 
 * day-of-week follows crontab (0 or 7 = Sunday), as ``runner.slots`` reads it;
 * a restricted day *and* day-of-week must both match, as in the runner's
@@ -121,17 +122,18 @@ def _runs(values: list[int]) -> list[tuple[int, int]]:
 
 
 def _render(values: list[int], field: _Field, label: list[str] | None = None) -> str:
-    """Values as systemd syntax: ``*``, ``start/step`` up to the field's end, or a list with ``a..b`` runs."""
+    """Values as systemd syntax: ``*``, or a list with ``a..b`` runs.
+
+    Never ``start/step``: systemd 252 loses fires of a repetition whose step
+    does not divide the field's range (``*:00/7`` skips the next day's 00:00,
+    ``00/5:00`` the next month's first midnight), so steps are spelled out.
+    """
     if values == list(range(field.low, field.high + 1)):
         return "*"
 
     def show(value: int) -> str:
         return label[value] if label is not None else f"{value:02d}"
 
-    if label is None and len(values) >= 3:
-        step = values[1] - values[0]
-        if values == list(range(values[0], field.high + 1, step)):
-            return f"{show(values[0])}/{step}"
     parts = []
     for first, last in _runs(values):
         if last - first >= 2:

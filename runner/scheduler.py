@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -74,7 +74,7 @@ def missed_slots(config: RunnerConfig, now: datetime) -> list[MissedSlot]:
     causes one run per pair, not a burst.
     """
     missed = []
-    since = now - config.catchup_grace
+    since = now.astimezone(UTC) - config.catchup_grace  # real time: wall-clock arithmetic is an hour off across a DST change
     for agent in config.agents.values():
         with Journal(agent.journal_root) as journal:
             for name in agent.routines:

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -65,7 +65,7 @@ def schedule_for(config: RunnerConfig, agent: str, start: datetime, end: datetim
         routine = config.routines[name]
         trigger = cron_trigger(routine.schedule, config.timezone)
         streams.append(_tagged(fire_times(trigger, start, end, granularity=routine.slot), order, routine))
-    for moment, _, routine in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+    for moment, _, routine in heapq.merge(*streams, key=lambda item: (item[0].astimezone(UTC), item[1])):  # instants, not wall clocks
         yield moment, routine
 
 

@@ -13,24 +13,49 @@ week       ``2026-W36``          Sunday 22:00 (ISO week)
 month      ``2026-09``           the 1st, 08:00
 =========  ==================  =====================================
 
-Around a daylight-saving change APScheduler's cron trigger can fire twice at
-the repeated wall-clock time (October) or at a time that does not exist
-(March). Fire times are normalized to real wall-clock times, and
-:func:`fire_times` drops a fire whose slot equals the previous one, so a DST
-change neither skips nor doubles a slot.
+Fire times are computed here, once, for every consumer (``serve`` through
+:class:`CronSchedule`, which is an APScheduler trigger; ``simulate``; ``run``
+snapping ``--at`` to its slot; ``status``; the catch-up on start).
+APScheduler's own ``CronTrigger`` only parses the fields: chained from one
+fire to the next, its ``get_next_fire_time`` skips the first fire after a
+spring-forward change (Europe/Berlin ``0 0 * * *`` never fired on
+2026-03-30), so it never decides a fire time.
+
+The rule, cron's usual convention, for the wall-clock times a schedule names:
+
+* a time that exists once fires at that moment;
+* a time that occurs twice (the repeated hour when clocks go back) fires
+  once, at its first occurrence; the repeat does not fire;
+* a time that does not exist (skipped when clocks go forward) fires once,
+  at the first moment after the gap (02:30 on Berlin's March change day
+  fires at 03:00 CEST); several skipped times collapse into that one fire.
+
+Fire times are compared and subtracted as instants (in UTC): two aware
+datetimes that share a ``ZoneInfo`` compare by wall clock in Python, so
+02:45 CEST would sort after 02:10 CET in the repeated hour.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from datetime import datetime, timedelta, tzinfo
-from typing import Final
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import Any, Final
 
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-__all__ = ["client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
+__all__ = ["CronSchedule", "client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
 
-_LOOKBACKS: Final = (timedelta(hours=2), timedelta(days=2), timedelta(days=9), timedelta(days=33), timedelta(days=367), timedelta(days=5 * 366))
+#: How far back :func:`latest_fire_time` looks without a ``not_before``.
+_LOOKBACK_DAYS: Final = 5 * 366
+#: How far ahead the next fire is searched: a valid schedule's next date (29 February on a
+#: Monday, say) comes within 40 years, whichever century boundary lies between.
+_HORIZON_DAYS: Final = 50 * 366
+#: One whole 28-year cycle of the calendar without a skipped leap year: every combination
+#: of month, day and weekday that can ever occur occurs in it.
+_CYCLE: Final = (date(2001, 1, 1), date(2029, 1, 1))
+_ONE_DAY: Final = timedelta(days=1)
 
 
 _DAY_NAMES: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -74,23 +99,130 @@ def _day_of_week(field: str) -> str:
     return ",".join(_DAY_NAMES[day] for day in sorted(days))
 
 
-def cron_trigger(expression: str, tz: tzinfo) -> CronTrigger:
-    """A CronTrigger for a five-field crontab *expression* in *tz*.
+def _matches(field: Any, moment: date | datetime) -> bool:
+    """Whether an APScheduler cron *field* allows *moment*'s value (its smallest allowed value from there is that value)."""
+    return bool(field.get_next_value(moment) == field.get_value(moment))
+
+
+def _resolve(wall: datetime, tz: tzinfo) -> datetime:
+    """The instant a naive local *wall* time fires in *tz*, by the module's DST rule, as an aware time in *tz*."""
+    first, second = wall.replace(tzinfo=tz, fold=0), wall.replace(tzinfo=tz, fold=1)
+    if first.utcoffset() == second.utcoffset():
+        return first  # the common case: the time exists once
+    real = [moment.astimezone(UTC) for moment in (first, second)
+            if moment.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall]
+    if real:
+        return min(real).astimezone(tz)  # repeated: the first occurrence
+    # Skipped: the gap's end is the one transition between the two readings' instants.
+    low, high = sorted(int(moment.astimezone(UTC).timestamp()) for moment in (first, second))
+    after = datetime.fromtimestamp(high, UTC).astimezone(tz).utcoffset()
+    while high - low > 1:
+        middle = (low + high) // 2
+        if datetime.fromtimestamp(middle, UTC).astimezone(tz).utcoffset() == after:
+            high = middle
+        else:
+            low = middle
+    return datetime.fromtimestamp(high, UTC).astimezone(tz)
+
+
+class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships no type hints
+    """A five-field cron schedule in a timezone: its fire times by the module's DST rule.
+
+    It is also the APScheduler trigger ``serve`` schedules with, so the
+    scheduler fires exactly at the times every other consumer computes.
+
+    Attributes:
+        expression: the cron expression as configured.
+        timezone: the zone its wall-clock times are read in.
+    """
+
+    __slots__ = ("_days", "_hours", "_months", "_times", "_weekdays", "expression", "timezone")
+
+    def __init__(self, expression: str, tz: tzinfo) -> None:
+        fields = expression.split()
+        if len(fields) != 5:
+            raise ValueError(f"a cron expression has 5 fields (minute hour day month day-of-week), got {len(fields)}")
+        minute, hour, day, month, day_of_week = fields
+        # APScheduler parses (and validates) the fields; which times they allow is decided here.
+        parsed = CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=_day_of_week(day_of_week), timezone=tz)
+        by_name = {field.name: field for field in parsed.fields}
+        self.expression = expression
+        self.timezone = tz
+        self._months = frozenset(m for m in range(1, 13) if _matches(by_name["month"], date(2001, m, 1)))
+        self._days, self._weekdays = by_name["day"], by_name["day_of_week"]
+        hours = [h for h in range(24) if _matches(by_name["hour"], datetime(2001, 1, 1, h))]
+        minutes = [m for m in range(60) if _matches(by_name["minute"], datetime(2001, 1, 1, 0, m))]
+        self._times = tuple((h, m) for h in hours for m in minutes)
+        if not self._times or not any(self.is_due_on(_CYCLE[0] + timedelta(days=n)) for n in range((_CYCLE[1] - _CYCLE[0]).days)):
+            raise ValueError("no date matches its day, month and day-of-week fields together, so it never fires")
+
+    def __str__(self) -> str:
+        return f"cron[{self.expression!r}, {self.timezone}]"
+
+    def __repr__(self) -> str:
+        return f"CronSchedule({self.expression!r}, {self.timezone!r})"
+
+    def is_due_on(self, day: date) -> bool:
+        """Whether the schedule names wall-clock times on local date *day*."""
+        return day.month in self._months and _matches(self._days, day) and _matches(self._weekdays, day)
+
+    def _fires_on(self, day: date) -> list[datetime]:
+        """The fire instants of the wall-clock times named on *day*, in order (equal instants kept)."""
+        if not self.is_due_on(day):
+            return []
+        return [_resolve(datetime(day.year, day.month, day.day, h, m), self.timezone) for h, m in self._times]
+
+    def after(self, moment: datetime, *, days: int = _HORIZON_DAYS) -> Iterator[datetime]:
+        """Fire times at or after *moment* (aware), ascending, each instant once, for up to *days* days."""
+        since = moment.astimezone(UTC)
+        # A day's skipped times may fire on the next day (a gap over midnight): start a day early.
+        day = since.astimezone(self.timezone).date() - _ONE_DAY
+        last: datetime | None = None
+        for _ in range(days + 1):
+            for fire in self._fires_on(day):
+                instant = fire.astimezone(UTC)
+                if instant >= since and instant != last:
+                    last = instant
+                    yield fire
+            day += _ONE_DAY
+
+    def before(self, moment: datetime, *, days: int = _LOOKBACK_DAYS) -> Iterator[datetime]:
+        """Fire times at or before *moment* (aware), descending, each instant once, for up to *days* days back."""
+        until = moment.astimezone(UTC)
+        day = until.astimezone(self.timezone).date() + _ONE_DAY
+        last: datetime | None = None
+        for _ in range(days + 2):
+            for fire in reversed(self._fires_on(day)):
+                instant = fire.astimezone(UTC)
+                if instant <= until and instant != last:
+                    last = instant
+                    yield fire
+            day -= _ONE_DAY
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        """APScheduler's trigger protocol: the first fire after *previous_fire_time*, or at or after *now* for a new job.
+
+        As in APScheduler's own triggers, a previous fire after *now* (the
+        clock went back) does not hide the fires between *now* and it.
+        """
+        since = now.astimezone(UTC)
+        if previous_fire_time is not None:
+            since = min(since, previous_fire_time.astimezone(UTC) + timedelta(microseconds=1))
+        return next(self.after(since), None)
+
+
+@functools.lru_cache(maxsize=256)
+def cron_trigger(expression: str, tz: tzinfo) -> CronSchedule:
+    """The :class:`CronSchedule` of a five-field crontab *expression* in *tz* (cached: it is immutable).
 
     Fields read as in crontab (day of week 0 or 7 is Sunday), with one
     difference: when both the day of month and the day of week are
     restricted, a time must match both (crontab fires when either matches).
 
     Raises:
-        ValueError: the expression is not a valid five-field cron expression.
+        ValueError: the expression is not a valid five-field cron expression, or it never fires.
     """
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(f"a cron expression has 5 fields (minute hour day month day-of-week), got {len(fields)}")
-    minute, hour, day, month, day_of_week = fields
-    return CronTrigger(
-        minute=minute, hour=hour, day=day, month=month, day_of_week=_day_of_week(day_of_week), timezone=tz
-    )
+    return CronSchedule(expression, tz)
 
 
 def slot_for(scheduled: datetime, granularity: str, tz: tzinfo) -> str:
@@ -121,35 +253,35 @@ def client_key(agent: str, routine: str, slot: str) -> str:
     return f"{agent}:{routine}:{slot}"
 
 
-def fire_times(trigger: CronTrigger, start: datetime, end: datetime, *, granularity: str | None = None) -> Iterator[datetime]:
-    """Fire times of *trigger* in ``[start, end)``, as real wall-clock times in its timezone.
+def fire_times(trigger: CronSchedule, start: datetime, end: datetime, *, granularity: str | None = None) -> Iterator[datetime]:
+    """Fire times of *trigger* in ``[start, end)``, ascending, as aware times in its timezone.
 
-    With *granularity*, a fire whose slot equals the previous fire's slot
-    (the repeated hour of a DST change) is left out.
+    With *granularity*, a fire whose slot equals the previous fire's slot is
+    left out (``30 * * * *`` on a spring-forward day: 02:30 fires at 03:00,
+    and 03:30 is in the same hour slot).
     """
     tz = trigger.timezone
-    moment = trigger.get_next_fire_time(None, start)
+    stop = end.astimezone(UTC)
     last_slot: str | None = None
-    while moment is not None and moment < end:
-        real = moment.astimezone(tz)  # 02:30+01:00 on a spring-forward day is really 03:30+02:00
-        slot = slot_for(real, granularity, tz) if granularity else None
+    days = max(0, (stop - start.astimezone(UTC)).days) + 2
+    for moment in trigger.after(start, days=days):
+        if moment.astimezone(UTC) >= stop:
+            return
+        slot = slot_for(moment, granularity, tz) if granularity else None
         if slot is None or slot != last_slot:
-            yield real
+            yield moment
         last_slot = slot
-        moment = trigger.get_next_fire_time(moment, moment)
 
 
-def latest_fire_time(trigger: CronTrigger, at: datetime, *, not_before: datetime | None = None) -> datetime | None:
-    """The most recent fire time of *trigger* at or before *at* (optionally not before *not_before*).
+def latest_fire_time(trigger: CronSchedule, at: datetime, *, not_before: datetime | None = None) -> datetime | None:
+    """The most recent fire time of *trigger* at or before the instant *at* (optionally not before *not_before*).
 
-    Returns None when there is none in the window (or within five years).
+    The result is never after *at*, also in the repeated hour of a fall-back
+    change. Returns None when there is none in the window (or within five years).
     """
-    end = at + timedelta(microseconds=1)
-    windows = [at - not_before] if not_before is not None else list(_LOOKBACKS)
-    for lookback in windows:
-        latest = None
-        for moment in fire_times(trigger, at - lookback, end):
-            latest = moment
-        if latest is not None:
-            return latest
+    days = _LOOKBACK_DAYS if not_before is None else max(0, (at.astimezone(UTC) - not_before.astimezone(UTC)).days) + 1
+    for moment in trigger.before(at, days=days):
+        if not_before is not None and moment.astimezone(UTC) < not_before.astimezone(UTC):
+            return None
+        return moment
     return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from runner.config import RunnerConfig
@@ -269,7 +269,7 @@ def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: 
         for name in config.agents[agent].routines:
             routine = config.routines[name]
             seen = digest.pairs.get((agent, name), _Pair())
-            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now - grace)
+            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)  # real time, not wall clock
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             if seen.latest is not None and seen.latest.outcome not in SUCCESS_OUTCOMES:
                 state = "failed"
