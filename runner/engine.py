@@ -112,10 +112,17 @@ class _RunIdentity:
         """The run's log fields: every identity field, ``scheduled`` included."""
         return asdict(self)
 
-    def finish(self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None) -> RunResult:
-        """Log the run's one ``run.finished`` line and return its result."""
+    def finish(
+        self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> RunResult:
+        """Log the run's one ``run.finished`` line and return its result.
+
+        ``dry_run`` is logged so that ``status`` never counts a dry run (which
+        appends nothing) as the success of its slot.
+        """
         level = log.error if outcome == "failed" else log.info
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
         return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
 
 
@@ -181,9 +188,11 @@ def execute_run(
         # the run here; it still gets its one run.finished line before the process goes.
         if outcome == "failed":
             error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error)
+        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                            dry_run=dry_run)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be)
+    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be,
+                      dry_run=dry_run)
 
 
 def run_slot(
@@ -201,6 +210,7 @@ def run_slot(
     except (JournalError, OSError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return _RunIdentity.of(agent.name, routine, scheduled, tz, run_id).finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error)
+        return _RunIdentity.of(agent.name, routine, scheduled, tz, run_id).finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error,
+                                                                                  dry_run=dry_run)
     with journal:
         return execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=run_id)

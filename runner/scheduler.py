@@ -15,6 +15,10 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 * on start, the most recent missed slot of each (agent, routine) within
   ``catchup_grace`` runs once; "missed" is decided by the journal (no entry
   with the slot's client_key), never by a burst of every missed slot;
+* an agent whose journal cannot be used on start (a file in its place, a
+  foreign manifest, a permission) is logged as ``scheduler.agent_unusable``
+  and gets no catch-up; its cron jobs stay, so its runs fail with one clear
+  line each until it is fixed, and every other agent is served as usual;
 * SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
   ``shutdown_timeout`` (then kills them; a killed run leaves a complete
   entry or none), and returns 0.
@@ -46,12 +50,12 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 
 from journal import Journal
-from runner.config import RunnerConfig
+from runner.config import AgentConfig, RunnerConfig
 from runner.errors import SchedulerBusyError
 from runner.notify import WatchdogPinger
 from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
-__all__ = ["MissedSlot", "Scheduler", "missed_slots", "worker_command"]
+__all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots", "worker_command"]
 
 log = structlog.get_logger()
 _KILL_GRACE_SECONDS = 5.0
@@ -67,24 +71,56 @@ class MissedSlot:
     slot: str
 
 
-def missed_slots(config: RunnerConfig, now: datetime) -> list[MissedSlot]:
+@dataclass(frozen=True, slots=True)
+class UnusableAgent:
+    """An agent whose journal could not be opened or read while planning catch-up."""
+
+    agent: str
+    journal_root: str
+    error: str
+
+
+def _journal_error(agent: AgentConfig, exc: Exception) -> str:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return (f"cannot use the journal at {str(agent.journal_root)!r}: {reason}; its runs fail until it is fixed "
+            "(the other agents are served)")
+
+
+def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAgent] | None = None) -> list[MissedSlot]:
     """For each (agent, routine): its latest fire time within ``catchup_grace`` before *now*, if the journal lacks it.
 
     Only the most recent slot per pair is considered, so a long downtime
     causes one run per pair, not a burst.
+
+    Args:
+        config: the configuration.
+        now: the moment catch-up is planned at.
+        unusable: when given, an agent whose journal cannot be opened or read
+            is appended here and skipped, so that the other agents are still
+            planned; without it, the error is raised.
     """
     missed = []
     since = now - config.catchup_grace
     for agent in config.agents.values():
-        with Journal(agent.journal_root) as journal:
-            for name in agent.routines:
-                routine = config.routines[name]
-                latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
-                if latest is None:
-                    continue
-                slot = slot_for(latest, routine.slot, config.timezone)
-                if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
-                    missed.append(MissedSlot(agent.name, name, latest, slot))
+        found = []
+        try:
+            with Journal(agent.journal_root) as journal:
+                for name in agent.routines:
+                    routine = config.routines[name]
+                    latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
+                    if latest is None:
+                        continue
+                    slot = slot_for(latest, routine.slot, config.timezone)
+                    if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
+                        found.append(MissedSlot(agent.name, name, latest, slot))
+        # Any failure of one agent's journal (a file in its place, a foreign
+        # manifest, a corrupt entry, a permission) is that agent's alone.
+        except Exception as exc:
+            if unusable is None:
+                raise
+            unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
+            continue
+        missed += found
     return missed
 
 
@@ -247,7 +283,8 @@ class Scheduler:
         slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
         fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}
         log.error("scheduler.worker_crashed", **fields, returncode=code, trigger=trigger, error=error)
-        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error)
+        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error,
+                  dry_run=False)
         return None
 
     @staticmethod
@@ -316,7 +353,8 @@ class Scheduler:
                     )
                     jobs += 1
             now = self._now()
-            for missed in missed_slots(self.config, now):
+            unusable: list[UnusableAgent] = []
+            for missed in missed_slots(self.config, now, unusable):
                 log.info("scheduler.catchup", agent=missed.agent, routine=missed.routine, slot=missed.slot, scheduled=missed.scheduled.isoformat())
                 self._scheduler.add_job(
                     self.dispatch, "date", run_date=now, args=[missed.agent, missed.routine, missed.scheduled, "catchup"],
@@ -324,6 +362,8 @@ class Scheduler:
                 )
             log.info("scheduler.started", agents=sorted(self.config.agents), jobs=jobs, timezone=str(self.config.timezone),
                      lock_file=str(self.config.lock_file), pid=os.getpid())
+            for problem in unusable:  # after scheduler.started, so that status knows which start each belongs to
+                log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
             self._notify("READY=1")
             if self._watchdog_interval:
                 # Pings continue through the shutdown wait, which may take up to shutdown_timeout.
