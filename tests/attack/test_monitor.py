@@ -34,7 +34,7 @@ from runner.status import (
     default_grace,
     read_log,
 )
-from tests.runner.conftest import REPO, ghostrunner, write_config
+from tests.runner.conftest import NIGHTLY, REPO, event_named, ghostrunner, processes, start_serve, with_key, write_config  # noqa: F401  (processes: a fixture)
 
 GHOSTRUNNER = shutil.which("ghostrunner") or "ghostrunner"
 
@@ -289,3 +289,81 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
     table = _render_status(report, config.timezone)
     table.encode("utf-8")
     assert "\x1b" not in table and "\u2028" not in table
+
+
+# -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
+
+
+def _unusable_journals_config(tmp_path: Path) -> Path:
+    body = NIGHTLY + """
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+
+    [agents.filed]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./filed"
+
+    [agents.foreign]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./foreign"
+
+    [agents.beneath]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./filed/journal"
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    (tmp_path / "filed").write_text("a file where a journal directory should be\n", encoding="utf-8")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "manifest.json").write_text(json.dumps({"format": "another-app", "version": 3}), encoding="utf-8")
+    return path
+
+
+def test_serve_reports_unusable_journals_and_serves_the_rest(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """A real serve with three unusable journals logs each once, catches up the good agent, stays up, exits 0; status says failed."""
+    path = _unusable_journals_config(tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in ("filed", "foreign/manifest.json")}
+    process, reader = start_serve(path, tmp_path)
+    processes.append(process)
+    reader.wait(event_named("scheduler.started"))
+    problems = {reader.wait(event_named("scheduler.agent_unusable"))["agent"] for _ in range(3)}
+    assert problems == {"filed", "foreign", "beneath"}
+    finished = reader.wait(event_named("run.finished", agent="motoko"))
+    assert finished["outcome"] == "appended" and process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    events = reader.drain()
+    unusable = [e for e in events if e["event"] == "scheduler.agent_unusable"]
+    assert len(unusable) == 3 and all(e["level"] == "error" for e in unusable)
+    by_agent = {e["agent"]: e for e in unusable}
+    assert by_agent["filed"]["journal_root"] == str(tmp_path / "filed")
+    assert by_agent["filed"]["error"].startswith(f"cannot use the journal at {str(tmp_path / 'filed')!r}: ")
+    assert "another-app" in by_agent["foreign"]["error"] or "manifest" in by_agent["foreign"]["error"]
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing of theirs was touched
+    assert len(with_key(tmp_path / "journal", finished["client_key"])) == 1
+
+    status = _status(path, "".join(reader.raw), "--now", (datetime.now(UTC) + timedelta(minutes=1)).isoformat())
+    report = json.loads(status.stdout)
+    states = {p["agent"]: (p["state"], p["problem"]) for p in report["pairs"]}
+    assert states["motoko"] == ("ok", None)
+    assert {agent: state for agent, (state, _) in states.items() if agent != "motoko"} == dict.fromkeys(problems, "failed")
+    assert states["filed"][1] == by_agent["filed"]["error"]
+    assert status.returncode == EXIT_FAILED
+
+
+def test_an_unusable_agent_clears_after_a_success_or_a_serve_of_it(config_path: Path) -> None:
+    """A later success of the pair, or a later scheduler.started serving the agent, ends the agent's reported problem."""
+    problem = json.dumps({"event": "scheduler.agent_unusable", "level": "error", "timestamp": "2026-09-05T00:00:02Z", "agent": "motoko",
+                          "journal_root": "/x", "error": "cannot use the journal at '/x': Not a directory"})
+    lines = [_started("2026-09-05T00:00:01Z"), problem, *_healthy()[1:]]
+    judged = datetime(2026, 9, 5, 17, tzinfo=UTC)
+    report = build_report(load_config(config_path), read_log(lines), judged)
+    assert {p.routine: (p.state, p.problem) for p in report.pairs} == {
+        "evening": ("failed", "cannot use the journal at '/x': Not a directory"), "pulse-4h": ("ok", None)}  # pulse-4h succeeded since
+    assert report.exit_code == EXIT_FAILED
+    assert build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z")]), judged).exit_code == EXIT_OK
+    other = build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z", ["batou"])]), judged)
+    assert other.exit_code == EXIT_FAILED  # a serve of other agents says nothing about motoko
