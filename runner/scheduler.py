@@ -26,10 +26,13 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -51,7 +54,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 from journal import Journal
 from runner.config import AgentConfig, RunnerConfig
-from runner.errors import SchedulerBusyError
+from runner.errors import ConfigError, SchedulerBusyError
 from runner.notify import WatchdogPinger
 from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
@@ -59,6 +62,9 @@ __all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots", "worker_c
 
 log = structlog.get_logger()
 _KILL_GRACE_SECONDS = 5.0
+#: What a deployment lock file may hold: nothing, or the process id a scheduler wrote.
+_LOCK_CONTENT = re.compile(rb"(?:[0-9]{1,19}\n?)?")
+_LOCK_MAX_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,22 +170,65 @@ class _StoppableScheduler(BlockingScheduler):
 
 
 class _DeploymentLock:
-    """An OS-held exclusive lock: released by the kernel if the process dies."""
+    """An OS-held exclusive lock: released by the kernel if the process dies.
 
-    def __init__(self, path: Path) -> None:
+    The lock file is the scheduler's own: empty, or holding one scheduler's
+    process id. Whatever else ``runner.lock_file`` names (a symlink, a
+    directory, a FIFO or device, a hard link, a file with other content, such
+    as a persona after a configuration slip) is refused with a ConfigError
+    and left exactly as it was: the path is opened without following a
+    symlink, without O_TRUNC and without blocking, and nothing is written
+    before the checks pass.
+    """
+
+    def __init__(self, path: Path, source: str = "the configuration") -> None:
         self.path = path
+        self.source = source
         self._fd: int | None = None
+
+    def _refuse(self, what: str) -> ConfigError:
+        return ConfigError(
+            self.source, "runner.lock_file",
+            "a path of the scheduler's own (no file yet, or a regular file holding only a process id); "
+            "point runner.lock_file at a new file",
+            f"{str(self.path)!r}, {what}",
+        )
+
+    def _check(self, info: os.stat_result) -> None:
+        if stat.S_ISLNK(info.st_mode):
+            raise self._refuse("a symbolic link")
+        if not stat.S_ISREG(info.st_mode):
+            raise self._refuse("not a regular file")
+        if info.st_nlink != 1:
+            raise self._refuse(f"a file with {info.st_nlink} hard links")
+        if info.st_size > _LOCK_MAX_BYTES:
+            raise self._refuse(f"a file of {info.st_size} bytes, not a lock")
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise self._refuse("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+        try:
+            self._check(os.fstat(fd))  # what was opened, not what the name pointed to a moment ago
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SchedulerBusyError(self.path) from None
+            held = os.pread(fd, _LOCK_MAX_BYTES + 1, 0)
+            if not _LOCK_CONTENT.fullmatch(held):
+                raise self._refuse("a file whose content is not a scheduler's process id")
+            own = f"{os.getpid()}\n".encode()
+            os.pwrite(fd, own, 0)
+            os.ftruncate(fd, len(own))  # only ever shortens a process id written by a scheduler
+        except BaseException:
             os.close(fd)
-            raise SchedulerBusyError(self.path) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+            raise
         self._fd = fd
 
     def release(self) -> None:
@@ -337,8 +386,9 @@ class Scheduler:
 
         Raises:
             SchedulerBusyError: another scheduler holds the deployment lock.
+            ConfigError: ``runner.lock_file`` names something that is not this lock's own file.
         """
-        lock = _DeploymentLock(self.config.lock_file)
+        lock = _DeploymentLock(self.config.lock_file, self.config.source)
         lock.acquire()
         pinger: WatchdogPinger | None = None
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -367,3 +367,55 @@ def test_an_unusable_agent_clears_after_a_success_or_a_serve_of_it(config_path: 
     assert build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z")]), judged).exit_code == EXIT_OK
     other = build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z", ["batou"])]), judged)
     assert other.exit_code == EXIT_FAILED  # a serve of other agents says nothing about motoko
+
+
+# -- 6. the deployment lock never truncates or follows into another file --------------------------------------
+
+
+def _lock_config(tmp_path: Path, lock: Path) -> Path:
+    return write_config(tmp_path, NIGHTLY + '\n[agents.motoko]\npersona = "motoko.toml"\nroutines = ["nightly"]\n',
+                        runner=f'catchup_grace = "0s"\nlock_file = {json.dumps(str(lock))}\n')
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-persona", "dangling-symlink", "file-with-content", "hard-link", "fifo", "directory"])
+def test_serve_refuses_a_lock_file_that_is_not_its_own(tmp_path: Path, kind: str) -> None:
+    """A lock_file that is a symlink, a persona's content, a hard link, a FIFO or a directory: exit 78, one line, nothing changed."""
+    lock = tmp_path / "serve.lock"
+    persona = tmp_path / "motoko.toml"
+    path = _lock_config(tmp_path, lock)  # copies the persona beside the config
+    original = persona.read_bytes()
+    if kind == "symlink-to-persona":
+        lock.symlink_to(persona)
+    elif kind == "dangling-symlink":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "file-with-content":
+        lock.write_bytes(original)
+    elif kind == "hard-link":
+        os.link(persona, lock)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"ghostrunner: error: {path}: runner.lock_file: expected a path of the scheduler's own")
+    assert repr(str(lock)) in result.stderr
+    assert persona.read_bytes() == original
+    if kind == "file-with-content":
+        assert lock.read_bytes() == original
+    assert not (tmp_path / "nowhere").exists()
+    assert lock.is_symlink() == (kind in ("symlink-to-persona", "dangling-symlink"))
+
+
+def test_serve_takes_over_its_own_stale_lock(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """A lock file holding a dead scheduler's pid (or nothing) is the lock's own: serve starts and writes its pid there."""
+    lock = tmp_path / "serve.lock"
+    lock.write_text("4194303\n", encoding="utf-8")
+    path = _lock_config(tmp_path, lock)
+    process, reader = start_serve(path, tmp_path)
+    processes.append(process)
+    reader.wait(event_named("scheduler.started"))
+    assert lock.read_text(encoding="utf-8") == f"{process.pid}\n"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
