@@ -5,8 +5,8 @@ scheduler's workers and the simulation. Its steps:
 
 1. slot from the *scheduled* time; ``client_key = "<agent>:<routine>:<slot>"``;
 2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
-3. a digest routine computes ``Journal.digest`` of its window (outcome
-   ``skipped`` when the window is empty); any other routine builds the
+3. a digest routine computes ``Journal.digest`` of its window, digest
+   entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
    agent-scoped ``prompt_context`` of its window and asks the backend;
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
    appended; an append racing another run of the same slot returns ``duplicate``.
@@ -26,7 +26,7 @@ from typing import Any, Final
 import structlog
 
 from journal import Journal, JournalError, validate_payload
-from routines import Routine, digest_entry_fields
+from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
 from runner.config import AgentConfig
 from runner.errors import RunInterrupted, RunnerError
@@ -160,7 +160,7 @@ def execute_run(
             outcome = "duplicate"
         else:
             if routine.is_digest:
-                digest = journal.digest(agent=agent.name, since=scheduled - routine.window, until=scheduled)
+                digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
                 fields = digest_entry_fields(digest, slot=slot) if digest.count else None
             else:
                 if backend is None:

@@ -34,7 +34,18 @@ from runner.status import (
     default_grace,
     read_log,
 )
-from tests.runner.conftest import NIGHTLY, REPO, event_named, ghostrunner, processes, start_serve, with_key, write_config  # noqa: F401  (processes: a fixture)
+from tests.runner.conftest import (  # noqa: F401  (processes: a fixture)
+    NIGHTLY,
+    REPO,
+    SIMPLE_AGENT,
+    entries,
+    event_named,
+    ghostrunner,
+    processes,
+    start_serve,
+    with_key,
+    write_config,
+)
 
 GHOSTRUNNER = shutil.which("ghostrunner") or "ghostrunner"
 
@@ -419,3 +430,34 @@ def test_serve_takes_over_its_own_stale_lock(tmp_path: Path, processes: list[sub
     assert lock.read_text(encoding="utf-8") == f"{process.pid}\n"
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0
+
+
+# -- 7. a digest summarises the week's non-digest entries only --------------------------------------------------
+
+
+def test_no_digest_counts_the_digest_before_it(tmp_path: Path) -> None:
+    """Three weeks of a real `ghostrunner simulate`: each digest counts exactly the non-digest entries of its week."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    result = ghostrunner("simulate", "--agent", "motoko", "--days", "21", "--start", "2026-08-03", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    every = entries(tmp_path / "journal")
+    digests = sorted((e for e in every if e.kind == "digest"), key=lambda e: e.ts)
+    assert len(digests) == 3
+    for digest in digests:
+        end = datetime.fromisoformat(digest.ts)
+        week = [e for e in every if e.kind != "digest" and end - timedelta(days=7) <= datetime.fromisoformat(e.ts) < end]
+        summary = digest.meta["digest"]
+        assert "digest" not in summary["kinds"], summary["kinds"]
+        assert summary["count"] == len(week) and digest.voice.startswith(f"Digest of {digest.meta['slot']}: {len(week)} entries")
+        assert not {ref for ref in (digest.signals or {}).get("continuity_refs", [])} & {d.id for d in digests}
+
+
+def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
+    """A digest whose window holds nothing but the previous digest is skipped, not a digest of one digest."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    first = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-02T21:00Z", "--config", str(path), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    args = ("run", "digest", "--agent", "motoko", "--config", str(path))
+    one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
+    two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
+    assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
