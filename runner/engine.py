@@ -13,14 +13,24 @@ scheduler's workers and the simulation. Its steps:
 
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
+
+A SIGTERM or SIGINT is acted on at once, except while the journal is asked
+for the slot's entry or appends it: there it waits until the answer is
+recorded in the run's outcome, so that the one ``run.finished`` of an
+interrupted run never says "no entry" for an entry it appended or found.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
+from types import FrameType
 from typing import Any, Final
 
 import structlog
@@ -35,8 +45,45 @@ from runner.slots import client_key, slot_for
 __all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
+_DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 log = structlog.get_logger()
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT for the block, then hand the first one to its handler.
+
+    The handler of ``ghostrunner run`` raises SystemExit wherever the main
+    thread happens to be. Inside an append that can be after the entry file
+    got its name and before the run recorded the outcome, so the run would be
+    logged as failed with no entry while the entry is there. The block is
+    short (one journal call and two assignments), bounded by the journal's
+    lock timeout. Only the main thread can set handlers; elsewhere (a
+    simulation worker thread) signals do not reach the run anyway.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, FrameType | None]] = []
+    previous: dict[int, Any] = {}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append((signum, frame))
+
+    for sig in _DEFERRED_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN are the kernel's business
+            previous[sig] = handler
+            signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signum, frame = held[0]
+            previous[signum](signum, frame)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +201,11 @@ def execute_run(
     try:
         # Only spares a backend call: the append's client_key check is what
         # guarantees one entry per slot.
-        existing = journal.find_by_client_key(key)
-        entry_id = existing.id if existing is not None else None
-        if entry_id is not None:
-            outcome = "duplicate"
-        else:
+        with _signals_deferred():
+            existing = journal.find_by_client_key(key)
+            if existing is not None:
+                outcome, entry_id = "duplicate", existing.id
+        if outcome != "duplicate":
             if routine.is_digest:
                 digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
                 fields = digest_entry_fields(digest, slot=slot) if digest.count else None
@@ -175,9 +222,9 @@ def execute_run(
                     would_be = validate_payload(payload)
                     outcome = "skipped"
                 else:
-                    appended = journal.append_with_result(payload)
-                    outcome = "duplicate" if appended.is_duplicate else "appended"
-                    entry_id = appended.entry.id
+                    with _signals_deferred():
+                        appended = journal.append_with_result(payload)
+                        outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
     except (RunnerError, JournalError) as exc:
         error = str(exc)
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line

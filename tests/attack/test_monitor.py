@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from tests.runner.conftest import (  # noqa: F401  (processes: a fixture)
     ghostrunner,
     processes,
     start_serve,
+    wait_for_path,
     with_key,
     write_config,
 )
@@ -461,3 +463,100 @@ def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
     one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
     two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
     assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
+
+
+# -- 4. a SIGTERM'd run never says "no entry" for an entry it appended or found --------------------------------
+
+#: A real `ghostrunner run` (the console script's own main) with one journal step wrapped to pause at PAUSE_AT until
+#: the file "go" appears in MARKERS. A wakeup fd sees each signal the moment the process receives it, whatever its
+#: Python handler does, and the pause writes "signalled" then, so the test knows the signal landed inside the step.
+HOOKED_RUN = """
+import os, select, signal, sys, time
+import journal.api, journal.store
+from runner.cli import main
+
+point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+
+def pause(name):
+    open(os.path.join(here, "paused-" + name), "w").close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(here, "go")) and time.monotonic() < deadline:
+        if select.select([wake_r], [], [], 0.01)[0]:
+            os.read(wake_r, 64)
+            open(os.path.join(here, "signalled"), "w").close()
+
+store, api = journal.store.EntryStore, journal.api.Journal
+write_temp, publish, find = store.write_temp, store.publish, api.find_by_client_key
+
+def hooked_write_temp(self, entry, **kwargs):
+    pending = write_temp(self, entry, **kwargs)
+    if point == "write_temp":
+        pause(point)  # the temp file is written, no name yet
+    return pending
+
+def hooked_publish(self, pending, **kwargs):
+    commit = kwargs.pop("meanwhile", None)
+    def linked():
+        if point == "link":
+            pause(point)  # the entry file has its name, the index is not committed
+        if commit is not None:
+            commit()
+    publish(self, pending, meanwhile=linked, **kwargs)
+    if point == "published":
+        pause(point)  # file and index are done; the append has not returned yet
+
+def hooked_find(self, key):
+    found = find(self, key)
+    if point == "found" and found is not None:
+        pause(point)  # the slot's entry was found; the run has not recorded it yet
+    return found
+
+store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
+sys.argv[0] = "ghostrunner"
+main()
+"""
+
+
+def _wait_until_signalled(process: subprocess.Popen[str], marker: Path, timeout: float = 30) -> None:
+    """Wait until the hooked run has seen its signal (*marker*) or has ended, failing after *timeout*."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists() and process.poll() is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the run neither saw its signal nor ended within {timeout} s")
+        try:
+            process.wait(0.02)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
+def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, point: str) -> None:
+    """SIGTERM at each step of the append (or of the duplicate check) ends the run with the outcome the journal agrees with."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
+    key = "motoko:evening:2026-09-05"
+    if point == "found":  # the slot already has its entry; the second run finds it
+        assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    hook = tmp_path / "hooked_run.py"
+    hook.write_text(HOOKED_RUN, encoding="utf-8")
+    victim = subprocess.Popen([sys.executable, str(hook), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PAUSE_AT": point, "MARKERS": str(markers)})
+    try:
+        wait_for_path(markers / f"paused-{point}")
+        victim.send_signal(signal.SIGTERM)
+        _wait_until_signalled(victim, markers / "signalled")
+    finally:
+        (markers / "go").touch()
+    out, err = victim.communicate(timeout=60)
+    assert victim.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
+    [stored] = with_key(tmp_path / "journal", key)  # the step had begun: the append (or the found entry) stands
+    expected = "duplicate" if point == "found" else "appended"
+    assert (finished["outcome"], finished["entry_id"], finished["error"]) == (expected, stored.id, None), finished
+    assert json.loads(out)["outcome"] == expected
