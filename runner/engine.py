@@ -251,13 +251,32 @@ def run_slot(
     A journal that cannot be opened (missing permissions, a file in the way,
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
+            was being opened (which can take a while: it may catch its index
+            up) or closed; the run's one ``run.finished`` is logged first.
     """
+    identity = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
         journal = Journal(agent.journal_root)
     except (JournalError, OSError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return _RunIdentity.of(agent.name, routine, scheduled, tz, run_id).finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error,
-                                                                                  dry_run=dry_run)
-    with journal:
-        return execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=run_id)
+        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
+        result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+    try:
+        result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
+                             run_id=identity.run_id)
+    except BaseException:
+        journal.close()
+        raise
+    try:
+        journal.close()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # The run has finished and logged its outcome; the result must still reach whoever started it.
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+    return result

@@ -205,7 +205,10 @@ class _DeploymentLock:
             raise self._refuse(f"a file of {info.st_size} bytes, not a lock")
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._refuse(f"its directory cannot be created ({exc.strerror or exc})") from None
         try:
             self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
         except FileNotFoundError:

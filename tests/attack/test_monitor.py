@@ -481,6 +481,8 @@ os.set_blocking(wake_w, False)
 signal.set_wakeup_fd(wake_w)
 
 def pause(name):
+    if os.path.exists(os.path.join(here, "paused-" + name)):
+        return  # once per run
     open(os.path.join(here, "paused-" + name), "w").close()
     deadline = time.monotonic() + 30
     while not os.path.exists(os.path.join(here, "go")) and time.monotonic() < deadline:
@@ -514,7 +516,20 @@ def hooked_find(self, key):
         pause(point)  # the slot's entry was found; the run has not recorded it yet
     return found
 
+init, close = api.__init__, api.close
+
+def hooked_init(self, *args, **kwargs):
+    if point == "open":
+        pause(point)  # the run has started; its journal is not open yet
+    init(self, *args, **kwargs)
+
+def hooked_close(self):
+    close(self)
+    if point == "close":
+        pause(point)  # the run has finished and logged; its result is not printed yet
+
 store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
+api.__init__, api.close = hooked_init, hooked_close
 sys.argv[0] = "ghostrunner"
 main()
 """
@@ -532,14 +547,8 @@ def _wait_until_signalled(process: subprocess.Popen[str], marker: Path, timeout:
             continue
 
 
-@pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
-def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, point: str) -> None:
-    """SIGTERM at each step of the append (or of the duplicate check) ends the run with the outcome the journal agrees with."""
-    config = write_config(tmp_path, SIMPLE_AGENT)
-    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
-    key = "motoko:evening:2026-09-05"
-    if point == "found":  # the slot already has its entry; the second run finds it
-        assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+def _hooked_run(tmp_path: Path, point: str, args: list[str]) -> tuple[int, str, str]:
+    """Run HOOKED_RUN with *args*, SIGTERM it once it pauses at *point*, and return its exit code, stdout and stderr."""
     markers = tmp_path / "markers"
     markers.mkdir()
     hook = tmp_path / "hooked_run.py"
@@ -553,10 +562,49 @@ def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, p
     finally:
         (markers / "go").touch()
     out, err = victim.communicate(timeout=60)
-    assert victim.returncode == 128 + signal.SIGTERM, err
+    return victim.returncode, out, err
+
+
+@pytest.mark.parametrize("point", ["open", "close"])
+def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_path: Path, point: str) -> None:
+    """SIGTERM while the run's journal opens (no entry) or closes (appended) still logs one run.finished and prints the result."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    code, out, err = _hooked_run(tmp_path, point, ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)])
+    assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
+    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
+    stored = with_key(tmp_path / "journal", "motoko:evening:2026-09-05")
+    if point == "open":
+        assert stored == [] and finished["outcome"] == "failed" and "interrupted by a signal" in finished["error"]
+    else:
+        assert [entry.id for entry in stored] == [finished["entry_id"]] and finished["outcome"] == "appended"
+    printed = json.loads(out)  # what serve reads from its worker
+    assert [printed[k] for k in ("run_id", "outcome", "entry_id", "error")] == [finished[k] for k in ("run_id", "outcome", "entry_id", "error")]
+
+
+@pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
+def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, point: str) -> None:
+    """SIGTERM at each step of the append (or of the duplicate check) ends the run with the outcome the journal agrees with."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
+    key = "motoko:evening:2026-09-05"
+    if point == "found":  # the slot already has its entry; the second run finds it
+        assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+    code, out, err = _hooked_run(tmp_path, point, args)
+    assert code == 128 + signal.SIGTERM, err
     assert "Traceback" not in err
     [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
     [stored] = with_key(tmp_path / "journal", key)  # the step had begun: the append (or the found entry) stands
     expected = "duplicate" if point == "found" else "appended"
     assert (finished["outcome"], finished["entry_id"], finished["error"]) == (expected, stored.id, None), finished
     assert json.loads(out)["outcome"] == expected
+
+
+def test_serve_refuses_a_lock_file_below_a_file(tmp_path: Path) -> None:
+    """A lock_file whose directory is a file is a configuration error (exit 78, one line), not a traceback."""
+    blocker = tmp_path / "state"
+    blocker.write_text("not a directory\n", encoding="utf-8")
+    path = _lock_config(tmp_path, blocker / "serve.lock")
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
+    assert "runner.lock_file" in result.stderr and "cannot be created" in result.stderr
+    assert blocker.read_text(encoding="utf-8") == "not a directory\n"
