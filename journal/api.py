@@ -6,7 +6,7 @@ import functools
 import logging
 import os
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -597,10 +597,20 @@ class Journal:
         return hits[:k]
 
     @_recovering
-    def digest(self, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None) -> Digest:
-        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity."""
+    def digest(
+        self, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None, *,
+        exclude_kinds: Collection[str] = (),
+    ) -> Digest:
+        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity.
+
+        Entries of the kinds in *exclude_kinds* are left out entirely (a
+        digest routine leaves out ``digest`` entries, so that no digest
+        counts the digest before it).
+        """
         lower, upper = _bound(since, "since"), _bound(until, "until")
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
+        if exclude_kinds:
+            rows = [row for row in rows if row.kind not in exclude_kinds]
         links = self._index.links_within([row.id for row in rows])
         return compute_digest(rows, links, agent=agent, since=lower, until=upper)
 

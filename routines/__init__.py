@@ -6,16 +6,18 @@
 """
 
 from routines.builtin import BUILTIN_ROUTINES, DIGEST, EVENING, PULSE_4H
-from routines.digest import digest_entry_fields
+from routines.digest import DIGEST_KINDS, digest_entry_fields, digest_window
 from routines.model import ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 
 __all__ = [
     "BUILTIN_ROUTINES",
     "DIGEST",
+    "DIGEST_KINDS",
     "EVENING",
     "PULSE_4H",
     "ROUTINE_FIELDS",
     "SLOT_GRANULARITIES",
     "Routine",
     "digest_entry_fields",
+    "digest_window",
 ]

@@ -1,4 +1,8 @@
-"""The digest routine's hook: turn a computed Digest into the fields of a digest entry.
+"""The digest routine's hooks: compute the digest of a window, and turn it into the fields of a digest entry.
+
+A digest summarises the window's entries that are not digests themselves:
+the previous week's digest lies exactly on the window's inclusive start, and
+counting it would make every digest partly a digest of digests.
 
 The voice is a plain-language summary of the digest; the digest itself is
 kept whole in ``meta.digest`` so the entry can be read by machines too.
@@ -6,11 +10,20 @@ kept whole in ``meta.digest`` so the entry can be read by machines too.
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, Final
 
-from journal import Digest
+from journal import Digest, Journal
 
-__all__ = ["digest_entry_fields"]
+__all__ = ["DIGEST_KINDS", "digest_entry_fields", "digest_window"]
+
+#: Entry kinds a digest never summarises: its own kind.
+DIGEST_KINDS: Final = ("digest",)
+
+
+def digest_window(journal: Journal, *, agent: str, since: datetime, until: datetime) -> Digest:
+    """The digest of *agent*'s entries in ``[since, until)``, digest entries left out."""
+    return journal.digest(agent=agent, since=since, until=until, exclude_kinds=DIGEST_KINDS)
 
 
 def _names(items: list[dict[str, Any]], label: str, n: int) -> list[str]:

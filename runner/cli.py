@@ -277,7 +277,9 @@ def _render_status(report: Any, tz: Any) -> str:
              for p in report.pairs]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    errors = [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
+    errors = [f"  {p.agent} {p.routine}: {p.problem}" for p in report.pairs if p.problem]
+    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs
+               if not p.problem and p.last_failure is not None and p.last_failure.error]
     if errors:
         lines += ["", "last errors:", *errors]
     counts = report.input
@@ -286,7 +288,8 @@ def _render_status(report: Any, tz: Any) -> str:
               + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else "")]
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
-    verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input"}[report.exit_code]
+    verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input",
+               5: "unknown: the log does not reach back to a due slot (feed more log)"}[report.exit_code]
     lines.append(f"status: {verdict} (exit {report.exit_code})")
     return "\n".join(lines)
 
@@ -302,9 +305,10 @@ def _render_status(report: Any, tz: Any) -> str:
 def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json: bool, now_text: str | None, grace_text: str | None) -> None:
     """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
 
-    Exit codes: 0 all well; 1 a routine's latest run failed (wins over overdue);
-    3 a routine's latest due slot has no success after the grace period;
-    4 no runner events in the input. Malformed and foreign lines are counted, never fatal.
+    Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
+    unusable (wins over overdue); 3 a routine's latest due slot has no success after the grace period;
+    4 no runner events in the input; 5 unknown: the log starts after a due slot (feed more log).
+    Malformed, oversized, too deeply nested and foreign lines are counted, never fatal.
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """

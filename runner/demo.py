@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from journal import Journal
+from routines import digest_window
 from runner.config import RunnerConfig
 from runner.simulate import SimulationSummary, simulate_agent
 
@@ -38,7 +39,7 @@ def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, qu
     summary = simulate_agent(config, agent, start, end)
     settings = config.agent(agent)
     with Journal(settings.journal_root) as journal:
-        last_week = journal.digest(agent=agent, since=end - timedelta(days=7), until=end).to_dict()
+        last_week = digest_window(journal, agent=agent, since=end - timedelta(days=7), until=end).to_dict()
         entries = journal.digest(agent=agent).count
         context = journal.prompt_context(question, k=4, agent=agent, until=end, max_chars=2500)
     return DemoReport(str(settings.journal_root), summary, entries, last_week, question, context)

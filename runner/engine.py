@@ -5,28 +5,38 @@ scheduler's workers and the simulation. Its steps:
 
 1. slot from the *scheduled* time; ``client_key = "<agent>:<routine>:<slot>"``;
 2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
-3. a digest routine computes ``Journal.digest`` of its window (outcome
-   ``skipped`` when the window is empty); any other routine builds the
+3. a digest routine computes ``Journal.digest`` of its window, digest
+   entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
    agent-scoped ``prompt_context`` of its window and asks the backend;
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
    appended; an append racing another run of the same slot returns ``duplicate``.
 
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
+
+A SIGTERM or SIGINT is acted on at once, except while the journal is asked
+for the slot's entry or appends it: there it waits until the answer is
+recorded in the run's outcome, so that the one ``run.finished`` of an
+interrupted run never says "no entry" for an entry it appended or found.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
+from types import FrameType
 from typing import Any, Final
 
 import structlog
 
 from journal import Journal, JournalError, validate_payload
-from routines import Routine, digest_entry_fields
+from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
 from runner.config import AgentConfig
 from runner.errors import RunInterrupted, RunnerError
@@ -35,8 +45,45 @@ from runner.slots import client_key, slot_for
 __all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
+_DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 log = structlog.get_logger()
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT for the block, then hand the first one to its handler.
+
+    The handler of ``ghostrunner run`` raises SystemExit wherever the main
+    thread happens to be. Inside an append that can be after the entry file
+    got its name and before the run recorded the outcome, so the run would be
+    logged as failed with no entry while the entry is there. The block is
+    short (one journal call and two assignments), bounded by the journal's
+    lock timeout. Only the main thread can set handlers; elsewhere (a
+    simulation worker thread) signals do not reach the run anyway.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, FrameType | None]] = []
+    previous: dict[int, Any] = {}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append((signum, frame))
+
+    for sig in _DEFERRED_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN are the kernel's business
+            previous[sig] = handler
+            signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if held:
+            signum, frame = held[0]
+            previous[signum](signum, frame)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +159,17 @@ class _RunIdentity:
         """The run's log fields: every identity field, ``scheduled`` included."""
         return asdict(self)
 
-    def finish(self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None) -> RunResult:
-        """Log the run's one ``run.finished`` line and return its result."""
+    def finish(
+        self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> RunResult:
+        """Log the run's one ``run.finished`` line and return its result.
+
+        ``dry_run`` is logged so that ``status`` never counts a dry run (which
+        appends nothing) as the success of its slot.
+        """
         level = log.error if outcome == "failed" else log.info
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error)
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
         return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
 
 
@@ -147,13 +201,13 @@ def execute_run(
     try:
         # Only spares a backend call: the append's client_key check is what
         # guarantees one entry per slot.
-        existing = journal.find_by_client_key(key)
-        entry_id = existing.id if existing is not None else None
-        if entry_id is not None:
-            outcome = "duplicate"
-        else:
+        with _signals_deferred():
+            existing = journal.find_by_client_key(key)
+            if existing is not None:
+                outcome, entry_id = "duplicate", existing.id
+        if outcome != "duplicate":
             if routine.is_digest:
-                digest = journal.digest(agent=agent.name, since=scheduled - routine.window, until=scheduled)
+                digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
                 fields = digest_entry_fields(digest, slot=slot) if digest.count else None
             else:
                 if backend is None:
@@ -168,9 +222,9 @@ def execute_run(
                     would_be = validate_payload(payload)
                     outcome = "skipped"
                 else:
-                    appended = journal.append_with_result(payload)
-                    outcome = "duplicate" if appended.is_duplicate else "appended"
-                    entry_id = appended.entry.id
+                    with _signals_deferred():
+                        appended = journal.append_with_result(payload)
+                        outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
     except (RunnerError, JournalError) as exc:
         error = str(exc)
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
@@ -181,9 +235,11 @@ def execute_run(
         # the run here; it still gets its one run.finished line before the process goes.
         if outcome == "failed":
             error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error)
+        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                            dry_run=dry_run)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be)
+    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be,
+                      dry_run=dry_run)
 
 
 def run_slot(
@@ -195,12 +251,32 @@ def run_slot(
     A journal that cannot be opened (missing permissions, a file in the way,
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
+            was being opened (which can take a while: it may catch its index
+            up) or closed; the run's one ``run.finished`` is logged first.
     """
+    identity = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
         journal = Journal(agent.journal_root)
     except (JournalError, OSError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return _RunIdentity.of(agent.name, routine, scheduled, tz, run_id).finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error)
-    with journal:
-        return execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=run_id)
+        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
+        result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+    try:
+        result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
+                             run_id=identity.run_id)
+    except BaseException:
+        journal.close()
+        raise
+    try:
+        journal.close()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # The run has finished and logged its outcome; the result must still reach whoever started it.
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+    return result

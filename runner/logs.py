@@ -5,10 +5,11 @@
 =========================  =====================================================
 run.started                run_id, agent, routine, slot, client_key, scheduled
 run.finished               run_id, agent, routine, slot, client_key, scheduled, entry_id,
-                           outcome (appended | duplicate | failed | skipped), duration_ms, error
-                           -- exactly one per run, whatever happened
+                           outcome (appended | duplicate | failed | skipped), duration_ms, error,
+                           dry_run -- exactly one per run, whatever happened
 scheduler.started          agents, jobs, timezone, lock_file, pid
 scheduler.catchup          agent, routine, slot, scheduled (a missed slot run once on start)
+scheduler.agent_unusable   agent, journal_root, error (its journal cannot be used; the others are served)
 scheduler.worker_crashed   run_id, agent, routine, slot, client_key, returncode, trigger, error
 scheduler.run_skipped      agent, routine, scheduled, reason (a run of that pair is still going)
 scheduler.stopping         signal, in_flight
@@ -39,6 +40,7 @@ EVENTS: Final = (
     "run.error",
     "scheduler.started",
     "scheduler.catchup",
+    "scheduler.agent_unusable",
     "scheduler.worker_crashed",
     "scheduler.run_skipped",
     "scheduler.stopping",

@@ -15,6 +15,10 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 * on start, the most recent missed slot of each (agent, routine) within
   ``catchup_grace`` runs once; "missed" is decided by the journal (no entry
   with the slot's client_key), never by a burst of every missed slot;
+* an agent whose journal cannot be used on start (a file in its place, a
+  foreign manifest, a permission) is logged as ``scheduler.agent_unusable``
+  and gets no catch-up; its cron jobs stay, so its runs fail with one clear
+  line each until it is fixed, and every other agent is served as usual;
 * SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
   ``shutdown_timeout`` (then kills them; a killed run leaves a complete
   entry or none), and returns 0.
@@ -22,10 +26,13 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -46,15 +53,18 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 
 from journal import Journal
-from runner.config import RunnerConfig
-from runner.errors import SchedulerBusyError
+from runner.config import AgentConfig, RunnerConfig
+from runner.errors import ConfigError, SchedulerBusyError
 from runner.notify import WatchdogPinger
 from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
-__all__ = ["MissedSlot", "Scheduler", "missed_slots", "worker_command"]
+__all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots", "worker_command"]
 
 log = structlog.get_logger()
 _KILL_GRACE_SECONDS = 5.0
+#: What a deployment lock file may hold: nothing, or the process id a scheduler wrote.
+_LOCK_CONTENT = re.compile(rb"(?:[0-9]{1,19}\n?)?")
+_LOCK_MAX_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,24 +77,56 @@ class MissedSlot:
     slot: str
 
 
-def missed_slots(config: RunnerConfig, now: datetime) -> list[MissedSlot]:
+@dataclass(frozen=True, slots=True)
+class UnusableAgent:
+    """An agent whose journal could not be opened or read while planning catch-up."""
+
+    agent: str
+    journal_root: str
+    error: str
+
+
+def _journal_error(agent: AgentConfig, exc: Exception) -> str:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return (f"cannot use the journal at {str(agent.journal_root)!r}: {reason}; its runs fail until it is fixed "
+            "(the other agents are served)")
+
+
+def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAgent] | None = None) -> list[MissedSlot]:
     """For each (agent, routine): its latest fire time within ``catchup_grace`` before *now*, if the journal lacks it.
 
     Only the most recent slot per pair is considered, so a long downtime
     causes one run per pair, not a burst.
+
+    Args:
+        config: the configuration.
+        now: the moment catch-up is planned at.
+        unusable: when given, an agent whose journal cannot be opened or read
+            is appended here and skipped, so that the other agents are still
+            planned; without it, the error is raised.
     """
     missed = []
     since = now.astimezone(UTC) - config.catchup_grace  # real time: wall-clock arithmetic is an hour off across a DST change
     for agent in config.agents.values():
-        with Journal(agent.journal_root) as journal:
-            for name in agent.routines:
-                routine = config.routines[name]
-                latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
-                if latest is None:
-                    continue
-                slot = slot_for(latest, routine.slot, config.timezone)
-                if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
-                    missed.append(MissedSlot(agent.name, name, latest, slot))
+        found = []
+        try:
+            with Journal(agent.journal_root) as journal:
+                for name in agent.routines:
+                    routine = config.routines[name]
+                    latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
+                    if latest is None:
+                        continue
+                    slot = slot_for(latest, routine.slot, config.timezone)
+                    if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
+                        found.append(MissedSlot(agent.name, name, latest, slot))
+        # Any failure of one agent's journal (a file in its place, a foreign
+        # manifest, a corrupt entry, a permission) is that agent's alone.
+        except Exception as exc:
+            if unusable is None:
+                raise
+            unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
+            continue
+        missed += found
     return missed
 
 
@@ -128,22 +170,68 @@ class _StoppableScheduler(BlockingScheduler):
 
 
 class _DeploymentLock:
-    """An OS-held exclusive lock: released by the kernel if the process dies."""
+    """An OS-held exclusive lock: released by the kernel if the process dies.
 
-    def __init__(self, path: Path) -> None:
+    The lock file is the scheduler's own: empty, or holding one scheduler's
+    process id. Whatever else ``runner.lock_file`` names (a symlink, a
+    directory, a FIFO or device, a hard link, a file with other content, such
+    as a persona after a configuration slip) is refused with a ConfigError
+    and left exactly as it was: the path is opened without following a
+    symlink, without O_TRUNC and without blocking, and nothing is written
+    before the checks pass.
+    """
+
+    def __init__(self, path: Path, source: str = "the configuration") -> None:
         self.path = path
+        self.source = source
         self._fd: int | None = None
 
+    def _refuse(self, what: str) -> ConfigError:
+        return ConfigError(
+            self.source, "runner.lock_file",
+            "a path of the scheduler's own (no file yet, or a regular file holding only a process id); "
+            "point runner.lock_file at a new file",
+            f"{str(self.path)!r}, {what}",
+        )
+
+    def _check(self, info: os.stat_result) -> None:
+        if stat.S_ISLNK(info.st_mode):
+            raise self._refuse("a symbolic link")
+        if not stat.S_ISREG(info.st_mode):
+            raise self._refuse("not a regular file")
+        if info.st_nlink != 1:
+            raise self._refuse(f"a file with {info.st_nlink} hard links")
+        if info.st_size > _LOCK_MAX_BYTES:
+            raise self._refuse(f"a file of {info.st_size} bytes, not a lock")
+
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._refuse(f"its directory cannot be created ({exc.strerror or exc})") from None
+        try:
+            self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise self._refuse("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+        try:
+            self._check(os.fstat(fd))  # what was opened, not what the name pointed to a moment ago
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise SchedulerBusyError(self.path) from None
+            held = os.pread(fd, _LOCK_MAX_BYTES + 1, 0)
+            if not _LOCK_CONTENT.fullmatch(held):
+                raise self._refuse("a file whose content is not a scheduler's process id")
+            own = f"{os.getpid()}\n".encode()
+            os.pwrite(fd, own, 0)
+            os.ftruncate(fd, len(own))  # only ever shortens a process id written by a scheduler
+        except BaseException:
             os.close(fd)
-            raise SchedulerBusyError(self.path) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+            raise
         self._fd = fd
 
     def release(self) -> None:
@@ -247,7 +335,8 @@ class Scheduler:
         slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
         fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}
         log.error("scheduler.worker_crashed", **fields, returncode=code, trigger=trigger, error=error)
-        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error)
+        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error,
+                  dry_run=False)
         return None
 
     @staticmethod
@@ -300,8 +389,9 @@ class Scheduler:
 
         Raises:
             SchedulerBusyError: another scheduler holds the deployment lock.
+            ConfigError: ``runner.lock_file`` names something that is not this lock's own file.
         """
-        lock = _DeploymentLock(self.config.lock_file)
+        lock = _DeploymentLock(self.config.lock_file, self.config.source)
         lock.acquire()
         pinger: WatchdogPinger | None = None
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -316,7 +406,8 @@ class Scheduler:
                     )
                     jobs += 1
             now = self._now()
-            for missed in missed_slots(self.config, now):
+            unusable: list[UnusableAgent] = []
+            for missed in missed_slots(self.config, now, unusable):
                 log.info("scheduler.catchup", agent=missed.agent, routine=missed.routine, slot=missed.slot, scheduled=missed.scheduled.isoformat())
                 self._scheduler.add_job(
                     self.dispatch, "date", run_date=now, args=[missed.agent, missed.routine, missed.scheduled, "catchup"],
@@ -324,6 +415,8 @@ class Scheduler:
                 )
             log.info("scheduler.started", agents=sorted(self.config.agents), jobs=jobs, timezone=str(self.config.timezone),
                      lock_file=str(self.config.lock_file), pid=os.getpid())
+            for problem in unusable:  # after scheduler.started, so that status knows which start each belongs to
+                log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
             self._notify("READY=1")
             if self._watchdog_interval:
                 # Pings continue through the shutdown wait, which may take up to shutdown_timeout.

@@ -3,32 +3,46 @@
 :func:`read_log` folds JSON log lines (as the runner writes them, as
 ``journalctl -o cat`` prints them, or ``journalctl -o json`` records whose
 ``MESSAGE`` holds them) into the last success, last failure and latest
-``run.finished`` of each (agent, routine). Lines that are not JSON, or a
-``run.finished`` without its fields, are counted as malformed; JSON lines
-that are not runner events are counted as foreign; neither stops the read.
+``run.finished`` of each (agent, routine), and the slots its successes
+cover. Lines that are not JSON, a ``run.finished`` without its fields (or
+whose ``client_key`` is not ``agent:routine:slot``), a line longer than
+:data:`MAX_LINE_CHARS` or nested deeper than :data:`MAX_DEPTH` are counted as
+malformed and skipped; JSON lines that are not runner events are counted as
+foreign; neither stops the read, and no line can make it raise.
 
 :func:`build_report` combines that with the configured schedules. A pair is
 
-* ``failed`` when its latest ``run.finished`` failed;
+* ``failed`` when its latest ``run.finished`` failed, or when ``serve``
+  reported its agent's journal unusable (``scheduler.agent_unusable``) and
+  neither a success of the pair nor a ``scheduler.started`` serving that
+  agent followed;
 * ``overdue`` when its latest due slot (the latest fire time at least
   ``grace`` before now) has no successful run, and the log reaches back to
   that time;
 * ``unknown`` when the log starts after that due time and shows no success
   for it (feed more log: ``journalctl --since``);
-* ``ok`` otherwise. Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes.
+* ``ok`` when a successful run *of the due slot itself* is in the log.
+  Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a
+  success of any other slot (a later one, or a dry run of the future) never
+  covers the due slot, and a dry run (``dry_run``) is no run of its slot at
+  all: it appends nothing.
 
 Exit codes (:attr:`StatusReport.exit_code`): 0 all well; 1 something failed
 (wins when something is also overdue: a failed slot is usually overdue too,
 and the failure carries the error); 3 something is overdue; 4 the input holds
-no runner event at all (a wrong unit name or file).
+no runner event at all (a wrong unit name or file); 5 nothing failed or is
+overdue, but some pair is unknown (the log does not reach back to its due
+slot), so all is not known to be well.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from itertools import accumulate
 from typing import Any, Final
 
 from runner.config import RunnerConfig
@@ -41,6 +55,9 @@ __all__ = [
     "EXIT_NO_EVENTS",
     "EXIT_OK",
     "EXIT_OVERDUE",
+    "EXIT_UNKNOWN",
+    "MAX_DEPTH",
+    "MAX_LINE_CHARS",
     "SUCCESS_OUTCOMES",
     "LogDigest",
     "PairStatus",
@@ -55,8 +72,33 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
+EXIT_UNKNOWN: Final = 5
 SUCCESS_OUTCOMES: Final = ("appended", "duplicate", "skipped")
 _STATE_ORDER: Final = ("failed", "overdue", "unknown", "ok")
+
+#: The longest log line parsed, in characters. journald splits lines at 48 KiB
+#: (``LineMax=``), and the runner's longest lines (a ``run.error`` traceback)
+#: stay far below; anything longer is skipped as malformed, read in pieces so
+#: that a line without end never has to fit in memory.
+MAX_LINE_CHARS: Final = 1 << 20
+#: The deepest JSON nesting parsed. Runner events nest about six levels (a
+#: traceback in ``run.error``); json.loads recurses once per level and dies
+#: with RecursionError at about a thousand.
+MAX_DEPTH: Final = 64
+#: How many covered slots are kept per pair; the newest slots are kept, so a
+#: long log can only lose old coverage, which never turns a state into ok.
+_COVERED_KEPT: Final = 1024
+_MALFORMED: Final = object()
+_OVERSIZE: Final = object()
+_JSON_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS: Final = re.compile(r"[\[\]{}]")
+# Control characters, lone surrogates (which no UTF-8 output can encode), line
+# and paragraph separators and bidirectional overrides: a log line is not
+# allowed to break the table, the JSON output or the operator's terminal.
+_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+# Any timezone conversion of a moment inside these days stays inside datetime's range.
+_FIRST_DAY: Final = date(1, 1, 2)
+_LAST_DAY: Final = date(9999, 12, 30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +127,7 @@ class _Pair:
     last_success: RunRecord | None = None
     last_failure: RunRecord | None = None
     latest: RunRecord | None = None
-    successes: list[RunRecord] = field(default_factory=list)
+    covered: dict[str, RunRecord] = field(default_factory=dict)  # slot -> a success of that very slot
 
 
 @dataclass(slots=True)
@@ -98,58 +140,149 @@ class LogDigest:
     runs: int = 0
     malformed: int = 0
     foreign: int = 0
+    dry_runs: int = 0
     first: datetime | None = None
     last: datetime | None = None
+    unusable: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # agent -> latest scheduler.agent_unusable
+    served: dict[str, datetime] = field(default_factory=dict)  # agent -> latest scheduler.started serving it
 
     def counts(self) -> dict[str, Any]:
         """The input counters as JSON-ready data."""
         return {
             "lines": self.lines, "events": self.events, "runs": self.runs, "malformed": self.malformed, "foreign": self.foreign,
+            "dry_runs": self.dry_runs,
             "first": self.first.isoformat() if self.first else None, "last": self.last.isoformat() if self.last else None,
         }
 
 
 def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str):
+    if not isinstance(value, str) or len(value) > 64:
         return None
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return moment if moment.tzinfo is not None else None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        return None
+    try:
+        day = moment.astimezone(UTC).date()
+    except OverflowError:  # 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        return None
+    return moment if _FIRST_DAY <= day <= _LAST_DAY else None
+
+
+def _text(value: object) -> str | None:
+    """A string field made safe to print: unsafe characters escaped as ``\\uXXXX``."""
+    if not isinstance(value, str):
+        return None
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", value)
+
+
+def _too_deep(text: str) -> bool:
+    """Whether the JSON in *text* nests deeper than MAX_DEPTH (brackets inside strings do not count)."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _BRACKETS.findall(_JSON_STRING.sub("", text))
+    return max(accumulate(1 if bracket in "[{" else -1 for bracket in brackets), default=0) > MAX_DEPTH
+
+
+def _parse(text: str) -> Any:
+    """*text* as JSON, or _MALFORMED when it is not JSON or breaks the size or depth bound."""
+    if len(text) > MAX_LINE_CHARS or _too_deep(text):
+        return _MALFORMED
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: only if the depth check ever misjudged invalid JSON
+        return _MALFORMED
+
+
+def _message_text(message: object) -> str | None:
+    """A journald MESSAGE as text: a string, or the byte array journald writes for non-UTF-8 or binary messages."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list) and len(message) <= MAX_LINE_CHARS and all(type(b) is int and 0 <= b < 256 for b in message):
+        return bytes(message).decode("utf-8", errors="replace")
+    return None
 
 
 def _decode(line: str) -> dict[str, Any] | None | str:
     """A log line as its event dict; "malformed" when it is not JSON; None when it is JSON but no runner event."""
-    try:
-        data = json.loads(line)
-    except ValueError:
+    data = _parse(line)
+    if data is _MALFORMED:
         return "malformed"
-    if isinstance(data, dict) and "event" not in data and isinstance(data.get("MESSAGE"), str):
-        inner = _decode(data["MESSAGE"])  # a `journalctl -o json` record; another service's text message is foreign
-        return None if inner == "malformed" else inner
-    if isinstance(data, dict) and data.get("event") in EVENTS:
+    if isinstance(data, dict) and "event" not in data and "MESSAGE" in data:
+        # A `journalctl -o json` record (one level only); another service's text message is foreign.
+        message = _message_text(data["MESSAGE"])
+        data = _parse(message) if message is not None else None
+        if data is _MALFORMED:
+            return None
+    if isinstance(data, dict) and isinstance(data.get("event"), str) and data["event"] in EVENTS:
         return data
     return None
 
 
+def _is_dry_run(event: dict[str, Any]) -> bool:
+    """Whether a run.finished is a dry run: flagged, or (lines of runners that predate the flag) skipped with no error."""
+    flag = event.get("dry_run")
+    if isinstance(flag, bool):
+        return flag
+    return event.get("outcome") == "skipped" and event.get("error") is None
+
+
 def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str], RunRecord] | None:
-    agent, routine, outcome = event.get("agent"), event.get("routine"), event.get("outcome")
-    if not isinstance(agent, str) or not isinstance(routine, str) or outcome not in OUTCOMES:
+    agent, routine, outcome = _text(event.get("agent")), _text(event.get("routine")), event.get("outcome")
+    if agent is None or routine is None or not isinstance(outcome, str) or outcome not in OUTCOMES:
         return None
-    slot, error = event.get("slot"), event.get("error")
+    slot, key = _text(event.get("slot")), event.get("client_key")
+    if key is not None and (not isinstance(key, str) or slot is None or _text(key) != f"{agent}:{routine}:{slot}"):
+        return None  # a line that contradicts itself cannot vouch for any slot
     return (agent, routine), RunRecord(
-        finished=finished, outcome=str(outcome), slot=slot if isinstance(slot, str) else None, scheduled=_timestamp(event.get("scheduled")),
-        run_id=event.get("run_id") if isinstance(event.get("run_id"), str) else None,
-        entry_id=event.get("entry_id") if isinstance(event.get("entry_id"), str) else None,
-        error=error if isinstance(error, str) else None,
+        finished=finished, outcome=outcome, slot=slot, scheduled=_timestamp(event.get("scheduled")),
+        run_id=_text(event.get("run_id")), entry_id=_text(event.get("entry_id")), error=_text(event.get("error")),
     )
 
 
+def _bounded_lines(lines: Iterable[str]) -> Iterator[Any]:
+    """The lines of *lines*; from a stream, each read in bounded pieces, a line past MAX_LINE_CHARS as _OVERSIZE."""
+    readline = getattr(lines, "readline", None)
+    if readline is None:
+        yield from lines
+        return
+    while True:
+        line = readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        if len(line) <= MAX_LINE_CHARS or line.endswith("\n"):
+            yield line
+            continue
+        while line and not line.endswith("\n"):  # drop the rest of the oversized line, piece by piece
+            line = readline(1 << 16)
+        yield _OVERSIZE
+
+
+def _note_scheduler_event(digest: LogDigest, event: dict[str, Any], moment: datetime) -> None:
+    if event["event"] == "scheduler.agent_unusable":
+        agent, error = _text(event.get("agent")), _text(event.get("error"))
+        if agent is not None and (agent not in digest.unusable or moment >= digest.unusable[agent][0]):
+            digest.unusable[agent] = (moment, error or "the agent's journal is unusable")
+    elif event["event"] == "scheduler.started" and isinstance(event.get("agents"), list):
+        for agent in filter(None, map(_text, event["agents"])):
+            if agent not in digest.served or moment >= digest.served[agent]:
+                digest.served[agent] = moment
+
+
 def read_log(lines: Iterable[str]) -> LogDigest:
-    """Fold JSON log lines into per-(agent, routine) runs; never raises on bad input."""
+    """Fold JSON log lines into per-(agent, routine) runs; never raises on bad input.
+
+    *lines* may be a text stream (read line by line in bounded pieces) or any
+    iterable of strings.
+    """
     digest = LogDigest()
-    for raw in lines:
+    for raw in _bounded_lines(lines):
+        if raw is _OVERSIZE:
+            digest.lines += 1
+            digest.malformed += 1
+            continue
         line = raw.strip()
         if not line:
             continue
@@ -173,17 +306,23 @@ def read_log(lines: Iterable[str]) -> LogDigest:
         digest.first = moment if digest.first is None else min(digest.first, moment)
         digest.last = moment if digest.last is None else max(digest.last, moment)
         if parsed is None:
+            _note_scheduler_event(digest, event, moment)
             continue
         key, record = parsed
         digest.runs += 1
+        if _is_dry_run(event):
+            digest.dry_runs += 1  # appends nothing: neither a success nor a failure of any slot
+            continue
         pair = digest.pairs.setdefault(key, _Pair())
         if pair.latest is None or record.finished >= pair.latest.finished:
             pair.latest = record
         if record.outcome in SUCCESS_OUTCOMES:
             if pair.last_success is None or record.finished >= pair.last_success.finished:
                 pair.last_success = record
-            pair.successes.append(record)
-            del pair.successes[:-64]  # enough to find the due slot's success; bounded for long logs
+            if record.slot is not None:
+                pair.covered[record.slot] = record
+                if len(pair.covered) > _COVERED_KEPT:
+                    del pair.covered[min(pair.covered)]  # slot names of one routine sort by time
         elif pair.last_failure is None or record.finished >= pair.last_failure.finished:
             pair.last_failure = record
     return digest
@@ -201,6 +340,7 @@ class PairStatus:
     due_slot: str | None
     last_success: RunRecord | None
     last_failure: RunRecord | None
+    problem: str | None = None  # the agent's journal is unusable (from scheduler.agent_unusable)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -209,6 +349,7 @@ class PairStatus:
             "due": self.due.isoformat() if self.due else None, "due_slot": self.due_slot,
             "last_success": self.last_success.to_dict() if self.last_success else None,
             "last_failure": self.last_failure.to_dict() if self.last_failure else None,
+            "problem": self.problem,
         }
 
 
@@ -224,7 +365,7 @@ class StatusReport:
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 failed (wins), 3 overdue, 4 no runner events in the input."""
+        """0 ok, 1 failed (wins), 3 overdue, 4 no runner events in the input, 5 some pair unknown."""
         states = {pair.state for pair in self.pairs}
         if "failed" in states:
             return EXIT_FAILED
@@ -232,6 +373,8 @@ class StatusReport:
             return EXIT_OVERDUE
         if not self.input["events"]:
             return EXIT_NO_EVENTS
+        if "unknown" in states:
+            return EXIT_UNKNOWN  # not known to be well is not "all well"
         return EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
@@ -247,11 +390,15 @@ def default_grace(config: RunnerConfig) -> timedelta:
     return config.misfire_grace + config.run_timeout + timedelta(minutes=5)
 
 
-def _has_success_for(pair: _Pair, due: datetime, due_slot: str) -> bool:
-    return any(
-        record.slot == due_slot or (record.scheduled is not None and record.scheduled >= due)
-        for record in pair.successes
-    )
+def _agent_problem(digest: LogDigest, agent: str, pair: _Pair) -> str | None:
+    """The error of the agent's latest ``scheduler.agent_unusable``, unless a success or a serve of the agent followed it."""
+    if agent not in digest.unusable:
+        return None
+    moment, error = digest.unusable[agent]
+    served = digest.served.get(agent)
+    if (served is not None and served > moment) or (pair.last_success is not None and pair.last_success.finished > moment):
+        return None
+    return error
 
 
 def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: timedelta | None = None) -> StatusReport:
@@ -271,15 +418,16 @@ def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: 
             seen = digest.pairs.get((agent, name), _Pair())
             due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)  # real time, not wall clock
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
-            if seen.latest is not None and seen.latest.outcome not in SUCCESS_OUTCOMES:
+            problem = _agent_problem(digest, agent, seen)
+            if problem is not None or (seen.latest is not None and seen.latest.outcome not in SUCCESS_OUTCOMES):
                 state = "failed"
-            elif due is None or due_slot is None or _has_success_for(seen, due, due_slot):
+            elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"
             elif digest.first is not None and digest.first <= due:
                 state = "overdue"
             else:
                 state = "unknown"
-            pairs.append(PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure))
+            pairs.append(PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem))
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
     unconfigured = tuple(sorted(f"{agent}:{routine}" for agent, routine in digest.pairs if (agent, routine) not in configured))
     pairs.sort(key=lambda pair: (_STATE_ORDER.index(pair.state), pair.agent, pair.routine))

@@ -85,7 +85,7 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
-    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, SIGTERM."""
+    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, an unusable journal, SIGTERM."""
     killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
     body = NIGHTLY + f"""
     [agents.motoko]
@@ -95,8 +95,14 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     [agents.crash]
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(killer)} }}
+
+    [agents.unusable]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./not-a-directory"
     """
     path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    (tmp_path / "not-a-directory").write_text("a file where a journal should be\n")
     process, reader = start_serve(path, tmp_path)
     try:
         reader.wait(event_named("run.finished", agent="motoko"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import load_config
-from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, build_report, read_log
+from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, read_log
 
 from .conftest import ghostrunner, write_config
 
@@ -103,11 +103,11 @@ def test_bad_and_foreign_lines_are_counted_never_fatal(config_path: Path) -> Non
 
 
 def test_log_starting_after_the_due_slot_is_unknown_and_empty_input_exits_4(config_path: Path) -> None:
-    """A pair whose due slot predates the whole log is unknown, not overdue; no runner event at all exits 4."""
+    """A pair whose due slot predates the whole log is unknown, not overdue, and exits 5; no runner event at all exits 4."""
     lines = [_finished("motoko", "pulse-4h", "2026-09-05T16", "2026-09-05T16:00:00+00:00", "appended", "2026-09-05T16:00:02Z")]
     report = _report(config_path, lines, "2026-09-05T17:00:00+00:00")
     assert {p.routine: p.state for p in report.pairs} == {"evening": "unknown", "pulse-4h": "ok"}
-    assert report.exit_code == EXIT_OK
+    assert report.exit_code == EXIT_UNKNOWN
     assert _report(config_path, ["junk"], "2026-09-05T17:00:00+00:00").exit_code == EXIT_NO_EVENTS
 
 
