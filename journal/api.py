@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
+import sqlite3
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
+from journal._safefs import journal_owner, make_dir
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
@@ -105,6 +108,16 @@ def _preview(text: str) -> str:
     return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
 
 
+def _is_access_error(exc: BaseException) -> bool:
+    """True for "this process may not write (or create) the index here", as opposed to any other failure."""
+    if isinstance(exc, UnsafePathError):
+        return False
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
 def _ensure_dir(path: Path, *, create: bool) -> None:
     try:
         mode = os.lstat(path).st_mode
@@ -164,23 +177,46 @@ class Journal:
         except FileNotFoundError:
             if not create:
                 raise JournalNotFoundError(self.root) from None
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(self.root, "the journal root", None)
+        # Root repairing a service user's journal creates everything as that user.
+        owner = journal_owner(self.root)
         if os.path.lexists(manifest_path):
             self.manifest: Manifest = load_manifest(manifest_path)
         elif create:
-            self.manifest = create_manifest(manifest_path)
+            self.manifest = create_manifest(manifest_path, owner=owner)
         else:
             raise JournalNotFoundError(self.root)
+        # A reader without write access must still read: what it cannot
+        # create (a deleted index/, say) is done without in memory.
+        missing_index = False
         for name in ("entries", "index", "models"):
-            _ensure_dir(self.root / name, create=True)
-        self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout)
-        self._store = EntryStore(self.root / "entries")
-        self._index = Index(self.root / "index" / "journal.sqlite3")
+            try:
+                make_dir(self.root / name, f"{name}/", owner)
+            except PermissionError as exc:
+                if exc.__class__ is not PermissionError or name == "entries":
+                    raise
+                missing_index = missing_index or name == "index"
+            except OSError as exc:
+                if exc.errno != errno.EROFS or name == "entries":
+                    raise
+                missing_index = missing_index or name == "index"
+        self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout, counter=self.root / "entries" / ".generation", owner=owner)
+        self._store = EntryStore(self.root / "entries", owner=owner)
+        self._index = Index(self.root / "index" / "journal.sqlite3", owner=owner, in_memory=missing_index)
         self.skipped: list[SkippedFile] = []
         self._boot_id = current_boot_id()
         # The lock generation this object last saw the index caught up with.
         self._caught_up: int | None = None
-        self._open_index()
+        if missing_index:
+            self._open_in_memory("index/ is missing and cannot be created")
+        else:
+            try:
+                self._open_index()
+            except (OSError, sqlite3.OperationalError) as exc:
+                if not _is_access_error(exc):
+                    raise
+                self._open_in_memory(str(exc))
         if encoder is not None:
             from journal.semantic import SemanticIndex  # numpy only with NN on
 
@@ -251,6 +287,28 @@ class Journal:
                 self._sync_locked()
             finally:
                 self._lock.release()
+
+    def _open_in_memory(self, reason: str) -> None:
+        """Read every entry file into a private in-memory index, writing nothing.
+
+        For a reader that may not write to the journal (another user, a
+        read-only filesystem): the on-disk index could not be used or
+        repaired. Such a journal object reads, and refuses appends.
+        """
+        log.warning(
+            "journal %s is not writable here (%s); reading the entry files into an in-memory index. "
+            "Run 'ghostjournal reindex' as the journal's owner to repair index/",
+            self.root, reason,
+        )
+        self._index.close()
+        self._index = Index(self._index.path, in_memory=True)
+        skipped: list[SkippedFile] = []
+        loaded = self._load_many(self._scan(skipped.append), skipped.append)
+        unique = self._first_of_each(loaded, skipped.append)
+        self._index.rebuild(((entry, path) for path, entry in unique), max(self._lock.read_generation(), 0), self._boot_id or "")
+        for item in skipped:
+            log.warning("skipped %s: %s", item.path, item.reason)
+        self.skipped = skipped
 
     def _sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
