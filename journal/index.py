@@ -536,6 +536,12 @@ class Index:
             row = self.conn.execute("SELECT path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
         return row[0] if row else None
 
+    def client_key_entry(self, client_key: str) -> tuple[str, str] | None:
+        """``(id, path)`` of the entry appended with *client_key*, if indexed."""
+        with _corruption_guard():
+            row = self.conn.execute("SELECT id, path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+        return (row[0], row[1]) if row else None
+
     def paths(self) -> dict[str, str]:
         """Map every indexed path to its entry id."""
         with _corruption_guard():
