@@ -1,11 +1,15 @@
-"""The writer lock: an OS-held advisory lock that also carries the write generation.
+"""The writer lock: an OS-held advisory lock, and the write generation it guards.
 
 ``fcntl.flock`` is released by the kernel when its holder dies, so a lock is
-never judged stale by its age and never stolen. The lock file's first bytes
-hold a counter that every append bumps *before* it publishes a file; the
-index stores the counter it has caught up with, so a mismatch reveals a crash
-between publish and index, or an index restored from an older copy, without
-listing ``entries/``.
+never judged stale by its age and never stolen. A counter that every append
+bumps *before* it publishes a file lives in ``entries/.generation``, beside
+the files it counts; the index stores the counter it has caught up with, so a
+mismatch reveals a crash between publish and index, or an index restored from
+an older copy, without listing ``entries/``. The counter used to live in the
+lock file, but a restore of ``index/`` together with ``.write.lock`` from one
+copy then brought back a matching pair and hid every append made since; a
+restore of ``index/`` never touches ``entries/``. (An old journal's counter is
+read from the lock file once, so the new counter continues above it.)
 
 A killed process loses nothing that it wrote to the page cache, so within one
 boot of the machine the counter needs no fsync. Only a power loss or kernel
@@ -22,7 +26,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from journal.errors import LockTimeoutError, UnsafePathError
+from journal._safefs import Owner, open_regular
+from journal.errors import LockTimeoutError
 
 __all__ = ["WriteLock", "current_boot_id"]
 
@@ -41,21 +46,48 @@ def current_boot_id() -> str | None:
 class WriteLock:
     """Exclusive writer lock on ``<root>/.write.lock``; reentrant within one object."""
 
-    def __init__(self, path: Path, *, timeout: float = 60.0) -> None:
+    def __init__(self, path: Path, *, timeout: float = 60.0, counter: Path | None = None, owner: Owner = None) -> None:
         self.path = path
         self.timeout = timeout
+        self.counter_path = counter if counter is not None else path.parent / "entries" / ".generation"
+        self._owner = owner
         self._fd: int | None = None
+        self._counter_fd: int | None = None
         self._depth = 0
 
     def _open(self) -> int:
         if self._fd is None:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                if os.path.islink(self.path):
-                    raise UnsafePathError(self.path, "the writer lock file is a symlink") from exc
-                raise
+            self._fd = self._open_file(self.path, "the writer lock file .write.lock")
         return self._fd
+
+    def _open_file(self, path: Path, what: str) -> int:
+        try:
+            return open_regular(path, os.O_RDWR, what, create=True, owner=self._owner)
+        except PermissionError as exc:
+            if exc.__class__ is not PermissionError:
+                raise  # an UnsafePathError
+            # A user with read access only: flock works on a read-only descriptor,
+            # and a reader never bumps the counter.
+            return open_regular(path, os.O_RDONLY, what)
+
+    def _open_counter(self, *, create: bool) -> int | None:
+        if self._counter_fd is None:
+            if not create:
+                try:
+                    self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
+                except FileNotFoundError:
+                    return None
+                except PermissionError as exc:
+                    if exc.__class__ is not PermissionError:
+                        raise
+                    return None
+            else:
+                self._counter_fd = open_regular(self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner)
+        elif create and fcntl.fcntl(self._counter_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            os.close(self._counter_fd)
+            self._counter_fd = None
+            return self._open_counter(create=True)
+        return self._counter_fd
 
     def acquire(self, *, blocking: bool = True) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds; False only when not *blocking*."""
@@ -102,19 +134,29 @@ class WriteLock:
         self.release()
 
     def read_generation(self) -> int:
-        """The current write generation (0 for a new or emptied lock file)."""
-        raw = os.pread(self._open(), _WIDTH, 0)
-        try:
-            return int(raw.decode("ascii").strip() or 0)
-        except (UnicodeDecodeError, ValueError):
-            return -1  # unreadable: never equal to an index's generation, so it forces a reconcile
+        """The current write generation: 0 before the first append, -1 when the counter file is unreadable.
+
+        -1 is never an index's generation, so it forces a reconcile, after
+        which the writer writes the counter anew (see :meth:`bump_generation`).
+        """
+        fd = self._open_counter(create=False)
+        return 0 if fd is None else _parse(os.pread(fd, _WIDTH, 0))
 
     def bump_generation(self, *, durable: bool = True) -> int:
         """Increase the generation, fsynced if *durable*; only while holding the lock."""
         if not self._depth:
             raise RuntimeError("the write generation changes only under the writer lock")
-        fd = self._open()
-        new = max(self.read_generation(), 0) + 1
+        fd = self._open_counter(create=False)
+        if fd is None:
+            # No counter yet: a new journal, or one of an older version, whose
+            # counter was in the lock file; continue above that, so that no
+            # copy of its index can match the new counter.
+            current = max(_parse(os.pread(self._open(), _WIDTH, 0)), 0)
+        else:
+            current = max(_parse(os.pread(fd, _WIDTH, 0)), 0)
+        fd = self._open_counter(create=True)
+        assert fd is not None
+        new = current + 1
         os.pwrite(fd, str(new).rjust(_WIDTH).encode("ascii"), 0)
         if durable:
             os.fdatasync(fd)
@@ -122,7 +164,17 @@ class WriteLock:
 
     def close(self) -> None:
         """Close the lock file (releasing the lock if held)."""
+        if self._counter_fd is not None:
+            os.close(self._counter_fd)
+            self._counter_fd = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
             self._depth = 0
+
+
+def _parse(raw: bytes) -> int:
+    try:
+        return int(raw.decode("ascii").strip() or 0)
+    except (UnicodeDecodeError, ValueError):
+        return -1  # unreadable: never equal to an index's generation, so it forces a reconcile

@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from journal._safefs import Owner, open_regular, take_ownership
 from journal.errors import ManifestError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "load_manifest"]
 
 FORMAT: Final = "ghostjournal"
 FORMAT_VERSION: Final = 1
+_MAX_BYTES: Final = 64 * 1024  # a manifest is a few lines; anything larger is not one
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +35,17 @@ def load_manifest(path: Path) -> Manifest:
     """Read and check ``manifest.json``.
 
     Raises:
+        UnsafePathError: a symlink, FIFO, device or anything but a regular file is there.
         ManifestError: unreadable, not a ghostjournal manifest, or a newer format.
     """
+    fd = open_regular(path, os.O_RDONLY, "manifest.json")
     try:
-        with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
-            data = json.loads(handle.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(_MAX_BYTES + 1)
+        if len(raw) > _MAX_BYTES:
+            raise ManifestError(path, f"is larger than a manifest can be ({_MAX_BYTES} bytes)")
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")
@@ -53,7 +60,7 @@ def load_manifest(path: Path) -> Manifest:
     return Manifest(journal_id=journal_id, format=FORMAT, format_version=version, created=str(data.get("created", "")))
 
 
-def create_manifest(path: Path) -> Manifest:
+def create_manifest(path: Path, *, owner: Owner = None) -> Manifest:
     """Write a new manifest unless one exists; never overwrite existing bytes."""
     manifest = Manifest(
         journal_id=str(uuid.uuid4()),
@@ -68,6 +75,7 @@ def create_manifest(path: Path) -> Manifest:
     temp = path.with_name(f".manifest.tmp-{secrets.token_hex(6)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
+        take_ownership(fd, 0o600, owner)
         os.write(fd, body)
         os.fsync(fd)
     finally:
@@ -78,7 +86,7 @@ def create_manifest(path: Path) -> Manifest:
         return load_manifest(path)  # another process created the journal first
     finally:
         os.unlink(temp)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
+import sqlite3
 import stat
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
+from journal._safefs import journal_owner, make_dir
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
@@ -105,6 +108,16 @@ def _preview(text: str) -> str:
     return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
 
 
+def _is_access_error(exc: BaseException) -> bool:
+    """True for "this process may not write (or create) the index here", as opposed to any other failure."""
+    if isinstance(exc, UnsafePathError):
+        return False
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
 def _ensure_dir(path: Path, *, create: bool) -> None:
     try:
         mode = os.lstat(path).st_mode
@@ -164,23 +177,46 @@ class Journal:
         except FileNotFoundError:
             if not create:
                 raise JournalNotFoundError(self.root) from None
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(self.root, "the journal root", None)
+        # Root repairing a service user's journal creates everything as that user.
+        owner = journal_owner(self.root)
         if os.path.lexists(manifest_path):
             self.manifest: Manifest = load_manifest(manifest_path)
         elif create:
-            self.manifest = create_manifest(manifest_path)
+            self.manifest = create_manifest(manifest_path, owner=owner)
         else:
             raise JournalNotFoundError(self.root)
+        # A reader without write access must still read: what it cannot
+        # create (a deleted index/, say) is done without in memory.
+        missing_index = False
         for name in ("entries", "index", "models"):
-            _ensure_dir(self.root / name, create=True)
-        self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout)
-        self._store = EntryStore(self.root / "entries")
-        self._index = Index(self.root / "index" / "journal.sqlite3")
+            try:
+                make_dir(self.root / name, f"{name}/", owner)
+            except PermissionError as exc:
+                if exc.__class__ is not PermissionError or name == "entries":
+                    raise
+                missing_index = missing_index or name == "index"
+            except OSError as exc:
+                if exc.errno != errno.EROFS or name == "entries":
+                    raise
+                missing_index = missing_index or name == "index"
+        self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout, counter=self.root / "entries" / ".generation", owner=owner)
+        self._store = EntryStore(self.root / "entries", owner=owner)
+        self._index = Index(self.root / "index" / "journal.sqlite3", owner=owner, in_memory=missing_index)
         self.skipped: list[SkippedFile] = []
         self._boot_id = current_boot_id()
         # The lock generation this object last saw the index caught up with.
         self._caught_up: int | None = None
-        self._open_index()
+        if missing_index:
+            self._open_in_memory("index/ is missing and cannot be created")
+        else:
+            try:
+                self._open_index()
+            except (OSError, sqlite3.OperationalError) as exc:
+                if not _is_access_error(exc):
+                    raise
+                self._open_in_memory(str(exc))
         if encoder is not None:
             from journal.semantic import SemanticIndex  # numpy only with NN on
 
@@ -251,6 +287,28 @@ class Journal:
                 self._sync_locked()
             finally:
                 self._lock.release()
+
+    def _open_in_memory(self, reason: str) -> None:
+        """Read every entry file into a private in-memory index, writing nothing.
+
+        For a reader that may not write to the journal (another user, a
+        read-only filesystem): the on-disk index could not be used or
+        repaired. Such a journal object reads, and refuses appends.
+        """
+        log.warning(
+            "journal %s is not writable here (%s); reading the entry files into an in-memory index. "
+            "Run 'ghostjournal reindex' as the journal's owner to repair index/",
+            self.root, reason,
+        )
+        self._index.close()
+        self._index = Index(self._index.path, in_memory=True)
+        skipped: list[SkippedFile] = []
+        loaded = self._load_many(self._scan(skipped.append), skipped.append)
+        unique = self._first_of_each(loaded, skipped.append)
+        self._index.rebuild(((entry, path) for path, entry in unique), max(self._lock.read_generation(), 0), self._boot_id or "")
+        for item in skipped:
+            log.warning("skipped %s: %s", item.path, item.reason)
+        self.skipped = skipped
 
     def _sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
@@ -390,7 +448,9 @@ class Journal:
                 if entry.client_key is not None:
                     existing = self._index.find_client_key(entry.client_key)
                     if existing is not None:
-                        return AppendResult(self._load(existing), is_duplicate=True)
+                        earlier = self._earlier_for_key(conn, entry.client_key, existing)
+                        if earlier is not None:
+                            return AppendResult(earlier, is_duplicate=True)
                 # A generated UUID4 cannot collide; only a supplied id needs the lookup.
                 if "id" in payload and self._index.find_id(entry.id) is not None:
                     raise DuplicateEntryError(entry.id)
@@ -426,6 +486,34 @@ class Journal:
             self._caught_up = generation
         return AppendResult(entry, is_duplicate=False)
 
+    def _earlier_for_key(self, conn: sqlite3.Connection, client_key: str, rel_path: str) -> Entry | None:
+        """Under the lock, in the append's transaction: the entry *client_key* is indexed for, if its file still holds it.
+
+        The files decide: when that file was deleted, or is no longer a
+        readable entry with this key (truncated, replaced), no entry holds the
+        key, so its stale row is dropped and the key is free again; the append
+        then stores a new entry, and a warning names the file.
+        """
+        try:
+            check_entry_path(rel_path)
+            earlier = self._load(rel_path)
+        except FileNotFoundError:
+            reason = "the entry file is missing"
+        except (EntryFileError, UnsafePathError) as exc:
+            reason = exc.reason
+        else:
+            if earlier.client_key == client_key:
+                return earlier
+            reason = f"it no longer holds client_key {client_key!r}"
+        found = self._index.client_key_entry(client_key)
+        assert found is not None  # the caller just found it, in this transaction
+        log.warning("client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored", client_key, rel_path, reason)
+        item = SkippedFile(f"entries/{rel_path}", reason)
+        if item not in self.skipped:
+            self.skipped.append(item)
+        self._index.delete_entry(conn, found[0])
+        return None
+
     @_recovering
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the index from the entry files; return how many entries it holds.
@@ -459,6 +547,72 @@ class Journal:
         check_entry_path(row.path)  # an index row pointing outside entries/ is refused
         return self._load(row.path)
 
+    def _usable(self, row: IndexRow, bad: set[str]) -> Entry | None:
+        """The entry of *row*, or None (reported, and its row dropped) when its file is gone or is no entry.
+
+        One deleted or truncated file must not fail every read that touches
+        it: the files decide, and a file that is gone or unreadable is not an
+        entry, as a rebuild would also find. *bad* collects the ids skipped.
+        """
+        if row.id in bad:
+            return None
+        check_entry_path(row.path)  # a tampered row pointing outside entries/ is an error, never skipped
+        try:
+            return self._load(row.path)
+        except FileNotFoundError:
+            reason = "the entry file is missing"
+        except (EntryFileError, UnsafePathError) as exc:
+            reason = exc.reason
+        bad.add(row.id)
+        self._skip_unreadable(row.id, row.path, reason)
+        return None
+
+    def _skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
+        """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
+        item = SkippedFile(f"entries/{rel_path}", reason)
+        log.warning("skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back", item.path, entry_id, reason)
+        if item not in self.skipped:
+            self.skipped.append(item)
+        if self._index.in_memory:
+            with self._index.transaction() as conn:
+                self._index.delete_entry(conn, entry_id)
+            return
+        # A repair, not a requirement: a reader that cannot write, or a busy
+        # writer, leaves the row; the next read skips it again.
+        try:
+            if not self._lock.acquire(blocking=False):
+                return
+        except OSError:
+            return
+        try:
+            self._drop_if_unreadable(entry_id, rel_path)
+        except (OSError, sqlite3.Error):
+            pass
+        finally:
+            self._lock.release()
+
+    def _drop_if_unreadable(self, entry_id: str, rel_path: str) -> None:
+        """Under the lock: drop *entry_id*'s row if its file at *rel_path* is still gone or no entry."""
+        try:
+            self._load(rel_path)
+            return  # it came back meanwhile
+        except (FileNotFoundError, EntryFileError, UnsafePathError):
+            pass
+        with self._index.transaction() as conn:
+            if self._index.find_id(entry_id) == rel_path:
+                self._index.delete_entry(conn, entry_id)
+
+    def _usable_rows(self, fetch: Callable[[int], Sequence[IndexRow]], limit: int | None) -> list[Entry]:
+        """Entries of the rows *fetch(extra)* returns, skipping unusable ones and fetching *extra* more to fill *limit*."""
+        bad: set[str] = set()
+        while True:
+            known = len(bad)
+            rows = fetch(known)
+            found = [entry for row in rows if (entry := self._usable(row, bad)) is not None]
+            # Done when nothing was skipped this time, or the window holds no more rows.
+            if limit is None or len(found) >= limit or len(bad) == known or len(rows) < limit + known:
+                return found if limit is None else found[:limit]
+
     @_recovering
     def get(self, entry_id: str) -> Entry:
         """Return the entry with *entry_id*.
@@ -480,14 +634,22 @@ class Journal:
     @_recovering
     def find_by_client_key(self, client_key: str) -> Entry | None:
         """The entry appended with *client_key*, or None if there is none."""
-        path = self._index.find_client_key(client_key)
-        if path is None:
+        found = self._index.client_key_entry(client_key)
+        if found is None:
             return None
+        entry_id, path = found
         check_entry_path(path)
         try:
-            return self._load(path)
+            entry = self._load(path)
         except FileNotFoundError:
-            return None
+            reason = "the entry file is missing"
+        except (EntryFileError, UnsafePathError) as exc:
+            reason = exc.reason
+        else:
+            return entry if entry.client_key == client_key else None
+        # The files decide: a file that is gone or no entry holds no key.
+        self._skip_unreadable(entry_id, path, reason)
+        return None
 
     @_recovering
     def list(
@@ -497,8 +659,12 @@ class Journal:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
         if limit is not None:
             _positive(limit, "limit")
-        rows = self._index.rows(kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"), limit=limit)
-        return [self._entry_for_row(row) for row in rows]
+        lower, upper = _bound(since, "since"), _bound(until, "until")
+
+        def fetch(extra: int) -> list[IndexRow]:
+            return self._index.rows(kind=kind, agent=agent, since=lower, until=upper, limit=None if limit is None else limit + extra)
+
+        return self._usable_rows(fetch, limit)
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
@@ -521,9 +687,20 @@ class Journal:
         *vector* replaces the query's embedding (``relate`` passes the entry's own).
         """
         mode = self._resolve_mode(mode)
-        window = {"agent": agent, "kind": kind, "since": since, "until": until}
+        bad: set[str] = set()
+        while True:
+            known = len(bad)
+            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until}, exclude=[*exclude, *bad], vector=vector, bad=bad)
+            if len(hits) >= k or len(bad) == known:
+                return hits
+
+    def _rank_once(
+        self, query: str, *, k: int, mode: str, window: dict[str, str | None], exclude: Sequence[str], vector: Any, bad: set[str],
+    ) -> list[Hit]:
+        """One ranking pass of :meth:`_rank`; entries whose files are unusable are skipped and added to *bad*."""
         if mode == "lexical":
-            return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in self._index.search(query, k=k, exclude=exclude, **window)]
+            found = self._index.search(query, k=k, exclude=exclude, **window)
+            return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := self._usable(r.row, bad)) is not None]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, **window) if mode == "hybrid" else []
@@ -536,8 +713,7 @@ class Journal:
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
         hits = []
         for entry_id, score in ranked:
-            if entry_id in rows:
-                entry = self._entry_for_row(rows[entry_id])
+            if entry_id in rows and (entry := self._usable(rows[entry_id], bad)) is not None:
                 hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
         return hits
 
@@ -584,9 +760,11 @@ class Journal:
         similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
         scores = {hit.entry_id: hit for hit in similar}
         link_rows = self._index.rows(ids=list(linked), agent=agent)
+        bad: set[str] = set()
         hits = [
-            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", self._entry_for_row(row), linked[row.id])
+            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", entry, linked[row.id])
             for row in link_rows
+            if (entry := self._usable(row, bad)) is not None
         ]
         hits.sort(key=lambda hit: hit.reason != "continues")
         for found in similar:
@@ -611,6 +789,14 @@ class Journal:
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
         if exclude_kinds:
             rows = [row for row in rows if row.kind not in exclude_kinds]
+        # A digest is computed from the index alone; a cheap lstat of each file
+        # keeps entries whose files were deleted or replaced out of it.
+        unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
+        for row, reason in unusable:
+            self._skip_unreadable(row.id, row.path, reason)
+        if unusable:
+            gone = {row.id for row, _ in unusable}
+            rows = [row for row in rows if row.id not in gone]
         links = self._index.links_within([row.id for row in rows])
         return compute_digest(rows, links, agent=agent, since=lower, until=upper)
 
@@ -633,6 +819,10 @@ class Journal:
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
-            recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]
-            picks += [(self._entry_for_row(row), "recent") for row in recent[: k - len(picks)]]
+            wanted = k - len(picks)
+
+            def fetch(extra: int) -> list[IndexRow]:
+                return [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra) if row.id not in seen]
+
+            picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted)]
         return render_prompt_context(query, picks, max_chars=max_chars)

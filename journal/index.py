@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from journal._safefs import Owner, check_dir, check_regular, open_regular
 from journal.entry import Entry, utc_key
 
 __all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query", "query_terms"]
@@ -240,25 +241,72 @@ def _window(clauses: list[str], params: list[Any], *, kind: str | None, agent: s
         params.append(until)
 
 
-class Index:
-    """One connection to ``index/journal.sqlite3``."""
+_SIDE_FILES: Final = ("", "-wal", "-shm", "-journal")
 
-    def __init__(self, path: Path) -> None:
+
+class Index:
+    """One connection to ``index/journal.sqlite3``, or to a private in-memory copy.
+
+    Args:
+        path: the database file.
+        owner: who must own the database file when this process creates it
+            (see :func:`journal._safefs.journal_owner`).
+        in_memory: keep the index in this process's memory instead (for a
+            reader that may not write to the journal); *path* is then only
+            named in messages.
+    """
+
+    def __init__(self, path: Path, *, owner: Owner = None, in_memory: bool = False) -> None:
         self.path = path
+        self.owner = owner
+        self.in_memory = in_memory
         self._conn: sqlite3.Connection | None = None
         # Query plans by (terms, index size): hybrid search and its snippets share one.
         self._plans: dict[tuple[tuple[str, ...], int, int], tuple[str, bool]] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
+    def check_files(self) -> bool:
+        """Refuse a symlink, FIFO, device or directory at the database or its side files; True if the database exists.
+
+        SQLite follows symlinks and opens whatever it finds: a link planted at
+        ``journal.sqlite3`` (or at its ``-wal``/``-shm``) would let a rebuild
+        drop and replace another application's tables.
+
+        Raises:
+            UnsafePathError: naming the path that is not a regular file.
+        """
+        check_dir(self.path.parent, "index/")
+        found = [check_regular(f"{self.path}{suffix}", f"the index file {self.path.name}{suffix}") for suffix in _SIDE_FILES]
+        return found[0] is not None
+
+    def _create_file(self) -> None:
+        """Create the empty database file ourselves: mode 0600 and the journal's owner, whatever the umask.
+
+        SQLite gives the ``-wal`` and ``-shm`` files it creates the mode (and,
+        running as root, the owner) of the database file, so they follow.
+        """
+        os.close(open_regular(self.path, os.O_RDWR, f"the index file {self.path.name}", create=True, owner=self.owner))
+
     def connect(self) -> None:
-        """Open the database file, creating an empty one if it is missing."""
+        """Open the database file, creating an empty one if it is missing.
+
+        Raises:
+            UnsafePathError: the database or a side file is not a regular file.
+        """
         if self._conn is not None:
             return
+        if not self.in_memory and not self.check_files():
+            self._create_file()
         with _corruption_guard():
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(":memory:" if self.in_memory else self.path, isolation_level=None, check_same_thread=False)
             try:
+                if not self.in_memory:
+                    self.check_files()  # nothing was swapped in between the check and the open
                 conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+                if self.in_memory:
+                    self._conn = conn
+                    return
                 _switch_to_wal(conn)
                 # NORMAL in WAL mode: a commit survives a process crash; the
                 # entry files, fsynced before the index commit, survive power loss.
@@ -289,7 +337,9 @@ class Index:
     def remove_files(self) -> None:
         """Delete the database and its WAL side files (only under the writer lock)."""
         self.close()
-        for suffix in ("", "-wal", "-shm", "-journal"):
+        if self.in_memory:
+            return
+        for suffix in _SIDE_FILES:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{suffix}")
 
@@ -485,6 +535,12 @@ class Index:
         with _corruption_guard():
             row = self.conn.execute("SELECT path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
         return row[0] if row else None
+
+    def client_key_entry(self, client_key: str) -> tuple[str, str] | None:
+        """``(id, path)`` of the entry appended with *client_key*, if indexed."""
+        with _corruption_guard():
+            row = self.conn.execute("SELECT id, path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+        return (row[0], row[1]) if row else None
 
     def paths(self) -> dict[str, str]:
         """Map every indexed path to its entry id."""

@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
@@ -18,16 +19,21 @@ from pathlib import Path
 from typing import Final
 
 from journal._fsync import FsyncHelper
-from journal.entry import Entry
-from journal.errors import UnsafePathError
+from journal._safefs import Owner, describe, open_regular, take_ownership
+from journal.entry import MAX_ENTRY_BYTES, Entry
+from journal.errors import EntryFileError, UnsafePathError
 
 __all__ = ["EntryStore", "PendingEntry", "ScanProblem", "check_entry_path"]
 
-_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _ENTRY_PATH: Final = re.compile(
     r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json"
 )
 _TEMP_PREFIX: Final = ".tmp-"
+# The largest file read as an entry: the size limit of canonical JSON plus its
+# newline. Whether the bytes are a valid entry is journal.entry's to judge.
+_FILE_LIMIT: Final = MAX_ENTRY_BYTES + 1
+_COUNTER: Final = ".generation"  # the write counter (journal._lock), not an entry
 _DIR_MODE: Final = 0o700  # journals are private by default
 _FILE_MODE: Final = 0o600
 
@@ -75,8 +81,9 @@ def _fsync_dir(fd: int) -> None:
 class EntryStore:
     """The canonical, immutable entry files below ``<root>/entries``."""
 
-    def __init__(self, entries_dir: Path) -> None:
+    def __init__(self, entries_dir: Path, *, owner: Owner = None) -> None:
         self.entries_dir = entries_dir
+        self._owner = owner
         self._day: tuple[tuple[str, str, str], int] | None = None
         self._unnamed_ok = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
         self._fsync_helper = FsyncHelper()
@@ -114,11 +121,14 @@ class EntryStore:
                 except FileNotFoundError:
                     if not create:
                         raise
+                    made = True
                     try:
                         os.mkdir(part, _DIR_MODE, dir_fd=fd)
                     except FileExistsError:
-                        pass  # a concurrent writer made it; still fsync below
+                        made = False  # a concurrent writer made it; still fsync below
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                    if made:
+                        take_ownership(child, _DIR_MODE, self._owner)
                     _fsync_dir(fd)  # make the new directory's name durable
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -172,6 +182,7 @@ class EntryStore:
             temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
             fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
         try:
+            take_ownership(fd, _FILE_MODE, self._owner)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -231,23 +242,56 @@ class EntryStore:
     def read(self, rel_path: str) -> bytes:
         """Read the bytes of the entry file at *rel_path* (relative to entries/).
 
+        The file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with
+        ``fstat`` before a byte is read: a FIFO or device could hang the reader
+        (and a reindex holds the writer lock meanwhile), and a sparse file of
+        gigabytes would be read whole. At most the entry size limit plus one
+        byte is ever read.
+
         Raises:
-            UnsafePathError: the path is not an entry path or crosses a symlink.
+            UnsafePathError: the path is not an entry path, crosses a symlink, or is not a regular file.
+            EntryFileError: the file is larger than an entry can be.
             FileNotFoundError: no such file.
         """
         year, month, day, entry_id = check_entry_path(rel_path)
         dir_fd = self._open_dirs((year, month, day), create=False)
         try:
-            try:
-                fd = os.open(f"{entry_id}.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise UnsafePathError(f"entries/{rel_path}", "the entry file is a symlink") from None
-                raise
+            fd = open_regular(f"{entry_id}.json", os.O_RDONLY, f"entries/{rel_path}", dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
         with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+            size = os.fstat(fd).st_size
+            if size > _FILE_LIMIT:
+                raise EntryFileError(f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
+            data = handle.read(_FILE_LIMIT + 1)  # the file may have grown since the fstat
+        if len(data) > _FILE_LIMIT:
+            raise EntryFileError(f"entries/{rel_path}", f"larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
+        return data
+
+    def check(self, rel_path: str) -> str | None:
+        """Why the file at *rel_path* cannot be an entry, judged by ``lstat`` alone; None if it may be one.
+
+        A cheap test for reads that use only the index (a digest): a missing
+        file, a non-regular file, an empty or oversized one.
+        """
+        year, month, day, entry_id = check_entry_path(rel_path)
+        try:
+            dir_fd = self._open_dirs((year, month, day), create=False)
+        except FileNotFoundError:
+            return "the entry file is missing"
+        except UnsafePathError as exc:
+            return exc.reason
+        try:
+            info = os.stat(f"{entry_id}.json", dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return "the entry file is missing"
+        finally:
+            os.close(dir_fd)
+        if not stat.S_ISREG(info.st_mode):
+            return f"{describe(info.st_mode)}, not a regular file"
+        if info.st_size == 0 or info.st_size > _FILE_LIMIT:
+            return f"{info.st_size} bytes, not an entry"
+        return None
 
     def exists(self, rel_path: str) -> bool:
         """True if an entry file exists at *rel_path*."""
@@ -270,7 +314,7 @@ class EntryStore:
         names = sorted(os.listdir(dir_fd))
         for name in names:
             rel = "/".join((*parts, name))
-            if name.startswith(_TEMP_PREFIX):
+            if name.startswith(_TEMP_PREFIX) or (depth == 0 and name == _COUNTER):
                 continue
             if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode & 0o170000 == 0o120000:
                 yield ScanProblem(rel, "symlink refused")

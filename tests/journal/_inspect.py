@@ -26,6 +26,8 @@ def entries_on_disk(root: Path) -> tuple[dict[str, dict[str, Any]], list[Path]]:
             path = Path(dirpath, name)
             if name.startswith(".tmp-"):
                 temps.append(path)
+            elif path.parent == entries and name == ".generation":
+                continue  # the write counter, not an entry
             else:
                 files[path.relative_to(entries).as_posix()] = json.loads(path.read_bytes())
     return files, temps
