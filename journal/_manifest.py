@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -38,7 +39,11 @@ def load_manifest(path: Path) -> Manifest:
     try:
         with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
             data = json.loads(handle.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EIO):
+            raise  # the filesystem refused: the caller reports it as a storage error, not a bad manifest
+        raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")
@@ -68,8 +73,12 @@ def create_manifest(path: Path) -> Manifest:
     temp = path.with_name(f".manifest.tmp-{secrets.token_hex(6)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, body)
+        if os.write(fd, body) != len(body):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))  # a short write means a full disk
         os.fsync(fd)
+    except BaseException:
+        os.unlink(temp)  # a full disk must not leave a half-written temporary manifest behind
+        raise
     finally:
         os.close(fd)
     try:
