@@ -438,7 +438,13 @@ class Journal:
         # Embedded before the lock is taken, so other writers do not wait on the model.
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
-            self._sync_locked()
+            try:
+                self._sync_locked()
+            except Exception as exc:
+                stored = self._stored_unindexed(entry, exc)
+                if stored is None:
+                    raise
+                return AppendResult(stored, is_duplicate=True)
             # One write transaction from the duplicate checks to the commit: the
             # checks need no read transaction of their own, and the writer lock
             # keeps other writers out while the file is fsynced anyway.
@@ -498,6 +504,24 @@ class Journal:
             self._index.rollback()
         except Exception:  # noqa: BLE001 - a failing disk must not mask the error being raised
             self._index.close()
+
+    def _stored_unindexed(self, entry: Entry, exc: Exception) -> Entry | None:
+        """Under the lock, when the index cannot be caught up (*exc*): the stored entry with *entry*'s client_key, if any.
+
+        The files decide: a retry of an append whose entry file was published
+        while the index commit failed (a full disk) finds its entry among the
+        files the index lacks, and gets it back instead of an error. Nothing
+        else can be appended until the index is caught up.
+        """
+        if entry.client_key is None or storage_error(exc, self.root, "catch up the index at", index_path=self._index.path) is None:
+            return None
+        indexed = self._index.paths()
+        fresh = self._load_many(sorted(set(self._scan(lambda item: None)) - indexed.keys()), lambda item: None)
+        found = next((stored for _, stored in sorted(fresh.items()) if stored.client_key == entry.client_key), None)
+        if found is not None:
+            log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key,
+                        storage_error(exc, self.root, "catch up the index at", index_path=self._index.path))
+        return found
 
     def _index_fell_behind(self, entry: Entry, exc: Exception) -> None:
         """The entry file is published but the index commit failed: warn, and leave the index to be caught up.
