@@ -101,7 +101,7 @@ def _undone_on_failure(init: Callable[Concatenate[Journal, P], None]) -> Callabl
     def wrapper(self: Journal, *args: P.args, **kwargs: P.kwargs) -> None:
         root = Path(args[0] if args else kwargs["root"])  # type: ignore[arg-type]
         ancestors = [root, *root.parents]
-        missing_dirs = [path for path in ancestors[: next((i for i, p in enumerate(ancestors) if os.path.lexists(p)), len(ancestors))]]
+        missing_dirs = ancestors[: next((i for i, path in enumerate(ancestors) if os.path.lexists(path)), len(ancestors))]
         existed = {name for name in (*_CREATED_FILES, *_CREATED_DIRS, "manifest.json") if os.path.lexists(root / name)}
         try:
             with storage_errors(root, "open", index_path=root / "index" / "journal.sqlite3"):
@@ -111,8 +111,8 @@ def _undone_on_failure(init: Callable[Concatenate[Journal, P], None]) -> Callabl
                 with contextlib.suppress(Exception):
                     getattr(self, part).close()
             new = [name for name in (*_CREATED_FILES, "manifest.json") if name not in existed]
-            if "entries" in existed or "manifest.json" not in new:
-                new = [name for name in new if name not in ("manifest.json", ".write.lock")]
+            if "entries" in existed or "manifest.json" not in new or _holds_anything(root / "entries"):
+                new = [name for name in new if name not in ("manifest.json", ".write.lock")]  # a journal with entries keeps its identity
             if "index/journal.sqlite3" in existed:
                 new = [name for name in new if not name.startswith("index/")]
             for name in new:
@@ -124,6 +124,13 @@ def _undone_on_failure(init: Callable[Concatenate[Journal, P], None]) -> Callabl
             raise
 
     return wrapper
+
+
+def _holds_anything(directory: Path) -> bool:
+    try:
+        return bool(os.listdir(directory))
+    except OSError:
+        return False
 
 
 def _bound(value: datetime | str | None, name: str) -> str | None:
@@ -513,14 +520,14 @@ class Journal:
         files the index lacks, and gets it back instead of an error. Nothing
         else can be appended until the index is caught up.
         """
-        if entry.client_key is None or storage_error(exc, self.root, "catch up the index at", index_path=self._index.path) is None:
+        problem = storage_error(exc, self.root, "catch up the index at", index_path=self._index.path)
+        if entry.client_key is None or problem is None:
             return None
         indexed = self._index.paths()
         fresh = self._load_many(sorted(set(self._scan(lambda item: None)) - indexed.keys()), lambda item: None)
         found = next((stored for _, stored in sorted(fresh.items()) if stored.client_key == entry.client_key), None)
         if found is not None:
-            log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key,
-                        storage_error(exc, self.root, "catch up the index at", index_path=self._index.path))
+            log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key, problem)
         return found
 
     def _index_fell_behind(self, entry: Entry, exc: Exception) -> None:

@@ -22,10 +22,10 @@ NOBODY = 65534
 def _preload() -> None:
     for name in ("ascii", "utf-8", "latin-1", "utf-16", "utf-32"):  # codecs are imported lazily too
         codecs.lookup(name)
-    for package in ("journal", "runner", "routines"):
+    for package in ("journal", "runner", "routines", "click"):
         module = importlib.import_module(package)
         for info in pkgutil.walk_packages(module.__path__, f"{package}."):
-            if not info.name.endswith("__main__") and info.name != "journal.semantic":
+            if not info.name.endswith(("__main__", "_winconsole")) and info.name != "journal.semantic":
                 importlib.import_module(info.name)
 
 

@@ -249,6 +249,28 @@ def test_append_published_before_a_full_disk_stops_the_index_commit(mounts: Moun
     assert index_ids(root) == file_ids(root) and len(file_ids(root)) == 4
 
 
+def test_full_disk_with_the_index_open_refuses_cleanly(mounts: Mounts) -> None:
+    """With the index already open, a disk full to the brim refuses the entry file, then the rebuild's WAL: clear errors, nothing changed."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    seeded = make_journal(root)
+    with Journal(root) as journal:
+        journal.list()
+        fill(disk)
+        before = stable(root)
+        day_dir = str(root / "entries" / DAY.replace("-", "/"))
+        with pytest.raises(DiskFullError, match=rf"^cannot write a new entry file in {day_dir!r}: no space left on device \(ENOSPC\); free space"):
+            journal.append(_payload(4, client_key="k-4"))
+        with pytest.raises(DiskFullError, match=r"no space left on device \(ENOSPC\)"):
+            journal.reindex()
+        assert stable(root) == before and leftovers(root) == []
+        assert index_ids(root) == file_ids(root) == set(seeded)
+        (disk / "filler").unlink()
+        assert journal.reindex() == 3
+        assert journal.append(_payload(4, client_key="k-4")).client_key == "k-4"
+    assert index_ids(root) == file_ids(root) and len(file_ids(root)) == 4
+
+
 def test_cli_append_on_a_full_disk_after_publish_succeeds_with_one_warning(mounts: Mounts) -> None:
     """`ghostjournal append` whose index commit hits the full disk exits 0 with the entry and one warning line on stderr."""
     disk = mounts.tmpfs()
@@ -268,6 +290,10 @@ def test_cli_append_on_a_full_disk_after_publish_succeeds_with_one_warning(mount
         retry = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(5, client_key="cli-5")))
         assert retry.returncode == 0 and "Traceback" not in retry.stderr, retry.stderr
         assert json.loads(retry.stdout) == {"outcome": "duplicate", "entry": stored["entry"]}
+        # A reader on the still-full disk reads the index as it is, and says it is behind.
+        behind = command("ghostjournal", "--root", str(root), "list")
+        assert behind.returncode == 0 and len(json.loads(behind.stdout)) == 3
+        assert behind.stderr.startswith("Warning: the index is behind the entry files") and behind.stderr.count("\n") == 1, behind.stderr
     (disk / "filler").unlink()
     listed = command("ghostjournal", "--root", str(root), "list")
     assert stored["entry"]["id"] in [e["id"] for e in json.loads(listed.stdout)]
@@ -348,3 +374,17 @@ def test_output_to_a_full_device_or_a_closed_pipe_is_no_traceback(tmp_path: Path
         process.wait(60)
         process.stderr.close()
         assert "Traceback" not in errors and "BrokenPipeError" not in errors and "Exception ignored" not in errors, errors
+
+
+def test_runner_files_on_a_read_only_mount(mounts: Mounts) -> None:
+    """`serve` whose lock file and `systemd render` whose --out are on a read-only mount: one line, exit 73, no traceback."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT, runner='lock_file = "./serve.lock"\n')
+    make_journal(disk / "journal")
+    base = mounts.read_only(disk)
+    served = command("ghostrunner", "serve", "--config", str(base / config.name), cwd=base)
+    rendered = command("ghostrunner", "systemd", "render", "--config", str(config), "--out", str(base / "units"), cwd=disk)
+    for result, path in ((served, base / "serve.lock"), (rendered, base / "units")):
+        assert result.returncode == 73 and "Traceback" not in result.stderr, result.stderr
+        assert f"cannot {'serve with the lock file' if result is served else 'write the units into'} {str(path)!r}: read-only file system (EROFS)" in result.stderr
+    assert not (disk / "units").exists() and not (disk / "serve.lock").exists()
