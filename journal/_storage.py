@@ -6,7 +6,7 @@ OSErrors carry their errno. SQLite does not: it reports ``SQLITE_FULL``,
 ``SQLITE_READONLY``, ``SQLITE_CANTOPEN`` or a generic ``SQLITE_IOERR``
 (a ``-shm`` file that cannot grow on a full disk is one), so the index
 directory is examined to name the cause: a read-only mount, no write access,
-or (almost) no free space, else a plain I/O error.
+or (almost) no free space or no free inode, else a plain I/O error.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def _diagnose(directory: Path) -> int:
         if not os.access(directory / name, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
             return errno.EACCES
     free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize
-    return errno.ENOSPC if free < _NEARLY_FULL_BYTES else errno.EIO
+    out_of_inodes = fs.f_files > 0 and (fs.f_ffree if os.geteuid() == 0 else fs.f_favail) == 0  # no new -wal or -shm file
+    return errno.ENOSPC if free < _NEARLY_FULL_BYTES or out_of_inodes else errno.EIO
 
 
 def _permission_fix(path: Path | str) -> str | None:

@@ -174,7 +174,7 @@ def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, 
         assert len(lines) == 1 and ERRNO_NAMES[fault] in lines[0] and "cannot " in lines[0], result.stderr
 
 
-OPERATIONS = ("append", "reindex", "init", "run", "simulate")
+OPERATIONS = ("append", "reindex", "init", "run", "simulate", "demo")
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
@@ -205,7 +205,8 @@ def test_fault_matrix(mounts: Mounts, fault: str, operation: str) -> None:
         result = command("ghostrunner", "run", "pulse-4h", "--agent", "motoko", "--at", f"{DAY}T20:00", "--config", str(base / config.name),
                          as_nobody=as_nobody, cwd=base)
     else:
-        result = command("ghostrunner", "simulate", "--days", "1", "--start", DAY, "--config", str(base / config.name), as_nobody=as_nobody, cwd=base)
+        days = ("--days", "1" if operation == "simulate" else "7")
+        result = command("ghostrunner", operation, *days, "--start", DAY, "--config", str(base / config.name), as_nobody=as_nobody, cwd=base)
     assert_clear_error(result, fault, runner_run=operation == "run")
 
     assert stable(disk / "journal") == before
@@ -316,6 +317,43 @@ def test_runner_run_on_a_full_disk_after_publish_reports_appended(mounts: Mounts
         assert "could not record it" in first.stderr
         second = command("ghostrunner", *args, cwd=disk)
         assert json.loads(second.stdout)["outcome"] == "duplicate" and json.loads(second.stdout)["entry_id"] == outcome["entry_id"]
+
+
+def test_simulate_stops_at_the_first_run_the_full_disk_refuses(mounts: Mounts) -> None:
+    """A disk that is full once the simulation has begun ends it at the first refused run, with exit 74 and the fault in the summary."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT)
+    make_journal(disk / "journal")
+    with Journal(disk / "journal") as holder:
+        holder.list()  # the journal opens and reads fine; only writing needs space
+        fill(disk)
+        before = stable(disk / "journal")
+        result = command("ghostrunner", "simulate", "--days", "3", "--start", DAY, "--config", str(config), cwd=disk)
+    assert result.returncode == 74 and "Traceback" not in result.stderr, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 1 and summary["outcomes"] == {"failed": 1}
+    assert summary["agents"][0]["fault"] == "ENOSPC" and "no space left on device (ENOSPC)" in summary["agents"][0]["failures"][0]
+    assert stable(disk / "journal") == before and leftovers(disk) == []
+
+
+def test_a_filesystem_out_of_inodes_is_a_full_disk(mounts: Mounts) -> None:
+    """No free inode (blocks to spare) is reported as ENOSPC with exit 74, whether SQLite or the entry file meets it first."""
+    disk = mounts.tmpfs(size_kib=8192)
+    make_journal(disk / "journal")
+    before = stable(disk / "journal")
+    (disk / "inodes").mkdir()
+    n = 0
+    while True:
+        try:
+            (disk / "inodes" / str(n)).touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            break
+        n += 1
+    assert os.statvfs(disk).f_bfree * PAGE > 4 * 1024 * 1024, "blocks must be left: only the inodes are used up"
+    result = command("ghostjournal", "--root", str(disk / "journal"), "append", stdin=json.dumps(_payload(3)))
+    assert_clear_error(result, "full")
+    assert stable(disk / "journal") == before and leftovers(disk) == []
 
 
 def test_new_journal_on_a_nearly_full_disk_leaves_nothing(mounts: Mounts) -> None:
