@@ -38,7 +38,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 NOBODY = 65534
-PAGE = 4096
 AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
 DAY = "2026-09-05"
 EXIT_CODES = {"full": 74, "readonly": 73, "denied": 77}
@@ -96,20 +95,20 @@ def mounts() -> Iterator[Mounts]:
 
 def fill(mount: Path, *, leave_pages: int = 0) -> None:
     """Fill the filesystem at *mount* to the brim with a filler file, then free exactly *leave_pages* pages."""
+    page = os.statvfs(mount).f_frsize
     fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         while True:
             try:
-                os.write(fd, b"x" * PAGE)
+                os.write(fd, b"x" * page)
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
                 break
         size = os.fstat(fd).st_size
-        os.ftruncate(fd, (-(-size // PAGE) - leave_pages) * PAGE)
+        os.ftruncate(fd, (-(-size // page) - leave_pages) * page)
     finally:
         os.close(fd)
-    fs = os.statvfs(mount)
-    assert fs.f_bfree * fs.f_frsize == leave_pages * PAGE, "the tmpfs is not filled as the test needs"
+    assert os.statvfs(mount).f_bfree == leave_pages, "the tmpfs is not filled as the test needs"
 
 
 def make_journal(root: Path, count: int = 3) -> list[str]:
@@ -350,7 +349,7 @@ def test_a_filesystem_out_of_inodes_is_a_full_disk(mounts: Mounts) -> None:
             assert exc.errno == errno.ENOSPC
             break
         n += 1
-    assert os.statvfs(disk).f_bfree * PAGE > 4 * 1024 * 1024, "blocks must be left: only the inodes are used up"
+    assert os.statvfs(disk).f_bfree * os.statvfs(disk).f_frsize > 4 * 1024 * 1024, "blocks must be left: only the inodes are used up"
     result = command("ghostjournal", "--root", str(disk / "journal"), "append", stdin=json.dumps(_payload(3)))
     assert_clear_error(result, "full")
     assert stable(disk / "journal") == before and leftovers(disk) == []
