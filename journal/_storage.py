@@ -40,31 +40,34 @@ _SQLITE_STORAGE_CODES: Final = frozenset({_SQLITE_PERM, _SQLITE_READONLY, _SQLIT
 _NEARLY_FULL_BYTES: Final = 1024 * 1024
 
 
-def _diagnose(directory: Path) -> int:
-    """The errno that best explains why SQLite could not write in *directory*."""
+def _diagnose(database: Path) -> tuple[int, Path]:
+    """The errno that best explains why SQLite could not use *database*, and the file or directory to blame."""
+    directory = database.parent
     try:
         fs = os.statvfs(directory)
     except OSError as exc:
-        return exc.errno or errno.EIO
+        return exc.errno or errno.EIO, directory
     if fs.f_flag & os.ST_RDONLY:
-        return errno.EROFS
-    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
-        return errno.EACCES
-    for name in os.listdir(directory) if os.access(directory, os.R_OK) else ():
-        if not os.access(directory / name, os.W_OK, effective_ids=os.access in os.supports_effective_ids):
-            return errno.EACCES
+        return errno.EROFS, database
+    effective = os.access in os.supports_effective_ids
+    if not os.access(directory, os.W_OK | os.X_OK, effective_ids=effective):
+        return errno.EACCES, directory
+    for suffix in ("", "-wal", "-shm", "-journal"):  # say a -shm left by another user, not "the directory"
+        side = Path(f"{database}{suffix}")
+        if os.path.lexists(side) and not os.access(side, os.R_OK | os.W_OK, effective_ids=effective):
+            return errno.EACCES, side
     free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize
     out_of_inodes = fs.f_files > 0 and (fs.f_ffree if os.geteuid() == 0 else fs.f_favail) == 0  # no new -wal or -shm file
-    return errno.ENOSPC if free < _NEARLY_FULL_BYTES or out_of_inodes else errno.EIO
+    return errno.ENOSPC if free < _NEARLY_FULL_BYTES or out_of_inodes else errno.EIO, database
 
 
 def _permission_fix(path: Path | str) -> str | None:
-    """Name the owner and mode of the nearest directory of *path*, so the fix is plain."""
+    """Name the owner and mode of *path* (or of its nearest existing directory), so the fix is plain."""
     directory = Path(path)
-    while not directory.is_dir() and directory != directory.parent:
+    while not os.path.lexists(directory) and directory != directory.parent:
         directory = directory.parent
     try:
-        info = os.stat(directory)
+        info = os.lstat(directory)
     except OSError:
         return None
     try:
@@ -93,12 +96,12 @@ def storage_error(exc: BaseException, path: Path | str, action: str, *, index_pa
             return None
         named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
         return _error(named, exc.errno, action)
-    if isinstance(exc, sqlite3.OperationalError | sqlite3.DatabaseError) and index_path is not None:
+    if isinstance(exc, sqlite3.DatabaseError) and index_path is not None:
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
         if code not in _SQLITE_STORAGE_CODES:
             return None
-        cause = errno.ENOSPC if code == _SQLITE_FULL else errno.EACCES if code == _SQLITE_PERM else _diagnose(index_path.parent)
-        return _error(index_path, cause, action)
+        cause, culprit = (errno.ENOSPC, index_path) if code == _SQLITE_FULL else _diagnose(index_path)
+        return _error(culprit, cause, action)
     return None
 
 

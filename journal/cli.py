@@ -126,7 +126,7 @@ def _echo(text: str) -> None:
     try:
         click.echo(text)
     except OSError as exc:
-        if exc.errno == errno.EPIPE or exc.errno is None:
+        if exc.errno == errno.EPIPE or not exc.errno:
             raise  # click ends quietly when the reader of a pipe has gone (ghostjournal list | head -1)
         # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -374,6 +374,26 @@ def test_permission_denied_names_the_owner_and_mode(mounts: Mounts) -> None:
     assert "is owned by nobody (uid 65534) with mode 0500 and this process runs as uid 65534" in result.stderr
 
 
+def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
+    """SQLite's -wal held by root refuses uid 65534's append: exit 77, and the line blames that file, its owner and mode."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    make_journal(root)
+    with Journal(root) as holder:
+        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0644)
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in [*dirnames, *filenames]:
+                if not name.endswith(("-wal", "-shm")):
+                    os.chown(Path(dirpath) / name, NOBODY, NOBODY)
+        os.chown(root, NOBODY, NOBODY)
+        before = stable(root)
+        result = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(6)), as_nobody=True)
+        assert_clear_error(result, "denied")
+        wal = str(root / "index" / "journal.sqlite3-wal")
+        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0644" in result.stderr
+        assert stable(root) == before
+
+
 def test_storage_errors_are_journal_errors_and_builtin_oserrors() -> None:
     """Each storage error is catchable as JournalError and as the OSError it refines, and survives pickling (simulate's workers)."""
     for code, kind in ((errno.ENOSPC, DiskFullError), (errno.EDQUOT, DiskFullError), (errno.EROFS, ReadOnlyFilesystemError),
