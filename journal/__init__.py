@@ -8,6 +8,7 @@
 from journal.api import MODES, AppendResult, Journal, SkippedFile
 from journal.entry import KINDS, MAX_ENTRY_BYTES, SCHEMA_VERSION, Entry, canonical_json, validate_payload
 from journal.errors import (
+    DiskFullError,
     DuplicateEntryError,
     EntryFileError,
     EntryNotFoundError,
@@ -16,10 +17,13 @@ from journal.errors import (
     InvalidEntryIdError,
     JournalError,
     JournalNotFoundError,
+    JournalStorageError,
     LockTimeoutError,
     ManifestError,
     ModelNotFoundError,
+    ReadOnlyFilesystemError,
     SemanticUnavailableError,
+    StoragePermissionError,
     UnsafePathError,
 )
 from journal.retrieval import Digest, Hit
@@ -31,6 +35,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AppendResult",
     "Digest",
+    "DiskFullError",
     "DuplicateEntryError",
     "Entry",
     "EntryFileError",
@@ -42,11 +47,14 @@ __all__ = [
     "Journal",
     "JournalError",
     "JournalNotFoundError",
+    "JournalStorageError",
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
     "SkippedFile",
+    "StoragePermissionError",
     "UnsafePathError",
     "canonical_json",
     "validate_payload",

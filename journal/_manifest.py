@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -45,7 +46,11 @@ def load_manifest(path: Path) -> Manifest:
         if len(raw) > _MAX_BYTES:
             raise ManifestError(path, f"is larger than a manifest can be ({_MAX_BYTES} bytes)")
         data = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EIO):
+            raise  # the filesystem refused: the caller reports it as a storage error, not a bad manifest
+        raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")
@@ -76,8 +81,12 @@ def create_manifest(path: Path, *, owner: Owner = None) -> Manifest:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         take_ownership(fd, 0o600, owner)
-        os.write(fd, body)
+        if os.write(fd, body) != len(body):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))  # a short write means a full disk
         os.fsync(fd)
+    except BaseException:
+        os.unlink(temp)  # a full disk must not leave a half-written temporary manifest behind
+        raise
     finally:
         os.close(fd)
     try:

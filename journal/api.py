@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import contextlib
 import functools
 import logging
 import os
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
+from journal._storage import storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
@@ -71,15 +73,67 @@ def _recovering(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concat
 
     @functools.wraps(method)
     def wrapper(self: Journal, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return method(self, *args, **kwargs)
-        except IndexCorruptError as exc:
-            log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
-            with self._lock:
-                self._rebuild_locked(corrupt=True)
-            return method(self, *args, **kwargs)
+        # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
+        with storage_errors(self.root, "read or write", index_path=self._index.path):
+            try:
+                return method(self, *args, **kwargs)
+            except IndexCorruptError as exc:
+                log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
+                with self._lock:
+                    self._rebuild_locked(corrupt=True)
+                return method(self, *args, **kwargs)
 
     return wrapper
+
+
+#: What an open may create, in the order a failed open removes what it did create.
+_CREATED_FILES: Final = tuple(f"index/journal.sqlite3{suffix}" for suffix in ("-wal", "-shm", "-journal", "")) + (".write.lock",)
+_CREATED_DIRS: Final = ("models", "index", "entries")
+
+
+def _undone_on_failure(init: Callable[Concatenate[Journal, P], None]) -> Callable[Concatenate[Journal, P], None]:
+    """Make a failed open leave behind nothing it created, and report the filesystem's refusals as JournalStorageError.
+
+    A journal created on a full disk, say, must not stay half made: the files
+    and (empty) directories this open created are removed again. Nothing that
+    existed before the open is touched; the manifest goes only together with
+    an ``entries/`` directory the same open created, so no entry can lose it.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Journal, *args: P.args, **kwargs: P.kwargs) -> None:
+        root = Path(args[0] if args else kwargs["root"])  # type: ignore[arg-type]
+        ancestors = [root, *root.parents]
+        missing_dirs = ancestors[: next((i for i, path in enumerate(ancestors) if os.path.lexists(path)), len(ancestors))]
+        existed = {name for name in (*_CREATED_FILES, *_CREATED_DIRS, "manifest.json") if os.path.lexists(root / name)}
+        try:
+            with storage_errors(root, "open", index_path=root / "index" / "journal.sqlite3"):
+                init(self, *args, **kwargs)
+        except BaseException:
+            for part in ("_index", "_store", "_lock"):
+                with contextlib.suppress(Exception):
+                    getattr(self, part).close()
+            new = [name for name in (*_CREATED_FILES, "manifest.json") if name not in existed]
+            if "entries" in existed or "manifest.json" not in new or _holds_anything(root / "entries"):
+                new = [name for name in new if name not in ("manifest.json", ".write.lock")]  # a journal with entries keeps its identity
+            if "index/journal.sqlite3" in existed:
+                new = [name for name in new if not name.startswith("index/")]
+            for name in new:
+                with contextlib.suppress(OSError):
+                    os.unlink(root / name)
+            for directory in [root / name for name in _CREATED_DIRS if name not in existed] + missing_dirs:
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)  # only if empty: never anything another process put there
+            raise
+
+    return wrapper
+
+
+def _holds_anything(directory: Path) -> bool:
+    try:
+        return bool(os.listdir(directory))
+    except OSError:
+        return False
 
 
 def _bound(value: datetime | str | None, name: str) -> str | None:
@@ -158,8 +212,11 @@ class Journal:
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
         ModelNotFoundError: NN asked for and no local copy of the model.
+        JournalStorageError: the filesystem refused (disk full, read-only,
+            permission denied); what this open created is removed again.
     """
 
+    @_undone_on_failure
     def __init__(
         self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0,
         model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu", encoder: Encoder | None = None,
@@ -285,6 +342,13 @@ class Journal:
             # A busy lock means a writer is active; it catches the index up itself.
             try:
                 self._sync_locked()
+            except Exception as exc:
+                problem = storage_error(exc, self.root, "catch up the index at", index_path=self._index.path)
+                if problem is None:
+                    raise
+                # Reads still work from the index as it is. A writer must catch it up before it may
+                # write (so client_keys stay exactly-once), and fails clearly while it cannot.
+                log.warning("the index is behind the entry files and could not be caught up: %s; reads miss the newest entries until it is", problem)
             finally:
                 self._lock.release()
 
@@ -439,7 +503,13 @@ class Journal:
         # Embedded before the lock is taken, so other writers do not wait on the model.
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
-            self._sync_locked()
+            try:
+                self._sync_locked()
+            except Exception as exc:
+                stored = self._stored_unindexed(entry, exc)
+                if stored is None:
+                    raise
+                return AppendResult(stored, is_duplicate=True)
             # One write transaction from the duplicate checks to the commit: the
             # checks need no read transaction of their own, and the writer lock
             # keeps other writers out while the file is fsynced anyway.
@@ -470,19 +540,28 @@ class Journal:
                 # committed only once its name exists, while the directory is
                 # fsynced: a crash before the commit leaves the index behind
                 # the files (caught up by the next writer), never ahead.
-                pending = self._store.write_temp(entry, meanwhile=stage_rows)
-                try:
-                    self._store.publish(pending, meanwhile=self._index.commit)
-                except FileExistsError:
-                    raise DuplicateEntryError(entry.id) from None
-                except IndexCorruptError as exc:
-                    # The entry is published: a rebuild takes it in. Letting
-                    # @_recovering call append again would store it twice.
-                    log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
-                    self._rebuild_locked(corrupt=True)
+                commit_failure: list[Exception] = []
+
+                def commit() -> None:
+                    # Runs once the entry file has its name: from here on the entry is stored,
+                    # so a failed commit must not turn into an error for a write that happened.
+                    try:
+                        self._index.commit()
+                    except Exception as exc:  # noqa: BLE001 - reported by _index_fell_behind
+                        commit_failure.append(exc)
+
+                day_dir = self._store.entries_dir / os.path.dirname(EntryStore.rel_path_for(entry))
+                with storage_errors(day_dir, "write a new entry file in"):
+                    pending = self._store.write_temp(entry, meanwhile=stage_rows)
+                    try:
+                        self._store.publish(pending, meanwhile=commit)
+                    except FileExistsError:
+                        raise DuplicateEntryError(entry.id) from None
+                if commit_failure:
+                    self._index_fell_behind(entry, commit_failure[0])
                     return AppendResult(entry, is_duplicate=False)
             finally:
-                self._index.rollback()  # nothing to undo after the commit
+                self._end_transaction()  # nothing to undo after the commit
             self._caught_up = generation
         return AppendResult(entry, is_duplicate=False)
 
@@ -513,6 +592,52 @@ class Journal:
             self.skipped.append(item)
         self._index.delete_entry(conn, found[0])
         return None
+    def _end_transaction(self) -> None:
+        """Roll back the open write transaction, if any; a connection that cannot is closed (it reopens when needed)."""
+        try:
+            self._index.rollback()
+        except Exception:  # noqa: BLE001 - a failing disk must not mask the error being raised
+            self._index.close()
+
+    def _stored_unindexed(self, entry: Entry, exc: Exception) -> Entry | None:
+        """Under the lock, when the index cannot be caught up (*exc*): the stored entry with *entry*'s client_key, if any.
+
+        The files decide: a retry of an append whose entry file was published
+        while the index commit failed (a full disk) finds its entry among the
+        files the index lacks, and gets it back instead of an error. Nothing
+        else can be appended until the index is caught up.
+        """
+        problem = storage_error(exc, self.root, "catch up the index at", index_path=self._index.path)
+        if entry.client_key is None or problem is None:
+            return None
+        indexed = self._index.paths()
+        fresh = self._load_many(sorted(set(self._scan(lambda item: None)) - indexed.keys()), lambda item: None)
+        found = next((stored for _, stored in sorted(fresh.items()) if stored.client_key == entry.client_key), None)
+        if found is not None:
+            log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key, problem)
+        return found
+
+    def _index_fell_behind(self, entry: Entry, exc: Exception) -> None:
+        """The entry file is published but the index commit failed: warn, and leave the index to be caught up.
+
+        The writer lock's generation was bumped before the publish and the
+        index kept its old one, so the next open or append indexes the file
+        (a retry with the same client_key then finds it). A corrupt index is
+        rebuilt at once, which takes the entry in; letting @_recovering call
+        append again would store it twice.
+        """
+        rel_path = EntryStore.rel_path_for(entry)
+        self._end_transaction()
+        if isinstance(exc, IndexCorruptError):
+            log.warning("index %s is corrupt (%s); rebuilding it from the entry files", self._index.path, exc)
+            try:
+                self._rebuild_locked(corrupt=True)
+                return
+            except Exception as rebuild_failure:  # noqa: BLE001 - the entry is stored either way
+                exc = rebuild_failure
+        problem = storage_error(exc, self._index.path, "commit the index", index_path=self._index.path) or exc
+        log.warning("entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
+                    entry.id, rel_path, problem)
 
     @_recovering
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:

@@ -1,13 +1,17 @@
 """The ``ghostjournal`` command: parse arguments, call the library, print JSON.
 
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
-3 not found, 4 conflict, 65 invalid input data, 75 writer lock busy.
+3 not found, 4 conflict, 65 invalid input data, 73 read-only filesystem,
+74 disk full or another I/O error, 75 writer lock busy, 77 permission denied.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,14 +24,18 @@ from journal.api import MODES, Journal, SkippedFile
 from journal.embed import DEFAULT_MODEL
 from journal.entry import parse_json_payload
 from journal.errors import (
+    DiskFullError,
     DuplicateEntryError,
     EntryNotFoundError,
     EntryValidationError,
     InvalidEntryIdError,
     JournalError,
     JournalNotFoundError,
+    JournalStorageError,
     LockTimeoutError,
     ManifestError,
+    ReadOnlyFilesystemError,
+    StoragePermissionError,
 )
 
 __all__ = ["EXIT_CODES", "cli", "main"]
@@ -44,6 +52,10 @@ EXIT_CODES: tuple[tuple[type[JournalError], int], ...] = (
     (EntryValidationError, 65),
     (InvalidEntryIdError, 65),
     (LockTimeoutError, 75),
+    (ReadOnlyFilesystemError, 73),  # EX_CANTCREAT
+    (DiskFullError, 74),  # EX_IOERR
+    (StoragePermissionError, 77),  # EX_NOPERM
+    (JournalStorageError, 74),  # any other I/O error
 )
 
 
@@ -109,8 +121,20 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 pass_settings = click.make_pass_decorator(_Settings)
 
 
+def _echo(text: str) -> None:
+    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
+    try:
+        click.echo(text)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or not exc.errno:
+            raise  # click ends quietly when the reader of a pipe has gone (ghostjournal list | head -1)
+        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise JournalCommandError(JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to")) from None
+
+
 def _emit(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    _echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
 def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -248,7 +272,7 @@ def prompt_context(
     """
     block = settings.journal().prompt_context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
     if raw:
-        click.echo(block)
+        _echo(block)
     else:
         _emit({"query": query, "context": block})
 
@@ -284,8 +308,16 @@ def download_model(settings: _Settings, model: str | None) -> None:
     _emit({"model": name, "path": str(embed.download_model(name))})
 
 
+class _StderrWarnings(logging.Handler):
+    """The library's warnings (an index left behind, a skipped file) as one ``Warning:`` line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"Warning: {record.getMessage()}", err=True)
+
+
 def main() -> None:
     """Entry point of the ``ghostjournal`` console script."""
+    logging.getLogger("journal").addHandler(_StderrWarnings(logging.WARNING))
     cli(prog_name="ghostjournal")
 
 

@@ -15,6 +15,10 @@ either::
     ├── IndexStateError                       the derived index could not be repaired
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
     ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
+    ├── JournalStorageError (OSError)         the filesystem refused a read or write (errno, path, fix)
+    │   ├── DiskFullError                     no space left (ENOSPC) or over quota (EDQUOT)
+    │   ├── ReadOnlyFilesystemError           the filesystem is mounted read-only (EROFS)
+    │   └── StoragePermissionError (PermissionError)  this user may not write there (EACCES, EPERM)
     └── SemanticUnavailableError              semantic search asked for but not possible
         └── ModelNotFoundError (FileNotFoundError)  no local copy of the embedding model
 
@@ -23,9 +27,13 @@ Messages quote the offending value and say what was expected.
 
 from __future__ import annotations
 
+import errno as _errno
+import os
 from pathlib import Path
+from typing import ClassVar
 
 __all__ = [
+    "DiskFullError",
     "DuplicateEntryError",
     "EntryFileError",
     "EntryNotFoundError",
@@ -34,10 +42,13 @@ __all__ = [
     "InvalidEntryIdError",
     "JournalError",
     "JournalNotFoundError",
+    "JournalStorageError",
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
+    "StoragePermissionError",
     "UnsafePathError",
 ]
 
@@ -146,6 +157,71 @@ class LockTimeoutError(JournalError, TimeoutError):
             f"the journal's writer lock {str(path)!r} stayed busy for {timeout:g} s; "
             "another writer is running, try again later"
         )
+
+
+class JournalStorageError(JournalError, OSError):
+    """The filesystem refused to store or read part of the journal.
+
+    Raised instead of a bare OSError or sqlite3 error, so that a full disk, a
+    read-only mount or a permission problem reads as one line that names the
+    path, the errno and the fix. Use :meth:`for_errno` to get the subclass
+    that fits the errno.
+
+    Attributes:
+        path: the file or directory the operation was on.
+        errno: the errno value (``errno.ENOSPC``, ...), as for any OSError.
+        errno_name: its symbolic name, e.g. ``"ENOSPC"``.
+        action: what was being done, e.g. ``"write the entry file"``.
+        fix: how to make the operation possible.
+    """
+
+    fix_hint: ClassVar[str] = "check the filesystem (dmesg shows I/O errors) and try again"
+
+    def __init__(self, path: Path | str, errno_code: int, action: str, fix: str | None = None) -> None:
+        self.path = path
+        self.errno_name = _errno.errorcode.get(errno_code, f"errno {errno_code}")
+        self.action = action
+        self.fix = fix or self.fix_hint
+        message = f"cannot {action} {str(path)!r}: {os.strerror(errno_code).lower()} ({self.errno_name}); {self.fix}"
+        super().__init__(message)
+        # Set after OSError.__init__, which would otherwise parse the message as (errno, strerror).
+        self.errno = errno_code
+        self.strerror = os.strerror(errno_code)
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Picklable (simulate's worker processes send errors back), unlike an OSError with these arguments.
+        return (type(self), (self.path, self.errno, self.action, self.fix))
+
+    @staticmethod
+    def for_errno(path: Path | str, errno_code: int, action: str, fix: str | None = None) -> JournalStorageError:
+        """The storage error of the subclass that fits *errno_code*."""
+        kinds: dict[int, type[JournalStorageError]] = {
+            _errno.ENOSPC: DiskFullError, _errno.EDQUOT: DiskFullError, _errno.EROFS: ReadOnlyFilesystemError,
+            _errno.EACCES: StoragePermissionError, _errno.EPERM: StoragePermissionError,
+        }
+        return kinds.get(errno_code, JournalStorageError)(path, errno_code, action, fix)
+
+
+class DiskFullError(JournalStorageError):
+    """The filesystem has no space left (ENOSPC), or this user's quota is used up (EDQUOT)."""
+
+    fix_hint: ClassVar[str] = "free space on that filesystem (or raise the quota), then try again"
+
+
+class ReadOnlyFilesystemError(JournalStorageError):
+    """The filesystem holding the journal is mounted read-only (EROFS)."""
+
+    fix_hint: ClassVar[str] = "remount that filesystem read-write, or keep the journal on a writable one"
+
+
+class StoragePermissionError(JournalStorageError, PermissionError):
+    """This user may not write (or read) there (EACCES, EPERM)."""
+
+    fix_hint: ClassVar[str] = "run as the journal's owner, or give this user write access to the journal directory"
 
 
 class SemanticUnavailableError(JournalError):

@@ -189,6 +189,8 @@ class EntryStore:
             self._fsync(fd, meanwhile)
         except BaseException:
             os.close(fd)
+            if temp_name is not None:
+                os.unlink(temp_name, dir_fd=dir_fd)  # a full disk leaves no half-written temp file behind
             raise
         if temp_name is not None:
             os.close(fd)

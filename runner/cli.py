@@ -7,13 +7,17 @@ JSON; logs go to stderr, except under ``serve`` where they go to stdout for
 journald. User errors are one line on stderr.
 
 Exit codes: 0 ok; 1 a run failed (or another runner/journal error);
-2 usage (unknown agent or routine, bad option); 75 busy (another scheduler
-holds the lock, or the journal's writer lock stayed busy); 78 configuration error.
+2 usage (unknown agent or routine, bad option); 73 the journal's filesystem
+is read-only; 74 its disk is full (or another I/O error); 75 busy (another
+scheduler holds the lock, or the journal's writer lock stayed busy);
+77 permission denied on the journal; 78 configuration error.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shlex
 import signal
 import sys
@@ -24,7 +28,7 @@ from typing import Any, ClassVar
 
 import click
 
-from journal import JournalError, LockTimeoutError
+from journal import JournalError, JournalStorageError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
 from runner.errors import ConfigError, RunInterrupted, RunnerError, SchedulerBusyError, UnknownNameError
 from runner.logs import configure_logging
@@ -34,6 +38,14 @@ from runner.slots import cron_trigger, latest_fire_time
 __all__ = ["cli", "main"]
 
 _LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+#: Exit codes of the filesystem's refusals, by errno name (sysexits.h); any other I/O error is 74.
+FAULT_EXIT_CODES: dict[str, int] = {"EROFS": 73, "ENOSPC": 74, "EDQUOT": 74, "EIO": 74, "EACCES": 77, "EPERM": 77}
+
+
+def fault_exit_code(fault: str) -> int:
+    """The exit code for a run or command the filesystem refused with errno *fault* (e.g. ``ENOSPC``)."""
+    return FAULT_EXIT_CODES.get(fault, 74)
 
 
 class RunnerCommandError(click.ClickException):
@@ -51,6 +63,8 @@ class RunnerCommandError(click.ClickException):
             self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG: the configuration cannot be deployed as timers
         elif isinstance(error, UnknownNameError):
             self.exit_code = 2  # type: ignore[misc]
+        elif isinstance(error, JournalStorageError):
+            self.exit_code = fault_exit_code(error.errno_name)  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
@@ -102,8 +116,30 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
 
 
+def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
+    """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
+
+    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
+    """
+    if errno.errorcode.get(exc.errno or 0) in FAULT_EXIT_CODES:
+        named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
+        raise RunnerCommandError(JournalStorageError.for_errno(named, exc.errno, action)) from exc
+
+
+def _echo(text: str) -> None:
+    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
+    try:
+        click.echo(text)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or not exc.errno:
+            raise  # click ends quietly when the reader of a pipe has gone
+        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise RunnerCommandError(JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to")) from None
+
+
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False))
+    _echo(json.dumps(data, ensure_ascii=False))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -152,7 +188,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
         _echo_json(interrupted.result.to_dict())  # type: ignore[attr-defined]  # what serve reads; the run was logged once
         raise
     _echo_json(result.to_dict())
-    sys.exit(0 if result.is_ok else 1)
+    sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
 
 
 @cli.command()
@@ -175,7 +211,12 @@ def serve(settings: _Settings, config_path: Path | None) -> None:
     config = settings.config(config_path)
     notifier = Notifier.from_environ()
     interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
-    sys.exit(Scheduler(config, log_stream=sys.stdout, notify=notifier.notify, watchdog_interval=interval).serve())
+    try:
+        code = Scheduler(config, log_stream=sys.stdout, notify=notifier.notify, watchdog_interval=interval).serve()
+    except OSError as exc:
+        _raise_storage_failure(exc, config.lock_file, "serve with the lock file")
+        raise
+    sys.exit(code)
 
 
 @cli.command()
@@ -214,7 +255,8 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
         "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
         "agents": [summary.to_dict() for summary in summaries],
     })
-    sys.exit(1 if totals.get("failed") else 0)
+    faults = [summary.fault for summary in summaries if summary.fault]
+    sys.exit(fault_exit_code(faults[0]) if faults else 1 if totals.get("failed") else 0)
 
 
 @cli.group()
@@ -258,7 +300,12 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
         if isinstance(exc, RunnerError):
             raise
         raise click.BadParameter(str(exc), param_hint="--exec" if "absolute path" in str(exc) else "--installed-config") from None
-    for path in write_units(rendering, out):
+    try:
+        written = write_units(rendering, out)
+    except OSError as exc:
+        _raise_storage_failure(exc, out, "write the units into")
+        raise
+    for path in written:
         click.echo(f"wrote {path}")
     for warning in rendering.warnings:
         click.echo(f"ghostrunner: warning: {warning}", err=True)
@@ -328,7 +375,7 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
         except ValueError as exc:
             raise click.BadParameter(f"expected {exc}, got {grace_text!r}", param_hint="--grace") from None
     report = build_report(config, read_log(log_file), now, grace)
-    click.echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
+    _echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
 
@@ -374,8 +421,9 @@ def demo(settings: _Settings, agent: str, days: int, start_text: str, config_pat
     config.agent(agent)
     start = _parse_time(start_text, config, "--start").replace(hour=0, minute=0, second=0, microsecond=0)
     report = run_demo(config, agent, start, days)
-    click.echo(_render_demo(report))
-    sys.exit(1 if report.simulation.outcomes.get("failed") else 0)
+    _echo(_render_demo(report))
+    fault = report.simulation.fault
+    sys.exit(fault_exit_code(fault) if fault else 1 if report.simulation.outcomes.get("failed") else 0)
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import structlog
 
-from journal import Journal, JournalError, validate_payload
+from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
 from runner.config import AgentConfig
@@ -91,6 +91,8 @@ class RunResult:
     """What one run did.
 
     ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
+    ``fault`` is the errno name (``ENOSPC``, ``EROFS``, ``EACCES``, ...) when
+    the filesystem refused the journal's read or write, for the exit code.
     """
 
     run_id: str
@@ -104,6 +106,7 @@ class RunResult:
     duration_ms: float
     error: str | None = None
     entry: dict[str, Any] | None = None
+    fault: str | None = None
 
     @property
     def is_ok(self) -> bool:
@@ -115,6 +118,8 @@ class RunResult:
         data = asdict(self)
         if self.entry is None:
             del data["entry"]  # only a dry run has one
+        if self.fault is None:
+            del data["fault"]  # only a run the filesystem refused has one
         return data
 
 
@@ -161,7 +166,7 @@ class _RunIdentity:
 
     def finish(
         self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-        dry_run: bool = False,
+        dry_run: bool = False, fault: str | None = None,
     ) -> RunResult:
         """Log the run's one ``run.finished`` line and return its result.
 
@@ -170,7 +175,7 @@ class _RunIdentity:
         """
         level = log.error if outcome == "failed" else log.info
         level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
-        return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry)
+        return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
 
 
 def execute_run(
@@ -197,7 +202,7 @@ def execute_run(
     scheduled = scheduled.astimezone(tz)
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
     log.info("run.started", **run.fields())
-    outcome, entry_id, error, would_be = "failed", None, None, None
+    outcome, entry_id, error, would_be, fault = "failed", None, None, None, None
     try:
         # Only spares a backend call: the append's client_key check is what
         # guarantees one entry per slot.
@@ -227,6 +232,7 @@ def execute_run(
                         outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
     except (RunnerError, JournalError) as exc:
         error = str(exc)
+        fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
     except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
         error = f"{type(exc).__name__}: {exc}"
         log.exception("run.error", **{k: v for k, v in run.fields().items() if k != "scheduled"})
@@ -239,7 +245,7 @@ def execute_run(
                             dry_run=dry_run)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be,
-                      dry_run=dry_run)
+                      dry_run=dry_run, fault=fault)
 
 
 def run_slot(
@@ -261,9 +267,13 @@ def run_slot(
     try:
         journal = Journal(agent.journal_root)
     except (JournalError, OSError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+        fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
+        if fault is not None:
+            error = str(exc)  # names the path, the errno and the fix already
+        else:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
+        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault)
     except (KeyboardInterrupt, SystemExit) as exc:
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
         result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)

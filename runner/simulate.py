@@ -45,13 +45,14 @@ class SimulationSummary:
     outcomes: dict[str, int]
     failures: list[str]
     seconds: float
+    fault: str | None = None  # the errno name when the filesystem refused the journal (the simulation stopped there)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
             "agent": self.agent, "start": self.start, "end": self.end, "runs": self.runs,
             "outcomes": dict(self.outcomes), "failures": list(self.failures), "seconds": self.seconds,
-        }
+        } | ({"fault": self.fault} if self.fault else {})
 
 
 def schedule_for(config: RunnerConfig, agent: str, start: datetime, end: datetime) -> Iterator[tuple[datetime, Routine]]:
@@ -81,14 +82,18 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     backend = build_backend(settings)
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
+    fault = None
     with Journal(settings.journal_root) as journal:
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone)
             outcomes[result.outcome] += 1
             if result.error and result.outcome == "failed" and len(failures) < 10:
                 failures.append(f"{result.client_key}: {result.error}")
+            if result.fault is not None:
+                fault = result.fault  # a full disk or a read-only journal refuses every later run the same way
+                break
     seconds = round(time.perf_counter() - began, 3)
-    summary = SimulationSummary(agent, start.isoformat(), end.isoformat(), sum(outcomes.values()), dict(sorted(outcomes.items())), failures, seconds)
+    summary = SimulationSummary(agent, start.isoformat(), end.isoformat(), sum(outcomes.values()), dict(sorted(outcomes.items())), failures, seconds, fault)
     log.info("simulate.finished", agent=agent, runs=summary.runs, outcomes=summary.outcomes, seconds=seconds)
     return summary
 

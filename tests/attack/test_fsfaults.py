@@ -1,0 +1,447 @@
+"""Filesystem faults on real filesystems: a full tmpfs, a read-only bind mount, a 0500 directory entered as uid 65534.
+
+Each fault must read as one clear line with its documented exit code (73
+read-only, 74 disk full, 77 permission denied), never a traceback; leave
+nothing half-written (no partial entry, no temp file, no half-made journal,
+no index row ahead of the files); and change no existing file. An entry whose
+file was published before the index commit failed is returned, with a
+warning, never reported as an error, and a retry with its client_key gets it
+back exactly once.
+
+The mounts need root; CI runs as root, so these tests never skip there.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import pickle
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
+from tests.conftest import entry_files, tree_digest
+from tests.runner.conftest import SIMPLE_AGENT, write_config
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a tmpfs, remounting it read-only and dropping to uid 65534 need root (CI runs as root)"
+)
+
+NOBODY = 65534
+AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
+DAY = "2026-09-05"
+EXIT_CODES = {"full": 74, "readonly": 73, "denied": 77}
+ERRNO_NAMES = {"full": "ENOSPC", "readonly": "EROFS", "denied": "EACCES"}
+# What may change on a refused write: the writer lock's counter (bumped before every publish,
+# so that the next writer checks the files) and SQLite's own -wal/-shm side files.
+_VOLATILE = {".write.lock", "index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
+
+
+def _payload(n: int, **extra: Any) -> dict[str, Any]:
+    return {"kind": "note", "agent": "motoko", "theme": f"tide {n}", "voice": f"The tide came in, time {n}.", "ts": f"{DAY}T0{n % 10}:00:00Z", **extra}
+
+
+class Mounts:
+    """tmpfs and bind mounts made by one test, all unmounted by the fixture's finalizer."""
+
+    def __init__(self) -> None:
+        self.points: list[Path] = []
+
+    def _point(self) -> Path:
+        # Outside pytest's tmp_path, whose parent is 0700 root: uid 65534 must be able to reach it.
+        point = Path(tempfile.mkdtemp(prefix="gj-fault-", dir="/tmp"))
+        point.chmod(0o755)
+        return point
+
+    def tmpfs(self, *, size_kib: int = 1024) -> Path:
+        point = self._point()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,nr_inodes=4096,mode=0755", "tmpfs", str(point)], check=True)
+        self.points.append(point)
+        return point
+
+    def read_only(self, source: Path) -> Path:
+        """A read-only bind mount of *source* (the source itself stays writable)."""
+        point = self._point()
+        subprocess.run(["mount", "--bind", str(source), str(point)], check=True)
+        self.points.append(point)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(point)], check=True)
+        return point
+
+    def release(self) -> None:
+        for point in reversed(self.points):
+            subprocess.run(["umount", str(point)], check=False)
+            if not os.path.ismount(point):
+                point.rmdir()
+
+
+@pytest.fixture
+def mounts() -> Iterator[Mounts]:
+    made = Mounts()
+    try:
+        yield made
+    finally:
+        made.release()
+
+
+def fill(mount: Path, *, leave_pages: int = 0) -> None:
+    """Fill the filesystem at *mount* to the brim with a filler file, then free exactly *leave_pages* pages."""
+    page = os.statvfs(mount).f_frsize
+    fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            try:
+                os.write(fd, b"x" * page)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+        size = os.fstat(fd).st_size
+        os.ftruncate(fd, (-(-size // page) - leave_pages) * page)
+    finally:
+        os.close(fd)
+    assert os.statvfs(mount).f_bfree == leave_pages, "the tmpfs is not filled as the test needs"
+
+
+def make_journal(root: Path, count: int = 3) -> list[str]:
+    """A journal with *count* entries of one day, closed again (so SQLite removed its -wal and -shm)."""
+    with Journal(root) as journal:
+        return [journal.append(_payload(n, client_key=f"seed-{n}")).id for n in range(count)]
+
+
+def stable(root: Path) -> dict[str, str]:
+    """Hashes of every file of the journal that a refused write must leave byte for byte."""
+    return {name: digest for name, digest in tree_digest(root).items() if name not in _VOLATILE}
+
+
+def leftovers(root: Path) -> list[str]:
+    """Temporary files that a failed write must not leave behind."""
+    return [str(p) for p in root.rglob("*") if p.name.startswith((".tmp-", ".manifest.tmp-"))]
+
+
+def deny(path: Path) -> None:
+    """Give *path* (recursively) to uid 65534 and make every directory 0500: readable, not writable."""
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [*dirnames, *filenames]:
+            os.chown(Path(dirpath) / name, NOBODY, NOBODY)
+    os.chown(path, NOBODY, NOBODY)
+    for dirpath, _, _ in os.walk(path):
+        os.chmod(dirpath, 0o500)
+
+
+def undeny(path: Path) -> None:
+    for dirpath, _, _ in os.walk(path):
+        os.chmod(dirpath, 0o700)
+
+
+def command(name: str, *args: str, as_nobody: bool = False, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real console script (as uid 65534 when *as_nobody*)."""
+    argv = [sys.executable, str(AS_NOBODY), name, *args] if as_nobody else [shutil.which(name) or name, *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def index_ids(root: Path) -> set[str]:
+    """The entry ids the index holds, read straight from SQLite (no repair on the way)."""
+    with sqlite3.connect(f"file:{root / 'index' / 'journal.sqlite3'}?mode=ro", uri=True) as conn:
+        return {row[0] for row in conn.execute("SELECT id FROM entries")}
+
+
+def file_ids(root: Path) -> set[str]:
+    return {Path(name).stem for name in entry_files(root)}
+
+
+def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, runner_run: bool = False) -> None:
+    """Exit code of the fault, no traceback, and the errno named in one line."""
+    assert result.returncode == EXIT_CODES[fault], (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr + result.stdout and "Exception ignored" not in result.stderr, result.stderr
+    if runner_run:
+        # ghostrunner run logs JSON lines; its run.finished carries the one-line error, stdout the result.
+        finished = [json.loads(line) for line in result.stderr.splitlines() if '"run.finished"' in line]
+        assert len(finished) == 1 and ERRNO_NAMES[fault] in finished[0]["error"], result.stderr
+        outcome = json.loads(result.stdout)
+        assert outcome["outcome"] == "failed" and outcome["fault"] == ERRNO_NAMES[fault] and outcome["entry_id"] is None
+    else:
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and ERRNO_NAMES[fault] in lines[0] and "cannot " in lines[0], result.stderr
+
+
+OPERATIONS = ("append", "reindex", "init", "run", "simulate", "demo")
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("fault", ["full", "readonly", "denied"])
+def test_fault_matrix(mounts: Mounts, fault: str, operation: str) -> None:
+    """Each fault × operation: one clear line, its exit code, no traceback, nothing half-written, every file unchanged."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT)
+    seeded = make_journal(disk / "journal")
+    (disk / "parent").mkdir(mode=0o755)
+    if fault == "denied":
+        deny(disk / "journal")
+        deny(disk / "parent")
+    if fault == "full":
+        fill(disk)
+    base = mounts.read_only(disk) if fault == "readonly" else disk
+    journal, fresh = base / "journal", base / "parent" / "fresh"
+    before = stable(disk / "journal")
+    as_nobody = fault == "denied"
+
+    if operation == "append":
+        result = command("ghostjournal", "--root", str(journal), "append", stdin=json.dumps(_payload(7, client_key="new")), as_nobody=as_nobody)
+    elif operation == "reindex":
+        result = command("ghostjournal", "--root", str(journal), "reindex", as_nobody=as_nobody)
+    elif operation == "init":
+        result = command("ghostjournal", "--root", str(fresh), "init", as_nobody=as_nobody)
+    elif operation == "run":
+        result = command("ghostrunner", "run", "pulse-4h", "--agent", "motoko", "--at", f"{DAY}T20:00", "--config", str(base / config.name),
+                         as_nobody=as_nobody, cwd=base)
+    else:
+        days = ("--days", "1" if operation == "simulate" else "7")
+        result = command("ghostrunner", operation, *days, "--start", DAY, "--config", str(base / config.name), as_nobody=as_nobody, cwd=base)
+    assert_clear_error(result, fault, runner_run=operation == "run")
+
+    assert stable(disk / "journal") == before
+    assert leftovers(disk) == []
+    assert not os.path.lexists(disk / "parent" / "fresh"), "a failed open left a half-made journal behind"
+    # With the fault lifted the journal is whole: the index holds exactly the entry files.
+    if fault == "denied":
+        undeny(disk / "journal")
+    (disk / "filler").unlink(missing_ok=True)
+    with Journal(disk / "journal") as reopened:
+        assert sorted(e.id for e in reopened.list()) == sorted(seeded)
+    assert index_ids(disk / "journal") == file_ids(disk / "journal") == set(seeded)
+
+
+def test_append_published_before_a_full_disk_stops_the_index_commit(mounts: Mounts, caplog: pytest.LogCaptureFixture) -> None:
+    """On a real full disk the entry file fits but the index WAL does not: append returns the entry with a warning; retries get it once."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    make_journal(root)
+    with Journal(root) as journal:
+        journal.list()  # the connection (and its -shm) stays open: only the entry file and the WAL still need pages
+        fill(disk, leave_pages=1)  # room for the entry file, none for the index commit
+        with caplog.at_level(logging.WARNING, logger="journal"):
+            entry = journal.append(_payload(8, client_key="k-8"))
+        assert [r.getMessage() for r in caplog.records if "could not record it" in r.getMessage()], caplog.text
+        assert "ENOSPC" in caplog.text and entry.id in caplog.text
+        assert entry.id in file_ids(root) and entry.id not in index_ids(root), "the published-but-unindexed path was not reached"
+
+        # A retry while the disk is still full gets the stored entry back (the files decide), never a second one.
+        again = journal.append_with_result(_payload(8, client_key="k-8"))
+        assert again.is_duplicate and again.entry.id == entry.id
+        # A new entry cannot be appended until the index is caught up: a clear error, nothing written.
+        with pytest.raises(DiskFullError, match=r"no space left on device \(ENOSPC\); free space"):
+            journal.append(_payload(9, client_key="k-9"))
+        assert len(file_ids(root)) == 4 and leftovers(root) == []
+
+    (disk / "filler").unlink()
+    with Journal(root) as reopened:  # the next open catches the index up
+        assert reopened.find_by_client_key("k-8") == entry
+        assert reopened.append_with_result(_payload(8, client_key="k-8")).entry.id == entry.id
+    assert index_ids(root) == file_ids(root) and len(file_ids(root)) == 4
+
+
+def test_full_disk_with_the_index_open_refuses_cleanly(mounts: Mounts) -> None:
+    """With the index already open, a disk full to the brim refuses the entry file, then the rebuild's WAL: clear errors, nothing changed."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    seeded = make_journal(root)
+    with Journal(root) as journal:
+        journal.list()
+        fill(disk)
+        before = stable(root)
+        day_dir = str(root / "entries" / DAY.replace("-", "/"))
+        with pytest.raises(DiskFullError, match=rf"^cannot write a new entry file in {day_dir!r}: no space left on device \(ENOSPC\); free space"):
+            journal.append(_payload(4, client_key="k-4"))
+        with pytest.raises(DiskFullError, match=r"no space left on device \(ENOSPC\)"):
+            journal.reindex()
+        assert stable(root) == before and leftovers(root) == []
+        assert index_ids(root) == file_ids(root) == set(seeded)
+        (disk / "filler").unlink()
+        assert journal.reindex() == 3
+        assert journal.append(_payload(4, client_key="k-4")).client_key == "k-4"
+    assert index_ids(root) == file_ids(root) and len(file_ids(root)) == 4
+
+
+def test_cli_append_on_a_full_disk_after_publish_succeeds_with_one_warning(mounts: Mounts) -> None:
+    """`ghostjournal append` whose index commit hits the full disk exits 0 with the entry and one warning line on stderr."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    make_journal(root)
+    with Journal(root) as holder:
+        holder.list()  # keeps SQLite's -shm allocated, as any long-running reader would
+        fill(disk, leave_pages=1)
+        result = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(5, client_key="cli-5")))
+        assert result.returncode == 0, result.stderr
+        stored = json.loads(result.stdout)
+        assert stored["outcome"] == "appended"
+        warning = result.stderr.strip().splitlines()
+        assert len(warning) == 1 and warning[0].startswith("Warning: entry ") and "ENOSPC" in warning[0], result.stderr
+        assert stored["entry"]["id"] in file_ids(root) and stored["entry"]["id"] not in index_ids(root)
+
+        retry = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(5, client_key="cli-5")))
+        assert retry.returncode == 0 and "Traceback" not in retry.stderr, retry.stderr
+        assert json.loads(retry.stdout) == {"outcome": "duplicate", "entry": stored["entry"]}
+        # A reader on the still-full disk reads the index as it is, and says it is behind.
+        behind = command("ghostjournal", "--root", str(root), "list")
+        assert behind.returncode == 0 and len(json.loads(behind.stdout)) == 3
+        assert behind.stderr.startswith("Warning: the index is behind the entry files") and behind.stderr.count("\n") == 1, behind.stderr
+    (disk / "filler").unlink()
+    listed = command("ghostjournal", "--root", str(root), "list")
+    assert stored["entry"]["id"] in [e["id"] for e in json.loads(listed.stdout)]
+    assert index_ids(root) == file_ids(root)
+
+
+def test_runner_run_on_a_full_disk_after_publish_reports_appended(mounts: Mounts) -> None:
+    """`ghostrunner run` whose index commit hits the full disk reports the entry appended, exits 0, and a rerun is a duplicate."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT)
+    make_journal(disk / "journal")
+    args = ("run", "pulse-4h", "--agent", "motoko", "--at", f"{DAY}T20:00", "--config", str(config))
+    with Journal(disk / "journal") as holder:
+        holder.list()
+        fill(disk, leave_pages=1)
+        first = command("ghostrunner", *args, cwd=disk)
+        assert first.returncode == 0 and "Traceback" not in first.stderr, first.stderr
+        outcome = json.loads(first.stdout)
+        assert outcome["outcome"] == "appended" and "fault" not in outcome
+        assert "could not record it" in first.stderr
+        second = command("ghostrunner", *args, cwd=disk)
+        assert json.loads(second.stdout)["outcome"] == "duplicate" and json.loads(second.stdout)["entry_id"] == outcome["entry_id"]
+
+
+def test_simulate_stops_at_the_first_run_the_full_disk_refuses(mounts: Mounts) -> None:
+    """A disk that is full once the simulation has begun ends it at the first refused run, with exit 74 and the fault in the summary."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT)
+    make_journal(disk / "journal")
+    with Journal(disk / "journal") as holder:
+        holder.list()  # the journal opens and reads fine; only writing needs space
+        fill(disk)
+        before = stable(disk / "journal")
+        result = command("ghostrunner", "simulate", "--days", "3", "--start", DAY, "--config", str(config), cwd=disk)
+    assert result.returncode == 74 and "Traceback" not in result.stderr, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["runs"] == 1 and summary["outcomes"] == {"failed": 1}
+    assert summary["agents"][0]["fault"] == "ENOSPC" and "no space left on device (ENOSPC)" in summary["agents"][0]["failures"][0]
+    assert stable(disk / "journal") == before and leftovers(disk) == []
+
+
+def test_a_filesystem_out_of_inodes_is_a_full_disk(mounts: Mounts) -> None:
+    """No free inode (blocks to spare) is reported as ENOSPC with exit 74, whether SQLite or the entry file meets it first."""
+    disk = mounts.tmpfs(size_kib=8192)
+    make_journal(disk / "journal")
+    before = stable(disk / "journal")
+    (disk / "inodes").mkdir()
+    n = 0
+    while True:
+        try:
+            (disk / "inodes" / str(n)).touch()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+            break
+        n += 1
+    assert os.statvfs(disk).f_bfree * os.statvfs(disk).f_frsize > 4 * 1024 * 1024, "blocks must be left: only the inodes are used up"
+    result = command("ghostjournal", "--root", str(disk / "journal"), "append", stdin=json.dumps(_payload(3)))
+    assert_clear_error(result, "full")
+    assert stable(disk / "journal") == before and leftovers(disk) == []
+
+
+def test_new_journal_on_a_nearly_full_disk_leaves_nothing(mounts: Mounts) -> None:
+    """Creating a journal where the manifest fits but the index does not removes every file and directory it made."""
+    disk = mounts.tmpfs()
+    fill(disk, leave_pages=2)
+    with pytest.raises(DiskFullError, match=r"cannot open '.*': no space left on device \(ENOSPC\)"):
+        Journal(disk / "a" / "b" / "journal")
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_permission_denied_names_the_owner_and_mode(mounts: Mounts) -> None:
+    """The EACCES line says who owns the directory, its mode and who the process runs as."""
+    disk = mounts.tmpfs()
+    make_journal(disk / "journal")
+    deny(disk / "journal")
+    result = command("ghostjournal", "--root", str(disk / "journal"), "append", stdin=json.dumps(_payload(6)), as_nobody=True)
+    assert result.returncode == 77
+    assert "is owned by nobody (uid 65534) with mode 0500 and this process runs as uid 65534" in result.stderr
+
+
+def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
+    """SQLite's -wal held by root refuses uid 65534's append: exit 77, and the line blames that file, its owner and mode."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    make_journal(root)
+    with Journal(root) as holder:
+        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0644)
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in [*dirnames, *filenames]:
+                if not name.endswith(("-wal", "-shm")):
+                    os.chown(Path(dirpath) / name, NOBODY, NOBODY)
+        os.chown(root, NOBODY, NOBODY)
+        before = stable(root)
+        result = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(6)), as_nobody=True)
+        assert_clear_error(result, "denied")
+        wal = str(root / "index" / "journal.sqlite3-wal")
+        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0644" in result.stderr
+        assert stable(root) == before
+
+
+def test_storage_errors_are_journal_errors_and_builtin_oserrors() -> None:
+    """Each storage error is catchable as JournalError and as the OSError it refines, and survives pickling (simulate's workers)."""
+    for code, kind in ((errno.ENOSPC, DiskFullError), (errno.EDQUOT, DiskFullError), (errno.EROFS, ReadOnlyFilesystemError),
+                       (errno.EACCES, StoragePermissionError), (errno.EIO, JournalStorageError)):
+        error = JournalStorageError.for_errno("/j/entries", code, "write a new entry file in")
+        assert type(error) is kind and isinstance(error, OSError) and error.errno == code
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is kind and str(copy) == str(error) and copy.errno_name == error.errno_name
+    assert isinstance(JournalStorageError.for_errno("/j", errno.EPERM, "open"), PermissionError)
+    assert str(JournalStorageError.for_errno("/j/x", errno.EROFS, "open")) == (
+        "cannot open '/j/x': read-only file system (EROFS); remount that filesystem read-write, or keep the journal on a writable one"
+    )
+
+
+def test_output_to_a_full_device_or_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    """stdout on /dev/full is one line and exit 74; a reader that leaves early (| head -1) gets no BrokenPipeError report."""
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        for n in range(200):
+            journal.append(_payload(n, voice="word " * 200))
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "list", "--limit", "200"],
+                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 74 and result.stderr.count("\n") == 1 and "ENOSPC" in result.stderr, result.stderr
+    with open("/dev/full", "w") as full:
+        ran = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--dry-run"],
+                             stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
+    assert ran.returncode == 74 and "Traceback" not in ran.stderr and "cannot write the output to '<stdout>'" in ran.stderr, ran.stderr
+    for argv in (["ghostjournal", "--root", str(root), "list", "--limit", "200"],):
+        process = subprocess.Popen([shutil.which(argv[0]) or argv[0], *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.readline()
+        process.stdout.close()  # as `| head -1` does
+        errors = process.stderr.read().decode()
+        process.wait(60)
+        process.stderr.close()
+        assert "Traceback" not in errors and "BrokenPipeError" not in errors and "Exception ignored" not in errors, errors
+
+
+def test_runner_files_on_a_read_only_mount(mounts: Mounts) -> None:
+    """`serve` whose lock file and `systemd render` whose --out are on a read-only mount: one line, exit 73, no traceback."""
+    disk = mounts.tmpfs()
+    config = write_config(disk, SIMPLE_AGENT, runner='lock_file = "./serve.lock"\n')
+    make_journal(disk / "journal")
+    base = mounts.read_only(disk)
+    served = command("ghostrunner", "serve", "--config", str(base / config.name), cwd=base)
+    rendered = command("ghostrunner", "systemd", "render", "--config", str(config), "--out", str(base / "units"), cwd=disk)
+    for result, path in ((served, base / "serve.lock"), (rendered, base / "units")):
+        assert result.returncode == 73 and "Traceback" not in result.stderr, result.stderr
+        assert f"cannot {'serve with the lock file' if result is served else 'write the units into'} {str(path)!r}: read-only file system (EROFS)" in result.stderr
+    assert not (disk / "units").exists() and not (disk / "serve.lock").exists()
