@@ -21,7 +21,7 @@ from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
 from journal._storage import storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
-from journal.entry import Entry, check_entry_id, entry_from_json_bytes, parse_timestamp, utc_key
+from journal.entry import Entry, check_entry_id, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
     DuplicateEntryError,
     EntryFileError,
@@ -39,7 +39,7 @@ from journal.store import EntryStore, ScanProblem, check_entry_path
 if TYPE_CHECKING:
     from journal.semantic import SemanticIndex
 
-__all__ = ["MODES", "AppendResult", "Journal", "SkippedFile"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "Journal", "SkippedFile"]
 
 log = logging.getLogger("journal")
 
@@ -47,6 +47,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_CONTEXT_CHARS: Final = 6000
+#: Largest ``k`` of search, relate and prompt_context: ranking holds k candidates per arm in memory.
+MAX_K: Final = 10_000
+#: Largest ``limit`` of list (SQLite's LIMIT is a 64-bit integer; an export of more pages by since/until).
+MAX_LIMIT: Final = 1_000_000_000
 #: Ranking modes: ``auto`` is ``hybrid`` with NN on and ``lexical`` without.
 MODES: Final = ("auto", "lexical", "semantic", "hybrid")
 _SNIPPET_WORDS: Final = 24
@@ -144,15 +148,20 @@ def _bound(value: datetime | str | None, name: str) -> str | None:
         try:
             value = parse_timestamp(value, name)
         except EntryValidationError as exc:
-            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, got {value!r}") from exc
+            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, within years 1-9999 in UTC, got {value!r}") from exc
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {value!r}")
+    try:
+        check_utc_range(value, name)
+    except EntryValidationError as exc:
+        raise ValueError(f"{name} must fall within years 1-9999 in UTC, got {value.isoformat()!r}") from exc
     return utc_key(value)
 
 
-def _positive(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+def _positive(value: int, name: str, maximum: int = MAX_K) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        shown = repr(value) if not isinstance(value, int) or abs(value) <= 10**30 else "an integer beyond 10**30"
+        raise ValueError(f"{name} must be a positive integer of at most {maximum:,}, got {shown}")
     return value
 
 
@@ -783,7 +792,7 @@ class Journal:
     ) -> list[Entry]:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
         if limit is not None:
-            _positive(limit, "limit")
+            _positive(limit, "limit", MAX_LIMIT)
         lower, upper = _bound(since, "since"), _bound(until, "until")
 
         def fetch(extra: int) -> list[IndexRow]:

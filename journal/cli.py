@@ -20,9 +20,9 @@ from typing import IO, Any, ClassVar
 import click
 
 from journal import embed
-from journal.api import MODES, Journal, SkippedFile
+from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.embed import DEFAULT_MODEL
-from journal.entry import parse_json_payload
+from journal.entry import MAX_INPUT_BYTES, parse_json_payload
 from journal.errors import (
     DiskFullError,
     DuplicateEntryError,
@@ -137,10 +137,42 @@ def _emit(value: Any) -> None:
     _echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+class _Text(click.ParamType):
+    """A string argument that can be written as UTF-8.
+
+    Bytes of argv that are not UTF-8 reach Python as lone surrogates
+    (surrogateescape); SQLite, JSON output and the terminal would each fail on
+    them with a traceback, so they are refused here as a usage error.
+    """
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            self.fail(f"expected UTF-8 text, got an invalid byte at character {exc.start}", param, ctx)
+        return text
+
+
+_TEXT = _Text()
+_K_RANGE = click.IntRange(min=1, max=MAX_K)
+
+
+def _read_input(source: IO[bytes]) -> bytes:
+    """At most MAX_INPUT_BYTES of *source*; one byte more is read only to tell that the input is too long."""
+    raw = source.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        # Exit 65 like an oversized entry: the data is wrong, not the command line.
+        raise EntryValidationError("(entry)", f"at most {MAX_INPUT_BYTES} bytes of JSON input (the entry file itself at most 1 MiB)", "more")
+    return raw
+
+
 def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    function = click.option("--until", help="Only entries before this ISO 8601 time (with a timezone).")(function)
-    function = click.option("--since", help="Only entries at or after this ISO 8601 time (with a timezone).")(function)
-    return click.option("--agent", help="Only this agent's entries.")(function)
+    function = click.option("--until", type=_TEXT, help="Only entries before this ISO 8601 time (with a timezone).")(function)
+    function = click.option("--since", type=_TEXT, help="Only entries at or after this ISO 8601 time (with a timezone).")(function)
+    return click.option("--agent", type=_TEXT, help="Only this agent's entries.")(function)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -181,13 +213,13 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
-    payload = parse_json_payload(source.read())
+    payload = parse_json_payload(_read_input(source))
     result = settings.journal().append_with_result(payload)  # type: ignore[arg-type]
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()})
 
 
 @cli.command()
-@click.argument("entry_id")
+@click.argument("entry_id", type=_TEXT)
 @pass_settings
 def get(settings: _Settings, entry_id: str) -> None:
     """Print one entry.
@@ -200,7 +232,7 @@ def get(settings: _Settings, entry_id: str) -> None:
 @cli.command(name="list")
 @click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
 @_window_options
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
 @pass_settings
 def list_(settings: _Settings, kind: str | None, agent: str | None, since: str | None, until: str | None, limit: int) -> None:
     """List entries, newest first.
@@ -212,8 +244,8 @@ def list_(settings: _Settings, kind: str | None, agent: str | None, since: str |
 
 
 @cli.command()
-@click.argument("query")
-@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True, help="How many hits.")
+@click.argument("query", type=_TEXT)
+@click.option("-k", "k", type=_K_RANGE, default=8, show_default=True, help="How many hits.")
 @click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
 @_window_options
 @click.option(
@@ -233,9 +265,9 @@ def search(
 
 
 @cli.command()
-@click.argument("entry_id")
-@click.option("-k", "k", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--agent", help="Only this agent's entries.")
+@click.argument("entry_id", type=_TEXT)
+@click.option("-k", "k", type=_K_RANGE, default=8, show_default=True)
+@click.option("--agent", type=_TEXT, help="Only this agent's entries.")
 @pass_settings
 def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
     """Entries related to one entry: continuity links both ways, then similar text.
@@ -257,8 +289,8 @@ def digest(settings: _Settings, agent: str | None, since: str | None, until: str
 
 
 @cli.command(name="prompt-context")
-@click.argument("query")
-@click.option("-k", "k", type=click.IntRange(min=1), default=6, show_default=True)
+@click.argument("query", type=_TEXT)
+@click.option("-k", "k", type=_K_RANGE, default=6, show_default=True)
 @_window_options
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")

@@ -3,11 +3,13 @@
 The packaged JSON Schema (``schemas/entry-v1.schema.json``) describes the same
 rules for other tools; a test runs both over one table of payloads. Checks the
 schema language cannot express (calendar-valid timestamps, finite numbers
-inside free-form ``meta``, the size limit) live only here.
+inside free-form ``meta``, the size and nesting limits, text that UTF-8 can
+encode) live only here.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -22,12 +24,15 @@ from journal.errors import EntryValidationError, InvalidEntryIdError
 __all__ = [
     "ENTRY_ID_PATTERN",
     "KINDS",
+    "MAX_DEPTH",
     "MAX_ENTRY_BYTES",
+    "MAX_INPUT_BYTES",
     "SCHEMA_VERSION",
     "Entry",
     "canonical_json",
     "check_entry_id",
     "entry_from_json_bytes",
+    "json_depth_exceeds",
     "parse_json_payload",
     "parse_timestamp",
     "utc_key",
@@ -39,6 +44,18 @@ KINDS: Final = ("pulse", "evening", "note", "digest")
 #: Largest canonical entry file accepted, in bytes (1 MiB). Voices of several
 #: hundred kilobytes fit; whole documents belong in ``anchors``.
 MAX_ENTRY_BYTES: Final = 1024 * 1024
+#: Largest JSON document read as one entry (stdin, ``--input``): the canonical
+#: file must still fit MAX_ENTRY_BYTES, but a client's JSON may be indented or
+#: spell every non-ASCII character as a 6-byte ``\uXXXX`` escape.
+MAX_INPUT_BYTES: Final = 4 * MAX_ENTRY_BYTES
+#: Deepest nesting of arrays and objects in a whole entry, the entry object
+#: itself being level 1 (so ``meta`` is level 2). Free-form ``meta`` needs a
+#: few levels; a thousand would make every later reader recurse until it dies.
+MAX_DEPTH: Final = 32
+# Integers of more digits cannot be written or read back by Python's json
+# under its default int/str conversion limit (sys.int_info.default_max_str_digits).
+_INT_DIGITS: Final = 4300
+_INT_LIMIT: Final = 10**_INT_DIGITS
 
 ENTRY_ID_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 _AGENT_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -47,6 +64,12 @@ _TS_PATTERN: Final = re.compile(
     r"(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
 )
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# A JSON string token (escapes included) or one bracket: what the depth scan looks at.
+_JSON_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+_UTC_RANGE: Final = "a time within years 0001-9999 once converted to UTC"
 
 _SHORT: Final = 200  # theme, focus, mood, tag: labels, not prose
 _KEY_MAX: Final = 256
@@ -87,7 +110,25 @@ def parse_timestamp(value: str, field_name: str = "ts") -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise EntryValidationError(field_name, "a real calendar date and time", _show(value)) from None
+    check_utc_range(parsed, field_name)
     return parsed
+
+
+def check_utc_range(moment: datetime, field_name: str) -> datetime:
+    """Return the aware *moment* if it converts to UTC inside years 1-9999.
+
+    ``0001-01-01T00:00:00+01:00`` is a valid ISO 8601 string whose UTC time
+    falls before year 1; Python cannot represent it, and every sort key, window
+    and digest of the journal works in UTC.
+
+    Raises:
+        EntryValidationError: the UTC time is out of range, naming *field_name*.
+    """
+    try:
+        moment.astimezone(UTC)
+    except OverflowError:
+        raise EntryValidationError(field_name, _UTC_RANGE, _show(moment.isoformat())) from None
+    return moment
 
 
 def utc_key(moment: datetime) -> str:
@@ -101,7 +142,11 @@ def canonical_json(value: Any) -> str:
 
 
 def _show(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT_LIMIT < value < _INT_LIMIT:
+        return f"an integer of more than {_INT_DIGITS} digits"
     text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, float) else repr(value)
+    # A lone surrogate in an error message would make printing the message fail too.
+    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -146,22 +191,58 @@ def _require_integer_one(value: object, path: str) -> int:
     return value
 
 
-def _check_finite(value: object, path: str) -> None:
-    """Reject NaN and infinities anywhere inside *value*; they are not JSON."""
+def _check_json_value(value: object, path: str, depth: int) -> None:
+    """Reject what JSON cannot hold, or holds only to break its readers, anywhere inside *value*.
+
+    That is NaN and infinities, integers of more than 4,300 digits, non-string
+    keys, non-JSON types and nesting deeper than MAX_DEPTH (*depth* is the
+    level of *value*; the entry object is level 1). The depth bound also keeps
+    this walk's own recursion short, even for a payload that contains itself.
+    """
     if type(value) is str:  # most values; checked first because appends run this on every field
         return
-    if isinstance(value, float) and not math.isfinite(value):
-        raise EntryValidationError(path, "a finite number (NaN and Infinity are not JSON)", repr(value))
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise EntryValidationError(path, "a finite number (NaN and Infinity are not JSON)", repr(value))
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -_INT_LIMIT < value < _INT_LIMIT:
+            raise EntryValidationError(path, f"an integer of at most {_INT_DIGITS} digits", _show(value))
+        return
+    if isinstance(value, Mapping | list | tuple) and depth > MAX_DEPTH:
+        raise EntryValidationError(path, f"at most {MAX_DEPTH} levels of nested arrays and objects in an entry", f"level {depth}")
     if isinstance(value, Mapping):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise EntryValidationError(path, "an object with string keys", _show(key))
-            _check_finite(item, f"{path}.{key}")
+            _check_json_value(item, f"{path}.{key}", depth + 1)
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
-            _check_finite(item, f"{path}[{position}]")
-    elif not (value is None or isinstance(value, str | int | float | bool)):
+            _check_json_value(item, f"{path}[{position}]", depth + 1)
+    elif not (value is None or isinstance(value, bool)):
         raise EntryValidationError(path, "a JSON value", type(value).__name__)
+
+
+def _find_surrogate(value: object, path: str) -> tuple[str, str] | None:
+    """The path and code point of the first lone surrogate in *value* (its keys included), or None."""
+    if isinstance(value, str):
+        match = _SURROGATE.search(value)
+        return None if match is None else (path, f"U+{ord(match.group()):04X} at character {match.start()}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else key
+            match = _SURROGATE.search(key)
+            if match is not None:
+                return child, f"U+{ord(match.group()):04X} in this key"  # the message's repr escapes it
+            found = _find_surrogate(item, child)
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for position, item in enumerate(value):
+            found = _find_surrogate(item, f"{path}[{position}]")
+            if found:
+                return found
+    return None
 
 
 def _validate_tags(value: object) -> list[str]:
@@ -269,7 +350,7 @@ def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any],
         if not isinstance(key, str) or key not in _TOP_LEVEL:
             raise EntryValidationError(str(key), "one of the fields of schema v1: " + ", ".join(sorted(_TOP_LEVEL)), "an unknown field")
     for key, value in payload.items():
-        _check_finite(value, key)
+        _check_json_value(value, key, 2)
 
     data: dict[str, Any] = {}
     data["schema_version"] = _require_integer_one(payload.get("schema_version", SCHEMA_VERSION), "schema_version")
@@ -317,9 +398,16 @@ def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any],
         data["client_key"] = key
     data["meta"] = _validate_meta(payload.get("meta", {}))
 
-    encoded = (canonical_json(data) + "\n").encode("utf-8")
-    if len(encoded) - 1 > MAX_ENTRY_BYTES:
-        raise EntryValidationError("(entry)", f"at most {MAX_ENTRY_BYTES} bytes of canonical JSON", f"{len(encoded) - 1} bytes")
+    try:
+        encoded = (canonical_json(data) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        # Only a lone surrogate (U+D800..U+DFFF) has no UTF-8 form; find it to name its field.
+        # Searched for only on failure, so a valid append pays nothing for it.
+        where, what = _find_surrogate(data, "") or ("(entry)", "a lone surrogate")
+        raise EntryValidationError(where, "text that UTF-8 can encode (no lone surrogates U+D800..U+DFFF)", what) from None
+    # The limit is on the whole file, its final newline included.
+    if len(encoded) > MAX_ENTRY_BYTES:
+        raise EntryValidationError("(entry)", f"at most {MAX_ENTRY_BYTES} bytes of entry file (canonical JSON and its final newline)", f"{len(encoded)} bytes")
     return data, encoded
 
 
@@ -417,19 +505,35 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
+    """True if the JSON *text* nests arrays and objects more than *limit* levels deep.
+
+    Checked before ``json.loads``, whose decoder recurses once per level: a
+    document a few thousand levels deep raises RecursionError there, and one
+    just under that limit parses into a value every later reader recurses on.
+    Brackets inside strings do not count. The scan runs in C (two regular
+    expressions and an accumulate), so it costs little even on a 4 MiB input.
+    """
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return bool(brackets) and max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets))) > limit
+
+
 def parse_json_payload(raw: bytes) -> object:
-    """Decode UTF-8 JSON bytes strictly (NaN and Infinity are refused).
+    """Decode UTF-8 JSON bytes strictly (NaN and Infinity are refused, nesting is bounded).
 
     Raises:
-        EntryValidationError: not UTF-8 or not JSON, naming the position.
+        EntryValidationError: not UTF-8, not JSON, or nested more than
+            MAX_DEPTH levels, naming the position.
     """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise EntryValidationError("(entry)", "UTF-8 text", f"an invalid byte at offset {exc.start}") from None
+    if json_depth_exceeds(text):
+        raise EntryValidationError("(entry)", f"at most {MAX_DEPTH} levels of nested arrays and objects", "deeper nesting")
     try:
         return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
+    except ValueError as exc:  # also integers beyond the int/str conversion limit
         raise EntryValidationError("(entry)", "a JSON object", f"invalid JSON: {exc}") from None
 
 

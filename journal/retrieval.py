@@ -7,6 +7,7 @@ hands them over.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -167,21 +168,52 @@ _PREAMBLE: Final = (
 )
 #: The smallest max_chars that still leaves room for the frame and one short record.
 MIN_CONTEXT_CHARS: Final = 600
+#: The most characters the query takes in the header, once escaped as JSON.
 _QUERY_SHOWN: Final = 200
-_ESCAPES: Final = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+# Characters written as \\uXXXX escapes on top of JSON's own (which covers U+0000..U+001F,
+# so \\n, \\r, \\v, \\f and U+001C..U+001E): markup (< > &), DEL and the C1 controls
+# (U+0085 NEL among them), the Unicode line and paragraph separators, and lone surrogates,
+# which no UTF-8 output can carry. After this no str.splitlines() boundary is left in a record.
+_ESCAPED: Final = re.compile("[<>&\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _data_line(record: Mapping[str, Any]) -> str:
     """One record as a single JSON line in which no markup can appear.
 
-    JSON escaping keeps the record on one line; escaping ``<``, ``>`` and
-    ``&`` as well means no text inside an entry can spell the block's closing
-    tag, or any other tag.
+    JSON escaping keeps the record on one line, and the extra escapes above
+    keep it there for readers that split on every Unicode line boundary;
+    escaping ``<``, ``>`` and ``&`` as well means no text inside an entry can
+    spell the block's closing tag, or any other tag. Every escape lands inside
+    a JSON string (the rest of the line is ASCII), so the line stays valid JSON.
     """
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    for raw, escaped in _ESCAPES.items():
-        text = text.replace(raw, escaped)
-    return text
+    return _ESCAPED.sub(_escape, json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+
+
+def _shown_query(query: str) -> str:
+    """The longest prefix of *query* (marked with "…" when cut) whose escaped JSON string fits _QUERY_SHOWN.
+
+    A limit on characters before escaping is not enough: a quote, backslash or
+    control character takes 2-6 characters in the line, so 200 of them would
+    push the header past the smallest max_chars.
+    """
+
+    def width(text: str) -> int:
+        return len(_data_line({"q": text})) - len('{"q":""}')
+
+    if width(query) <= _QUERY_SHOWN:
+        return query
+    low, high = 0, min(len(query), _QUERY_SHOWN)
+    while low < high:  # the longest cut that fits; width grows with the cut
+        middle = (low + high + 1) // 2
+        if width(query[:middle] + "…") <= _QUERY_SHOWN:
+            low = middle
+        else:
+            high = middle - 1
+    return query[:low] + "…"
 
 
 def _record(entry: Entry, why: str) -> dict[str, Any]:
@@ -215,7 +247,7 @@ def render_prompt_context(query: str, picks: Sequence[tuple[Entry, str]], *, max
     """
     if max_chars < MIN_CONTEXT_CHARS:
         raise ValueError(f"max_chars must be at least {MIN_CONTEXT_CHARS}, got {max_chars}")
-    shown_query = query if len(query) <= _QUERY_SHOWN else query[:_QUERY_SHOWN] + "…"
+    shown_query = _shown_query(query)
     # The header's counts are filled in last; reserve room for their widest form.
     frame_len = len(CONTEXT_BEGIN) + len(_PREAMBLE) + len(CONTEXT_END) + 3
     header_max = len(_data_line({"query": shown_query, "records": len(picks), "omitted": len(picks)}))

@@ -22,9 +22,9 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import click
 
@@ -101,6 +101,16 @@ class _TimeOptionError(click.BadParameter):
         click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
 
 
+#: Times the runner accepts on its command line (UTC). The schedules find no fire time before
+#: 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room for what a
+#: run computes from a time: a routine's window (at most 100 years) or a simulation of up
+#: to 100 years. Outside, datetime arithmetic would end in OverflowError.
+_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
+#: Longest simulation or demo, in days (100 years; see _LATEST).
+_MAX_DAYS: Final = 36525
+
+
 def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     """*text* as an aware time; without an offset it is read in the configured timezone (a repeated time: its first occurrence).
 
@@ -113,7 +123,14 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     if moment is None:
         raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {text!r}",
                                param_hint=option)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
+    try:
+        in_range = _EARLIEST <= moment < _LATEST  # compares in UTC, which overflows near years 1 and 9999
+    except OverflowError:
+        in_range = False
+    if not in_range:
+        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {text!r}", param_hint=option)
+    return moment
 
 
 def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
@@ -221,7 +238,7 @@ def serve(settings: _Settings, config_path: Path | None) -> None:
 
 @cli.command()
 @click.option("--agent", "agents", multiple=True, help="Agent to simulate (repeatable; default: every configured agent).")
-@click.option("--days", type=click.IntRange(min=1), required=True, help="How many days of virtual time.")
+@click.option("--days", type=click.IntRange(min=1, max=_MAX_DAYS), required=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
 @_config_option
@@ -403,7 +420,7 @@ def _render_demo(report: Any) -> str:
 
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
-@click.option("--days", type=click.IntRange(min=7), default=28, show_default=True, help="How many days of virtual time.")
+@click.option("--days", type=click.IntRange(min=7, max=_MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default="2026-08-03", show_default=True, help="First day (YYYY-MM-DD).")
 @_config_option
 @click.pass_obj

@@ -37,9 +37,9 @@ Layout::
 
 from __future__ import annotations
 
+import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -49,7 +49,9 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from journal import KINDS
+from journal.api import MAX_K
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
+from runner._toml import loads_bounded, read_bounded
 from runner.errors import ConfigError, UnknownNameError
 from runner.persona import Persona, load_persona
 from runner.slots import cron_trigger
@@ -77,29 +79,36 @@ _BACKEND_KEYS: Final = {
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature"),
     "command": ("type", "command", "timeout"),
 }
+_MAX_WORKERS: Final = 1024  # worker processes of simulate; more only exhausts the process table
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _ROUTINE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _DURATION: Final = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
-_DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds"
+#: The longest duration accepted anywhere (a routine's window, a timeout): 100 years, far
+#: beyond any use, and small enough that a time minus it stays a valid datetime.
+MAX_DURATION: Final = timedelta(days=36525)
+_DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds, at most 100 years"
 
 
 def parse_duration(value: object) -> timedelta:
-    """A duration from TOML: seconds as a number, or text like ``1h30m``.
+    """A duration from TOML: seconds as a number, or text like ``1h30m``; at most MAX_DURATION.
 
     Raises:
-        ValueError: anything else, or a negative number.
+        ValueError: anything else, a negative or non-finite number, or more than MAX_DURATION.
     """
     if isinstance(value, bool):
         raise ValueError(_DURATION_EXPECTED)
     if isinstance(value, int | float):
-        if value < 0:
+        # Checked before timedelta(), which raises OverflowError for 1e30 or inf.
+        if not math.isfinite(value) or not 0 <= value <= MAX_DURATION.total_seconds():
             raise ValueError(_DURATION_EXPECTED)
         return timedelta(seconds=value)
     if isinstance(value, str):
         match = _DURATION.fullmatch(value.strip())
         if match and any(match.groups()):
             weeks, days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-            return timedelta(weeks=weeks, days=days, hours=hours, minutes=minutes, seconds=seconds)
+            total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
+            if total <= MAX_DURATION.total_seconds():
+                return timedelta(seconds=total)
     raise ValueError(_DURATION_EXPECTED)
 
 
@@ -207,9 +216,10 @@ class _Reader:
         except ValueError:
             raise self.fail(key, _DURATION_EXPECTED, value) from None
 
-    def positive_int(self, value: object, key: str, minimum: int = 1) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(key, f"an integer of at least {minimum}", value)
+    def positive_int(self, value: object, key: str, minimum: int = 1, maximum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
+            expected = f"an integer of at least {minimum}" if maximum is None else f"an integer from {minimum} to {maximum}"
+            raise self.fail(key, expected, value)
         return value
 
     def path(self, value: object, key: str, *, state: bool) -> Path:
@@ -256,7 +266,7 @@ class _Reader:
         if "window" in data:
             changes["window"] = self.duration(data["window"], f"{key}.window")
         if "context_k" in data:
-            changes["context_k"] = self.positive_int(data["context_k"], f"{key}.context_k")
+            changes["context_k"] = self.positive_int(data["context_k"], f"{key}.context_k", maximum=MAX_K)
         if "context_chars" in data:
             changes["context_chars"] = self.positive_int(data["context_chars"], f"{key}.context_chars", minimum=1000)
         if base is not None:
@@ -345,10 +355,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         ConfigError: the first problem found, naming file, key and expectation.
     """
     reader = _Reader(source, files_base, state_base)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(source, "", "valid TOML", str(exc)) from None
+    data = loads_bounded(text, source)
     reader.table(data, "", ("runner", "routines", "agents"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
     tz = reader.timezone(runner.get("timezone", "UTC"))
@@ -360,7 +367,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     for name in ("run_timeout", "shutdown_timeout"):
         if durations[name] <= timedelta(0):
             raise reader.fail(f"runner.{name}", "a positive duration", runner.get(name))
-    workers = reader.positive_int(runner["workers"], "runner.workers") if "workers" in runner else None
+    workers = reader.positive_int(runner["workers"], "runner.workers", maximum=_MAX_WORKERS) if "workers" in runner else None
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
@@ -391,9 +398,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> RunnerConfig:
         text = (data_dir / "default.toml").read_text(encoding="utf-8")
         return parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
     config_path = Path(chosen)
-    try:
-        text = config_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(config_path, "", "a readable configuration file", exc.strerror or str(exc)) from None
+    text = read_bounded(config_path, "configuration file")
     base = config_path.resolve().parent
     return parse_config(text, source=str(config_path), files_base=base, state_base=base, config_file=config_path.resolve())

@@ -24,11 +24,12 @@ Example (``examples/agents/motoko.toml``)::
 
 from __future__ import annotations
 
-import tomllib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runner._toml import loads_bounded, read_bounded
 from runner.errors import ConfigError
 
 __all__ = ["Interest", "Persona", "load_persona", "parse_persona"]
@@ -77,6 +78,7 @@ class Persona:
 _TOP = {"name": str, "description": str, "places": list, "moods": list, "openers": list, "closers": list, "interests": list}
 _INTEREST = {"theme": str, "tags": list, "focus": list, "images": list, "drifts_to": list, "weight": float}
 _REQUIRED_LISTS = ("places", "moods", "interests")
+_MAX_WEIGHT = 1e6
 
 
 def _strings(value: object, source: str, key: str, *, required: bool) -> tuple[str, ...]:
@@ -115,8 +117,9 @@ def parse_persona(data: dict[str, Any], source: str) -> Persona:
         if not isinstance(item.get("theme"), str) or not item["theme"].strip():
             raise ConfigError(source, f"{where}.theme", "a non-empty string", repr(item.get("theme")))
         weight = item.get("weight", 1.0)
-        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight <= 0:
-            raise ConfigError(source, f"{where}.weight", "a positive number", repr(weight))
+        # Bounded: random.choices refuses weights whose total is not finite (inf, or many 1e308s).
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or not (0 < weight <= _MAX_WEIGHT and math.isfinite(weight)):
+            raise ConfigError(source, f"{where}.weight", f"a positive number of at most {_MAX_WEIGHT:g}", repr(weight))
         interests.append(
             Interest(
                 theme=item["theme"],
@@ -150,10 +153,4 @@ def load_persona(path: Path) -> Persona:
     Raises:
         ConfigError: the file is unreadable, not TOML, or not a valid persona.
     """
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(path, "", "a readable persona file", exc.strerror or str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(path, "", "valid TOML", str(exc)) from None
-    return parse_persona(data, str(path))
+    return parse_persona(loads_bounded(read_bounded(path, "persona file"), path), str(path))
