@@ -108,7 +108,7 @@ def _fields_from_backend(
     try:
         # The reply's field values are the backend's: a bad one is its failure, and the error says so.
         validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
-    except JournalError as exc:
+    except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
         raise BackendError(backend.name, f"the reply is not a valid entry: {exc}").for_agent(agent.name) from None
     return fields
 
