@@ -200,7 +200,8 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
         raise _TimeOptionError(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
     backend = None if routine_config.is_digest else build_backend(agent_config)
     try:
-        result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id)
+        result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
+                          run_timeout=config.run_timeout.total_seconds())
     except RunInterrupted as interrupted:
         _echo_json(interrupted.result.to_dict())  # type: ignore[attr-defined]  # what serve reads; the run was logged once
         raise

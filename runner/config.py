@@ -46,6 +46,7 @@ from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from journal import KINDS
@@ -110,6 +111,26 @@ def parse_duration(value: object) -> timedelta:
             if total <= MAX_DURATION.total_seconds():
                 return timedelta(seconds=total)
     raise ValueError(_DURATION_EXPECTED)
+
+
+def _check_base_url(url: str, key: str, fail: Any) -> None:
+    """Refuse a base_url the openai backend cannot use safely: credentials in it, a query, a bad host or port.
+
+    A user:password part would be quoted in errors and logs; the API key
+    belongs in the variable ``api_key_env`` names. The value is never shown
+    back whole, since it may hold a secret.
+    """
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        raise fail(key, "a URL without user:password@ (put the key in the environment variable api_key_env names)", "an address with credentials in it (not shown)")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise fail(key, "a base URL without ?query or #fragment (the backend appends /chat/completions)", "an address with one (not shown)")
+    try:
+        parts.port
+    except ValueError:
+        raise fail(key, "a URL whose port is a number from 0 to 65535", url) from None
+    if not parts.hostname or any(ord(char) < 33 or ord(char) == 127 for char in url):
+        raise fail(key, "a URL with a host name and no spaces or control characters", url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,6 +307,7 @@ class _Reader:
             url = self.string(data["base_url"], f"{key}.base_url")
             if not url.startswith(("http://", "https://")):
                 raise self.fail(f"{key}.base_url", "an http:// or https:// URL", url)
+            _check_base_url(url, f"{key}.base_url", self.fail)
             settings["base_url"] = url.rstrip("/")
         for text_key in ("model", "api_key_env"):
             if text_key in data:

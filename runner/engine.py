@@ -39,13 +39,25 @@ from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
 from runner.config import AgentConfig
-from runner.errors import RunInterrupted, RunnerError
+from runner.errors import BackendError, RunInterrupted, RunnerError
 from runner.slots import client_key, slot_for
 
 __all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+def backend_deadline(started: float, run_timeout: float | None) -> float | None:
+    """When a run started at *started* (``time.monotonic()``) must have its backend reply, under *run_timeout* seconds.
+
+    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s),
+    so that the run can still append or log its failure itself before the
+    scheduler or systemd kills the worker at run_timeout.
+    """
+    if run_timeout is None:
+        return None
+    return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
 
 log = structlog.get_logger()
 
@@ -123,7 +135,9 @@ class RunResult:
         return data
 
 
-def _fields_from_backend(journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend) -> dict[str, Any]:
+def _fields_from_backend(
+    journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None = None,
+) -> dict[str, Any]:
     context = journal.prompt_context(
         routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
         max_chars=routine.context_chars,
@@ -131,15 +145,23 @@ def _fields_from_backend(journal: Journal, agent: AgentConfig, routine: Routine,
     request = ReflectionRequest(
         agent=agent.name, routine=routine.name, kind=routine.kind, slot=slot, client_key=key,
         scheduled=scheduled.isoformat(timespec="seconds"), question=routine.question, instructions=routine.prompt,
-        context=context, persona=agent.persona,
+        context=context, persona=agent.persona, deadline=deadline,
     )
-    fields = check_reply(backend.reflect(request), backend.name)
+    try:
+        fields = check_reply(backend.reflect(request), backend.name)
+    except BackendError as exc:
+        raise exc.for_agent(agent.name) from None
     signals = fields.get("signals")
     if isinstance(signals, dict) and isinstance(signals.get("continuity_refs"), list):
         # A reply may only cite entries it was shown; invented ids are dropped.
         shown = {record["id"] for record in context_records(context)}
         refs = [ref for ref in signals["continuity_refs"] if ref in shown]
         fields["signals"] = {k: v for k, v in signals.items() if k != "continuity_refs"} | ({"continuity_refs": refs} if refs else {})
+    try:
+        # The reply's field values are the backend's: a bad one is its failure, and the error says so.
+        validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+    except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
+        raise BackendError(backend.name, f"the reply is not a valid entry: {exc}").for_agent(agent.name) from None
     return fields
 
 
@@ -180,7 +202,7 @@ class _RunIdentity:
 
 def execute_run(
     journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
-    dry_run: bool = False, run_id: str | None = None,
+    dry_run: bool = False, run_id: str | None = None, run_timeout: float | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* at the *scheduled* time and append the entry.
 
@@ -193,11 +215,14 @@ def execute_run(
         tz: the runner's timezone, in which slots are computed.
         dry_run: build and validate the entry but append nothing (outcome ``skipped``).
         run_id: the run's id (a new UUID when omitted).
+        run_timeout: seconds the run may take (``runner.run_timeout``); the backend call is cut off
+            in time (see :func:`backend_deadline`). None: only the backend's own timeout applies.
 
     Returns:
         The RunResult; failures are reported in it, never raised.
     """
     started = time.perf_counter()
+    deadline = backend_deadline(time.monotonic(), run_timeout)
     run = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     scheduled = scheduled.astimezone(tz)
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
@@ -217,7 +242,7 @@ def execute_run(
             else:
                 if backend is None:
                     raise ValueError("a backend is required for a routine that is not a digest")
-                fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend)
+                fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
             if fields is None:
                 outcome, error = "skipped", "nothing to digest in the window"
             else:
@@ -250,7 +275,7 @@ def execute_run(
 
 def run_slot(
     agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
-    run_id: str | None = None,
+    run_id: str | None = None, run_timeout: float | None = None,
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
@@ -280,7 +305,7 @@ def run_slot(
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     try:
         result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
-                             run_id=identity.run_id)
+                             run_id=identity.run_id, run_timeout=run_timeout)
     except BaseException:
         journal.close()
         raise

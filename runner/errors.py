@@ -61,20 +61,32 @@ class BackendError(RunnerError):
     Attributes:
         backend: the backend's name (``openai``, ``command``, ``simulated``).
         reason: what went wrong, in one line.
+        agent: the agent whose backend it is, once the engine has named it (else None).
     """
 
     def __init__(self, backend: str, reason: str) -> None:
         self.backend = backend
         self.reason = reason
-        super().__init__(f"{backend} backend: {reason}")
+        self.agent: str | None = None
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        who = f"{self.backend} backend" if self.agent is None else f"{self.backend} backend (agent {self.agent})"
+        return f"{who}: {self.reason}"
+
+    def for_agent(self, agent: str) -> BackendError:
+        """This error, its message now naming *agent* too (the engine knows the agent, a backend may not)."""
+        self.agent = agent
+        self.args = (self._message(),)
+        return self
 
 
 class BackendTimeoutError(BackendError, TimeoutError):
     """A backend did not answer within its timeout."""
 
-    def __init__(self, backend: str, timeout: float) -> None:
+    def __init__(self, backend: str, timeout: float, limit: str = "the backend's timeout") -> None:
         self.timeout = timeout
-        super().__init__(backend, f"no reply within {timeout:g} s (the backend's timeout)")
+        super().__init__(backend, f"no reply within {timeout:g} s ({limit})")
 
 
 class SchedulerBusyError(RunnerError):

@@ -31,6 +31,7 @@ import sys
 from typing import IO, Any, Final
 
 import structlog
+import structlog.tracebacks
 
 __all__ = ["EVENTS", "configure_logging", "get_logger"]
 
@@ -71,7 +72,9 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
-    tail: list[Any] = [structlog.processors.dict_tracebacks] if use_json else []
+    # Tracebacks without each frame's local variables: those hold request headers, API keys and replies.
+    tracebacks = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
+    tail: list[Any] = [tracebacks] if use_json else []
     structlog.configure(
         processors=[*shared, structlog.processors.StackInfoRenderer(), *tail, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

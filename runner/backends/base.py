@@ -8,15 +8,42 @@ meta, and validates the whole entry before appending it.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from runner.errors import BackendError
+from runner.errors import BackendError, BackendTimeoutError
 from runner.persona import Persona
 
-__all__ = ["REPLY_FIELDS", "REQUIRED_REPLY_FIELDS", "Backend", "ReflectionRequest", "check_reply", "context_records", "parse_reply_text"]
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "MAX_REPLY_DEPTH",
+    "REPLY_FIELDS",
+    "REQUIRED_REPLY_FIELDS",
+    "Backend",
+    "CallBudget",
+    "ReflectionRequest",
+    "check_reply",
+    "context_records",
+    "load_reply_json",
+    "one_line",
+    "parse_reply_text",
+]
+
+#: The most bytes a backend's reply may hold (an HTTP body, a program's stdout).
+#: An entry file is at most 1 MiB; even escaped twice (JSON text inside a JSON
+#: envelope) a reply that could make one stays well below this. At most this
+#: many bytes plus one are ever read.
+MAX_REPLY_BYTES: Final = 8 * 1024 * 1024
+#: The deepest nesting of arrays and objects a reply may have, envelope included
+#: (an entry needs about four levels); deeper input is refused before parsing,
+#: so no parser or validator ever recurses on it.
+MAX_REPLY_DEPTH: Final = 32
 
 #: The fields a backend may return, with what each holds (shown to models too).
 REPLY_FIELDS: Final = {
@@ -44,6 +71,9 @@ class ReflectionRequest:
     instructions: str
     context: str
     persona: Persona | None
+    #: When the run's time is up (``time.monotonic()``); None: only the backend's own timeout applies.
+    #: Not sent to command programs: it means nothing outside this process.
+    deadline: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The request as JSON-ready data (what the command backend reads on stdin)."""
@@ -76,6 +106,102 @@ class Backend(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class CallBudget:
+    """The wall-clock limit of one backend call: the backend's timeout, or what is left of the run's.
+
+    Attributes:
+        deadline: the ``time.monotonic()`` instant the call must be over by.
+        seconds: the length of the limit, for messages.
+        source: which limit binds, for messages ("the backend's timeout" or "what run_timeout left").
+    """
+
+    deadline: float
+    seconds: float
+    source: str
+
+    @classmethod
+    def of(cls, timeout: float, request: ReflectionRequest) -> CallBudget:
+        """The budget of a call starting now, for a backend *timeout* and the request's run deadline."""
+        now = time.monotonic()
+        if request.deadline is not None and request.deadline < now + timeout:
+            return cls(request.deadline, max(request.deadline - now, 0.0), "what run_timeout left for the backend")
+        return cls(now + timeout, timeout, "the backend's timeout")
+
+    def remaining(self) -> float:
+        """Seconds left (never negative)."""
+        return max(self.deadline - time.monotonic(), 0.0)
+
+    def expired(self, backend: str) -> BackendTimeoutError:
+        """The error for a call that ran out of this budget."""
+        return BackendTimeoutError(backend, self.seconds, self.source)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """*text* as one printable line of at most *limit* characters (for quoting a backend's words in an error).
+
+    Line breaks, tabs and every other character that is not printable become
+    one space, so a program's stderr or a server's body cannot forge log lines
+    or hide text with terminal escapes.
+    """
+    head = text[: limit * 4]  # enough to fill the line after squeezing; a huge text is never scanned whole
+    flat = " ".join("".join(char if char.isprintable() else " " for char in head).split())
+    if len(flat) <= limit and len(head) == len(text):
+        return flat
+    return flat[: limit - 1] + "\u2026"
+
+
+# A JSON string, unrolled so that matching is linear: escapes and runs of ordinary characters.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest bracket nesting of JSON *text* outside strings (0 for a scalar), without parsing it."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if not brackets:
+        return 0
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)))
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {one_line(text, 40)} is too large for a float")
+    return value
+
+
+def load_reply_json(data: bytes | str, backend: str, what: str = "the reply") -> Any:
+    """Parse untrusted JSON from a backend within the reply limits.
+
+    Refuses, as a BackendError naming *backend*: more than MAX_REPLY_BYTES,
+    bytes that are not UTF-8, nesting deeper than MAX_REPLY_DEPTH, NaN,
+    Infinity and numbers out of float range, and anything that is not JSON.
+    """
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if size > MAX_REPLY_BYTES:
+        raise BackendError(backend, f"{what} is larger than the limit of {MAX_REPLY_BYTES} bytes")
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BackendError(backend, f"{what} is not UTF-8 text (invalid byte at offset {exc.start})") from None
+    else:
+        text = data
+    depth = _nesting_depth(text)
+    if depth > MAX_REPLY_DEPTH:
+        raise BackendError(backend, f"{what} is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} are allowed")
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:
+        raise BackendError(backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}") from None
+
+
 def check_reply(reply: object, backend: str) -> dict[str, Any]:
     """Check a reply's shape: a JSON object with voice and theme and only known fields.
 
@@ -85,10 +211,10 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         BackendError: naming the missing or unexpected field.
     """
     if not isinstance(reply, Mapping):
-        raise BackendError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {type(reply).__name__}")
+        raise BackendError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {_json_type(reply)}")
     for key in reply:
         if key not in REPLY_FIELDS:
-            raise BackendError(backend, f"the reply has an unexpected field {key!r}; allowed: {', '.join(REPLY_FIELDS)}")
+            raise BackendError(backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}")
     for key in REQUIRED_REPLY_FIELDS:
         value = reply.get(key)
         if not isinstance(value, str) or not value.strip():
@@ -96,22 +222,32 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
     return dict(reply)
 
 
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
 def parse_reply_text(text: str, backend: str) -> dict[str, Any]:
     """Parse a reply's JSON text (a Markdown code fence around it is tolerated) and check it.
 
     Raises:
-        BackendError: not JSON, or not a usable reply.
+        BackendError: not JSON, over the reply limits, or not a usable reply.
     """
     body = text.strip()
     if body.startswith("```"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
         body = body.rsplit("```", 1)[0]
-    try:
-        reply = json.loads(body)
-    except ValueError as exc:
-        shown = text.strip()[:80]
-        raise BackendError(backend, f"the reply is not valid JSON ({exc}); it began {shown!r}") from None
-    return check_reply(reply, backend)
+    return check_reply(load_reply_json(body, backend), backend)
 
 
 def context_records(context: str) -> list[dict[str, Any]]:

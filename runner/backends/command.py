@@ -2,24 +2,224 @@
 
 The program gets the request as one JSON object on stdin (see
 ``ReflectionRequest.to_dict``) and must print the entry fields as one JSON
-object on stdout. A non-zero exit, output that is not such an object, or
-running past the timeout fails the run; on timeout the program's whole
-process group is killed.
+object on stdout. A non-zero exit, output that is not such an object, more
+than ``MAX_REPLY_BYTES`` on stdout, or running past the deadline fails the run.
+
+What a program cannot do to a run:
+
+* hold it: the call has one wall-clock deadline (the backend's ``timeout`` or
+  what ``run_timeout`` leaves, whichever is sooner); the pipes are read with
+  that deadline, never waited on without one;
+* outlive it: the program starts in its own session; when it exits, or at the
+  deadline, everything it started is killed: its session and process group,
+  and, on Linux, every process that still carries the run's marker variable
+  (``GHOSTRUNNER_BACKEND_RUN``, inherited through ``setsid`` and double forks)
+  or still holds one of its pipes;
+* flood it: at most ``MAX_REPLY_BYTES`` (+1) of stdout are kept, and only the
+  last 64 KiB of stderr (its last line is quoted in the error).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import selectors
 import signal
 import subprocess
-from typing import Any
+import time
+import uuid
+from typing import Any, Final
 
-from runner.backends.base import ReflectionRequest, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
 from runner.config import BackendSettings
-from runner.errors import BackendError, BackendTimeoutError
+from runner.errors import BackendError
 
-__all__ = ["CommandBackend"]
+__all__ = ["MARKER_VARIABLE", "CommandBackend", "reply_from_output"]
+
+#: Set in the program's environment to a fresh value per call; its descendants inherit it.
+MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
+_STDERR_TAIL: Final = 64 * 1024
+_CHUNK: Final = 64 * 1024
+#: After the program exits and its leftovers are killed, how long the pipes may take to close.
+_DRAIN_SECONDS: Final = 1.0
+#: How often the program's exit is checked where no pidfd is available.
+_POLL_SECONDS: Final = 0.05
+
+
+def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> dict[str, Any]:
+    """The entry fields a program printed on *stdout* (untrusted bytes).
+
+    Raises:
+        BackendError: naming *backend*: over the reply limits, not UTF-8, not JSON, or not a usable reply.
+    """
+    if len(stdout) > MAX_REPLY_BYTES:
+        raise BackendError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
+    try:
+        text = stdout.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BackendError(backend, f"{program!r} printed bytes that are not UTF-8 (at offset {exc.start})") from None
+    return parse_reply_text(text, backend)
+
+
+def _pipe_inode(fd: int) -> int | None:
+    try:
+        return os.fstat(fd).st_ino
+    except OSError:
+        return None
+
+
+def _holds_pipe(pid: int, links: set[str]) -> bool:
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{name}") in links:
+                return True
+    return False
+
+
+def _leftovers(session: int, marker: bytes, pipes: set[int]) -> list[int]:
+    """Live processes (Linux /proc) in *session* or its group, carrying *marker*, or holding one of the *pipes*."""
+    me = os.getpid()
+    links = {f"pipe:[{inode}]" for inode in pipes}
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat_file:
+                stat = stat_file.read()
+            # The fields after the command's closing parenthesis: state, ppid, pgrp, session, ...
+            state, _ppid, pgrp, sid = stat[stat.rindex(b")") + 2 :].split()[:4]
+            if state in (b"Z", b"X"):
+                continue
+            if int(pgrp) == session or int(sid) == session:
+                found.append(pid)
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as environ_file:
+                if marker in environ_file.read().split(b"\0"):
+                    found.append(pid)
+                    continue
+        except (OSError, ValueError):
+            continue
+        if links and _holds_pipe(pid, links):
+            found.append(pid)
+    return found
+
+
+class _Call:
+    """One run of the program: feeds stdin, reads stdout and stderr against the deadline, and cleans up after it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], marker: str) -> None:
+        self.process = process
+        self.marker = f"{MARKER_VARIABLE}={marker}".encode()
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        self.pipes = {inode for inode in (_pipe_inode(f.fileno()) for f in (process.stdin, process.stdout, process.stderr)) if inode is not None}
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.exited = False
+
+    def talk(self, data: bytes, budget: CallBudget, program: str, backend: str) -> bool:
+        """Exchange data with the program until it has exited and its pipes are closed, or the deadline passes.
+
+        Returns whether the program exited (False: the deadline came first).
+
+        Raises:
+            BackendError: stdout grew past MAX_REPLY_BYTES.
+        """
+        process = self.process
+        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+        stdin, stdout, stderr = process.stdin.fileno(), process.stdout.fileno(), process.stderr.fileno()
+        try:
+            pidfd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        selector = selectors.DefaultSelector()
+        try:
+            for fd in (stdin, stdout, stderr):
+                os.set_blocking(fd, False)
+            selector.register(stdout, selectors.EVENT_READ)
+            selector.register(stderr, selectors.EVENT_READ)
+            if data:
+                selector.register(stdin, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+            if pidfd is not None:
+                selector.register(pidfd, selectors.EVENT_READ)
+            written = 0
+            drain_until: float | None = None
+            open_pipes = {stdout, stderr}
+            while open_pipes or not self.exited:
+                wait = budget.remaining() if drain_until is None else min(budget.remaining(), drain_until - time.monotonic())
+                if wait <= 0:
+                    break
+                events = selector.select(wait if pidfd is not None else min(wait, _POLL_SECONDS))
+                for key, _mask in events:
+                    fd = key.fd
+                    if fd == stdin:
+                        try:
+                            written += os.write(stdin, data[written : written + _CHUNK])
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # it closed stdin without reading it all; its answer decides
+                            written = len(data)
+                        if written >= len(data):
+                            selector.unregister(stdin)
+                            process.stdin.close()
+                    elif fd == pidfd:
+                        selector.unregister(pidfd)
+                    else:
+                        chunk = os.read(fd, _CHUNK)
+                        if not chunk:
+                            selector.unregister(fd)
+                            open_pipes.discard(fd)
+                        elif fd == stdout:
+                            self.stdout += chunk
+                            if len(self.stdout) > MAX_REPLY_BYTES:
+                                raise BackendError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
+                        else:
+                            self.stderr += chunk
+                            del self.stderr[:-_STDERR_TAIL]
+                if not self.exited and process.poll() is not None:
+                    self.exited = True
+                    # Whatever still holds its pipes now is something it left behind: kill it, read what is left.
+                    self.kill_leftovers()
+                    drain_until = time.monotonic() + _DRAIN_SECONDS
+            return self.exited
+        finally:
+            selector.close()
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def kill_leftovers(self) -> None:
+        """SIGKILL the program's group and session and everything else it started (see the module docstring)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        for _ in range(8):  # a process may fork while the table is read; read it again until nothing is left
+            leftovers = _leftovers(self.process.pid, self.marker, self.pipes)
+            if not leftovers:
+                break
+            for pid in leftovers:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill what is left, reap the program, close the pipes (never waiting on a pipe)."""
+        self.kill_leftovers()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)  # SIGKILLed: only a process stuck in the kernel takes longer
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
 
 class CommandBackend:
@@ -34,37 +234,31 @@ class CommandBackend:
         """Run the program with the request on stdin and parse its stdout.
 
         Raises:
-            BackendTimeoutError: the program ran past the timeout (it is killed).
+            BackendTimeoutError: the program ran past the deadline (it and all it started are killed).
             BackendError: it could not start, exited non-zero, or printed no usable JSON.
         """
+        budget = CallBudget.of(self.settings.timeout, request)
         argv = list(self.settings.command)
+        program = argv[0]
+        marker = uuid.uuid4().hex
         try:
             process = subprocess.Popen(  # noqa: S603 (the operator's configured program, no shell)
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                env={**os.environ, MARKER_VARIABLE: marker},
             )
         except OSError as exc:
-            raise BackendError(self.name, f"cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+            raise BackendError(self.name, f"cannot start {program!r}: {exc.strerror or exc}") from None
+        call = _Call(process, marker)
         try:
-            stdout, stderr = process.communicate(json.dumps(request.to_dict()).encode("utf-8"), timeout=self.settings.timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.communicate()
-            raise BackendTimeoutError(self.name, self.settings.timeout) from None
-        except BaseException:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            raise
-        if process.returncode != 0:
-            tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message on stderr"]
-            how = f"signal {-process.returncode}" if process.returncode < 0 else f"status {process.returncode}"
-            raise BackendError(self.name, f"{argv[0]!r} exited with {how}: {tail[0][:200]}")
-        try:
-            text = stdout.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BackendError(self.name, f"{argv[0]!r} printed bytes that are not UTF-8") from None
-        return parse_reply_text(text, self.name)
+            exited = call.talk(json.dumps(request.to_dict()).encode("utf-8"), budget, program, self.name)
+        finally:
+            call.close()
+        if not exited:
+            raise budget.expired(self.name)
+        code = process.returncode
+        if code != 0:
+            lines = [line for line in bytes(call.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
+            tail = one_line(lines[-1]) if lines else "no message on stderr"
+            how = f"signal {signal.Signals(-code).name if -code in signal.valid_signals() else -code}" if code < 0 else f"status {code}"
+            raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
+        return reply_from_output(bytes(call.stdout), program, self.name)

@@ -5,22 +5,42 @@ server, vLLM and hosted services work with their base URL and model, and an
 API key read from the environment variable the configuration names. The
 prompt context travels as data inside the user message; the model must reply
 with a JSON object of entry fields.
+
+What a server cannot do to a run:
+
+* hold it: the whole request (name lookup, connect, headers, body) has one
+  wall-clock deadline, the backend's ``timeout`` or what ``run_timeout``
+  leaves, whichever is sooner; a server that trickles bytes is cut off there;
+* flood it: at most ``MAX_REPLY_BYTES`` (+1, to tell) of a body are read;
+* send it elsewhere: no redirect is followed, same origin or not (a POST has
+  no safe redirect, and the key must reach only ``base_url``); a 3xx answer
+  fails the run with the address it pointed to;
+* learn it the key: the key never appears in an error, a log line or an
+  entry; an answer that contains it is refused.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
+import threading
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
 
-from runner.backends.base import REPLY_FIELDS, ReflectionRequest, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, REPLY_FIELDS, CallBudget, ReflectionRequest, load_reply_json, one_line, parse_reply_text
 from runner.config import BackendSettings
-from runner.errors import BackendError, BackendTimeoutError
+from runner.errors import BackendError
 
-__all__ = ["OpenAIBackend", "build_messages"]
+__all__ = ["OpenAIBackend", "build_messages", "reply_from_completion"]
+
+#: How much of an error answer's body is read, to quote its start.
+_ERROR_BODY_BYTES: Final = 4096
+_REDACTED: Final = "[redacted]"
 
 _SYSTEM = (
     "You are {name}, writing one entry of your own reflective journal. {description}\n"
@@ -48,6 +68,139 @@ def build_messages(request: ReflectionRequest) -> list[dict[str, str]]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: a 3xx answer comes back as an HTTPError, so nothing (and no key) goes to its Location."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+def _recording(connection_class: type[http.client.HTTPConnection], opened: list[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+    """A factory for *connection_class* that remembers each connection, so the caller can cut it at the deadline."""
+
+    def connect(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        connection = connection_class(host, **kwargs)
+        opened.append(connection)
+        return connection
+
+    return connect
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, opened: list[http.client.HTTPConnection]) -> None:
+        super().__init__()
+        self._opened = opened
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_recording(http.client.HTTPConnection, self._opened), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, opened: list[http.client.HTTPConnection]) -> None:
+        super().__init__()
+        self._opened = opened
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_recording(http.client.HTTPSConnection, self._opened), req, context=self._context)  # type: ignore[attr-defined]
+
+
+class _Exchange:
+    """One POST on a worker thread, so that the caller can give up at the deadline whatever the server does.
+
+    urllib's timeout bounds each socket operation, not the request: a server
+    sending a byte every few seconds would hold it forever. The caller waits
+    for :attr:`done` until the deadline, then :meth:`abort` shuts the socket,
+    which ends the worker's blocked read at once (a name lookup that hangs
+    is left to finish on the daemon thread; nothing waits for it).
+    """
+
+    def __init__(self, request: urllib.request.Request, timeout: float) -> None:
+        self.opened: list[http.client.HTTPConnection] = []
+        self.done = threading.Event()
+        self.status = 0
+        self.body = b""
+        self.location: str | None = None
+        self.reason = ""
+        self.incomplete = False
+        self.error: BaseException | None = None
+        self._request = request
+        self._timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect, _HTTPHandler(self.opened), _HTTPSHandler(self.opened))
+
+    def run(self) -> None:
+        try:
+            try:
+                with self._opener.open(self._request, timeout=self._timeout) as response:
+                    self.status = response.status
+                    self.body = response.read(MAX_REPLY_BYTES + 1)
+                    # A body shorter than its Content-Length means the server closed mid-reply.
+                    self.incomplete = len(self.body) <= MAX_REPLY_BYTES and bool(getattr(response, "length", None))
+            except urllib.error.HTTPError as exc:
+                self.status, self.reason = exc.code, str(exc.reason)
+                self.location = exc.headers.get("Location") if exc.headers is not None else None
+                try:
+                    self.body = exc.read(_ERROR_BODY_BYTES) if exc.fp is not None else b""
+                except (OSError, http.client.HTTPException):
+                    self.body = b""
+        except BaseException as exc:  # handed to the caller's thread, which decides
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def abort(self) -> None:
+        for connection in self.opened:
+            sock = connection.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _shown_url(url: str) -> str:
+    """*url* without any user:password part, for messages."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "the configured base_url"
+    if ":" in host:
+        host = f"[{host}]"
+    return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
+
+
+def reply_from_completion(raw: bytes, backend: str = "openai") -> dict[str, Any]:
+    """The entry fields in a chat-completions answer's body *raw* (untrusted bytes).
+
+    Raises:
+        BackendError: naming *backend*: the body is over the reply limits, not
+            JSON, not shaped like a chat completion, or its message is not a
+            usable reply.
+    """
+    payload = load_reply_json(raw, backend, "the server's answer")
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if not isinstance(choices, list) or not choices:
+        raise BackendError(backend, "the server did not answer like a chat-completions endpoint (no \"choices\" list); check base_url")
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    if not isinstance(message, dict):
+        raise BackendError(backend, "the server did not answer like a chat-completions endpoint (its first choice has no \"message\" object)")
+    content = message.get("content")
+    if isinstance(content, list):
+        # Some servers send content as parts: [{"type": "text", "text": "..."}]; only text parts make a reply.
+        texts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
+        if not texts or not all(isinstance(text, str) for text in texts):
+            raise BackendError(backend, "the model's message content is a list without text parts")
+        content = "".join(texts)
+    if not isinstance(content, str):
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal.strip():
+            raise BackendError(backend, f"the model refused: {one_line(refusal, 160)}")
+        kind = "null" if content is None else "an object" if isinstance(content, dict) else "a number or boolean"
+        raise BackendError(backend, f"the model's message has no text content (content is {kind})")
+    return parse_reply_text(content, backend)
+
+
 class OpenAIBackend:
     """Asks an OpenAI-compatible chat-completions endpoint for the entry."""
 
@@ -56,47 +209,107 @@ class OpenAIBackend:
     def __init__(self, settings: BackendSettings) -> None:
         self.settings = settings
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    def _api_key(self) -> str | None:
         variable = self.settings.api_key_env
-        if variable is not None:
-            key = os.environ.get(variable)
-            if not key:
-                raise BackendError(self.name, f"the API key variable {variable!r} is not set; export it or remove api_key_env")
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        if variable is None:
+            return None
+        key = os.environ.get(variable, "").strip()
+        if not key:
+            raise BackendError(self.name, f"the API key variable {variable!r} is not set; export it or remove api_key_env")
+        if not all("!" <= char <= "~" for char in key):
+            # http.client would refuse it with an error that quotes the whole header, key included.
+            raise BackendError(self.name, f"the API key in {variable!r} holds a space, a control or a non-ASCII character; store the bare key")
+        return key
 
     def reflect(self, request: ReflectionRequest) -> dict[str, Any]:
         """POST the chat request and parse the model's JSON reply.
 
         Raises:
-            BackendTimeoutError: no answer within the configured timeout.
-            BackendError: HTTP error, unreachable server, or an unusable reply.
+            BackendTimeoutError: no complete answer within the call's deadline.
+            BackendError: HTTP error or redirect, unreachable server, or an unusable reply.
         """
+        budget = CallBudget.of(self.settings.timeout, request)
+        key = self._api_key()
+        try:
+            return self._reflect(request, budget, key)
+        except BackendError as exc:
+            if key is not None and key in exc.reason:  # the last guard; messages are redacted where they are made
+                raise BackendError(self.name, exc.reason.replace(key, _REDACTED)) from None
+            raise
+
+    def _quote(self, text: str, key: str | None, limit: int = 200) -> str:
+        """*text* from the server, as one line, with the key taken out before anything is cut."""
+        return one_line(text.replace(key, _REDACTED) if key else text, limit)
+
+    def _reflect(self, request: ReflectionRequest, budget: CallBudget, key: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.settings.model, "messages": build_messages(request), "stream": False}
         if self.settings.json_mode:
             body["response_format"] = {"type": "json_object"}
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         url = f"{self.settings.base_url}/chat/completions"
-        http_request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=self._headers(), method="POST")
+        shown = _shown_url(url)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
         try:
-            with urllib.request.urlopen(http_request, timeout=self.settings.timeout) as response:  # noqa: S310 (http(s) URL checked in config)
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("utf-8", "replace").strip().replace("\n", " ")
-            raise BackendError(self.name, f"HTTP {exc.code} from {url}: {detail or exc.reason}") from None
-        except (TimeoutError, socket.timeout):
-            raise BackendTimeoutError(self.name, self.settings.timeout) from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError | socket.timeout):
-                raise BackendTimeoutError(self.name, self.settings.timeout) from None
-            raise BackendError(self.name, f"cannot reach {url}: {exc.reason}") from None
+            http_request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+        except ValueError:
+            raise BackendError(self.name, f"base_url {shown} is not a usable URL") from None
+        exchange = self._exchange(http_request, budget)
+        error = exchange.error
+        if error is not None:
+            raise self._failure(error, shown, budget, key) from None
+        if 300 <= exchange.status < 400:
+            target = self._quote(_shown_url(exchange.location), key) if exchange.location else "nowhere (no Location header)"
+            raise BackendError(
+                self.name,
+                f"{shown} answered HTTP {exchange.status}, a redirect to {target}; redirects are not followed "
+                "(the API key goes only to base_url): set base_url to the address that answers",
+            )
+        if exchange.status >= 400 or exchange.status < 200:
+            detail = self._quote(exchange.body.decode("utf-8", "replace"), key) or self._quote(exchange.reason, key)
+            raise BackendError(self.name, f"HTTP {exchange.status} from {shown}: {detail}")
+        if exchange.incomplete:
+            raise BackendError(self.name, f"{shown} closed the connection in the middle of its answer")
+        if len(exchange.body) > MAX_REPLY_BYTES:
+            raise BackendError(self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there")
+        if key is not None and key.encode("ascii") in exchange.body:
+            raise BackendError(self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key")
+        return reply_from_completion(exchange.body, self.name)
+
+    def _exchange(self, http_request: urllib.request.Request, budget: CallBudget) -> _Exchange:
+        """Run the request on a worker thread and wait for it until the deadline (then cut it off)."""
+        remaining = budget.remaining()
+        if remaining <= 0:
+            raise budget.expired(self.name)
+        exchange = _Exchange(http_request, remaining)
+        worker = threading.Thread(target=exchange.run, name="openai-backend-request", daemon=True)
+        worker.start()
         try:
-            payload = json.loads(raw)
-            content = payload["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise BackendError(self.name, f"{url} did not answer like a chat-completions endpoint: {raw[:120]!r}") from None
-        if not isinstance(content, str):
-            raise BackendError(self.name, "the model's message has no text content")
-        return parse_reply_text(content, self.name)
+            if not exchange.done.wait(remaining):
+                raise budget.expired(self.name)
+        finally:
+            if not exchange.done.is_set():  # the deadline, or a signal unwinding the run: cut the connection
+                exchange.abort()
+        worker.join()
+        return exchange
+
+    def _failure(self, error: BaseException, shown: str, budget: CallBudget, key: str | None) -> BackendError:
+        """The one-line BackendError for what the request raised on its thread."""
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        if isinstance(reason, TimeoutError | socket.timeout):
+            return budget.expired(self.name)
+        if isinstance(error, http.client.RemoteDisconnected):
+            return BackendError(self.name, f"{shown} closed the connection without answering")
+        if isinstance(error, http.client.IncompleteRead):
+            return BackendError(self.name, f"{shown} closed the connection in the middle of its answer")
+        if isinstance(error, http.client.HTTPException):
+            return BackendError(self.name, f"{shown} did not answer with valid HTTP ({type(error).__name__})")
+        if isinstance(reason, OSError):
+            return BackendError(self.name, f"cannot reach {shown}: {self._quote(reason.strerror or str(reason), key)}")
+        if isinstance(reason, BaseException):
+            if not isinstance(reason, Exception):
+                raise reason  # KeyboardInterrupt and the like on the worker belong to no one; re-raise
+            return BackendError(self.name, f"the request to {shown} failed: {type(reason).__name__}: {self._quote(str(reason), key)}")
+        return BackendError(self.name, f"cannot reach {shown}: {self._quote(str(reason), key)}")

@@ -85,5 +85,5 @@ def test_failing_program_fails_the_run_and_appends_nothing(tmp_path: Path, progr
     """A non-zero exit, output that is not an entry object, or running past the timeout fail the run cleanly."""
     result, (_, *appended) = _run(tmp_path, program)
     assert result.outcome == "failed"
-    assert result.error.startswith("command backend:") and message in result.error
+    assert result.error.startswith("command backend (agent motoko):") and message in result.error
     assert appended == []

@@ -130,10 +130,10 @@ def test_fenced_json_reply_is_accepted(server: _Server, tmp_path: Path, monkeypa
 @pytest.mark.parametrize(
     ("mode", "message"),
     [
-        ("malformed", "openai backend: the reply is not valid JSON"),
-        ("missing", "openai backend: the reply lacks the field 'voice'"),
-        ("http500", "openai backend: HTTP 500 from http://127.0.0.1:"),
-        ("timeout", "openai backend: no reply within 1 s"),
+        ("malformed", "openai backend (agent motoko): the reply is not valid JSON"),
+        ("missing", "openai backend (agent motoko): the reply lacks the field 'voice'"),
+        ("http500", "openai backend (agent motoko): HTTP 500 from http://127.0.0.1:"),
+        ("timeout", "openai backend (agent motoko): no reply within 1 s"),
     ],
     ids=["malformed-json", "missing-fields", "http-500", "timeout"],
 )

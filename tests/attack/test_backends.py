@@ -1,0 +1,728 @@
+"""Backends under attack: they cannot hang a run, leak a key, or impersonate a reply.
+
+Every server here is a real HTTP server on 127.0.0.1 in a thread, every
+helper a real program; runs go through the real engine (and `ghostrunner run`
+where the exit code and the logs are the promise). Time bounds are
+correctness bounds (a run must end near its timeout), not benchmarks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from journal import Journal
+from runner.backends import REPLY_FIELDS, build_backend, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, MAX_REPLY_DEPTH
+from runner.backends.command import reply_from_output
+from runner.backends.openai_chat import reply_from_completion
+from runner.config import load_config
+from runner.engine import RunResult, execute_run
+from runner.errors import BackendError
+from runner.logs import configure_logging
+from tests.runner.conftest import _clean_logging, entries, ghostrunner, script, write_config
+
+__all__ = ["_clean_logging"]  # the runner tests' autouse fixture: fresh structlog defaults per test
+
+GOOD = {"voice": "The harbour lights again.", "theme": "the city at night"}
+KEY = "sk-attack-0123456789abcdef"
+AT = "2026-09-05T21:00"
+#: Slack on top of a timeout for starting, killing and logging (a bound, not a measurement).
+MARGIN = 2.5
+#: The same for a `ghostrunner run` process, which also starts Python and imports the runner.
+CLI_MARGIN = 5.0
+#: How long a hostile server or helper keeps going at most, so that old code fails a bound instead of hanging the suite.
+HOSTILE_FOR = 20.0
+
+
+def _envelope(content: Any) -> bytes:
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+
+
+Answer = Callable[["_Server", BaseHTTPRequestHandler], None]
+
+
+class _Server:
+    """A real HTTP server on 127.0.0.1 whose answer the test sets; it records every request it gets."""
+
+    def __init__(self, answer: Answer | None = None) -> None:
+        self.answer: Answer = answer or (lambda server, handler: server.respond(handler, _envelope(json.dumps(GOOD))))
+        self.requests: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.answered = threading.Event()  # set when an answer has ended (sent, or cut off by the client)
+        self.sent = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                server._handle(self)
+
+            do_GET = do_POST
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        self.requests.append({"method": handler.command, "path": handler.path, "headers": dict(handler.headers), "body": body})
+        handler.close_connection = True
+        try:
+            self.answer(self, handler)
+        except OSError:  # the client hung up: what a client that gives up does
+            pass
+        finally:
+            self.answered.set()
+
+    def write(self, handler: BaseHTTPRequestHandler, data: bytes) -> None:
+        handler.wfile.write(data)
+        self.sent += len(data)
+
+    def respond(self, handler: BaseHTTPRequestHandler, body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        self.write(handler, head.encode() + b"\r\n" + body)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[Callable[..., _Server]]:
+    """Start servers on demand; all are stopped when the test ends."""
+    started: list[_Server] = []
+
+    def start(answer: Answer | None = None) -> _Server:
+        started.append(_Server(answer))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def _openai_config(tmp_path: Path, url: str, *, timeout: str = "1s", runner: str = "", key_env: bool = True) -> Path:
+    key_line = 'api_key_env = "GHOSTRUNNER_ATTACK_KEY"' if key_env else ""
+    body = f"""
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["evening"]
+    [agents.motoko.backend]
+    type = "openai"
+    base_url = "{url}"
+    model = "attack-model"
+    timeout = "{timeout}"
+    {key_line}
+    """
+    return write_config(tmp_path, body, runner=runner)
+
+
+def _command_config(tmp_path: Path, argv: list[str], *, timeout: str = "1s", runner: str = "") -> Path:
+    body = f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "{timeout}" }}
+    """
+    return write_config(tmp_path, body, runner=runner)
+
+
+def _run(path: Path, *, run_timeout: float | None = None) -> tuple[RunResult, float, list[dict[str, Any]]]:
+    """One in-process run of motoko's evening slot; its result, how long it took, and its log events."""
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with Journal(agent.journal_root) as journal, capture_logs() as logs:
+        began = time.monotonic()
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
+                             backend=build_backend(agent), tz=config.timezone, run_timeout=run_timeout)
+        return result, time.monotonic() - began, logs
+
+
+def _assert_one_clear_failure(result: RunResult, logs: list[dict[str, Any]], backend: str) -> None:
+    """Failed, with one printable line naming backend and agent; no run.error (the bug path) and nothing appended."""
+    assert result.outcome == "failed" and result.entry_id is None
+    assert result.error is not None and result.error.startswith(f"{backend} backend (agent motoko): "), result.error
+    assert all(char.isprintable() for char in result.error), repr(result.error)
+    assert len(result.error) < 1000
+    assert [event["event"] for event in logs] == ["run.started", "run.finished"], logs
+    assert logs[-1]["error"] == result.error
+
+
+# -- 1. wall-clock deadlines --------------------------------------------------------------
+
+
+def _trickle_headers(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+    """A status line, then one header that grows by one byte every quarter second (urllib's per-read timeout never fires)."""
+    server.write(handler, b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    ends = time.monotonic() + HOSTILE_FOR
+    while not server.stop.wait(0.25) and time.monotonic() < ends:
+        server.write(handler, b"a")
+
+
+def _trickle_body(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+    """Headers promising a body, then the body one byte every quarter second."""
+    server.write(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+    ends = time.monotonic() + HOSTILE_FOR
+    while not server.stop.wait(0.25) and time.monotonic() < ends:
+        server.write(handler, b" ")
+
+
+@pytest.mark.parametrize("answer", [_trickle_headers, _trickle_body], ids=["headers", "body"])
+def test_trickling_server_is_cut_off_at_the_backend_timeout(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            answer: Answer) -> None:
+    """A server sending a byte every 0.25 s never holds a run with a 1 s backend timeout for more than that timeout."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    server = servers(answer)
+    result, elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="1s"))
+    assert elapsed < 1 + MARGIN, f"the run took {elapsed:.1f} s"
+    _assert_one_clear_failure(result, logs, "openai")
+    assert "no reply within 1 s (the backend's timeout)" in result.error
+
+
+def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: Callable[..., _Server], tmp_path: Path) -> None:
+    """`ghostrunner run` with run_timeout 3 s (backend timeout 120 s) ends within 3 s plus start-up, logs run.finished, exits 1."""
+    server = servers(_trickle_body)
+    path = _openai_config(tmp_path, server.url, timeout="120s", runner='run_timeout = "3s"\n')
+    began = time.monotonic()
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, timeout=60,
+                         env={"GHOSTRUNNER_ATTACK_KEY": KEY})
+    elapsed = time.monotonic() - began
+    assert elapsed < 3 + CLI_MARGIN, f"the run took {elapsed:.1f} s"
+    assert result.returncode == 1, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["outcome"] == "failed" and "what run_timeout left for the backend" in printed["error"]
+    assert printed["error"].startswith("openai backend (agent motoko): no reply within")
+    logged = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [event["event"] for event in logged] == ["run.started", "run.finished"]
+    assert logged[-1]["error"] == printed["error"] and "Traceback" not in result.stderr
+    assert entries(tmp_path / "journal") == []
+
+
+#: Helpers that leave something behind. Each records its pids in pids.json: the helper's
+#: and the leftover's. `{pids}` is the file; `{reply}` a valid reply line.
+DETACHING = {
+    # A grandchild in a new session keeps stdout open; the helper itself hangs.
+    "setsid-grandchild": """
+        import json, os, sys, time
+        sys.stdin.read()
+        helper = os.getpid()
+        if os.fork() == 0:
+            os.setsid()
+            open({pids!r}, "w").write(json.dumps([helper, os.getpid()]))
+            time.sleep(30)
+            os._exit(0)
+        time.sleep(30)
+    """,
+    # A daemon made by double fork holds stdout; the helper prints a good reply and exits at once.
+    "double-fork-then-exit": """
+        import json, os, sys, time
+        sys.stdin.read()
+        helper = os.getpid()
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                open({pids!r}, "w").write(json.dumps([helper, os.getpid()]))
+                time.sleep(30)
+            os._exit(0)
+        os.waitpid(child, 0)
+        while not os.path.exists({pids!r}):
+            time.sleep(0.01)
+        print({reply!r}, flush=True)
+    """,
+    # A grandchild leaves the group (same session) and holds stdout; the helper hangs.
+    "own-group-grandchild": """
+        import json, os, sys, time
+        sys.stdin.read()
+        helper = os.getpid()
+        if os.fork() == 0:
+            os.setpgid(0, 0)
+            open({pids!r}, "w").write(json.dumps([helper, os.getpid()]))
+            time.sleep(30)
+            os._exit(0)
+        time.sleep(30)
+    """,
+    # A grandchild in a new session with an empty environment (no marker variable) holding stdout.
+    "setsid-exec-clean-env": """
+        import json, os, shutil, sys, time
+        sys.stdin.read()
+        helper = os.getpid()
+        if os.fork() == 0:
+            os.setsid()
+            open({pids!r}, "w").write(json.dumps([helper, os.getpid()]))
+            os.execve(shutil.which("sleep"), ["sleep", "30"], {{}})
+        time.sleep(30)
+    """,
+}
+
+
+def _alive(pid: int) -> bool:
+    """Whether *pid* is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def _members(session: int) -> list[int]:
+    """Live processes whose process group or session is *session*."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+            except OSError:
+                continue
+            state, _ppid, pgrp, sid = stat[stat.rindex(b")") + 2 :].split()[:4]
+            if state not in (b"Z", b"X") and session in (int(pgrp), int(sid)):
+                found.append(int(name))
+    return found
+
+
+@pytest.fixture
+def leftovers() -> Iterator[list[int]]:
+    """Pids a test recorded; any still alive at the end is killed, so a failing test leaks nothing either."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _detaching_helper(tmp_path: Path, kind: str) -> tuple[list[str], Path]:
+    pids = tmp_path / "pids.json"
+    code = DETACHING[kind].format(pids=str(pids), reply=json.dumps(GOOD))
+    return script(tmp_path, "detaching.py", code), pids
+
+
+@pytest.mark.parametrize("kind", list(DETACHING))
+def test_a_helper_that_detaches_cannot_hold_the_run_or_outlive_it(tmp_path: Path, kind: str, leftovers: list[int]) -> None:
+    """A command helper whose grandchild escapes (setsid, double fork, own group, clean env) ends the run by its timeout; nothing it started lives on."""
+    argv, pids_file = _detaching_helper(tmp_path, kind)
+    result, elapsed, logs = _run(_command_config(tmp_path, argv, timeout="2s"))
+    helper, grandchild = json.loads(pids_file.read_text())
+    leftovers.extend([helper, grandchild])
+    assert elapsed < 2 + MARGIN, f"the run took {elapsed:.1f} s"
+    if kind == "double-fork-then-exit":
+        assert result.outcome == "appended", result.error  # the helper's reply was complete when it exited
+    else:
+        _assert_one_clear_failure(result, logs, "command")
+        assert "no reply within 2 s" in result.error
+    assert not _alive(helper) and not _alive(grandchild)
+    assert _members(helper) == []
+
+
+def test_run_timeout_bounds_a_detaching_helper_under_ghostrunner_run(tmp_path: Path, leftovers: list[int]) -> None:
+    """`ghostrunner run` with run_timeout 3 s and a helper timeout of 120 s ends in time and kills the detached grandchild."""
+    argv, pids_file = _detaching_helper(tmp_path, "setsid-grandchild")
+    path = _command_config(tmp_path, argv, timeout="120s", runner='run_timeout = "3s"\n')
+    began = time.monotonic()
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, timeout=60)
+    elapsed = time.monotonic() - began
+    helper, grandchild = json.loads(pids_file.read_text())
+    leftovers.extend([helper, grandchild])
+    assert elapsed < 3 + CLI_MARGIN, f"the run took {elapsed:.1f} s"
+    assert result.returncode == 1 and json.loads(result.stdout)["outcome"] == "failed", result.stderr
+    assert "Traceback" not in result.stderr
+    assert not _alive(helper) and not _alive(grandchild) and _members(helper) == []
+
+
+# -- 1. the reply cap -----------------------------------------------------------------------
+
+_FLOOD = 12 * MAX_REPLY_BYTES
+
+
+def _flood(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+    """A 200 answer whose body (no Content-Length) streams far past the cap."""
+    server.write(handler, b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"choices": [{"message": {"content": "')
+    chunk = b"a" * 65536
+    while server.sent < _FLOOD and not server.stop.is_set():
+        server.write(handler, chunk)
+
+
+def test_an_oversized_http_reply_is_refused_after_the_cap(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body streaming 96 MiB is cut off after MAX_REPLY_BYTES: the run fails clearly and memory stays near the cap."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    server = servers(_flood)
+    tracemalloc.start()
+    try:
+        result, _elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="20s"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    _assert_one_clear_failure(result, logs, "openai")
+    assert f"larger than the limit of {MAX_REPLY_BYTES} bytes" in result.error
+    assert peak < 3 * MAX_REPLY_BYTES, f"reading the reply peaked at {peak} bytes"
+    assert server.answered.wait(30), "the server was still streaming after the run ended"
+    assert server.sent < _FLOOD / 2
+
+
+def test_an_oversized_helper_output_is_refused_after_the_cap(tmp_path: Path) -> None:
+    """A helper printing 96 MiB on stdout is killed once past MAX_REPLY_BYTES; memory stays near the cap."""
+    argv = script(tmp_path, "flood.py", f"""
+        import os, sys
+        sys.stdin.read()
+        chunk = b"a" * 65536
+        for _ in range({_FLOOD // 65536}):
+            os.write(1, chunk)
+    """)
+    tracemalloc.start()
+    try:
+        result, _elapsed, logs = _run(_command_config(tmp_path, argv, timeout="20s"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    _assert_one_clear_failure(result, logs, "command")
+    assert f"printed more than the limit of {MAX_REPLY_BYTES} bytes" in result.error
+    assert peak < 3 * MAX_REPLY_BYTES, f"reading the output peaked at {peak} bytes"
+
+
+# -- 2. redirects ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+@pytest.mark.parametrize("where", ["other-origin", "same-origin"])
+def test_no_redirect_is_followed_and_the_key_goes_nowhere_else(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               code: int, where: str) -> None:
+    """A 3xx answer fails the run naming its target; the other origin (another port) gets no request, so never the key."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    impostor = servers(lambda server, handler: server.respond(handler, _envelope(json.dumps({**GOOD, "voice": "the impostor's words"}))))
+    first = servers()
+    target = f"{impostor.url}/chat/completions" if where == "other-origin" else f"{first.url}/elsewhere"
+    first.answer = lambda server, handler: server.respond(handler, b"", status=code, headers={"Location": target})
+    result, _elapsed, logs = _run(_openai_config(tmp_path, first.url))
+    _assert_one_clear_failure(result, logs, "openai")
+    assert f"answered HTTP {code}, a redirect to " in result.error and "redirects are not followed" in result.error
+    assert impostor.requests == []
+    assert len(first.requests) == 1 and first.requests[0]["path"] == "/v1/chat/completions"
+    assert entries(tmp_path / "journal") == []
+
+
+# -- 3. one clear line for every bad reply -----------------------------------------------------
+
+
+def _raw(data: bytes) -> Answer:
+    return lambda server, handler: server.write(handler, data)
+
+
+def _body(body: bytes, status: int = 200) -> Answer:
+    return lambda server, handler: server.respond(handler, body, status=status)
+
+
+BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
+    "choices-missing": (_body(b'{"id": "x"}'), 'no "choices" list'),
+    "choices-empty": (_body(b'{"choices": []}'), 'no "choices" list'),
+    "choices-an-object": (_body(b'{"choices": {"0": 1}}'), 'no "choices" list'),
+    "message-missing": (_body(b'{"choices": [{"text": "hi"}]}'), 'no "message" object'),
+    "choice-a-string": (_body(b'{"choices": ["hi"]}'), 'no "message" object'),
+    "content-null": (_body(_envelope(None)), "content is null"),
+    "content-a-number": (_body(_envelope(7)), "content is a number"),
+    "content-an-object": (_body(_envelope({"voice": "v"})), "content is an object"),
+    "content-a-list-of-images": (_body(_envelope([{"type": "image_url", "image_url": "x"}])), "a list without text parts"),
+    "refusal": (_body(json.dumps({"choices": [{"message": {"content": None, "refusal": "I can't\nhelp"}}]}).encode()), "the model refused: I can't help"),
+    "envelope-nested-100000-deep": (_body(b"[" * 100_000 + b"]" * 100_000), f"at most {MAX_REPLY_DEPTH} are allowed"),
+    "content-nested-5000-deep": (_body(_envelope('{"voice": ' + "[" * 5000 + "]" * 5000 + "}")), f"at most {MAX_REPLY_DEPTH} are allowed"),
+    "non-utf8-body": (_body(b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'), "not UTF-8 text"),
+    "utf16-body": (_body(_envelope(json.dumps(GOOD)).decode().encode("utf-16")), "not UTF-8 text"),
+    "nan-in-reply": (_body(_envelope('{"voice": "v", "theme": "t", "signals": {"novelty": NaN}}')), "NaN is not a JSON number"),
+    "huge-number": (_body(_envelope('{"voice": "v", "theme": "t", "signals": {"novelty": 1e999}}')), "too large for a float"),
+    "wrong-field-type": (_body(_envelope('{"voice": "v", "theme": "t", "tags": {"a": 1}}')), "the reply is not a valid entry"),
+    "closed-mid-reply": (_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + _envelope("x")[:30]), "in the middle of its answer"),
+    "closed-mid-chunk": (_raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000\r\n" + b"a" * 30), "in the middle of its answer"),
+    "closed-without-answer": (_raw(b""), "closed the connection without answering"),
+    "not-http": (_raw(b"SSH-2.0-OpenSSH_9.6\r\n"), "did not answer with valid HTTP"),
+    "http-500-with-a-huge-body": (_body(b"boom\n" + b"x" * (4 * MAX_REPLY_BYTES), status=500), "HTTP 500 from http://127.0.0.1:"),
+    "http-404-with-escapes": (_body(b"\x1b[31mno such model\r\nFAKE LOG LINE\x00", status=404), "HTTP 404 from http://127.0.0.1:"),
+}
+
+
+@pytest.mark.parametrize("mode", list(BAD_ANSWERS))
+def test_every_bad_answer_fails_the_run_with_one_clear_line(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           mode: str) -> None:
+    """Wrong JSON shapes, deep nesting, non-UTF-8, a connection closed mid-reply, an HTTP error with a huge body: one line naming the backend."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    answer, message = BAD_ANSWERS[mode]
+    server = servers(answer)
+    result, _elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="10s"))
+    _assert_one_clear_failure(result, logs, "openai")
+    assert message in result.error
+    assert entries(tmp_path / "journal") == []
+
+
+def test_content_given_as_text_parts_is_accepted(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Content sent as a list of text parts (as some servers do) is joined and read as the reply."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    text = json.dumps(GOOD)
+    server = servers(_body(_envelope([{"type": "text", "text": text[:10]}, {"type": "text", "text": text[10:]}])))
+    result, _elapsed, _logs = _run(_openai_config(tmp_path, server.url))
+    assert result.outcome == "appended", result.error
+
+
+BAD_HELPERS: dict[str, tuple[str, str]] = {
+    "nonzero-with-a-huge-stderr": ("""
+        import os, sys
+        sys.stdin.read()
+        os.write(2, b"x" * (4 * 1024 * 1024) + b"\\n" + b"y" * (2 * 1024 * 1024) + b"\\n")
+        sys.exit(4)
+    """, "exited with status 4: yyyy"),
+    "nonzero-with-escapes-on-stderr": ("""
+        import os, sys
+        sys.stdin.read()
+        os.write(2, b"\\x1b[2Jgone\\r{\\"event\\": \\"run.finished\\"}\\x00\\xff\\n")
+        sys.exit(2)
+    """, "exited with status 2: "),
+    "killed-by-a-signal": ("""
+        import os, signal, sys
+        sys.stdin.read()
+        os.kill(os.getpid(), signal.SIGSEGV)
+    """, "exited with signal SIGSEGV"),
+    "binary-on-stdout": ("""
+        import os, sys
+        sys.stdin.read()
+        os.write(1, bytes(range(256)))
+    """, "printed bytes that are not UTF-8"),
+    "deep-json-on-stdout": ("""
+        import sys
+        sys.stdin.read()
+        print("[" * 200000 + "]" * 200000)
+    """, f"at most {MAX_REPLY_DEPTH} are allowed"),
+    "never-reads-stdin": ("""
+        import json
+        print(json.dumps({"voice": "v", "theme": "t", "tags": 5}))
+    """, "the reply is not a valid entry"),
+}
+
+
+@pytest.mark.parametrize("mode", list(BAD_HELPERS))
+def test_every_bad_helper_fails_the_run_with_one_clear_line(tmp_path: Path, mode: str) -> None:
+    """A huge or hostile stderr, a signal, binary or deep output: one printable line naming the backend and agent."""
+    code, message = BAD_HELPERS[mode]
+    result, _elapsed, logs = _run(_command_config(tmp_path, script(tmp_path, "bad.py", code), timeout="10s"))
+    _assert_one_clear_failure(result, logs, "command")
+    assert message in result.error
+
+
+def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(servers: Callable[..., _Server], tmp_path: Path) -> None:
+    """Where a BackendError ends up: `ghostrunner run` prints the failed outcome, logs run.finished with it, and exits 1."""
+    server = servers(_body(b"[" * 100_000 + b"]" * 100_000))
+    path = _openai_config(tmp_path, server.url)
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, env={"GHOSTRUNNER_ATTACK_KEY": KEY})
+    assert result.returncode == 1, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["outcome"] == "failed" and printed["error"].startswith("openai backend (agent motoko): the server's answer is nested")
+    logged = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [event["event"] for event in logged] == ["run.started", "run.finished"]
+    assert logged[-1]["error"] == printed["error"] and logged[-1]["level"] == "error"
+
+
+# -- 3. hostile bodies through the parsers (Hypothesis) ------------------------------------------
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=30),
+)
+_json_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+_reply_like = st.fixed_dictionaries(
+    {"voice": st.one_of(st.text(max_size=40), _scalars), "theme": st.one_of(st.text(max_size=40), _scalars)},
+    optional={"tags": _json_values, "mood": _json_values, "signals": _json_values, "anchors": _json_values, "meta": _json_values, "x": _json_values},
+)
+_depths = st.integers(min_value=0, max_value=3000)
+_texts = st.one_of(
+    _json_values.map(lambda value: json.dumps(value, allow_nan=True)),
+    _reply_like.map(lambda value: json.dumps(value, allow_nan=True)),
+    _reply_like.map(lambda value: "```json\n" + json.dumps(value) + "\n```"),
+    _depths.map(lambda depth: "[" * depth + "]" * depth),
+    _depths.map(lambda depth: '{"voice": ' * depth + '"v"' + "}" * depth),
+    _depths.map(lambda depth: "[" * depth),
+    st.text(max_size=200),
+)
+_bodies = st.one_of(
+    st.binary(max_size=300),
+    _texts.map(str.encode),
+    _texts.map(lambda text: _envelope(text)),
+    _json_values.map(lambda value: _envelope(value)),
+    _json_values.map(lambda value: json.dumps({"choices": value}, allow_nan=True).encode()),
+    _depths.map(lambda depth: b'{"choices": ' * depth + b"1" + b"}" * depth),
+    _texts.map(lambda text: text.encode("utf-16")),
+)
+
+
+def _assert_reply_or_named_error(parse: Callable[[], dict[str, Any]], backend: str) -> None:
+    try:
+        reply = parse()
+    except BackendError as exc:
+        assert exc.backend == backend
+        assert str(exc).startswith(f"{backend} backend: ")
+        assert all(char.isprintable() for char in str(exc)), repr(str(exc))
+    else:
+        assert set(reply) <= set(REPLY_FIELDS)
+        assert all(isinstance(reply[key], str) and reply[key].strip() for key in ("voice", "theme"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_bodies)
+def test_hostile_http_bodies_give_a_reply_or_a_named_backend_error(body: bytes) -> None:
+    """Any body a chat-completions server may send parses to a valid reply or raises BackendError naming openai, nothing else."""
+    _assert_reply_or_named_error(lambda: reply_from_completion(body), "openai")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(output=st.one_of(st.binary(max_size=300), _texts.map(str.encode)))
+def test_hostile_helper_output_gives_a_reply_or_a_named_backend_error(output: bytes) -> None:
+    """Any stdout a command helper may print parses to a valid reply or raises BackendError naming command."""
+    _assert_reply_or_named_error(lambda: reply_from_output(output, "agent.py"), "command")
+    try:
+        text = output.decode("utf-8")
+    except UnicodeDecodeError:
+        return
+    _assert_reply_or_named_error(lambda: parse_reply_text(text, "command"), "command")
+
+
+# -- 4. the key never leaks ----------------------------------------------------------------
+
+
+def _echo_headers(status: int) -> Answer:
+    """An answer that quotes the request's headers back, as debugging proxies and some error pages do."""
+
+    def answer(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+        quoted = "x" * 60 + " headers were: " + json.dumps(dict(handler.headers))
+        body = quoted.encode() if status >= 400 else _envelope(json.dumps({**GOOD, "voice": quoted}))
+        server.respond(handler, body, status=status)
+
+    return answer
+
+
+LEAKY_ANSWERS: dict[str, tuple[Answer, str]] = {
+    "401-quoting-the-headers": (_echo_headers(401), "HTTP 401 from"),
+    "reply-quoting-the-headers": (_echo_headers(200), "contains the API key"),
+    "bad-json-quoting-the-key": (_body(_envelope("not json: Bearer " + KEY)), "contains the API key"),
+    "redirect-carrying-the-key": (lambda server, handler: server.respond(handler, b"", status=302, headers={"Location": f"http://127.0.0.1:1/?k={KEY}"}),
+                                  "a redirect to"),
+}
+
+
+def _json_logging() -> io.StringIO:
+    buffer = io.StringIO()
+    configure_logging(stream=buffer, json=True)
+    return buffer
+
+
+@pytest.mark.parametrize("mode", list(LEAKY_ANSWERS))
+def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """A server quoting the key (in an error page, a reply, broken JSON, a redirect) never gets it into the error, the logs or the journal."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    answer, message = LEAKY_ANSWERS[mode]
+    server = servers(answer)
+    path = _openai_config(tmp_path, server.url)
+    buffer = _json_logging()
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
+                             backend=build_backend(agent), tz=config.timezone)
+    assert server.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"  # the key did travel, to base_url
+    assert result.outcome == "failed" and message in (result.error or "")
+    assert KEY not in json.dumps(result.to_dict()) and KEY not in buffer.getvalue()
+    assert KEY[:12] not in buffer.getvalue()  # not even cut in half by a truncation
+    assert entries(tmp_path / "journal") == []
+
+
+@pytest.mark.parametrize("bad_key", [KEY + "\nX-Injected: 1", "Bearer " + KEY, KEY + "\u20ac"], ids=["newline", "space", "non-ascii"])
+def test_a_malformed_key_fails_clearly_without_quoting_it(servers: Callable[..., _Server], tmp_path: Path, bad_key: str) -> None:
+    """A key HTTP cannot carry fails the run with one line naming the variable; neither the output nor the logs quote it."""
+    server = servers()
+    path = _openai_config(tmp_path, server.url)
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, env={"GHOSTRUNNER_ATTACK_KEY": bad_key})
+    assert result.returncode == 1, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed["error"].startswith("openai backend (agent motoko): the API key in 'GHOSTRUNNER_ATTACK_KEY' holds")
+    assert KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert server.requests == []
+
+
+def test_a_base_url_with_credentials_is_a_config_error_that_does_not_quote_them(servers: Callable[..., _Server], tmp_path: Path) -> None:
+    """user:password@ in base_url is refused as configuration (exit 78) without echoing the secret, and nothing is sent."""
+    server = servers()
+    path = _openai_config(tmp_path, f"http://motoko:{KEY}@127.0.0.1:{server.port}/v1", key_env=False)
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 78, (result.stdout, result.stderr)
+    assert "base_url" in result.stderr and "api_key_env" in result.stderr
+    assert KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert server.requests == []
+
+
+class _BuggyBackend:
+    """A backend with a bug, whose frame holds the key in a local when it raises."""
+
+    name = "buggy"
+
+    def reflect(self, request: Any) -> Any:
+        headers = {"Authorization": f"Bearer {os.environ['GHOSTRUNNER_ATTACK_KEY']}"}
+        raise TypeError(f"a bug with {len(headers)} header")
+
+
+def test_a_traceback_in_the_logs_shows_no_local_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.error's traceback (a backend bug) carries no frame locals, so a key held in one is not logged."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    config = load_config(_command_config(tmp_path, ["true"]))
+    agent = config.agent("motoko")
+    buffer = _json_logging()
+    with Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
+                             backend=_BuggyBackend(), tz=config.timezone)
+    assert result.outcome == "failed"
+    events = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    assert "run.error" in [event["event"] for event in events] and "TypeError" in buffer.getvalue()
+    assert KEY not in buffer.getvalue()
+
+
+
+class _Replying:
+    """A backend that hands the engine whatever a hostile server's JSON parsed to."""
+
+    name = "hostile"
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+    def reflect(self, request: Any) -> Any:
+        return self.reply
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(reply=st.one_of(_reply_like, _json_values, _reply_like.map(lambda r: {**r, "voice": "v\ud800", "theme": "t"})))
+def test_hostile_reply_values_fail_the_run_as_the_backend_s_error(tmp_path: Path, reply: Any) -> None:
+    """Whatever parsed JSON a backend returns, a run (dry, so nothing is kept) either builds a valid entry or fails naming the backend and agent."""
+    config = load_config(_command_config(tmp_path, ["true"]))
+    agent = config.agent("motoko")
+    with Journal(agent.journal_root) as journal, capture_logs() as logs:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
+                             backend=_Replying(reply), tz=config.timezone, dry_run=True)
+    if result.outcome == "failed":
+        _assert_one_clear_failure(result, logs, "hostile")
+    else:
+        assert result.outcome == "skipped" and result.entry is not None
