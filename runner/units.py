@@ -181,6 +181,11 @@ def _description(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def _key(table: str, name: str, *rest: str) -> str:
+    """A configuration key naming *name*; a name that is not a plain word (only through the Python API) is quoted."""
+    return ".".join([table, name if re.fullmatch(r"[A-Za-z0-9_@-]+", name) else repr(name), *rest])
+
+
 def _unit_name(name: str, field: str, source: str | None) -> str:
     if len(name.encode("utf-8")) > _UNIT_NAME_MAX or not _UNIT_NAME.fullmatch(name):
         raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); use a shorter name", source)
@@ -340,8 +345,8 @@ def render_units(
     today = today or date.today()
     agents = sorted(config.agents)
     for agent in agents:
-        _text(agent, f"agents.{agent}", source)
-    roots = {agent: _path(str(config.agents[agent].journal_root), f"agents.{agent}.journal_root", source) for agent in agents}
+        _text(agent, _key("agents", agent), source)
+    roots = {agent: _path(str(config.agents[agent].journal_root), _key("agents", agent, "journal_root"), source) for agent in agents}
     lock_file = _path(str(config.lock_file), "runner.lock_file", source)
     write_paths = _write_paths([*roots.values(), str(PurePosixPath(lock_file).parent)])
     common = {
@@ -362,7 +367,7 @@ def render_units(
     timezone = _text(config.timezone.key, "runner.timezone", source)
     for name in routines:
         routine = config.routines[name]
-        field = f"routines.{name}"
+        field = _key("routines", name)
         service = _unit_name(f"ghostrunner-run-{_text(name, field, source)}@.service", field, source)
         values = {
             **common, "ROUTINE": name, "SCHEDULE": _text(routine.schedule, f"{field}.schedule", source), "TIMEZONE": timezone,
@@ -380,7 +385,7 @@ def render_units(
                 "daylight saving: its timer will not fire that day (serve runs it after the gap); pick a time outside the gap"
             )
     for agent in agents:
-        timers += [_unit_name(f"ghostrunner-run-{name}@{systemd_escape(agent)}.timer", f"agents.{agent}", source)
+        timers += [_unit_name(f"ghostrunner-run-{name}@{systemd_escape(agent)}.timer", _key("agents", agent), source)
                    for name in config.agents[agent].routines]
     files["ghostrunner-timers.target"] = _fill(_template("ghostrunner-timers.target"), {**common, "TIMERS": " ".join(timers)})
     return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
