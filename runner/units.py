@@ -78,6 +78,8 @@ _USER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,30}")
 #: Unit names: systemd's character set, at most 255 bytes (a longer or odder name is an invalid unit).
 _UNIT_NAME: Final = re.compile(r"[A-Za-z0-9:_.\\-]+@?[A-Za-z0-9:_.\\-]*\.(?:service|timer|target)")
 _UNIT_NAME_MAX: Final = 255
+#: Directories a ReadWritePaths= entry should never open whole (a journal root of "/etc", a lock file "/serve.lock").
+_SYSTEM_DIRECTORIES: Final = frozenset({"/", "/etc", "/usr", "/boot", "/efi", "/opt", "/run", "/var", "/var/lib"})
 _PATH_MAX: Final = 4095  # bytes, without the terminating NUL
 _NAME_MAX: Final = 255  # bytes per path component
 #: The first line of every unit render writes; a file in --out without it is not render's to replace.
@@ -140,7 +142,8 @@ def _path(value: str, field: str, source: str | None = None) -> str:
     """
     _text(value, field, source)
     if not value.startswith("/"):
-        raise UnitRenderError(field, f"expected an absolute path, got {value!r}; units run in {STATE_DIRECTORY}, not where render runs", source)
+        raise UnitRenderError(field, f"expected an absolute path, got {value!r}; units run in {STATE_DIRECTORY}, not where render runs",
+                              source)
     normal = _normal(value)
     encoded = normal.encode("utf-8")
     if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
@@ -188,7 +191,8 @@ def _key(table: str, name: str, *rest: str) -> str:
 
 def _unit_name(name: str, field: str, source: str | None) -> str:
     if len(name.encode("utf-8")) > _UNIT_NAME_MAX or not _UNIT_NAME.fullmatch(name):
-        raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); use a shorter name", source)
+        raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
+                              "use a shorter name", source)
     return name
 
 
@@ -270,7 +274,8 @@ def _sandbox(config: RunnerConfig, write_paths: Sequence[str]) -> str:
 def _identity(user: str) -> str:
     # A User= systemd cannot parse is ignored with a warning, and the unit then runs as root: refuse it here.
     if not _USER_NAME.fullmatch(_text(user, "--user")):
-        raise UnitRenderError("--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), got {user!r}")
+        raise UnitRenderError("--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), "
+                                        f"got {user!r}")
     return "\n".join([
         f"User={user}",
         f"Group={user}",
@@ -339,7 +344,8 @@ def render_units(
     for word in exec_argv:
         _text(word, "--exec")
     if not exec_argv or not exec_argv[0].startswith("/"):
-        raise UnitRenderError("--exec", f"the command units run must start with an absolute path, got {' '.join(exec_argv)!r}; pass --exec /usr/local/bin/ghostrunner")
+        raise UnitRenderError("--exec", f"the command units run must start with an absolute path, got {' '.join(exec_argv)!r}; "
+                                        "pass --exec /usr/local/bin/ghostrunner")
     program = _exec_program(exec_argv[0])
     installed = _path(config_path, "--installed-config")
     today = today or date.today()
@@ -362,6 +368,9 @@ def render_units(
     })}
     warnings = _warnings(config, exec_argv[0], program_normal=_path(exec_argv[0], "--exec"), config_path=config_path, installed=installed,
                          roots=roots, lock_file=lock_file, user=user)
+    warnings += [f"ReadWritePaths={path} (for a journal root or the lock file's directory) opens {path} to the service for writing, "
+                 "undoing much of ProtectSystem=strict; give the journal and the lock file directories of their own"
+                 for path in write_paths if path in _SYSTEM_DIRECTORIES]
     timers = []
     routines = sorted({name for agent in config.agents.values() for name in agent.routines})
     timezone = _text(config.timezone.key, "runner.timezone", source)
@@ -402,7 +411,8 @@ def _warnings(config: RunnerConfig, program: str, *, program_normal: str, config
     paths.append(("the lock file", str(config.lock_file), lock_file))
     warnings = [warning for what, raw, normal in paths for warning in _location_warnings(what, raw, normal)]
     if user == "root":
-        warnings.append("--user root: the units would run as root; create a system user (useradd --system ghostrunner) and render without --user")
+        warnings.append("--user root: the units would run as root; create a system user (useradd --system ghostrunner) "
+                        "and render without --user")
     return warnings
 
 

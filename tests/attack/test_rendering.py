@@ -333,7 +333,8 @@ def test_hostile_installed_config_is_refused_or_passed_exactly(base_config: Runn
 
 
 @EXAMPLES
-@given(name=hostile_text.filter(lambda text: 0 < len(text.encode("utf-8", "surrogatepass")) <= 200 and "/" not in text and "\0" not in text),
+@given(name=hostile_text.filter(lambda text: 0 < len(text.encode("utf-8", "surrogatepass")) <= 200 and "/" not in text and "\0" not in text
+                                and text not in (".", "..")),  # a file name the test can create
        arguments=st.lists(hostile_text, max_size=3))
 def test_hostile_exec_is_refused_or_runs_exactly_that_program_and_arguments(tmp_path_factory: pytest.TempPathFactory, base_config: RunnerConfig,
                                                                           name: str, arguments: list[str]) -> None:
@@ -345,7 +346,7 @@ def test_hostile_exec_is_refused_or_runs_exactly_that_program_and_arguments(tmp_
         rendering = base_render(base_config, exec_argv=argv)
     except UnitRenderError as error:
         assert error.field == "--exec" and error.source is None and "\n" not in str(error)
-        assert not all(map(clean, argv)) or set(name) & set("\"'\\$") or name in (".", "..")
+        assert not all(map(clean, argv)) or set(name) & set("\"'\\$")
         return
     assert all(map(clean, argv))
     path = Path(normal(program))
@@ -478,6 +479,15 @@ def test_tmp_lock_file_and_configuration_warn_and_the_units_are_still_written(tm
     assert sorted(path.name for path in out.iterdir()) == sorted(
         ["ghostrunner.service", "ghostrunner-run-evening@.service", "ghostrunner-run-evening@.timer", "ghostrunner-timers.target"])
     assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == ["/tmp"]
+
+
+def test_a_write_path_that_opens_a_system_directory_warns(tmp_path: Path) -> None:
+    """A lock file at /serve.lock makes ReadWritePaths=/ (the whole file system writable for the service): render warns."""
+    result, out = render_cli(tmp_path, "/var/lib/ghostrunner/motoko", runner='lock_file = "/serve.lock"\n')
+    assert result.returncode == 0
+    assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == ["/"]
+    assert any(line.startswith("ghostrunner: warning: ReadWritePaths=/ (for a journal root or the lock file's directory) opens / ")
+               for line in warnings_of(result))
 
 
 def test_a_link_into_home_warns_with_where_it_leads(tmp_path: Path) -> None:
