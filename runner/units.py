@@ -410,6 +410,13 @@ def _warnings(config: RunnerConfig, program: str, *, program_normal: str, config
             paths.append((f"agent {name!r}'s command backend", agent.backend.command[0], _normal(agent.backend.command[0])))
     paths.append(("the lock file", str(config.lock_file), lock_file))
     warnings = [warning for what, raw, normal in paths for warning in _location_warnings(what, raw, normal)]
+    if config.config_file is not None and _normal(str(config.config_file)) != installed:
+        # Relative paths in the configuration resolve beside the file that is read: render read this one, the service reads *installed*.
+        here = PurePosixPath(_normal(str(config.config_file))).parent
+        beside = [normal for what, raw, normal in paths[2:] if PurePosixPath(normal).is_relative_to(here)]
+        warnings += [f"{path!r} lies beside the configuration render read ({str(config.config_file)!r}), but the units read {installed!r}: "
+                     f"if the configuration names it relatively, the service looks beside {installed!r} instead; render from the "
+                     "installed file, or write absolute paths" for path in beside]
     if user == "root":
         warnings.append("--user root: the units would run as root; create a system user (useradd --system ghostrunner) "
                         "and render without --user")

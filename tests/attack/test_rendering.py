@@ -490,6 +490,18 @@ def test_a_write_path_that_opens_a_system_directory_warns(tmp_path: Path) -> Non
                for line in warnings_of(result))
 
 
+def test_a_relative_journal_root_beside_another_configuration_than_the_installed_one_warns(tmp_path: Path) -> None:
+    """'./journal' resolves beside the file that is read: rendered from a copy, the units would open the wrong directory. Render says so."""
+    path = write_config(tmp_path / "staging", ONE_AGENT, runner='lock_file = "/var/lib/ghostrunner/serve.lock"\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", exec_path(),
+                         "--installed-config", "/etc/ghostrunner/ghostrunner.toml")
+    assert result.returncode == 0
+    assert any(line.startswith(f"ghostrunner: warning: '{tmp_path}/staging/journal' lies beside the configuration render read")
+               for line in warnings_of(result))
+    same = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units2"), "--exec", exec_path())
+    assert same.returncode == 0 and not any("lies beside" in line for line in warnings_of(same))
+
+
 def test_a_link_into_home_warns_with_where_it_leads(tmp_path: Path) -> None:
     """Units name the path as written (systemd follows the link itself), but a link that leads under /home is still warned about."""
     (tmp_path / "srv").mkdir()
