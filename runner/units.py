@@ -468,11 +468,14 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise UnitRenderError("--out", f"{str(path)!r} is not a regular file; remove it and render again")
     marker = RENDERED_MARKER.encode("utf-8")
-    descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
     try:
-        head = os.read(descriptor, len(marker))
-    finally:
-        os.close(descriptor)
+        descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+        try:
+            head = os.read(descriptor, len(marker))
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        raise RunnerError(f"cannot read {str(path)!r} to see whether render wrote it: {exc.strerror}; nothing was written") from None
     if head != marker:
         raise UnitRenderError("--out", f"{str(path)!r} exists and was not written by ghostrunner systemd render; render replaces only "
                               "its own units: move that file away (or choose another --out) and render again")
