@@ -1,10 +1,12 @@
 """Rendering that cannot be turned into root: hostile values in every field `systemd render` writes into a unit.
 
-Each rendered unit is read back twice: by the real `systemd-analyze verify` (systemd 252), and by
-:func:`parse_unit` / :func:`split_words` below, which follow systemd's documented syntax
-(systemd.syntax(7), systemd.service(5) "Command lines", systemd.unit(5) "Specifiers"). A hostile
-value must either be refused with one clear line naming its field, or come back from the unit
-exactly as given (normalised, for paths), with no setting added, removed or reordered.
+Each rendered unit is read back three ways: by the real `systemd-analyze verify` (systemd 252); by
+systemd's own parser, called in its shared library (``_systemd.py``: config_parse for lines,
+extract_first_word for words); and by :func:`parse_unit` / :func:`split_words` below, written from
+systemd's documented syntax (systemd.syntax(7), systemd.service(5) "Command lines", systemd.unit(5)
+"Specifiers"), which must agree with the library. A hostile value must either be refused with one
+clear line naming its field, or come back from the unit exactly as given (normalised, for paths),
+with no setting added, removed or reordered.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from runner.errors import UnitRenderError
 from runner.units import Rendering, render_units, systemd_escape, write_units
 from tests.runner.conftest import ghostrunner, write_config
 
+from . import _systemd
+
 ANALYZE = shutil.which("systemd-analyze")
 if ANALYZE is None:  # a requirement, as in tests/runner/test_systemd.py: fail loudly instead of skipping
     raise RuntimeError("systemd-analyze is required by these tests (Debian/Ubuntu: apt-get install systemd)")
@@ -43,19 +47,19 @@ ONE_AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["evening"]\n'
 def parse_unit(text: str) -> list[tuple[str, str, str]]:
     """(section, key, value) for each setting, read as systemd reads a unit file.
 
-    Lines end at LF, CR or NUL. A line ending in an unescaped backslash continues on the next one
-    (the backslash becomes a space; comment lines inside a continuation are skipped), which also
-    holds for a comment line. Then: blank lines and lines starting with '#' or ';' are ignored,
-    '[Name]' opens a section, anything else is KEY=VALUE with both sides stripped.
+    Lines end at LF, CR or NUL. Lines starting with '#' or ';' are comments, also inside a
+    continuation. A line ending in an unescaped backslash continues on the next one (the backslash
+    becomes a space). Then: blank lines are ignored, '[Name]' opens a section, anything else is
+    KEY=VALUE with both sides stripped (systemd ignores one outside a section).
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").replace("\0", "\n").split("\n")
     settings_read: list[tuple[str, str, str]] = []
     section = ""
     continuation: str | None = None
     for line in lines:
+        if line.lstrip(WHITESPACE)[:1] in ("#", ";"):
+            continue
         if continuation is not None:
-            if line.lstrip(WHITESPACE)[:1] in ("#", ";"):
-                continue
             line = continuation + line
         escaped = False
         for char in line:
@@ -73,7 +77,8 @@ def parse_unit(text: str) -> list[tuple[str, str, str]]:
             continue
         assert "=" in stripped, f"a line that is neither a setting nor a comment: {stripped!r}"
         key, value = stripped.split("=", 1)
-        settings_read.append((section, key.strip(WHITESPACE), value.strip(WHITESPACE)))
+        if section:
+            settings_read.append((section, key.strip(WHITESPACE), value.strip(WHITESPACE)))
     return settings_read
 
 
@@ -156,14 +161,14 @@ def environment(word: str) -> str:
 
 def command_line(value: str) -> list[str]:
     """argv systemd executes for an ExecStart= value: the program path (specifiers only), then each argument (and $)."""
-    words = [specifiers(word) for word in split_words(value, c_escapes=True)]
+    words = [specifiers(word) for word in both_split(value, c_escapes=True)]
     assert words and words[0].startswith("/") and not set(words[0]) & set("\"'\\"), f"an ExecStart= program systemd refuses: {value!r}"
     return [words[0], *(environment(word) for word in words[1:])]
 
 
 def path_list(value: str) -> list[str]:
     """Paths of a ReadWritePaths= value; systemd ignores a relative or unnormalised one, so each must be neither."""
-    paths = [specifiers(word) for word in split_words(value, c_escapes=False)]
+    paths = [specifiers(word) for word in both_split(value, c_escapes=False)]
     for path in paths:
         assert path.startswith("/") and "//" not in path and ".." not in path.split("/") and "." not in path.split("/"), path
         assert path == "/" or not path.endswith("/"), path
@@ -208,12 +213,26 @@ def verified(rendering: Rendering) -> None:
         assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), result.stderr
 
 
+def both_split(value: str, *, c_escapes: bool) -> list[str]:
+    """The words of *value*, as systemd's extract_first_word makes them; the documented rules must agree."""
+    found = _systemd.words(value, c_escapes=c_escapes)
+    assert split_words(value, c_escapes=c_escapes) == found, value
+    return found
+
+
+def read_unit(text: str) -> list[tuple[str, str, str]]:
+    """The settings of *text*, as systemd's config_parse reads them; the documented rules must agree."""
+    found = _systemd.settings(text)
+    assert parse_unit(text) == found
+    return found
+
+
 def shape(text: str) -> list[tuple[str, str]]:
-    return [(section, key) for section, key, _ in parse_unit(text)]
+    return [(section, key) for section, key, _ in read_unit(text)]
 
 
 def only(text: str, key: str) -> str:
-    [value] = [value for _, found, value in parse_unit(text) if found == key]
+    [value] = [value for _, found, value in read_unit(text) if found == key]
     return value
 
 
@@ -567,3 +586,13 @@ def test_render_replaces_its_own_units_but_no_foreign_file(tmp_path: Path) -> No
     assert "ghostrunner-timers.target' exists and was not written by ghostrunner systemd render" in result.stderr
     assert (foreign / "ghostrunner-timers.target").read_text() == "[Unit]\nDescription=the operator's own\n"
     assert sorted(path.name for path in foreign.iterdir()) == ["ghostrunner-timers.target"]
+
+
+def test_the_documented_rules_agree_with_systemd_on_tricky_units() -> None:
+    """The test's own parser and systemd's disagree on nothing that matters here: continuations, comments, quotes, escapes, CR."""
+    text = ("# c \\\nX=1\n[Unit]\nDescription=a \\\n# mid\n b\n; semi\n[Service]\nExecStart=/bin/true \"x y\" 'a\\\"b' c\\\\d\r\n"
+            "ReadWritePaths=\"/srv/a b\" /srv/c\\ d\nEmpty=\n  Spaced  =  v  \n")
+    assert read_unit(text) == [("Unit", "Description", "a   b"), ("Service", "ExecStart", "/bin/true \"x y\" 'a\\\"b' c\\\\d"),
+                               ("Service", "ReadWritePaths", "\"/srv/a b\" /srv/c\\ d"), ("Service", "Empty", ""), ("Service", "Spaced", "v")]
+    assert both_split("/bin/true \"x y\" 'a\\\"b' c\\\\d \"%%\\\\\"", c_escapes=True) == ["/bin/true", "x y", 'a"b', "c\\d", "%%\\"]
+    assert both_split("\"/srv/a b\" /srv/c\\ d", c_escapes=False) == ["/srv/a b", "/srv/c d"]
