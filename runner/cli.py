@@ -30,7 +30,7 @@ import click
 
 from journal import JournalError, JournalStorageError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunInterrupted, RunnerError, SchedulerBusyError, UnknownNameError
+from runner.errors import ConfigError, RunInterrupted, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
 from runner.logs import configure_logging
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
@@ -65,6 +65,9 @@ class RunnerCommandError(click.ClickException):
             self.exit_code = 2  # type: ignore[misc]
         elif isinstance(error, JournalStorageError):
             self.exit_code = fault_exit_code(error.errno_name)  # type: ignore[misc]
+        elif isinstance(error, UnitRenderError):
+            # A configuration key that cannot go into a unit is a configuration error; a bad option is usage.
+            self.exit_code = 78 if error.source else 2  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
@@ -296,7 +299,12 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
     """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
 
     Cron schedules become OnCalendar= in the configured timezone; a schedule
-    that cannot be expressed is refused. Warnings go to stderr.
+    that cannot be expressed is refused. Values that cannot go into a unit
+    safely (control characters, relative paths, a user name systemd would
+    ignore) are refused: exit 78 for a configuration key, 2 for an option.
+    Files in OUT that are symbolic links or were not written by render are
+    never replaced. Warnings (paths the sandbox hides, such as /home or /tmp)
+    go to stderr, one line each; the units are still written.
 
     Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
     """
@@ -310,14 +318,12 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
         delay = parse_duration(delay_text)
     except ValueError as exc:
         raise click.BadParameter(f"expected {exc}, got {delay_text!r}", param_hint="--randomized-delay") from None
-    argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     try:
-        rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
-                                 randomized_delay=delay)
+        argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
-        if isinstance(exc, RunnerError):
-            raise
-        raise click.BadParameter(str(exc), param_hint="--exec" if "absolute path" in str(exc) else "--installed-config") from None
+        raise UnitRenderError("--exec", f"{exec_text!r} is not a command line ({exc}); quote words as a shell would") from None
+    rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
+                             randomized_delay=delay)
     try:
         written = write_units(rendering, out)
     except OSError as exc:

@@ -7,6 +7,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── BackendError                      a backend could not produce a valid reply
     │   └── BackendTimeoutError (TimeoutError)
     ├── SchedulerBusyError                another scheduler holds the deployment lock
+    ├── UnitRenderError (ValueError)      systemd render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
     RunInterrupted (SystemExit)           a signal ended a run; carries its RunResult
@@ -25,6 +26,7 @@ __all__ = [
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
+    "UnitRenderError",
     "UnknownNameError",
 ]
 
@@ -98,6 +100,20 @@ class SchedulerBusyError(RunnerError):
             f"another ghostrunner scheduler holds {str(lock_file)!r}; run one scheduler per deployment "
             "(stop the other one first)"
         )
+
+
+class UnitRenderError(RunnerError, ValueError):
+    """``systemd render`` refused: a value cannot go into a unit as it is, or a unit file cannot be written safely.
+
+    Attributes:
+        field: the configuration key (``agents.motoko.journal_root``) or the option (``--exec``, ``--out``) at fault.
+        source: the configuration file, when *field* is one of its keys; None for an option.
+    """
+
+    def __init__(self, field: str, reason: str, source: str | None = None) -> None:
+        self.field = field
+        self.source = source
+        super().__init__(f"{source}: {field}: {reason}" if source else f"{field}: {reason}")
 
 
 class UnknownNameError(RunnerError, LookupError):
