@@ -184,9 +184,16 @@ def _description(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def _lines(block: str, field: str, source: str | None) -> str:
+    """*block* (settings made from *field*, one a line), if no line of it holds a control character."""
+    for line in block.split("\n"):
+        _text(line, field, source)
+    return block
+
+
 def _key(table: str, name: str, *rest: str) -> str:
     """A configuration key naming *name*; a name that is not a plain word (only through the Python API) is quoted."""
-    return ".".join([table, name if re.fullmatch(r"[A-Za-z0-9_@-]+", name) else repr(name), *rest])
+    return ".".join([table, name if re.fullmatch(r"[A-Za-z0-9_.@-]+", name) else repr(name), *rest])
 
 
 def _unit_name(name: str, field: str, source: str | None) -> str:
@@ -381,7 +388,7 @@ def render_units(
         values = {
             **common, "ROUTINE": name, "SCHEDULE": _text(routine.schedule, f"{field}.schedule", source), "TIMEZONE": timezone,
             "ROUTINE_ARG": _exec_word(name, field, source), "ROUTINE_DESCRIPTION": _description(name),
-            "ON_CALENDAR": "OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone),
+            "ON_CALENDAR": _lines("OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone), f"{field}.schedule", source),
             "RUN_TIMEOUT_SEC": _seconds(config.run_timeout + _STOP_MARGIN),
             "RANDOMIZED_DELAY_SEC": _seconds(_delay_for(config, routine.schedule, randomized_delay, today)),
         }

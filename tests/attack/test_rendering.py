@@ -596,3 +596,11 @@ def test_the_documented_rules_agree_with_systemd_on_tricky_units() -> None:
                                ("Service", "ReadWritePaths", "\"/srv/a b\" /srv/c\\ d"), ("Service", "Empty", ""), ("Service", "Spaced", "v")]
     assert both_split("/bin/true \"x y\" 'a\\\"b' c\\\\d \"%%\\\\\"", c_escapes=True) == ["/bin/true", "x y", 'a"b', "c\\d", "%%\\"]
     assert both_split("\"/srv/a b\" /srv/c\\ d", c_escapes=False) == ["/srv/a b", "/srv/c d"]
+
+
+def test_user_root_warns_and_a_numeric_user_is_refused(base_config: RunnerConfig) -> None:
+    """--user root renders (an operator's explicit choice) with a warning; a numeric ID is refused (only names are checked here)."""
+    rendering = base_render(base_config, user="root")
+    assert any(warning.startswith("--user root: the units would run as root") for warning in rendering.warnings)
+    with pytest.raises(UnitRenderError, match=r"^--user: expected a system user name .*got '0'$"):
+        base_render(base_config, user="0")
