@@ -83,7 +83,7 @@ _SYSTEM_DIRECTORIES: Final = frozenset({"/", "/etc", "/usr", "/boot", "/efi", "/
 _PATH_MAX: Final = 4095  # bytes, without the terminating NUL
 _NAME_MAX: Final = 255  # bytes per path component
 #: The first line of every unit render writes; a file in --out without it is not render's to replace.
-RENDERED_MARKER: Final = "# Rendered by `ghostrunner systemd render`"
+_RENDERED_MARKER: Final = "# Rendered by `ghostrunner systemd render`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +363,7 @@ def render_units(
     lock_file = _path(str(config.lock_file), "runner.lock_file", source)
     write_paths = _write_paths([*roots.values(), str(PurePosixPath(lock_file).parent)])
     common = {
-        "HEADER": f"{RENDERED_MARKER.removeprefix('# ')} for {installed}; change the configuration and render again.",
+        "HEADER": f"{_RENDERED_MARKER.removeprefix('# ')} for {installed}; change the configuration and render again.",
         "EXEC": " ".join([program, *(_exec_word(word, "--exec") for word in exec_argv[1:])]),
         "CONFIG": _exec_word(installed, "--installed-config"),
         "AGENTS": _description(", ".join(agents)),
@@ -474,7 +474,7 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
                               f"(systemctl unmask or disable {name} if systemctl made it) and render again")
     if not stat.S_ISREG(info.st_mode):
         raise UnitRenderError("--out", f"{str(path)!r} is not a regular file; remove it and render again")
-    marker = RENDERED_MARKER.encode("utf-8")
+    marker = _RENDERED_MARKER.encode("utf-8")
     try:
         descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
         try:
