@@ -83,7 +83,7 @@ _SYSTEM_DIRECTORIES: Final = frozenset({"/", "/etc", "/usr", "/boot", "/efi", "/
 _PATH_MAX: Final = 4095  # bytes, without the terminating NUL
 _NAME_MAX: Final = 255  # bytes per path component
 #: The first line of every unit render writes; a file in --out without it is not render's to replace.
-RENDERED_MARKER: Final = "# Rendered by `ghostrunner systemd render`"
+_RENDERED_MARKER: Final = "# Rendered by `ghostrunner systemd render`"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +184,16 @@ def _description(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def _lines(block: str, field: str, source: str | None) -> str:
+    """*block* (settings made from *field*, one a line), if no line of it holds a control character."""
+    for line in block.split("\n"):
+        _text(line, field, source)
+    return block
+
+
 def _key(table: str, name: str, *rest: str) -> str:
     """A configuration key naming *name*; a name that is not a plain word (only through the Python API) is quoted."""
-    return ".".join([table, name if re.fullmatch(r"[A-Za-z0-9_@-]+", name) else repr(name), *rest])
+    return ".".join([table, name if re.fullmatch(r"[A-Za-z0-9_.@-]+", name) else repr(name), *rest])
 
 
 def _unit_name(name: str, field: str, source: str | None) -> str:
@@ -356,7 +363,7 @@ def render_units(
     lock_file = _path(str(config.lock_file), "runner.lock_file", source)
     write_paths = _write_paths([*roots.values(), str(PurePosixPath(lock_file).parent)])
     common = {
-        "HEADER": f"{RENDERED_MARKER.removeprefix('# ')} for {installed}; change the configuration and render again.",
+        "HEADER": f"{_RENDERED_MARKER.removeprefix('# ')} for {installed}; change the configuration and render again.",
         "EXEC": " ".join([program, *(_exec_word(word, "--exec") for word in exec_argv[1:])]),
         "CONFIG": _exec_word(installed, "--installed-config"),
         "AGENTS": _description(", ".join(agents)),
@@ -381,7 +388,7 @@ def render_units(
         values = {
             **common, "ROUTINE": name, "SCHEDULE": _text(routine.schedule, f"{field}.schedule", source), "TIMEZONE": timezone,
             "ROUTINE_ARG": _exec_word(name, field, source), "ROUTINE_DESCRIPTION": _description(name),
-            "ON_CALENDAR": "OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone),
+            "ON_CALENDAR": _lines("OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone), f"{field}.schedule", source),
             "RUN_TIMEOUT_SEC": _seconds(config.run_timeout + _STOP_MARGIN),
             "RANDOMIZED_DELAY_SEC": _seconds(_delay_for(config, routine.schedule, randomized_delay, today)),
         }
@@ -467,7 +474,7 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
                               f"(systemctl unmask or disable {name} if systemctl made it) and render again")
     if not stat.S_ISREG(info.st_mode):
         raise UnitRenderError("--out", f"{str(path)!r} is not a regular file; remove it and render again")
-    marker = RENDERED_MARKER.encode("utf-8")
+    marker = _RENDERED_MARKER.encode("utf-8")
     try:
         descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
         try:

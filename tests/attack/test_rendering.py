@@ -263,14 +263,19 @@ def assert_refused(error: UnitRenderError, field: str, value: str) -> None:
 
 # --- hostile strings ----------------------------------------------------------------------------
 
-#: Pieces that mean something to systemd or to a shell, or that end a line in some reader.
-PIECES = ["\n", "\r", "\0", "\t", "\x0b", "\x0c", "\x1b", "\x7f", "\x85", "\x9f", "\u2028", "\u2029", "\ud800", "\\", '"', "'", " ", ";",
-          "%", "%I", "%%", "$", "$$", "${HOME}", "$HOME", "#", "[Service]", "=", "\nExecStartPre=+/bin/sh -c id\n", "..", ".", "/", "//",
-          "/home", "/tmp", "日本", "\u00a0", "\u200b", "-", "+", "@"]
-hostile_text = st.lists(st.one_of(st.sampled_from(PIECES), st.text(st.characters(exclude_characters=RESOLVED), max_size=6)),
-                        max_size=8).map("".join)
+#: Pieces that mean something to systemd or to a shell, legal in a unit value once quoted...
+LEGAL_PIECES = ["\\", '"', "'", " ", ";", "%", "%I", "%%", "$", "$$", "${HOME}", "$HOME", "#", "[Service]", "=", "ExecStartPre=+/bin/sh -c id",
+                "..", ".", "/", "//", "/home", "/tmp", "日本", "\u00a0", "\u200b", "\ufeff", "-", "+", "@", ":", "\\x2d", "\\n"]
+#: ... and the characters that end a line in some reader, which render must refuse.
+CONTROL_PIECES = ["\n", "\r", "\0", "\t", "\x0b", "\x0c", "\x1b", "\x7f", "\x85", "\x9f", "\u2028", "\u2029", "\ud800",
+                  "\nExecStartPre=+/bin/sh -c id\n"]
+_legal_characters = st.characters(exclude_categories=["Cc", "Cs", "Zl", "Zp"], exclude_characters=RESOLVED)
+legal_text = st.lists(st.one_of(st.sampled_from(LEGAL_PIECES), st.text(_legal_characters, max_size=6)), max_size=8).map("".join)
+any_text = st.lists(st.one_of(st.sampled_from(LEGAL_PIECES + CONTROL_PIECES), st.text(st.characters(exclude_characters=RESOLVED), max_size=6)),
+                    max_size=8).map("".join)
+hostile_text = st.one_of(legal_text, any_text)  # about half the examples are values render must accept and read back exactly
 hostile_path = st.one_of(hostile_text.map(lambda text: "/srv/" + text), hostile_text.map(lambda text: "/" + text), hostile_text)
-EXAMPLES = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def clean(value: str) -> bool:
@@ -596,3 +601,11 @@ def test_the_documented_rules_agree_with_systemd_on_tricky_units() -> None:
                                ("Service", "ReadWritePaths", "\"/srv/a b\" /srv/c\\ d"), ("Service", "Empty", ""), ("Service", "Spaced", "v")]
     assert both_split("/bin/true \"x y\" 'a\\\"b' c\\\\d \"%%\\\\\"", c_escapes=True) == ["/bin/true", "x y", 'a"b', "c\\d", "%%\\"]
     assert both_split("\"/srv/a b\" /srv/c\\ d", c_escapes=False) == ["/srv/a b", "/srv/c d"]
+
+
+def test_user_root_warns_and_a_numeric_user_is_refused(base_config: RunnerConfig) -> None:
+    """--user root renders (an operator's explicit choice) with a warning; a numeric ID is refused (only names are checked here)."""
+    rendering = base_render(base_config, user="root")
+    assert any(warning.startswith("--user root: the units would run as root") for warning in rendering.warnings)
+    with pytest.raises(UnitRenderError, match=r"^--user: expected a system user name .*got '0'$"):
+        base_render(base_config, user="0")
