@@ -238,8 +238,8 @@ def execute_run(
         result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
                             dry_run=dry_run)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be,
-                      dry_run=dry_run)
+    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                      entry=would_be, dry_run=dry_run)
 
 
 def run_slot(

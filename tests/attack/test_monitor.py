@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -130,8 +130,8 @@ def test_only_the_pairs_own_line_for_that_slot_covers_it(config_path: Path) -> N
     report = build_report(load_config(config_path), digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
     assert {p.routine: p.state for p in report.pairs} == {"pulse-4h": "overdue", "evening": "ok"}
     assert report.exit_code == EXIT_OVERDUE
-    healed = build_report(load_config(config_path), read_log([*lines, _finished("motoko", "pulse-4h", "2026-09-05T16", scheduled, "duplicate", done)]),
-                          datetime(2026, 9, 5, 17, tzinfo=UTC))
+    rerun = _finished("motoko", "pulse-4h", "2026-09-05T16", scheduled, "duplicate", done)
+    healed = build_report(load_config(config_path), read_log([*lines, rerun]), datetime(2026, 9, 5, 17, tzinfo=UTC))
     assert healed.exit_code == EXIT_OK
 
 
@@ -293,15 +293,16 @@ def _hostile_line() -> st.SearchStrategy[str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_hostile_line(), max_size=8))
 def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lines: list[str]) -> None:
-    """Any mix of hostile lines is read, judged, rendered as a table and as UTF-8 JSON without an exception."""
+    """Any mix of hostile lines, as a list or as a stream, is read, judged and rendered as a table and as UTF-8 JSON without an exception."""
     config = load_config(config_path)
-    digest = read_log([*lines, *_healthy()])
-    assert digest.lines >= 3
-    report = build_report(config, digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
-    json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
-    table = _render_status(report, config.timezone)
-    table.encode("utf-8")
-    assert "\x1b" not in table and "\u2028" not in table
+    for source in ([*lines, *_healthy()], io.StringIO("\n".join([*lines, *_healthy()]))):
+        digest = read_log(source)
+        assert digest.lines >= 3
+        report = build_report(config, digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
+        json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
+        table = _render_status(report, config.timezone)
+        table.encode("utf-8")
+        assert "\x1b" not in table and "\u2028" not in table
 
 
 # -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
@@ -569,7 +570,8 @@ def _hooked_run(tmp_path: Path, point: str, args: list[str]) -> tuple[int, str, 
 def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_path: Path, point: str) -> None:
     """SIGTERM while the run's journal opens (no entry) or closes (appended) still logs one run.finished and prints the result."""
     config = write_config(tmp_path, SIMPLE_AGENT)
-    code, out, err = _hooked_run(tmp_path, point, ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)])
+    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
+    code, out, err = _hooked_run(tmp_path, point, args)
     assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
     [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
     stored = with_key(tmp_path / "journal", "motoko:evening:2026-09-05")
@@ -578,7 +580,8 @@ def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_p
     else:
         assert [entry.id for entry in stored] == [finished["entry_id"]] and finished["outcome"] == "appended"
     printed = json.loads(out)  # what serve reads from its worker
-    assert [printed[k] for k in ("run_id", "outcome", "entry_id", "error")] == [finished[k] for k in ("run_id", "outcome", "entry_id", "error")]
+    fields = ("run_id", "outcome", "entry_id", "error")
+    assert [printed[k] for k in fields] == [finished[k] for k in fields]
 
 
 @pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
