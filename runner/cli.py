@@ -263,8 +263,7 @@ def _render_status(report: Any, tz: Any) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     errors = [f"  {p.agent} {p.routine}: {p.problem}" for p in report.pairs if p.problem]
-    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs
-               if not p.problem and p.last_failure is not None and p.last_failure.error]
+    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
     if errors:
         lines += ["", "last errors:", *errors]
     counts = report.input
