@@ -135,6 +135,18 @@ def test_only_the_pairs_own_line_for_that_slot_covers_it(config_path: Path) -> N
     assert healed.exit_code == EXIT_OK
 
 
+def test_a_dry_run_that_found_the_entry_covers_its_slot(config_path: Path, tmp_path: Path) -> None:
+    """A real dry run of a slot whose entry exists reports duplicate, which is evidence enough: the slot is ok."""
+    args = ("run", "pulse-4h", "--agent", "motoko", "--at", "2026-09-05T16:00Z", "--config", str(config_path))
+    assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+    dry = ghostrunner(*args, "--dry-run", cwd=tmp_path)
+    assert json.loads(dry.stdout)["outcome"] == "duplicate"
+    evening = _finished("motoko", "evening", "2026-09-04", "2026-09-04T21:00:00+00:00", "appended", "2026-09-04T21:00:02Z")
+    lines = [_started("2026-09-05T00:00:00Z"), evening, *dry.stderr.splitlines()]
+    report = build_report(load_config(config_path), read_log(lines), datetime(2026, 9, 5, 17, tzinfo=UTC))
+    assert report.exit_code == EXIT_OK and report.input["dry_runs"] == 0
+
+
 def test_a_dry_run_after_a_failure_does_not_clear_it(config_path: Path) -> None:
     """A failed run followed by a dry run of the same slot is still failed (the dry run appended nothing)."""
     lines = [
