@@ -371,7 +371,8 @@ def test_serve_reports_unusable_journals_and_serves_the_rest(tmp_path: Path, pro
     assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing of theirs was touched
     assert len(with_key(tmp_path / "journal", finished["client_key"])) == 1
 
-    status = _status(path, "".join(reader.raw), "--now", (datetime.now(UTC) + timedelta(minutes=1)).isoformat())
+    judged = datetime.fromisoformat(finished["scheduled"]) + timedelta(minutes=1)  # the caught-up slot is the due one
+    status = _status(path, "".join(reader.raw), "--now", judged.isoformat(), "--grace", "0s")
     report = json.loads(status.stdout)
     states = {p["agent"]: (p["state"], p["problem"]) for p in report["pairs"]}
     assert states["motoko"] == ("ok", None)
