@@ -26,7 +26,7 @@ import click
 
 from journal import JournalError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunInterrupted, RunnerError, SchedulerBusyError, UnknownNameError
+from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnknownNameError
 from runner.logs import configure_logging
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
@@ -132,12 +132,10 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     if scheduled is None:
         raise click.BadParameter(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
     backend = None if routine_config.is_digest else build_backend(agent_config)
-    try:
-        result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id)
-    except RunInterrupted as interrupted:
-        _echo_json(interrupted.result.to_dict())  # type: ignore[attr-defined]  # what serve reads; the run was logged once
-        raise
-    _echo_json(result.to_dict())
+    # The result is printed (what serve reads) the moment its run.finished is logged, before a
+    # signal can end the process; a RunInterrupted has been printed already and just exits.
+    result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
+                      on_result=lambda finished: _echo_json(finished.to_dict()))
     sys.exit(0 if result.is_ok else 1)
 
 

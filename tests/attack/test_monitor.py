@@ -487,6 +487,7 @@ def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
 HOOKED_RUN = """
 import os, select, signal, sys, time
 import journal.api, journal.store
+import runner.engine
 from runner.cli import main
 
 point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
@@ -542,8 +543,23 @@ def hooked_close(self):
     if point == "close":
         pause(point)  # the run has finished and logged; its result is not printed yet
 
+class PausingLog:  # the engine's logger, pausing right after the run.finished line is written
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+        def call(event, *args, **kwargs):
+            written = method(event, *args, **kwargs)
+            if point == "logged" and event == "run.finished":
+                pause(point)  # the outcome is logged; the result is not printed yet
+            return written
+        return call
+
 store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
 api.__init__, api.close = hooked_init, hooked_close
+runner.engine.log = PausingLog(runner.engine.log)
 sys.argv[0] = "ghostrunner"
 main()
 """
@@ -579,9 +595,9 @@ def _hooked_run(tmp_path: Path, point: str, args: list[str]) -> tuple[int, str, 
     return victim.returncode, out, err
 
 
-@pytest.mark.parametrize("point", ["open", "close"])
+@pytest.mark.parametrize("point", ["open", "logged", "close"])
 def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_path: Path, point: str) -> None:
-    """SIGTERM while the run's journal opens (no entry) or closes (appended) still logs one run.finished and prints the result."""
+    """SIGTERM while the journal opens (no entry), right after run.finished, or while it closes: one run.finished, its result printed."""
     config = write_config(tmp_path, SIMPLE_AGENT)
     args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
     code, out, err = _hooked_run(tmp_path, point, args)
