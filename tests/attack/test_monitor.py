@@ -317,168 +317,6 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
         assert "\x1b" not in table and "\u2028" not in table
 
 
-# -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
-
-
-def _unusable_journals_config(tmp_path: Path) -> Path:
-    body = NIGHTLY + """
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["nightly"]
-
-    [agents.filed]
-    persona = "motoko.toml"
-    routines = ["nightly"]
-    journal_root = "./filed"
-
-    [agents.foreign]
-    persona = "motoko.toml"
-    routines = ["nightly"]
-    journal_root = "./foreign"
-
-    [agents.beneath]
-    persona = "motoko.toml"
-    routines = ["nightly"]
-    journal_root = "./filed/journal"
-    """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
-    (tmp_path / "filed").write_text("a file where a journal directory should be\n", encoding="utf-8")
-    (tmp_path / "foreign").mkdir()
-    (tmp_path / "foreign" / "manifest.json").write_text(json.dumps({"format": "another-app", "version": 3}), encoding="utf-8")
-    return path
-
-
-def test_serve_reports_unusable_journals_and_serves_the_rest(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
-    """A real serve with three unusable journals logs each once, catches up the good agent, stays up, exits 0; status says failed."""
-    path = _unusable_journals_config(tmp_path)
-    before = {name: (tmp_path / name).read_bytes() for name in ("filed", "foreign/manifest.json")}
-    process, reader = start_serve(path, tmp_path)
-    processes.append(process)
-    reader.wait(event_named("scheduler.started"))
-    problems = {reader.wait(event_named("scheduler.agent_unusable"))["agent"] for _ in range(3)}
-    assert problems == {"filed", "foreign", "beneath"}
-    finished = reader.wait(event_named("run.finished", agent="motoko"))
-    assert finished["outcome"] == "appended" and process.poll() is None
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == 0
-    events = reader.drain()
-    unusable = [e for e in events if e["event"] == "scheduler.agent_unusable"]
-    assert len(unusable) == 3 and all(e["level"] == "error" for e in unusable)
-    by_agent = {e["agent"]: e for e in unusable}
-    assert by_agent["filed"]["journal_root"] == str(tmp_path / "filed")
-    assert by_agent["filed"]["error"].startswith(f"cannot use the journal at {str(tmp_path / 'filed')!r}: ")
-    assert "another-app" in by_agent["foreign"]["error"] or "manifest" in by_agent["foreign"]["error"]
-    assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing of theirs was touched
-    assert len(with_key(tmp_path / "journal", finished["client_key"])) == 1
-
-    judged = datetime.fromisoformat(finished["scheduled"]) + timedelta(minutes=1)  # the caught-up slot is the due one
-    status = _status(path, "".join(reader.raw), "--now", judged.isoformat(), "--grace", "0s")
-    report = json.loads(status.stdout)
-    states = {p["agent"]: (p["state"], p["problem"]) for p in report["pairs"]}
-    assert states["motoko"] == ("ok", None)
-    assert {agent: state for agent, (state, _) in states.items() if agent != "motoko"} == dict.fromkeys(problems, "failed")
-    assert states["filed"][1] == by_agent["filed"]["error"]
-    assert status.returncode == EXIT_FAILED
-
-
-def test_an_unusable_agent_clears_after_a_success_or_a_serve_of_it(config_path: Path) -> None:
-    """A later success of the pair, or a later scheduler.started serving the agent, ends the agent's reported problem."""
-    problem = json.dumps({"event": "scheduler.agent_unusable", "level": "error", "timestamp": "2026-09-05T00:00:02Z", "agent": "motoko",
-                          "journal_root": "/x", "error": "cannot use the journal at '/x': Not a directory"})
-    lines = [_started("2026-09-05T00:00:01Z"), problem, *_healthy()[1:]]
-    judged = datetime(2026, 9, 5, 17, tzinfo=UTC)
-    report = build_report(load_config(config_path), read_log(lines), judged)
-    assert {p.routine: (p.state, p.problem) for p in report.pairs} == {
-        "evening": ("failed", "cannot use the journal at '/x': Not a directory"), "pulse-4h": ("ok", None)}  # pulse-4h succeeded since
-    assert report.exit_code == EXIT_FAILED
-    assert build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z")]), judged).exit_code == EXIT_OK
-    other = build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z", ["batou"])]), judged)
-    assert other.exit_code == EXIT_FAILED  # a serve of other agents says nothing about motoko
-
-
-# -- 6. the deployment lock never truncates or follows into another file --------------------------------------
-
-
-def _lock_config(tmp_path: Path, lock: Path) -> Path:
-    return write_config(tmp_path, NIGHTLY + '\n[agents.motoko]\npersona = "motoko.toml"\nroutines = ["nightly"]\n',
-                        runner=f'catchup_grace = "0s"\nlock_file = {json.dumps(str(lock))}\n')
-
-
-@pytest.mark.parametrize("kind", ["symlink-to-persona", "dangling-symlink", "file-with-content", "hard-link", "fifo", "directory"])
-def test_serve_refuses_a_lock_file_that_is_not_its_own(tmp_path: Path, kind: str) -> None:
-    """A lock_file that is a symlink, a persona's content, a hard link, a FIFO or a directory: exit 78, one line, nothing changed."""
-    lock = tmp_path / "serve.lock"
-    persona = tmp_path / "motoko.toml"
-    path = _lock_config(tmp_path, lock)  # copies the persona beside the config
-    original = persona.read_bytes()
-    if kind == "symlink-to-persona":
-        lock.symlink_to(persona)
-    elif kind == "dangling-symlink":
-        lock.symlink_to(tmp_path / "nowhere")
-    elif kind == "file-with-content":
-        lock.write_bytes(original)
-    elif kind == "hard-link":
-        os.link(persona, lock)
-    elif kind == "fifo":
-        os.mkfifo(lock)
-    else:
-        lock.mkdir()
-    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
-    assert result.returncode == 78, result.stdout + result.stderr
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"ghostrunner: error: {path}: runner.lock_file: expected a path of the scheduler's own")
-    assert repr(str(lock)) in result.stderr
-    assert persona.read_bytes() == original
-    if kind == "file-with-content":
-        assert lock.read_bytes() == original
-    assert not (tmp_path / "nowhere").exists()
-    assert lock.is_symlink() == (kind in ("symlink-to-persona", "dangling-symlink"))
-
-
-def test_serve_takes_over_its_own_stale_lock(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
-    """A lock file holding a dead scheduler's pid (or nothing) is the lock's own: serve starts and writes its pid there."""
-    lock = tmp_path / "serve.lock"
-    lock.write_text("4194303\n", encoding="utf-8")
-    path = _lock_config(tmp_path, lock)
-    process, reader = start_serve(path, tmp_path)
-    processes.append(process)
-    reader.wait(event_named("scheduler.started"))
-    assert lock.read_text(encoding="utf-8") == f"{process.pid}\n"
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == 0
-
-
-# -- 7. a digest summarises the week's non-digest entries only --------------------------------------------------
-
-
-def test_no_digest_counts_the_digest_before_it(tmp_path: Path) -> None:
-    """Three weeks of a real `ghostrunner simulate`: each digest counts exactly the non-digest entries of its week."""
-    path = write_config(tmp_path, SIMPLE_AGENT)
-    result = ghostrunner("simulate", "--agent", "motoko", "--days", "21", "--start", "2026-08-03", "--config", str(path), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    every = entries(tmp_path / "journal")
-    digests = sorted((e for e in every if e.kind == "digest"), key=lambda e: e.ts)
-    assert len(digests) == 3
-    for digest in digests:
-        end = datetime.fromisoformat(digest.ts)
-        week = [e for e in every if e.kind != "digest" and end - timedelta(days=7) <= datetime.fromisoformat(e.ts) < end]
-        summary = digest.meta["digest"]
-        assert "digest" not in summary["kinds"], summary["kinds"]
-        assert summary["count"] == len(week) and digest.voice.startswith(f"Digest of {digest.meta['slot']}: {len(week)} entries")
-        assert not {ref for ref in (digest.signals or {}).get("continuity_refs", [])} & {d.id for d in digests}
-
-
-def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
-    """A digest whose window holds nothing but the previous digest is skipped, not a digest of one digest."""
-    path = write_config(tmp_path, SIMPLE_AGENT)
-    first = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-02T21:00Z", "--config", str(path), cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    args = ("run", "digest", "--agent", "motoko", "--config", str(path))
-    one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
-    two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
-    assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
-
-
 # -- 4. a SIGTERM'd run never says "no entry" for an entry it appended or found --------------------------------
 
 #: A real `ghostrunner run` (the console script's own main) with one journal step wrapped to pause at PAUSE_AT until
@@ -631,6 +469,137 @@ def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, p
     assert json.loads(out)["outcome"] == expected
 
 
+# -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
+
+
+def _unusable_journals_config(tmp_path: Path) -> Path:
+    body = NIGHTLY + """
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+
+    [agents.filed]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./filed"
+
+    [agents.foreign]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./foreign"
+
+    [agents.beneath]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    journal_root = "./filed/journal"
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    (tmp_path / "filed").write_text("a file where a journal directory should be\n", encoding="utf-8")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "manifest.json").write_text(json.dumps({"format": "another-app", "version": 3}), encoding="utf-8")
+    return path
+
+
+def test_serve_reports_unusable_journals_and_serves_the_rest(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """A real serve with three unusable journals logs each once, catches up the good agent, stays up, exits 0; status says failed."""
+    path = _unusable_journals_config(tmp_path)
+    before = {name: (tmp_path / name).read_bytes() for name in ("filed", "foreign/manifest.json")}
+    process, reader = start_serve(path, tmp_path)
+    processes.append(process)
+    reader.wait(event_named("scheduler.started"))
+    problems = {reader.wait(event_named("scheduler.agent_unusable"))["agent"] for _ in range(3)}
+    assert problems == {"filed", "foreign", "beneath"}
+    finished = reader.wait(event_named("run.finished", agent="motoko"))
+    assert finished["outcome"] == "appended" and process.poll() is None
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    events = reader.drain()
+    unusable = [e for e in events if e["event"] == "scheduler.agent_unusable"]
+    assert len(unusable) == 3 and all(e["level"] == "error" for e in unusable)
+    by_agent = {e["agent"]: e for e in unusable}
+    assert by_agent["filed"]["journal_root"] == str(tmp_path / "filed")
+    assert by_agent["filed"]["error"].startswith(f"cannot use the journal at {str(tmp_path / 'filed')!r}: ")
+    assert "another-app" in by_agent["foreign"]["error"] or "manifest" in by_agent["foreign"]["error"]
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing of theirs was touched
+    assert len(with_key(tmp_path / "journal", finished["client_key"])) == 1
+
+    judged = datetime.fromisoformat(finished["scheduled"]) + timedelta(minutes=1)  # the caught-up slot is the due one
+    status = _status(path, "".join(reader.raw), "--now", judged.isoformat(), "--grace", "0s")
+    report = json.loads(status.stdout)
+    states = {p["agent"]: (p["state"], p["problem"]) for p in report["pairs"]}
+    assert states["motoko"] == ("ok", None)
+    assert {agent: state for agent, (state, _) in states.items() if agent != "motoko"} == dict.fromkeys(problems, "failed")
+    assert states["filed"][1] == by_agent["filed"]["error"]
+    assert status.returncode == EXIT_FAILED
+
+
+def test_an_unusable_agent_clears_after_a_success_or_a_serve_of_it(config_path: Path) -> None:
+    """A later success of the pair, or a later scheduler.started serving the agent, ends the agent's reported problem."""
+    problem = json.dumps({"event": "scheduler.agent_unusable", "level": "error", "timestamp": "2026-09-05T00:00:02Z", "agent": "motoko",
+                          "journal_root": "/x", "error": "cannot use the journal at '/x': Not a directory"})
+    lines = [_started("2026-09-05T00:00:01Z"), problem, *_healthy()[1:]]
+    judged = datetime(2026, 9, 5, 17, tzinfo=UTC)
+    report = build_report(load_config(config_path), read_log(lines), judged)
+    assert {p.routine: (p.state, p.problem) for p in report.pairs} == {
+        "evening": ("failed", "cannot use the journal at '/x': Not a directory"), "pulse-4h": ("ok", None)}  # pulse-4h succeeded since
+    assert report.exit_code == EXIT_FAILED
+    assert build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z")]), judged).exit_code == EXIT_OK
+    other = build_report(load_config(config_path), read_log([*lines, _started("2026-09-05T16:30:00Z", ["batou"])]), judged)
+    assert other.exit_code == EXIT_FAILED  # a serve of other agents says nothing about motoko
+
+
+# -- 6. the deployment lock never truncates or follows into another file --------------------------------------
+
+
+def _lock_config(tmp_path: Path, lock: Path) -> Path:
+    return write_config(tmp_path, NIGHTLY + '\n[agents.motoko]\npersona = "motoko.toml"\nroutines = ["nightly"]\n',
+                        runner=f'catchup_grace = "0s"\nlock_file = {json.dumps(str(lock))}\n')
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-persona", "dangling-symlink", "file-with-content", "hard-link", "fifo", "directory"])
+def test_serve_refuses_a_lock_file_that_is_not_its_own(tmp_path: Path, kind: str) -> None:
+    """A lock_file that is a symlink, a persona's content, a hard link, a FIFO or a directory: exit 78, one line, nothing changed."""
+    lock = tmp_path / "serve.lock"
+    persona = tmp_path / "motoko.toml"
+    path = _lock_config(tmp_path, lock)  # copies the persona beside the config
+    original = persona.read_bytes()
+    if kind == "symlink-to-persona":
+        lock.symlink_to(persona)
+    elif kind == "dangling-symlink":
+        lock.symlink_to(tmp_path / "nowhere")
+    elif kind == "file-with-content":
+        lock.write_bytes(original)
+    elif kind == "hard-link":
+        os.link(persona, lock)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"ghostrunner: error: {path}: runner.lock_file: expected a path of the scheduler's own")
+    assert repr(str(lock)) in result.stderr
+    assert persona.read_bytes() == original
+    if kind == "file-with-content":
+        assert lock.read_bytes() == original
+    assert not (tmp_path / "nowhere").exists()
+    assert lock.is_symlink() == (kind in ("symlink-to-persona", "dangling-symlink"))
+
+
+def test_serve_takes_over_its_own_stale_lock(tmp_path: Path, processes: list[subprocess.Popen[str]]) -> None:
+    """A lock file holding a dead scheduler's pid (or nothing) is the lock's own: serve starts and writes its pid there."""
+    lock = tmp_path / "serve.lock"
+    lock.write_text("4194303\n", encoding="utf-8")
+    path = _lock_config(tmp_path, lock)
+    process, reader = start_serve(path, tmp_path)
+    processes.append(process)
+    reader.wait(event_named("scheduler.started"))
+    assert lock.read_text(encoding="utf-8") == f"{process.pid}\n"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+
+
 def test_serve_refuses_a_lock_file_below_a_file(tmp_path: Path) -> None:
     """A lock_file whose directory is a file is a configuration error (exit 78, one line), not a traceback."""
     blocker = tmp_path / "state"
@@ -640,3 +609,34 @@ def test_serve_refuses_a_lock_file_below_a_file(tmp_path: Path) -> None:
     assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
     assert "runner.lock_file" in result.stderr and "cannot be created" in result.stderr
     assert blocker.read_text(encoding="utf-8") == "not a directory\n"
+
+
+# -- 7. a digest summarises the week's non-digest entries only --------------------------------------------------
+
+
+def test_no_digest_counts_the_digest_before_it(tmp_path: Path) -> None:
+    """Three weeks of a real `ghostrunner simulate`: each digest counts exactly the non-digest entries of its week."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    result = ghostrunner("simulate", "--agent", "motoko", "--days", "21", "--start", "2026-08-03", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    every = entries(tmp_path / "journal")
+    digests = sorted((e for e in every if e.kind == "digest"), key=lambda e: e.ts)
+    assert len(digests) == 3
+    for digest in digests:
+        end = datetime.fromisoformat(digest.ts)
+        week = [e for e in every if e.kind != "digest" and end - timedelta(days=7) <= datetime.fromisoformat(e.ts) < end]
+        summary = digest.meta["digest"]
+        assert "digest" not in summary["kinds"], summary["kinds"]
+        assert summary["count"] == len(week) and digest.voice.startswith(f"Digest of {digest.meta['slot']}: {len(week)} entries")
+        assert not {ref for ref in (digest.signals or {}).get("continuity_refs", [])} & {d.id for d in digests}
+
+
+def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
+    """A digest whose window holds nothing but the previous digest is skipped, not a digest of one digest."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    first = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-02T21:00Z", "--config", str(path), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    args = ("run", "digest", "--agent", "motoko", "--config", str(path))
+    one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
+    two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
+    assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
