@@ -30,7 +30,7 @@ import click
 
 from journal import JournalError, JournalStorageError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunInterrupted, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
+from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
 from runner.logs import configure_logging
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
@@ -202,13 +202,10 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     if scheduled is None:
         raise _TimeOptionError(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
     backend = None if routine_config.is_digest else build_backend(agent_config)
-    try:
-        result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                          run_timeout=config.run_timeout.total_seconds())
-    except RunInterrupted as interrupted:
-        _echo_json(interrupted.result.to_dict())  # type: ignore[attr-defined]  # what serve reads; the run was logged once
-        raise
-    _echo_json(result.to_dict())
+    # The result is printed (what serve reads) the moment its run.finished is logged, before a
+    # signal can end the process; a RunInterrupted has been printed already and just exits.
+    result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
+                      run_timeout=config.run_timeout.total_seconds(), on_result=lambda finished: _echo_json(finished.to_dict()))
     sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
 
 
@@ -349,8 +346,7 @@ def _render_status(report: Any, tz: Any) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     errors = [f"  {p.agent} {p.routine}: {p.problem}" for p in report.pairs if p.problem]
-    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs
-               if not p.problem and p.last_failure is not None and p.last_failure.error]
+    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
     if errors:
         lines += ["", "last errors:", *errors]
     counts = report.input

@@ -26,7 +26,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
@@ -188,21 +188,29 @@ class _RunIdentity:
 
     def finish(
         self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-        dry_run: bool = False, fault: str | None = None,
+        dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None,
     ) -> RunResult:
-        """Log the run's one ``run.finished`` line and return its result.
+        """Log the run's one ``run.finished`` line, hand the result to *on_result*, and return it.
 
         ``dry_run`` is logged so that ``status`` never counts a dry run (which
-        appends nothing) as the success of its slot.
+        appends nothing) as the success of its slot. The line and *on_result*
+        (``ghostrunner run`` prints the result there, for serve) happen with
+        signals deferred, so that a run never logs its outcome without
+        reporting it.
         """
         level = log.error if outcome == "failed" else log.info
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
-        return RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
+        with _signals_deferred():
+            level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
+            result = RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
+            if on_result is not None:
+                on_result(result)
+        return result
 
 
 def execute_run(
     journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
     dry_run: bool = False, run_id: str | None = None, run_timeout: float | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* at the *scheduled* time and append the entry.
 
@@ -217,76 +225,92 @@ def execute_run(
         run_id: the run's id (a new UUID when omitted).
         run_timeout: seconds the run may take (``runner.run_timeout``); the backend call is cut off
             in time (see :func:`backend_deadline`). None: only the backend's own timeout applies.
+        on_result: called with the result right after its ``run.finished`` is logged, before any signal is acted on.
 
     Returns:
         The RunResult; failures are reported in it, never raised.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT ended the run; it carries the result, already logged and reported.
     """
     started = time.perf_counter()
     deadline = backend_deadline(time.monotonic(), run_timeout)
     run = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     scheduled = scheduled.astimezone(tz)
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
-    log.info("run.started", **run.fields())
     outcome, entry_id, error, would_be, fault = "failed", None, None, None, None
+    reported: list[RunResult] = []  # filled inside finish's deferred block, before a held signal can act
+
+    def report(result: RunResult) -> None:
+        reported.append(result)
+        if on_result is not None:
+            on_result(result)
+
     try:
-        # Only spares a backend call: the append's client_key check is what
-        # guarantees one entry per slot.
-        with _signals_deferred():
-            existing = journal.find_by_client_key(key)
-            if existing is not None:
-                outcome, entry_id = "duplicate", existing.id
-        if outcome != "duplicate":
-            if routine.is_digest:
-                digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
-                fields = digest_entry_fields(digest, slot=slot) if digest.count else None
-            else:
-                if backend is None:
-                    raise ValueError("a backend is required for a routine that is not a digest")
-                fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
-            if fields is None:
-                outcome, error = "skipped", "nothing to digest in the window"
-            else:
-                meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
-                payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
-                if dry_run:
-                    would_be = validate_payload(payload)
-                    outcome = "skipped"
+        # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
+        log.info("run.started", **run.fields())
+        try:
+            # Only spares a backend call: the append's client_key check is what
+            # guarantees one entry per slot.
+            with _signals_deferred():
+                existing = journal.find_by_client_key(key)
+                if existing is not None:
+                    outcome, entry_id = "duplicate", existing.id
+            if outcome != "duplicate":
+                if routine.is_digest:
+                    digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
+                    fields = digest_entry_fields(digest, slot=slot) if digest.count else None
                 else:
-                    with _signals_deferred():
-                        appended = journal.append_with_result(payload)
-                        outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
-    except (RunnerError, JournalError) as exc:
-        error = str(exc)
-        fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
-    except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
-        error = f"{type(exc).__name__}: {exc}"
-        log.exception("run.error", **{k: v for k, v in run.fields().items() if k != "scheduled"})
+                    if backend is None:
+                        raise ValueError("a backend is required for a routine that is not a digest")
+                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
+                if fields is None:
+                    outcome, error = "skipped", "nothing to digest in the window"
+                else:
+                    meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                    payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
+                    if dry_run:
+                        would_be = validate_payload(payload)
+                        outcome = "skipped"
+                    else:
+                        with _signals_deferred():
+                            appended = journal.append_with_result(payload)
+                            outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
+        except (RunnerError, JournalError) as exc:
+            error = str(exc)
+            fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
+        except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("run.error", **{k: v for k, v in run.fields().items() if k != "scheduled"})
+        return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                          entry=would_be, dry_run=dry_run, fault=fault, on_result=report)
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
-        # the run here; it still gets its one run.finished line before the process goes.
-        if outcome == "failed":
-            error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-        result = run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                            dry_run=dry_run)
-        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-    return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error, entry=would_be,
-                      dry_run=dry_run, fault=fault)
+        # the run here; it still gets its one run.finished line before the process goes
+        # (unless that line was just written and reported: then the signal came right after it).
+        if not reported:
+            if outcome == "failed":
+                error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
+            run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                       dry_run=dry_run, fault=fault, on_result=report)
+        raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
 
 
 def run_slot(
     agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
-    run_id: str | None = None, run_timeout: float | None = None,
+    run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
     A journal that cannot be opened (missing permissions, a file in the way,
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
+    *on_result* is called once with the result, as in :func:`execute_run`.
 
     Raises:
         RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
             was being opened (which can take a while: it may catch its index
-            up) or closed; the run's one ``run.finished`` is logged first.
+            up) or closed; the run's one ``run.finished`` is logged and reported first.
     """
     identity = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
@@ -298,20 +322,20 @@ def run_slot(
         else:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault)
+        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
     except (KeyboardInterrupt, SystemExit) as exc:
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
-        result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run)
+        result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     try:
         result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
-                             run_id=identity.run_id, run_timeout=run_timeout)
+                             run_id=identity.run_id, run_timeout=run_timeout, on_result=on_result)
     except BaseException:
         journal.close()
         raise
     try:
         journal.close()
     except (KeyboardInterrupt, SystemExit) as exc:
-        # The run has finished and logged its outcome; the result must still reach whoever started it.
+        # The run has finished, logged and reported its outcome; the process just goes.
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     return result

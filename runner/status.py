@@ -25,7 +25,7 @@ foreign; neither stops the read, and no line can make it raise.
   Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a
   success of any other slot (a later one, or a dry run of the future) never
   covers the due slot, and a dry run (``dry_run``) is no run of its slot at
-  all: it appends nothing.
+  all, since it appends nothing (unless it found the slot's entry: ``duplicate``).
 
 Exit codes (:attr:`StatusReport.exit_code`): 0 all well; 1 something failed
 (wins when something is also overdue: a failed slot is usually overdue too,
@@ -310,8 +310,10 @@ def read_log(lines: Iterable[str]) -> LogDigest:
             continue
         key, record = parsed
         digest.runs += 1
-        if _is_dry_run(event):
-            digest.dry_runs += 1  # appends nothing: neither a success nor a failure of any slot
+        if _is_dry_run(event) and record.outcome != "duplicate":
+            # A dry run appends nothing: neither a success nor a failure of any slot. Its
+            # "duplicate" is still evidence: it found the slot's entry in the journal.
+            digest.dry_runs += 1
             continue
         pair = digest.pairs.setdefault(key, _Pair())
         if pair.latest is None or record.finished >= pair.latest.finished:

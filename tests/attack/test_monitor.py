@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -130,9 +130,21 @@ def test_only_the_pairs_own_line_for_that_slot_covers_it(config_path: Path) -> N
     report = build_report(load_config(config_path), digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
     assert {p.routine: p.state for p in report.pairs} == {"pulse-4h": "overdue", "evening": "ok"}
     assert report.exit_code == EXIT_OVERDUE
-    healed = build_report(load_config(config_path), read_log([*lines, _finished("motoko", "pulse-4h", "2026-09-05T16", scheduled, "duplicate", done)]),
-                          datetime(2026, 9, 5, 17, tzinfo=UTC))
+    rerun = _finished("motoko", "pulse-4h", "2026-09-05T16", scheduled, "duplicate", done)
+    healed = build_report(load_config(config_path), read_log([*lines, rerun]), datetime(2026, 9, 5, 17, tzinfo=UTC))
     assert healed.exit_code == EXIT_OK
+
+
+def test_a_dry_run_that_found_the_entry_covers_its_slot(config_path: Path, tmp_path: Path) -> None:
+    """A real dry run of a slot whose entry exists reports duplicate, which is evidence enough: the slot is ok."""
+    args = ("run", "pulse-4h", "--agent", "motoko", "--at", "2026-09-05T16:00Z", "--config", str(config_path))
+    assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+    dry = ghostrunner(*args, "--dry-run", cwd=tmp_path)
+    assert json.loads(dry.stdout)["outcome"] == "duplicate"
+    evening = _finished("motoko", "evening", "2026-09-04", "2026-09-04T21:00:00+00:00", "appended", "2026-09-04T21:00:02Z")
+    lines = [_started("2026-09-05T00:00:00Z"), evening, *dry.stderr.splitlines()]
+    report = build_report(load_config(config_path), read_log(lines), datetime(2026, 9, 5, 17, tzinfo=UTC))
+    assert report.exit_code == EXIT_OK and report.input["dry_runs"] == 0
 
 
 def test_a_dry_run_after_a_failure_does_not_clear_it(config_path: Path) -> None:
@@ -293,15 +305,168 @@ def _hostile_line() -> st.SearchStrategy[str]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_hostile_line(), max_size=8))
 def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lines: list[str]) -> None:
-    """Any mix of hostile lines is read, judged, rendered as a table and as UTF-8 JSON without an exception."""
+    """Any mix of hostile lines, as a list or as a stream, is read, judged and rendered as a table and as UTF-8 JSON without an exception."""
     config = load_config(config_path)
-    digest = read_log([*lines, *_healthy()])
-    assert digest.lines >= 3
-    report = build_report(config, digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
-    json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
-    table = _render_status(report, config.timezone)
-    table.encode("utf-8")
-    assert "\x1b" not in table and "\u2028" not in table
+    for source in ([*lines, *_healthy()], io.StringIO("\n".join([*lines, *_healthy()]))):
+        digest = read_log(source)
+        assert digest.lines >= 3
+        report = build_report(config, digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
+        json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
+        table = _render_status(report, config.timezone)
+        table.encode("utf-8")
+        assert "\x1b" not in table and "\u2028" not in table
+
+
+# -- 4. a SIGTERM'd run never says "no entry" for an entry it appended or found --------------------------------
+
+#: A real `ghostrunner run` (the console script's own main) with one journal step wrapped to pause at PAUSE_AT until
+#: the file "go" appears in MARKERS. A wakeup fd sees each signal the moment the process receives it, whatever its
+#: Python handler does, and the pause writes "signalled" then, so the test knows the signal landed inside the step.
+HOOKED_RUN = """
+import os, select, signal, sys, time
+import journal.api, journal.store
+import runner.engine
+from runner.cli import main
+
+point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+
+def pause(name):
+    if os.path.exists(os.path.join(here, "paused-" + name)):
+        return  # once per run
+    open(os.path.join(here, "paused-" + name), "w").close()
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.path.join(here, "go")) and time.monotonic() < deadline:
+        if select.select([wake_r], [], [], 0.01)[0]:
+            os.read(wake_r, 64)
+            open(os.path.join(here, "signalled"), "w").close()
+
+store, api = journal.store.EntryStore, journal.api.Journal
+write_temp, publish, find = store.write_temp, store.publish, api.find_by_client_key
+
+def hooked_write_temp(self, entry, **kwargs):
+    pending = write_temp(self, entry, **kwargs)
+    if point == "write_temp":
+        pause(point)  # the temp file is written, no name yet
+    return pending
+
+def hooked_publish(self, pending, **kwargs):
+    commit = kwargs.pop("meanwhile", None)
+    def linked():
+        if point == "link":
+            pause(point)  # the entry file has its name, the index is not committed
+        if commit is not None:
+            commit()
+    publish(self, pending, meanwhile=linked, **kwargs)
+    if point == "published":
+        pause(point)  # file and index are done; the append has not returned yet
+
+def hooked_find(self, key):
+    found = find(self, key)
+    if point == "found" and found is not None:
+        pause(point)  # the slot's entry was found; the run has not recorded it yet
+    return found
+
+init, close = api.__init__, api.close
+
+def hooked_init(self, *args, **kwargs):
+    if point == "open":
+        pause(point)  # the run has started; its journal is not open yet
+    init(self, *args, **kwargs)
+
+def hooked_close(self):
+    close(self)
+    if point == "close":
+        pause(point)  # the run has finished and logged; its result is not printed yet
+
+class PausingLog:  # the engine's logger, pausing right after the run.finished line is written
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        method = getattr(self.inner, name)
+        def call(event, *args, **kwargs):
+            written = method(event, *args, **kwargs)
+            if point == "logged" and event == "run.finished":
+                pause(point)  # the outcome is logged; the result is not printed yet
+            return written
+        return call
+
+store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
+api.__init__, api.close = hooked_init, hooked_close
+runner.engine.log = PausingLog(runner.engine.log)
+sys.argv[0] = "ghostrunner"
+main()
+"""
+
+
+def _wait_until_signalled(process: subprocess.Popen[str], marker: Path, timeout: float = 30) -> None:
+    """Wait until the hooked run has seen its signal (*marker*) or has ended, failing after *timeout*."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists() and process.poll() is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the run neither saw its signal nor ended within {timeout} s")
+        try:
+            process.wait(0.02)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _hooked_run(tmp_path: Path, point: str, args: list[str]) -> tuple[int, str, str]:
+    """Run HOOKED_RUN with *args*, SIGTERM it once it pauses at *point*, and return its exit code, stdout and stderr."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    hook = tmp_path / "hooked_run.py"
+    hook.write_text(HOOKED_RUN, encoding="utf-8")
+    victim = subprocess.Popen([sys.executable, str(hook), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PAUSE_AT": point, "MARKERS": str(markers)})
+    try:
+        wait_for_path(markers / f"paused-{point}")
+        victim.send_signal(signal.SIGTERM)
+        _wait_until_signalled(victim, markers / "signalled")
+    finally:
+        (markers / "go").touch()
+    out, err = victim.communicate(timeout=60)
+    return victim.returncode, out, err
+
+
+@pytest.mark.parametrize("point", ["open", "logged", "close"])
+def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_path: Path, point: str) -> None:
+    """SIGTERM while the journal opens (no entry), right after run.finished, or while it closes: one run.finished, its result printed."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
+    code, out, err = _hooked_run(tmp_path, point, args)
+    assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
+    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
+    stored = with_key(tmp_path / "journal", "motoko:evening:2026-09-05")
+    if point == "open":
+        assert stored == [] and finished["outcome"] == "failed" and "interrupted by a signal" in finished["error"]
+    else:
+        assert [entry.id for entry in stored] == [finished["entry_id"]] and finished["outcome"] == "appended"
+    printed = json.loads(out)  # what serve reads from its worker
+    fields = ("run_id", "outcome", "entry_id", "error")
+    assert [printed[k] for k in fields] == [finished[k] for k in fields]
+
+
+@pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
+def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, point: str) -> None:
+    """SIGTERM at each step of the append (or of the duplicate check) ends the run with the outcome the journal agrees with."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
+    key = "motoko:evening:2026-09-05"
+    if point == "found":  # the slot already has its entry; the second run finds it
+        assert ghostrunner(*args, cwd=tmp_path).returncode == 0
+    code, out, err = _hooked_run(tmp_path, point, args)
+    assert code == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
+    [stored] = with_key(tmp_path / "journal", key)  # the step had begun: the append (or the found entry) stands
+    expected = "duplicate" if point == "found" else "appended"
+    assert (finished["outcome"], finished["entry_id"], finished["error"]) == (expected, stored.id, None), finished
+    assert json.loads(out)["outcome"] == expected
 
 
 # -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
@@ -358,7 +523,8 @@ def test_serve_reports_unusable_journals_and_serves_the_rest(tmp_path: Path, pro
     assert {name: (tmp_path / name).read_bytes() for name in before} == before  # nothing of theirs was touched
     assert len(with_key(tmp_path / "journal", finished["client_key"])) == 1
 
-    status = _status(path, "".join(reader.raw), "--now", (datetime.now(UTC) + timedelta(minutes=1)).isoformat())
+    judged = datetime.fromisoformat(finished["scheduled"]) + timedelta(minutes=1)  # the caught-up slot is the due one
+    status = _status(path, "".join(reader.raw), "--now", judged.isoformat(), "--grace", "0s")
     report = json.loads(status.stdout)
     states = {p["agent"]: (p["state"], p["problem"]) for p in report["pairs"]}
     assert states["motoko"] == ("ok", None)
@@ -434,6 +600,17 @@ def test_serve_takes_over_its_own_stale_lock(tmp_path: Path, processes: list[sub
     assert process.wait(60) == 0
 
 
+def test_serve_refuses_a_lock_file_below_a_file(tmp_path: Path) -> None:
+    """A lock_file whose directory is a file is a configuration error (exit 78, one line), not a traceback."""
+    blocker = tmp_path / "state"
+    blocker.write_text("not a directory\n", encoding="utf-8")
+    path = _lock_config(tmp_path, blocker / "serve.lock")
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
+    assert "runner.lock_file" in result.stderr and "cannot be created" in result.stderr
+    assert blocker.read_text(encoding="utf-8") == "not a directory\n"
+
+
 # -- 7. a digest summarises the week's non-digest entries only --------------------------------------------------
 
 
@@ -463,148 +640,3 @@ def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
     one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
     two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
     assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
-
-
-# -- 4. a SIGTERM'd run never says "no entry" for an entry it appended or found --------------------------------
-
-#: A real `ghostrunner run` (the console script's own main) with one journal step wrapped to pause at PAUSE_AT until
-#: the file "go" appears in MARKERS. A wakeup fd sees each signal the moment the process receives it, whatever its
-#: Python handler does, and the pause writes "signalled" then, so the test knows the signal landed inside the step.
-HOOKED_RUN = """
-import os, select, signal, sys, time
-import journal.api, journal.store
-from runner.cli import main
-
-point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
-wake_r, wake_w = os.pipe()
-os.set_blocking(wake_w, False)
-signal.set_wakeup_fd(wake_w)
-
-def pause(name):
-    if os.path.exists(os.path.join(here, "paused-" + name)):
-        return  # once per run
-    open(os.path.join(here, "paused-" + name), "w").close()
-    deadline = time.monotonic() + 30
-    while not os.path.exists(os.path.join(here, "go")) and time.monotonic() < deadline:
-        if select.select([wake_r], [], [], 0.01)[0]:
-            os.read(wake_r, 64)
-            open(os.path.join(here, "signalled"), "w").close()
-
-store, api = journal.store.EntryStore, journal.api.Journal
-write_temp, publish, find = store.write_temp, store.publish, api.find_by_client_key
-
-def hooked_write_temp(self, entry, **kwargs):
-    pending = write_temp(self, entry, **kwargs)
-    if point == "write_temp":
-        pause(point)  # the temp file is written, no name yet
-    return pending
-
-def hooked_publish(self, pending, **kwargs):
-    commit = kwargs.pop("meanwhile", None)
-    def linked():
-        if point == "link":
-            pause(point)  # the entry file has its name, the index is not committed
-        if commit is not None:
-            commit()
-    publish(self, pending, meanwhile=linked, **kwargs)
-    if point == "published":
-        pause(point)  # file and index are done; the append has not returned yet
-
-def hooked_find(self, key):
-    found = find(self, key)
-    if point == "found" and found is not None:
-        pause(point)  # the slot's entry was found; the run has not recorded it yet
-    return found
-
-init, close = api.__init__, api.close
-
-def hooked_init(self, *args, **kwargs):
-    if point == "open":
-        pause(point)  # the run has started; its journal is not open yet
-    init(self, *args, **kwargs)
-
-def hooked_close(self):
-    close(self)
-    if point == "close":
-        pause(point)  # the run has finished and logged; its result is not printed yet
-
-store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
-api.__init__, api.close = hooked_init, hooked_close
-sys.argv[0] = "ghostrunner"
-main()
-"""
-
-
-def _wait_until_signalled(process: subprocess.Popen[str], marker: Path, timeout: float = 30) -> None:
-    """Wait until the hooked run has seen its signal (*marker*) or has ended, failing after *timeout*."""
-    deadline = time.monotonic() + timeout
-    while not marker.exists() and process.poll() is None:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"the run neither saw its signal nor ended within {timeout} s")
-        try:
-            process.wait(0.02)
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _hooked_run(tmp_path: Path, point: str, args: list[str]) -> tuple[int, str, str]:
-    """Run HOOKED_RUN with *args*, SIGTERM it once it pauses at *point*, and return its exit code, stdout and stderr."""
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    hook = tmp_path / "hooked_run.py"
-    hook.write_text(HOOKED_RUN, encoding="utf-8")
-    victim = subprocess.Popen([sys.executable, str(hook), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PAUSE_AT": point, "MARKERS": str(markers)})
-    try:
-        wait_for_path(markers / f"paused-{point}")
-        victim.send_signal(signal.SIGTERM)
-        _wait_until_signalled(victim, markers / "signalled")
-    finally:
-        (markers / "go").touch()
-    out, err = victim.communicate(timeout=60)
-    return victim.returncode, out, err
-
-
-@pytest.mark.parametrize("point", ["open", "close"])
-def test_sigterm_while_the_journal_opens_or_closes_still_ends_the_run_once(tmp_path: Path, point: str) -> None:
-    """SIGTERM while the run's journal opens (no entry) or closes (appended) still logs one run.finished and prints the result."""
-    config = write_config(tmp_path, SIMPLE_AGENT)
-    code, out, err = _hooked_run(tmp_path, point, ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)])
-    assert code == 128 + signal.SIGTERM and "Traceback" not in err, err
-    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
-    stored = with_key(tmp_path / "journal", "motoko:evening:2026-09-05")
-    if point == "open":
-        assert stored == [] and finished["outcome"] == "failed" and "interrupted by a signal" in finished["error"]
-    else:
-        assert [entry.id for entry in stored] == [finished["entry_id"]] and finished["outcome"] == "appended"
-    printed = json.loads(out)  # what serve reads from its worker
-    assert [printed[k] for k in ("run_id", "outcome", "entry_id", "error")] == [finished[k] for k in ("run_id", "outcome", "entry_id", "error")]
-
-
-@pytest.mark.parametrize("point", ["write_temp", "link", "published", "found"])
-def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, point: str) -> None:
-    """SIGTERM at each step of the append (or of the duplicate check) ends the run with the outcome the journal agrees with."""
-    config = write_config(tmp_path, SIMPLE_AGENT)
-    args = ["run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(config)]
-    key = "motoko:evening:2026-09-05"
-    if point == "found":  # the slot already has its entry; the second run finds it
-        assert ghostrunner(*args, cwd=tmp_path).returncode == 0
-    code, out, err = _hooked_run(tmp_path, point, args)
-    assert code == 128 + signal.SIGTERM, err
-    assert "Traceback" not in err
-    [finished] = [json.loads(line) for line in err.splitlines() if '"run.finished"' in line]
-    [stored] = with_key(tmp_path / "journal", key)  # the step had begun: the append (or the found entry) stands
-    expected = "duplicate" if point == "found" else "appended"
-    assert (finished["outcome"], finished["entry_id"], finished["error"]) == (expected, stored.id, None), finished
-    assert json.loads(out)["outcome"] == expected
-
-
-def test_serve_refuses_a_lock_file_below_a_file(tmp_path: Path) -> None:
-    """A lock_file whose directory is a file is a configuration error (exit 78, one line), not a traceback."""
-    blocker = tmp_path / "state"
-    blocker.write_text("not a directory\n", encoding="utf-8")
-    path = _lock_config(tmp_path, blocker / "serve.lock")
-    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
-    assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
-    assert "runner.lock_file" in result.stderr and "cannot be created" in result.stderr
-    assert blocker.read_text(encoding="utf-8") == "not a directory\n"
