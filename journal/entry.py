@@ -145,8 +145,9 @@ def _show(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not -_INT_LIMIT < value < _INT_LIMIT:
         return f"an integer of more than {_INT_DIGITS} digits"
     text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, float) else repr(value)
-    # A lone surrogate in an error message would make printing the message fail too.
-    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    # Escape what a terminal or a log line would not show as itself: a lone surrogate would make
+    # printing the message fail, a line separator or format character would forge or hide text.
+    text = "".join(char if char.isprintable() else f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}" for char in text)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
