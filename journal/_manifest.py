@@ -11,12 +11,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from journal.entry import json_depth_exceeds
 from journal.errors import ManifestError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "load_manifest"]
 
 FORMAT: Final = "ghostjournal"
 FORMAT_VERSION: Final = 1
+_MAX_BYTES: Final = 64 * 1024  # a manifest is a few hundred bytes; never read a huge file whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +39,11 @@ def load_manifest(path: Path) -> Manifest:
     """
     try:
         with open(path, "rb", opener=lambda p, flags: os.open(p, flags | os.O_NOFOLLOW)) as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+            raw = handle.read(_MAX_BYTES + 1)
+        text = raw.decode("utf-8")
+        if len(raw) > _MAX_BYTES or json_depth_exceeds(text):
+            raise ManifestError(path, f"not a {FORMAT} manifest (larger than {_MAX_BYTES} bytes or nested too deeply)")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -133,7 +133,9 @@ def check_utc_range(moment: datetime, field_name: str) -> datetime:
 
 def utc_key(moment: datetime) -> str:
     """Render an aware datetime as a sortable UTC string (microsecond precision)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: glibc writes year 1 as "1", not "0001", which would sort after "2026".
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def canonical_json(value: Any) -> str:
@@ -145,9 +147,10 @@ def _show(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not -_INT_LIMIT < value < _INT_LIMIT:
         return f"an integer of more than {_INT_DIGITS} digits"
     text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, float) else repr(value)
-    # A lone surrogate in an error message would make printing the message fail too.
-    text = _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    text = text if len(text) <= 60 else text[:57] + "..."
+    # JSON leaves U+2028, U+0085, lone surrogates and the like as they are: escaped here, the
+    # message stays one line and can be printed to any stream.
+    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
 
 
 def _type_name(value: object) -> str:

@@ -231,7 +231,7 @@ class _Reader:
         name = self.string(value, "runner.timezone")
         try:
             return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name, or a directory
             raise self.fail("runner.timezone", "an IANA time zone name such as 'Europe/Berlin' or 'UTC'", name) from None
 
     def routine(self, name: str, value: object, tz: ZoneInfo) -> Routine:
