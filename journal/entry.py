@@ -222,7 +222,7 @@ def _check_json_value(value: object, path: str, depth: int) -> None:
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
             _check_json_value(item, f"{path}[{position}]", depth + 1)
-    elif not (value is None or isinstance(value, bool)):
+    elif not (value is None or isinstance(value, str | bool)):  # str subclasses pass too
         raise EntryValidationError(path, "a JSON value", type(value).__name__)
 
 
