@@ -650,3 +650,65 @@ def test_config_and_persona_loading_of_hostile_toml(tmp_path_factory: pytest.Tem
     except ConfigError as exc:
         assert str(exc).startswith(str(path)), str(exc)
         assert "\n" not in str(exc).split(": expected", 1)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Found by the hostile strategies above; each a regression test of its own
+
+
+def bare_config(directory: Path, text: str) -> Path:
+    """A configuration of exactly *text* (no defaults added), with the persona beside it."""
+    shutil.copy(PERSONA, directory / "motoko.toml")
+    path = directory / "ghostrunner.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+_AGENT = '[agents.motoko]\npersona = "motoko.toml"\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[runner]\njournal_root = "./j\\u0000x"\n' + _AGENT, "runner.journal_root"),
+        ('[runner]\nlock_file = "a\\u0000.lock"\n' + _AGENT, "runner.lock_file"),
+        ('[runner]\ntimezone = "UTC\\u0000"\n' + _AGENT, "runner.timezone"),
+        ('[agents.motoko]\nbackend = { type = "command", command = ["prog\\u0000"] }\n', "agents.motoko.backend.command"),
+    ],
+    ids=["journal_root", "lock_file", "timezone", "command"],
+)
+def test_nul_in_a_config_string_is_a_config_error(tmp_path: Path, text: str, key: str) -> None:
+    """A NUL loaded fine and then raised ValueError (a traceback) in the run's first os call."""
+    config = bare_config(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(config))}: {re.escape(key)}: expected .*without NUL"):
+        load_config(config)
+
+
+def test_nul_in_journal_root_never_reaches_a_run(tmp_path: Path) -> None:
+    config = bare_config(tmp_path, '[runner]\njournal_root = "./j\\u0000x"\n' + _AGENT)
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:30", "--config", str(config), cwd=tmp_path)
+    assert_clean_error(result.returncode, result.stderr, 78, "runner.journal_root")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (_AGENT + '"line\\nbreak" = 1\n', "line\\nbreak"),  # an unknown key, quoted so the message stays one line
+        ("[runner]\nrun_timeout = " + "9" * 5000 + "\n" + _AGENT, "integers of at most 4300 digits"),
+        ('[runner]\ntimezone = "' + "a" * 300 + '"\n' + _AGENT, "runner.timezone"),  # OSError: file name too long
+    ],
+    ids=["newline-in-key", "5000-digit-integer", "long-timezone"],
+)
+def test_odd_toml_gives_a_one_line_config_error(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(bare_config(tmp_path, text))
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_years_before_1000_sort_and_file_like_any_other(journal: Journal) -> None:
+    """strftime wrote year 500 as "500": the sort key came after 2026 and the file path was refused as unsafe."""
+    recent = journal.append({**BASE, "ts": "2026-09-05T16:00:00Z"})
+    ancient = journal.append({**BASE, "ts": "0500-06-01T00:30:00+01:00"})
+    assert EntryStore.rel_path_for(ancient) == f"0500/05/31/{ancient.id}.json"
+    assert journal.list() == [recent, ancient]
+    assert journal.list(until="1000-01-01T00:00:00Z") == [ancient]
