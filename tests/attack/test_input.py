@@ -712,3 +712,37 @@ def test_years_before_1000_sort_and_file_like_any_other(journal: Journal) -> Non
     assert EntryStore.rel_path_for(ancient) == f"0500/05/31/{ancient.id}.json"
     assert journal.list() == [recent, ancient]
     assert journal.list(until="1000-01-01T00:00:00Z") == [ancient]
+
+
+@pytest.mark.parametrize("body", [deep_json_text(100_000, kind="dict"), '{"format": "ghostjournal", "format_version": 1, "journal_id": "j", "pad": "' + "x" * 70_000 + '"}'], ids=["deep", "huge"])
+def test_a_hostile_manifest_is_a_manifest_error(root: Path, body: str) -> None:
+    """manifest.json is JSON the journal reads back too: too deep (RecursionError before) or too large is exit 4, one line."""
+    Journal(root).close()
+    (root / "manifest.json").write_text(body)
+    before = tree_digest(root)
+    result = ghostjournal(root, "list")
+    assert_clean_error(result.returncode, result.stderr.decode(), 4, "manifest")
+    assert tree_digest(root) == before
+
+
+_STORED_TEXT = hostile_text(max_size=60).map(lambda text: "".join(c for c in text if not 0xD800 <= ord(c) <= 0xDFFF))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    query=st.one_of(hostile_text(max_size=300), st.builds(lambda c, n: c * n, st.sampled_from(['"', "\\", "\x1e", "&", "\x85"]), st.integers(150, 400))),
+    voices=st.lists(_STORED_TEXT.filter(str.strip), min_size=1, max_size=4),
+    max_chars=st.integers(MIN_CONTEXT_CHARS, 2500),
+)
+def test_journal_prompt_context_property(shared_root: Path, query: str, voices: list[str], max_chars: int) -> None:
+    """Through Journal.prompt_context, with hostile texts stored in the journal: within max_chars, one record per line."""
+    with Journal(shared_root) as journal:
+        for voice in voices:
+            theme = "t " + "".join(char for char in voice if char.isalnum())[:50]  # a label: no control characters
+            journal.append({**BASE, "agent": "ctx", "voice": voice, "theme": theme})
+        block = journal.prompt_context(query, agent="ctx", k=8, max_chars=max_chars)
+    assert len(block) <= max_chars
+    lines = block.splitlines()
+    header = json.loads(lines[2])
+    assert len(lines) == 4 + header["records"]
+    assert all(isinstance(json.loads(line), dict) for line in lines[3:-1])
