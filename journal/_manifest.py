@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Final
 
 from journal._safefs import Owner, open_regular, take_ownership
+from journal.entry import json_depth_exceeds
 from journal.errors import ManifestError
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "load_manifest"]
 
 FORMAT: Final = "ghostjournal"
 FORMAT_VERSION: Final = 1
-_MAX_BYTES: Final = 64 * 1024  # a manifest is a few lines; anything larger is not one
+_MAX_BYTES: Final = 64 * 1024  # a manifest is a few hundred bytes; never read a huge file whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +44,15 @@ def load_manifest(path: Path) -> Manifest:
     try:
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(_MAX_BYTES + 1)
-        if len(raw) > _MAX_BYTES:
-            raise ManifestError(path, f"is larger than a manifest can be ({_MAX_BYTES} bytes)")
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        if len(raw) > _MAX_BYTES or json_depth_exceeds(text):
+            raise ManifestError(path, f"not a {FORMAT} manifest (larger than {_MAX_BYTES} bytes or nested too deeply)")
+        data = json.loads(text)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EIO):
             raise  # the filesystem refused: the caller reports it as a storage error, not a bad manifest
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")

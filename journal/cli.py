@@ -219,7 +219,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
 
 @cli.command()
-@click.argument("entry_id", type=_TEXT)
+@click.argument("entry_id")
 @pass_settings
 def get(settings: _Settings, entry_id: str) -> None:
     """Print one entry.
@@ -265,7 +265,7 @@ def search(
 
 
 @cli.command()
-@click.argument("entry_id", type=_TEXT)
+@click.argument("entry_id")
 @click.option("-k", "k", type=_K_RANGE, default=8, show_default=True)
 @click.option("--agent", type=_TEXT, help="Only this agent's entries.")
 @pass_settings

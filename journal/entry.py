@@ -133,7 +133,9 @@ def check_utc_range(moment: datetime, field_name: str) -> datetime:
 
 def utc_key(moment: datetime) -> str:
     """Render an aware datetime as a sortable UTC string (microsecond precision)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: glibc writes year 1 as "1", not "0001", which would sort after "2026".
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S.%f}Z"
 
 
 def canonical_json(value: Any) -> str:
@@ -145,10 +147,10 @@ def _show(value: object) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and not -_INT_LIMIT < value < _INT_LIMIT:
         return f"an integer of more than {_INT_DIGITS} digits"
     text = json.dumps(value, ensure_ascii=False, default=repr) if not isinstance(value, float) else repr(value)
-    # Escape what a terminal or a log line would not show as itself: a lone surrogate would make
-    # printing the message fail, a line separator or format character would forge or hide text.
-    text = "".join(char if char.isprintable() else f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}" for char in text)
-    return text if len(text) <= 60 else text[:57] + "..."
+    text = text if len(text) <= 60 else text[:57] + "..."
+    # JSON leaves U+2028, U+0085, lone surrogates and the like as they are: escaped here, the
+    # message stays one line and can be printed to any stream.
+    return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
 
 
 def _type_name(value: object) -> str:
@@ -220,7 +222,7 @@ def _check_json_value(value: object, path: str, depth: int) -> None:
     elif isinstance(value, list | tuple):
         for position, item in enumerate(value):
             _check_json_value(item, f"{path}[{position}]", depth + 1)
-    elif not (value is None or isinstance(value, bool)):
+    elif not (value is None or isinstance(value, str | bool)):  # str subclasses pass too
         raise EntryValidationError(path, "a JSON value", type(value).__name__)
 
 

@@ -170,8 +170,8 @@ _PREAMBLE: Final = (
 MIN_CONTEXT_CHARS: Final = 600
 #: The most characters the query takes in the header, once escaped as JSON.
 _QUERY_SHOWN: Final = 200
-# Characters written as \\uXXXX escapes on top of JSON's own (which covers U+0000..U+001F,
-# so \\n, \\r, \\v, \\f and U+001C..U+001E): markup (< > &), DEL and the C1 controls
+# Characters written as \uXXXX escapes on top of JSON's own (which covers U+0000..U+001F,
+# so \n, \r, \v, \f and U+001C..U+001E): markup (< > &), DEL and the C1 controls
 # (U+0085 NEL among them), the Unicode line and paragraph separators, and lone surrogates,
 # which no UTF-8 output can carry. After this no str.splitlines() boundary is left in a record.
 _ESCAPED: Final = re.compile("[<>&\x7f-\x9f\u2028\u2029\ud800-\udfff]")

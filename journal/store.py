@@ -109,7 +109,7 @@ class EntryStore:
         if ts.endswith(("Z", "+00:00")):  # already UTC (every generated ts): the date is its first ten characters
             return f"{ts[:4]}/{ts[5:7]}/{ts[8:10]}/{entry.id}.json"
         day = entry.timestamp.astimezone(UTC)
-        return f"{day:%Y/%m/%d}/{entry.id}.json"
+        return f"{day.year:04d}/{day:%m/%d}/{entry.id}.json"  # strftime's %Y gives "1" for year 1 on glibc
 
     def _open_dirs(self, parts: tuple[str, ...], *, create: bool) -> int:
         """Open the directory chain *parts* below entries/ without following symlinks."""

@@ -99,6 +99,8 @@ def loads_bounded(text: str, source: str | os.PathLike[str]) -> dict[str, Any]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", "valid TOML", str(exc)) from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise ConfigError(source, "", "valid TOML with integers of at most 4300 digits", str(exc).split(";")[0]) from None
     except (RecursionError, MemoryError):  # the scan above should make these unreachable; never a traceback
         raise ConfigError(source, "", f"TOML nested at most {MAX_TOML_DEPTH} levels deep", "a document too deep to parse") from None
     if _structure_depth(data) > MAX_TOML_DEPTH:

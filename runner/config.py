@@ -227,8 +227,10 @@ class _Reader:
         return value
 
     def string(self, value: object, key: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, "a non-empty string", value)
+        # NUL is valid TOML (\u0000) but no path, URL, zone or environment name can hold it:
+        # os and subprocess calls would raise ValueError mid-run instead of a ConfigError here.
+        if not isinstance(value, str) or not value.strip() or "\x00" in value:
+            raise self.fail(key, "a non-empty string without NUL characters", value)
         return value
 
     def duration(self, value: object, key: str) -> timedelta:
@@ -252,7 +254,7 @@ class _Reader:
         name = self.string(value, "runner.timezone")
         try:
             return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name, or a directory
             raise self.fail("runner.timezone", "an IANA time zone name such as 'Europe/Berlin' or 'UTC'", name) from None
 
     def routine(self, name: str, value: object, tz: ZoneInfo) -> Routine:
@@ -328,8 +330,8 @@ class _Reader:
             settings["temperature"] = float(temperature)
         if kind == "command":
             command = data.get("command")
-            if not isinstance(command, list) or not command or not all(isinstance(part, str) and part for part in command):
-                raise self.fail(f"{key}.command", "a non-empty list of strings (the program and its arguments)", command)
+            if not isinstance(command, list) or not command or not all(isinstance(part, str) and part and "\x00" not in part for part in command):
+                raise self.fail(f"{key}.command", "a non-empty list of strings without NUL characters (the program and its arguments)", command)
             program = command[0]
             if "/" in program and not os.path.isabs(program):
                 program = str(self.files_base / program)

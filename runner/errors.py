@@ -50,7 +50,8 @@ class ConfigError(RunnerError, ValueError):
         self.key = key
         self.expected = expected
         self.got = got
-        where = f"{self.source}: {key}" if key else self.source
+        # A key is the file's own text: quoted when it holds a newline or other control, so the message stays one line.
+        where = f"{self.source}: {key if key.isprintable() else repr(key)}" if key else self.source
         message = f"{where}: expected {expected}"
         if got is not None:
             message += f", got {got}"
