@@ -28,6 +28,7 @@ import structlog
 from journal import Journal, JournalError, validate_payload
 from routines import Routine, digest_entry_fields
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
+from runner.backends.base import one_line
 from runner.config import AgentConfig
 from runner.errors import BackendError, RunInterrupted, RunnerError
 from runner.slots import client_key, slot_for
@@ -109,7 +110,7 @@ def _fields_from_backend(
         # The reply's field values are the backend's: a bad one is its failure, and the error says so.
         validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
     except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
-        raise BackendError(backend.name, f"the reply is not a valid entry: {exc}").for_agent(agent.name) from None
+        raise BackendError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}").for_agent(agent.name) from None
     return fields
 
 
