@@ -122,7 +122,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     from runner.backends import build_backend
-    from runner.engine import run_slot
+    from runner.engine import process_age, run_slot
 
     config = settings.config(config_path)
     agent_config = config.agent(agent)
@@ -134,7 +134,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     backend = None if routine_config.is_digest else build_backend(agent_config)
     try:
         result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                          run_timeout=config.run_timeout.total_seconds())
+                          run_timeout=config.run_timeout.total_seconds() - process_age())
     except RunInterrupted as interrupted:
         _echo_json(interrupted.result.to_dict())  # type: ignore[attr-defined]  # what serve reads; the run was logged once
         raise

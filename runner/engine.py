@@ -17,6 +17,7 @@ Exactly one ``run.finished`` event is logged per run.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -36,6 +37,23 @@ from runner.slots import client_key, slot_for
 __all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux; 0.0 where that cannot be read).
+
+    ``serve`` starts its clock on a worker when it spawns the process, so a
+    worker measures ``run_timeout`` from its own start, not from when Python
+    got round to the run.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as stat_file:
+            stat = stat_file.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return min(max(age, 0.0), 3600.0)
 
 
 def backend_deadline(started: float, run_timeout: float | None) -> float | None:
@@ -157,8 +175,9 @@ def execute_run(
         tz: the runner's timezone, in which slots are computed.
         dry_run: build and validate the entry but append nothing (outcome ``skipped``).
         run_id: the run's id (a new UUID when omitted).
-        run_timeout: seconds the run may take (``runner.run_timeout``); the backend call is cut off
-            in time (see :func:`backend_deadline`). None: only the backend's own timeout applies.
+        run_timeout: seconds the run may still take (``runner.run_timeout``, less the process's age
+            when the process is the run's worker); the backend call is cut off in time (see
+            :func:`backend_deadline`). None: only the backend's own timeout applies.
 
     Returns:
         The RunResult; failures are reported in it, never raised.

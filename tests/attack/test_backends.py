@@ -35,7 +35,7 @@ from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
 from runner.logs import configure_logging
-from tests.runner.conftest import _clean_logging, entries, ghostrunner, script, write_config
+from tests.runner.conftest import NIGHTLY, _clean_logging, entries, event_named, ghostrunner, reap, script, start_serve, write_config
 
 __all__ = ["_clean_logging"]  # the runner tests' autouse fixture: fresh structlog defaults per test
 
@@ -219,6 +219,33 @@ def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: 
     assert [event["event"] for event in logged] == ["run.started", "run.finished"]
     assert logged[-1]["error"] == printed["error"] and "Traceback" not in result.stderr
     assert entries(tmp_path / "journal") == []
+
+
+def test_under_serve_the_worker_ends_its_own_run_before_run_timeout(servers: Callable[..., _Server], tmp_path: Path) -> None:
+    """Under `serve` a run against a trickling server fails by itself within run_timeout (3 s): the worker logs
+    run.finished with the reason, and the scheduler never has to kill it."""
+    server = servers(_trickle_body)
+    body = NIGHTLY + f"""
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    backend = {{ type = "openai", base_url = "{server.url}", timeout = "120s" }}
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "3s"\n')
+    process, reader = start_serve(path, tmp_path)
+    try:
+        reader.wait(event_named("run.started"))
+        began = time.monotonic()
+        finished = reader.wait(event_named("run.finished"), timeout=30)
+        elapsed = time.monotonic() - began
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        events = reader.drain()
+    finally:
+        reap(process)
+    assert elapsed < 3 + MARGIN, f"the run took {elapsed:.1f} s"
+    assert finished["outcome"] == "failed" and "what run_timeout left for the backend" in finished["error"], finished
+    assert [e for e in events if e["event"] == "scheduler.worker_crashed"] == []
 
 
 #: Helpers that leave something behind. Each records its pids in pids.json: the helper's
