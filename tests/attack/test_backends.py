@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from journal import Journal
-from runner.backends import REPLY_FIELDS, build_backend, parse_reply_text
+from runner.backends import REPLY_FIELDS, build_backend, context_records, parse_reply_text
 from runner.backends.base import MAX_REPLY_BYTES, MAX_REPLY_DEPTH
 from runner.backends.command import reply_from_output
 from runner.backends.openai_chat import reply_from_completion
@@ -566,13 +566,25 @@ def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(server
     assert logged[-1]["error"] == printed["error"] and logged[-1]["level"] == "error"
 
 
+def test_a_deeply_nested_prompt_context_line_is_skipped_by_the_backends(tmp_path: Path) -> None:
+    """The context reader the backends share skips a record nested 100,000 deep instead of dying with RecursionError."""
+    deep = '{"id": "a", "theme": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert context_records(deep + '\n{"id": "b", "theme": "t"}') == [{"id": "b", "theme": "t"}]
+
+
 # -- 3. hostile bodies through the parsers (Hypothesis) ------------------------------------------
 
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30), st.floats(allow_nan=True, allow_infinity=True),
     st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=30),
 )
-_json_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+
+
+_json_values = st.recursive(_scalars, _containers, max_leaves=20)
 _reply_like = st.fixed_dictionaries(
     {"voice": st.one_of(st.text(max_size=40), _scalars), "theme": st.one_of(st.text(max_size=40), _scalars)},
     optional={"tags": _json_values, "mood": _json_values, "signals": _json_values, "anchors": _json_values, "meta": _json_values, "x": _json_values},
