@@ -34,9 +34,11 @@ from runner.config import AgentConfig
 from runner.errors import BackendError, RunInterrupted, RunnerError
 from runner.slots import client_key, slot_for
 
-__all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
+__all__ = ["OUTCOMES", "RunResult", "backend_deadline", "execute_run", "process_age", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
+
+log = structlog.get_logger()
 
 
 def process_age() -> float:
@@ -59,15 +61,13 @@ def process_age() -> float:
 def backend_deadline(started: float, run_timeout: float | None) -> float | None:
     """When a run started at *started* (``time.monotonic()``) must have its backend reply, under *run_timeout* seconds.
 
-    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s),
-    so that the run can still append or log its failure itself before the
-    scheduler or systemd kills the worker at run_timeout.
+    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s,
+    at most half of it), so that the run can still append or log its failure
+    itself before the scheduler or systemd kills the worker at run_timeout.
     """
     if run_timeout is None:
         return None
     return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
-
-log = structlog.get_logger()
 
 
 @dataclass(frozen=True, slots=True)
