@@ -22,6 +22,7 @@ interrupted run never says "no entry" for an entry it appended or found.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -38,28 +39,46 @@ import structlog
 from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, check_reply, context_records
+from runner.backends.base import one_line
 from runner.config import AgentConfig
 from runner.errors import BackendError, RunInterrupted, RunnerError
 from runner.slots import client_key, slot_for
 
-__all__ = ["OUTCOMES", "RunResult", "execute_run", "run_slot"]
+__all__ = ["OUTCOMES", "RunResult", "backend_deadline", "execute_run", "process_age", "run_slot"]
 
 OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+log = structlog.get_logger()
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux; 0.0 where that cannot be read).
+
+    ``serve`` starts its clock on a worker when it spawns the process, so a
+    worker measures ``run_timeout`` from its own start, not from when Python
+    got round to the run.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as stat_file:
+            stat = stat_file.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return min(max(age, 0.0), 3600.0)
 
 
 def backend_deadline(started: float, run_timeout: float | None) -> float | None:
     """When a run started at *started* (``time.monotonic()``) must have its backend reply, under *run_timeout* seconds.
 
-    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s),
-    so that the run can still append or log its failure itself before the
-    scheduler or systemd kills the worker at run_timeout.
+    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s,
+    at most half of it), so that the run can still append or log its failure
+    itself before the scheduler or systemd kills the worker at run_timeout.
     """
     if run_timeout is None:
         return None
     return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
-
-log = structlog.get_logger()
 
 
 @contextmanager
@@ -161,7 +180,7 @@ def _fields_from_backend(
         # The reply's field values are the backend's: a bad one is its failure, and the error says so.
         validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
     except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
-        raise BackendError(backend.name, f"the reply is not a valid entry: {exc}").for_agent(agent.name) from None
+        raise BackendError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}").for_agent(agent.name) from None
     return fields
 
 
@@ -223,8 +242,9 @@ def execute_run(
         tz: the runner's timezone, in which slots are computed.
         dry_run: build and validate the entry but append nothing (outcome ``skipped``).
         run_id: the run's id (a new UUID when omitted).
-        run_timeout: seconds the run may take (``runner.run_timeout``); the backend call is cut off
-            in time (see :func:`backend_deadline`). None: only the backend's own timeout applies.
+        run_timeout: seconds the run may still take (``runner.run_timeout``, less the process's age
+            when the process is the run's worker); the backend call is cut off in time (see
+            :func:`backend_deadline`). None: only the backend's own timeout applies.
         on_result: called with the result right after its ``run.finished`` is logged, before any signal is acted on.
 
     Returns:

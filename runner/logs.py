@@ -71,8 +71,12 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
-    # Tracebacks without each frame's local variables: those hold request headers, API keys and replies.
+    # Tracebacks without each frame's local variables (rich's and structlog's default show them):
+    # those hold request headers, API keys and replies.
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if use_json
+        else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+    )
     tracebacks = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
     tail: list[Any] = [tracebacks] if use_json else []
     structlog.configure(

@@ -9,11 +9,30 @@ command     an external program: request JSON on stdin, entry JSON on stdout
 
 from __future__ import annotations
 
-from runner.backends.base import REPLY_FIELDS, Backend, ReflectionRequest, check_reply, context_records, parse_reply_text
+from runner.backends.base import (
+    MAX_REPLY_BYTES,
+    MAX_REPLY_DEPTH,
+    REPLY_FIELDS,
+    Backend,
+    ReflectionRequest,
+    check_reply,
+    context_records,
+    parse_reply_text,
+)
 from runner.config import AgentConfig
 from runner.errors import ConfigError
 
-__all__ = ["REPLY_FIELDS", "Backend", "ReflectionRequest", "build_backend", "check_reply", "context_records", "parse_reply_text"]
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "MAX_REPLY_DEPTH",
+    "REPLY_FIELDS",
+    "Backend",
+    "ReflectionRequest",
+    "build_backend",
+    "check_reply",
+    "context_records",
+    "parse_reply_text",
+]
 
 
 def build_backend(agent: AgentConfig) -> Backend:

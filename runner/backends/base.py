@@ -257,8 +257,8 @@ def context_records(context: str) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = json.loads(line) if _nesting_depth(line) <= MAX_REPLY_DEPTH else None
+        except (ValueError, RecursionError):
             continue
         if isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("theme"), str):
             records.append(record)

@@ -81,6 +81,16 @@ def _holds_pipe(pid: int, links: set[str]) -> bool:
     return False
 
 
+def _is_gone(pid: int) -> bool:
+    """Whether *pid* has died (a zombie waiting for its parent has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            stat = stat_file.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(b")") + 2 :][:1] in (b"Z", b"X")
+
+
 def _leftovers(session: int, marker: bytes, pipes: set[int]) -> list[int]:
     """Live processes (Linux /proc) in *session* or its group, carrying *marker*, or holding one of the *pipes*."""
     me = os.getpid()
@@ -126,6 +136,7 @@ class _Call:
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.exited = False
+        self.pipes_open = True  # until stdout and stderr reached EOF: only then need their holders be looked for
 
     def talk(self, data: bytes, budget: CallBudget, program: str, backend: str) -> bool:
         """Exchange data with the program until it has exited and its pipes are closed, or the deadline passes.
@@ -181,6 +192,7 @@ class _Call:
                         if not chunk:
                             selector.unregister(fd)
                             open_pipes.discard(fd)
+                            self.pipes_open = bool(open_pipes)
                         elif fd == stdout:
                             self.stdout += chunk
                             if len(self.stdout) > MAX_REPLY_BYTES:
@@ -203,13 +215,21 @@ class _Call:
         """SIGKILL the program's group and session and everything else it started (see the module docstring)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
+        killed: set[int] = set()
         for _ in range(8):  # a process may fork while the table is read; read it again until nothing is left
-            leftovers = _leftovers(self.process.pid, self.marker, self.pipes)
+            leftovers = [pid for pid in _leftovers(self.process.pid, self.marker, self.pipes if self.pipes_open else set()) if pid not in killed]
             if not leftovers:
                 break
             for pid in leftovers:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        # SIGKILL takes effect asynchronously; wait (bounded) until they are dead, so that nothing outlives the call.
+        gone_by = time.monotonic() + 2.0
+        while killed and time.monotonic() < gone_by:
+            killed = {pid for pid in killed if not _is_gone(pid)}
+            if killed:
+                time.sleep(0.005)
 
     def close(self) -> None:
         """Kill what is left, reap the program, close the pipes (never waiting on a pipe)."""

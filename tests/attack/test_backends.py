@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from journal import Journal
-from runner.backends import REPLY_FIELDS, build_backend, parse_reply_text
+from runner.backends import REPLY_FIELDS, build_backend, context_records, parse_reply_text
 from runner.backends.base import MAX_REPLY_BYTES, MAX_REPLY_DEPTH
 from runner.backends.command import reply_from_output
 from runner.backends.openai_chat import reply_from_completion
@@ -35,7 +35,7 @@ from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
 from runner.logs import configure_logging
-from tests.runner.conftest import _clean_logging, entries, ghostrunner, script, write_config
+from tests.runner.conftest import NIGHTLY, _clean_logging, entries, event_named, ghostrunner, reap, script, start_serve, write_config
 
 __all__ = ["_clean_logging"]  # the runner tests' autouse fixture: fresh structlog defaults per test
 
@@ -219,6 +219,33 @@ def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: 
     assert [event["event"] for event in logged] == ["run.started", "run.finished"]
     assert logged[-1]["error"] == printed["error"] and "Traceback" not in result.stderr
     assert entries(tmp_path / "journal") == []
+
+
+def test_under_serve_the_worker_ends_its_own_run_before_run_timeout(servers: Callable[..., _Server], tmp_path: Path) -> None:
+    """Under `serve` a run against a trickling server fails by itself within run_timeout (3 s): the worker logs
+    run.finished with the reason, and the scheduler never has to kill it."""
+    server = servers(_trickle_body)
+    body = NIGHTLY + f"""
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    backend = {{ type = "openai", base_url = "{server.url}", timeout = "120s" }}
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "3s"\n')
+    process, reader = start_serve(path, tmp_path)
+    try:
+        reader.wait(event_named("run.started"))
+        began = time.monotonic()
+        finished = reader.wait(event_named("run.finished"), timeout=30)
+        elapsed = time.monotonic() - began
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        events = reader.drain()
+    finally:
+        reap(process)
+    assert elapsed < 3 + MARGIN, f"the run took {elapsed:.1f} s"
+    assert finished["outcome"] == "failed" and "what run_timeout left for the backend" in finished["error"], finished
+    assert [e for e in events if e["event"] == "scheduler.worker_crashed"] == []
 
 
 #: Helpers that leave something behind. Each records its pids in pids.json: the helper's
@@ -539,13 +566,25 @@ def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(server
     assert logged[-1]["error"] == printed["error"] and logged[-1]["level"] == "error"
 
 
+def test_a_deeply_nested_prompt_context_line_is_skipped_by_the_backends(tmp_path: Path) -> None:
+    """The context reader the backends share skips a record nested 100,000 deep instead of dying with RecursionError."""
+    deep = '{"id": "a", "theme": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert context_records(deep + '\n{"id": "b", "theme": "t"}') == [{"id": "b", "theme": "t"}]
+
+
 # -- 3. hostile bodies through the parsers (Hypothesis) ------------------------------------------
 
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30), st.floats(allow_nan=True, allow_infinity=True),
     st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=30),
 )
-_json_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+
+
+_json_values = st.recursive(_scalars, _containers, max_leaves=20)
 _reply_like = st.fixed_dictionaries(
     {"voice": st.one_of(st.text(max_size=40), _scalars), "theme": st.one_of(st.text(max_size=40), _scalars)},
     optional={"tags": _json_values, "mood": _json_values, "signals": _json_values, "anchors": _json_values, "meta": _json_values, "x": _json_values},
@@ -625,9 +664,9 @@ LEAKY_ANSWERS: dict[str, tuple[Answer, str]] = {
 }
 
 
-def _json_logging() -> io.StringIO:
+def _json_logging(json_lines: bool = True) -> io.StringIO:
     buffer = io.StringIO()
-    configure_logging(stream=buffer, json=True)
+    configure_logging(stream=buffer, json=json_lines)
     return buffer
 
 
@@ -685,18 +724,18 @@ class _BuggyBackend:
         raise TypeError(f"a bug with {len(headers)} header")
 
 
-def test_a_traceback_in_the_logs_shows_no_local_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """run.error's traceback (a backend bug) carries no frame locals, so a key held in one is not logged."""
+@pytest.mark.parametrize("json_lines", [True, False], ids=["json", "console"])
+def test_a_traceback_in_the_logs_shows_no_local_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_lines: bool) -> None:
+    """run.error's traceback (a backend bug), as JSON or on a console, carries no frame locals, so a key held in one is not logged."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     config = load_config(_command_config(tmp_path, ["true"]))
     agent = config.agent("motoko")
-    buffer = _json_logging()
+    buffer = _json_logging(json_lines)
     with Journal(agent.journal_root) as journal:
         result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
                              backend=_BuggyBackend(), tz=config.timezone)
     assert result.outcome == "failed"
-    events = [json.loads(line) for line in buffer.getvalue().splitlines()]
-    assert "run.error" in [event["event"] for event in events] and "TypeError" in buffer.getvalue()
+    assert "run.error" in buffer.getvalue() and "TypeError: a bug with 1 header" in buffer.getvalue()
     assert KEY not in buffer.getvalue()
 
 
