@@ -69,8 +69,13 @@ _HIDDEN: Final = (
     ("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"),
 )
 #: Characters no unit value may hold: C0 (line feed, carriage return and NUL end a unit-file line), DEL, C1,
-#: the Unicode line and paragraph separators, and lone surrogates (an undecodable file name; not writable as UTF-8).
-_FORBIDDEN: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+#: the Unicode line and paragraph separators, lone surrogates (an undecodable file name; not writable as UTF-8),
+#: and the noncharacters U+FDD0..U+FDEF and U+xFFFE/U+xFFFF, which systemd's UTF-8 check refuses ("not UTF-8
+#: clean"), silently dropping the whole setting.
+_FORBIDDEN: Final = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufdd0-\ufdef"
+    + "".join(f"{chr(plane << 16 | 0xFFFE)}{chr(plane << 16 | 0xFFFF)}" for plane in range(17)) + "]"
+)
 #: A word systemd reads back unchanged without quotes (no whitespace, quote, backslash or ';').
 _BARE_WORD: Final = re.compile(r"[A-Za-z0-9/._+:@,=%~-]+")
 #: User names systemd accepts in User= in every mode (its strict rule); anything else it ignores, running the unit as root.
@@ -123,7 +128,7 @@ def _text(value: str, field: str, source: str | None = None) -> str:
     found = _FORBIDDEN.search(value)
     if found:
         raise UnitRenderError(field, (
-            f"{value!r} holds the control character U+{ord(found.group()):04X}, which no systemd unit may carry "
+            f"{value!r} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
             "(after a line break systemd reads the rest as new settings); remove it"), source)
     return value
 
@@ -401,8 +406,10 @@ def render_units(
                 "daylight saving: its timer will not fire that day (serve runs it after the gap); pick a time outside the gap"
             )
     for agent in agents:
-        timers += [_unit_name(f"ghostrunner-run-{name}@{systemd_escape(agent)}.timer", _key("agents", agent), source)
-                   for name in config.agents[agent].routines]
+        for name in config.agents[agent].routines:
+            instance = f"ghostrunner-run-{name}@{systemd_escape(agent)}"
+            _unit_name(f"{instance}.service", _key("agents", agent), source)  # the timer starts this name, two bytes longer
+            timers.append(_unit_name(f"{instance}.timer", _key("agents", agent), source))
     files["ghostrunner-timers.target"] = _fill(_template("ghostrunner-timers.target"), {**common, "TIMERS": " ".join(timers)})
     return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
 

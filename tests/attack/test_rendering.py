@@ -419,6 +419,25 @@ def test_hostile_agent_name_is_refused_or_read_back_in_descriptions_and_instance
     verified(rendering)
 
 
+@pytest.mark.parametrize("agent", ["\ufffe", "a\ufdd0", "b\U0010ffff"], ids=["fffe", "fdd0", "plane16-ffff"])
+def test_an_agent_name_with_a_noncharacter_is_refused(base_config: RunnerConfig, agent: str) -> None:
+    """systemd refuses a noncharacter as "not UTF-8 clean" and drops the whole Description= it is in; render refuses it first."""
+    config = replace(base_config, agents={agent: replace(base_config.agents["motoko"], name=agent)})
+    with pytest.raises(UnitRenderError, match=r"U\+[0-9A-F]{4}"):
+        base_render(config)
+
+
+def test_an_agent_name_whose_service_instance_is_too_long_is_refused(base_config: RunnerConfig) -> None:
+    """The timer's name may fit systemd's 255 bytes while the service it starts (two bytes longer) does not."""
+    prefix = len("ghostrunner-run-evening@")
+    agent = "a" * (255 - prefix - len(".timer"))  # the timer's name is exactly 255 bytes, the service's 257
+    config = replace(base_config, agents={agent: replace(base_config.agents["motoko"], name=agent, routines=("evening",))})
+    with pytest.raises(UnitRenderError, match="at most 255 bytes"):
+        base_render(config)
+    shorter = agent[:-2]  # now the service's name is 255 bytes: accepted, and systemd loads it
+    verified(base_render(replace(base_config, agents={shorter: replace(base_config.agents["motoko"], name=shorter, routines=("evening",))})))
+
+
 # --- the CLI: one line, the right exit code, nothing written -------------------------------------
 
 #: TOML for a value whose line break (a TOML escape) would start a root ExecStartPre= in an unchecked unit.
