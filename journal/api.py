@@ -22,13 +22,14 @@ from journal.errors import (
     EntryFileError,
     EntryNotFoundError,
     EntryValidationError,
+    JournalError,
     JournalNotFoundError,
     SemanticUnavailableError,
     UnsafePathError,
 )
 from journal.fusion import FUSION, fuse
 from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState
-from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context
+from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context, row_of_entry
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
 if TYPE_CHECKING:
@@ -61,6 +62,39 @@ class SkippedFile:
 
     path: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a read asked for, checked against each entry as loaded from its file.
+
+    The index chooses the candidates, but the file decides: an index row whose
+    file holds another id, agent, kind or time than the read asked for (a
+    hand-edited or foreign file, a restored index) is left out and reported,
+    so a read scoped to one agent never returns another agent's entry.
+    """
+
+    agent: str | None = None
+    kind: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def misfit(self, entry: Entry) -> str | None:
+        """Which asked-for field the entry's file does not match, or None."""
+        if self.agent is not None and entry.agent != self.agent:
+            return "agent"
+        if self.kind is not None and entry.kind != self.kind:
+            return "kind"
+        key = utc_key(entry.timestamp)
+        if (self.since is not None and key < self.since) or (self.until is not None and key >= self.until):
+            return "ts"
+        return None
+
+
+def _report_stale(path: str, field: str) -> None:
+    # Neither value is logged: the other side of the disagreement may be
+    # another agent's data, and the path is all an operator needs.
+    log.warning("skipped entries/%s: its file disagrees with its index row (%s); run 'ghostjournal reindex'", path, field)
 
 
 def _recovering(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concatenate[Journal, P], R]:
@@ -459,35 +493,71 @@ class Journal:
         check_entry_path(row.path)  # an index row pointing outside entries/ is refused
         return self._load(row.path)
 
+    def _scoped_entry(self, row: IndexRow, scope: _Scope) -> Entry | None:
+        """The entry of *row* as its file holds it, or None (reported) if the file disagrees with the row or the scope."""
+        entry = self._entry_for_row(row)
+        misfit = "id" if entry.id != row.id else scope.misfit(entry)
+        if misfit is not None:
+            _report_stale(row.path, misfit)
+            return None
+        return entry
+
+    def _owned_entry(self, row: IndexRow, agent: str | None, *, missing: Callable[[], Exception]) -> Entry:
+        """The entry of *row* if its file says it belongs to *agent* (any agent when None); else *missing*'s error.
+
+        With *agent* given, a row of another agent gets exactly the error of
+        a row that does not exist, whatever its file holds or why it fails.
+        """
+        if agent is not None and row.agent != agent:
+            try:
+                entry = self._entry_for_row(row)
+            except (JournalError, OSError):
+                raise missing() from None
+            # The file decides: an entry filed under another agent in the index but
+            # written by this one is this agent's.
+            if entry.id != row.id or entry.agent != agent:
+                raise missing() from None
+            _report_stale(row.path, "agent")
+            return entry
+        try:
+            entry = self._entry_for_row(row)
+        except FileNotFoundError:
+            raise missing() from None
+        misfit = "id" if entry.id != row.id else _Scope(agent=agent).misfit(entry)
+        if misfit is not None:
+            _report_stale(row.path, misfit)
+            raise missing() from None
+        return entry
+
     @_recovering
-    def get(self, entry_id: str) -> Entry:
-        """Return the entry with *entry_id*.
+    def get(self, entry_id: str, agent: str | None = None) -> Entry:
+        """Return the entry with *entry_id* (with *agent* given: only if it is that agent's).
 
         Raises:
             InvalidEntryIdError: the id has path, glob or length trouble.
-            EntryNotFoundError: no such entry.
+            EntryNotFoundError: no such entry, or (with *agent*) one of
+                another agent: the two cases are indistinguishable.
         """
         check_entry_id(entry_id)
-        path = self._index.find_id(entry_id)
-        if path is None:
+        row = self._index.row_for(entry_id=entry_id)
+        if row is None:
             raise EntryNotFoundError(entry_id)
-        check_entry_path(path)
-        try:
-            return self._load(path)
-        except FileNotFoundError:
-            raise EntryNotFoundError(entry_id) from None
+        return self._owned_entry(row, agent, missing=lambda: EntryNotFoundError(entry_id))
 
     @_recovering
-    def find_by_client_key(self, client_key: str) -> Entry | None:
-        """The entry appended with *client_key*, or None if there is none."""
-        path = self._index.find_client_key(client_key)
-        if path is None:
+    def find_by_client_key(self, client_key: str, agent: str | None = None) -> Entry | None:
+        """The entry appended with *client_key* (with *agent* given: only if it is that agent's), or None."""
+        row = self._index.row_for(client_key=client_key)
+        if row is None:
             return None
-        check_entry_path(path)
         try:
-            return self._load(path)
-        except FileNotFoundError:
+            entry = self._owned_entry(row, agent, missing=lambda: EntryNotFoundError(row.id))
+        except EntryNotFoundError:
             return None
+        if entry.client_key != client_key:
+            _report_stale(row.path, "client_key")
+            return None
+        return entry
 
     @_recovering
     def list(
@@ -497,8 +567,9 @@ class Journal:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
         if limit is not None:
             _positive(limit, "limit")
-        rows = self._index.rows(kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"), limit=limit)
-        return [self._entry_for_row(row) for row in rows]
+        scope = _Scope(agent=agent, kind=kind, since=_bound(since, "since"), until=_bound(until, "until"))
+        rows = self._index.rows(kind=kind, agent=agent, since=scope.since, until=scope.until, limit=limit)
+        return [entry for row in rows if (entry := self._scoped_entry(row, scope)) is not None]
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
@@ -522,8 +593,10 @@ class Journal:
         """
         mode = self._resolve_mode(mode)
         window = {"agent": agent, "kind": kind, "since": since, "until": until}
+        scope = _Scope(agent=agent, kind=kind, since=since, until=until)
         if mode == "lexical":
-            return [Hit(r.row.id, r.score, r.snippet, self._entry_for_row(r.row)) for r in self._index.search(query, k=k, exclude=exclude, **window)]
+            found = [(r, self._scoped_entry(r.row, scope)) for r in self._index.search(query, k=k, exclude=exclude, **window)]
+            return [Hit(r.row.id, r.score, r.snippet, entry) for r, entry in found if entry is not None]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, **window) if mode == "hybrid" else []
@@ -531,13 +604,12 @@ class Journal:
             vector = self._semantic.query_vector(query)
         semantic = self._semantic.rank(vector, depth, exclude=exclude, **window)
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
-        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked])}
+        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], **window)}
         matched = {r.row.id for r in lexical}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
         hits = []
         for entry_id, score in ranked:
-            if entry_id in rows:
-                entry = self._entry_for_row(rows[entry_id])
+            if entry_id in rows and (entry := self._scoped_entry(rows[entry_id], scope)) is not None:
                 hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
         return hits
 
@@ -573,20 +645,30 @@ class Journal:
         (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
         """
         _positive(k, "k")
-        source = self.get(entry_id)
-        linked: dict[str, str] = {}
-        for ref in self._index.links_from(entry_id):
-            linked.setdefault(ref, "continues")
+        # With agent= given, another agent's id is refused exactly like a missing
+        # one: its hidden text must not rank anything, nor its links show.
+        source = self.get(entry_id, agent=agent)
+        scope = _Scope(agent=agent)
+        wanted: dict[str, str] = {}
+        for ref in source.continuity_refs:  # the file decides what the entry continues
+            wanted.setdefault(ref, "continues")
         for ref in self._index.links_to(entry_id):
-            linked.setdefault(ref, "continued_by")
+            wanted.setdefault(ref, "continued_by")
+        linked: dict[str, tuple[str, Entry]] = {}
+        for row in self._index.rows(ids=list(wanted), agent=agent):
+            entry = self._scoped_entry(row, scope)
+            if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
+                continue
+            linked[row.id] = (wanted[row.id], entry)
+        # Only links in scope count towards the depth, so that nothing out of
+        # scope changes how many similar entries are ranked (and so their scores).
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
         similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
         scores = {hit.entry_id: hit for hit in similar}
-        link_rows = self._index.rows(ids=list(linked), agent=agent)
         hits = [
-            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", self._entry_for_row(row), linked[row.id])
-            for row in link_rows
+            Hit(linked_id, scores[linked_id].score if linked_id in scores else 0.0, scores[linked_id].snippet if linked_id in scores else "", entry, reason)
+            for linked_id, (reason, entry) in linked.items()
         ]
         hits.sort(key=lambda hit: hit.reason != "continues")
         for found in similar:
@@ -598,11 +680,28 @@ class Journal:
 
     @_recovering
     def digest(self, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None) -> Digest:
-        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity."""
+        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity.
+
+        With *agent* given, the summary is computed from the entry files (the
+        file decides whose entry it is), and continuity counts only links to
+        that agent's own entries: a reference to another agent's entry counts
+        exactly like one to an id that does not exist, which is not at all.
+        """
         lower, upper = _bound(since, "since"), _bound(until, "until")
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
-        links = self._index.links_within([row.id for row in rows])
-        return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+        if agent is None:
+            links = self._index.links_within([row.id for row in rows])
+            return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+        scope = _Scope(agent=agent, since=lower, until=upper)
+        loaded = [(row.path, entry) for row in rows if (entry := self._scoped_entry(row, scope)) is not None]
+        loaded.sort(key=lambda item: (utc_key(item[1].timestamp), item[1].id))
+        entries = [entry for _, entry in loaded]
+        owned = {entry.id for entry in entries}
+        outside = sorted({ref for entry in entries for ref in entry.continuity_refs} - owned)
+        owner = _Scope(agent=agent)
+        owned.update(row.id for row in self._index.rows(ids=outside, agent=agent) if self._scoped_entry(row, owner) is not None)
+        links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
+        return compute_digest([row_of_entry(entry, path) for path, entry in loaded], links, agent=agent, since=lower, until=upper)
 
     @_recovering
     def prompt_context(
@@ -624,5 +723,7 @@ class Journal:
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
             recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]
-            picks += [(self._entry_for_row(row), "recent") for row in recent[: k - len(picks)]]
+            scope = _Scope(agent=agent, since=lower, until=upper)
+            fill = [entry for row in recent if (entry := self._scoped_entry(row, scope)) is not None]
+            picks += [(entry, "recent") for entry in fill[: k - len(picks)]]
         return render_prompt_context(query, picks, max_chars=max_chars)
