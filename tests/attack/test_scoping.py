@@ -228,6 +228,31 @@ def test_an_unreadable_file_of_another_agent_reads_as_missing_not_as_a_file_erro
             journal.relate("bob-1", agent="alice")
 
 
+def test_every_command_line_read_with_agent_shows_nothing_of_bob(root: Path) -> None:
+    """list, search, relate, digest and prompt-context with --agent alice print none of bob's ids, words or links."""
+    with Journal(root) as journal:
+        journal.append(_note("bob", "Qz-bob-1", 1, "harbor zephyrine", "The harbor zephyrine light.", tags=["harbor"]))
+        journal.append(_note("alice", "alice-1", 2, "harbor", "The harbor light.", signals={"continuity_refs": ["Qz-bob-1"]}))
+        journal.append(_note("bob", "Qz-bob-2", 3, "harbor", "zephyrine harbor again.", signals={"continuity_refs": ["alice-1"]}))
+        journal.append(_note("alice", "alice-2", 4, "harbor light", "Harbor light, later.", signals={"continuity_refs": ["alice-1"]}))
+    reads = [
+        ["list", "--agent", "alice"],
+        ["search", "harbor light", "--agent", "alice"],
+        ["relate", "alice-1", "--agent", "alice"],
+        ["digest", "--agent", "alice"],
+        ["prompt-context", "harbor light", "--agent", "alice", "--raw"],
+    ]
+    for args in reads:
+        result = _cli(root, *args)
+        assert result.exit_code == 0, (args, result.output)
+        shown = result.output
+        if args[0] in ("list", "search", "relate"):  # these print alice-1 whole, with the ref she wrote herself
+            shown = shown.replace('"Qz-bob-1"', "")
+        assert "Qz-bob" not in shown and "zephyrine" not in shown and '"bob"' not in shown, (args, result.output)
+    assert [h["entry_id"] for h in json.loads(_cli(root, "relate", "alice-1", "--agent", "alice").output)] == ["alice-2"]
+    assert json.loads(_cli(root, "digest", "--agent", "alice").output)["continuity"]["links"] == 1
+
+
 # -- defect 4: the property --------------------------------------------------------------------
 
 SHARED = ("harbor", "light", "tide", "kettle", "rain", "lantern", "queue", "ledger")
