@@ -660,8 +660,7 @@ class Journal:
             if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
                 continue
             linked[row.id] = (wanted[row.id], entry)
-        # Only links in scope count towards the depth, so that nothing out of
-        # scope changes how many similar entries are ranked (and so their scores).
+        # Only links in scope count towards how many similar entries are fetched.
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
         similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
@@ -724,6 +723,9 @@ class Journal:
             seen = {entry.id for entry, _ in picks}
             recent = [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen)) if row.id not in seen]
             scope = _Scope(agent=agent, since=lower, until=upper)
-            fill = [entry for row in recent if (entry := self._scoped_entry(row, scope)) is not None]
-            picks += [(entry, "recent") for entry in fill[: k - len(picks)]]
+            for row in recent:
+                if len(picks) >= k:
+                    break
+                if (entry := self._scoped_entry(row, scope)) is not None:
+                    picks.append((entry, "recent"))
         return render_prompt_context(query, picks, max_chars=max_chars)
