@@ -665,10 +665,10 @@ class Journal:
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
         similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
         scores = {hit.entry_id: hit for hit in similar}
-        hits = [
-            Hit(linked_id, scores[linked_id].score if linked_id in scores else 0.0, scores[linked_id].snippet if linked_id in scores else "", entry, reason)
-            for linked_id, (reason, entry) in linked.items()
-        ]
+        hits = []
+        for linked_id, (reason, entry) in linked.items():
+            scored = scores.get(linked_id)
+            hits.append(Hit(linked_id, scored.score if scored else 0.0, scored.snippet if scored else "", entry, reason))
         hits.sort(key=lambda hit: hit.reason != "continues")
         for found in similar:
             if len(hits) >= k:

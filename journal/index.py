@@ -572,7 +572,11 @@ class Index:
             matches = f"SELECT fts.rowid AS rid, bm25(fts, {weights}) AS rank FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
             if newest_only:
                 matches += f" ORDER BY fts.rowid DESC LIMIT {_COMMON_CANDIDATES}"
-            sql = f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+            sql = (
+                f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
+                " ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            )
             found = self.conn.execute(sql, [*params, k]).fetchall()
             if not with_snippets:
                 return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), "") for r in found]

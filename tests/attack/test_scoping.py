@@ -143,7 +143,8 @@ def test_a_file_holding_another_agents_entry_under_an_alice_row_is_skipped_and_r
     with Journal(root) as journal:
         kept = journal.append(_note("alice", "alice-kept", 1, "harbor", "Harbor light at dusk.", client_key="k-kept"))
         swapped = journal.append(_note("alice", "alice-swap", 2, "harbor", "Harbor fog at dawn.", client_key="k-swap"))
-    _replace_file(root, swapped, _note("bob", "x", 0, "harbor secrets", "Bob's harbor secrets, hidden.", client_key="k-swap", tags=["bobtag"]))
+    bobs = _note("bob", "x", 0, "harbor secrets", "Bob's harbor secrets, hidden.", client_key="k-swap", tags=["bobtag"])
+    _replace_file(root, swapped, bobs)
     with caplog.at_level(logging.WARNING, logger="journal"), Journal(root) as journal:
         outputs: list[Any] = [
             [e.to_dict() for e in journal.list(agent="alice")],
@@ -364,9 +365,15 @@ def _scoped_reads(journal: Journal, read: dict[str, Any], targets: list[str]) ->
 
 def _lexically_ranked(out: dict[str, Any]) -> dict[str, Any]:
     """The parts whose scores and order depend on BM25's journal-wide statistics, as order-free sets of what was found."""
-    found = {mode: {(h["entry_id"], h["snippet"], json.dumps(h["entry"], sort_keys=True)) for h in out["search"][mode]} for mode in ("lexical", "hybrid")}
+    found = {
+        mode: {(h["entry_id"], h["snippet"], json.dumps(h["entry"], sort_keys=True)) for h in out["search"][mode]}
+        for mode in ("lexical", "hybrid")
+    }
     related = [
-        r if isinstance(r, tuple) else ([(h["entry_id"], h["reason"]) for h in r if h["reason"] != "similar"], {h["entry_id"] for h in r if h["reason"] == "similar"})
+        r if isinstance(r, tuple) else (
+            [(h["entry_id"], h["reason"]) for h in r if h["reason"] != "similar"],
+            {h["entry_id"] for h in r if h["reason"] == "similar"},
+        )
         for r in out["relate"]
     ]
     return {"search": found, "relate": related}
@@ -374,7 +381,9 @@ def _lexically_ranked(out: dict[str, Any]) -> dict[str, Any]:
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=_journals(), reads=st.lists(_reads(), min_size=1, max_size=3))
-def test_scoped_reads_never_mention_bob_and_match_a_journal_of_alice_alone(journal_pair: Any, data: Any, reads: list[dict[str, Any]]) -> None:
+def test_scoped_reads_never_mention_bob_and_match_a_journal_of_alice_alone(
+    journal_pair: Any, data: Any, reads: list[dict[str, Any]]
+) -> None:
     """No read scoped to alice mentions bob's ids, words, tags or agent; what is not BM25-ranked is identical to alice alone.
 
     Exact: list, get, find_by_client_key, digest, every error, semantic search
