@@ -22,7 +22,6 @@ from journal.errors import (
     EntryFileError,
     EntryNotFoundError,
     EntryValidationError,
-    JournalError,
     JournalNotFoundError,
     SemanticUnavailableError,
     UnsafePathError,
@@ -68,10 +67,10 @@ class SkippedFile:
 class _Scope:
     """What a read asked for, checked against each entry as loaded from its file.
 
-    The index chooses the candidates, but the file decides: an index row whose
-    file holds another id, agent, kind or time than the read asked for (a
-    hand-edited or foreign file, a restored index) is left out and reported,
-    so a read scoped to one agent never returns another agent's entry.
+    The index chooses the candidates, but the file has the last word: an index
+    row whose file holds another id, agent, kind or time than the read asked
+    for (a hand-edited or foreign file, a restored index) is left out and
+    reported, so a read scoped to one agent never returns another agent's entry.
     """
 
     agent: str | None = None
@@ -503,22 +502,14 @@ class Journal:
         return entry
 
     def _owned_entry(self, row: IndexRow, agent: str | None, *, missing: Callable[[], Exception]) -> Entry:
-        """The entry of *row* if its file says it belongs to *agent* (any agent when None); else *missing*'s error.
+        """The entry of *row* if both the row and its file say it is *agent*'s (any agent's when None); else *missing*'s error.
 
-        With *agent* given, a row of another agent gets exactly the error of
-        a row that does not exist, whatever its file holds or why it fails.
+        A row of another agent gets exactly the error of a row that does not
+        exist, and its file is not even opened, so nothing about it (content,
+        corruption, absence) can change the answer.
         """
         if agent is not None and row.agent != agent:
-            try:
-                entry = self._entry_for_row(row)
-            except (JournalError, OSError):
-                raise missing() from None
-            # The file decides: an entry filed under another agent in the index but
-            # written by this one is this agent's.
-            if entry.id != row.id or entry.agent != agent:
-                raise missing() from None
-            _report_stale(row.path, "agent")
-            return entry
+            raise missing()
         try:
             entry = self._entry_for_row(row)
         except FileNotFoundError:

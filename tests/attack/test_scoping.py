@@ -203,18 +203,26 @@ def test_a_file_holding_another_agents_entry_under_an_alice_row_is_skipped_and_r
     assert reports and all(EntryStore.rel_path_for(swapped) in line and "secrets" not in line for line in reports)
 
 
-def test_a_file_rewritten_by_alice_under_a_bob_row_is_hers_for_get_and_not_bobs(root: Path) -> None:
-    """Index row bob, file alice: get(agent='alice') returns it (the file decides), bob's scoped reads skip it."""
+def test_a_file_rewritten_by_alice_under_a_bob_row_is_in_neither_agents_scoped_reads(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Index row bob, file alice: a disagreement, so no read scoped to either agent returns it until a reindex."""
     with Journal(root) as journal:
         original = journal.append(_note("bob", "moved", 1, "lantern", "Bob's lantern."))
     mine = _replace_file(root, original, _note("alice", "x", 0, "lantern", "Alice's lantern."))
-    with Journal(root) as journal:
+    with caplog.at_level(logging.WARNING, logger="journal"), Journal(root) as journal:
+        for agent in ("alice", "bob"):
+            with pytest.raises(EntryNotFoundError) as refused:
+                journal.get("moved", agent=agent)
+            assert str(refused.value) == str(EntryNotFoundError("moved"))
+            with pytest.raises(EntryNotFoundError):
+                journal.relate("moved", agent=agent)
+            assert journal.list(agent=agent) == []
+            assert journal.search("lantern", agent=agent) == []
+            assert journal.digest(agent=agent).count == 0
+        assert journal.get("moved") == mine  # unscoped, the file says what the entry is
+        assert any("moved.json" in r.getMessage() for r in caplog.records)
+        journal.reindex()
         assert journal.get("moved", agent="alice") == mine
-        with pytest.raises(EntryNotFoundError):
-            journal.get("moved", agent="bob")
-        assert journal.list(agent="bob") == []
-        assert journal.search("lantern", agent="bob") == []
-        assert journal.digest(agent="bob").count == 0
+        assert [e.id for e in journal.list(agent="alice")] == ["moved"]
 
 
 def test_an_index_row_pointing_at_another_entrys_file_is_not_that_entry(root: Path) -> None:
