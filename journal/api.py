@@ -597,7 +597,7 @@ class Journal:
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
         rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], **window)}
         matched = {r.row.id for r in lexical}
-        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], agent=agent)
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
         hits = []
         for entry_id, score in ranked:
             if entry_id in rows and (entry := self._scoped_entry(rows[entry_id], scope)) is not None:

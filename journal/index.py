@@ -246,10 +246,8 @@ class Index:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._conn: sqlite3.Connection | None = None
-        # Query plans by (terms, agent, size): hybrid search and its snippets share one.
-        self._plans: dict[tuple[tuple[str, ...], str | None, int, int], tuple[str, bool]] = {}
-        # Entries per agent, by the database state they were counted in (see _agent_size).
-        self._sizes: dict[str, tuple[tuple[int, int], int]] = {}
+        # Query plans by (terms, index size): hybrid search and its snippets share one.
+        self._plans: dict[tuple[tuple[str, ...], int, int], tuple[str, bool]] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -524,50 +522,26 @@ class Index:
         with _corruption_guard():
             return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
 
-    def _is_common(self, term: str, threshold: int, agent: str | None) -> bool:
-        """True if *term* is in at least *threshold* entries (of *agent*, if given; counting stops there)."""
-        params: list[Any] = [f'"{term}"']
-        if agent is None:
-            matches = "SELECT rowid FROM fts WHERE fts MATCH ?"
-        else:
-            matches = "SELECT fts.rowid FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE fts MATCH ? AND e.agent = ?"
-            params.append(agent)
-        found = self.conn.execute(f"SELECT count(*) FROM ({matches} LIMIT ?)", [*params, threshold]).fetchone()[0]
+    def _is_common(self, term: str, threshold: int) -> bool:
+        """True if *term* is in at least *threshold* entries (counting stops there)."""
+        found = self.conn.execute("SELECT count(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
         return int(found) >= threshold
 
-    def _agent_size(self, agent: str) -> int:
-        """How many entries *agent* has; counted again only after the database changed."""
-        state = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]), self.conn.total_changes)
-        cached = self._sizes.get(agent)
-        if cached is None or cached[0] != state:
-            count = int(self.conn.execute("SELECT count(*) FROM entries WHERE agent = ?", (agent,)).fetchone()[0])
-            if len(self._sizes) >= 64:
-                self._sizes.clear()
-            cached = self._sizes[agent] = (state, count)
-        return cached[1]
-
-    def _plan(self, terms: list[str], agent: str | None = None) -> tuple[str, bool]:
-        """The FTS5 expression for *terms*, and whether to rank only the newest matches (see _COMMON_SHARE).
-
-        With *agent* given, which words are common is judged among that
-        agent's entries alone, so that other agents' words never decide which
-        of its entries a search finds.
-        """
+    def _plan(self, terms: list[str]) -> tuple[str, bool]:
+        """The FTS5 expression for *terms*, and whether to rank only the newest matches (see _COMMON_SHARE)."""
         size = self.conn.execute("SELECT max(rowid) FROM fts").fetchone()[0] or 0
-        if agent is not None and size >= _COMMON_MIN_DOCS:  # a smaller journal is searched plainly anyway
-            size = self._agent_size(agent)
         threshold = max(_COMMON_MIN_DOCS, int(size * _COMMON_SHARE))
-        key = (tuple(terms), agent, size, threshold)
+        key = (tuple(terms), size, threshold)
         if key not in self._plans:
             if len(self._plans) >= 64:
                 self._plans.clear()
-            self._plans[key] = self._plan_for(terms, size, threshold, agent)
+            self._plans[key] = self._plan_for(terms, size, threshold)
         return self._plans[key]
 
-    def _plan_for(self, terms: list[str], size: int, threshold: int, agent: str | None) -> tuple[str, bool]:
+    def _plan_for(self, terms: list[str], size: int, threshold: int) -> tuple[str, bool]:
         if size < threshold:
             return _any_of(terms), False
-        rare = [term for term in terms if not self._is_common(term, threshold, agent)]
+        rare = [term for term in terms if not self._is_common(term, threshold)]
         if not rare:
             return _any_of(terms), True
         # Scoring a common word would cost a pass over its whole posting list
@@ -587,7 +561,7 @@ class Index:
         if not terms or k <= 0:
             return []
         with _corruption_guard():
-            match, newest_only = self._plan(terms, agent)
+            match, newest_only = self._plan(terms)
             clauses = ["fts MATCH ?"]
             params: list[Any] = [match]
             _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
@@ -612,13 +586,13 @@ class Index:
         found = self.conn.execute("SELECT snippet(fts, -1, '', '', '…', 24) FROM fts WHERE fts MATCH ? AND rowid = ?", (match, rowid)).fetchone()
         return found[0] if found else ""
 
-    def snippets(self, query: str, entry_ids: Sequence[str], *, agent: str | None = None) -> dict[str, str]:
-        """Snippets of *query* in the given entries (those it matches), planned as :meth:`search` with *agent* plans it."""
+    def snippets(self, query: str, entry_ids: Sequence[str]) -> dict[str, str]:
+        """Snippets of *query* in the given entries (those it matches)."""
         terms = query_terms(query)
         if not terms or not entry_ids:
             return {}
         with _corruption_guard():
-            match, _ = self._plan(terms, agent)
+            match, _ = self._plan(terms)
             rowids = self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
             found = {entry_id: self._snippet(match, rowid) for entry_id, rowid in rowids}
         return {entry_id: text for entry_id, text in found.items() if text}

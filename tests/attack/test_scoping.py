@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -124,38 +123,6 @@ def test_relate_shows_no_link_from_or_to_another_agent(journal: Journal) -> None
     hits = journal.relate("alice-0", k=8, agent="alice")
     assert [(hit.entry_id, hit.reason) for hit in hits] == [("alice-1", "continued_by")]
     assert {hit.entry_id for hit in journal.relate("alice-0", k=8)} == {"bob-0", "bob-1", "alice-1"}
-
-
-def test_other_agents_words_do_not_decide_which_entries_a_search_finds(root: Path, tmp_path: Path) -> None:
-    """Past 2,000 entries, a word common in bob's entries used to be dropped from alice's query, hiding her entries.
-
-    Which words count as common is now judged among alice's entries alone, so
-    she finds what a journal of hers alone finds.
-    """
-    Journal(root).close()
-    for i in range(2100):  # written as files and indexed in one rebuild: quicker than 2,100 appends
-        entry = Entry.from_payload(_note("bob", f"bob-{i}", i % 500, "harbor", f"The harbor again, day {i}."))
-        path = root / "entries" / EntryStore.rel_path_for(entry)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(entry.to_json_bytes())
-    shutil.rmtree(root / "index")  # rebuilt from the files on the next open
-    alice = [
-        _note("alice", "alice-1", 600, "walk", "A walk along the harbor."),
-        _note("alice", "alice-2", 601, "kettle", "The kettle by the harbor window."),
-        _note("alice", "alice-3", 602, "crossing", "A zebra crossing downtown."),
-    ]
-    with Journal(root) as both, Journal(tmp_path / "alone") as alone:
-        for payload in alice:
-            both.append(payload)
-            alone.append(payload)
-        assert len(both.list(agent="bob", limit=3000)) == 2100
-        for mode in ("lexical", "auto"):
-            found = {(h.entry_id, h.snippet) for h in both.search("harbor zebra", agent="alice", mode=mode)}
-            assert found == {(h.entry_id, h.snippet) for h in alone.search("harbor zebra", agent="alice", mode=mode)}
-            assert {entry_id for entry_id, _ in found} == {"alice-1", "alice-2", "alice-3"}
-        assert both.prompt_context("harbor zebra", agent="alice") == alone.prompt_context("harbor zebra", agent="alice")
-        # Unscoped, the journal-wide stop list still applies: only the rare word is searched.
-        assert {h.entry_id for h in both.search("harbor zebra", k=50)} == {"alice-3"}
 
 
 # -- defect 2: the file decides, not the index row --------------------------------------------
