@@ -555,7 +555,11 @@ class Journal:
         self, kind: str | None = None, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, limit: int | None = None,
     ) -> list[Entry]:
-        """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
+        """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first.
+
+        An index row whose file disagrees with it is skipped and logged, so
+        fewer than *limit* entries may come back until a reindex.
+        """
         if limit is not None:
             _positive(limit, "limit")
         scope = _Scope(agent=agent, kind=kind, since=_bound(since, "since"), until=_bound(until, "until"))
@@ -634,6 +638,10 @@ class Journal:
         Links in both directions count: the entries it continues
         (``reason="continues"``) and the entries that continue it
         (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
+
+        With *agent* given, an *entry_id* of another agent raises the very
+        EntryNotFoundError of an id that does not exist, and only that agent's
+        entries are linked or ranked.
         """
         _positive(k, "k")
         # With agent= given, another agent's id is refused exactly like a missing
