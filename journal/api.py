@@ -33,7 +33,7 @@ from journal.errors import (
 )
 from journal.fusion import FUSION, fuse
 from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState
-from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context
+from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context, row_of_entry
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
 if TYPE_CHECKING:
@@ -70,6 +70,39 @@ class SkippedFile:
 
     path: str
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a read asked for, checked against each entry as loaded from its file.
+
+    The index chooses the candidates, but the file has the last word: an index
+    row whose file holds another id, agent, kind or time than the read asked
+    for (a hand-edited or foreign file, a restored index) is left out and
+    reported, so a read scoped to one agent never returns another agent's entry.
+    """
+
+    agent: str | None = None
+    kind: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    def misfit(self, entry: Entry) -> str | None:
+        """Which asked-for field the entry's file does not match, or None."""
+        if self.agent is not None and entry.agent != self.agent:
+            return "agent"
+        if self.kind is not None and entry.kind != self.kind:
+            return "kind"
+        key = utc_key(entry.timestamp)
+        if (self.since is not None and key < self.since) or (self.until is not None and key >= self.until):
+            return "ts"
+        return None
+
+
+def _report_stale(path: str, field: str) -> None:
+    # Neither value is logged: the other side of the disagreement may be
+    # another agent's data, and the path is all an operator needs.
+    log.warning("skipped entries/%s: its file disagrees with its index row (%s); run 'ghostjournal reindex'", path, field)
 
 
 def _recovering(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concatenate[Journal, P], R]:
@@ -681,22 +714,33 @@ class Journal:
         check_entry_path(row.path)  # an index row pointing outside entries/ is refused
         return self._load(row.path)
 
-    def _usable(self, row: IndexRow, bad: set[str]) -> Entry | None:
-        """The entry of *row*, or None (reported, and its row dropped) when its file is gone or is no entry.
+    def _usable(self, row: IndexRow, bad: set[str], scope: _Scope | None = None) -> Entry | None:
+        """The entry of *row* as its file holds it, or None (reported) when the file is gone, is no entry, or disagrees.
 
         One deleted or truncated file must not fail every read that touches
         it: the files decide, and a file that is gone or unreadable is not an
-        entry, as a rebuild would also find. *bad* collects the ids skipped.
+        entry, as a rebuild would also find (its row is dropped). A file that
+        holds another id than its row, or another agent, kind or time than
+        *scope* asked for (a hand-edited or foreign file, a restored index), is
+        left out and reported, so a scoped read never returns another agent's
+        entry. *bad* collects the ids skipped.
         """
         if row.id in bad:
             return None
         check_entry_path(row.path)  # a tampered row pointing outside entries/ is an error, never skipped
         try:
-            return self._load(row.path)
+            entry = self._load(row.path)
         except FileNotFoundError:
             reason = "the entry file is missing"
         except (EntryFileError, UnsafePathError) as exc:
             reason = exc.reason
+        else:
+            misfit = "id" if entry.id != row.id else scope.misfit(entry) if scope is not None else None
+            if misfit is None:
+                return entry
+            bad.add(row.id)
+            _report_stale(row.path, misfit)
+            return None
         bad.add(row.id)
         self._skip_unreadable(row.id, row.path, reason)
         return None
@@ -736,69 +780,94 @@ class Journal:
             if self._index.find_id(entry_id) == rel_path:
                 self._index.delete_entry(conn, entry_id)
 
-    def _usable_rows(self, fetch: Callable[[int], Sequence[IndexRow]], limit: int | None) -> list[Entry]:
+    def _usable_rows(self, fetch: Callable[[int], Sequence[IndexRow]], limit: int | None, scope: _Scope | None = None) -> list[Entry]:
         """Entries of the rows *fetch(extra)* returns, skipping unusable ones and fetching *extra* more to fill *limit*."""
         bad: set[str] = set()
         while True:
             known = len(bad)
             rows = fetch(known)
-            found = [entry for row in rows if (entry := self._usable(row, bad)) is not None]
+            found = [entry for row in rows if (entry := self._usable(row, bad, scope)) is not None]
             # Done when nothing was skipped this time, or the window holds no more rows.
             if limit is None or len(found) >= limit or len(bad) == known or len(rows) < limit + known:
                 return found if limit is None else found[:limit]
 
+    def _scoped_entry(self, row: IndexRow, scope: _Scope) -> Entry | None:
+        """The entry of *row* as its file holds it, or None (reported) if the file is unusable or disagrees with the row or the scope."""
+        return self._usable(row, set(), scope)
+
+    def _owned_entry(self, row: IndexRow, agent: str | None, *, missing: Callable[[], Exception]) -> Entry:
+        """The entry of *row* if both the row and its file say it is *agent*'s (any agent's when None); else *missing*'s error.
+
+        A row of another agent gets exactly the error of a row that does not
+        exist, and its file is not even opened, so nothing about it (content,
+        corruption, absence) can change the answer. A file that is gone is
+        reported (its row dropped) and reads as missing too.
+        """
+        if agent is not None and row.agent != agent:
+            raise missing()
+        try:
+            entry = self._entry_for_row(row)
+        except FileNotFoundError:
+            self._skip_unreadable(row.id, row.path, "the entry file is missing")
+            raise missing() from None
+        misfit = "id" if entry.id != row.id else _Scope(agent=agent).misfit(entry)
+        if misfit is not None:
+            _report_stale(row.path, misfit)
+            raise missing() from None
+        return entry
+
     @_recovering
-    def get(self, entry_id: str) -> Entry:
-        """Return the entry with *entry_id*.
+    def get(self, entry_id: str, agent: str | None = None) -> Entry:
+        """Return the entry with *entry_id* (with *agent* given: only if it is that agent's).
 
         Raises:
             InvalidEntryIdError: the id has path, glob or length trouble.
-            EntryNotFoundError: no such entry.
+            EntryNotFoundError: no such entry, or (with *agent*) one of
+                another agent: the two cases are indistinguishable.
         """
         check_entry_id(entry_id)
-        path = self._index.find_id(entry_id)
-        if path is None:
+        row = self._index.row_for(entry_id=entry_id)
+        if row is None:
             raise EntryNotFoundError(entry_id)
-        check_entry_path(path)
-        try:
-            return self._load(path)
-        except FileNotFoundError:
-            raise EntryNotFoundError(entry_id) from None
+        return self._owned_entry(row, agent, missing=lambda: EntryNotFoundError(entry_id))
 
     @_recovering
-    def find_by_client_key(self, client_key: str) -> Entry | None:
-        """The entry appended with *client_key*, or None if there is none."""
-        found = self._index.client_key_entry(client_key)
-        if found is None:
+    def find_by_client_key(self, client_key: str, agent: str | None = None) -> Entry | None:
+        """The entry appended with *client_key* (with *agent* given: only if it is that agent's), or None.
+
+        The files decide: a file that is gone or no entry holds no key (it is
+        reported and its row dropped); a file that holds another key, id or
+        agent than its row is reported and holds none either.
+        """
+        row = self._index.row_for(client_key=client_key)
+        if row is None or (agent is not None and row.agent != agent):
             return None
-        entry_id, path = found
-        check_entry_path(path)
-        try:
-            entry = self._load(path)
-        except FileNotFoundError:
-            reason = "the entry file is missing"
-        except (EntryFileError, UnsafePathError) as exc:
-            reason = exc.reason
-        else:
-            return entry if entry.client_key == client_key else None
-        # The files decide: a file that is gone or no entry holds no key.
-        self._skip_unreadable(entry_id, path, reason)
-        return None
+        entry = self._usable(row, set(), _Scope(agent=agent))
+        if entry is None:
+            return None
+        if entry.client_key != client_key:
+            _report_stale(row.path, "client_key")
+            return None
+        return entry
 
     @_recovering
     def list(
         self, kind: str | None = None, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, limit: int | None = None,
     ) -> list[Entry]:
-        """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
+        """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first.
+
+        An index row whose file disagrees with it is skipped and logged, so
+        fewer than *limit* entries may come back until a reindex.
+        """
         if limit is not None:
             _positive(limit, "limit", MAX_LIMIT)
-        lower, upper = _bound(since, "since"), _bound(until, "until")
+        scope = _Scope(agent=agent, kind=kind, since=_bound(since, "since"), until=_bound(until, "until"))
 
         def fetch(extra: int) -> list[IndexRow]:
-            return self._index.rows(kind=kind, agent=agent, since=lower, until=upper, limit=None if limit is None else limit + extra)
+            return self._index.rows(kind=kind, agent=agent, since=scope.since, until=scope.until, limit=None if limit is None else limit + extra)
 
-        return self._usable_rows(fetch, limit)
+        return self._usable_rows(fetch, limit, scope)
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
@@ -822,19 +891,21 @@ class Journal:
         """
         mode = self._resolve_mode(mode)
         bad: set[str] = set()
+        scope = _Scope(agent=agent, kind=kind, since=since, until=until)
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until}, exclude=[*exclude, *bad], vector=vector, bad=bad)
+            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until},
+                                   exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope)
             if len(hits) >= k or len(bad) == known:
                 return hits
 
     def _rank_once(
-        self, query: str, *, k: int, mode: str, window: dict[str, str | None], exclude: Sequence[str], vector: Any, bad: set[str],
+        self, query: str, *, k: int, mode: str, window: dict[str, str | None], exclude: Sequence[str], vector: Any, bad: set[str], scope: _Scope,
     ) -> list[Hit]:
-        """One ranking pass of :meth:`_rank`; entries whose files are unusable are skipped and added to *bad*."""
+        """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         if mode == "lexical":
             found = self._index.search(query, k=k, exclude=exclude, **window)
-            return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := self._usable(r.row, bad)) is not None]
+            return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := self._usable(r.row, bad, scope)) is not None]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, **window) if mode == "hybrid" else []
@@ -842,12 +913,12 @@ class Journal:
             vector = self._semantic.query_vector(query)
         semantic = self._semantic.rank(vector, depth, exclude=exclude, **window)
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
-        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked])}
+        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], **window)}
         matched = {r.row.id for r in lexical}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
         hits = []
         for entry_id, score in ranked:
-            if entry_id in rows and (entry := self._usable(rows[entry_id], bad)) is not None:
+            if entry_id in rows and (entry := self._usable(rows[entry_id], bad, scope)) is not None:
                 hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
         return hits
 
@@ -881,25 +952,36 @@ class Journal:
         Links in both directions count: the entries it continues
         (``reason="continues"``) and the entries that continue it
         (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
+
+        With *agent* given, an *entry_id* of another agent raises the very
+        EntryNotFoundError of an id that does not exist, and only that agent's
+        entries are linked or ranked.
         """
         _positive(k, "k")
-        source = self.get(entry_id)
-        linked: dict[str, str] = {}
-        for ref in self._index.links_from(entry_id):
-            linked.setdefault(ref, "continues")
+        # With agent= given, another agent's id is refused exactly like a missing
+        # one: its hidden text must not rank anything, nor its links show.
+        source = self.get(entry_id, agent=agent)
+        scope = _Scope(agent=agent)
+        wanted: dict[str, str] = {}
+        for ref in source.continuity_refs:  # the file decides what the entry continues
+            wanted.setdefault(ref, "continues")
         for ref in self._index.links_to(entry_id):
-            linked.setdefault(ref, "continued_by")
+            wanted.setdefault(ref, "continued_by")
+        linked: dict[str, tuple[str, Entry]] = {}
+        for row in self._index.rows(ids=list(wanted), agent=agent):
+            entry = self._scoped_entry(row, scope)
+            if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
+                continue
+            linked[row.id] = (wanted[row.id], entry)
+        # Only links in scope count towards how many similar entries are fetched.
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
         similar = self._rank(query, k=k + len(linked), mode="auto", agent=agent, exclude=[entry_id], vector=vector)
         scores = {hit.entry_id: hit for hit in similar}
-        link_rows = self._index.rows(ids=list(linked), agent=agent)
-        bad: set[str] = set()
-        hits = [
-            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", entry, linked[row.id])
-            for row in link_rows
-            if (entry := self._usable(row, bad)) is not None
-        ]
+        hits = []
+        for linked_id, (reason, entry) in linked.items():
+            scored = scores.get(linked_id)
+            hits.append(Hit(linked_id, scored.score if scored else 0.0, scored.snippet if scored else "", entry, reason))
         hits.sort(key=lambda hit: hit.reason != "continues")
         for found in similar:
             if len(hits) >= k:
@@ -918,21 +1000,38 @@ class Journal:
         Entries of the kinds in *exclude_kinds* are left out entirely (a
         digest routine leaves out ``digest`` entries, so that no digest
         counts the digest before it).
+
+        With *agent* given, the summary is computed from the entry files (the
+        file decides whose entry it is), and continuity counts only links to
+        that agent's own entries: a reference to another agent's entry counts
+        exactly like one to an id that does not exist, which is not at all.
         """
         lower, upper = _bound(since, "since"), _bound(until, "until")
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
         if exclude_kinds:
             rows = [row for row in rows if row.kind not in exclude_kinds]
-        # A digest is computed from the index alone; a cheap lstat of each file
-        # keeps entries whose files were deleted or replaced out of it.
-        unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
-        for row, reason in unusable:
-            self._skip_unreadable(row.id, row.path, reason)
-        if unusable:
-            gone = {row.id for row, _ in unusable}
-            rows = [row for row in rows if row.id not in gone]
-        links = self._index.links_within([row.id for row in rows])
-        return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+        if agent is None:
+            # Unscoped, a digest is computed from the index alone; a cheap lstat of
+            # each file keeps entries whose files were deleted or replaced out of it.
+            unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
+            for row, reason in unusable:
+                self._skip_unreadable(row.id, row.path, reason)
+            if unusable:
+                gone = {row.id for row, _ in unusable}
+                rows = [row for row in rows if row.id not in gone]
+            links = self._index.links_within([row.id for row in rows])
+            return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+        scope = _Scope(agent=agent, since=lower, until=upper)
+        bad: set[str] = set()
+        loaded = [(row.path, entry) for row in rows if (entry := self._usable(row, bad, scope)) is not None]
+        loaded.sort(key=lambda item: (utc_key(item[1].timestamp), item[1].id))
+        entries = [entry for _, entry in loaded]
+        owned = {entry.id for entry in entries}
+        outside = sorted({ref for entry in entries for ref in entry.continuity_refs} - owned)
+        owner = _Scope(agent=agent)
+        owned.update(row.id for row in self._index.rows(ids=outside, agent=agent) if self._usable(row, bad, owner) is not None)
+        links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
+        return compute_digest([row_of_entry(entry, path) for path, entry in loaded], links, agent=agent, since=lower, until=upper)
 
     @_recovering
     def prompt_context(
@@ -954,9 +1053,10 @@ class Journal:
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
             wanted = k - len(picks)
+            scope = _Scope(agent=agent, since=lower, until=upper)
 
             def fetch(extra: int) -> list[IndexRow]:
                 return [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra) if row.id not in seen]
 
-            picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted)]
+            picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted, scope)]
         return render_prompt_context(query, picks, max_chars=max_chars)

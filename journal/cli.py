@@ -220,13 +220,14 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
 @cli.command()
 @click.argument("entry_id")
+@click.option("--agent", help="Only if it is this agent's entry (another agent's id is reported as not found).")
 @pass_settings
-def get(settings: _Settings, entry_id: str) -> None:
+def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
     """Print one entry.
 
-    Example: ghostjournal get 6f1c...
+    Example: ghostjournal get 6f1c... --agent motoko
     """
-    _emit(settings.journal().get(entry_id).to_dict())
+    _emit(settings.journal().get(entry_id, agent=agent).to_dict())
 
 
 @cli.command(name="list")

@@ -541,6 +541,12 @@ class Index:
         with _corruption_guard():
             row = self.conn.execute("SELECT id, path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
         return (row[0], row[1]) if row else None
+    def row_for(self, *, entry_id: str | None = None, client_key: str | None = None) -> IndexRow | None:
+        """The index row of the entry with *entry_id*, or the one appended with *client_key*."""
+        column, value = ("id", entry_id) if entry_id is not None else ("client_key", client_key)
+        with _corruption_guard():
+            row = self.conn.execute(f"SELECT {_COLUMNS} FROM entries e WHERE e.{column} = ?", (value,)).fetchone()
+        return IndexRow.from_sql(row) if row else None
 
     def paths(self) -> dict[str, str]:
         """Map every indexed path to its entry id."""
@@ -621,7 +627,11 @@ class Index:
             matches = f"SELECT fts.rowid AS rid, bm25(fts, {weights}) AS rank FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
             if newest_only:
                 matches += f" ORDER BY fts.rowid DESC LIMIT {_COMMON_CANDIDATES}"
-            sql = f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC LIMIT ?"
+            # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+            sql = (
+                f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
+                " ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            )
             found = self.conn.execute(sql, [*params, k]).fetchall()
             if not with_snippets:
                 return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), "") for r in found]

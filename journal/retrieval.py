@@ -25,6 +25,7 @@ __all__ = [
     "Hit",
     "compute_digest",
     "render_prompt_context",
+    "row_of_entry",
 ]
 
 
@@ -137,6 +138,15 @@ def _continuity_view(rows: Sequence[IndexRow], links: Sequence[tuple[str, str]])
         "longest_chains": chains,
         "most_referenced": _top(cited, 5, "entry_id"),
     }
+
+
+def row_of_entry(entry: Entry, path: str) -> IndexRow:
+    """The index row that the entry file at *path* stands for, so a digest can be computed from files."""
+    signals = entry.signals or {}
+    return IndexRow(
+        id=entry.id, path=path, ts=entry.ts, ts_utc=utc_key(entry.timestamp), kind=entry.kind, agent=entry.agent,
+        theme=entry.theme, mood=entry.mood, focus=signals.get("focus"), novelty=signals.get("novelty"), tags=tuple(entry.tags),
+    )
 
 
 def compute_digest(

@@ -1,0 +1,435 @@
+"""Scoping without side doors: with agent= given, nothing of another agent comes out of any read.
+
+Two agents share one journal and one vocabulary. Every read scoped to
+``alice`` must behave as if ``bob`` had never written: his ids are "not found"
+with the very message of an id that does not exist, his links and references
+count for nothing, and an index row whose file holds someone else's entry is
+skipped and reported. The one statistic that stays journal-wide (BM25's word
+statistics, see the README) is left out of the exact comparisons.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from journal import Journal
+from journal.cli import cli
+from journal.embed import Encoder, SentenceTransformerEncoder
+from journal.entry import Entry
+from journal.errors import EntryNotFoundError, SemanticUnavailableError
+from journal.store import EntryStore
+
+START = datetime(2026, 9, 1, tzinfo=timezone.utc)
+
+
+def _at(hours: int) -> str:
+    return (START + timedelta(hours=hours)).isoformat().replace("+00:00", "Z")
+
+
+def _note(agent: str, entry_id: str, hours: int, theme: str, voice: str, **extra: Any) -> dict[str, Any]:
+    return {"id": entry_id, "kind": "note", "agent": agent, "ts": _at(hours), "theme": theme, "voice": voice, **extra}
+
+
+@pytest.fixture(scope="module")
+def real_encoder() -> Encoder:
+    """The real all-MiniLM-L6-v2 (the nn extra is part of the test install); missing, it fails the tests."""
+    try:
+        return SentenceTransformerEncoder()
+    except SemanticUnavailableError as exc:
+        pytest.fail(f"the real embedding model is required for this test: {exc}", pytrace=False)
+
+
+def _cli(root: Path, *args: str) -> Any:
+    return CliRunner().invoke(cli, ["--root", str(root), *args])
+
+
+# -- defect 1: relate of another agent's id, digest of references to it -----------------------
+
+
+def test_relate_of_another_agents_id_is_refused_exactly_like_a_missing_id(journal: Journal) -> None:
+    """relate(bob's id, agent='alice') used to rank alice's entries by bob's hidden text; now it is 'not found'."""
+    journal.append(_note("alice", "alice-1", 1, "garden", "The tomatoes split after the rain."))
+    journal.append(_note("alice", "alice-2", 2, "ledger", "Reconciled the quarterly ledger twice."))
+    journal.append(_note("bob", "bob-secret", 3, "ledger", "My hidden ledger of debts, quarterly and reconciled."))
+    with pytest.raises(EntryNotFoundError) as hidden:
+        journal.relate("bob-secret", agent="alice")
+    with pytest.raises(EntryNotFoundError) as missing:
+        journal.relate("no-such-id", agent="alice")
+    assert str(hidden.value) == str(EntryNotFoundError("bob-secret"))
+    assert str(missing.value) == str(EntryNotFoundError("no-such-id"))
+    assert type(hidden.value) is type(missing.value)
+    # Unscoped, bob's entry is there as before.
+    assert [hit.entry_id for hit in journal.relate("bob-secret", k=1)] == ["alice-2"]
+
+
+def test_relate_on_the_command_line_refuses_another_agents_id_like_a_missing_one(root: Path) -> None:
+    """ghostjournal relate/get ID --agent alice: exit 3 with the not-found line, for bob's id and a missing one alike."""
+    with Journal(root) as journal:
+        journal.append(_note("alice", "alice-1", 1, "ledger", "Reconciled the ledger."))
+        journal.append(_note("bob", "bob-secret", 2, "ledger", "Hidden ledger of debts."))
+    for command in ("relate", "get"):
+        hidden, missing = _cli(root, command, "bob-secret", "--agent", "alice"), _cli(root, command, "bob-secxyz", "--agent", "alice")
+        assert (hidden.exit_code, missing.exit_code) == (3, 3)
+        assert hidden.output.replace("bob-secret", "ID") == missing.output.replace("bob-secxyz", "ID")
+        assert "ledger" not in hidden.output
+    assert json.loads(_cli(root, "get", "bob-secret").output)["agent"] == "bob"
+
+
+def test_digest_counts_no_link_to_another_agents_entry(root: Path, tmp_path: Path) -> None:
+    """alice's references to bob's entries used to show bob's ids in her digest (most_referenced, links).
+
+    Her digest now equals the digest of a journal where those ids do not exist.
+    """
+    bob = [_note("bob", f"bob-{i}", i, "tide", f"Bob's tide note {i}.") for i in range(3)]
+    alice = [
+        _note("alice", "alice-0", 10, "tide", "First tide note.", signals={"continuity_refs": ["bob-0", "bob-1"]}),
+        _note("alice", "alice-1", 11, "tide", "Second tide note.", signals={"continuity_refs": ["alice-0", "bob-1"]}),
+        _note("alice", "alice-2", 12, "tide", "Third tide note.", signals={"continuity_refs": ["alice-1", "bob-2"]}),
+    ]
+    # bob continues alice's chain too: that must not lengthen her chains either.
+    bob.append(_note("bob", "bob-3", 13, "tide", "Bob continues.", signals={"continuity_refs": ["alice-2"]}))
+    with Journal(root) as both, Journal(tmp_path / "alone") as alone:
+        for payload in sorted(bob + alice, key=lambda p: p["ts"]):
+            both.append(payload)
+        for payload in alice:
+            alone.append(payload)
+        scoped = both.digest(agent="alice").to_dict()
+        assert scoped == alone.digest(agent="alice").to_dict()
+        assert "bob" not in json.dumps(scoped)
+        assert scoped["continuity"]["longest_chains"] == [["alice-0", "alice-1", "alice-2"]]
+        assert scoped["continuity"]["links"] == 2
+        # The CLI prints the same digest.
+    assert json.loads(_cli(root, "digest", "--agent", "alice").output) == scoped
+
+
+def test_relate_shows_no_link_from_or_to_another_agent(journal: Journal) -> None:
+    """An entry's links to and from bob's entries are left out of alice's relate.
+
+    A guard rather than a regression test: this already held, and the rewrite
+    of relate (links now read from the file, checked against it) must keep it.
+    """
+    journal.append(_note("bob", "bob-0", 0, "kite", "Bob's kite."))
+    journal.append(_note("alice", "alice-0", 1, "kite", "Alice's kite.", signals={"continuity_refs": ["bob-0"]}))
+    journal.append(_note("bob", "bob-1", 2, "kite", "Bob follows alice's kite.", signals={"continuity_refs": ["alice-0"]}))
+    journal.append(_note("alice", "alice-1", 3, "kite", "Alice again.", signals={"continuity_refs": ["alice-0"]}))
+    hits = journal.relate("alice-0", k=8, agent="alice")
+    assert [(hit.entry_id, hit.reason) for hit in hits] == [("alice-1", "continued_by")]
+    assert {hit.entry_id for hit in journal.relate("alice-0", k=8)} == {"bob-0", "bob-1", "alice-1"}
+
+
+# -- defect 2: the file has the last word, not the index row --------------------------------------------
+
+
+def _replace_file(root: Path, entry: Entry, payload: dict[str, Any]) -> Entry:
+    """Overwrite *entry*'s file, in place and without reindexing, with a valid entry of the same id and time."""
+    foreign = Entry.from_payload({**payload, "id": entry.id, "ts": entry.ts})
+    path = root / "entries" / EntryStore.rel_path_for(entry)
+    path.write_bytes(foreign.to_json_bytes())
+    return foreign
+
+
+def test_a_file_holding_another_agents_entry_under_an_alice_row_is_skipped_and_reported(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The index row says alice, the file now holds bob's entry: no read scoped to alice returns it."""
+    with Journal(root) as journal:
+        kept = journal.append(_note("alice", "alice-kept", 1, "harbor", "Harbor light at dusk.", client_key="k-kept"))
+        swapped = journal.append(_note("alice", "alice-swap", 2, "harbor", "Harbor fog at dawn.", client_key="k-swap"))
+    bobs = _note("bob", "x", 0, "harbor secrets", "Bob's harbor secrets, hidden.", client_key="k-swap", tags=["bobtag"])
+    _replace_file(root, swapped, bobs)
+    with caplog.at_level(logging.WARNING, logger="journal"), Journal(root) as journal:
+        assert journal.list(agent="alice") == [kept]
+        outputs: list[Any] = [
+            [h.to_dict() for h in journal.search("harbor secrets hidden", agent="alice")],
+            [h.to_dict() for h in journal.relate(kept.id, agent="alice")],
+            journal.digest(agent="alice").to_dict(),
+            _without_query(journal.prompt_context("harbor secrets", agent="alice")),
+            journal.find_by_client_key("k-swap", agent="alice"),
+        ]
+        with pytest.raises(EntryNotFoundError, match="alice-swap"):
+            journal.get(swapped.id, agent="alice")
+        with pytest.raises(EntryNotFoundError, match="alice-swap"):
+            journal.relate(swapped.id, agent="alice")
+        assert outputs[2]["count"] == 1
+        assert outputs[4] is None
+        text = json.dumps(outputs)
+        for secret in ("secrets", "hidden", "bobtag", '"bob"'):
+            assert secret not in text
+        # Unscoped, the file decides: the entry is bob's.
+        assert journal.get(swapped.id).agent == "bob"
+    reports = [r.getMessage() for r in caplog.records if "disagrees with its index row" in r.getMessage()]
+    assert reports and all(EntryStore.rel_path_for(swapped) in line and "secrets" not in line for line in reports)
+
+
+def test_a_file_rewritten_by_alice_under_a_bob_row_is_in_neither_agents_scoped_reads(root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Index row bob, file alice: a disagreement, so no read scoped to either agent returns it until a reindex."""
+    with Journal(root) as journal:
+        original = journal.append(_note("bob", "moved", 1, "lantern", "Bob's lantern."))
+    mine = _replace_file(root, original, _note("alice", "x", 0, "lantern", "Alice's lantern."))
+    with caplog.at_level(logging.WARNING, logger="journal"), Journal(root) as journal:
+        for agent in ("alice", "bob"):
+            assert journal.list(agent=agent) == []
+            assert journal.search("lantern", agent=agent) == []
+            assert journal.digest(agent=agent).count == 0
+        for agent in ("alice", "bob"):
+            with pytest.raises(EntryNotFoundError) as refused:
+                journal.get("moved", agent=agent)
+            assert str(refused.value) == str(EntryNotFoundError("moved"))
+            with pytest.raises(EntryNotFoundError):
+                journal.relate("moved", agent=agent)
+        assert journal.get("moved") == mine  # unscoped, the file says what the entry is
+        assert any("moved.json" in r.getMessage() for r in caplog.records)
+        journal.reindex()
+        assert journal.get("moved", agent="alice") == mine
+        assert [e.id for e in journal.list(agent="alice")] == ["moved"]
+
+
+def test_an_index_row_pointing_at_another_entrys_file_is_not_that_entry(root: Path) -> None:
+    """A hand-edited or restored index row whose path names bob's file: alice's id is not found, bob's entry is not shown."""
+    with Journal(root) as journal:
+        journal.append(_note("alice", "alice-1", 1, "kettle", "The kettle sang."))
+        bob = journal.append(_note("bob", "bob-1", 2, "kettle", "Bob's kettle diary."))
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        conn.execute("UPDATE entries SET path = ? WHERE id = 'alice-1'", (EntryStore.rel_path_for(bob),))
+    with Journal(root) as journal:
+        for agent in (None, "alice"):
+            with pytest.raises(EntryNotFoundError, match="alice-1"):
+                journal.get("alice-1", agent=agent)
+        assert journal.list(agent="alice") == []
+        assert journal.search("kettle", agent="alice") == []
+        assert "diary" not in journal.prompt_context("kettle", agent="alice")
+
+
+# -- defect 3: every read, its CLI twin, and identical errors ----------------------------------
+
+
+def test_get_and_find_by_client_key_scoped_to_alice_see_nothing_of_bob(journal: Journal) -> None:
+    """get(bob's id, agent='alice') is 'not found' like a missing id; find_by_client_key of bob's key is None."""
+    journal.append(_note("bob", "bob-1", 1, "rain", "Bob's rain.", client_key="bob:pulse:1"))
+    own = journal.append(_note("alice", "alice-1", 2, "rain", "Alice's rain.", client_key="alice:pulse:1"))
+    with pytest.raises(EntryNotFoundError) as hidden:
+        journal.get("bob-1", agent="alice")
+    assert str(hidden.value) == str(EntryNotFoundError("bob-1"))
+    assert journal.get("alice-1", agent="alice") == own
+    assert journal.find_by_client_key("bob:pulse:1", agent="alice") is None
+    assert journal.find_by_client_key("alice:pulse:1", agent="alice") == own
+    assert journal.find_by_client_key("bob:pulse:1") is not None
+
+
+def test_an_unreadable_file_of_another_agent_reads_as_missing_not_as_a_file_error(root: Path) -> None:
+    """A corrupt file behind bob's row gives alice the not-found error, never a message about bob's file."""
+    with Journal(root) as journal:
+        bob = journal.append(_note("bob", "bob-1", 1, "rain", "Bob's rain."))
+    (root / "entries" / EntryStore.rel_path_for(bob)).write_text('{"agent": "bob", "voice": "half')
+    with Journal(root) as journal:
+        with pytest.raises(EntryNotFoundError) as hidden:
+            journal.relate("bob-1", agent="alice")
+        assert str(hidden.value) == str(EntryNotFoundError("bob-1"))
+        with pytest.raises(EntryNotFoundError) as hidden:
+            journal.get("bob-1", agent="alice")
+        assert str(hidden.value) == str(EntryNotFoundError("bob-1"))
+
+
+def test_every_command_line_read_with_agent_shows_nothing_of_bob(root: Path) -> None:
+    """list, search, relate, digest and prompt-context with --agent alice print none of bob's ids, words or links."""
+    with Journal(root) as journal:
+        journal.append(_note("bob", "Qz-bob-1", 1, "harbor zephyrine", "The harbor zephyrine light.", tags=["harbor"]))
+        journal.append(_note("alice", "alice-1", 2, "harbor", "The harbor light.", signals={"continuity_refs": ["Qz-bob-1"]}))
+        journal.append(_note("bob", "Qz-bob-2", 3, "harbor", "zephyrine harbor again.", signals={"continuity_refs": ["alice-1"]}))
+        journal.append(_note("alice", "alice-2", 4, "harbor light", "Harbor light, later.", signals={"continuity_refs": ["alice-1"]}))
+    reads = [
+        ["list", "--agent", "alice"],
+        ["search", "harbor light", "--agent", "alice"],
+        ["relate", "alice-1", "--agent", "alice"],
+        ["digest", "--agent", "alice"],
+        ["prompt-context", "harbor light", "--agent", "alice", "--raw"],
+    ]
+    for args in reads:
+        result = _cli(root, *args)
+        assert result.exit_code == 0, (args, result.output)
+        shown = result.output
+        if args[0] in ("list", "search", "relate"):  # these print alice-1 whole, with the ref she wrote herself
+            shown = shown.replace('"Qz-bob-1"', "")
+        assert "Qz-bob" not in shown and "zephyrine" not in shown and '"bob"' not in shown, (args, result.output)
+    assert [h["entry_id"] for h in json.loads(_cli(root, "relate", "alice-1", "--agent", "alice").output)] == ["alice-2"]
+    assert json.loads(_cli(root, "digest", "--agent", "alice").output)["continuity"]["links"] == 1
+
+
+# -- defect 4: the property --------------------------------------------------------------------
+
+SHARED = ("harbor", "light", "tide", "kettle", "rain", "lantern", "queue", "ledger")
+BOB_ONLY = ("zephyrine", "quokkas", "marlinspike")
+WORDS = SHARED + BOB_ONLY
+
+
+@st.composite
+def _journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """alice's and bob's payloads (texts sharing words, bob's marked by a word of his own), in append order."""
+    n_alice, n_bob = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    hours = draw(st.lists(st.integers(0, 24 * 14), min_size=n_alice + n_bob, max_size=n_alice + n_bob, unique=True))
+    words = st.lists(st.sampled_from(SHARED), min_size=1, max_size=4)
+    alice_ids = [f"a{i}x" for i in range(n_alice)]
+    bob_ids = [f"Qz{i}bobid" for i in range(n_bob)]
+    alice, bob = [], []
+    for i, entry_id in enumerate(alice_ids):
+        refs = draw(st.lists(st.sampled_from(alice_ids[:i] + bob_ids + ["gone-id"]), unique=True, max_size=3)) if i else []
+        alice.append({
+            "id": entry_id, "agent": "alice", "kind": draw(st.sampled_from(["note", "pulse"])), "ts": _at(hours[i]),
+            "theme": " ".join(draw(words)), "voice": " ".join(draw(words) + draw(words)), "tags": sorted(set(draw(words))),
+            "client_key": f"alice:{i}", "signals": {"continuity_refs": refs, "focus": draw(st.sampled_from(SHARED))},
+        })
+    for i, entry_id in enumerate(bob_ids):
+        mark = draw(st.sampled_from(BOB_ONLY))
+        refs = draw(st.lists(st.sampled_from(alice_ids + bob_ids[:i]), unique=True, max_size=3))
+        bob.append({
+            "id": entry_id, "agent": "bob", "kind": draw(st.sampled_from(["note", "pulse"])), "ts": _at(hours[n_alice + i]),
+            "theme": " ".join([mark, *draw(words)]), "voice": " ".join([*draw(words), mark, *draw(words)]),
+            "tags": sorted({mark, *draw(words)}), "mood": mark, "client_key": f"bob:{i}",
+            "signals": {"continuity_refs": refs, "focus": mark},
+        })
+    order = draw(st.permutations(alice + bob))
+    return alice, bob, [p["id"] for p in order]
+
+
+_window = st.one_of(st.none(), st.integers(0, 24 * 14).map(_at))
+_query = st.lists(st.sampled_from(WORDS + ("what", "did", "I")), min_size=1, max_size=4).map(" ".join)
+
+
+@st.composite
+def _reads(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "query": draw(_query), "k": draw(st.integers(1, 12)), "kind": draw(st.sampled_from([None, "note", "pulse"])),
+        "since": draw(_window), "until": draw(_window), "limit": draw(st.one_of(st.none(), st.integers(1, 12))),
+        "max_chars": draw(st.sampled_from([600, 1200, 20000])), "mode": draw(st.sampled_from(["lexical", "semantic", "hybrid"])),
+    }
+
+
+@pytest.fixture(scope="module")
+def journal_pair(real_encoder: Encoder) -> Iterator[Any]:
+    """Builds, per example, a journal of both agents and one of alice alone, both with the real model."""
+    with tempfile.TemporaryDirectory() as base:
+        counter = iter(range(10**9))
+
+        def build(payloads: list[dict[str, Any]]) -> Journal:
+            journal = Journal(Path(base) / str(next(counter)), enable_nn=True, encoder=real_encoder)
+            for payload in payloads:
+                journal.append(payload)
+            return journal
+
+        yield build
+
+
+def _entry_text(entry: Entry) -> dict[str, Any]:
+    """An entry of alice's as she wrote it, minus the refs she wrote herself (they may name bob's ids)."""
+    data = entry.to_dict()
+    data["signals"] = {k: v for k, v in (data.get("signals") or {}).items() if k != "continuity_refs"}
+    return data
+
+
+def _hit_text(hit: Any) -> dict[str, Any]:
+    return {"entry_id": hit.entry_id, "score": hit.score, "reason": hit.reason, "snippet": hit.snippet, "entry": _entry_text(hit.entry)}
+
+
+def _without_query(block: str) -> str:
+    lines = block.split("\n")
+    header = json.loads(lines[2])
+    header.pop("query")
+    return "\n".join([*lines[:2], json.dumps(header), *lines[3:]])
+
+
+def _scoped_reads(journal: Journal, read: dict[str, Any], targets: list[str]) -> dict[str, Any]:
+    """Every read, scoped to alice, as plain data; an error becomes its type and message."""
+    window = {"since": read["since"], "until": read["until"]}
+
+    def attempt(call: Any) -> Any:
+        try:
+            return call()
+        except EntryNotFoundError as exc:
+            return ("EntryNotFoundError", str(exc))
+
+    return {
+        "list": [_entry_text(e) for e in journal.list(kind=read["kind"], agent="alice", limit=read["limit"], **window)],
+        "search": {
+            mode: [_hit_text(h) for h in journal.search(read["query"], k=read["k"], kind=read["kind"], agent="alice", mode=mode, **window)]
+            for mode in ("lexical", "semantic", "hybrid")
+        },
+        "relate": [attempt(lambda t=t: [_hit_text(h) for h in journal.relate(t, k=read["k"], agent="alice")]) for t in targets],
+        "get": [attempt(lambda t=t: _entry_text(journal.get(t, agent="alice"))) for t in targets],
+        "client_key": {
+            key: None if (found := journal.find_by_client_key(key, agent="alice")) is None else _entry_text(found)
+            for key in ("alice:0", "alice:1", "bob:0", "bob:1")
+        },
+        "digest": journal.digest(agent="alice", **window).to_dict(),
+        "context": journal.prompt_context(read["query"], k=read["k"], agent="alice", max_chars=read["max_chars"], **window),
+    }
+
+
+def _lexically_ranked(out: dict[str, Any]) -> dict[str, Any]:
+    """The parts whose scores and order depend on BM25's journal-wide statistics, as order-free sets of what was found."""
+    found = {
+        mode: {(h["entry_id"], h["snippet"], json.dumps(h["entry"], sort_keys=True)) for h in out["search"][mode]}
+        for mode in ("lexical", "hybrid")
+    }
+    related = [
+        r if isinstance(r, tuple) else (
+            [(h["entry_id"], h["reason"]) for h in r if h["reason"] != "similar"],
+            {h["entry_id"] for h in r if h["reason"] == "similar"},
+        )
+        for r in out["relate"]
+    ]
+    return {"search": found, "relate": related}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=_journals(), reads=st.lists(_reads(), min_size=1, max_size=3))
+def test_scoped_reads_never_mention_bob_and_match_a_journal_of_alice_alone(
+    journal_pair: Any, data: Any, reads: list[dict[str, Any]]
+) -> None:
+    """No read scoped to alice mentions bob's ids, words, tags or agent; what is not BM25-ranked is identical to alice alone.
+
+    Exact: list, get, find_by_client_key, digest, every error, semantic search
+    (ids, scores, snippets, order), relate's links, and the prompt context
+    whenever every match fits (k and max_chars large enough). Lexical and
+    hybrid scores and order are journal-wide BM25 (the documented remaining
+    difference); when k covers all of alice's entries the same entries, with
+    the same snippets, are found.
+    """
+    alice, bob, order = data
+    by_id = {p["id"]: p for p in alice + bob}
+    both = journal_pair([by_id[i] for i in order])
+    alone = journal_pair([by_id[i] for i in order if by_id[i]["agent"] == "alice"])
+    try:
+        targets = [alice[0]["id"], alice[-1]["id"], bob[0]["id"], "never-written"]
+        for read in reads:
+            got, want = _scoped_reads(both, read, targets), _scoped_reads(alone, read, targets)
+            for position, target in enumerate(targets[2:], start=2):
+                for name in ("relate", "get"):
+                    assert got[name][position] == want[name][position] == ("EntryNotFoundError", str(EntryNotFoundError(target)))
+            # Nothing of bob's, anywhere, once the caller's own words are taken out: the
+            # echoed query, and the ids she asked for in the not-found messages above.
+            asked = {name: got[name][:2] for name in ("relate", "get")}
+            visible = json.dumps({**got, **asked, "context": _without_query(got["context"])})
+            for secret in [*(p["id"] for p in bob), *BOB_ONLY, '"bob"']:
+                assert secret not in visible, (secret, read)
+            for name in ("list", "get", "client_key", "digest"):
+                assert got[name] == want[name], name
+            assert got["search"]["semantic"] == want["search"]["semantic"]
+            if read["k"] >= len(alice):
+                assert _lexically_ranked(got) == _lexically_ranked(want)
+                if read["max_chars"] == 20000:
+                    assert got["context"] == want["context"]
+    finally:
+        both.close()
+        alone.close()
