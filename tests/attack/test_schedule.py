@@ -505,3 +505,13 @@ def test_spring_forward_slots_are_one_per_slot_with_the_gap_rule() -> None:
     hourly = fire_times(cron_trigger("30 * * * *", tz), datetime(2026, 3, 29, 1, tzinfo=tz), datetime(2026, 3, 29, 5, tzinfo=tz), granularity="hour")
     slots = [slot_for(moment, "hour", tz) for moment in hourly]
     assert slots == ["2026-03-29T01", "2026-03-29T03", "2026-03-29T04"]
+
+
+def test_timer_delay_cap_uses_real_time_between_fires(tmp_path: Path) -> None:
+    """`0 1,3 * * *` in Berlin is one real hour apart on the spring-forward day, so the randomized delay is capped at 15 minutes."""
+    body = '[routines.twice]\nkind = "note"\nschedule = "0 1,3 * * *"\nslot = "hour"\nquestion = "q?"\nprompt = "p"\n'
+    config = load_config(write_config(tmp_path, body + '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["twice"]\n',
+                                      runner='timezone = "Europe/Berlin"\n'))
+    files = render_units(config, exec_argv=["/usr/local/bin/ghostrunner"], config_path="/etc/ghostrunner/ghostrunner.toml",
+                         randomized_delay=timedelta(hours=1), today=date(2026, 3, 25)).files
+    assert "\nRandomizedDelaySec=900s\n" in files["ghostrunner-run-twice@.timer"]
