@@ -229,7 +229,9 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         since = now.astimezone(UTC)
         if previous_fire_time is not None:
             previous = previous_fire_time.astimezone(UTC)
-            since = previous + timedelta(microseconds=1) if since <= previous else min(since, previous + timedelta(microseconds=1))
+            since = min(since, previous + timedelta(microseconds=1))
+            if since == previous:
+                since += timedelta(microseconds=1)
         return next(self.after(since), None)
 
 
