@@ -102,6 +102,13 @@ def _day_of_week(field: str) -> str:
     return ",".join(_DAY_NAMES[day] for day in sorted(days))
 
 
+def _utc(moment: datetime) -> datetime:
+    """*moment* as a UTC instant; a naive time is refused, since ``astimezone`` would read it in the host's zone."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"a fire-time bound must be timezone-aware, got {moment!r}")
+    return moment.astimezone(UTC)
+
+
 def _matches(field: Any, moment: date | datetime) -> bool:
     """Whether an APScheduler cron *field* allows *moment*'s value (its smallest allowed value from there is that value)."""
     return bool(field.get_next_value(moment) == field.get_value(moment))
@@ -194,7 +201,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
 
     def after(self, moment: datetime, *, days: int = _HORIZON_DAYS) -> Iterator[datetime]:
         """Fire times at or after *moment* (aware), ascending, each instant once, for up to *days* days."""
-        since = moment.astimezone(UTC)
+        since = _utc(moment)
         # A day's skipped times may fire on the next day (a gap over midnight): start a day early.
         day = since.astimezone(self.timezone).date() - _ONE_DAY
         last: datetime | None = None
@@ -208,7 +215,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
 
     def before(self, moment: datetime, *, days: int = _LOOKBACK_DAYS) -> Iterator[datetime]:
         """Fire times at or before *moment* (aware), descending, each instant once, for up to *days* days back."""
-        until = moment.astimezone(UTC)
+        until = _utc(moment)
         day = until.astimezone(self.timezone).date() + _ONE_DAY
         last: datetime | None = None
         for _ in range(days + 2):
@@ -226,9 +233,9 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         previous fire after *now* (the clock went back) does not hide the
         fires between *now* and it.
         """
-        since = now.astimezone(UTC)
+        since = _utc(now)
         if previous_fire_time is not None:
-            previous = previous_fire_time.astimezone(UTC)
+            previous = _utc(previous_fire_time)
             since = min(since, previous + timedelta(microseconds=1))
             if since == previous:
                 since += timedelta(microseconds=1)
@@ -285,9 +292,9 @@ def fire_times(trigger: CronSchedule, start: datetime, end: datetime, *, granula
     and 03:30 is in the same hour slot).
     """
     tz = trigger.timezone
-    stop = end.astimezone(UTC)
+    stop = _utc(end)
     last_slot: str | None = None
-    days = max(0, (stop - start.astimezone(UTC)).days) + 2
+    days = max(0, (stop - _utc(start)).days) + 2
     for moment in trigger.after(start, days=days):
         if moment.astimezone(UTC) >= stop:
             return
@@ -302,10 +309,14 @@ def latest_fire_time(trigger: CronSchedule, at: datetime, *, not_before: datetim
 
     The result is never after *at*, also in the repeated hour of a fall-back
     change. Returns None when there is none in the window (or within five years).
+
+    Raises:
+        ValueError: a naive *at* or *not_before*.
     """
-    days = _LOOKBACK_DAYS if not_before is None else max(0, (at.astimezone(UTC) - not_before.astimezone(UTC)).days) + 1
+    floor = None if not_before is None else _utc(not_before)
+    days = _LOOKBACK_DAYS if floor is None else max(0, (_utc(at) - floor).days) + 1
     for moment in trigger.before(at, days=days):
-        if not_before is not None and moment.astimezone(UTC) < not_before.astimezone(UTC):
+        if floor is not None and moment.astimezone(UTC) < floor:
             return None
         return moment
     return None

@@ -515,3 +515,15 @@ def test_timer_delay_cap_uses_real_time_between_fires(tmp_path: Path) -> None:
     files = render_units(config, exec_argv=["/usr/local/bin/ghostrunner"], config_path="/etc/ghostrunner/ghostrunner.toml",
                          randomized_delay=timedelta(hours=1), today=date(2026, 3, 25)).files
     assert "\nRandomizedDelaySec=900s\n" in files["ghostrunner-run-twice@.timer"]
+
+
+def test_naive_bounds_are_refused_not_read_in_the_host_zone() -> None:
+    """A naive time given to the fire-time functions is a ValueError, never silently read in the host's timezone."""
+    trigger = cron_trigger("0 0 * * *", ZoneInfo("Europe/Berlin"))
+    naive = datetime(2026, 3, 30, 12)
+    with pytest.raises(ValueError, match=r"must be timezone-aware, got datetime\.datetime\(2026, 3, 30, 12, 0\)"):
+        latest_fire_time(trigger, naive)
+    with pytest.raises(ValueError, match="must be timezone-aware"):
+        list(fire_times(trigger, naive, naive + timedelta(days=1)))
+    with pytest.raises(ValueError, match="must be timezone-aware"):
+        trigger.get_next_fire_time(None, naive)
