@@ -439,7 +439,7 @@ def demo(settings: _Settings, agent: str, days: int, start_text: str, config_pat
 
     config = settings.config(config_path)
     config.agent(agent)
-    start = _parse_time(start_text, config, "--start").replace(hour=0, minute=0, second=0, microsecond=0)
+    start = _parse_time(start_text, config, "--start").astimezone(config.timezone).replace(hour=0, minute=0, second=0, microsecond=0)
     report = run_demo(config, agent, start, days)
     _echo(_render_demo(report))
     fault = report.simulation.fault

@@ -37,6 +37,7 @@ datetimes that share a ``ZoneInfo`` compare by wall clock in Python, so
 
 from __future__ import annotations
 
+import bisect
 import functools
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -56,6 +57,8 @@ _HORIZON_DAYS: Final = 50 * 366
 #: of month, day and weekday that can ever occur occurs in it.
 _CYCLE: Final = (date(2001, 1, 1), date(2029, 1, 1))
 _ONE_DAY: Final = timedelta(days=1)
+#: Days of resolved fires kept per trigger (a few KB each for every-minute schedules).
+_CACHED_DAYS: Final = 64
 
 
 _DAY_NAMES: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -99,6 +102,13 @@ def _day_of_week(field: str) -> str:
     return ",".join(_DAY_NAMES[day] for day in sorted(days))
 
 
+def _utc(moment: datetime) -> datetime:
+    """*moment* as a UTC instant; a naive time is refused, since ``astimezone`` would read it in the host's zone."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"a fire-time bound must be timezone-aware, got {moment!r}")
+    return moment.astimezone(UTC)
+
+
 def _matches(field: Any, moment: date | datetime) -> bool:
     """Whether an APScheduler cron *field* allows *moment*'s value (its smallest allowed value from there is that value)."""
     return bool(field.get_next_value(moment) == field.get_value(moment))
@@ -136,7 +146,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         timezone: the zone its wall-clock times are read in.
     """
 
-    __slots__ = ("_days", "_hours", "_months", "_times", "_weekdays", "expression", "timezone")
+    __slots__ = ("_cache", "_days", "_months", "_times", "_weekdays", "expression", "timezone")
 
     def __init__(self, expression: str, tz: tzinfo) -> None:
         fields = expression.split()
@@ -153,6 +163,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         hours = [h for h in range(24) if _matches(by_name["hour"], datetime(2001, 1, 1, h))]
         minutes = [m for m in range(60) if _matches(by_name["minute"], datetime(2001, 1, 1, 0, m))]
         self._times = tuple((h, m) for h in hours for m in minutes)
+        self._cache: dict[date, tuple[tuple[datetime, ...], tuple[datetime, ...]]] = {}
         if not self._times or not any(self.is_due_on(_CYCLE[0] + timedelta(days=n)) for n in range((_CYCLE[1] - _CYCLE[0]).days)):
             raise ValueError("no date matches its day, month and day-of-week fields together, so it never fires")
 
@@ -166,48 +177,68 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         """Whether the schedule names wall-clock times on local date *day*."""
         return day.month in self._months and _matches(self._days, day) and _matches(self._weekdays, day)
 
-    def _fires_on(self, day: date) -> list[datetime]:
-        """The fire instants of the wall-clock times named on *day*, in order (equal instants kept)."""
-        if not self.is_due_on(day):
-            return []
-        return [_resolve(datetime(day.year, day.month, day.day, h, m), self.timezone) for h, m in self._times]
+    def _day(self, day: date) -> tuple[tuple[datetime, ...], tuple[datetime, ...]]:
+        """The fires of the wall-clock times named on local date *day*: (UTC instants, the same in the zone), ascending, each once.
+
+        Cached per trigger (the trigger itself is cached by :func:`cron_trigger`), so that
+        APScheduler's fire-to-fire calls and repeated snaps do not resolve a day twice.
+        """
+        cached = self._cache.get(day)
+        if cached is None:
+            instants: list[datetime] = []
+            fires: list[datetime] = []
+            if self.is_due_on(day):
+                for hour, minute in self._times:
+                    fire = _resolve(datetime(day.year, day.month, day.day, hour, minute), self.timezone)
+                    instant = fire.astimezone(UTC)
+                    if not instants or instant != instants[-1]:  # skipped times collapse into the gap's end
+                        instants.append(instant)
+                        fires.append(fire)
+            if len(self._cache) >= _CACHED_DAYS:
+                self._cache.clear()
+            cached = self._cache[day] = (tuple(instants), tuple(fires))
+        return cached
 
     def after(self, moment: datetime, *, days: int = _HORIZON_DAYS) -> Iterator[datetime]:
         """Fire times at or after *moment* (aware), ascending, each instant once, for up to *days* days."""
-        since = moment.astimezone(UTC)
+        since = _utc(moment)
         # A day's skipped times may fire on the next day (a gap over midnight): start a day early.
         day = since.astimezone(self.timezone).date() - _ONE_DAY
         last: datetime | None = None
         for _ in range(days + 1):
-            for fire in self._fires_on(day):
-                instant = fire.astimezone(UTC)
-                if instant >= since and instant != last:
-                    last = instant
-                    yield fire
+            instants, fires = self._day(day)
+            for position in range(bisect.bisect_left(instants, since), len(instants)):
+                if instants[position] != last:
+                    last = instants[position]
+                    yield fires[position]
             day += _ONE_DAY
 
     def before(self, moment: datetime, *, days: int = _LOOKBACK_DAYS) -> Iterator[datetime]:
         """Fire times at or before *moment* (aware), descending, each instant once, for up to *days* days back."""
-        until = moment.astimezone(UTC)
+        until = _utc(moment)
         day = until.astimezone(self.timezone).date() + _ONE_DAY
         last: datetime | None = None
         for _ in range(days + 2):
-            for fire in reversed(self._fires_on(day)):
-                instant = fire.astimezone(UTC)
-                if instant <= until and instant != last:
-                    last = instant
-                    yield fire
+            instants, fires = self._day(day)
+            for position in range(bisect.bisect_right(instants, until) - 1, -1, -1):
+                if instants[position] != last:
+                    last = instants[position]
+                    yield fires[position]
             day -= _ONE_DAY
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
         """APScheduler's trigger protocol: the first fire after *previous_fire_time*, or at or after *now* for a new job.
 
-        As in APScheduler's own triggers, a previous fire after *now* (the
-        clock went back) does not hide the fires between *now* and it.
+        As in APScheduler's own triggers, never the previous fire again, and a
+        previous fire after *now* (the clock went back) does not hide the
+        fires between *now* and it.
         """
-        since = now.astimezone(UTC)
+        since = _utc(now)
         if previous_fire_time is not None:
-            since = min(since, previous_fire_time.astimezone(UTC) + timedelta(microseconds=1))
+            previous = _utc(previous_fire_time)
+            since = min(since, previous + timedelta(microseconds=1))
+            if since == previous:
+                since += timedelta(microseconds=1)
         return next(self.after(since), None)
 
 
@@ -261,9 +292,9 @@ def fire_times(trigger: CronSchedule, start: datetime, end: datetime, *, granula
     and 03:30 is in the same hour slot).
     """
     tz = trigger.timezone
-    stop = end.astimezone(UTC)
+    stop = _utc(end)
     last_slot: str | None = None
-    days = max(0, (stop - start.astimezone(UTC)).days) + 2
+    days = max(0, (stop - _utc(start)).days) + 2
     for moment in trigger.after(start, days=days):
         if moment.astimezone(UTC) >= stop:
             return
@@ -278,10 +309,14 @@ def latest_fire_time(trigger: CronSchedule, at: datetime, *, not_before: datetim
 
     The result is never after *at*, also in the repeated hour of a fall-back
     change. Returns None when there is none in the window (or within five years).
+
+    Raises:
+        ValueError: a naive *at* or *not_before*.
     """
-    days = _LOOKBACK_DAYS if not_before is None else max(0, (at.astimezone(UTC) - not_before.astimezone(UTC)).days) + 1
+    floor = None if not_before is None else _utc(not_before)
+    days = _LOOKBACK_DAYS if floor is None else max(0, (_utc(at) - floor).days) + 1
     for moment in trigger.before(at, days=days):
-        if not_before is not None and moment.astimezone(UTC) < not_before.astimezone(UTC):
+        if floor is not None and moment.astimezone(UTC) < floor:
             return None
         return moment
     return None

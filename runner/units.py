@@ -45,7 +45,7 @@ import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from importlib import resources
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
@@ -306,7 +306,8 @@ def _delay_for(config: RunnerConfig, schedule: str, wanted: timedelta, today: da
     trigger = cron_trigger(schedule, config.timezone)
     start = datetime(today.year, today.month, today.day, tzinfo=config.timezone)
     moments = list(fire_times(trigger, start, start + timedelta(days=8)))
-    gaps = [later - earlier for earlier, later in pairwise(moments)]
+    # Real time between fires: subtracting two times of one ZoneInfo gives wall-clock time, an hour off across a change.
+    gaps = [later.astimezone(UTC) - earlier.astimezone(UTC) for earlier, later in pairwise(moments)]
     return min([wanted, *(gap / 4 for gap in gaps)])
 
 
