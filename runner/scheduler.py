@@ -153,9 +153,13 @@ class _StoppableScheduler(BlockingScheduler):
         self._stop_requested = threading.Event()
 
     def request_stop(self) -> None:
-        """Ask the loop to end after the current pass (safe from any thread)."""
+        """Ask the loop to end after the current pass (safe from any thread, also before ``start()``)."""
         self._stop_requested.set()
-        self._event.set()
+        # BlockingScheduler creates its wake-up event in start(); a signal that lands before
+        # then needs no wake-up, since the loop checks the request before its first wait.
+        event = getattr(self, "_event", None)
+        if event is not None:
+            event.set()
 
     def _main_loop(self) -> None:
         wait_seconds: float | None = TIMEOUT_MAX

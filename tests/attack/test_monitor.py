@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -247,6 +248,7 @@ def test_hostile_lines_never_crash_a_real_status(config_path: Path, tmp_path: Pa
 #: Writes the file named by argv[1], then a 300 MB line of "[" with its newline at the very end.
 ENDLESS = """
 import sys
+import threading
 with open(sys.argv[1], "rb") as head:
     sys.stdout.buffer.write(head.read())
 chunk = b"[" * (1 << 20)
@@ -640,3 +642,16 @@ def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
     one = json.loads(ghostrunner(*args, "--at", "2026-09-06T22:00Z", cwd=tmp_path).stdout)
     two = json.loads(ghostrunner(*args, "--at", "2026-09-13T22:00Z", cwd=tmp_path).stdout)
     assert (one["outcome"], two["outcome"], two["error"]) == ("appended", "skipped", "nothing to digest in the window")
+
+
+def test_a_stop_requested_before_the_scheduler_starts_ends_it_at_once() -> None:
+    """A SIGTERM between serve installing its handlers and the loop starting must stop serve, not crash the stop thread."""
+    from runner.scheduler import _StoppableScheduler
+
+    scheduler = _StoppableScheduler(timezone="UTC")
+    scheduler.request_stop()  # before start(): BlockingScheduler has no wake-up event yet
+    finished = threading.Event()
+    runner = threading.Thread(target=lambda: (scheduler.start(), finished.set()), daemon=True)
+    runner.start()
+    assert finished.wait(10), "the loop ignored a stop requested before it started"
+    assert not scheduler.running
