@@ -197,6 +197,9 @@ class _RunIdentity:
 
     @classmethod
     def of(cls, agent: str, routine: Routine, scheduled: datetime, tz: tzinfo, run_id: str | None) -> _RunIdentity:
+        if scheduled.tzinfo is None or scheduled.utcoffset() is None:
+            # astimezone() would read a naive time in the host's zone: another slot on another host.
+            raise ValueError(f"the scheduled time of a run must carry its timezone, got {scheduled.isoformat()!r}")
         scheduled = scheduled.astimezone(tz)
         slot = slot_for(scheduled, routine.slot, tz)
         return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot), scheduled.isoformat(timespec="seconds"))

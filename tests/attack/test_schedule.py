@@ -527,3 +527,20 @@ def test_naive_bounds_are_refused_not_read_in_the_host_zone() -> None:
         list(fire_times(trigger, naive, naive + timedelta(days=1)))
     with pytest.raises(ValueError, match="must be timezone-aware"):
         trigger.get_next_fire_time(None, naive)
+
+
+def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
+    """A naive scheduled time would be read in the host's zone by astimezone(): another slot, another client_key."""
+    from datetime import datetime as _datetime
+    from zoneinfo import ZoneInfo as _ZoneInfo
+
+    from journal import Journal
+    from runner.config import load_config
+    from runner.engine import execute_run
+
+    config = load_config(None)
+    agent = config.agents["motoko"]
+    with Journal(tmp_path / "j") as journal, pytest.raises(ValueError, match="must carry its timezone"):
+        execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=_datetime(2026, 9, 5, 21), backend=None,
+                    tz=_ZoneInfo("Europe/Berlin"))
+    assert not list((tmp_path / "j" / "entries").rglob("*.json"))
