@@ -73,12 +73,42 @@ class RunnerCommandError(click.ClickException):
         click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
 
 
+class _OneLineUsageError(click.UsageError):
+    """A usage error (exit 2) shown as one line, ``ghostrunner: error: ...``, like every other user error.
+
+    Click's own shows the usage, a hint and the message on several lines; every usage error
+    of ghostrunner (a bad option value, an unknown command or option, a missing argument)
+    passes through :class:`_Group`, which turns it into this one.
+    """
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    """*error* as a one-line usage error; the help that a bare ``ghostrunner`` shows stays as it is."""
+    if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
+        return error
+    return _OneLineUsageError(error)
+
+
 class _Group(click.Group):
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
+            raise _one_line(exc) from exc
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (RunnerError, JournalError) as exc:
             raise RunnerCommandError(exc) from exc
+        except click.UsageError as exc:  # the subcommands' options and their own usage errors
+            raise _one_line(exc) from exc
 
 
 class _Settings:
@@ -98,10 +128,7 @@ def _config_option(function: Any) -> Any:
 
 
 class _TimeOptionError(click.BadParameter):
-    """A bad time option: a usage error (exit 2) shown as one line, like every other user error."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+    """A bad time option: a usage error (exit 2), shown as one line by :class:`_Group` like every other."""
 
 
 #: Times the runner accepts on its command line (UTC). The schedules find no fire time before
