@@ -21,7 +21,7 @@ from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
 from journal._storage import storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
-from journal.entry import Entry, check_entry_id, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
+from journal.entry import Entry, check_entry_id, check_text_arguments, show_value, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
     DuplicateEntryError,
     EntryFileError,
@@ -148,9 +148,9 @@ def _bound(value: datetime | str | None, name: str) -> str | None:
         try:
             value = parse_timestamp(value, name)
         except EntryValidationError as exc:
-            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, within years 1-9999 in UTC, got {value!r}") from exc
+            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, within years 1-9999 in UTC, got {show_value(value)}") from exc
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {value!r}")
+        raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {show_value(value)}")
     try:
         check_utc_range(value, name)
     except EntryValidationError as exc:
@@ -160,7 +160,7 @@ def _bound(value: datetime | str | None, name: str) -> str | None:
 
 def _positive(value: int, name: str, maximum: int = MAX_K) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        shown = repr(value) if not isinstance(value, int) or abs(value) <= 10**30 else "an integer beyond 10**30"
+        shown = show_value(value) if not isinstance(value, int) or abs(value) <= 10**30 else "an integer beyond 10**30"
         raise ValueError(f"{name} must be a positive integer of at most {maximum:,}, got {shown}")
     return value
 
@@ -768,6 +768,7 @@ class Journal:
     @_recovering
     def find_by_client_key(self, client_key: str) -> Entry | None:
         """The entry appended with *client_key*, or None if there is none."""
+        check_text_arguments(client_key=client_key)
         found = self._index.client_key_entry(client_key)
         if found is None:
             return None
@@ -791,6 +792,7 @@ class Journal:
         until: datetime | str | None = None, limit: int | None = None,
     ) -> list[Entry]:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first."""
+        check_text_arguments(kind=kind, agent=agent)
         if limit is not None:
             _positive(limit, "limit", MAX_LIMIT)
         lower, upper = _bound(since, "since"), _bound(until, "until")
@@ -802,7 +804,7 @@ class Journal:
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {show_value(mode)}")
         if mode == "auto":
             return "lexical" if self._semantic is None else "hybrid"
         if mode != "lexical" and self._semantic is None:
@@ -868,6 +870,7 @@ class Journal:
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode without NN.
         """
+        check_text_arguments(kind=kind, agent=agent)
         _positive(k, "k")
         return self._rank(query, k=k, mode=mode, kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"))
 
@@ -882,6 +885,7 @@ class Journal:
         (``reason="continues"``) and the entries that continue it
         (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
         """
+        check_text_arguments(agent=agent)
         _positive(k, "k")
         source = self.get(entry_id)
         linked: dict[str, str] = {}
@@ -919,6 +923,7 @@ class Journal:
         digest routine leaves out ``digest`` entries, so that no digest
         counts the digest before it).
         """
+        check_text_arguments(agent=agent)
         lower, upper = _bound(since, "since"), _bound(until, "until")
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
         if exclude_kinds:
@@ -947,6 +952,7 @@ class Journal:
         never exceeds *max_chars*. It frames entries as data; it is not a full
         defence against prompt injection.
         """
+        check_text_arguments(agent=agent)
         _positive(k, "k")
         lower, upper = _bound(since, "since"), _bound(until, "until")
         found = self._rank(query, k=k, mode="auto", agent=agent, since=lower, until=upper)

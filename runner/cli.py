@@ -30,7 +30,7 @@ import click
 
 from journal import JournalError, JournalStorageError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
+from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError, quoted
 from runner.logs import configure_logging
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
@@ -151,7 +151,7 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     except ValueError:
         moment = None
     if moment is None:
-        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {text!r}",
+        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {quoted(text)}",
                                param_hint=option)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
     try:
@@ -159,7 +159,7 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     except OverflowError:
         in_range = False
     if not in_range:
-        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {text!r}", param_hint=option)
+        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {quoted(text)}", param_hint=option)
     return moment
 
 
@@ -341,11 +341,11 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
     try:
         delay = parse_duration(delay_text)
     except ValueError as exc:
-        raise click.BadParameter(f"expected {exc}, got {delay_text!r}", param_hint="--randomized-delay") from None
+        raise click.BadParameter(f"expected {exc}, got {quoted(delay_text)}", param_hint="--randomized-delay") from None
     try:
         argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
-        raise UnitRenderError("--exec", f"{exec_text!r} is not a command line ({exc}); quote words as a shell would") from None
+        raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
     rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
                              randomized_delay=delay)
     try:
@@ -420,7 +420,7 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
         try:
             grace = parse_duration(grace_text)
         except ValueError as exc:
-            raise click.BadParameter(f"expected {exc}, got {grace_text!r}", param_hint="--grace") from None
+            raise click.BadParameter(f"expected {exc}, got {quoted(grace_text)}", param_hint="--grace") from None
     report = build_report(config, read_log(log_file), now, grace)
     _echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)

@@ -53,7 +53,7 @@ from journal import KINDS
 from journal.api import MAX_K
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 from runner._toml import loads_bounded, read_bounded
-from runner.errors import ConfigError, UnknownNameError
+from runner.errors import ConfigError, UnknownNameError, quoted
 from runner.persona import Persona, load_persona
 from runner.slots import cron_trigger
 
@@ -214,7 +214,7 @@ class _Reader:
         self.state_base = state_base
 
     def fail(self, key: str, expected: str, got: object = None) -> ConfigError:
-        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else repr(got))
+        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else quoted(got))
         return ConfigError(self.source, key, expected, shown)
 
     def table(self, value: object, key: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from runner.config import RunnerConfig
-from runner.errors import RunnerError, UnitRenderError
+from runner.errors import RunnerError, UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 from runner.slots import cron_trigger, fire_times
 
@@ -128,7 +128,7 @@ def _text(value: str, field: str, source: str | None = None) -> str:
     found = _FORBIDDEN.search(value)
     if found:
         raise UnitRenderError(field, (
-            f"{value!r} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
+            f"{quoted(value)} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
             "(after a line break systemd reads the rest as new settings); remove it"), source)
     return value
 
@@ -147,12 +147,12 @@ def _path(value: str, field: str, source: str | None = None) -> str:
     """
     _text(value, field, source)
     if not value.startswith("/"):
-        raise UnitRenderError(field, f"expected an absolute path, got {value!r}; units run in {STATE_DIRECTORY}, not where render runs",
+        raise UnitRenderError(field, f"expected an absolute path, got {quoted(value)}; units run in {STATE_DIRECTORY}, not where render runs",
                               source)
     normal = _normal(value)
     encoded = normal.encode("utf-8")
     if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
-        raise UnitRenderError(field, f"{value!r} is longer than systemd accepts ({_PATH_MAX} bytes, {_NAME_MAX} per name)", source)
+        raise UnitRenderError(field, f"{quoted(value)} is longer than systemd accepts ({_PATH_MAX} bytes, {_NAME_MAX} per name)", source)
     return normal
 
 
@@ -203,7 +203,7 @@ def _key(table: str, name: str, *rest: str) -> str:
 
 def _unit_name(name: str, field: str, source: str | None) -> str:
     if len(name.encode("utf-8")) > _UNIT_NAME_MAX or not _UNIT_NAME.fullmatch(name):
-        raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
+        raise UnitRenderError(field, f"the unit name {quoted(name)} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
                               "use a shorter name", source)
     return name
 
@@ -287,7 +287,7 @@ def _identity(user: str) -> str:
     # A User= systemd cannot parse is ignored with a warning, and the unit then runs as root: refuse it here.
     if not _USER_NAME.fullmatch(_text(user, "--user")):
         raise UnitRenderError("--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), "
-                                        f"got {user!r}")
+                                        f"got {quoted(user)}")
     return "\n".join([
         f"User={user}",
         f"Group={user}",

@@ -118,3 +118,140 @@ def test_run_piped_into_head_c1_appends(tmp_path: Path) -> None:
     # 0, or 1 if the printed result itself met the closed pipe (click ends that quietly); never a crash by signal.
     assert process.wait(60) in (0, 1)
     assert [entry.client_key for entry in entries(tmp_path / "journal")] == ["motoko:evening:2026-09-05"]
+
+
+# --- 3. a read's text argument that is no text is a ValueError naming the argument -----------------------------------
+
+@pytest.mark.parametrize(("method", "kwargs", "named"), [
+    ("list", {"agent": "\udcff"}, "agent"),
+    ("list", {"kind": "note\udcff"}, "kind"),
+    ("list", {"since": "\udcff"}, "since"),
+    ("list", {"until": "2026-01-01T00:00:00Z\udcff"}, "until"),
+    ("search", {"query": "harbour", "agent": "\udcff"}, "agent"),
+    ("search", {"query": "harbour", "kind": "\udcff"}, "kind"),
+    ("search", {"query": "harbour", "since": "\udcff"}, "since"),
+    ("digest", {"agent": "\udcff"}, "agent"),
+    ("digest", {"until": "\udcff"}, "until"),
+    ("prompt_context", {"query": "harbour", "agent": "\udcff"}, "agent"),
+    ("find_by_client_key", {"client_key": "motoko:evening:\udcff"}, "client_key"),
+    ("list", {"agent": 7}, "agent"),
+])
+def test_read_arguments_that_are_no_text(tmp_path: Path, method: str, kwargs: dict[str, object], named: str) -> None:
+    from journal import Journal
+
+    with Journal(tmp_path / "j") as journal:
+        with pytest.raises(ValueError, match=rf"^{named} must ") as caught:
+            getattr(journal, method)(**kwargs)
+    assert not isinstance(caught.value, UnicodeError)
+    assert str(caught.value).isprintable()
+
+
+def test_relate_agent_that_is_no_text(tmp_path: Path, make_payload: object) -> None:
+    from journal import Journal
+
+    with Journal(tmp_path / "j") as journal:
+        entry = journal.append(make_payload())  # type: ignore[operator]
+        with pytest.raises(ValueError, match=r"^agent must be UTF-8 text"):
+            journal.relate(entry.id, agent="\udcff")
+
+
+def test_ghostjournal_agent_bytes_not_utf8_is_usage_error(tmp_path: Path) -> None:
+    """A command line's --agent that is not UTF-8 (os.fsencode gives Python a lone surrogate): exit 2, one line."""
+    root = tmp_path / "j"
+    tool = shutil.which("ghostjournal") or "ghostjournal"
+    assert subprocess.run([tool, "--root", str(root), "init"], capture_output=True, timeout=60).returncode == 0
+    done = subprocess.run([tool.encode(), b"--root", os.fsencode(root), b"list", b"--agent", b"\xff"], capture_output=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert b"Traceback" not in done.stderr and b"UnicodeEncodeError" not in done.stderr and b"agent" in done.stderr
+
+
+# --- 5. quoted values in error messages are cut to a bounded length ---------------------------------------------------
+
+def test_journal_since_error_is_bounded(tmp_path: Path) -> None:
+    from journal import Journal
+
+    huge = "2026-" + "9" * 100_000
+    with Journal(tmp_path / "j") as journal:
+        for call in (lambda: journal.list(since=huge), lambda: journal.search("x", until=huge), lambda: journal.search("x", mode=huge),
+                     lambda: journal.list(limit=huge)):  # type: ignore[arg-type]
+            with pytest.raises(ValueError) as caught:
+                call()
+            assert len(str(caught.value)) < 300, str(caught.value)[:300]
+
+
+@pytest.mark.parametrize("args", [
+    ["status", "--log", "{log}", "--now", "2026-" + "9" * 100_000],
+    ["status", "--log", "{log}", "--grace", "9" * 100_000 + "x"],
+    ["run", "evening", "--agent", "m" * 100_000],
+    ["run", "evening", "--agent", "motoko", "--at", "x" * 100_000],
+    ["systemd", "render", "--out", "{out}", "--randomized-delay", "1" * 100_000 + "q"],
+    ["systemd", "render", "--out", "{out}", "--user", "u" * 100_000],
+])
+def test_runner_option_errors_are_bounded(tmp_path: Path, args: list[str]) -> None:
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    (tmp_path / "empty.log").write_text("", encoding="utf-8")
+    argv = ["--config", str(config), *(a.replace("{out}", str(tmp_path / "units")).replace("{log}", str(tmp_path / "empty.log")) for a in args)]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 2, result.output[:500]
+    assert len(result.stderr) < 400 and result.stderr.count("\n") == 1, result.stderr[:500]
+
+
+def test_config_error_is_bounded(tmp_path: Path) -> None:
+    from runner.config import load_config
+    from runner.errors import ConfigError
+
+    config = write_config(tmp_path, SIMPLE_AGENT, runner=f'timezone = "{"Z" * 100_000}"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert len(str(caught.value)) < len(str(config)) + 400
+
+
+# --- 4. persona labels follow the entry schema's label rule, checked at load time -----------------------------------
+
+def _persona_with(tmp_path: Path, old: str, new: str) -> Path:
+    from tests.runner.conftest import PERSONA
+
+    text = PERSONA.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "bad_persona.toml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('theme = "', 'theme = "' + "t" * 201, "interests[0].theme"),
+    ('tags = ["', 'tags = ["bell\\u0007', "interests[0].tags[0]"),
+    ('tags = ["', 'tags = ["' + "x" * 300, "interests[0].tags[0]"),
+    ('focus = ["', 'focus = ["line\\nbreak', "interests[0].focus[0]"),
+    ('moods = ["', 'moods = ["' + "m" * 201, "moods[0]"),
+])
+def test_persona_labels_are_checked_at_load(tmp_path: Path, old: str, new: str, key: str) -> None:
+    from runner.errors import ConfigError
+    from runner.persona import load_persona
+
+    path = _persona_with(tmp_path, old, new)
+    with pytest.raises(ConfigError) as caught:
+        load_persona(path)
+    assert caught.value.source == str(path) and caught.value.key == key
+    assert "at most 200 characters without control characters" in str(caught.value)
+
+
+def test_persona_duplicate_tags_refused(tmp_path: Path) -> None:
+    from runner.errors import ConfigError
+    from runner.persona import load_persona
+
+    path = _persona_with(tmp_path, 'tags = ["', 'tags = ["same", "same", "')
+    with pytest.raises(ConfigError, match="unique tags"):
+        load_persona(path)
+
+
+def test_every_simulated_run_of_a_loaded_persona_is_valid(tmp_path: Path) -> None:
+    """A persona at the limits (200-character labels) loads, and its simulated runs all append."""
+    config_dir = tmp_path / "c"
+    config = write_config(config_dir, SIMPLE_AGENT)
+    text = (config_dir / "motoko.toml").read_text(encoding="utf-8")
+    # "focused" follows the 193 characters: a mood of exactly 200.
+    (config_dir / "motoko.toml").write_text(text.replace('moods = ["', 'moods = ["' + "m" * 193, 1), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--config", str(config), "simulate", "--days", "2", "--start", "2026-09-01"])
+    assert result.exit_code == 0, result.output
+    assert '"failed"' not in result.stdout
