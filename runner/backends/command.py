@@ -264,7 +264,7 @@ class CommandBackend:
         try:
             process = subprocess.Popen(  # noqa: S603 (the operator's configured program, no shell)
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                env={**os.environ, MARKER_VARIABLE: marker},
+                env={**{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env}, MARKER_VARIABLE: marker},
             )
         except OSError as exc:
             raise BackendError(self.name, f"cannot start {program!r}: {exc.strerror or exc}") from None

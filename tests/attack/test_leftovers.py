@@ -7,6 +7,7 @@ ignores SIGTERM under a real ``serve``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from runner.cli import cli
-from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, write_config
+from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, ghostrunner, write_config
 
 __all__ = ["_clean_logging"]
 
@@ -255,3 +256,82 @@ def test_every_simulated_run_of_a_loaded_persona_is_valid(tmp_path: Path) -> Non
     result = CliRunner().invoke(cli, ["--config", str(config), "simulate", "--days", "2", "--start", "2026-09-01"])
     assert result.exit_code == 0, result.output
     assert '"failed"' not in result.stdout
+
+
+# --- 6. a command helper never gets an agent's API key ----------------------------------------------------------------
+
+def test_command_helper_environment_has_no_api_key(tmp_path: Path) -> None:
+    """Two agents: one openai with api_key_env, one command; a real ``ghostrunner run`` of the command agent's helper."""
+    from tests.runner.conftest import script
+
+    seen = tmp_path / "helper_env.txt"
+    argv = script(tmp_path, "helper.py", f"""
+        import json, os, sys
+        request = json.load(sys.stdin)
+        with open({str(seen)!r}, "w", encoding="utf-8") as out:
+            out.write("\\n".join(sorted(os.environ)))
+        print(json.dumps({{"voice": "hello", "theme": "t"}}))
+    """)
+    body = f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "20s" }}
+
+    [agents.batou]
+    routines = ["evening"]
+    backend = {{ type = "openai", base_url = "http://127.0.0.1:9/v1", api_key_env = "BATOU_SECRET_KEY" }}
+
+    [agents.togusa]
+    routines = ["evening"]
+    backend = {{ type = "openai", base_url = "https://api.invalid/v1", api_key_env = "TOGUSA_KEY" }}
+    """
+    config = write_config(tmp_path, body)
+    done = ghostrunner("--config", str(config), "run", "evening", "--agent", "motoko", "--at", "2026-09-05T22:00", cwd=tmp_path,
+                       env={"BATOU_SECRET_KEY": "sk-batou", "TOGUSA_KEY": "sk-togusa", "UNRELATED_SETTING": "kept"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = set(seen.read_text(encoding="utf-8").split("\n"))
+    assert "BATOU_SECRET_KEY" not in names and "TOGUSA_KEY" not in names
+    assert {"UNRELATED_SETTING", "PATH", "GHOSTRUNNER_BACKEND_RUN"} <= names
+
+
+# --- 8. an API key over cleartext http to another host is warned about at load -----------------------------------------
+
+@pytest.mark.parametrize(("url", "warned"), [
+    ("http://example.com/v1", True),
+    ("http://10.1.2.3:11434/v1", True),
+    ("http://127.0.0.1:11434/v1", False),
+    ("http://localhost:11434/v1", False),
+    ("http://[::1]:11434/v1", False),
+    ("https://example.com/v1", False),
+])
+def test_cleartext_key_to_remote_host_is_warned(tmp_path: Path, url: str, warned: bool) -> None:
+    body = f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "openai", base_url = "{url}", api_key_env = "SOME_KEY" }}
+    """
+    config = write_config(tmp_path, body)
+    log = tmp_path / "empty.log"
+    log.write_text("", encoding="utf-8")
+    done = ghostrunner("--config", str(config), "status", "--log", str(log), cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "cleartext" in line]
+    if warned:
+        assert len(warnings) == 1 and "agents.motoko.backend.base_url" in warnings[0] and "SOME_KEY" in warnings[0], done.stderr
+        assert "sk-" not in done.stderr
+    else:
+        assert warnings == [], done.stderr
+
+
+def test_cleartext_warning_is_a_log_line_under_run(tmp_path: Path) -> None:
+    body = """
+    [agents.motoko]
+    routines = ["digest"]
+    backend = { type = "openai", base_url = "http://192.0.2.1:9/v1", api_key_env = "SOME_KEY", timeout = "1s" }
+    """
+    config = write_config(tmp_path, body)
+    # The digest routine calls no backend: nothing is sent anywhere, the warning comes from loading the configuration.
+    done = ghostrunner("--config", str(config), "run", "digest", "--agent", "motoko", "--at", "2026-09-07T22:00", cwd=tmp_path,
+                       env={"SOME_KEY": "sk-x"})
+    lines = [json.loads(line) for line in done.stderr.splitlines() if "cleartext" in line]
+    assert len(lines) == 1 and lines[0]["level"] == "warning", done.stderr
