@@ -335,3 +335,57 @@ def test_cleartext_warning_is_a_log_line_under_run(tmp_path: Path) -> None:
                        env={"SOME_KEY": "sk-x"})
     lines = [json.loads(line) for line in done.stderr.splitlines() if "cleartext" in line]
     assert len(lines) == 1 and lines[0]["level"] == "warning", done.stderr
+
+
+# --- 7. serve's kill of a stuck worker also ends the worker's backend helpers -------------------------------------------
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            stat = stat_file.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
+    """A real serve, run_timeout 2 s; the helper (own session, ignores SIGTERM, sleeps) stops its worker with SIGSTOP,
+    so the worker can neither fail its own run nor clean up: serve SIGKILLs it, and must end the helper too."""
+    import signal
+
+    from tests.runner.conftest import NIGHTLY, event_named, reap, script, start_serve, wait_for_path
+
+    pid_file = tmp_path / "helper.pid"
+    argv = script(tmp_path, "stuck.py", f"""
+        import os, signal, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.stdin.read()
+        with open({str(pid_file) + ".tmp"!r}, "w") as out:
+            out.write(str(os.getpid()))
+        os.rename({str(pid_file) + ".tmp"!r}, {str(pid_file)!r})
+        os.kill(os.getppid(), signal.SIGSTOP)  # the worker is stuck: a SIGTERM cannot act on it
+        while True:
+            time.sleep(60)
+    """)
+    body = NIGHTLY + f"""
+    [agents.motoko]
+    routines = ["nightly"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "120s" }}
+    """
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "2s"\n')
+    process, reader = start_serve(path, tmp_path)
+    helper = None
+    try:
+        reader.wait(event_named("run.started"), timeout=30)
+        wait_for_path(pid_file)
+        helper = int(pid_file.read_text())
+        crashed = reader.wait(event_named("scheduler.worker_crashed"), timeout=60)
+        assert "run_timeout" in crashed["error"]
+        still = _alive(helper)  # judged when serve reports the kill: its cleanup must be done by then
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        reap(process)
+        if helper is not None and _alive(helper):
+            os.kill(helper, signal.SIGKILL)
+    assert not still, f"the helper {helper} outlived its SIGKILLed worker"
