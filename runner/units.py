@@ -128,7 +128,7 @@ def _text(value: str, field: str, source: str | None = None) -> str:
     found = _FORBIDDEN.search(value)
     if found:
         raise UnitRenderError(field, (
-            f"{quoted(value)} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
+            f"{value!r} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
             "(after a line break systemd reads the rest as new settings); remove it"), source)
     return value
 
@@ -147,7 +147,7 @@ def _path(value: str, field: str, source: str | None = None) -> str:
     """
     _text(value, field, source)
     if not value.startswith("/"):
-        raise UnitRenderError(field, f"expected an absolute path, got {quoted(value)}; units run in {STATE_DIRECTORY}, not where render runs",
+        raise UnitRenderError(field, f"expected an absolute path, got {value!r}; units run in {STATE_DIRECTORY}, not where render runs",
                               source)
     normal = _normal(value)
     encoded = normal.encode("utf-8")
@@ -203,7 +203,7 @@ def _key(table: str, name: str, *rest: str) -> str:
 
 def _unit_name(name: str, field: str, source: str | None) -> str:
     if len(name.encode("utf-8")) > _UNIT_NAME_MAX or not _UNIT_NAME.fullmatch(name):
-        raise UnitRenderError(field, f"the unit name {quoted(name)} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
+        raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
                               "use a shorter name", source)
     return name
 
