@@ -100,7 +100,10 @@ class _Group(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
-            raise _one_line(exc) from exc
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -108,7 +111,10 @@ class _Group(click.Group):
         except (RunnerError, JournalError) as exc:
             raise RunnerCommandError(exc) from exc
         except click.UsageError as exc:  # the subcommands' options and their own usage errors
-            raise _one_line(exc) from exc
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
 
 
 class _Settings:

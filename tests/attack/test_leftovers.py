@@ -15,8 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from runner.cli import cli
+from tests.attack.hostile import hostile_text
 from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, ghostrunner, write_config
 
 __all__ = ["_clean_logging"]
@@ -389,3 +392,20 @@ def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
         if helper is not None and _alive(helper):
             os.kill(helper, signal.SIGKILL)
     assert not still, f"the helper {helper} outlived its SIGKILLed worker"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(agent=st.one_of(st.none(), hostile_text()), kind=st.one_of(st.none(), hostile_text()), since=st.one_of(st.none(), hostile_text()))
+def test_any_text_as_a_read_filter_is_a_result_or_a_value_error(tmp_path: Path, agent: str | None, kind: str | None, since: str | None) -> None:
+    """Every Unicode category (lone surrogates included) in agent=/kind=/since=: a list or a ValueError naming one of them."""
+    from journal import Journal
+
+    with Journal(tmp_path / "j") as journal:
+        for call in (lambda: journal.list(agent=agent, kind=kind, since=since), lambda: journal.search("x", agent=agent, kind=kind, since=since),
+                     lambda: journal.digest(agent=agent, since=since), lambda: journal.prompt_context("x", agent=agent, since=since)):
+            try:
+                call()
+            except UnicodeError as exc:
+                raise AssertionError(f"a bare {type(exc).__name__}") from exc
+            except ValueError as exc:
+                assert str(exc).split(" ", 1)[0] in ("agent", "kind", "since"), str(exc)
