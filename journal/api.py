@@ -21,7 +21,7 @@ from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
 from journal._storage import storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
-from journal.entry import Entry, check_entry_id, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
+from journal.entry import Entry, check_entry_id, check_text_arguments, show_value, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
     DuplicateEntryError,
     EntryFileError,
@@ -181,9 +181,9 @@ def _bound(value: datetime | str | None, name: str) -> str | None:
         try:
             value = parse_timestamp(value, name)
         except EntryValidationError as exc:
-            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, within years 1-9999 in UTC, got {value!r}") from exc
+            raise ValueError(f"{name} must be an ISO 8601 time with a timezone, within years 1-9999 in UTC, got {show_value(value)}") from exc
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {value!r}")
+        raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {show_value(value)}")
     try:
         check_utc_range(value, name)
     except EntryValidationError as exc:
@@ -193,7 +193,7 @@ def _bound(value: datetime | str | None, name: str) -> str | None:
 
 def _positive(value: int, name: str, maximum: int = MAX_K) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        shown = repr(value) if not isinstance(value, int) or abs(value) <= 10**30 else "an integer beyond 10**30"
+        shown = show_value(value) if not isinstance(value, int) or abs(value) <= 10**30 else "an integer beyond 10**30"
         raise ValueError(f"{name} must be a positive integer of at most {maximum:,}, got {shown}")
     return value
 
@@ -826,6 +826,7 @@ class Journal:
                 another agent: the two cases are indistinguishable.
         """
         check_entry_id(entry_id)
+        check_text_arguments(agent=agent)
         row = self._index.row_for(entry_id=entry_id)
         if row is None:
             raise EntryNotFoundError(entry_id)
@@ -839,6 +840,7 @@ class Journal:
         reported and its row dropped); a file that holds another key, id or
         agent than its row is reported and holds none either.
         """
+        check_text_arguments(client_key=client_key, agent=agent)
         row = self._index.row_for(client_key=client_key)
         if row is None or (agent is not None and row.agent != agent):
             return None
@@ -860,6 +862,7 @@ class Journal:
         An index row whose file disagrees with it is skipped and logged, so
         fewer than *limit* entries may come back until a reindex.
         """
+        check_text_arguments(kind=kind, agent=agent)
         if limit is not None:
             _positive(limit, "limit", MAX_LIMIT)
         scope = _Scope(agent=agent, kind=kind, since=_bound(since, "since"), until=_bound(until, "until"))
@@ -871,7 +874,7 @@ class Journal:
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {show_value(mode)}")
         if mode == "auto":
             return "lexical" if self._semantic is None else "hybrid"
         if mode != "lexical" and self._semantic is None:
@@ -939,6 +942,7 @@ class Journal:
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode without NN.
         """
+        check_text_arguments(kind=kind, agent=agent)
         _positive(k, "k")
         return self._rank(query, k=k, mode=mode, kind=kind, agent=agent, since=_bound(since, "since"), until=_bound(until, "until"))
 
@@ -957,6 +961,7 @@ class Journal:
         EntryNotFoundError of an id that does not exist, and only that agent's
         entries are linked or ranked.
         """
+        check_text_arguments(agent=agent)
         _positive(k, "k")
         # With agent= given, another agent's id is refused exactly like a missing
         # one: its hidden text must not rank anything, nor its links show.
@@ -1006,6 +1011,7 @@ class Journal:
         that agent's own entries: a reference to another agent's entry counts
         exactly like one to an id that does not exist, which is not at all.
         """
+        check_text_arguments(agent=agent)
         lower, upper = _bound(since, "since"), _bound(until, "until")
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
         if exclude_kinds:
@@ -1046,6 +1052,7 @@ class Journal:
         never exceeds *max_chars*. It frames entries as data; it is not a full
         defence against prompt injection.
         """
+        check_text_arguments(agent=agent)
         _positive(k, "k")
         lower, upper = _bound(since, "since"), _bound(until, "until")
         found = self._rank(query, k=k, mode="auto", agent=agent, since=lower, until=upper)

@@ -153,6 +153,31 @@ def _show(value: object) -> str:
     return "".join(char if char.isprintable() else f"\\u{ord(char):04x}" for char in text)
 
 
+def check_text_arguments(**arguments: object) -> None:
+    """Refuse a read's text argument (``agent=``, ``kind=``, ``client_key=``; None means "any") that is no text.
+
+    A str with a lone surrogate (what Python makes of a command line's bytes that are not
+    UTF-8) cannot be bound into an SQLite query: it raised a bare UnicodeEncodeError.
+
+    Raises:
+        ValueError: naming the argument, with its value shown bounded and escaped.
+    """
+    for name, value in arguments.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a string, got {_type_name(value)} {_show(value)}")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{name} must be UTF-8 text, got {_show(value)} (a character that is no text at position {exc.start})") from None
+
+
+def show_value(value: object) -> str:
+    """*value* as an error message quotes it: JSON, cut to 60 characters, unprintable characters escaped (for other modules)."""
+    return _show(value)
+
+
 def _type_name(value: object) -> str:
     if value is None:
         return "null"
@@ -186,6 +211,15 @@ def _require_label(value: object, path: str, label: str) -> str:
     if not value.strip() or _CONTROL.search(value) or len(value) > _SHORT:
         raise EntryValidationError(path, f"a non-empty {label} of at most {_SHORT} characters without control characters", _show(value))
     return value
+
+
+def check_label(value: object, path: str, label: str) -> str:
+    """*value* if the schema accepts it as a label (a theme, tag, focus or mood); for inputs that later become one.
+
+    Raises:
+        EntryValidationError: naming *path*, with what a *label* must be.
+    """
+    return _require_label(value, path, label)
 
 
 def _require_integer_one(value: object, path: str) -> int:

@@ -30,7 +30,7 @@ import click
 
 from journal import JournalError, JournalStorageError, LockTimeoutError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
+from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError, quoted
 from runner.logs import configure_logging
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
@@ -73,12 +73,48 @@ class RunnerCommandError(click.ClickException):
         click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
 
 
+class _OneLineUsageError(click.UsageError):
+    """A usage error (exit 2) shown as one line, ``ghostrunner: error: ...``, like every other user error.
+
+    Click's own shows the usage, a hint and the message on several lines; every usage error
+    of ghostrunner (a bad option value, an unknown command or option, a missing argument)
+    passes through :class:`_Group`, which turns it into this one.
+    """
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    """*error* as a one-line usage error; the help that a bare ``ghostrunner`` shows stays as it is."""
+    if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
+        return error
+    return _OneLineUsageError(error)
+
+
 class _Group(click.Group):
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except (RunnerError, JournalError) as exc:
             raise RunnerCommandError(exc) from exc
+        except click.UsageError as exc:  # the subcommands' options and their own usage errors
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
 
 
 class _Settings:
@@ -98,10 +134,7 @@ def _config_option(function: Any) -> Any:
 
 
 class _TimeOptionError(click.BadParameter):
-    """A bad time option: a usage error (exit 2) shown as one line, like every other user error."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+    """A bad time option: a usage error (exit 2), shown as one line by :class:`_Group` like every other."""
 
 
 #: Times the runner accepts on its command line (UTC). The schedules find no fire time before
@@ -124,7 +157,7 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     except ValueError:
         moment = None
     if moment is None:
-        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {text!r}",
+        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {quoted(text)}",
                                param_hint=option)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
     try:
@@ -132,7 +165,7 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     except OverflowError:
         in_range = False
     if not in_range:
-        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {text!r}", param_hint=option)
+        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {quoted(text)}", param_hint=option)
     return moment
 
 
@@ -314,11 +347,11 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
     try:
         delay = parse_duration(delay_text)
     except ValueError as exc:
-        raise click.BadParameter(f"expected {exc}, got {delay_text!r}", param_hint="--randomized-delay") from None
+        raise click.BadParameter(f"expected {exc}, got {quoted(delay_text)}", param_hint="--randomized-delay") from None
     try:
         argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
-        raise UnitRenderError("--exec", f"{exec_text!r} is not a command line ({exc}); quote words as a shell would") from None
+        raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
     rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
                              randomized_delay=delay)
     try:
@@ -393,7 +426,7 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
         try:
             grace = parse_duration(grace_text)
         except ValueError as exc:
-            raise click.BadParameter(f"expected {exc}, got {grace_text!r}", param_hint="--grace") from None
+            raise click.BadParameter(f"expected {exc}, got {quoted(grace_text)}", param_hint="--grace") from None
     report = build_report(config, read_log(log_file), now, grace)
     _echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)

@@ -37,6 +37,8 @@ Layout::
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import math
 import os
 import re
@@ -53,7 +55,7 @@ from journal import KINDS
 from journal.api import MAX_K
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 from runner._toml import loads_bounded, read_bounded
-from runner.errors import ConfigError, UnknownNameError
+from runner.errors import ConfigError, UnknownNameError, quoted
 from runner.persona import Persona, load_persona
 from runner.slots import cron_trigger
 
@@ -149,6 +151,18 @@ class BackendSettings:
     json_mode: bool = True
     temperature: float | None = None
     command: tuple[str, ...] = ()
+    #: Variables removed from a command helper's environment: every configured agent's
+    #: api_key_env, so that a helper never holds another agent's (or any openai) API key.
+    hidden_env: tuple[str, ...] = ()
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +228,7 @@ class _Reader:
         self.state_base = state_base
 
     def fail(self, key: str, expected: str, got: object = None) -> ConfigError:
-        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else repr(got))
+        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else quoted(got))
         return ConfigError(self.source, key, expected, shown)
 
     def table(self, value: object, key: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
@@ -336,7 +350,15 @@ class _Reader:
             if "/" in program and not os.path.isabs(program):
                 program = str(self.files_base / program)
             settings["command"] = (program, *command[1:])
-        return BackendSettings(**settings)
+        built = BackendSettings(**settings)
+        host = urlsplit(built.base_url).hostname or ""
+        if built.type == "openai" and built.api_key_env and built.base_url.startswith("http://") and not _is_loopback(host):
+            # A warning, not a refusal: a trusted network (a VPN, a private link) is the operator's call;
+            # it is logged on every load, so it is not missed.
+            logging.getLogger("runner.config").warning(
+                "%s: %s.base_url: the API key in $%s is sent in cleartext to %s over http://; use https:// for an endpoint "
+                "that is not on this host", self.source, key, built.api_key_env, quoted(host))
+        return built
 
     def agent(self, name: str, value: object, routines: Mapping[str, Routine], root_template: str) -> AgentConfig:
         key = f"agents.{name}"
@@ -399,6 +421,9 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     if not agents_table:
         raise reader.fail("agents", "at least one [agents.NAME] table", "none")
     agents = {name: reader.agent(name, value, routines, root_template) for name, value in agents_table.items()}
+    secrets = tuple(sorted({agent.backend.api_key_env for agent in agents.values() if agent.backend.api_key_env}))
+    agents = {name: replace(agent, backend=replace(agent.backend, hidden_env=secrets)) if agent.backend.type == "command" else agent
+              for name, agent in agents.items()}
     if "lock_file" in runner:
         lock_file = reader.path(runner["lock_file"], "runner.lock_file", state=True)
     else:

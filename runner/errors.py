@@ -117,6 +117,22 @@ class UnitRenderError(RunnerError, ValueError):
         super().__init__(f"{source}: {field}: {reason}" if source else f"{field}: {reason}")
 
 
+#: Longest part of a bad value that an error message quotes; the rest is cut with "…".
+QUOTE_LIMIT = 80
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """*value* quoted for an error message, cut to *limit* characters (a 1 MB option is not repeated whole).
+
+    A string is shown by ``repr``, which escapes line breaks, control and other unprintable
+    characters, so the message stays one line; anything else by its ``repr``, cut likewise.
+    """
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else repr(value[:limit]) + "\u2026"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "\u2026"
+
+
 class UnknownNameError(RunnerError, LookupError):
     """An agent or routine that the configuration does not define."""
 
@@ -124,7 +140,7 @@ class UnknownNameError(RunnerError, LookupError):
         self.what = what
         self.name = name
         self.known = known
-        super().__init__(f"no {what} {name!r} {scope}; configured: {', '.join(known) or 'none'}")
+        super().__init__(f"no {what} {quoted(name)} {scope}; configured: {', '.join(known) or 'none'}")
 
 
 class RunInterrupted(SystemExit):

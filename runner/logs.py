@@ -27,6 +27,7 @@ journal library (stdlib logging) go through the same renderer.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import IO, Any, Final
 
@@ -50,6 +51,56 @@ EVENTS: Final = (
 )
 
 
+class _DroppingStream:
+    """A log stream that a failing write cannot break: logging must never end a run.
+
+    A reader that went away (EPIPE: ``ghostrunner simulate 2>&1 | head -1``) or a full
+    disk (ENOSPC) under the log file would otherwise raise from a log call, possibly
+    before the run's ``try``, and the run would end without its ``run.finished`` or its
+    result. After the first failure the stream drops every line: there is nowhere left
+    to report it, since this stream is where reports go. Its descriptor is pointed at
+    /dev/null, so that what is still buffered does not fail again at exit (Python's
+    "Exception ignored ... BrokenPipeError").
+    """
+
+    def __init__(self, target: IO[str]) -> None:
+        self._target = target
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._target.write(text)
+            except (OSError, ValueError):  # ValueError: the stream was closed
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._target.flush()
+            except (OSError, ValueError):
+                self._drop()
+
+    def isatty(self) -> bool:
+        return hasattr(self._target, "isatty") and bool(self._target.isatty())
+
+    def _drop(self) -> None:
+        self.broken = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self._target.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError, AttributeError):
+            return  # not a file descriptor (a StringIO): dropping the lines is all there is to do
+        try:
+            self._target.flush()  # now into /dev/null
+        except (OSError, ValueError):
+            pass
+
+
 def get_logger() -> Any:
     """The runner's structlog logger (configured or not)."""
     return structlog.get_logger()
@@ -63,8 +114,9 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
         level: the lowest level written (debug, info, warning, error).
         json: force JSON (True) or console (False); None decides by ``stream.isatty()``.
     """
-    target = stream if stream is not None else sys.stderr
-    use_json = json if json is not None else not (hasattr(target, "isatty") and target.isatty())
+    original = stream if stream is not None else sys.stderr
+    use_json = json if json is not None else not (hasattr(original, "isatty") and original.isatty())
+    target: Any = _DroppingStream(original)
     numeric = logging.getLevelNamesMapping()[level.upper()]
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,

@@ -30,7 +30,7 @@ from datetime import time as dt_time
 from typing import Final
 from zoneinfo import ZoneInfo
 
-from runner.errors import RunnerError
+from runner.errors import RunnerError, quoted
 from runner.slots import _day_of_week
 
 __all__ = ["ScheduleNotExpressibleError", "skipped_local_times", "to_on_calendar"]
@@ -56,7 +56,7 @@ class ScheduleNotExpressibleError(RunnerError, ValueError):
         self.schedule = schedule
         self.reason = reason
         super().__init__(
-            f"routine {routine!r}: schedule {schedule!r} cannot be written as a systemd OnCalendar= expression ({reason}); "
+            f"routine {routine!r}: schedule {quoted(schedule)} cannot be written as a systemd OnCalendar= expression ({reason}); "
             "use plain numbers, names, ranges, steps and lists, or deploy with `ghostrunner serve`"
         )
 

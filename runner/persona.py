@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from journal.entry import check_label
+from journal.errors import EntryValidationError
 from runner._toml import loads_bounded, read_bounded
-from runner.errors import ConfigError
+from runner.errors import ConfigError, quoted
 
 __all__ = ["Interest", "Persona", "load_persona", "parse_persona"]
 
@@ -89,6 +91,29 @@ def _strings(value: object, source: str, key: str, *, required: bool) -> tuple[s
     return tuple(value)
 
 
+def _labels(value: object, source: str, key: str, label: str) -> tuple[str, ...]:
+    """A required list of labels that entries carry as they are (tags, focus points, moods).
+
+    The entry schema's own rule for a label is applied here, at load time: a persona whose
+    tag is too long or holds a control character would otherwise load and then fail every
+    simulated run it writes. Tags must also be unique, as an entry's tags are.
+    """
+    items = _strings(value, source, key, required=True)
+    for position, item in enumerate(items):
+        _label(item, source, f"{key}[{position}]", label)
+    if label == "tag" and len(set(items)) != len(items):
+        twice = next(item for position, item in enumerate(items) if item in items[:position])
+        raise ConfigError(source, key, "unique tags", f"{quoted(twice)} twice")
+    return items
+
+
+def _label(value: str, source: str, key: str, label: str) -> str:
+    try:
+        return check_label(value, key, label)
+    except EntryValidationError as exc:
+        raise ConfigError(source, key, exc.expected, exc.got) from None
+
+
 def parse_persona(data: dict[str, Any], source: str) -> Persona:
     """Validate persona *data* (parsed TOML) read from *source*.
 
@@ -116,6 +141,7 @@ def parse_persona(data: dict[str, Any], source: str) -> Persona:
                 raise ConfigError(source, f"{where}.{key}", "one of " + ", ".join(sorted(_INTEREST)), "an unknown key")
         if not isinstance(item.get("theme"), str) or not item["theme"].strip():
             raise ConfigError(source, f"{where}.theme", "a non-empty string", repr(item.get("theme")))
+        _label(item["theme"], source, f"{where}.theme", "theme")
         weight = item.get("weight", 1.0)
         # Bounded: random.choices refuses weights whose total is not finite (inf, or many 1e308s).
         if isinstance(weight, bool) or not isinstance(weight, int | float) or not (0 < weight <= _MAX_WEIGHT and math.isfinite(weight)):
@@ -123,8 +149,8 @@ def parse_persona(data: dict[str, Any], source: str) -> Persona:
         interests.append(
             Interest(
                 theme=item["theme"],
-                tags=_strings(item.get("tags", []), source, f"{where}.tags", required=True),
-                focus=_strings(item.get("focus", []), source, f"{where}.focus", required=True),
+                tags=_labels(item.get("tags", []), source, f"{where}.tags", "tag"),
+                focus=_labels(item.get("focus", []), source, f"{where}.focus", "focus"),
                 images=_strings(item.get("images", []), source, f"{where}.images", required=True),
                 drifts_to=_strings(item.get("drifts_to", []), source, f"{where}.drifts_to", required=False),
                 weight=float(weight),
@@ -140,7 +166,7 @@ def parse_persona(data: dict[str, Any], source: str) -> Persona:
         description=data["description"],
         interests=tuple(interests),
         places=_strings(data["places"], source, "places", required=True),
-        moods=_strings(data["moods"], source, "moods", required=True),
+        moods=_labels(data["moods"], source, "moods", "mood"),
         openers=_strings(data.get("openers", []), source, "openers", required=False),
         closers=_strings(data.get("closers", []), source, "closers", required=False),
         source=source,

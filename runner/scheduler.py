@@ -53,6 +53,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 
 from journal import Journal
+from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import ConfigError, SchedulerBusyError
 from runner.notify import WatchdogPinger
@@ -315,14 +316,15 @@ class Scheduler:
             if self._stopping.is_set():
                 return None
             # Its own session: a Ctrl-C on the terminal reaches the scheduler, which decides, not the run.
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True)  # noqa: S603
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True,  # noqa: S603
+                                       env={**os.environ, WORKER_MARKER_VARIABLE: run_id})
             self._in_flight[run_id] = process
         error = None
         try:
             try:
                 out, _ = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                self._kill(process)
+                self._kill(process, run_id)
                 out, _ = process.communicate()
                 error = f"the worker ran past run_timeout ({timeout:g} s) and was killed"
         finally:
@@ -352,20 +354,26 @@ class Scheduler:
         return result if isinstance(result, dict) and "outcome" in result else None
 
     @staticmethod
-    def _kill(process: subprocess.Popen[bytes]) -> None:
-        """SIGTERM the worker's process group, then SIGKILL it if it lingers."""
+    def _kill(process: subprocess.Popen[bytes], run_id: str) -> None:
+        """SIGTERM the worker's process group, then SIGKILL it if it lingers; then end its backend helpers.
+
+        A worker that dies by SIGTERM kills its own helpers on the way out; one that had to be
+        SIGKILLed cleaned up nothing, and a ``command`` helper in its own session (perhaps ignoring
+        SIGTERM) would outlive it. Every process that inherited the worker's run marker is ended here.
+        """
         for sig, wait in ((signal.SIGTERM, _KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
             try:
                 os.killpg(process.pid, sig)
             except ProcessLookupError:
-                return
+                break
             if wait is None:
-                return
+                break
             try:
                 process.wait(wait)
-                return
+                break
             except subprocess.TimeoutExpired:
                 continue
+        kill_marked(process.pid, f"{WORKER_MARKER_VARIABLE}={run_id}".encode())
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -383,9 +391,9 @@ class Scheduler:
         with self._in_flight_lock:
             while self._in_flight and time.monotonic() < deadline:
                 self._in_flight_lock.wait(max(0.0, deadline - time.monotonic()))
-            left = list(self._in_flight.values())
-        for process in left:
-            self._kill(process)
+            left = list(self._in_flight.items())
+        for run_id, process in left:
+            self._kill(process, run_id)
         return len(left)
 
     def serve(self) -> int:

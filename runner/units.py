@@ -53,7 +53,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from runner.config import RunnerConfig
-from runner.errors import RunnerError, UnitRenderError
+from runner.errors import RunnerError, UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 from runner.slots import cron_trigger, fire_times
 
@@ -152,7 +152,7 @@ def _path(value: str, field: str, source: str | None = None) -> str:
     normal = _normal(value)
     encoded = normal.encode("utf-8")
     if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
-        raise UnitRenderError(field, f"{value!r} is longer than systemd accepts ({_PATH_MAX} bytes, {_NAME_MAX} per name)", source)
+        raise UnitRenderError(field, f"{quoted(value)} is longer than systemd accepts ({_PATH_MAX} bytes, {_NAME_MAX} per name)", source)
     return normal
 
 
@@ -287,7 +287,7 @@ def _identity(user: str) -> str:
     # A User= systemd cannot parse is ignored with a warning, and the unit then runs as root: refuse it here.
     if not _USER_NAME.fullmatch(_text(user, "--user")):
         raise UnitRenderError("--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), "
-                                        f"got {user!r}")
+                                        f"got {quoted(user)}")
     return "\n".join([
         f"User={user}",
         f"Group={user}",

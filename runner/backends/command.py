@@ -39,6 +39,9 @@ __all__ = ["MARKER_VARIABLE", "CommandBackend", "reply_from_output"]
 
 #: Set in the program's environment to a fresh value per call; its descendants inherit it.
 MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
+#: Set by ``serve`` in a worker's environment to its run_id: the worker's helpers inherit it, so that
+#: serve can end them itself after SIGKILLing a stuck worker (which then cleans up nothing).
+WORKER_MARKER_VARIABLE: Final = "GHOSTRUNNER_WORKER_RUN"
 _STDERR_TAIL: Final = 64 * 1024
 _CHUNK: Final = 64 * 1024
 #: After the program exits and its leftovers are killed, how long the pipes may take to close.
@@ -123,6 +126,28 @@ def _leftovers(session: int, marker: bytes, pipes: set[int]) -> list[int]:
         if links and _holds_pipe(pid, links):
             found.append(pid)
     return found
+
+
+def kill_marked(session: int, marker: bytes, pipes: set[int] | None = None) -> None:
+    """SIGKILL every live process in *session* or its group, carrying *marker* (``NAME=value``), or holding one of *pipes*.
+
+    Waits (bounded, 2 s) until they are dead, so that nothing outlives the caller's cleanup.
+    """
+    killed: set[int] = set()
+    for _ in range(8):  # a process may fork while the table is read; read it again until nothing is left
+        leftovers = [pid for pid in _leftovers(session, marker, pipes or set()) if pid not in killed]
+        if not leftovers:
+            break
+        for pid in leftovers:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+            killed.add(pid)
+    # SIGKILL takes effect asynchronously.
+    gone_by = time.monotonic() + 2.0
+    while killed and time.monotonic() < gone_by:
+        killed = {pid for pid in killed if not _is_gone(pid)}
+        if killed:
+            time.sleep(0.005)
 
 
 class _Call:
@@ -215,21 +240,7 @@ class _Call:
         """SIGKILL the program's group and session and everything else it started (see the module docstring)."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        killed: set[int] = set()
-        for _ in range(8):  # a process may fork while the table is read; read it again until nothing is left
-            leftovers = [pid for pid in _leftovers(self.process.pid, self.marker, self.pipes if self.pipes_open else set()) if pid not in killed]
-            if not leftovers:
-                break
-            for pid in leftovers:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
-        # SIGKILL takes effect asynchronously; wait (bounded) until they are dead, so that nothing outlives the call.
-        gone_by = time.monotonic() + 2.0
-        while killed and time.monotonic() < gone_by:
-            killed = {pid for pid in killed if not _is_gone(pid)}
-            if killed:
-                time.sleep(0.005)
+        kill_marked(self.process.pid, self.marker, self.pipes if self.pipes_open else set())
 
     def close(self) -> None:
         """Kill what is left, reap the program, close the pipes (never waiting on a pipe)."""
@@ -264,7 +275,7 @@ class CommandBackend:
         try:
             process = subprocess.Popen(  # noqa: S603 (the operator's configured program, no shell)
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                env={**os.environ, MARKER_VARIABLE: marker},
+                env={**{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env}, MARKER_VARIABLE: marker},
             )
         except OSError as exc:
             raise BackendError(self.name, f"cannot start {program!r}: {exc.strerror or exc}") from None
