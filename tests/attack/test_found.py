@@ -1,0 +1,70 @@
+"""Defects found by attacking the merged fixes of issue 9, one regression test each.
+
+Each test drives the real mechanism (a real HTTP server on 127.0.0.1, the
+real engine and journal) and asserts the README's promise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+
+from journal import Journal
+from runner.backends import build_backend
+from runner.config import load_config
+from runner.engine import execute_run
+from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
+from tests.runner.conftest import _clean_logging, entries
+
+__all__ = ["_clean_logging", "servers"]  # fixtures used here
+
+
+def _escaped(text: str) -> str:
+    """*text* spelt with JSON \\u escapes only: the same string once parsed, other bytes on the wire."""
+    return "".join(f"\\u{ord(char):04x}" for char in text)
+
+
+def _raw(body: str) -> Callable[[_Server, BaseHTTPRequestHandler], None]:
+    return lambda server, handler: server.respond(handler, body.encode())
+
+
+def _inner(reply: str) -> str:
+    """A chat-completions body whose message content is *reply* (JSON-encoded once)."""
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]})
+
+
+#: Answers that hold the key only in JSON-escaped form, so the raw bytes never show it.
+ESCAPED_KEY_ANSWERS = {
+    # the reply's own JSON escapes it: parsed, the voice is the key
+    "escaped-in-the-reply": _raw(_inner('{"voice": "my key: %s", "theme": "t"}' % _escaped(KEY))),
+    # the envelope escapes it: the content string holds it; the reply is valid
+    "escaped-in-the-envelope": _raw(_inner(json.dumps({**GOOD, "voice": "my key: " + KEY})).replace(KEY, _escaped(KEY))),
+    # the envelope escapes it and the reply is broken JSON, whose error quotes its start (the key cut at 80 characters)
+    "escaped-in-broken-json": _raw(_inner("x" * (79 - len(KEY) + 1) + KEY + " not json").replace(KEY, _escaped(KEY))),
+    # an unknown field named by the key, whose name the error quotes
+    "escaped-field-name": _raw(_inner('{"voice": "v", "theme": "t", "%s": 1}' % _escaped("z" * 70 + KEY))),
+}
+
+
+@pytest.mark.parametrize("mode", list(ESCAPED_KEY_ANSWERS))
+def test_a_json_escaped_api_key_in_the_answer_reaches_no_entry_error_or_log(
+    servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """README: "an answer containing the key is refused (so no entry holds it)"; JSON escapes must not smuggle it past."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    server = servers(ESCAPED_KEY_ANSWERS[mode])
+    path = _openai_config(tmp_path, server.url)
+    buffer = _json_logging()
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"],
+                             scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone), backend=build_backend(agent), tz=config.timezone)
+    assert result.outcome == "failed" and "contains the API key" in (result.error or "")
+    assert KEY[:12] not in json.dumps(result.to_dict()) and KEY[:12] not in buffer.getvalue()
+    assert entries(tmp_path / "journal") == []
