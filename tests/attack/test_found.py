@@ -13,13 +13,14 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
-from tests.runner.conftest import _clean_logging, entries
+from tests.runner.conftest import _clean_logging, entries, write_config
 
 __all__ = ["_clean_logging", "servers"]  # fixtures used here
 
@@ -68,3 +69,21 @@ def test_a_json_escaped_api_key_in_the_answer_reaches_no_entry_error_or_log(
     assert result.outcome == "failed" and "contains the API key" in (result.error or "")
     assert KEY[:12] not in json.dumps(result.to_dict()) and KEY[:12] not in buffer.getvalue()
     assert entries(tmp_path / "journal") == []
+
+
+@pytest.mark.parametrize(("number", "name"), [(40, "SIGRTMIN+6"), (9, "SIGKILL")])
+def test_a_helper_killed_by_a_real_time_signal_fails_with_one_line_naming_the_backend(tmp_path: Path, number: int, name: str) -> None:
+    """Backend failures read as one line naming the backend; a real-time signal (no Signals member) was a bare ValueError."""
+    path = write_config(tmp_path, f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = ["/bin/sh", "-c", "kill -s {number} $$"], timeout = "10s" }}
+    """)
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with capture_logs() as logs, Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"],
+                             scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone), backend=build_backend(agent), tz=config.timezone)
+    assert result.outcome == "failed"
+    assert result.error == f"command backend (agent motoko): '/bin/sh' exited with signal {name}: no message on stderr"
+    assert not [line for line in logs if line["event"] == "run.error"]  # no traceback: the helper's death is no bug of ours
