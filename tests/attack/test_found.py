@@ -7,6 +7,11 @@ real engine and journal) and asserts the README's promise.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import time
 from collections.abc import Callable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler
@@ -20,7 +25,7 @@ from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
-from tests.runner.conftest import _clean_logging, entries, write_config
+from tests.runner.conftest import _clean_logging, entries, ghostrunner, write_config
 
 __all__ = ["_clean_logging", "servers"]  # fixtures used here
 
@@ -87,3 +92,52 @@ def test_a_helper_killed_by_a_real_time_signal_fails_with_one_line_naming_the_ba
     assert result.outcome == "failed"
     assert result.error == f"command backend (agent motoko): '/bin/sh' exited with signal {name}: no message on stderr"
     assert not [line for line in logs if line["event"] == "run.error"]  # no traceback: the helper's death is no bug of ours
+
+
+def test_simulate_in_worker_processes_reports_an_unusable_journal_as_one_line(tmp_path: Path) -> None:
+    """CLIs: one clear error line, no traceback. With --workers 2, a worker's journal error (not picklable) broke the pool."""
+    path = write_config(tmp_path, """
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["evening"]
+    [agents.batou]
+    persona = "motoko.toml"
+    routines = ["evening"]
+    """)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal-{agent}"'), encoding="utf-8")
+    (tmp_path / "journal-batou").write_text("a file where the journal should be", encoding="utf-8")
+    result = ghostrunner("simulate", "--days", "1", "--start", "2026-01-01", "--workers", "2", "--config", str(path), cwd=tmp_path)
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1:] == [f"ghostrunner: error: refused {str(tmp_path / 'journal-batou')!r}: not a directory"]
+    assert result.returncode == 1
+    assert (tmp_path / "journal-batou").read_text(encoding="utf-8") == "a file where the journal should be"
+
+
+def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) -> None:
+    """A simulate worker killed with SIGKILL (as the OOM killer does) is one error line and exit 1, not BrokenProcessPool's traceback."""
+    path = write_config(tmp_path, """
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["evening"]
+    [agents.batou]
+    persona = "motoko.toml"
+    routines = ["evening"]
+    """)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal-{agent}"'), encoding="utf-8")
+    started = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "simulate", "--days", "3650", "--start", "2000-01-01",
+                                "--workers", "2", "--config", str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while len(workers) < 2 and started.poll() is None and time.monotonic() < deadline:
+            workers = [int(pid) for pid in Path(f"/proc/{started.pid}/task/{started.pid}/children").read_text().split()]
+        assert len(workers) == 2, "the simulation never started its two workers"
+        os.kill(workers[0], signal.SIGKILL)
+        _, stderr = started.communicate(timeout=60)
+    finally:
+        if started.poll() is None:
+            started.kill()
+            started.communicate()
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("ghostrunner: error: a simulation worker process died before it finished")
+    assert started.returncode == 1
