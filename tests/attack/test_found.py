@@ -24,10 +24,11 @@ from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
+from tests.attack.test_fsfaults import Mounts, fill, mounts
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
 from tests.runner.conftest import _clean_logging, entries, ghostrunner, write_config
 
-__all__ = ["_clean_logging", "servers"]  # fixtures used here
+__all__ = ["_clean_logging", "mounts", "servers"]  # fixtures used here
 
 
 def _escaped(text: str) -> str:
@@ -141,3 +142,29 @@ def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) ->
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1].startswith("ghostrunner: error: a simulation worker process died before it finished")
     assert started.returncode == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+@pytest.mark.parametrize("fault", ["full", "readonly"])
+def test_render_into_a_refusing_filesystem_is_its_exit_code_and_leaves_the_old_units(tmp_path: Path, mounts: Mounts, fault: str) -> None:
+    """Render: units are written whole; a full (or read-only) --out is exit 74 (73), and the set rendered before stays as it was.
+
+    Before, the disk filling after the first units exited 1 and left a mix of new and old units.
+    """
+    agents = "".join(f'\n[agents.a{n}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening", "digest"]\n' for n in range(4))
+    path = write_config(tmp_path, agents)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"/var/lib/ghostrunner/{agent}"'), encoding="utf-8")
+    out = mounts.tmpfs(size_kib=256)
+    assert ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner").returncode == 0
+    before = {unit.name: unit.read_bytes() for unit in out.iterdir()}
+    path.write_text(path.read_text(encoding="utf-8").replace('"evening"', '"evening", "morning"') +
+                    '\n[routines.morning]\nkind = "note"\nschedule = "0 7 * * *"\nslot = "day"\nquestion = "q"\nprompt = "p"\nwindow = "1d"\n',
+                    encoding="utf-8")
+    if fault == "full":
+        fill(out, leave_pages=1)  # room for the first new unit, not for all
+    else:
+        subprocess.run(["mount", "-o", "remount,ro", str(out)], check=True)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner")
+    assert result.returncode == {"full": 74, "readonly": 73}[fault], result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1
+    assert {unit.name: unit.read_bytes() for unit in out.iterdir() if unit.name != "filler"} == before
