@@ -168,3 +168,15 @@ def test_render_into_a_refusing_filesystem_is_its_exit_code_and_leaves_the_old_u
     assert result.returncode == {"full": 74, "readonly": 73}[fault], result.stderr
     assert "Traceback" not in result.stderr and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1
     assert {unit.name: unit.read_bytes() for unit in out.iterdir() if unit.name != "filler"} == before
+
+
+@pytest.mark.parametrize("value", ["2026-09-01T00:00Z", "2026-09-01T00:00+02:00", "2026-09-01"])
+def test_a_since_without_seconds_is_told_what_is_missing(tmp_path: Path, value: str) -> None:
+    """CLIs: one clear error line naming what was expected. '2026-09-01T00:00Z' is ISO 8601 with a timezone,
+    so "must be an ISO 8601 time with a timezone" told the user nothing; the seconds are what the journal needs."""
+    Journal(tmp_path / "j").close()
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(tmp_path / "j"), "list", "--since", value],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    message = result.stderr.strip().splitlines()[-1]
+    assert "with seconds and a timezone such as '2026-09-05T16:00:00Z'" in message and repr(value) in message
