@@ -26,7 +26,7 @@ from runner.config import load_config
 from runner.engine import execute_run
 from tests.attack.test_fsfaults import Mounts, fill, mounts
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
-from tests.runner.conftest import _clean_logging, entries, ghostrunner, write_config
+from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, ghostrunner, write_config
 
 __all__ = ["_clean_logging", "mounts", "servers"]  # fixtures used here
 
@@ -180,3 +180,16 @@ def test_a_since_without_seconds_is_told_what_is_missing(tmp_path: Path, value: 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     message = result.stderr.strip().splitlines()[-1]
     assert "with seconds and a timezone such as '2026-09-05T16:00:00Z'" in message and repr(value) in message
+
+
+@pytest.mark.parametrize("key", ["persona", "lock_file"])
+def test_a_path_too_long_for_the_filesystem_is_a_configuration_error(tmp_path: Path, key: str) -> None:
+    """Every config error names the file and key, exit 78, no traceback: a 300-byte file name (ENAMETOOLONG) was a bare OSError."""
+    long_name = "x" * 300  # NAME_MAX is 255 on Linux filesystems
+    path = write_config(tmp_path, SIMPLE_AGENT, runner=f'lock_file = "./{long_name}"\n' if key == "lock_file" else "")
+    if key == "persona":
+        path.write_text(path.read_text(encoding="utf-8").replace('persona = "motoko.toml"', f'persona = "{long_name}"'), encoding="utf-8")
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ghostrunner: error: {path}: {'agents.motoko.persona' if key == 'persona' else 'runner.lock_file'}: expected ")
