@@ -53,6 +53,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 
 from journal import Journal
+from runner.backends.command import signal_name
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import ConfigError, SchedulerBusyError
 from runner.notify import WatchdogPinger
@@ -342,7 +343,7 @@ class Scheduler:
             return result
         code = process.returncode
         if error is None:
-            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+            how = f"was killed by signal {signal_name(-code)}" if code < 0 else f"exited with status {code}"
             error = f"the worker {how} before reporting a result"
         slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
         fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -26,7 +27,7 @@ from runner.config import load_config
 from runner.engine import execute_run
 from tests.attack.test_fsfaults import Mounts, fill, mounts
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
-from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, ghostrunner, write_config
+from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, _clean_logging, entries, event_named, ghostrunner, reap, start_serve, write_config
 
 __all__ = ["_clean_logging", "mounts", "servers"]  # fixtures used here
 
@@ -193,3 +194,24 @@ def test_a_path_too_long_for_the_filesystem_is_a_configuration_error(tmp_path: P
     assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith(f"ghostrunner: error: {path}: {'agents.motoko.persona' if key == 'persona' else 'runner.lock_file'}: expected ")
+
+
+def test_serve_logs_one_run_finished_for_a_worker_killed_by_a_real_time_signal(tmp_path: Path) -> None:
+    """Every run ends with exactly one run.finished: a worker killed by SIGRTMIN+6 made the job raise ValueError instead."""
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os, sys\nsys.stdin.read()\nos.kill(os.getppid(), 40)\n", encoding="utf-8")  # 40 is SIGRTMIN+6 on Linux
+    path = write_config(tmp_path, NIGHTLY + f"""
+    [agents.motoko]
+    routines = ["nightly"]
+    backend = {{ type = "command", command = {json.dumps([sys.executable, str(killer)])} }}
+    """, runner='catchup_grace = "2d"\n')
+    process, reader = start_serve(path, tmp_path)
+    try:
+        finished = reader.wait(event_named("run.finished", agent="motoko"))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        events = reader.drain()
+    finally:
+        reap(process)
+    assert finished["outcome"] == "failed" and finished["error"] == "the worker was killed by signal SIGRTMIN+6 before reporting a result"
+    assert not [event for event in events if "raised an exception" in str(event.get("event"))]
