@@ -456,10 +456,14 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         directory = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if out.is_symlink():
+        try:
+            info: os.stat_result | None = os.lstat(out)
+        except OSError:  # missing, or a name the filesystem refuses (ENAMETOOLONG): the first error says why
+            info = None
+        if info is not None and stat.S_ISLNK(info.st_mode):
             raise UnitRenderError("--out", f"{str(out)!r} is a symbolic link (to {os.readlink(out)!r}); render writes through no link: "
                                   "pass the directory itself") from None
-        if out.exists() and not out.is_dir():
+        if info is not None and not stat.S_ISDIR(info.st_mode):
             raise UnitRenderError("--out", f"{str(out)!r} is not a directory; pass the directory to write the units into") from None
         _refused(exc, out, "write the units into")
         raise RunnerError(f"cannot write the units into {str(out)!r}: {exc.strerror}") from None

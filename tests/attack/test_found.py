@@ -215,3 +215,13 @@ def test_serve_logs_one_run_finished_for_a_worker_killed_by_a_real_time_signal(t
         reap(process)
     assert finished["outcome"] == "failed" and finished["error"] == "the worker was killed by signal SIGRTMIN+6 before reporting a result"
     assert not [event for event in events if "raised an exception" in str(event.get("event"))]
+
+
+def test_render_into_an_out_path_too_long_for_the_filesystem_is_one_line(tmp_path: Path) -> None:
+    """CLIs: one clear error line. An --out whose name is longer than NAME_MAX raised OSError while the first error was explained."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"/var/lib/ghostrunner/motoko"'), encoding="utf-8")
+    out = tmp_path / ("u" * 300)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"ghostrunner: error: cannot write the units into {str(out)!r}: File name too long"
