@@ -25,6 +25,7 @@ from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
+from runner.notify import Notifier, WatchdogPinger
 from tests.attack.test_fsfaults import Mounts, fill, mounts
 from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
 from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, _clean_logging, entries, event_named, ghostrunner, reap, start_serve, write_config
@@ -225,3 +226,18 @@ def test_render_into_an_out_path_too_long_for_the_filesystem_is_one_line(tmp_pat
     result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"ghostrunner: error: cannot write the units into {str(out)!r}: File name too long"
+
+
+@pytest.mark.parametrize(("usec", "seconds"), [("\u00b2", None), ("\u0663", None), ("9" * 30, 86400.0), ("60000000", 60.0)])
+def test_a_hostile_watchdog_usec_never_crashes_serve_or_its_watchdog(usec: str, seconds: float | None) -> None:
+    """WATCHDOG_USEC='²' passed str.isdigit() and then failed int(): serve died with a traceback; a huge value
+    killed the watchdog thread with OverflowError. Both are now read as no (or a day's) watchdog."""
+    notifier = Notifier.from_environ({"WATCHDOG_USEC": usec})
+    assert notifier.watchdog_seconds == seconds
+    if seconds is not None:
+        sent: list[str] = []
+        pinger = WatchdogPinger(sent.append, seconds / 2)
+        pinger.start()
+        assert pinger._thread.is_alive()  # a wait of half a day is one the platform accepts
+        pinger.stop()
+        assert sent == ["WATCHDOG=1"]
