@@ -241,3 +241,14 @@ def test_a_hostile_watchdog_usec_never_crashes_serve_or_its_watchdog(usec: str, 
         assert pinger._thread.is_alive()  # a wait of half a day is one the platform accepts
         pinger.stop()
         assert sent == ["WATCHDOG=1"]
+
+
+@pytest.mark.parametrize("how", ["option", "blank-option", "blank-env"])
+def test_an_empty_root_is_a_usage_error_not_the_current_directory(tmp_path: Path, how: str) -> None:
+    """Like `--at ""`, `--root ""` silently meant something: Path("") is ".", so init created a journal in the working directory."""
+    args, env = {"option": (["--root", ""], {}), "blank-option": (["--root", "  "], {}), "blank-env": ([], {"GHOSTJOURNAL_ROOT": " "})}[how]
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", *args, "init"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, **env})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "expected a journal directory, got" in result.stderr.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []  # nothing created where the command ran
