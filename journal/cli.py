@@ -175,9 +175,22 @@ def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--agent", type=_TEXT, help="Only this agent's entries.")(function)
 
 
+class _RootPath(click.Path):
+    """A journal directory; an empty or blank value is refused, never read as the current directory.
+
+    Path("") is ".", so `--root "$UNSET_VARIABLE"` would otherwise create or write a journal wherever the
+    command happens to run.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
+    "--root", type=_RootPath(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
     help="The journal directory.",
 )
 @click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")

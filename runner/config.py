@@ -369,7 +369,11 @@ class _Reader:
         persona = None
         if "persona" in data:
             persona_path = self.path(data["persona"], f"{key}.persona", state=False)
-            if not persona_path.is_file():
+            try:
+                is_file = persona_path.is_file()
+            except OSError:  # a name too long for the filesystem (ENAMETOOLONG), no permission on a directory: no file to read
+                is_file = False
+            if not is_file:
                 raise self.fail(f"{key}.persona", f"a persona TOML file (looked for {str(persona_path)!r})", data["persona"])
             persona = load_persona(persona_path)
         elif backend.type == "simulated":

@@ -19,8 +19,12 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 __all__ = ["Notifier", "WatchdogPinger"]
+
+#: The longest watchdog interval taken from WATCHDOG_USEC, in seconds (a day; systemd's own are seconds to minutes).
+_LONGEST_WATCHDOG: Final = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +49,10 @@ class Notifier:
         usec = env.get("WATCHDOG_USEC", "")
         pid = env.get("WATCHDOG_PID", "")
         # WATCHDOG_PID names the process the watchdog is meant for; a child that inherited it must not ping.
-        if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
-            watchdog = int(usec) / 1_000_000
+        # isascii: str.isdigit() is also true of '²', which int() refuses; the cap keeps Event.wait within what the
+        # platform's timed wait accepts (a larger value killed the watchdog thread with OverflowError).
+        if usec.isascii() and usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
+            watchdog = min(int(usec) / 1_000_000, _LONGEST_WATCHDOG)
         return cls(address=address, watchdog_seconds=watchdog)
 
     @property

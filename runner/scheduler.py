@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -53,7 +53,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 
 
 from journal import Journal
-from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked
+from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked, signal_name
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import ConfigError, SchedulerBusyError
 from runner.notify import WatchdogPinger
@@ -213,14 +213,22 @@ class _DeploymentLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in _FS_REFUSALS:
+                raise  # the filesystem refusing (read-only, full, no permission): exit 73, 74 or 77, not a configuration error
             raise self._refuse(f"its directory cannot be created ({exc.strerror or exc})") from None
         try:
             self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            if exc.errno in _FS_REFUSALS:
+                raise
+            raise self._refuse(exc.strerror or str(exc)) from None  # a name too long, a file where a directory should be
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
         except OSError as exc:
+            if exc.errno in _FS_REFUSALS:
+                raise
             raise self._refuse("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
         try:
             self._check(os.fstat(fd))  # what was opened, not what the name pointed to a moment ago
@@ -243,6 +251,10 @@ class _DeploymentLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+#: errnos of a filesystem that refuses the lock file, which serve reports with their own exit code (73, 74, 77).
+_FS_REFUSALS: Final = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
 
 
 class Scheduler:
@@ -336,7 +348,7 @@ class Scheduler:
             return result
         code = process.returncode
         if error is None:
-            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+            how = f"was killed by signal {signal_name(-code)}" if code < 0 else f"exited with status {code}"
             error = f"the worker {how} before reporting a result"
         slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
         fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}

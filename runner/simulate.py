@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,7 @@ from routines import Routine
 from runner.backends import build_backend
 from runner.config import RunnerConfig
 from runner.engine import RunResult, execute_run
+from runner.errors import RunnerError
 from runner.slots import cron_trigger, fire_times
 
 __all__ = ["SimulationSummary", "schedule_for", "simulate", "simulate_agent"]
@@ -123,5 +125,11 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
         return [simulate_agent(config, name, start, end) for name in agents]
     # fork keeps start-up cheap: the workers inherit the imported modules and the parsed config.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method)) as pool:
-        return list(pool.map(_worker, [(config, name, start, end) for name in agents]))
+    try:
+        with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method)) as pool:
+            return list(pool.map(_worker, [(config, name, start, end) for name in agents]))
+    except BrokenProcessPool:
+        # A worker was killed (the OOM killer, a kill -9): one line, not the pool's traceback. Its journal
+        # holds complete entries only, and a re-run appends just the slots still missing.
+        raise RunnerError("a simulation worker process died before it finished (killed?); run the same simulate again, "
+                          "it appends only the slots still missing") from None

@@ -457,18 +457,56 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
         out.mkdir(parents=True, exist_ok=True)
         directory = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if out.is_symlink():
+        try:
+            info: os.stat_result | None = os.lstat(out)
+        except OSError:  # missing, or a name the filesystem refuses (ENAMETOOLONG): the first error says why
+            info = None
+        if info is not None and stat.S_ISLNK(info.st_mode):
             raise UnitRenderError("--out", f"{str(out)!r} is a symbolic link (to {os.readlink(out)!r}); render writes through no link: "
                                   "pass the directory itself") from None
-        if out.exists() and not out.is_dir():
+        if info is not None and not stat.S_ISDIR(info.st_mode):
             raise UnitRenderError("--out", f"{str(out)!r} is not a directory; pass the directory to write the units into") from None
+        _refused(exc, out, "write the units into")
         raise RunnerError(f"cannot write the units into {str(out)!r}: {exc.strerror}") from None
     try:
         for name in rendering.files:
             _check_replaceable(directory, out / name, name)
-        return [_write_one(directory, out / name, name, text) for name, text in rendering.files.items()]
+        # Every file is written to its temporary name first, and only then are all renamed: a disk
+        # that fills (or any write that fails) leaves the old set of units as it was, never half a new set.
+        staged: list[tuple[str, str]] = []
+        try:
+            for name, text in rendering.files.items():
+                staged.append((name, _stage_one(directory, out / name, name, text)))
+            for name, temporary in staged:
+                try:
+                    os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+                except OSError as exc:
+                    _refused(exc, out / name, "write the unit")
+                    raise RunnerError(f"cannot write {str(out / name)!r}: {exc.strerror}") from None
+        finally:
+            for _, temporary in staged:
+                try:
+                    os.unlink(temporary, dir_fd=directory)
+                except OSError:
+                    pass  # renamed into place
+        return [out / name for name in rendering.files]
     finally:
         os.close(directory)
+
+
+#: errno names of a filesystem that refuses, which the CLI turns into exit 73, 74 or 77 (see runner.cli).
+_REFUSALS: Final = ("EROFS", "ENOSPC", "EDQUOT", "EIO", "EACCES", "EPERM")
+
+
+def _refused(exc: OSError, path: Path, action: str) -> None:
+    """Raise the journal's storage error (exit 73, 74 or 77 with its errno) when *exc* is the filesystem refusing."""
+    from errno import errorcode
+
+    from journal import JournalStorageError
+
+    if errorcode.get(exc.errno or 0) in _REFUSALS:
+        raise JournalStorageError.for_errno(path, exc.errno or 0, action,
+                                            "no unit was replaced; fix that and render again") from None
 
 
 def _check_replaceable(directory: int, path: Path, name: str) -> None:
@@ -496,7 +534,8 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
                               "its own units: move that file away (or choose another --out) and render again")
 
 
-def _write_one(directory: int, path: Path, name: str, text: str) -> Path:
+def _stage_one(directory: int, path: Path, name: str, text: str) -> str:
+    """Write *text* whole to a temporary name beside *name*; return that name (the caller renames it into place)."""
     temporary = f".{name}.{os.getpid()}.tmp"
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=directory)
@@ -508,14 +547,14 @@ def _write_one(directory: int, path: Path, name: str, text: str) -> Path:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
     except OSError as exc:
         try:
             os.unlink(temporary, dir_fd=directory)
         except OSError:
             pass
-        raise RunnerError(f"cannot write {str(path)!r}: {exc.strerror}; nothing of it was written") from None
-    return path
+        _refused(exc, path, "write the unit")
+        raise RunnerError(f"cannot write {str(path)!r}: {exc.strerror}; no unit was replaced") from None
+    return temporary
 
 
 def default_exec_argv() -> list[str]:

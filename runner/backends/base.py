@@ -30,6 +30,7 @@ __all__ = [
     "ReflectionRequest",
     "check_reply",
     "context_records",
+    "holds_secret",
     "load_reply_json",
     "one_line",
     "parse_reply_text",
@@ -237,17 +238,43 @@ def _json_type(value: object) -> str:
     return type(value).__name__
 
 
-def parse_reply_text(text: str, backend: str) -> dict[str, Any]:
+def holds_secret(value: object, secret: str) -> bool:
+    """Whether *secret* is in any string of parsed JSON *value* (object keys included).
+
+    A reply can spell a key with JSON escapes (``\\u0073k-...``), which no check
+    of the raw bytes sees; the parsed strings are what an entry or an error would hold.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if secret in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def parse_reply_text(text: str, backend: str, secret: str | None = None) -> dict[str, Any]:
     """Parse a reply's JSON text (a Markdown code fence around it is tolerated) and check it.
 
+    With *secret* (an API key), a reply holding it in any parsed string is refused
+    before any of it is checked or quoted, so no entry and no error ever holds it.
+
     Raises:
-        BackendError: not JSON, over the reply limits, or not a usable reply.
+        BackendError: not JSON, over the reply limits, not a usable reply, or holding *secret*.
     """
     body = text.strip()
     if body.startswith("```"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
         body = body.rsplit("```", 1)[0]
-    return check_reply(load_reply_json(body, backend), backend)
+    reply = load_reply_json(body, backend)
+    if secret and holds_secret(reply, secret):
+        raise BackendError(backend, "the reply contains the API key; it is refused so that no entry or log ever holds the key")
+    return check_reply(reply, backend)
 
 
 def context_records(context: str) -> list[dict[str, Any]]:

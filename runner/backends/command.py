@@ -35,7 +35,7 @@ from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest,
 from runner.config import BackendSettings
 from runner.errors import BackendError
 
-__all__ = ["MARKER_VARIABLE", "CommandBackend", "reply_from_output"]
+__all__ = ["MARKER_VARIABLE", "CommandBackend", "reply_from_output", "signal_name"]
 
 #: Set in the program's environment to a fresh value per call; its descendants inherit it.
 MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
@@ -253,6 +253,16 @@ class _Call:
                     stream.close()
 
 
+def signal_name(number: int) -> str:
+    """The name of signal *number*: SIGKILL, SIGRTMIN+6 (real-time signals have no name of their own), or the number."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal other than SIGRTMIN/SIGRTMAX is valid but no enum member
+        if signal.SIGRTMIN < number < signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return str(number)
+
+
 class CommandBackend:
     """Runs a configured program per reflection."""
 
@@ -290,6 +300,6 @@ class CommandBackend:
         if code != 0:
             lines = [line for line in bytes(call.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
             tail = one_line(lines[-1]) if lines else "no message on stderr"
-            how = f"signal {signal.Signals(-code).name if -code in signal.valid_signals() else -code}" if code < 0 else f"status {code}"
+            how = f"signal {signal_name(-code)}" if code < 0 else f"status {code}"
             raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
         return reply_from_output(bytes(call.stdout), program, self.name)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from runner.backends.base import MAX_REPLY_BYTES, REPLY_FIELDS, CallBudget, ReflectionRequest, load_reply_json, one_line, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, REPLY_FIELDS, CallBudget, ReflectionRequest, holds_secret, load_reply_json, one_line, parse_reply_text
 from runner.config import BackendSettings
 from runner.errors import BackendError
 
@@ -170,15 +170,18 @@ def _shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
-def reply_from_completion(raw: bytes, backend: str = "openai") -> dict[str, Any]:
+def reply_from_completion(raw: bytes, backend: str = "openai", secret: str | None = None) -> dict[str, Any]:
     """The entry fields in a chat-completions answer's body *raw* (untrusted bytes).
 
     Raises:
         BackendError: naming *backend*: the body is over the reply limits, not
             JSON, not shaped like a chat completion, or its message is not a
-            usable reply.
+            usable reply; or it holds *secret* (the API key) in any string,
+            however the JSON escapes it.
     """
     payload = load_reply_json(raw, backend, "the server's answer")
+    if secret and holds_secret(payload, secret):
+        raise BackendError(backend, "the server's answer contains the API key; it is refused so that no entry or log ever holds the key")
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices:
         raise BackendError(backend, "the server did not answer like a chat-completions endpoint (no \"choices\" list); check base_url")
@@ -198,7 +201,7 @@ def reply_from_completion(raw: bytes, backend: str = "openai") -> dict[str, Any]
             raise BackendError(backend, f"the model refused: {one_line(refusal, 160)}")
         kind = "null" if content is None else "an object" if isinstance(content, dict) else "a number or boolean"
         raise BackendError(backend, f"the model's message has no text content (content is {kind})")
-    return parse_reply_text(content, backend)
+    return parse_reply_text(content, backend, secret)
 
 
 class OpenAIBackend:
@@ -276,7 +279,7 @@ class OpenAIBackend:
             raise BackendError(self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there")
         if key is not None and key.encode("ascii") in exchange.body:
             raise BackendError(self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key")
-        return reply_from_completion(exchange.body, self.name)
+        return reply_from_completion(exchange.body, self.name, key)
 
     def _exchange(self, http_request: urllib.request.Request, budget: CallBudget) -> _Exchange:
         """Run the request on a worker thread and wait for it until the deadline (then cut it off)."""

@@ -61,7 +61,7 @@ def test_root_from_environment(root: Path) -> None:
         (["list"], 3, "no journal at"),
         (["get", "missing-id"], 3, "no entry with id 'missing-id'"),
         (["get", "../../etc/passwd"], 65, "invalid entry id"),
-        (["list", "--since", "2026-09-01T00:00:00"], 2, "since must be an ISO 8601 time with a timezone"),
+        (["list", "--since", "2026-09-01T00:00:00"], 2, "since must be an ISO 8601 time with seconds and a timezone"),
         (["search", "x", "-k", "0"], 2, "0 is not in the range"),
         (["--nn", "--model", "./no-such-model", "list"], 1, "embedding model './no-such-model' was not found offline"),
         (["download-model", "--model", "./not a hub id"], 1, "downloading './not a hub id' failed"),
