@@ -181,7 +181,7 @@ def test_a_since_without_seconds_is_told_what_is_missing(tmp_path: Path, value: 
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     message = result.stderr.strip().splitlines()[-1]
-    assert "with seconds and a timezone such as '2026-09-05T16:00:00Z'" in message and repr(value) in message
+    assert "with seconds and a timezone such as '2026-09-05T16:00:00Z'" in message and json.dumps(value) in message
 
 
 @pytest.mark.parametrize("key", ["persona", "lock_file"])
