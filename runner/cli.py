@@ -123,7 +123,12 @@ class _Settings:
         self.log_level = log_level
 
     def config(self, override: Path | None) -> RunnerConfig:
-        return load_config(override or self.config_path)
+        path = override or self.config_path
+        if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
+            # click reads an empty variable as unset: a script whose variable came out empty
+            # would silently run the embedded defaults' agent into ./ghostjournal-data.
+            raise click.UsageError(f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults")
+        return load_config(path)
 
 
 def _config_option(function: Any) -> Any:

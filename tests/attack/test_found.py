@@ -252,3 +252,12 @@ def test_an_empty_root_is_a_usage_error_not_the_current_directory(tmp_path: Path
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "expected a journal directory, got" in result.stderr.strip().splitlines()[-1]
     assert list(tmp_path.iterdir()) == []  # nothing created where the command ran
+
+
+def test_an_empty_config_variable_is_a_usage_error_not_the_embedded_defaults(tmp_path: Path) -> None:
+    """GHOSTRUNNER_CONFIG="" (a script's variable that came out empty) must not run the embedded agent into ./ghostjournal-data."""
+    env = {**os.environ, "GHOSTRUNNER_CONFIG": ""}
+    result = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "GHOSTRUNNER_CONFIG" in result.stderr and list(tmp_path.iterdir()) == []
