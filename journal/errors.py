@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import errno as _errno
 import os
+import shlex
 from pathlib import Path
 from typing import ClassVar
 
@@ -126,7 +127,8 @@ class JournalNotFoundError(JournalError, FileNotFoundError):
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        super().__init__(f"no journal at {str(root)!r}; create one with 'ghostjournal --root {root} init'")
+        # The hint is shell-quoted, so a root with spaces, quotes or a line break stays one line that can be pasted.
+        super().__init__(f"no journal at {str(root)!r}; create one with {shlex.join(['ghostjournal', '--root', str(root), 'init'])!r}")
 
 
 class UnsafePathError(JournalError, PermissionError):

@@ -261,3 +261,11 @@ def test_an_empty_config_variable_is_a_usage_error_not_the_embedded_defaults(tmp
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1, result.stderr
     assert "GHOSTRUNNER_CONFIG" in result.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_no_journal_at_a_root_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
+    """The "create one with ..." hint quoted the root raw: a line break in it split the one error line in two."""
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", "a\nExecStart=evil", "list"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []
