@@ -276,7 +276,7 @@ def execute_run(
             # Only spares a backend call: the append's client_key check is what
             # guarantees one entry per slot.
             with _signals_deferred():
-                existing = journal.find_by_client_key(key)
+                existing = journal.find_by_client_key(key, agent=agent.name)
                 if existing is not None:
                     outcome, entry_id = "duplicate", existing.id
             if outcome != "duplicate":

@@ -118,7 +118,7 @@ def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAge
                     if latest is None:
                         continue
                     slot = slot_for(latest, routine.slot, config.timezone)
-                    if journal.find_by_client_key(client_key(agent.name, name, slot)) is None:
+                    if journal.find_by_client_key(client_key(agent.name, name, slot), agent=agent.name) is None:
                         found.append(MissedSlot(agent.name, name, latest, slot))
         # Any failure of one agent's journal (a file in its place, a foreign
         # manifest, a corrupt entry, a permission) is that agent's alone.
