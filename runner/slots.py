@@ -149,6 +149,10 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
     __slots__ = ("_cache", "_days", "_months", "_times", "_weekdays", "expression", "timezone")
 
     def __init__(self, expression: str, tz: tzinfo) -> None:
+        if not expression.isascii():
+            # Python's int() reads Arabic-Indic or full-width digits as numbers, and so did the
+            # fields; no crontab, systemd timer or reader of the config would.
+            raise ValueError(f"a cron expression is written in ASCII, got {expression!r}")
         fields = expression.split()
         if len(fields) != 5:
             raise ValueError(f"a cron expression has 5 fields (minute hour day month day-of-week), got {len(fields)}")

@@ -544,3 +544,16 @@ def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
         execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=_datetime(2026, 9, 5, 21), backend=None,
                     tz=_ZoneInfo("Europe/Berlin"))
     assert not list((tmp_path / "j" / "entries").rglob("*.json"))
+
+
+@pytest.mark.parametrize("expression", ["٠ ٢١ * * *", "0 ２１ * * *", "0\u200921 * * *"])
+def test_a_schedule_not_written_in_ascii_is_a_configuration_error(tmp_path: Path, expression: str) -> None:
+    """int() reads Arabic-Indic and full-width digits (and split() a thin space), so such a schedule loaded, ran under serve, and
+    only render refused it; crontab and systemd would not read it at all."""
+    from runner.config import load_config
+    from runner.errors import ConfigError
+
+    path = tmp_path / "ghostrunner.toml"
+    path.write_text(f'[routines.evening]\nschedule = "{expression}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="routines.evening.schedule"):
+        load_config(path)
