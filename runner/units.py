@@ -396,7 +396,8 @@ def render_units(
             "ROUTINE_ARG": _exec_word(name, field, source), "ROUTINE_DESCRIPTION": _description(name),
             "ON_CALENDAR": _lines("OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone), f"{field}.schedule", source),
             "RUN_TIMEOUT_SEC": _seconds(config.run_timeout + _STOP_MARGIN),
-            "RANDOMIZED_DELAY_SEC": _seconds(_delay_for(config, routine.schedule, randomized_delay, today)),
+            # 0 is a delay of its own (none), unlike the timeouts, where 0 would mean "no limit".
+            "RANDOMIZED_DELAY_SEC": f"{int(_delay_for(config, routine.schedule, randomized_delay, today).total_seconds())}s",
         }
         files[service] = _fill(_template("ghostrunner-run@.service"), values)
         files[service.removesuffix(".service") + ".timer"] = _fill(_template("ghostrunner-run@.timer"), values)

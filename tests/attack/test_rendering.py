@@ -628,3 +628,13 @@ def test_user_root_warns_and_a_numeric_user_is_refused(base_config: RunnerConfig
     assert any(warning.startswith("--user root: the units would run as root") for warning in rendering.warnings)
     with pytest.raises(UnitRenderError, match=r"^--user: expected a system user name .*got '0'$"):
         base_render(base_config, user="0")
+
+
+def test_a_randomized_delay_of_zero_renders_as_none(base_config: RunnerConfig) -> None:
+    """--randomized-delay 0s asks for no delay; it rendered as 1s, a delay nobody asked for."""
+    from datetime import timedelta
+
+    rendering = base_render(base_config, randomized_delay=timedelta(0))
+    delays = {only(text, "RandomizedDelaySec") for name, text in rendering.files.items() if name.endswith(".timer")}
+    assert delays == {"0s"}
+    verified(rendering)
