@@ -9,6 +9,7 @@ from journal.api import MODES, AppendResult, Journal, SkippedFile
 from journal.entry import KINDS, MAX_ENTRY_BYTES, SCHEMA_VERSION, Entry, canonical_json, validate_payload
 from journal.errors import (
     DiskFullError,
+    ClientKeyTakenError,
     DuplicateEntryError,
     EntryFileError,
     EntryNotFoundError,
@@ -36,6 +37,7 @@ __all__ = [
     "AppendResult",
     "Digest",
     "DiskFullError",
+    "ClientKeyTakenError",
     "DuplicateEntryError",
     "Entry",
     "EntryFileError",

@@ -23,6 +23,7 @@ from journal._storage import storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, check_text_arguments, show_value, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
+    ClientKeyTakenError,
     DuplicateEntryError,
     EntryFileError,
     EntryNotFoundError,
@@ -552,6 +553,8 @@ class Journal:
                 stored = self._stored_unindexed(entry, exc)
                 if stored is None:
                     raise
+                if stored.agent != entry.agent:
+                    raise ClientKeyTakenError(entry.client_key or "", entry.agent) from None
                 return AppendResult(stored, is_duplicate=True)
             # One write transaction from the duplicate checks to the commit: the
             # checks need no read transaction of their own, and the writer lock
@@ -563,6 +566,8 @@ class Journal:
                     if existing is not None:
                         earlier = self._earlier_for_key(conn, entry.client_key, existing)
                         if earlier is not None:
+                            if earlier.agent != entry.agent:
+                                raise ClientKeyTakenError(entry.client_key, entry.agent)
                             return AppendResult(earlier, is_duplicate=True)
                 # A generated UUID4 cannot collide; only a supplied id needs the lookup.
                 if "id" in payload and self._index.find_id(entry.id) is not None:

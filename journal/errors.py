@@ -9,6 +9,7 @@ either::
     ├── InvalidEntryIdError (ValueError)      an id with path, glob or length trouble
     ├── EntryNotFoundError (LookupError)      no entry with that id
     ├── DuplicateEntryError                   a supplied id already exists
+    │   └── ClientKeyTakenError               the client_key names another agent's entry
     ├── JournalNotFoundError (FileNotFoundError)  no journal at the root
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     ├── ManifestError                         manifest.json unreadable or unsupported
@@ -35,6 +36,7 @@ from typing import ClassVar
 
 __all__ = [
     "DiskFullError",
+    "ClientKeyTakenError",
     "DuplicateEntryError",
     "EntryFileError",
     "EntryNotFoundError",
@@ -119,6 +121,24 @@ class DuplicateEntryError(JournalError):
         super().__init__(
             f"an entry with id {entry_id!r} already exists; omit 'id' to get a fresh one, "
             "or use 'client_key' for idempotent retries"
+        )
+
+
+class ClientKeyTakenError(DuplicateEntryError):
+    """An append's client_key is already held by an entry of another agent.
+
+    A client_key is unique in its journal. Handing the other agent's entry back
+    as the "duplicate" would show one agent another's text, so the append is
+    refused instead; the message names neither that entry nor its agent.
+    """
+
+    def __init__(self, client_key: str, agent: str) -> None:
+        self.client_key = client_key
+        self.agent = agent
+        JournalError.__init__(
+            self,
+            f"client_key {client_key!r} is already held by an entry of another agent than {agent!r}; client keys are unique in a "
+            "journal, so give this agent's entries keys of their own (the runner uses 'agent:routine:slot')",
         )
 
 

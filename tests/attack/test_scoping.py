@@ -433,3 +433,19 @@ def test_scoped_reads_never_mention_bob_and_match_a_journal_of_alice_alone(
     finally:
         both.close()
         alone.close()
+
+
+def test_an_append_with_another_agents_client_key_is_refused_without_showing_its_entry(tmp_path: Path) -> None:
+    """Handing bob's entry back to alice as the "duplicate" of her append showed her bob's text; the append is refused instead."""
+    from journal import ClientKeyTakenError
+
+    with Journal(tmp_path / "j") as journal:
+        bobs = journal.append({"kind": "note", "agent": "bob", "theme": "secret", "voice": "Bob's private words.", "client_key": "k-1"})
+        with pytest.raises(ClientKeyTakenError) as refused:
+            journal.append({"kind": "note", "agent": "alice", "theme": "mine", "voice": "Alice writes.", "client_key": "k-1"})
+        assert bobs.id not in str(refused.value) and "bob" not in str(refused.value).lower()
+        assert [entry.agent for entry in journal.list()] == ["bob"]
+        assert journal.append({"kind": "note", "agent": "bob", "theme": "secret", "voice": "again", "client_key": "k-1"}).id == bobs.id
+    result = CliRunner().invoke(cli, ["--root", str(tmp_path / "j"), "append"],
+                                input='{"kind":"note","agent":"alice","theme":"t","voice":"v","client_key":"k-1"}')
+    assert result.exit_code == 4 and len(result.output.splitlines()) == 1 and "private" not in result.output.lower(), result.output
