@@ -27,7 +27,7 @@ from runner.config import load_config
 from runner.engine import execute_run
 from runner.notify import Notifier, WatchdogPinger
 from tests.attack.test_fsfaults import Mounts, fill, mounts
-from tests.attack.test_backends import AT, GOOD, KEY, _envelope, _json_logging, _openai_config, _Server, servers
+from tests.attack.test_backends import AT, GOOD, KEY, _json_logging, _openai_config, _Server, servers
 from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, _clean_logging, entries, event_named, ghostrunner, reap, start_serve, write_config
 
 __all__ = ["_clean_logging", "mounts", "servers"]  # fixtures used here

@@ -16,7 +16,6 @@ import re
 import resource
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone

@@ -553,7 +553,7 @@ def test_a_link_into_home_warns_with_where_it_leads(tmp_path: Path) -> None:
     result, out = render_cli(tmp_path, f"{tmp_path}/srv/data/motoko")
     assert result.returncode == 0
     [line] = [line for line in warnings_of(result) if "is under /home" in line]
-    assert f"(that is '/home/ghostrunner-attack-test/motoko')" in line
+    assert "(that is '/home/ghostrunner-attack-test/motoko')" in line
     assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == [f"{tmp_path}/srv/data/motoko"]
 
 
