@@ -19,6 +19,7 @@ from journal.errors import (
     LockTimeoutError,
     ManifestError,
     ModelNotFoundError,
+    ReadOnlyJournalError,
     SemanticUnavailableError,
     UnsafePathError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "ReadOnlyJournalError",
     "SemanticUnavailableError",
     "SkippedFile",
     "UnsafePathError",
