@@ -28,6 +28,7 @@ from journal.errors import (
     EntryNotFoundError,
     EntryValidationError,
     JournalNotFoundError,
+    ReadOnlyJournalError,
     SemanticUnavailableError,
     UnsafePathError,
 )
@@ -405,8 +406,8 @@ class Journal:
         """Read, parse and check the entry file at *rel_path*."""
         try:
             raw = self._store.read(rel_path)
-        except FileNotFoundError:
-            raise  # callers tell "gone" (a race, a stale row) from "unreadable"
+        except (FileNotFoundError, UnsafePathError):
+            raise  # callers tell "gone" (a race, a stale row) and "refused" from "unreadable"
         except OSError as exc:
             raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
         try:
@@ -509,6 +510,8 @@ class Journal:
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
         entry = Entry.from_payload(payload)
+        if self._index.in_memory:
+            raise ReadOnlyJournalError(self.root)
         # Embedded before the lock is taken, so other writers do not wait on the model.
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
