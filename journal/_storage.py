@@ -23,7 +23,7 @@ from typing import Final
 
 from journal.errors import JournalError, JournalStorageError
 
-__all__ = ["STORAGE_ERRNOS", "storage_error", "storage_errors"]
+__all__ = ["STORAGE_ERRNOS", "is_storage_failure", "storage_error", "storage_errors"]
 
 #: The errnos that mean "the filesystem refused", as opposed to a missing file or a bug.
 STORAGE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG})
@@ -76,6 +76,11 @@ def _permission_fix(path: Path | str) -> str | None:
         owner = f"uid {info.st_uid}"
     return (f"{str(directory)!r} is owned by {owner} with mode {stat.S_IMODE(info.st_mode):04o} and this process runs as uid {os.geteuid()}; "
             "run as a user that may write there, or change its owner or mode")
+
+
+def is_storage_failure(exc: sqlite3.Error) -> bool:
+    """True when SQLite's *exc* is the filesystem refusing (full, read-only, no permission, cannot open, I/O), not a bug or corruption."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_STORAGE_CODES
 
 
 def storage_error(exc: BaseException, path: Path | str, action: str, *, index_path: Path | None = None) -> JournalStorageError | None:

@@ -11,7 +11,6 @@ either::
     ├── DuplicateEntryError                   a supplied id already exists
     ├── JournalNotFoundError (FileNotFoundError)  no journal at the root
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
-    ├── ReadOnlyJournalError (PermissionError)  an append to a journal this process may only read
     ├── ManifestError                         manifest.json unreadable or unsupported
     ├── IndexStateError                       the derived index could not be repaired
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
@@ -48,7 +47,6 @@ __all__ = [
     "ManifestError",
     "ModelNotFoundError",
     "ReadOnlyFilesystemError",
-    "ReadOnlyJournalError",
     "SemanticUnavailableError",
     "StoragePermissionError",
     "UnsafePathError",
@@ -125,17 +123,6 @@ class UnsafePathError(JournalError, PermissionError):
         self.path = path
         self.reason = reason
         super().__init__(f"refused {str(path)!r}: {reason}")
-
-
-class ReadOnlyJournalError(JournalError, PermissionError):
-    """An append to a journal opened read-only (this process may not write its files)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        super().__init__(
-            f"journal {str(root)!r} is read-only for this user (uid {os.geteuid()}); "
-            "append as the journal's owner, or give this user write access to the journal directory"
-        )
 
 
 class ManifestError(JournalError):

@@ -169,6 +169,10 @@ class _StoppableScheduler(BlockingScheduler):
             self.shutdown(wait=False)
 
 
+#: The errnos of a filesystem that refuses (read-only, full, no permission): reported as such, not as a wrong lock_file.
+_FILESYSTEM_FAULTS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO})
+
+
 class _DeploymentLock:
     """An OS-held exclusive lock: released by the kernel if the process dies.
 
@@ -208,6 +212,8 @@ class _DeploymentLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            if exc.errno in _FILESYSTEM_FAULTS:
+                raise  # a refusing filesystem, not a wrong path: serve reports it with its exit code (73/74/77)
             raise self._refuse(f"its directory cannot be created ({exc.strerror or exc})") from None
         try:
             self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
@@ -216,6 +222,8 @@ class _DeploymentLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
         except OSError as exc:
+            if exc.errno in _FILESYSTEM_FAULTS:
+                raise
             raise self._refuse("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
         try:
             self._check(os.fstat(fd))  # what was opened, not what the name pointed to a moment ago

@@ -38,6 +38,7 @@ Relative paths are refused: units run in ``/var/lib/ghostrunner``.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import re
@@ -461,6 +462,8 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
                                   "pass the directory itself") from None
         if out.exists() and not out.is_dir():
             raise UnitRenderError("--out", f"{str(out)!r} is not a directory; pass the directory to write the units into") from None
+        if exc.errno in _FILESYSTEM_FAULTS:
+            raise  # a read-only, full or forbidden --out: the command reports it with its exit code (73/74/77)
         raise RunnerError(f"cannot write the units into {str(out)!r}: {exc.strerror}") from None
     try:
         for name in rendering.files:
@@ -489,10 +492,16 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
         finally:
             os.close(descriptor)
     except OSError as exc:
+        if exc.errno in _FILESYSTEM_FAULTS:
+            raise
         raise RunnerError(f"cannot read {str(path)!r} to see whether render wrote it: {exc.strerror}; nothing was written") from None
     if head != marker:
         raise UnitRenderError("--out", f"{str(path)!r} exists and was not written by ghostrunner systemd render; render replaces only "
                               "its own units: move that file away (or choose another --out) and render again")
+
+
+#: The errnos of a filesystem that refuses (read-only, full, no permission): left to the command to report with its exit code.
+_FILESYSTEM_FAULTS: Final = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO})
 
 
 def _write_one(directory: int, path: Path, name: str, text: str) -> Path:
@@ -513,6 +522,8 @@ def _write_one(directory: int, path: Path, name: str, text: str) -> Path:
             os.unlink(temporary, dir_fd=directory)
         except OSError:
             pass
+        if exc.errno in _FILESYSTEM_FAULTS:
+            raise
         raise RunnerError(f"cannot write {str(path)!r}: {exc.strerror}; nothing of it was written") from None
     return path
 

@@ -42,9 +42,9 @@ AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
 DAY = "2026-09-05"
 EXIT_CODES = {"full": 74, "readonly": 73, "denied": 77}
 ERRNO_NAMES = {"full": "ENOSPC", "readonly": "EROFS", "denied": "EACCES"}
-# What may change on a refused write: the writer lock's counter (bumped before every publish,
-# so that the next writer checks the files) and SQLite's own -wal/-shm side files.
-_VOLATILE = {".write.lock", "index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
+# What may change on a refused write: SQLite's own -wal/-shm side files. The write counter
+# (entries/.generation) is bumped before a publish, and taken back when nothing was published.
+_VOLATILE = {"index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
@@ -380,7 +380,7 @@ def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
     root = disk / "journal"
     make_journal(root)
     with Journal(root) as holder:
-        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0644)
+        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0600 as every journal file)
         for dirpath, dirnames, filenames in os.walk(root):
             for name in [*dirnames, *filenames]:
                 if not name.endswith(("-wal", "-shm")):
@@ -390,7 +390,7 @@ def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
         result = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(6)), as_nobody=True)
         assert_clear_error(result, "denied")
         wal = str(root / "index" / "journal.sqlite3-wal")
-        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0644" in result.stderr
+        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0600" in result.stderr
         assert stable(root) == before
 
 

@@ -462,7 +462,10 @@ def test_reader_without_write_access_can_still_read(open_dir: Path, make_payload
         assert "Traceback" not in result.stderr
     assert {e["id"] for e in json.loads(_cli(root, "list", uid=NOBODY).stdout)} == set(ids)
     assert tree_digest(root) == before
+    # A write is refused as the permission problem it is (exit 77, one line naming the owner and mode), without the read fallback.
     refused = _cli(root, "append", stdin=json.dumps(make_payload()), uid=NOBODY)
-    assert refused.returncode == 1 and "read-only for this user" in refused.stderr.splitlines()[-1]
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 77 and len(lines) == 1, refused.stderr
+    assert "permission denied (EACCES)" in lines[0] and "is owned by root (uid 0)" in lines[0] and "in-memory" not in refused.stderr
     assert "Traceback" not in refused.stderr
     assert tree_digest(root) == before
