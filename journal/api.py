@@ -474,6 +474,11 @@ class Journal:
         except (FileNotFoundError, UnsafePathError):
             raise  # callers tell "gone" (a race, a stale row) and "refused" from "unreadable"
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                # Not a corrupt file to skip: its entry exists and this user may not read it
+                # (root wrote it 0600, say). Skipping would make its data silently disappear.
+                path = self._store.entries_dir / rel_path
+                raise storage_error(exc, path, "read the entry file") or exc from None
             raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
         try:
             entry = entry_from_json_bytes(raw)
