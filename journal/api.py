@@ -209,6 +209,7 @@ class Journal:
         self._boot_id = current_boot_id()
         # The lock generation this object last saw the index caught up with.
         self._caught_up: int | None = None
+        self._read_only: str | None = None  # why this object may only read, once it found it may not write
         if missing_index:
             self._open_in_memory("index/ is missing and cannot be created")
         else:
@@ -301,6 +302,7 @@ class Journal:
             "Run 'ghostjournal reindex' as the journal's owner to repair index/",
             self.root, reason,
         )
+        self._read_only = reason
         self._index.close()
         self._index = Index(self._index.path, in_memory=True)
         skipped: list[SkippedFile] = []
@@ -437,8 +439,8 @@ class Journal:
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
         entry = Entry.from_payload(payload)
-        if self._index.in_memory:
-            raise ReadOnlyJournalError(self.root)
+        if self._read_only is not None:
+            raise ReadOnlyJournalError(self.root, self._read_only)
         # Embedded before the lock is taken, so other writers do not wait on the model.
         vector = self._semantic.embed_entry(entry) if self._semantic is not None else None
         with self._lock:
@@ -510,7 +512,10 @@ class Journal:
             reason = f"it no longer holds client_key {client_key!r}"
         found = self._index.client_key_entry(client_key)
         assert found is not None  # the caller just found it, in this transaction
-        log.warning("client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored", client_key, rel_path, reason)
+        log.warning(
+            "client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored",
+            client_key, rel_path, reason,
+        )
         item = SkippedFile(f"entries/{rel_path}", reason)
         if item not in self.skipped:
             self.skipped.append(item)
@@ -573,7 +578,10 @@ class Journal:
     def _skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
         """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
         item = SkippedFile(f"entries/{rel_path}", reason)
-        log.warning("skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back", item.path, entry_id, reason)
+        log.warning(
+            "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
+            item.path, entry_id, reason,
+        )
         if item not in self.skipped:
             self.skipped.append(item)
         if self._index.in_memory:
@@ -693,7 +701,8 @@ class Journal:
         bad: set[str] = set()
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until}, exclude=[*exclude, *bad], vector=vector, bad=bad)
+            window = {"agent": agent, "kind": kind, "since": since, "until": until}
+            hits = self._rank_once(query, k=k, mode=mode, window=window, exclude=[*exclude, *bad], vector=vector, bad=bad)
             if len(hits) >= k or len(bad) == known:
                 return hits
 
@@ -765,7 +774,10 @@ class Journal:
         link_rows = self._index.rows(ids=list(linked), agent=agent)
         bad: set[str] = set()
         hits = [
-            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", entry, linked[row.id])
+            Hit(
+                row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "",
+                entry, linked[row.id],
+            )
             for row in link_rows
             if (entry := self._usable(row, bad)) is not None
         ]
@@ -815,7 +827,8 @@ class Journal:
             wanted = k - len(picks)
 
             def fetch(extra: int) -> list[IndexRow]:
-                return [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra) if row.id not in seen]
+                rows = self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra)
+                return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted)]
         return render_prompt_context(query, picks, max_chars=max_chars)

@@ -120,11 +120,12 @@ class UnsafePathError(JournalError, PermissionError):
 class ReadOnlyJournalError(JournalError, PermissionError):
     """An append to a journal opened read-only (this process may not write its files)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, reason: str) -> None:
         self.root = root
+        self.reason = reason
         super().__init__(
-            f"journal {str(root)!r} is read-only for this user (uid {os.geteuid()}); "
-            "append as the journal's owner, or give this user write access to the journal directory"
+            f"journal {str(root)!r} is read-only for this user (uid {os.geteuid()}): {reason}; "
+            f"append as the journal's owner, or give this user the journal (chown -R USER {root})"
         )
 
 

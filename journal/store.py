@@ -262,7 +262,9 @@ class EntryStore:
         with os.fdopen(fd, "rb") as handle:
             size = os.fstat(fd).st_size
             if size > _FILE_LIMIT:
-                raise EntryFileError(f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
+                raise EntryFileError(
+                    f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read"
+                )
             data = handle.read(_FILE_LIMIT + 1)  # the file may have grown since the fstat
         if len(data) > _FILE_LIMIT:
             raise EntryFileError(f"entries/{rel_path}", f"larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
