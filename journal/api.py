@@ -298,8 +298,8 @@ class Journal:
         repaired. Such a journal object reads, and refuses appends.
         """
         log.warning(
-            "journal %s is not writable here (%s); reading the entry files into an in-memory index. "
-            "Run 'ghostjournal reindex' as the journal's owner to repair index/",
+            "journal %s is not writable here (%s); reading the entry files into an in-memory index, writing nothing. "
+            "Read as the journal's owner to use index/ (and rebuild it if missing)",
             self.root, reason,
         )
         self._read_only = reason
@@ -796,12 +796,12 @@ class Journal:
         rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
         # A digest is computed from the index alone; a cheap lstat of each file
         # keeps entries whose files were deleted or replaced out of it.
-        unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
-        for row, reason in unusable:
-            self._skip_unreadable(row.id, row.path, reason)
-        if unusable:
-            gone = {row.id for row, _ in unusable}
-            rows = [row for row in rows if row.id not in gone]
+        problems = self._store.check(row.path for row in rows)
+        if problems:
+            for row in rows:
+                if row.path in problems:
+                    self._skip_unreadable(row.id, row.path, problems[row.path])
+            rows = [row for row in rows if row.path not in problems]
         links = self._index.links_within([row.id for row in rows])
         return compute_digest(rows, links, agent=agent, since=lower, until=upper)
 

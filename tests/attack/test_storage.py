@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import journal as journal_package
 from journal import EntryFileError, Journal, UnsafePathError
@@ -478,3 +480,41 @@ def test_reader_without_write_access_can_still_read(open_dir: Path, make_payload
     assert refused.returncode == 1 and "read-only for this user" in refused.stderr.splitlines()[-1]
     assert "Traceback" not in refused.stderr
     assert tree_digest(root) == before
+
+
+# -- hostile bytes in one entry file never break the reads of the others --------------------
+
+@pytest.fixture(scope="module")
+def three_entry_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "journal"
+    with Journal(root) as journal:
+        for i in range(3):
+            payload = {"kind": "note", "agent": "motoko", "theme": f"tide {i}", "voice": f"tide tables, day {i}", "client_key": f"day-{i}"}
+            journal.append(payload)
+    return root
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.floats(min_value=0.0, max_value=1.0), noise=st.binary(max_size=64), mode=st.sampled_from(["truncate", "replace", "append"]))
+def test_any_damage_to_one_entry_file_leaves_every_other_entry_readable(
+    three_entry_journal: Path, cut: float, noise: bytes, mode: str
+) -> None:
+    """Truncated at any byte, overwritten or extended with any bytes: the other entries still list, search and fill a context."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "journal"
+        shutil.copytree(three_entry_journal, root, symlinks=True)
+        files = sorted((root / "entries").rglob("*.json"))
+        victim = files[1]
+        data = victim.read_bytes()
+        damaged = {"truncate": data[: int(len(data) * cut)], "replace": noise, "append": data + noise}[mode]
+        victim.write_bytes(damaged)
+        others = {json.loads(p.read_bytes())["id"] for p in files if p != victim}
+        with Journal(root) as journal:
+            listed = {e.id for e in journal.list()}
+            searched = {h.entry_id for h in journal.search("tide tables", k=5)}
+            context = journal.prompt_context("tide", k=5)
+            assert others <= listed and others <= searched
+            assert all(entry_id in context for entry_id in others)
+            assert len(listed) - len(others) <= 1
+            if damaged != data and len(listed) == 2:
+                assert [s.path for s in journal.skipped] == [f"entries/{victim.relative_to(root / 'entries')}"]
