@@ -80,10 +80,6 @@ class WriteLock:
                     self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
                 except FileNotFoundError:
                     return None
-                except PermissionError as exc:
-                    if exc.__class__ is not PermissionError:
-                        raise
-                    return None
             else:
                 self._counter_fd = open_regular(
                     self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
