@@ -70,7 +70,10 @@ class WriteLock:
                 raise  # an UnsafePathError
             # A user with read access only: flock works on a read-only descriptor,
             # and a reader never bumps the counter.
-            return open_regular(path, os.O_RDONLY, what)
+            try:
+                return open_regular(path, os.O_RDONLY, what)
+            except FileNotFoundError:
+                raise exc from None  # missing, and not ours to create: the permission is the problem
 
     def _open_counter(self, *, create: bool) -> int | None:
         if self._counter_fd is None:
@@ -79,12 +82,10 @@ class WriteLock:
                     self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
                 except FileNotFoundError:
                     return None
-                except PermissionError as exc:
-                    if exc.__class__ is not PermissionError:
-                        raise
-                    return None
             else:
-                self._counter_fd = open_regular(self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner)
+                self._counter_fd = open_regular(
+                    self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
+                )
         elif create and fcntl.fcntl(self._counter_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             os.close(self._counter_fd)
             self._counter_fd = None

@@ -412,15 +412,16 @@ class Journal:
             return
         problem = self._problem(self._unusable)
         log.warning(
-            "the index of journal %s cannot be used here (%s); reading the entry files into an in-memory index. "
-            "Run 'ghostjournal reindex' as the journal's owner, with the fault fixed, to repair index/",
+            "the index of journal %s cannot be used here (%s); reading the entry files into an in-memory index, writing nothing. "
+            "Read as the journal's owner, with the fault fixed, to use index/ (and rebuild it if missing)",
             self.root, problem,
         )
         self._index.switch_to_memory()
         skipped: list[SkippedFile] = []
         loaded = self._load_many(self._scan(skipped.append), skipped.append)
         unique = self._first_of_each(loaded, skipped.append)
-        self._index.rebuild(((entry, path) for path, entry in unique), max(self._lock.read_generation(), 0), self._boot_id or "")
+        # The copy's generation is never compared with the counter (which this user may not even read).
+        self._index.rebuild(((entry, path) for path, entry in unique), 0, self._boot_id or "")
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
         self.skipped = skipped
@@ -672,7 +673,10 @@ class Journal:
             reason = f"it no longer holds client_key {client_key!r}"
         found = self._index.client_key_entry(client_key)
         assert found is not None  # the caller just found it, in this transaction
-        log.warning("client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored", client_key, rel_path, reason)
+        log.warning(
+            "client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored",
+            client_key, rel_path, reason,
+        )
         item = SkippedFile(f"entries/{rel_path}", reason)
         if item not in self.skipped:
             self.skipped.append(item)
@@ -788,7 +792,10 @@ class Journal:
     def _skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
         """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
         item = SkippedFile(f"entries/{rel_path}", reason)
-        log.warning("skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back", item.path, entry_id, reason)
+        log.warning(
+            "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
+            item.path, entry_id, reason,
+        )
         if item not in self.skipped:
             self.skipped.append(item)
         if self._index.in_memory:
@@ -908,7 +915,8 @@ class Journal:
         bad: set[str] = set()
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until}, exclude=[*exclude, *bad], vector=vector, bad=bad)
+            window = {"agent": agent, "kind": kind, "since": since, "until": until}
+            hits = self._rank_once(query, k=k, mode=mode, window=window, exclude=[*exclude, *bad], vector=vector, bad=bad)
             if len(hits) >= k or len(bad) == known:
                 return hits
 
@@ -980,7 +988,10 @@ class Journal:
         link_rows = self._index.rows(ids=list(linked), agent=agent)
         bad: set[str] = set()
         hits = [
-            Hit(row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "", entry, linked[row.id])
+            Hit(
+                row.id, scores[row.id].score if row.id in scores else 0.0, scores[row.id].snippet if row.id in scores else "",
+                entry, linked[row.id],
+            )
             for row in link_rows
             if (entry := self._usable(row, bad)) is not None
         ]
@@ -1009,12 +1020,12 @@ class Journal:
             rows = [row for row in rows if row.kind not in exclude_kinds]
         # A digest is computed from the index alone; a cheap lstat of each file
         # keeps entries whose files were deleted or replaced out of it.
-        unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
-        for row, reason in unusable:
-            self._skip_unreadable(row.id, row.path, reason)
-        if unusable:
-            gone = {row.id for row, _ in unusable}
-            rows = [row for row in rows if row.id not in gone]
+        problems = self._store.check(row.path for row in rows)
+        if problems:
+            for row in rows:
+                if row.path in problems:
+                    self._skip_unreadable(row.id, row.path, problems[row.path])
+            rows = [row for row in rows if row.path not in problems]
         links = self._index.links_within([row.id for row in rows])
         return compute_digest(rows, links, agent=agent, since=lower, until=upper)
 
@@ -1040,7 +1051,8 @@ class Journal:
             wanted = k - len(picks)
 
             def fetch(extra: int) -> list[IndexRow]:
-                return [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra) if row.id not in seen]
+                rows = self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra)
+                return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted)]
         return render_prompt_context(query, picks, max_chars=max_chars)
