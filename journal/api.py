@@ -442,7 +442,8 @@ class Journal:
                 self._index.switch_to_memory()
             else:
                 self._index.close()
-            self._unusable = exc
+            if _may_fall_back(exc):
+                self._unusable = exc  # the latest reason; a busy lock, say, leaves the earlier one
             problem = self._problem(exc)
             if problem is exc:
                 raise
