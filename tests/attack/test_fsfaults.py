@@ -449,21 +449,28 @@ def test_runner_files_on_a_read_only_mount(mounts: Mounts) -> None:
 
 # -- reads that need no write access, writes that fail before any read ------------------------
 
-def test_reads_on_a_full_disk_fall_back_to_memory_with_one_warning(mounts: Mounts) -> None:
-    """With no process holding the index open, SQLite cannot create its -shm on a full disk: reads still work, saying so once."""
+@pytest.mark.parametrize("fault", ["full", "readonly", "denied"])
+def test_reads_of_a_refusing_journal_work_with_one_warning(mounts: Mounts, fault: str) -> None:
+    """Every read command works on a full disk (no process holding the index, so SQLite cannot create its -shm), a read-only
+    mount and a journal this user may not write: the entries, exit 0, and one warning line naming the fault; nothing changes."""
     disk = mounts.tmpfs()
-    root = disk / "journal"
-    seeded = make_journal(root)
-    fill(disk)
-    before = stable(root)
-    for args in (("list",), ("search", "tide"), ("get", seeded[0]), ("digest",)):
-        result = command("ghostjournal", "--root", str(root), *args)
+    seeded = make_journal(disk / "journal")
+    if fault == "denied":
+        deny(disk / "journal")
+    if fault == "full":
+        fill(disk)
+    root = (mounts.read_only(disk) if fault == "readonly" else disk) / "journal"
+    before = stable(disk / "journal")
+    reads = (("list",), ("search", "tide"), ("get", seeded[0]), ("relate", seeded[0]), ("digest",), ("prompt-context", "tide"))
+    for args in reads:
+        result = command("ghostjournal", "--root", str(root), *args, as_nobody=fault == "denied")
         assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
         warnings = result.stderr.strip().splitlines()
-        assert len(warnings) == 1 and warnings[0].startswith("Warning: the index of journal") and "ENOSPC" in warnings[0], result.stderr
-        assert "in-memory index" in warnings[0]
-    assert sorted(e["id"] for e in json.loads(command("ghostjournal", "--root", str(root), "list").stdout)) == sorted(seeded)
-    assert stable(root) == before and leftovers(disk) == []
+        assert len(warnings) == 1 and warnings[0].startswith("Warning: the index of journal"), (args, result.stderr)
+        assert ERRNO_NAMES[fault] in warnings[0] and "in-memory index" in warnings[0], result.stderr
+    listed = command("ghostjournal", "--root", str(root), "list", as_nobody=fault == "denied")
+    assert sorted(e["id"] for e in json.loads(listed.stdout)) == sorted(seeded)
+    assert stable(disk / "journal") == before and leftovers(disk) == []
 
 
 @pytest.mark.parametrize("fault", ["readonly", "full"])
