@@ -54,6 +54,8 @@ class WriteLock:
         self._fd: int | None = None
         self._counter_fd: int | None = None
         self._depth = 0
+        # How to take the last bump back: the counter's bytes before it, or None if the bump created the file.
+        self._before_bump: bytes | None = None
 
     def _open(self) -> int:
         if self._fd is None:
@@ -68,7 +70,10 @@ class WriteLock:
                 raise  # an UnsafePathError
             # A user with read access only: flock works on a read-only descriptor,
             # and a reader never bumps the counter.
-            return open_regular(path, os.O_RDONLY, what)
+            try:
+                return open_regular(path, os.O_RDONLY, what)
+            except FileNotFoundError:
+                raise exc from None  # missing, and not ours to create: the permission is the problem
 
     def _open_counter(self, *, create: bool) -> int | None:
         if self._counter_fd is None:
@@ -77,12 +82,10 @@ class WriteLock:
                     self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
                 except FileNotFoundError:
                     return None
-                except PermissionError as exc:
-                    if exc.__class__ is not PermissionError:
-                        raise
-                    return None
             else:
-                self._counter_fd = open_regular(self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner)
+                self._counter_fd = open_regular(
+                    self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
+                )
         elif create and fcntl.fcntl(self._counter_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             os.close(self._counter_fd)
             self._counter_fd = None
@@ -147,6 +150,7 @@ class WriteLock:
         if not self._depth:
             raise RuntimeError("the write generation changes only under the writer lock")
         fd = self._open_counter(create=False)
+        self._before_bump = None if fd is None else os.pread(fd, _WIDTH + 1, 0)
         if fd is None:
             # No counter yet: a new journal, or one of an older version, whose
             # counter was in the lock file; continue above that, so that no
@@ -161,6 +165,26 @@ class WriteLock:
         if durable:
             os.fdatasync(fd)
         return new
+
+    def undo_bump(self) -> None:
+        """Take back the last :meth:`bump_generation`, for an append that published nothing; only while holding the lock.
+
+        A counter left ahead of the index is safe (it only makes the next open
+        check the files), but it would change a file for a write that did not
+        happen, and make every reader warn that the index is behind.
+        """
+        if not self._depth:
+            raise RuntimeError("the write generation changes only under the writer lock")
+        if self._before_bump is None:
+            os.unlink(self.counter_path)  # this bump created it; a stale descriptor is dropped below
+            if self._counter_fd is not None:
+                os.close(self._counter_fd)
+                self._counter_fd = None
+            return
+        fd = self._open_counter(create=True)
+        assert fd is not None
+        os.pwrite(fd, self._before_bump, 0)
+        os.ftruncate(fd, len(self._before_bump))
 
     def close(self) -> None:
         """Close the lock file (releasing the lock if held)."""

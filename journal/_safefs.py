@@ -20,7 +20,10 @@ from typing import Final
 
 from journal.errors import UnsafePathError
 
-__all__ = ["DIR_MODE", "FILE_MODE", "Owner", "check_dir", "check_regular", "describe", "journal_owner", "make_dir", "open_regular", "take_ownership"]
+__all__ = [
+    "DIR_MODE", "FILE_MODE", "Owner", "check_dir", "check_regular", "describe",
+    "journal_owner", "make_dir", "open_regular", "take_ownership",
+]
 
 DIR_MODE: Final = 0o700
 FILE_MODE: Final = 0o600

@@ -23,7 +23,7 @@ from typing import Final
 
 from journal.errors import JournalError, JournalStorageError
 
-__all__ = ["STORAGE_ERRNOS", "storage_error", "storage_errors"]
+__all__ = ["STORAGE_ERRNOS", "is_storage_failure", "storage_error", "storage_errors"]
 
 #: The errnos that mean "the filesystem refused", as opposed to a missing file or a bug.
 STORAGE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG})
@@ -61,7 +61,7 @@ def _diagnose(database: Path) -> tuple[int, Path]:
     return errno.ENOSPC if free < _NEARLY_FULL_BYTES or out_of_inodes else errno.EIO, database
 
 
-def _permission_fix(path: Path | str) -> str | None:
+def _permission_fix(path: Path | str, access: str = "write") -> str | None:
     """Name the owner and mode of *path* (or of its nearest existing directory), so the fix is plain."""
     directory = Path(path)
     while not os.path.lexists(directory) and directory != directory.parent:
@@ -75,7 +75,12 @@ def _permission_fix(path: Path | str) -> str | None:
     except KeyError:
         owner = f"uid {info.st_uid}"
     return (f"{str(directory)!r} is owned by {owner} with mode {stat.S_IMODE(info.st_mode):04o} and this process runs as uid {os.geteuid()}; "
-            "run as a user that may write there, or change its owner or mode")
+            f"run as a user that may {access} {'it' if os.path.isfile(directory) and access == 'read' else 'there'}, or change its owner or mode")
+
+
+def is_storage_failure(exc: sqlite3.Error) -> bool:
+    """True when SQLite's *exc* is the filesystem refusing (full, read-only, no permission, cannot open, I/O), not a bug or corruption."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in _SQLITE_STORAGE_CODES
 
 
 def storage_error(exc: BaseException, path: Path | str, action: str, *, index_path: Path | None = None) -> JournalStorageError | None:
@@ -106,7 +111,8 @@ def storage_error(exc: BaseException, path: Path | str, action: str, *, index_pa
 
 
 def _error(path: Path | str, code: int, action: str) -> JournalStorageError:
-    fix = _permission_fix(path) if code in (errno.EACCES, errno.EPERM) else None
+    access = "read" if action.startswith("read the") else "write"  # "read the entry file": a reader lacks read access
+    fix = _permission_fix(path, access) if code in (errno.EACCES, errno.EPERM) else None
     return JournalStorageError.for_errno(path, code, action, fix)
 
 

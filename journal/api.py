@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
-from journal._storage import storage_error, storage_errors
+from journal._storage import is_storage_failure, storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry, check_entry_id, check_text_arguments, show_value, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
 from journal.errors import (
@@ -107,12 +107,35 @@ def _report_stale(path: str, field: str) -> None:
 
 
 def _recovering(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concatenate[Journal, P], R]:
-    """Rebuild a corrupt index from the entry files and retry the call once."""
+    """A read: rebuild a corrupt index from the entry files and retry the call once.
 
+    A read of a journal whose on-disk index could not be opened here (no
+    write access, a read-only mount, a full disk) first reads the entry files
+    into an in-memory index, once per Journal object (see :meth:`Journal._read_fallback`).
+    """
+    return _guarded(method, write=False)
+
+
+def _writing(method: Callable[Concatenate[Journal, P], R]) -> Callable[Concatenate[Journal, P], R]:
+    """A write: like :func:`_recovering`, but a journal this process cannot write raises its JournalStorageError at once.
+
+    A write never uses the in-memory fallback, and never reads the entry
+    files only to fail afterwards: the on-disk index is opened again and its
+    error (disk full, read-only, permission denied) is raised as it is.
+    """
+    return _guarded(method, write=True)
+
+
+def _guarded(method: Callable[Concatenate[Journal, P], R], *, write: bool) -> Callable[Concatenate[Journal, P], R]:
     @functools.wraps(method)
     def wrapper(self: Journal, *args: P.args, **kwargs: P.kwargs) -> R:
         # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
         with storage_errors(self.root, "read or write", index_path=self._index.path):
+            if self._unusable is not None:
+                if write:
+                    self._reopen_on_disk()
+                else:
+                    self._read_fallback()
             try:
                 return method(self, *args, **kwargs)
             except IndexCorruptError as exc:
@@ -206,12 +229,17 @@ def _preview(text: str) -> str:
     return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
 
 
-def _is_access_error(exc: BaseException) -> bool:
-    """True for "this process may not write (or create) the index here", as opposed to any other failure."""
+def _may_fall_back(exc: BaseException) -> bool:
+    """True when a reader may do without the on-disk index: the filesystem refused (access, read-only, full).
+
+    A refused path (a symlink, a FIFO) is never worked around: it is an attack or a slip to be fixed.
+    """
     if isinstance(exc, UnsafePathError):
         return False
     if isinstance(exc, OSError):
-        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, sqlite3.Error) and is_storage_failure(exc):
+        return True
     text = str(exc).lower()
     return "readonly" in text or "read-only" in text or "unable to open" in text
 
@@ -252,6 +280,12 @@ class Journal:
             of loading *model*.
         on_progress: with NN, called with ``(done, total)`` while missing
             vectors are embedded on open.
+        writable: the caller means to write (append, reindex): an open that
+            cannot use the on-disk index for writing (no write access, a
+            read-only mount, a full disk) raises its JournalStorageError at
+            once. Without it (the default) such an open still succeeds: the
+            reads fall back to an in-memory index of the entry files (one
+            warning, only once a read needs it), and writes raise the error.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -264,7 +298,7 @@ class Journal:
     def __init__(
         self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0,
         model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu", encoder: Encoder | None = None,
-        on_progress: Callable[[int, int], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None, writable: bool = False,
     ) -> None:
         if encoder is not None and not enable_nn:
             raise ValueError("encoder= is used only with enable_nn=True")
@@ -286,39 +320,40 @@ class Journal:
             self.manifest: Manifest = load_manifest(manifest_path)
         elif create:
             self.manifest = create_manifest(manifest_path, owner=owner)
+            writable = True  # this open makes a new journal: a writer, which must not end up half made or in memory
         else:
             raise JournalNotFoundError(self.root)
         # A reader without write access must still read: what it cannot
-        # create (a deleted index/, say) is done without in memory.
-        missing_index = False
+        # create (a deleted index/, say) is done without in memory, once a read needs it.
+        # Why the on-disk index cannot be used here, or None: reads fall back, writes raise it.
+        self._unusable: BaseException | None = None
+        self._owner = owner
         for name in ("entries", "index", "models"):
             try:
                 make_dir(self.root / name, f"{name}/", owner)
-            except PermissionError as exc:
-                if exc.__class__ is not PermissionError or name == "entries":
-                    raise
-                missing_index = missing_index or name == "index"
             except OSError as exc:
-                if exc.errno != errno.EROFS or name == "entries":
+                if writable or name == "entries" or not _may_fall_back(exc):
                     raise
-                missing_index = missing_index or name == "index"
+                if name == "index":
+                    self._unusable = exc
         self._lock = WriteLock(self.root / ".write.lock", timeout=lock_timeout, counter=self.root / "entries" / ".generation", owner=owner)
         self._store = EntryStore(self.root / "entries", owner=owner)
-        self._index = Index(self.root / "index" / "journal.sqlite3", owner=owner, in_memory=missing_index)
+        self._index = Index(self.root / "index" / "journal.sqlite3", owner=owner)
         self.skipped: list[SkippedFile] = []
         self._boot_id = current_boot_id()
         # The lock generation this object last saw the index caught up with.
         self._caught_up: int | None = None
-        if missing_index:
-            self._open_in_memory("index/ is missing and cannot be created")
-        else:
+        if self._unusable is None:
             try:
                 self._open_index()
-            except (OSError, sqlite3.OperationalError) as exc:
-                if not _is_access_error(exc):
+            except (OSError, sqlite3.Error) as exc:
+                if writable or not _may_fall_back(exc):
                     raise
-                self._open_in_memory(str(exc))
+                self._index.close()
+                self._unusable = exc
         if encoder is not None:
+            if self._unusable is not None:
+                self._read_fallback()  # the vectors are read from the index now
             from journal.semantic import SemanticIndex  # numpy only with NN on
 
             self._semantic = SemanticIndex(self._index, encoder)
@@ -396,27 +431,60 @@ class Journal:
             finally:
                 self._lock.release()
 
-    def _open_in_memory(self, reason: str) -> None:
-        """Read every entry file into a private in-memory index, writing nothing.
+    def _problem(self, exc: BaseException) -> BaseException:
+        """*exc* as the JournalStorageError it amounts to, if it is one."""
+        return storage_error(exc, self.root, "open", index_path=self._index.path) or exc
+
+    def _read_fallback(self) -> None:
+        """Read every entry file into a private in-memory index, writing nothing (once per object).
 
         For a reader that may not write to the journal (another user, a
-        read-only filesystem): the on-disk index could not be used or
-        repaired. Such a journal object reads, and refuses appends.
+        read-only mount, a full disk where SQLite cannot create its ``-shm``):
+        the on-disk index could not be opened or repaired. Only a read gets
+        here; a write raises the problem instead (see :func:`_writing`).
         """
+        if self._unusable is None or self._index.in_memory:
+            return
+        problem = self._problem(self._unusable)
         log.warning(
-            "journal %s is not writable here (%s); reading the entry files into an in-memory index. "
-            "Run 'ghostjournal reindex' as the journal's owner to repair index/",
-            self.root, reason,
+            "the index of journal %s cannot be used here (%s); reading the entry files into an in-memory index, writing nothing. "
+            "Read as the journal's owner, with the fault fixed, to use index/ (and rebuild it if missing)",
+            self.root, problem,
         )
-        self._index.close()
-        self._index = Index(self._index.path, in_memory=True)
+        self._index.switch_to_memory()
         skipped: list[SkippedFile] = []
         loaded = self._load_many(self._scan(skipped.append), skipped.append)
         unique = self._first_of_each(loaded, skipped.append)
-        self._index.rebuild(((entry, path) for path, entry in unique), max(self._lock.read_generation(), 0), self._boot_id or "")
+        # The copy's generation is never compared with the counter (which this user may not even read).
+        self._index.rebuild(((entry, path) for path, entry in unique), 0, self._boot_id or "")
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
         self.skipped = skipped
+
+    def _reopen_on_disk(self) -> None:
+        """Before a write on a journal whose on-disk index could not be opened: open it again, or raise why not.
+
+        The fault may have been fixed since (a remount, a freed disk); if not,
+        its JournalStorageError is raised before anything is read or written.
+        """
+        was_in_memory = self._index.in_memory
+        self._index.switch_to_disk()  # an in-memory copy is kept aside, for the reads after a refused write
+        try:
+            make_dir(self.root / "index", "index/", self._owner)
+            self._open_index()
+        except Exception as exc:
+            if was_in_memory:
+                self._index.switch_to_memory()
+            else:
+                self._index.close()
+            if _may_fall_back(exc):
+                self._unusable = exc  # the latest reason; a busy lock, say, leaves the earlier one
+            problem = self._problem(exc)
+            if problem is exc:
+                raise
+            raise problem from exc
+        self._index.forget_memory()
+        self._unusable = None
 
     def _sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
@@ -440,9 +508,14 @@ class Journal:
         """Read, parse and check the entry file at *rel_path*."""
         try:
             raw = self._store.read(rel_path)
-        except FileNotFoundError:
-            raise  # callers tell "gone" (a race, a stale row) from "unreadable"
+        except (FileNotFoundError, UnsafePathError):
+            raise  # callers tell "gone" (a race, a stale row) and "refused" from "unreadable"
         except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                # Not a corrupt file to skip: its entry exists and this user may not read it
+                # (root wrote it 0600, say). Skipping would make its data silently disappear.
+                path = self._store.entries_dir / rel_path
+                raise storage_error(exc, path, "read the entry file") or exc from None
             raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
         try:
             entry = entry_from_json_bytes(raw)
@@ -540,7 +613,7 @@ class Journal:
         """
         return self.append_with_result(payload).entry
 
-    @_recovering
+    @_writing
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
         entry = Entry.from_payload(payload)
@@ -598,13 +671,19 @@ class Journal:
                     except Exception as exc:  # noqa: BLE001 - reported by _index_fell_behind
                         commit_failure.append(exc)
 
-                day_dir = self._store.entries_dir / os.path.dirname(EntryStore.rel_path_for(entry))
+                rel_path = EntryStore.rel_path_for(entry)
+                day_dir = self._store.entries_dir / os.path.dirname(rel_path)
                 with storage_errors(day_dir, "write a new entry file in"):
-                    pending = self._store.write_temp(entry, meanwhile=stage_rows)
                     try:
-                        self._store.publish(pending, meanwhile=commit)
-                    except FileExistsError:
-                        raise DuplicateEntryError(entry.id) from None
+                        pending = self._store.write_temp(entry, meanwhile=stage_rows)
+                        try:
+                            self._store.publish(pending, meanwhile=commit)
+                        except FileExistsError:
+                            raise DuplicateEntryError(entry.id) from None
+                    except BaseException as exc:
+                        if isinstance(exc, DuplicateEntryError) or not os.path.lexists(self._store.entries_dir / rel_path):
+                            self._undo_bump()  # nothing was published: the counter stays as it was
+                        raise
                 if commit_failure:
                     self._index_fell_behind(entry, commit_failure[0])
                     return AppendResult(entry, is_duplicate=False)
@@ -634,12 +713,22 @@ class Journal:
             reason = f"it no longer holds client_key {client_key!r}"
         found = self._index.client_key_entry(client_key)
         assert found is not None  # the caller just found it, in this transaction
-        log.warning("client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored", client_key, rel_path, reason)
+        log.warning(
+            "client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored",
+            client_key, rel_path, reason,
+        )
         item = SkippedFile(f"entries/{rel_path}", reason)
         if item not in self.skipped:
             self.skipped.append(item)
         self._index.delete_entry(conn, found[0])
         return None
+    def _undo_bump(self) -> None:
+        """Take back this append's counter bump; if even that fails, the counter stays ahead (safe: the next open checks the files)."""
+        try:
+            self._lock.undo_bump()
+        except OSError:
+            pass
+
     def _end_transaction(self) -> None:
         """Roll back the open write transaction, if any; a connection that cannot is closed (it reopens when needed)."""
         try:
@@ -687,7 +776,7 @@ class Journal:
         log.warning("entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
                     entry.id, rel_path, problem)
 
-    @_recovering
+    @_writing
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the index from the entry files; return how many entries it holds.
 
@@ -754,7 +843,10 @@ class Journal:
     def _skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
         """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
         item = SkippedFile(f"entries/{rel_path}", reason)
-        log.warning("skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back", item.path, entry_id, reason)
+        log.warning(
+            "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
+            item.path, entry_id, reason,
+        )
         if item not in self.skipped:
             self.skipped.append(item)
         if self._index.in_memory:
@@ -1025,12 +1117,12 @@ class Journal:
         if agent is None:
             # Unscoped, a digest is computed from the index alone; a cheap lstat of
             # each file keeps entries whose files were deleted or replaced out of it.
-            unusable = [(row, reason) for row in rows if (reason := self._store.check(row.path)) is not None]
-            for row, reason in unusable:
-                self._skip_unreadable(row.id, row.path, reason)
-            if unusable:
-                gone = {row.id for row, _ in unusable}
-                rows = [row for row in rows if row.id not in gone]
+            problems = self._store.check(row.path for row in rows)
+            if problems:
+                for row in rows:
+                    if row.path in problems:
+                        self._skip_unreadable(row.id, row.path, problems[row.path])
+                rows = [row for row in rows if row.path not in problems]
             links = self._index.links_within([row.id for row in rows])
             return compute_digest(rows, links, agent=agent, since=lower, until=upper)
         scope = _Scope(agent=agent, since=lower, until=upper)
@@ -1069,7 +1161,8 @@ class Journal:
             scope = _Scope(agent=agent, since=lower, until=upper)
 
             def fetch(extra: int) -> list[IndexRow]:
-                return [row for row in self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra) if row.id not in seen]
+                rows = self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra)
+                return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted, scope)]
         return render_prompt_context(query, picks, max_chars=max_chars)

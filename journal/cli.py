@@ -86,12 +86,13 @@ class _Settings:
         self.model = model
         self._journal: Journal | None = None
 
-    def journal(self, *, create: bool = False) -> Journal:
+    def journal(self, *, create: bool = False, writable: bool = False) -> Journal:
+        """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal)."""
         if self.root is None:
             raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
         if self._journal is None:
             with _progress("embedding entries") as on_progress:
-                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=on_progress)
+                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=on_progress, writable=writable)
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
 
@@ -212,7 +213,7 @@ def init(settings: _Settings) -> None:
 
     Example: ghostjournal --root ./journal init
     """
-    journal = settings.journal(create=True)
+    journal = settings.journal(create=True, writable=True)
     _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created})
 
 
@@ -227,7 +228,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
     payload = parse_json_payload(_read_input(source))
-    result = settings.journal().append_with_result(payload)  # type: ignore[arg-type]
+    result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()})
 
 
@@ -334,7 +335,7 @@ def reindex(settings: _Settings) -> None:
     def warn(item: SkippedFile) -> None:
         click.echo(f"skipped {item.path}: {item.reason}", err=True)
 
-    journal = settings.journal()
+    journal = settings.journal(writable=True)
     with _progress("embedding entries") as on_progress:
         count = journal.reindex(on_skip=warn, on_progress=on_progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]})

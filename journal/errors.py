@@ -56,8 +56,25 @@ __all__ = [
 ]
 
 
+def _restored(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
+    """An error of *cls* with *args* and attributes *state*, made without calling its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class JournalError(Exception):
-    """Root of every error the journal raises on purpose."""
+    """Root of every error the journal raises on purpose.
+
+    Every one pickles round trip (simulate's worker processes send errors
+    back): an exception pickles as its class called with its ``args``, which
+    the ``__init__`` of most of these classes does not take, so the message
+    and the attributes are restored without calling it.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_restored, (type(self), self.args, dict(self.__dict__)))
 
     def __reduce__(self) -> tuple[object, ...]:
         # Picklable whatever a subclass's __init__ takes: simulate's worker processes send errors

@@ -261,6 +261,8 @@ class Index:
         self.owner = owner
         self.in_memory = in_memory
         self._conn: sqlite3.Connection | None = None
+        # The in-memory copy set aside while a writer tries the on-disk index again (see switch_to_disk).
+        self._memory: sqlite3.Connection | None = None
         # Query plans by (terms, index size): hybrid search and its snippets share one.
         self._plans: dict[tuple[tuple[str, ...], int, int], tuple[str, bool]] = {}
 
@@ -322,10 +324,35 @@ class Index:
         self._conn = conn
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and an in-memory copy set aside)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self.forget_memory()
+
+    def switch_to_memory(self) -> None:
+        """Use a private in-memory database from now on (empty, or the copy :meth:`switch_to_disk` set aside)."""
+        if self.in_memory:
+            return
+        if self._conn is not None:
+            self._conn.close()
+        self._conn, self._memory = self._memory, None
+        self.in_memory = True
+        self._plans.clear()
+
+    def switch_to_disk(self) -> None:
+        """Use the database file again; an in-memory copy in use is set aside until :meth:`forget_memory`."""
+        if not self.in_memory:
+            return
+        self._memory, self._conn = self._conn, None
+        self.in_memory = False
+        self._plans.clear()
+
+    def forget_memory(self) -> None:
+        """Drop the in-memory copy set aside by :meth:`switch_to_disk`, if any."""
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -363,8 +390,16 @@ class Index:
         try:
             with _corruption_guard():
                 yield conn
-        except BaseException:
-            self.rollback()
+        except BaseException as exc:
+            try:
+                self.rollback()
+            except Exception as failure:  # noqa: BLE001 - the error being raised is the one that matters
+                # A rollback that fails too (a disk gone bad) must not hide why the
+                # transaction failed; the connection is closed (SQLite rolls back
+                # on close) and reopens when next needed.
+                exc.add_note(f"the rollback failed too: {failure}")
+                with contextlib.suppress(Exception):
+                    self.close()
             raise
         self.commit()
 

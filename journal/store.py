@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -264,36 +264,53 @@ class EntryStore:
         with os.fdopen(fd, "rb") as handle:
             size = os.fstat(fd).st_size
             if size > _FILE_LIMIT:
-                raise EntryFileError(f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
+                raise EntryFileError(
+                    f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read"
+                )
             data = handle.read(_FILE_LIMIT + 1)  # the file may have grown since the fstat
         if len(data) > _FILE_LIMIT:
             raise EntryFileError(f"entries/{rel_path}", f"larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
         return data
 
-    def check(self, rel_path: str) -> str | None:
-        """Why the file at *rel_path* cannot be an entry, judged by ``lstat`` alone; None if it may be one.
+    def check(self, rel_paths: Iterable[str]) -> dict[str, str]:
+        """Why files at *rel_paths* cannot be entries, judged by ``lstat`` alone: ``{path: reason}`` for those that cannot.
 
         A cheap test for reads that use only the index (a digest): a missing
-        file, a non-regular file, an empty or oversized one.
+        file, a non-regular file, an empty or oversized one. Paths in time
+        order open each day directory once (one is held open at a time).
         """
-        year, month, day, entry_id = check_entry_path(rel_path)
+        problems: dict[str, str] = {}
+        held: tuple[tuple[str, str, str], int | str] | None = None
         try:
-            dir_fd = self._open_dirs((year, month, day), create=False)
-        except FileNotFoundError:
-            return "the entry file is missing"
-        except UnsafePathError as exc:
-            return exc.reason
-        try:
-            info = os.stat(f"{entry_id}.json", dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return "the entry file is missing"
+            for rel_path in rel_paths:
+                year, month, day, entry_id = check_entry_path(rel_path)
+                if held is None or held[0] != (year, month, day):
+                    if held is not None and isinstance(held[1], int):
+                        os.close(held[1])
+                    held = None
+                    try:
+                        held = ((year, month, day), self._open_dirs((year, month, day), create=False))
+                    except FileNotFoundError:
+                        held = ((year, month, day), "the entry file is missing")
+                    except UnsafePathError as exc:
+                        held = ((year, month, day), exc.reason)
+                dir_fd = held[1]
+                if isinstance(dir_fd, str):
+                    problems[rel_path] = dir_fd
+                    continue
+                try:
+                    info = os.stat(f"{entry_id}.json", dir_fd=dir_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    problems[rel_path] = "the entry file is missing"
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    problems[rel_path] = f"{describe(info.st_mode)}, not a regular file"
+                elif info.st_size == 0 or info.st_size > _FILE_LIMIT:
+                    problems[rel_path] = f"{info.st_size} bytes, not an entry"
         finally:
-            os.close(dir_fd)
-        if not stat.S_ISREG(info.st_mode):
-            return f"{describe(info.st_mode)}, not a regular file"
-        if info.st_size == 0 or info.st_size > _FILE_LIMIT:
-            return f"{info.st_size} bytes, not an entry"
-        return None
+            if held is not None and isinstance(held[1], int):
+                os.close(held[1])
+        return problems
 
     def exists(self, rel_path: str) -> bool:
         """True if an entry file exists at *rel_path*."""

@@ -337,7 +337,7 @@ def run_slot(
     """
     identity = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
-        journal = Journal(agent.journal_root)
+        journal = Journal(agent.journal_root, writable=True)  # a run writes: a journal it cannot write fails it at once
     except (JournalError, OSError) as exc:
         fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
         if fault is not None:

@@ -31,8 +31,24 @@ __all__ = [
 ]
 
 
+def _restored(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
+    """An error of *cls* with *args* and attributes *state*, made without calling its ``__init__``."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class RunnerError(Exception):
-    """Root of every error the runner raises on purpose."""
+    """Root of every error the runner raises on purpose.
+
+    Every one pickles round trip (simulate's and serve's worker processes send
+    errors back): the message and attributes are restored without calling
+    ``__init__``, whose arguments are not the exception's ``args``.
+    """
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_restored, (type(self), self.args, dict(self.__dict__)))
 
     def __reduce__(self) -> tuple[object, ...]:
         # Picklable whatever a subclass's __init__ takes: simulate's worker processes send errors
@@ -167,3 +183,6 @@ class RunInterrupted(SystemExit):
     def __init__(self, result: object, code: int | str | None) -> None:
         super().__init__(code)
         self.result = result
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_restored, (type(self), self.args, dict(self.__dict__)))

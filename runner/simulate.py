@@ -85,7 +85,7 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
     fault = None
-    with Journal(settings.journal_root) as journal:
+    with Journal(settings.journal_root, writable=True) as journal:
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())

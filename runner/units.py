@@ -38,6 +38,7 @@ Relative paths are refused: units run in ``/var/lib/ghostrunner``.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import re
@@ -529,6 +530,7 @@ def _check_replaceable(directory: int, path: Path, name: str) -> None:
         finally:
             os.close(descriptor)
     except OSError as exc:
+        _refused(exc, path, "read the unit")
         raise RunnerError(f"cannot read {str(path)!r} to see whether render wrote it: {exc.strerror}; nothing was written") from None
     if head != marker:
         raise UnitRenderError("--out", f"{str(path)!r} exists and was not written by ghostrunner systemd render; render replaces only "

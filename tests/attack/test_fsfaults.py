@@ -42,9 +42,9 @@ AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
 DAY = "2026-09-05"
 EXIT_CODES = {"full": 74, "readonly": 73, "denied": 77}
 ERRNO_NAMES = {"full": "ENOSPC", "readonly": "EROFS", "denied": "EACCES"}
-# What may change on a refused write: the writer lock's counter (bumped before every publish,
-# so that the next writer checks the files) and SQLite's own -wal/-shm side files.
-_VOLATILE = {".write.lock", "index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
+# What may change on a refused write: SQLite's own -wal/-shm side files. The write counter
+# (entries/.generation) is bumped before a publish, and taken back when nothing was published.
+_VOLATILE = {"index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
@@ -380,7 +380,7 @@ def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
     root = disk / "journal"
     make_journal(root)
     with Journal(root) as holder:
-        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0644)
+        holder.list()  # root's open connection keeps its -wal and -shm (owned by root, 0600 as every journal file)
         for dirpath, dirnames, filenames in os.walk(root):
             for name in [*dirnames, *filenames]:
                 if not name.endswith(("-wal", "-shm")):
@@ -390,7 +390,7 @@ def test_index_side_file_of_another_user_is_named(mounts: Mounts) -> None:
         result = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(6)), as_nobody=True)
         assert_clear_error(result, "denied")
         wal = str(root / "index" / "journal.sqlite3-wal")
-        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0644" in result.stderr
+        assert f"{wal!r}: permission denied (EACCES); {wal!r} is owned by root (uid 0) with mode 0600" in result.stderr
         assert stable(root) == before
 
 
@@ -445,3 +445,151 @@ def test_runner_files_on_a_read_only_mount(mounts: Mounts) -> None:
         assert result.returncode == 73 and "Traceback" not in result.stderr, result.stderr
         assert f"cannot {'serve with the lock file' if result is served else 'write the units into'} {str(path)!r}: read-only file system (EROFS)" in result.stderr
     assert not (disk / "units").exists() and not (disk / "serve.lock").exists()
+
+
+# -- reads that need no write access, writes that fail before any read ------------------------
+
+@pytest.mark.parametrize("fault", ["full", "readonly", "denied"])
+def test_reads_of_a_refusing_journal_work_with_one_warning(mounts: Mounts, fault: str) -> None:
+    """Every read command works on a full disk (no process holding the index, so SQLite cannot create its -shm), a read-only
+    mount and a journal this user may not write: the entries, exit 0, and one warning line naming the fault; nothing changes."""
+    disk = mounts.tmpfs()
+    seeded = make_journal(disk / "journal")
+    if fault == "denied":
+        deny(disk / "journal")
+    if fault == "full":
+        fill(disk)
+    root = (mounts.read_only(disk) if fault == "readonly" else disk) / "journal"
+    before = stable(disk / "journal")
+    reads = (("list",), ("search", "tide"), ("get", seeded[0]), ("relate", seeded[0]), ("digest",), ("prompt-context", "tide"))
+    for args in reads:
+        result = command("ghostjournal", "--root", str(root), *args, as_nobody=fault == "denied")
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
+        warnings = result.stderr.strip().splitlines()
+        assert len(warnings) == 1 and warnings[0].startswith("Warning: the index of journal"), (args, result.stderr)
+        assert ERRNO_NAMES[fault] in warnings[0] and "in-memory index" in warnings[0], result.stderr
+    listed = command("ghostjournal", "--root", str(root), "list", as_nobody=fault == "denied")
+    assert sorted(e["id"] for e in json.loads(listed.stdout)) == sorted(seeded)
+    assert stable(disk / "journal") == before and leftovers(disk) == []
+
+
+@pytest.mark.parametrize("fault", ["readonly", "full"])
+def test_reads_warn_once_and_writes_fail_without_reading(mounts: Mounts, fault: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Through the API: many reads give one fallback warning; an append raises the fault's error and reads no entry file first."""
+    disk = mounts.tmpfs()
+    seeded = make_journal(disk / "journal")
+    if fault == "full":
+        fill(disk)
+    root = (mounts.read_only(disk) if fault == "readonly" else disk) / "journal"
+    kind = ReadOnlyFilesystemError if fault == "readonly" else DiskFullError
+    with pytest.raises(kind, match=rf"\({ERRNO_NAMES[fault]}\)"):
+        Journal(root, writable=True)  # a writer learns it at once
+    with caplog.at_level(logging.WARNING, logger="journal"):
+        with Journal(root) as journal:
+            assert not caplog.records, "the open alone must not fall back (nor warn)"
+            with pytest.raises(kind):
+                journal.append(_payload(7, client_key="new"))
+            assert not caplog.records, "a write must not read the entry files into memory first"
+            assert sorted(e.id for e in journal.list()) == sorted(seeded)
+            assert journal.get(seeded[0]).id == seeded[0] and journal.search("tide", k=3)
+            assert journal.prompt_context("tide") and journal.digest().count == 3
+            with pytest.raises(kind):
+                journal.append(_payload(8))
+            assert len(journal.list()) == 3  # the in-memory copy survives the refused write
+    fallbacks = [r for r in caplog.records if "in-memory index" in r.getMessage()]
+    assert len(fallbacks) == 1 and ERRNO_NAMES[fault] in fallbacks[0].getMessage(), caplog.text
+    assert file_ids(disk / "journal") == set(seeded)
+
+
+def test_an_entry_file_this_user_cannot_read_is_a_permission_error(mounts: Mounts) -> None:
+    """An entry written 0600 by root, read by the service user: exit 77 naming the file, its owner and mode; never skipped as corrupt."""
+    disk = mounts.tmpfs()
+    root = disk / "journal"
+    seeded = make_journal(root)
+    _chown_tree(root, NOBODY)
+    hidden = next(p for p in (root / "entries").rglob("*.json") if p.stem == seeded[1])
+    os.chown(hidden, 0, 0)  # root's own, mode 0600
+    before = stable(root)
+    for args in (("list",), ("get", seeded[1]), ("search", "tide"), ("reindex",)):
+        result = command("ghostjournal", "--root", str(root), *args, as_nobody=True)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 77 and len(lines) == 1, (args, result.returncode, result.stderr)
+        assert f"cannot read the entry file {str(hidden)!r}: permission denied (EACCES); {str(hidden)!r} is owned by root (uid 0) with mode 0600" in lines[0]
+        assert "skipped" not in result.stderr
+    assert stable(root) == before
+    assert index_ids(root) == set(seeded), "no row of the unreadable entry was dropped"
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    os.chown(root, uid, uid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            os.chown(Path(dirpath) / name, uid, uid)
+
+
+# -- errors that survive their trip out of a worker process -----------------------------------
+
+def _all_subclasses(base: type[BaseException]) -> list[type[BaseException]]:
+    found, todo = [], [base]
+    while todo:
+        kind = todo.pop()
+        found.append(kind)
+        todo.extend(kind.__subclasses__())
+    return found
+
+
+def _sample(name: str, annotation: str) -> object:
+    """A plausible argument for a parameter of an error's __init__, by its name and annotation."""
+    if "errno" in name:
+        return errno.ENOSPC
+    if "Path" in annotation:
+        return Path("/srv/journal/entries")
+    if annotation.startswith("int") or annotation == "float":
+        return 7
+    if annotation.startswith("list"):
+        return ["one", "two"]
+    return f"{name} value"
+
+
+def test_every_error_class_pickles_round_trip() -> None:
+    """Each error class of journal/ and runner/ (found by walking the subclasses) survives pickling with its message and attributes."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import journal as journal_package
+    import runner as runner_package
+    from journal.errors import JournalError
+    from runner.errors import RunInterrupted, RunnerError
+
+    for package in (journal_package, runner_package):  # subclasses defined outside errors.py count too
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if info.name not in ("journal.semantic", "journal.__main__", "runner.__main__"):
+                importlib.import_module(info.name)
+    classes = [*_all_subclasses(JournalError), *_all_subclasses(RunnerError), RunInterrupted]
+    assert len(classes) > 20
+    for kind in classes:
+        parameters = list(inspect.signature(kind.__init__).parameters.values())[1:]
+        args = [_sample(p.name, str(p.annotation)) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
+        error = kind(*args)
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is kind, kind
+        assert str(copy) == str(error) and copy.args == error.args, kind
+        assert vars(copy) == vars(error), kind
+
+
+def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> None:
+    """Index.transaction: when the rollback itself fails (here: its connection is gone), the error raised is still the original one."""
+    from journal.index import Index
+
+    index = Index(tmp_path / "journal.sqlite3")
+    index.connect()
+    with pytest.raises(LookupError, match="the original failure") as raised:
+        with index.transaction() as conn:
+            conn.close()  # the rollback now fails with sqlite3.ProgrammingError
+            raise LookupError("the original failure")
+    assert any("the rollback failed too" in note for note in getattr(raised.value, "__notes__", [])), raised.value
+    index.connect()  # the connection that could not roll back was dropped; a new one works
+    with index.transaction() as conn:
+        conn.execute("CREATE TABLE t (x)")
+    index.close()
