@@ -76,19 +76,6 @@ class JournalError(Exception):
     def __reduce__(self) -> tuple[object, ...]:
         return (_restored, (type(self), self.args, dict(self.__dict__)))
 
-    def __reduce__(self) -> tuple[object, ...]:
-        # Picklable whatever a subclass's __init__ takes: simulate's worker processes send errors
-        # back to the parent, and an unpicklable one broke the whole pool with a traceback.
-        return (_rebuild_error, (type(self), self.args, dict(self.__dict__)))
-
-
-def _rebuild_error(kind: type[JournalError], args: tuple[object, ...], state: dict[str, object]) -> JournalError:
-    """An error of *kind* with *args* and attributes *state*, without calling its __init__ (see JournalError.__reduce__)."""
-    error = kind.__new__(kind, *args)
-    error.args = args
-    error.__dict__.update(state)
-    return error
-
 
 class EntryValidationError(JournalError, ValueError):
     """A payload does not satisfy entry schema v1.

@@ -38,7 +38,6 @@ Relative paths are refused: units run in ``/var/lib/ghostrunner``.
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import os
 import re
