@@ -322,14 +322,15 @@ def systemd() -> None:
 
 @systemd.command()
 @_config_option
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory to write the units into.")
+# A str, checked before it becomes a Path: Path("") is ".", so an empty --out wrote the units into the working directory.
+@click.option("--out", "out_text", required=True, help="Directory to write the units into.")
 @click.option("--exec", "exec_text", default=None,
               help="How units start ghostrunner (absolute path, shell-like words). Default: the ghostrunner script beside this Python.")
 @click.option("--installed-config", default=None, help="The --config path the units use (default: the configuration file's absolute path).")
 @click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
 @click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
 @click.pass_obj
-def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: str | None, installed_config: str | None, user: str,
+def render(settings: _Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
            delay_text: str) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
 
@@ -346,6 +347,11 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
     from runner.config import parse_duration
     from runner.units import default_exec_argv, render_units, write_units
 
+    # An empty value (a script's variable that came out empty) is an error, never the default or the working directory.
+    for option, text in (("--out", out_text), ("--exec", exec_text), ("--installed-config", installed_config)):
+        if text is not None and not text.strip():
+            raise click.BadParameter(f"expected a non-empty value, got {quoted(text)}", param_hint=option)
+    out = Path(out_text)
     config = settings.config(config_path)
     if config.config_file is None:
         raise click.UsageError("systemd units need a configuration file the service can read; pass --config FILE")
