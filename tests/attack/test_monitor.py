@@ -365,8 +365,8 @@ def hooked_publish(self, pending, **kwargs):
     if point == "published":
         pause(point)  # file and index are done; the append has not returned yet
 
-def hooked_find(self, key):
-    found = find(self, key)
+def hooked_find(self, key, **kwargs):
+    found = find(self, key, **kwargs)  # the runner looks a slot up scoped to its agent (agent=)
     if point == "found" and found is not None:
         pause(point)  # the slot's entry was found; the run has not recorded it yet
     return found
