@@ -22,7 +22,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -174,6 +174,15 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     return moment
 
 
+def _is_date_only(text: str) -> bool:
+    """Whether *text* names a day without a time (``2026-03-29``); ISO 8601 also separates a time by a space, not only by ``T``."""
+    try:
+        date.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
 
@@ -300,7 +309,7 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     else:
         today = datetime.now(config.timezone).date() - timedelta(days=days)
         start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
-    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or "T" not in start_text else start_day
+    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or _is_date_only(start_text) else start_day
     end = start + timedelta(days=days)
     names = list(agents) or sorted(config.agents)
     summaries = simulate_agents(config, names, start, end, workers=workers)

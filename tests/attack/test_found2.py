@@ -73,3 +73,24 @@ def test_simulate_across_a_gap_past_midnight_writes_every_days_slot(tmp_path: Pa
     assert json.loads(result.stdout)["outcomes"] == {"appended": 4}
     keys = sorted(entry.client_key or "" for entry in entries(tmp_path / "journal"))
     assert keys == [f"motoko:late:2026-03-{day}" for day in (27, 28, 29, 30)]
+
+
+@pytest.mark.parametrize("separator", ["T", " "])
+def test_simulate_start_with_a_time_starts_at_that_time_whatever_the_separator(tmp_path: Path, separator: str) -> None:
+    """ISO 8601 separates date and time by 'T' or a space; with a space the time was silently dropped and the simulation began at midnight."""
+    path = write_config(tmp_path, """
+    [routines.hourly]
+    kind = "note"
+    schedule = "0 * * * *"
+    slot = "hour"
+    question = "what happened?"
+    prompt = "Write a note."
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["hourly"]
+    """)
+    result = ghostrunner("simulate", "--days", "1", "--start", f"2026-03-29{separator}05:00", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["start"] == "2026-03-29T05:00:00+00:00"
+    keys = sorted(entry.client_key or "" for entry in entries(tmp_path / "journal"))
+    assert keys[0] == "motoko:hourly:2026-03-29T05" and len(keys) == 24
