@@ -22,7 +22,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -174,6 +174,15 @@ def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
     return moment
 
 
+def _is_date_only(text: str) -> bool:
+    """Whether *text* names a day without a time (``2026-03-29``); ISO 8601 also separates a time by a space, not only by ``T``."""
+    try:
+        date.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
 
@@ -300,7 +309,7 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     else:
         today = datetime.now(config.timezone).date() - timedelta(days=days)
         start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
-    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or "T" not in start_text else start_day
+    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or _is_date_only(start_text) else start_day
     end = start + timedelta(days=days)
     names = list(agents) or sorted(config.agents)
     summaries = simulate_agents(config, names, start, end, workers=workers)
@@ -322,14 +331,15 @@ def systemd() -> None:
 
 @systemd.command()
 @_config_option
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Directory to write the units into.")
+# A str, checked before it becomes a Path: Path("") is ".", so an empty --out wrote the units into the working directory.
+@click.option("--out", "out_text", required=True, help="Directory to write the units into.")
 @click.option("--exec", "exec_text", default=None,
               help="How units start ghostrunner (absolute path, shell-like words). Default: the ghostrunner script beside this Python.")
 @click.option("--installed-config", default=None, help="The --config path the units use (default: the configuration file's absolute path).")
 @click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
 @click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
 @click.pass_obj
-def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: str | None, installed_config: str | None, user: str,
+def render(settings: _Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
            delay_text: str) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
 
@@ -346,6 +356,11 @@ def render(settings: _Settings, config_path: Path | None, out: Path, exec_text: 
     from runner.config import parse_duration
     from runner.units import default_exec_argv, render_units, write_units
 
+    # An empty value (a script's variable that came out empty) is an error, never the default or the working directory.
+    for option, text in (("--out", out_text), ("--exec", exec_text), ("--installed-config", installed_config)):
+        if text is not None and not text.strip():
+            raise click.BadParameter(f"expected a non-empty value, got {quoted(text)}", param_hint=option)
+    out = Path(out_text)
     config = settings.config(config_path)
     if config.config_file is None:
         raise click.UsageError("systemd units need a configuration file the service can read; pass --config FILE")

@@ -29,6 +29,9 @@ The rule, cron's usual convention, for the wall-clock times a schedule names:
 * a time that does not exist (skipped when clocks go forward) fires once,
   at the first moment after the gap (02:30 on Berlin's March change day
   fires at 03:00 CEST); several skipped times collapse into that one fire.
+  When that moment is on the next day (a gap past midnight, as in
+  America/Nuuk), the fire is at the last second before the gap instead, so
+  that it keeps its own day's slot.
 
 Fire times are compared and subtracted as instants (in UTC): two aware
 datetimes that share a ``ZoneInfo`` compare by wall clock in Python, so
@@ -132,7 +135,15 @@ def _resolve(wall: datetime, tz: tzinfo) -> datetime:
             high = middle
         else:
             low = middle
-    return datetime.fromtimestamp(high, UTC).astimezone(tz)
+    end = datetime.fromtimestamp(high, UTC).astimezone(tz)
+    if end.date() != wall.date():
+        # A gap that runs past midnight (America/Nuuk: Saturday 23:00 -02 is Sunday 00:00 -01): its
+        # end is on the next day, so the fire would take that day's slot, the named day would have
+        # none and the next day two. It runs at the last second before the change, on its own day.
+        before = datetime.fromtimestamp(high - 1, UTC).astimezone(tz)
+        if before.date() == wall.date():
+            return before
+    return end
 
 
 class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships no type hints
