@@ -186,8 +186,9 @@ def to_on_calendar(routine: str, schedule: str, timezone: ZoneInfo) -> str:
 def skipped_local_times(routine: str, schedule: str, timezone: ZoneInfo, start: date, days: int = 731) -> list[datetime]:
     """Scheduled wall-clock times in ``[start, start + days)`` that do not exist in *timezone* (a DST gap).
 
-    At such a time ``ghostrunner serve`` runs the slot at the first real
-    moment after the gap, while a systemd timer skips that day's fire, so the
+    At such a time ``ghostrunner serve`` still runs the slot once (right after
+    the gap, or just before it when the gap ends on the next day; see
+    :mod:`runner.slots`), while a systemd timer skips that day's fire, so the
     render command warns about them.
 
     Raises:
