@@ -10,6 +10,7 @@ statistics, see the README) is left out of the exact comparisons.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sqlite3
@@ -201,7 +202,7 @@ def test_an_index_row_pointing_at_another_entrys_file_is_not_that_entry(root: Pa
     with Journal(root) as journal:
         journal.append(_note("alice", "alice-1", 1, "kettle", "The kettle sang."))
         bob = journal.append(_note("bob", "bob-1", 2, "kettle", "Bob's kettle diary."))
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         conn.execute("UPDATE entries SET path = ? WHERE id = 'alice-1'", (EntryStore.rel_path_for(bob),))
     with Journal(root) as journal:
         for agent in (None, "alice"):

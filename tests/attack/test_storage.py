@@ -9,6 +9,7 @@ Anything that could hang on the old code runs in a subprocess with a bound.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -97,7 +98,7 @@ def _entry_hashes(root: Path) -> dict[str, str]:
 
 def _foreign_db(path: Path) -> Path:
     """Another application's SQLite database, with a table and a row of its own."""
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("CREATE TABLE users (name TEXT)")
         conn.execute("INSERT INTO users VALUES ('alice')")
     conn.close()
@@ -166,7 +167,7 @@ def test_symlink_at_a_journal_path_is_refused_and_its_target_unchanged(
     assert result.returncode == 1 and str(planted) in line and "symlink" in line
     assert _digest(target) == before
     if name == "index/journal.sqlite3":
-        with sqlite3.connect(target) as conn:
+        with contextlib.closing(sqlite3.connect(target)) as conn, conn:
             assert conn.execute("SELECT name FROM users").fetchall() == [("alice",)]
         conn.close()
 

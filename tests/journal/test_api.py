@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -217,7 +218,7 @@ def _drop_row_behind_the_counter(root: Path, entry_id: str, boot_id: str | None)
     """Make the index lose one entry while its generation still matches, as a power loss could."""
     import sqlite3
 
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         rowid = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
         conn.execute("DELETE FROM fts WHERE rowid = ?", (rowid,))
         conn.execute("DELETE FROM entries WHERE rowid = ?", (rowid,))

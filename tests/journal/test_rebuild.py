@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sqlite3
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def test_cli_reindex_prints_skipped_files_on_stderr(root: Path, make_payload: Pa
 
 
 def _rows(db: Path) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         entries = conn.execute("SELECT id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key FROM entries ORDER BY id").fetchall()
         links = conn.execute("SELECT src, dst FROM links ORDER BY src, dst").fetchall()
         text = conn.execute("SELECT e.id, f.theme, f.voice, f.tags, f.focus, f.mood FROM fts f JOIN entries e ON e.rowid = f.rowid ORDER BY e.id").fetchall()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -75,7 +76,7 @@ def test_index_row_pointing_outside_entries_is_refused(journal: Journal, make_pa
     entry = journal.append(make_payload())
     secret = tmp_path / "secret.json"
     secret.write_text("{}")
-    with sqlite3.connect(journal.root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(journal.root / "index" / "journal.sqlite3")) as conn, conn:
         conn.execute("UPDATE entries SET path = ? WHERE id = ?", (os.path.relpath(secret, journal.root / "entries"), entry.id))
     with pytest.raises(UnsafePathError, match="not an entry path"):
         journal.get(entry.id)

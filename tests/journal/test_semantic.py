@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +21,7 @@ Payload = Callable[..., dict[str, Any]]
 
 
 def _vector_models(root: Path) -> list[str]:
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY rowid")]
 
 
@@ -30,7 +31,7 @@ def test_append_with_nn_stores_a_vector_tagged_with_the_encoder_identity(root: P
         journal.append(make_payload())
         journal.append(make_payload(voice="Another evening by the water."))
     assert _vector_models(root) == ["fake:32", "fake:32"]
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         assert {len(r[0]) for r in conn.execute("SELECT vector FROM vectors")} == {32 * 4}
 
 
@@ -85,12 +86,12 @@ def test_an_index_of_the_previous_schema_version_is_rebuilt_with_a_vectors_table
     """An index from before the vectors table is rebuilt from the files on open."""
     with Journal(root) as journal:
         entry = journal.append(make_payload())
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         conn.execute("DROP TABLE vectors")
         conn.execute("UPDATE state SET value = '1' WHERE key = 'schema_version'")
     with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
         assert journal.search("harbor", k=1, mode="semantic")[0].entry_id == entry.id
-    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
         assert conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone()[0] == str(INDEX_SCHEMA_VERSION)
 
 
