@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from journal import Journal  # noqa: E402
-from journal.embed import document_text  # noqa: E402
+from journal import Journal
+from journal.embed import document_text
 
 KS = (5, 10, 25, 50)
 MODES = ("lexical", "semantic", "hybrid")
@@ -178,11 +178,7 @@ def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[st
 
 # -- speed ---------------------------------------------------------------------------
 
-_WORDS = (
-    "harbor light ferry tide rain studio lens grain shadow neon market alley river bridge archive signal memory "
-    "dream code deploy server latency queue pulse evening digest theme focus mood novelty crow kettle lantern "
-    "balcony garden moss stone typewriter letter train platform station ticket fog mirror window paper ink"
-).split()
+_WORDS = ["harbor", "light", "ferry", "tide", "rain", "studio", "lens", "grain", "shadow", "neon", "market", "alley", "river", "bridge", "archive", "signal", "memory", "dream", "code", "deploy", "server", "latency", "queue", "pulse", "evening", "digest", "theme", "focus", "mood", "novelty", "crow", "kettle", "lantern", "balcony", "garden", "moss", "stone", "typewriter", "letter", "train", "platform", "station", "ticket", "fog", "mirror", "window", "paper", "ink"]
 
 
 def synthetic_payloads(count: int, *, agents: int = 4, seed: int = 7) -> list[dict[str, Any]]:
@@ -231,7 +227,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
                 plain.append(payload)
         texts = [document_text(p["theme"], p["tags"], None, p["voice"]) for p in payloads]
         started = time.perf_counter()
-        encoder._model.encode(texts, batch_size=encoder.batch_size, convert_to_numpy=True, normalize_embeddings=True)  # noqa: SLF001
+        encoder._model.encode(texts, batch_size=encoder.batch_size, convert_to_numpy=True, normalize_embeddings=True)
         raw = time.perf_counter() - started
         marks: list[float] = []
         with Journal(root, enable_nn=True, encoder=encoder) as journal:
@@ -279,7 +275,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
         queries = ["harbor light at night", "what did I think about the train station?", "fog mirror", "memory of rain on the studio window",
                    "server latency again", "q004242 marker", "letters written in ink", "the garden after the rain"]
         with Journal(root, enable_nn=True, encoder=encoder) as journal:
-            semantic = journal._semantic  # noqa: SLF001
+            semantic = journal._semantic
             assert semantic is not None
             started = time.perf_counter()
             journal.search("warm up the cache", k=8, mode="semantic")
@@ -287,7 +283,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
             print("                                    p50 ms   p95 ms")
             for label, agent in (("one agent", "agent1"), ("all agents", None)):
                 for mode in ("lexical", "hybrid"):
-                    times = [t for q in queries for t in _timed(lambda q=q: journal.search(q, k=8, agent=agent, mode=mode), 5)]
+                    times = [t for q in queries for t in _timed(lambda q=q, agent=agent, mode=mode: journal.search(q, k=8, agent=agent, mode=mode), 5)]
                     print(f"  search {mode:<8} {label:<12}      {_pct(times, .5):7.2f}  {_pct(times, .95):7.2f}")
             vector = semantic.query_vector("harbor light at night")
             embed = [t for q in queries for t in _timed(lambda q=q: semantic.query_vector(q), 5)]
@@ -299,7 +295,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
             print(f"         first query (cold matrix load from SQLite): {cold:.0f} ms")
             blob = to_blob(vector)
             started = time.perf_counter()
-            rows = journal._index.vectors_after(encoder.identity, 0)  # noqa: SLF001
+            rows = journal._index.vectors_after(encoder.identity, 0)
             matrix = np.frombuffer(b"".join(r.vector for r in rows if r.agent == "agent1"), dtype="<f4").reshape(-1, len(blob) // 4)
             _ = matrix @ vector
             print(f"         without the cache (read every blob per query): {(time.perf_counter() - started) * 1000:.0f} ms")

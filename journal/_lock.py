@@ -25,6 +25,7 @@ import os
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from journal._safefs import Owner, open_regular
 from journal.errors import LockTimeoutError
@@ -129,7 +130,7 @@ class WriteLock:
         """True while this object holds the lock."""
         return self._depth > 0
 
-    def __enter__(self) -> WriteLock:
+    def __enter__(self) -> Self:
         self.acquire()
         return self
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -14,14 +14,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, ParamSpec, Self, TypeVar
 
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._safefs import journal_owner, make_dir
 from journal._storage import is_storage_failure, storage_error, storage_errors
 from journal.embed import DEFAULT_MODEL, Encoder
-from journal.entry import Entry, check_entry_id, check_text_arguments, show_value, check_utc_range, entry_from_json_bytes, parse_timestamp, utc_key
+from journal.entry import (
+    Entry,
+    check_entry_id,
+    check_text_arguments,
+    check_utc_range,
+    entry_from_json_bytes,
+    parse_timestamp,
+    show_value,
+    utc_key,
+)
 from journal.errors import (
     ClientKeyTakenError,
     DuplicateEntryError,
@@ -378,7 +387,7 @@ class Journal:
         self._store.close()
         self._lock.close()
 
-    def __enter__(self) -> Journal:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:

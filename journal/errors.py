@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import ClassVar
 
 __all__ = [
-    "DiskFullError",
     "ClientKeyTakenError",
+    "DiskFullError",
     "DuplicateEntryError",
     "EntryFileError",
     "EntryNotFoundError",

@@ -97,7 +97,7 @@ def _novelty_view(rows: Sequence[IndexRow]) -> dict[str, Any]:
         trend = "rising" if delta > 0.05 else "falling" if delta < -0.05 else "steady"
     weekly: dict[str, list[float]] = {}
     for ts_utc, value in points:
-        year, week, _ = datetime.fromisoformat(ts_utc.replace("Z", "+00:00")).isocalendar()
+        year, week, _ = datetime.fromisoformat(ts_utc).isocalendar()
         weekly.setdefault(f"{year}-W{week:02d}", []).append(value)
     series = [{"week": week, "mean": _mean(vals), "count": len(vals)} for week, vals in sorted(weekly.items())]
     return {"mean": _mean(values), "first_half_mean": first, "second_half_mean": second, "trend": trend, "weekly": series}

@@ -456,15 +456,15 @@ def _render_demo(report: Any) -> str:
     week = report.last_week
     lines = [
         f"motoko's journal: {report.journal_root}",
-        f"simulated {report.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in report.simulation.outcomes.items())})"
-        f" in {report.simulation.seconds:.1f} s; the journal holds {report.entries} entries",
+        (f"simulated {report.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in report.simulation.outcomes.items())})"
+         f" in {report.simulation.seconds:.1f} s; the journal holds {report.entries} entries"),
         "",
         f"digest of the last week ({week['count']} entries):",
         "  themes:  " + ", ".join(f"{t['theme']} ({t['count']})" for t in week["themes"][:5]),
         "  moods:   " + ", ".join(f"{m['mood']} ({m['count']})" for m in week["moods"][:5]),
         f"  novelty: mean {week['novelty']['mean']}, trend {week['novelty']['trend']}",
-        f"  continuity: {week['continuity']['links']} links; longest chain "
-        f"{max((len(c) for c in week['continuity']['longest_chains']), default=0)} entries",
+        (f"  continuity: {week['continuity']['links']} links; longest chain "
+         f"{max((len(c) for c in week['continuity']['longest_chains']), default=0)} entries"),
         "",
         f"prompt context for {report.question!r}:",
         report.context,

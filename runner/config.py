@@ -99,7 +99,7 @@ def parse_duration(value: object) -> timedelta:
         ValueError: anything else, a negative or non-finite number, or more than MAX_DURATION.
     """
     if isinstance(value, bool):
-        raise ValueError(_DURATION_EXPECTED)
+        raise ValueError(_DURATION_EXPECTED)  # noqa: TRY004 - the caller turns every bad value into one ConfigError
     if isinstance(value, int | float):
         # Checked before timedelta(), which raises OverflowError for 1e30 or inf.
         if not math.isfinite(value) or not 0 <= value <= MAX_DURATION.total_seconds():
@@ -128,7 +128,7 @@ def _check_base_url(url: str, key: str, fail: Any) -> None:
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise fail(key, "a base URL without ?query or #fragment (the backend appends /chat/completions)", "an address with one (not shown)")
     try:
-        parts.port
+        _ = parts.port  # urlsplit checks the port only when it is read
     except ValueError:
         raise fail(key, "a URL whose port is a number from 0 to 65535", url) from None
     if not parts.hostname or any(ord(char) < 33 or ord(char) == 127 for char in url):

@@ -36,13 +36,13 @@ import stat
 import subprocess
 import sys
 import threading
-from threading import TIMEOUT_MAX
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from threading import TIMEOUT_MAX
 from types import FrameType
 from typing import IO, Any, Final
 
@@ -50,7 +50,6 @@ import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
-
 
 from journal import Journal
 from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked, signal_name
@@ -328,7 +327,7 @@ class Scheduler:
             if self._stopping.is_set():
                 return None
             # Its own session: a Ctrl-C on the terminal reaches the scheduler, which decides, not the run.
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True,  # noqa: S603
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True,
                                        env={**os.environ, WORKER_MARKER_VARIABLE: run_id})
             self._in_flight[run_id] = process
         error = None

@@ -283,7 +283,7 @@ class CommandBackend:
         program = argv[0]
         marker = uuid.uuid4().hex
         try:
-            process = subprocess.Popen(  # noqa: S603 (the operator's configured program, no shell)
+            process = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                 env={**{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env}, MARKER_VARIABLE: marker},
             )

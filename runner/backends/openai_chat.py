@@ -32,7 +32,16 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
-from runner.backends.base import MAX_REPLY_BYTES, REPLY_FIELDS, CallBudget, ReflectionRequest, holds_secret, load_reply_json, one_line, parse_reply_text
+from runner.backends.base import (
+    MAX_REPLY_BYTES,
+    REPLY_FIELDS,
+    CallBudget,
+    ReflectionRequest,
+    holds_secret,
+    load_reply_json,
+    one_line,
+    parse_reply_text,
+)
 from runner.config import BackendSettings
 from runner.errors import BackendError
 
@@ -142,7 +151,7 @@ class _Exchange:
                     self.body = exc.read(_ERROR_BODY_BYTES) if exc.fp is not None else b""
                 except (OSError, http.client.HTTPException):
                     self.body = b""
-        except BaseException as exc:  # handed to the caller's thread, which decides
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which decides
             self.error = exc
         finally:
             self.done.set()

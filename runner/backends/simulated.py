@@ -41,7 +41,7 @@ def _seed(text: str) -> int:
 def _when(record: dict[str, Any]) -> str:
     """A human 'when' for a context record, e.g. 'Tuesday evening'."""
     try:
-        moment = datetime.fromisoformat(str(record.get("ts", "")).replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(str(record.get("ts", "")))
     except ValueError:
         return "earlier"
     part = "night" if moment.hour < 5 else "morning" if moment.hour < 12 else "afternoon" if moment.hour < 18 else "evening"

@@ -35,9 +35,7 @@ from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
 from runner.logs import configure_logging
-from tests.runner.conftest import NIGHTLY, _clean_logging, entries, event_named, ghostrunner, reap, script, start_serve, write_config
-
-__all__ = ["_clean_logging"]  # the runner tests' autouse fixture: fresh structlog defaults per test
+from tests.runner.conftest import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night"}
 KEY = "sk-attack-0123456789abcdef"

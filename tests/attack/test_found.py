@@ -26,11 +26,11 @@ from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from runner.notify import Notifier, WatchdogPinger
-from tests.attack.test_fsfaults import Mounts, fill, mounts
 from tests.attack.test_backends import AT, GOOD, KEY, _json_logging, _openai_config, _Server, servers
-from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, _clean_logging, entries, event_named, ghostrunner, reap, start_serve, write_config
+from tests.attack.test_fsfaults import Mounts, fill, mounts
+from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, entries, event_named, ghostrunner, reap, start_serve, write_config
 
-__all__ = ["_clean_logging", "mounts", "servers"]  # fixtures used here
+__all__ = ["mounts", "servers"]  # fixtures used here
 
 
 def _escaped(text: str) -> str:
@@ -50,13 +50,13 @@ def _inner(reply: str) -> str:
 #: Answers that hold the key only in JSON-escaped form, so the raw bytes never show it.
 ESCAPED_KEY_ANSWERS = {
     # the reply's own JSON escapes it: parsed, the voice is the key
-    "escaped-in-the-reply": _raw(_inner('{"voice": "my key: %s", "theme": "t"}' % _escaped(KEY))),
+    "escaped-in-the-reply": _raw(_inner(f'{{"voice": "my key: {_escaped(KEY)}", "theme": "t"}}')),
     # the envelope escapes it: the content string holds it; the reply is valid
     "escaped-in-the-envelope": _raw(_inner(json.dumps({**GOOD, "voice": "my key: " + KEY})).replace(KEY, _escaped(KEY))),
     # the envelope escapes it and the reply is broken JSON, whose error quotes its start (the key cut at 80 characters)
     "escaped-in-broken-json": _raw(_inner("x" * (79 - len(KEY) + 1) + KEY + " not json").replace(KEY, _escaped(KEY))),
     # an unknown field named by the key, whose name the error quotes
-    "escaped-field-name": _raw(_inner('{"voice": "v", "theme": "t", "%s": 1}' % _escaped("z" * 70 + KEY))),
+    "escaped-field-name": _raw(_inner('{{"voice": "v", "theme": "t", "{}": 1}}'.format(_escaped("z" * 70 + KEY)))),
 }
 
 
@@ -178,7 +178,7 @@ def test_a_since_without_seconds_is_told_what_is_missing(tmp_path: Path, value: 
     so "must be an ISO 8601 time with a timezone" told the user nothing; the seconds are what the journal needs."""
     Journal(tmp_path / "j").close()
     result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(tmp_path / "j"), "list", "--since", value],
-                            capture_output=True, text=True, timeout=60)
+                            check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     message = result.stderr.strip().splitlines()[-1]
     assert "with seconds and a timezone such as '2026-09-05T16:00:00Z'" in message and json.dumps(value) in message
@@ -247,7 +247,7 @@ def test_a_hostile_watchdog_usec_never_crashes_serve_or_its_watchdog(usec: str, 
 def test_an_empty_root_is_a_usage_error_not_the_current_directory(tmp_path: Path, how: str) -> None:
     """Like `--at ""`, `--root ""` silently meant something: Path("") is ".", so init created a journal in the working directory."""
     args, env = {"option": (["--root", ""], {}), "blank-option": (["--root", "  "], {}), "blank-env": ([], {"GHOSTJOURNAL_ROOT": " "})}[how]
-    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", *args, "init"], cwd=tmp_path, capture_output=True, text=True,
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", *args, "init"], check=False, cwd=tmp_path, capture_output=True, text=True,
                             timeout=60, env={**os.environ, **env})
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "expected a journal directory, got" in result.stderr.strip().splitlines()[-1]
@@ -258,7 +258,7 @@ def test_an_empty_config_variable_is_a_usage_error_not_the_embedded_defaults(tmp
     """GHOSTRUNNER_CONFIG="" (a script's variable that came out empty) must not run the embedded agent into ./ghostjournal-data."""
     env = {**os.environ, "GHOSTRUNNER_CONFIG": ""}
     result = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+                            check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1, result.stderr
     assert "GHOSTRUNNER_CONFIG" in result.stderr and list(tmp_path.iterdir()) == []
 
@@ -266,6 +266,6 @@ def test_an_empty_config_variable_is_a_usage_error_not_the_embedded_defaults(tmp
 def test_no_journal_at_a_root_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
     """The "create one with ..." hint quoted the root raw: a line break in it split the one error line in two."""
     result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", "a\nExecStart=evil", "list"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+                            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []

@@ -149,7 +149,7 @@ def undeny(path: Path) -> None:
 def command(name: str, *args: str, as_nobody: bool = False, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real console script (as uid 65534 when *as_nobody*)."""
     argv = [sys.executable, str(AS_NOBODY), name, *args] if as_nobody else [shutil.which(name) or name, *args]
-    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd)
+    return subprocess.run(argv, check=False, input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
 def index_ids(root: Path) -> set[str]:
@@ -420,11 +420,11 @@ def test_output_to_a_full_device_or_a_closed_pipe_is_no_traceback(tmp_path: Path
             journal.append(_payload(n, voice="word " * 200))
     with open("/dev/full", "w") as full:
         result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "list", "--limit", "200"],
-                                stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+                                check=False, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert result.returncode == 74 and result.stderr.count("\n") == 1 and "ENOSPC" in result.stderr, result.stderr
     with open("/dev/full", "w") as full:
         ran = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--dry-run"],
-                             stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
+                             check=False, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})
     assert ran.returncode == 74 and "Traceback" not in ran.stderr and "cannot write the output to '<stdout>'" in ran.stderr, ran.stderr
     for argv in (["ghostjournal", "--root", str(root), "list", "--limit", "200"],):
         process = subprocess.Popen([shutil.which(argv[0]) or argv[0], *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -488,18 +488,17 @@ def test_reads_warn_once_and_writes_fail_without_reading(mounts: Mounts, fault: 
     kind = ReadOnlyFilesystemError if fault == "readonly" else DiskFullError
     with pytest.raises(kind, match=rf"\({ERRNO_NAMES[fault]}\)"):
         Journal(root, writable=True)  # a writer learns it at once
-    with caplog.at_level(logging.WARNING, logger="journal"):
-        with Journal(root) as journal:
-            assert not caplog.records, "the open alone must not fall back (nor warn)"
-            with pytest.raises(kind):
-                journal.append(_payload(7, client_key="new"))
-            assert not caplog.records, "a write must not read the entry files into memory first"
-            assert sorted(e.id for e in journal.list()) == sorted(seeded)
-            assert journal.get(seeded[0]).id == seeded[0] and journal.search("tide", k=3)
-            assert journal.prompt_context("tide") and journal.digest().count == 3
-            with pytest.raises(kind):
-                journal.append(_payload(8))
-            assert len(journal.list()) == 3  # the in-memory copy survives the refused write
+    with caplog.at_level(logging.WARNING, logger="journal"), Journal(root) as journal:
+        assert not caplog.records, "the open alone must not fall back (nor warn)"
+        with pytest.raises(kind):
+            journal.append(_payload(7, client_key="new"))
+        assert not caplog.records, "a write must not read the entry files into memory first"
+        assert sorted(e.id for e in journal.list()) == sorted(seeded)
+        assert journal.get(seeded[0]).id == seeded[0] and journal.search("tide", k=3)
+        assert journal.prompt_context("tide") and journal.digest().count == 3
+        with pytest.raises(kind):
+            journal.append(_payload(8))
+        assert len(journal.list()) == 3  # the in-memory copy survives the refused write
     fallbacks = [r for r in caplog.records if "in-memory index" in r.getMessage()]
     assert len(fallbacks) == 1 and ERRNO_NAMES[fault] in fallbacks[0].getMessage(), caplog.text
     assert file_ids(disk / "journal") == set(seeded)
@@ -588,10 +587,9 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
 
     index = Index(tmp_path / "journal.sqlite3")
     index.connect()
-    with pytest.raises(LookupError, match="the original failure") as raised:
-        with index.transaction() as conn:
-            conn.close()  # the rollback now fails with sqlite3.ProgrammingError
-            raise LookupError("the original failure")
+    with pytest.raises(LookupError, match="the original failure") as raised, index.transaction() as conn:
+        conn.close()  # the rollback now fails with sqlite3.ProgrammingError
+        raise LookupError("the original failure")
     assert any("the rollback failed too" in note for note in getattr(raised.value, "__notes__", [])), raised.value
     index.connect()  # the connection that could not roll back was dropped; a new one works
     with index.transaction() as conn:

@@ -56,7 +56,7 @@ HYPOTHESIS = settings(max_examples=40, deadline=None, suppress_health_check=[Hea
 
 def ghostjournal(root: Path, *args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     """The real ghostjournal console script."""
-    return subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args], input=input, capture_output=True, timeout=timeout)
+    return subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args], check=False, input=input, capture_output=True, timeout=timeout)
 
 
 def invoke(root: Path, *args: str, input: bytes | None = None) -> Result:
@@ -77,7 +77,7 @@ def assert_clean_error(returncode: int, stderr: str, expected_code: int, *needle
 def write_entry_file(root: Path, data: dict[str, Any], raw: bytes | None = None) -> Path:
     """Place an entry file by hand, where the journal expects the entry *data* (bytes *raw*, default canonical)."""
     entry_id, ts = data["id"], data["ts"]
-    moment = datetime.fromisoformat(ts.replace("Z", "+00:00")).astimezone(UTC)
+    moment = datetime.fromisoformat(ts).astimezone(UTC)
     path = root / "entries" / f"{moment:%Y}" / f"{moment:%m}" / f"{moment:%d}" / f"{entry_id}.json"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_bytes(raw if raw is not None else (canonical_json(data) + "\n").encode())
@@ -247,7 +247,7 @@ def test_deep_toml_is_a_config_error_naming_the_file(tmp_path: Path, body: str, 
     bad = config if target == "config" else persona
     bad.write_text(body if target == "persona" else bad.read_text() + body)
     result = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--dry-run", "--config", str(config)],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60, preexec_fn=_limited_memory)
+                            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60, preexec_fn=_limited_memory)
     assert_clean_error(result.returncode, result.stderr, 78, str(bad) if target == "persona" else str(config), f"{MAX_TOML_DEPTH}")
 
 
@@ -455,7 +455,7 @@ def test_cli_append_of_an_escaped_surrogate_exits_65(root: Path) -> None:
 def test_cli_arguments_that_are_not_utf8_are_usage_errors(root: Path, args: list[Any]) -> None:
     """argv bytes that are not UTF-8 arrive as lone surrogates; they used to reach SQLite or stdout and crash."""
     Journal(root).close()
-    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args], capture_output=True, timeout=60)
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args], check=False, capture_output=True, timeout=60)
     assert_clean_error(result.returncode, result.stderr.decode(), 2, "expected UTF-8 text")
 
 

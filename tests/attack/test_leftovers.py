@@ -20,10 +20,7 @@ from hypothesis import strategies as st
 
 from runner.cli import cli
 from tests.attack.hostile import hostile_text
-from tests.runner.conftest import SIMPLE_AGENT, _clean_logging, entries, ghostrunner, write_config
-
-__all__ = ["_clean_logging"]
-
+from tests.runner.conftest import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 # --- 1. every usage error of ghostrunner is one line, exit 2, naming the option and its range ---------------------------
 
@@ -83,7 +80,7 @@ def test_run_with_stderr_reader_gone_still_finishes(tmp_path: Path) -> None:
     os.close(read_end)  # every write to write_end is EPIPE from the start
     try:
         done = subprocess.run([_ghostrunner(), "--config", str(config), "run", "evening", "--agent", "motoko", "--at", "2026-09-05T22:00"],
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=write_end, text=True, timeout=60)
+                              check=False, cwd=tmp_path, stdout=subprocess.PIPE, stderr=write_end, text=True, timeout=60)
     finally:
         os.close(write_end)
     assert done.returncode == 0, done.stdout
@@ -101,7 +98,7 @@ def test_simulate_piped_into_head_finishes_every_run(tmp_path: Path) -> None:
     process.stdout.close()  # head -1 quits
     assert process.wait(60) in (0, 1) and b"run.started" in first
     # Nothing was lost: simulating the same days again finds every slot done.
-    again = subprocess.run([*argv[:3], "simulate", "--days", "3", "--start", "2026-09-01"], cwd=tmp_path, capture_output=True,
+    again = subprocess.run([*argv[:3], "simulate", "--days", "3", "--start", "2026-09-01"], check=False, cwd=tmp_path, capture_output=True,
                            text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert '"outcomes": {"duplicate"' in again.stdout and "appended" not in again.stdout
@@ -143,9 +140,8 @@ def test_run_piped_into_head_c1_appends(tmp_path: Path) -> None:
 def test_read_arguments_that_are_no_text(tmp_path: Path, method: str, kwargs: dict[str, object], named: str) -> None:
     from journal import Journal
 
-    with Journal(tmp_path / "j") as journal:
-        with pytest.raises(ValueError, match=rf"^{named} must ") as caught:
-            getattr(journal, method)(**kwargs)
+    with Journal(tmp_path / "j") as journal, pytest.raises(ValueError, match=rf"^{named} must ") as caught:
+        getattr(journal, method)(**kwargs)
     assert not isinstance(caught.value, UnicodeError)
     assert str(caught.value).isprintable()
 
@@ -163,8 +159,8 @@ def test_ghostjournal_agent_bytes_not_utf8_is_usage_error(tmp_path: Path) -> Non
     """A command line's --agent that is not UTF-8 (os.fsencode gives Python a lone surrogate): exit 2, one line."""
     root = tmp_path / "j"
     tool = shutil.which("ghostjournal") or "ghostjournal"
-    assert subprocess.run([tool, "--root", str(root), "init"], capture_output=True, timeout=60).returncode == 0
-    done = subprocess.run([tool.encode(), b"--root", os.fsencode(root), b"list", b"--agent", b"\xff"], capture_output=True, timeout=60)
+    assert subprocess.run([tool, "--root", str(root), "init"], check=False, capture_output=True, timeout=60).returncode == 0
+    done = subprocess.run([tool.encode(), b"--root", os.fsencode(root), b"list", b"--agent", b"\xff"], check=False, capture_output=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert b"Traceback" not in done.stderr and b"UnicodeEncodeError" not in done.stderr and b"agent" in done.stderr
 

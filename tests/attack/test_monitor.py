@@ -36,14 +36,13 @@ from runner.status import (
     default_grace,
     read_log,
 )
-from tests.runner.conftest import (  # noqa: F401  (processes: a fixture)
+from tests.runner.conftest import (
     NIGHTLY,
     REPO,
     SIMPLE_AGENT,
     entries,
     event_named,
     ghostrunner,
-    processes,
     start_serve,
     wait_for_path,
     with_key,

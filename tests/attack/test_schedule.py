@@ -387,7 +387,7 @@ def test_serve_hands_apscheduler_a_trigger_that_fires_after_spring_forward(tmp_p
     scheduler = Scheduler(config, notify=stop_when_ready, now=lambda: datetime(2026, 3, 1, tzinfo=config.timezone))
     with pytest.raises(_Ready):
         scheduler.serve()
-    jobs = {job.id: job.trigger for job in scheduler._scheduler.get_jobs()}  # noqa: SLF001  # the registered triggers themselves
+    jobs = {job.id: job.trigger for job in scheduler._scheduler.get_jobs()}  # the registered triggers themselves
     tz = config.timezone
 
     def chain(job: str, since: datetime, count: int) -> list[str]:

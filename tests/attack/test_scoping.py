@@ -16,7 +16,7 @@ import logging
 import sqlite3
 import tempfile
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ from journal.entry import Entry
 from journal.errors import EntryNotFoundError, SemanticUnavailableError
 from journal.store import EntryStore
 
-START = datetime(2026, 9, 1, tzinfo=timezone.utc)
+START = datetime(2026, 9, 1, tzinfo=UTC)
 
 
 def _at(hours: int) -> str:

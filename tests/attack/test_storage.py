@@ -157,10 +157,9 @@ def test_symlink_at_a_journal_path_is_refused_and_its_target_unchanged(
     planted.symlink_to(target)
     before = _digest(target)
 
-    with pytest.raises(UnsafePathError, match="symlink") as refused:
-        with Journal(root) as journal:
-            journal.append(make_payload(client_key="after-the-link"))
-            journal.reindex()
+    with pytest.raises(UnsafePathError, match="symlink") as refused, Journal(root) as journal:
+        journal.append(make_payload(client_key="after-the-link"))
+        journal.reindex()
     assert planted.name in str(refused.value)
     result = _cli(root, "append", stdin=json.dumps(make_payload(client_key="from-the-cli")))
     line = _one_clean_line(result)

@@ -199,7 +199,7 @@ def _reader_mode(spec: dict[str, Any]) -> None:
     def search() -> None:
         try:
             _search_loop(spec["root"], searching, summary)
-        except BaseException as exc:  # re-raised by the main thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failures.append(exc)
 
     with journal.Journal(spec["root"]) as j:

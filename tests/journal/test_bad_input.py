@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from journal import EntryValidationError, Journal, MAX_ENTRY_BYTES
+from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal
 from journal.cli import cli
 from tests.conftest import tree_digest
 

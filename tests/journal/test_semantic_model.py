@@ -19,7 +19,7 @@ def test_the_default_model_loads_offline_on_cpu_from_the_package(real_encoder: E
     assert isinstance(real_encoder, SentenceTransformerEncoder)
     assert real_encoder.identity == f"{DEFAULT_MODEL}:384"
     assert real_encoder.path == resolve_model(DEFAULT_MODEL)
-    assert str(real_encoder._model.device) == "cpu"  # noqa: SLF001
+    assert str(real_encoder._model.device) == "cpu"
     vectors = real_encoder.encode(["one", "two words"])
     assert vectors.dtype == np.float32
     assert vectors.shape == (2, 384)

@@ -71,7 +71,7 @@ def script(directory: Path, name: str, code: str) -> list[str]:
 def ghostrunner(*args: str, cwd: Path | None = None, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real ghostrunner console script."""
     return subprocess.run(
-        [shutil.which("ghostrunner") or "ghostrunner", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        [shutil.which("ghostrunner") or "ghostrunner", *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
     )
 

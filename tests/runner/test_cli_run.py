@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
-import shutil
 from pathlib import Path
 
 from .conftest import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
