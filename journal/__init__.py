@@ -6,10 +6,20 @@
 """
 
 from journal.api import MODES, AppendResult, Journal, SkippedFile
-from journal.entry import KINDS, MAX_ENTRY_BYTES, SCHEMA_VERSION, Entry, canonical_json, validate_payload
+from journal.entry import (
+    KINDS,
+    MAX_ENTRY_BYTES,
+    SCHEMA_VERSION,
+    Entry,
+    canonical_json,
+    check_label,
+    json_nesting_depth,
+    json_type_name,
+    validate_payload,
+)
 from journal.errors import (
-    DiskFullError,
     ClientKeyTakenError,
+    DiskFullError,
     DuplicateEntryError,
     EntryFileError,
     EntryNotFoundError,
@@ -35,9 +45,9 @@ __all__ = [
     "MODES",
     "SCHEMA_VERSION",
     "AppendResult",
+    "ClientKeyTakenError",
     "Digest",
     "DiskFullError",
-    "ClientKeyTakenError",
     "DuplicateEntryError",
     "Entry",
     "EntryFileError",
@@ -59,5 +69,8 @@ __all__ = [
     "StoragePermissionError",
     "UnsafePathError",
     "canonical_json",
+    "check_label",
+    "json_nesting_depth",
+    "json_type_name",
     "validate_payload",
 ]

@@ -33,6 +33,8 @@ __all__ = [
     "check_entry_id",
     "entry_from_json_bytes",
     "json_depth_exceeds",
+    "json_nesting_depth",
+    "json_type_name",
     "parse_json_payload",
     "parse_timestamp",
     "utc_key",
@@ -107,7 +109,7 @@ def parse_timestamp(value: str, field_name: str = "ts") -> datetime:
         hint = expected.replace("an ISO", "a timezone-aware ISO") if naive else expected
         raise EntryValidationError(field_name, hint, _show(value))
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         raise EntryValidationError(field_name, "a real calendar date and time", _show(value)) from None
     check_utc_range(parsed, field_name)
@@ -166,7 +168,8 @@ def check_text_arguments(**arguments: object) -> None:
         if value is None:
             continue
         if not isinstance(value, str):
-            raise ValueError(f"{name} must be a string, got {_type_name(value)} {_show(value)}")
+            # A ValueError, not a TypeError: every bad read argument is one (the documented contract, as for since/until).
+            raise ValueError(f"{name} must be a string, got {json_type_name(value)} {_show(value)}")  # noqa: TRY004
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -178,7 +181,8 @@ def show_value(value: object) -> str:
     return _show(value)
 
 
-def _type_name(value: object) -> str:
+def json_type_name(value: object) -> str:
+    """The JSON name of a value's type, for messages: ``null``, ``a boolean``, ``a number``, ``a string``, ``an array``, ``an object``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -197,7 +201,7 @@ def _type_name(value: object) -> str:
 def _require_string(payload: Mapping[str, Any], name: str, path: str, *, max_len: int, label: str) -> str:
     value = payload[name]
     if not isinstance(value, str):
-        raise EntryValidationError(path, f"{label} (a string)", _type_name(value))
+        raise EntryValidationError(path, f"{label} (a string)", json_type_name(value))
     if not value.strip():
         raise EntryValidationError(path, f"a non-empty {label}", _show(value))
     if len(value) > max_len:
@@ -207,7 +211,7 @@ def _require_string(payload: Mapping[str, Any], name: str, path: str, *, max_len
 
 def _require_label(value: object, path: str, label: str) -> str:
     if not isinstance(value, str):
-        raise EntryValidationError(path, f"{label} (a string)", _type_name(value))
+        raise EntryValidationError(path, f"{label} (a string)", json_type_name(value))
     if not value.strip() or _CONTROL.search(value) or len(value) > _SHORT:
         raise EntryValidationError(path, f"a non-empty {label} of at most {_SHORT} characters without control characters", _show(value))
     return value
@@ -224,7 +228,7 @@ def check_label(value: object, path: str, label: str) -> str:
 
 def _require_integer_one(value: object, path: str) -> int:
     if type(value) is not int or value != SCHEMA_VERSION:
-        raise EntryValidationError(path, f"the integer {SCHEMA_VERSION}", _show(value) if not isinstance(value, bool | float) else f"{_type_name(value)} {value!r}")
+        raise EntryValidationError(path, f"the integer {SCHEMA_VERSION}", _show(value) if not isinstance(value, bool | float) else f"{json_type_name(value)} {value!r}")
     return value
 
 
@@ -284,7 +288,7 @@ def _find_surrogate(value: object, path: str) -> tuple[str, str] | None:
 
 def _validate_tags(value: object) -> list[str]:
     if not isinstance(value, list | tuple):
-        raise EntryValidationError("tags", "an array of strings", _type_name(value))
+        raise EntryValidationError("tags", "an array of strings", json_type_name(value))
     seen: set[str] = set()
     for position, tag in enumerate(value):
         _require_label(tag, f"tags[{position}]", "tag")
@@ -296,12 +300,12 @@ def _validate_tags(value: object) -> list[str]:
 
 def _validate_anchors(value: object) -> list[dict[str, Any]]:
     if not isinstance(value, list | tuple):
-        raise EntryValidationError("anchors", "an array of {type, ref, label?} objects", _type_name(value))
+        raise EntryValidationError("anchors", "an array of {type, ref, label?} objects", json_type_name(value))
     anchors = []
     for position, anchor in enumerate(value):
         path = f"anchors[{position}]"
         if not isinstance(anchor, Mapping):
-            raise EntryValidationError(path, "an object {type, ref, label?}", _type_name(anchor))
+            raise EntryValidationError(path, "an object {type, ref, label?}", json_type_name(anchor))
         unknown = sorted(set(anchor) - {"type", "ref", "label"})
         if unknown:
             raise EntryValidationError(f"{path}.{unknown[0]}", "only 'type', 'ref' and 'label' in an anchor", "an unknown field")
@@ -313,14 +317,14 @@ def _validate_anchors(value: object) -> list[dict[str, Any]]:
         if not isinstance(ref, str) or not ref.strip() or len(ref) > 2048:
             raise EntryValidationError(f"{path}.ref", "a non-empty string of at most 2048 characters", _show(ref))
         if "label" in anchor and not isinstance(anchor["label"], str):
-            raise EntryValidationError(f"{path}.label", "a string", _type_name(anchor["label"]))
+            raise EntryValidationError(f"{path}.label", "a string", json_type_name(anchor["label"]))
         anchors.append(dict(anchor))
     return anchors
 
 
 def _validate_signals(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise EntryValidationError("signals", "an object {focus?, novelty?, continuity_refs?}", _type_name(value))
+        raise EntryValidationError("signals", "an object {focus?, novelty?, continuity_refs?}", json_type_name(value))
     unknown = sorted(set(value) - {"focus", "novelty", "continuity_refs"})
     if unknown:
         raise EntryValidationError(f"signals.{unknown[0]}", "only 'focus', 'novelty' and 'continuity_refs' in signals", "an unknown field")
@@ -329,13 +333,13 @@ def _validate_signals(value: object) -> dict[str, Any]:
     if "novelty" in value:
         novelty = value["novelty"]
         if isinstance(novelty, bool) or not isinstance(novelty, int | float):
-            raise EntryValidationError("signals.novelty", "a number between 0 and 1", _type_name(novelty))
+            raise EntryValidationError("signals.novelty", "a number between 0 and 1", json_type_name(novelty))
         if not math.isfinite(novelty) or not 0 <= novelty <= 1:
             raise EntryValidationError("signals.novelty", "a number between 0 and 1", repr(novelty))
     if "continuity_refs" in value:
         refs = value["continuity_refs"]
         if not isinstance(refs, list | tuple):
-            raise EntryValidationError("signals.continuity_refs", "an array of entry ids", _type_name(refs))
+            raise EntryValidationError("signals.continuity_refs", "an array of entry ids", json_type_name(refs))
         for position, ref in enumerate(refs):
             if not isinstance(ref, str) or not ENTRY_ID_PATTERN.fullmatch(ref):
                 raise EntryValidationError(f"signals.continuity_refs[{position}]", "an entry id (letters, digits, '_' or '-', at most 128)", _show(ref))
@@ -349,16 +353,16 @@ def _validate_signals(value: object) -> dict[str, Any]:
 
 def _validate_embedding(value: object) -> list[float]:
     if not isinstance(value, list | tuple) or not value:
-        raise EntryValidationError("embedding", "a non-empty array of numbers", _type_name(value))
+        raise EntryValidationError("embedding", "a non-empty array of numbers", json_type_name(value))
     for position, number in enumerate(value):
         if isinstance(number, bool) or not isinstance(number, int | float):
-            raise EntryValidationError(f"embedding[{position}]", "a number", _type_name(number))
+            raise EntryValidationError(f"embedding[{position}]", "a number", json_type_name(number))
     return list(value)
 
 
 def _validate_meta(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise EntryValidationError("meta", "an object", _type_name(value))
+        raise EntryValidationError("meta", "an object", json_type_name(value))
     meta = dict(value)
     meta.setdefault("schema_version", SCHEMA_VERSION)
     _require_integer_one(meta["schema_version"], "meta.schema_version")
@@ -382,7 +386,7 @@ def validate_payload(payload: object, *, now: datetime | None = None) -> dict[st
 def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any], bytes]:
     """:func:`validate_payload`, also returning the canonical file bytes it measured."""
     if not isinstance(payload, Mapping):
-        raise EntryValidationError("(entry)", "a JSON object", _type_name(payload))
+        raise EntryValidationError("(entry)", "a JSON object", json_type_name(payload))
     for key in payload:
         if not isinstance(key, str) or key not in _TOP_LEVEL:
             raise EntryValidationError(str(key), "one of the fields of schema v1: " + ", ".join(sorted(_TOP_LEVEL)), "an unknown field")
@@ -501,7 +505,7 @@ class Entry:
     @property
     def timestamp(self) -> datetime:
         """The entry's time as an aware datetime."""
-        return datetime.fromisoformat(self.ts.replace("Z", "+00:00"))
+        return datetime.fromisoformat(self.ts)
 
     @property
     def continuity_refs(self) -> tuple[str, ...]:
@@ -542,8 +546,8 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
-    """True if the JSON *text* nests arrays and objects more than *limit* levels deep.
+def json_nesting_depth(text: str) -> int:
+    """How deep the JSON *text* nests arrays and objects (0 for a scalar), without parsing it.
 
     Checked before ``json.loads``, whose decoder recurses once per level: a
     document a few thousand levels deep raises RecursionError there, and one
@@ -552,7 +556,12 @@ def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
     expressions and an accumulate), so it costs little even on a 4 MiB input.
     """
     brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
-    return bool(brackets) and max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets))) > limit
+    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets))) if brackets else 0
+
+
+def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
+    """True if the JSON *text* nests arrays and objects more than *limit* levels deep (see :func:`json_nesting_depth`)."""
+    return json_nesting_depth(text) > limit
 
 
 def parse_json_payload(raw: bytes) -> object:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal.entry import check_label
+from journal import check_label
 from journal.errors import EntryValidationError
 from runner._toml import loads_bounded, read_bounded
 from runner.errors import ConfigError, quoted

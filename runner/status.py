@@ -42,9 +42,9 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from itertools import accumulate
 from typing import Any, Final
 
+from journal import json_nesting_depth
 from runner.config import RunnerConfig
 from runner.engine import OUTCOMES
 from runner.logs import EVENTS
@@ -90,8 +90,6 @@ MAX_DEPTH: Final = 64
 _COVERED_KEPT: Final = 1024
 _MALFORMED: Final = object()
 _OVERSIZE: Final = object()
-_JSON_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS: Final = re.compile(r"[\[\]{}]")
 # Control characters, lone surrogates (which no UTF-8 output can encode), line
 # and paragraph separators and bidirectional overrides: a log line is not
 # allowed to break the table, the JSON output or the operator's terminal.
@@ -182,8 +180,7 @@ def _too_deep(text: str) -> bool:
     """Whether the JSON in *text* nests deeper than MAX_DEPTH (brackets inside strings do not count)."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    brackets = _BRACKETS.findall(_JSON_STRING.sub("", text))
-    return max(accumulate(1 if bracket in "[{" else -1 for bracket in brackets), default=0) > MAX_DEPTH
+    return json_nesting_depth(text) > MAX_DEPTH
 
 
 def _parse(text: str) -> Any:

@@ -8,15 +8,14 @@ meta, and validates the whole entry before appending it.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from journal import json_nesting_depth, json_type_name
 from runner.errors import BackendError, BackendTimeoutError
 from runner.persona import Persona
 
@@ -152,20 +151,6 @@ def one_line(text: str, limit: int = 200) -> str:
     return flat[: limit - 1] + "\u2026"
 
 
-# A JSON string, unrolled so that matching is linear: escapes and runs of ordinary characters.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_BRACKET_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
-
-
-def _nesting_depth(text: str) -> int:
-    """The deepest bracket nesting of JSON *text* outside strings (0 for a scalar), without parsing it."""
-    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
-    if not brackets:
-        return 0
-    return max(itertools.accumulate(map(_BRACKET_STEP.__getitem__, brackets)))
-
-
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -194,7 +179,7 @@ def load_reply_json(data: bytes | str, backend: str, what: str = "the reply") ->
             raise BackendError(backend, f"{what} is not UTF-8 text (invalid byte at offset {exc.start})") from None
     else:
         text = data
-    depth = _nesting_depth(text)
+    depth = json_nesting_depth(text)
     if depth > MAX_REPLY_DEPTH:
         raise BackendError(backend, f"{what} is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} are allowed")
     try:
@@ -212,7 +197,7 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         BackendError: naming the missing or unexpected field.
     """
     if not isinstance(reply, Mapping):
-        raise BackendError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {_json_type(reply)}")
+        raise BackendError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {json_type_name(reply)}")
     for key in reply:
         if key not in REPLY_FIELDS:
             raise BackendError(backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}")
@@ -221,21 +206,6 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         if not isinstance(value, str) or not value.strip():
             raise BackendError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
     return dict(reply)
-
-
-def _json_type(value: object) -> str:
-    """The JSON name of a parsed value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
 
 
 def holds_secret(value: object, secret: str) -> bool:
@@ -284,7 +254,7 @@ def context_records(context: str) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            record = json.loads(line) if _nesting_depth(line) <= MAX_REPLY_DEPTH else None
+            record = json.loads(line) if json_nesting_depth(line) <= MAX_REPLY_DEPTH else None
         except (ValueError, RecursionError):
             continue
         if isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("theme"), str):
