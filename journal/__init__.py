@@ -5,7 +5,7 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MODES, AppendResult, Journal, SkippedFile
+from journal.api import MAX_K, MODES, AppendResult, Journal, SkippedFile
 from journal.entry import (
     KINDS,
     MAX_ENTRY_BYTES,
@@ -42,6 +42,7 @@ from journal.retrieval import Digest, Hit
 __all__ = [
     "KINDS",
     "MAX_ENTRY_BYTES",
+    "MAX_K",
     "MODES",
     "SCHEMA_VERSION",
     "AppendResult",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -70,19 +71,24 @@ def take_ownership(fd: int, mode: int, owner: Owner) -> None:
     os.fchmod(fd, mode)  # the umask may have taken bits away (or, at 0, never narrowed a caller's wider mode)
 
 
+def _check_kind(path: Path | str, what: str, is_kind: Callable[[int], bool], kind: str) -> os.stat_result | None:
+    """The ``lstat`` of *path* if *is_kind* holds for it, None if nothing is there; else UnsafePathError."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not is_kind(info.st_mode):
+        raise UnsafePathError(path, f"{what} is {describe(info.st_mode)}, not {kind}; move it away")
+    return info
+
+
 def check_regular(path: Path | str, what: str) -> os.stat_result | None:
     """The ``lstat`` of *path* if it is a regular file, None if nothing is there.
 
     Raises:
         UnsafePathError: something other than a regular file is at *path*.
     """
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        raise UnsafePathError(path, f"{what} is {describe(info.st_mode)}, not a regular file; move it away")
-    return info
+    return _check_kind(path, what, stat.S_ISREG, "a regular file")
 
 
 def check_dir(path: Path | str, what: str) -> os.stat_result | None:
@@ -91,13 +97,7 @@ def check_dir(path: Path | str, what: str) -> os.stat_result | None:
     Raises:
         UnsafePathError: a symlink or anything else but a directory is at *path*.
     """
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISDIR(info.st_mode):
-        raise UnsafePathError(path, f"{what} is {describe(info.st_mode)}, not a directory; move it away")
-    return info
+    return _check_kind(path, what, stat.S_ISDIR, "a directory")
 
 
 def make_dir(path: Path, what: str, owner: Owner) -> None:

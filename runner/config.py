@@ -51,8 +51,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from journal import KINDS
-from journal.api import MAX_K
+from journal import KINDS, MAX_K
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 from runner._toml import loads_bounded, read_bounded
 from runner.errors import ConfigError, UnknownNameError, quoted

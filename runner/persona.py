@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from journal import check_label
-from journal.errors import EntryValidationError
+from journal import EntryValidationError, check_label
 from runner._toml import loads_bounded, read_bounded
 from runner.errors import ConfigError, quoted
 
