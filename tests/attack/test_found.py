@@ -97,8 +97,8 @@ def test_a_helper_killed_by_a_real_time_signal_fails_with_one_line_naming_the_ba
     assert not [line for line in logs if line["event"] == "run.error"]  # no traceback: the helper's death is no bug of ours
 
 
-def test_simulate_in_worker_processes_reports_an_unusable_journal_as_one_line(tmp_path: Path) -> None:
-    """CLIs: one clear error line, no traceback. With --workers 2, a worker's journal error (not picklable) broke the pool."""
+def _two_agents_config(tmp_path: Path) -> Path:
+    """Two agents, each with a journal of its own (./journal-AGENT), for simulate's worker processes."""
     path = write_config(tmp_path, """
     [agents.motoko]
     persona = "motoko.toml"
@@ -108,6 +108,12 @@ def test_simulate_in_worker_processes_reports_an_unusable_journal_as_one_line(tm
     routines = ["evening"]
     """)
     path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal-{agent}"'), encoding="utf-8")
+    return path
+
+
+def test_simulate_in_worker_processes_reports_an_unusable_journal_as_one_line(tmp_path: Path) -> None:
+    """CLIs: one clear error line, no traceback. With --workers 2, a worker's journal error (not picklable) broke the pool."""
+    path = _two_agents_config(tmp_path)
     (tmp_path / "journal-batou").write_text("a file where the journal should be", encoding="utf-8")
     result = ghostrunner("simulate", "--days", "1", "--start", "2026-01-01", "--workers", "2", "--config", str(path), cwd=tmp_path)
     assert "Traceback" not in result.stderr
@@ -118,15 +124,7 @@ def test_simulate_in_worker_processes_reports_an_unusable_journal_as_one_line(tm
 
 def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) -> None:
     """A simulate worker killed with SIGKILL (as the OOM killer does) is one error line and exit 1, not BrokenProcessPool's traceback."""
-    path = write_config(tmp_path, """
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["evening"]
-    [agents.batou]
-    persona = "motoko.toml"
-    routines = ["evening"]
-    """)
-    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal-{agent}"'), encoding="utf-8")
+    path = _two_agents_config(tmp_path)
     started = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "simulate", "--days", "3650", "--start", "2000-01-01",
                                 "--workers", "2", "--config", str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
