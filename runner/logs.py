@@ -34,7 +34,7 @@ from typing import IO, Any, Final
 import structlog
 import structlog.tracebacks
 
-__all__ = ["EVENTS", "configure_logging", "get_logger"]
+__all__ = ["EVENTS", "configure_logging"]
 
 EVENTS: Final = (
     "run.started",
@@ -99,11 +99,6 @@ class _DroppingStream:
             self._target.flush()  # now into /dev/null
         except (OSError, ValueError):
             pass
-
-
-def get_logger() -> Any:
-    """The runner's structlog logger (configured or not)."""
-    return structlog.get_logger()
 
 
 def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None) -> None:
