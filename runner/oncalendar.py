@@ -30,13 +30,11 @@ from datetime import time as dt_time
 from typing import Final
 from zoneinfo import ZoneInfo
 
+from runner.crontab import DAY_NAMES, MONTH_NAMES, day_of_week_names
 from runner.errors import RunnerError, quoted
-from runner.slots import _day_of_week
 
 __all__ = ["ScheduleNotExpressibleError", "skipped_local_times", "to_on_calendar"]
 
-_MONTH_NAMES: Final = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAY_NAMES: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 #: systemd orders weekdays from Monday, so "Sun..Tue" would run backwards; ranges are built in this order.
 _SYSTEMD_DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _ITEM: Final = re.compile(r"(?P<first>\*|[a-z0-9]+)(?:-(?P<last>[a-z0-9]+))?(?:/(?P<step>\d+))?")
@@ -107,8 +105,8 @@ class _Field:
 _MINUTE: Final = _Field("minute", 0, 59)
 _HOUR: Final = _Field("hour", 0, 23)
 _DAY: Final = _Field("day", 1, 31)
-_MONTH: Final = _Field("month", 1, 12, _MONTH_NAMES, 1)
-_WEEKDAY: Final = _Field("day-of-week", 0, 6, _DAY_NAMES, 0)
+_MONTH: Final = _Field("month", 1, 12, MONTH_NAMES, 1)
+_WEEKDAY: Final = _Field("day-of-week", 0, 6, DAY_NAMES, 0)
 
 
 def _runs(values: list[int]) -> list[tuple[int, int]]:
@@ -159,7 +157,7 @@ def _expand(routine: str, schedule: str) -> _Expanded:
     minute, hour, day, month, weekday = fields
     try:
         return _Expanded(_MINUTE.expand(minute), _HOUR.expand(hour), _DAY.expand(day), _MONTH.expand(month),
-                         _WEEKDAY.expand(_day_of_week(weekday)))
+                         _WEEKDAY.expand(day_of_week_names(weekday)))
     except ValueError as exc:
         raise ScheduleNotExpressibleError(routine, schedule, str(exc)) from None
 

@@ -49,6 +49,8 @@ from typing import Any, Final
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
+from runner.crontab import day_of_week_names
+
 __all__ = ["CronSchedule", "client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
 
 #: How far back :func:`latest_fire_time` looks without a ``not_before``.
@@ -62,47 +64,6 @@ _CYCLE: Final = (date(2001, 1, 1), date(2029, 1, 1))
 _ONE_DAY: Final = timedelta(days=1)
 #: Days of resolved fires kept per trigger (a few KB each for every-minute schedules).
 _CACHED_DAYS: Final = 64
-
-
-_DAY_NAMES: Final = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
-def _cron_day_number(token: str) -> int:
-    lowered = token.lower()
-    if lowered in _DAY_NAMES:
-        return _DAY_NAMES.index(lowered)
-    if not token.isdigit() or int(token) > 7:
-        raise ValueError(f"day of week {token!r} is not 0-7 or a day name")
-    return int(token)
-
-
-def _day_of_week(field: str) -> str:
-    """Translate crontab's day-of-week field (0 or 7 = Sunday) into day names.
-
-    APScheduler 3.x reads numbers in this field as 0 = Monday, even in
-    ``CronTrigger.from_crontab``; names mean the same to both, so every item
-    is expanded and written out as names.
-    """
-    if field == "*":
-        return "*"
-    days: set[int] = set()
-    for item in field.split(","):
-        base, _, step_text = item.partition("/")
-        step = int(step_text) if step_text.isdigit() and int(step_text) > 0 else None
-        if step_text and step is None:
-            raise ValueError(f"day-of-week step {step_text!r} is not a positive number")
-        if base == "*":
-            low, high = 0, 6
-        elif "-" in base:
-            first, _, last = base.partition("-")
-            low, high = _cron_day_number(first), _cron_day_number(last)
-            if high < low:
-                raise ValueError(f"day-of-week range {base!r} runs backwards")
-        else:
-            low = _cron_day_number(base)
-            high = 6 if step else low
-        days.update(day % 7 for day in range(low, high + 1, step or 1))
-    return ",".join(_DAY_NAMES[day] for day in sorted(days))
 
 
 def _utc(moment: datetime) -> datetime:
@@ -169,7 +130,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
             raise ValueError(f"a cron expression has 5 fields (minute hour day month day-of-week), got {len(fields)}")
         minute, hour, day, month, day_of_week = fields
         # APScheduler parses (and validates) the fields; which times they allow is decided here.
-        parsed = CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=_day_of_week(day_of_week), timezone=tz)
+        parsed = CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=day_of_week_names(day_of_week), timezone=tz)
         by_name = {field.name: field for field in parsed.fields}
         self.expression = expression
         self.timezone = tz
