@@ -37,7 +37,7 @@ class FsyncHelper:
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_Job | None] | None = None
         self._pid = 0
-        self._stop: weakref.finalize | None = None
+        self._stop: weakref.finalize[..., FsyncHelper] | None = None
 
     def fsync_while(self, fd: int, work: Callable[[], T]) -> T:
         """fsync *fd* on the helper thread while *work* runs here; return work's result once both are done.
@@ -60,7 +60,8 @@ class FsyncHelper:
     def _queue(self) -> queue.SimpleQueue[_Job | None]:
         # A forked child inherits the queue but not the thread: it starts its own.
         if self._jobs is None or self._pid != os.getpid():
-            self._jobs = jobs = queue.SimpleQueue()
+            jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+            self._jobs = jobs
             self._pid = os.getpid()
             threading.Thread(target=_serve, args=(jobs,), name="journal-fsync", daemon=True).start()
             # The thread holds only the queue: a helper dropped without close() still ends it.
@@ -69,9 +70,10 @@ class FsyncHelper:
 
     def close(self) -> None:
         """Let the helper thread end (it is started again when needed)."""
-        if self._jobs is not None and self._pid == os.getpid():
+        if self._stop is not None and self._pid == os.getpid():
             self._stop()
         self._jobs = None
+        self._stop = None
 
 
 def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:

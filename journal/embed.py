@@ -147,7 +147,8 @@ def _sentence_transformers() -> Any:
 def _quiet_loading() -> Iterator[None]:
     """Hide transformers' weight-loading progress bar, restoring its setting afterwards."""
     try:
-        from transformers.utils import logging as hf_logging
+        # Through import_module, typed Any: transformers' logging helpers carry no annotations.
+        hf_logging: Any = importlib.import_module("transformers.utils.logging")
     except ImportError:
         yield
         return

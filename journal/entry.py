@@ -383,10 +383,15 @@ def validate_payload(payload: object, *, now: datetime | None = None) -> dict[st
     return _validate(payload, now=now)[0]
 
 
-def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any], bytes]:
-    """:func:`validate_payload`, also returning the canonical file bytes it measured."""
+def _require_object(payload: object) -> Mapping[Any, Any]:
     if not isinstance(payload, Mapping):
         raise EntryValidationError("(entry)", "a JSON object", json_type_name(payload))
+    return payload
+
+
+def _validate(payload: object, *, now: datetime | None) -> tuple[dict[str, Any], bytes]:
+    """:func:`validate_payload`, also returning the canonical file bytes it measured."""
+    payload = _require_object(payload)
     for key in payload:
         if not isinstance(key, str) or key not in _TOP_LEVEL:
             raise EntryValidationError(str(key), "one of the fields of schema v1: " + ", ".join(sorted(_TOP_LEVEL)), "an unknown field")
@@ -590,12 +595,12 @@ def entry_from_json_bytes(raw: bytes) -> Entry:
         EntryValidationError: not UTF-8, not JSON, not a valid v1 entry, or
             missing the ``id`` and ``ts`` every stored entry has.
     """
-    payload = parse_json_payload(raw)
-    if isinstance(payload, Mapping) and type(payload.get("schema_version")) is int and payload["schema_version"] > SCHEMA_VERSION:
+    payload = _require_object(parse_json_payload(raw))
+    if type(payload.get("schema_version")) is int and payload["schema_version"] > SCHEMA_VERSION:
         raise EntryValidationError(
             "schema_version", f"at most {SCHEMA_VERSION}; upgrade ghostjournal to read this entry", str(payload["schema_version"])
         )
-    if isinstance(payload, Mapping) and ("id" not in payload or "ts" not in payload):
+    if "id" not in payload or "ts" not in payload:
         missing = "id" if "id" not in payload else "ts"
         raise EntryValidationError(missing, "a value in a stored entry", "nothing")
     return Entry.from_payload(payload)

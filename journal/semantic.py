@@ -159,7 +159,8 @@ class SemanticIndex:
 
     def query_vector(self, text: str) -> Vector:
         """Embed a query."""
-        return self.encoder.encode([text])[0]
+        vector: Vector = self.encoder.encode([text])[0]  # numpy types an element of an array as Any
+        return vector
 
     def vector_of(self, entry_id: str) -> Vector | None:
         """The stored vector of *entry_id* under this encoder."""

@@ -17,7 +17,6 @@ the file, before and after parsing:
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -84,7 +83,7 @@ def _structure_depth(value: object) -> int:
     return deepest
 
 
-def loads_bounded(text: str, source: str | os.PathLike[str]) -> dict[str, Any]:
+def loads_bounded(text: str, source: str | Path) -> dict[str, Any]:
     """Parse TOML *text* from *source* (named in errors), refusing what is too large or too deep.
 
     Raises:

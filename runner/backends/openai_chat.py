@@ -200,8 +200,9 @@ def reply_from_completion(raw: bytes, backend: str = "openai", secret: str | Non
     content = message.get("content")
     if isinstance(content, list):
         # Some servers send content as parts: [{"type": "text", "text": "..."}]; only text parts make a reply.
-        texts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
-        if not texts or not all(isinstance(text, str) for text in texts):
+        parts = [part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"]
+        texts = [text for text in parts if isinstance(text, str)]
+        if not parts or len(texts) != len(parts):
             raise BackendError(backend, "the model's message content is a list without text parts")
         content = "".join(texts)
     if not isinstance(content, str):
