@@ -1,0 +1,98 @@
+"""The validated configuration's records: the runner, its agents and their backends.
+
+:func:`runner.config.load_config` builds them; nothing else should.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Final
+from zoneinfo import ZoneInfo
+
+from routines import Routine
+from runner.errors import UnknownNameError
+from runner.persona import Persona
+
+__all__ = ["OLLAMA_URL", "AgentConfig", "BackendSettings", "RunnerConfig"]
+
+OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSettings:
+    """How an agent's reflections are produced.
+
+    ``simulated`` needs nothing; ``openai`` uses base_url, model, api_key_env,
+    timeout, json_mode and temperature; ``command`` uses command and timeout.
+    """
+
+    type: str = "simulated"
+    base_url: str = OLLAMA_URL
+    model: str = "llama3.2"
+    api_key_env: str | None = None
+    timeout: float = 120.0
+    json_mode: bool = True
+    temperature: float | None = None
+    command: tuple[str, ...] = ()
+    #: Variables removed from a command helper's environment: every configured agent's
+    #: api_key_env, so that a helper never holds another agent's (or any openai) API key.
+    hidden_env: tuple[str, ...] = ()
+
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """One configured agent: its persona, backend, routines and journal."""
+
+    name: str
+    persona: Persona | None
+    backend: BackendSettings
+    routines: tuple[str, ...]
+    journal_root: Path
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """The whole validated configuration."""
+
+    source: str
+    timezone: ZoneInfo
+    catchup_grace: timedelta
+    misfire_grace: timedelta
+    run_timeout: timedelta
+    shutdown_timeout: timedelta
+    lock_file: Path
+    workers: int | None
+    routines: Mapping[str, Routine]
+    agents: Mapping[str, AgentConfig]
+    config_file: Path | None = field(default=None)
+
+    def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
+        """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""
+        template = str(root)
+        agents = {name: replace(agent, journal_root=Path(template.replace("{agent}", name))) for name, agent in self.agents.items()}
+        return replace(self, agents=agents)
+
+    def agent(self, name: str) -> AgentConfig:
+        """The agent called *name*.
+
+        Raises:
+            UnknownNameError: no such agent is configured.
+        """
+        if name not in self.agents:
+            raise UnknownNameError("agent", name, sorted(self.agents))
+        return self.agents[name]
+
+    def routine_for(self, agent: AgentConfig, name: str) -> Routine:
+        """The routine *name*, which *agent* must run.
+
+        Raises:
+            UnknownNameError: the routine is not configured for that agent.
+        """
+        if name not in agent.routines:
+            raise UnknownNameError("routine", name, list(agent.routines), scope=f"for agent {agent.name!r}")
+        return self.routines[name]
