@@ -43,7 +43,6 @@ class BackendSettings:
     hidden_env: tuple[str, ...] = ()
 
 
-
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     """One configured agent: its persona, backend, routines and journal."""

@@ -87,7 +87,6 @@ def _check_base_url(url: str, key: str, fail: Any) -> None:
         raise fail(key, "a URL with a host name and no spaces or control characters", url)
 
 
-
 def _is_loopback(host: str) -> bool:
     if host.lower() == "localhost":
         return True
