@@ -1,22 +1,32 @@
-"""Shared fixtures: a fresh journal root, a journal, and entry payloads."""
+"""Shared fixtures: a clean environment and logging, a fresh journal root, a journal, entry payloads, reaped processes."""
 
 from __future__ import annotations
 
-import hashlib
-import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from journal import Journal
+from tests._support import reap
 
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep a developer's own journal settings out of every test."""
+    """Keep a developer's own journal and runner settings out of every test."""
     monkeypatch.delenv("GHOSTJOURNAL_ROOT", raising=False)
+    monkeypatch.delenv("GHOSTRUNNER_CONFIG", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _clean_logging() -> Iterator[None]:
+    """Each test starts and ends with structlog's defaults, whatever a CLI it ran configured."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture
@@ -48,20 +58,10 @@ def make_payload() -> Callable[..., dict[str, Any]]:
     return build
 
 
-def tree_digest(path: Path) -> dict[str, str]:
-    """Map every file below *path* (relative name) to a hash of its bytes; symlinks by target."""
-    result = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
-            full = Path(dirpath) / name
-            rel = str(full.relative_to(path))
-            if full.is_symlink():
-                result[rel] = "link:" + os.readlink(full)
-            else:
-                result[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
-    return result
-
-
-def entry_files(root: Path) -> dict[str, str]:
-    """Hashes of the canonical entry files only."""
-    return {k: v for k, v in tree_digest(root / "entries").items() if not Path(k).name.startswith(".")}
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test started; each is reaped when the test ends."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        reap(process)

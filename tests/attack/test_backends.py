@@ -35,7 +35,7 @@ from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
 from runner.logs import configure_logging
-from tests.runner.conftest import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
+from tests._support import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night"}
 KEY = "sk-attack-0123456789abcdef"

@@ -26,9 +26,9 @@ from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from runner.notify import Notifier, WatchdogPinger
+from tests._support import NIGHTLY, SIMPLE_AGENT, entries, event_named, ghostrunner, reap, start_serve, write_config
 from tests.attack.test_backends import AT, GOOD, KEY, _json_logging, _openai_config, _Server, servers
 from tests.attack.test_fsfaults import Mounts, fill, mounts
-from tests.runner.conftest import NIGHTLY, SIMPLE_AGENT, entries, event_named, ghostrunner, reap, start_serve, write_config
 
 __all__ = ["mounts", "servers"]  # fixtures used here
 

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from runner.slots import cron_trigger, fire_times, slot_for
-from tests.runner.conftest import SIMPLE_AGENT, entries, ghostrunner, write_config
+from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 
 @pytest.mark.parametrize("option", ["--out", "--exec", "--installed-config"])

@@ -31,8 +31,7 @@ from typing import Any
 import pytest
 
 from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
-from tests.conftest import entry_files, tree_digest
-from tests.runner.conftest import SIMPLE_AGENT, write_config
+from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
 
 #: Outside CI a non-root run skips these; in CI (which runs as root) they never skip: without root they fail there instead.
 pytestmark = pytest.mark.skipif(

@@ -36,6 +36,7 @@ from journal.store import EntryStore
 from runner._toml import MAX_TOML_BYTES, MAX_TOML_DEPTH, loads_bounded
 from runner.config import load_config
 from runner.errors import ConfigError
+from tests._support import PERSONA, SIMPLE_AGENT, entry_files, ghostrunner, tree_digest, write_config
 from tests.attack.hostile import (
     LINE_BREAKS,
     deep_json_text,
@@ -45,8 +46,6 @@ from tests.attack.hostile import (
     hostile_text,
     hostile_toml,
 )
-from tests.conftest import entry_files, tree_digest
-from tests.runner.conftest import PERSONA, SIMPLE_AGENT, ghostrunner, write_config
 
 Payload = Callable[..., dict[str, Any]]
 BASE: dict[str, Any] = {"kind": "note", "agent": "motoko", "theme": "harbor light", "voice": "The harbor lights flickered."}

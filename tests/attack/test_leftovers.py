@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.cli import cli
+from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 from tests.attack.hostile import hostile_text
-from tests.runner.conftest import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 # --- 1. every usage error of ghostrunner is one line, exit 2, naming the option and its range ---------------------------
 
@@ -209,7 +209,7 @@ def test_config_error_is_bounded(tmp_path: Path) -> None:
 # --- 4. persona labels follow the entry schema's label rule, checked at load time -----------------------------------
 
 def _persona_with(tmp_path: Path, old: str, new: str) -> Path:
-    from tests.runner.conftest import PERSONA
+    from tests._support import PERSONA
 
     text = PERSONA.read_text(encoding="utf-8")
     assert old in text
@@ -261,7 +261,7 @@ def test_every_simulated_run_of_a_loaded_persona_is_valid(tmp_path: Path) -> Non
 
 def test_command_helper_environment_has_no_api_key(tmp_path: Path) -> None:
     """Two agents: one openai with api_key_env, one command; a real ``ghostrunner run`` of the command agent's helper."""
-    from tests.runner.conftest import script
+    from tests._support import script
 
     seen = tmp_path / "helper_env.txt"
     argv = script(tmp_path, "helper.py", f"""
@@ -352,7 +352,7 @@ def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
     so the worker can neither fail its own run nor clean up: serve SIGKILLs it, and must end the helper too."""
     import signal
 
-    from tests.runner.conftest import NIGHTLY, event_named, reap, script, start_serve, wait_for_path
+    from tests._support import NIGHTLY, event_named, reap, script, start_serve, wait_for_path
 
     pid_file = tmp_path / "helper.pid"
     argv = script(tmp_path, "stuck.py", f"""

@@ -36,7 +36,7 @@ from runner.status import (
     default_grace,
     read_log,
 )
-from tests.runner.conftest import (
+from tests._support import (
     NIGHTLY,
     REPO,
     SIMPLE_AGENT,

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from runner.config import RunnerConfig, load_config
 from runner.errors import UnitRenderError
 from runner.units import Rendering, render_units, systemd_escape, write_units
-from tests.runner.conftest import ghostrunner, write_config
+from tests._support import ghostrunner, write_config
 
 from . import _systemd
 

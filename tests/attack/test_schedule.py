@@ -31,8 +31,7 @@ from runner.errors import ConfigError
 from runner.scheduler import Scheduler, missed_slots
 from runner.slots import cron_trigger, fire_times, latest_fire_time, slot_for
 from runner.units import render_units
-
-from ..runner.conftest import entries, ghostrunner, write_config
+from tests._support import entries, ghostrunner, write_config
 
 YEAR = 2026
 #: The zones the issue names, plus Havana, whose changes happen at midnight (a gap and an overlap across the date line).

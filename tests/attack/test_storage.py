@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import journal as journal_package
 from journal import EntryFileError, Journal, UnsafePathError
-from tests.conftest import tree_digest
+from tests._support import tree_digest
 
 Payload = Callable[..., dict[str, Any]]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
-from tests.conftest import entry_files
+from tests._support import entry_files
 
 Payload = Callable[..., dict[str, Any]]
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal
 from journal.cli import cli
-from tests.conftest import tree_digest
+from tests._support import tree_digest
 
 # (id, changes to a valid payload, the field the message must name)
 RULES: list[tuple[str, dict[str, Any], str]] = [

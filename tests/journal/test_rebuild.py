@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from journal import ClientKeyTakenError, Journal, SkippedFile
 from journal.cli import cli
-from tests.conftest import entry_files, tree_digest
+from tests._support import entry_files, tree_digest
 
 Payload = Callable[..., dict[str, Any]]
 

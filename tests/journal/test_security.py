@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from journal import EntryValidationError, InvalidEntryIdError, Journal, UnsafePathError
-from tests.conftest import tree_digest
+from tests._support import tree_digest
 
 Payload = Callable[..., dict[str, Any]]
 

@@ -13,8 +13,7 @@ from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
-
-from .conftest import script, write_config
+from tests._support import script, write_config
 
 PROGRAMS = {
     "good": """

@@ -17,8 +17,7 @@ from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
-
-from .conftest import write_config
+from tests._support import write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night", "tags": ["night"], "mood": "calm", "signals": {"novelty": 0.4}}
 

@@ -9,7 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from .conftest import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
+from tests._support import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
 
 #: A command backend that announces itself, then waits for a release file (or for as many peers as BARRIER says).
 GATED = """

@@ -11,8 +11,7 @@ import pytest
 
 from runner.config import load_config, parse_duration
 from runner.errors import ConfigError
-
-from .conftest import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, write_config
+from tests._support import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, write_config
 
 
 def test_embedded_defaults_load_without_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,8 +12,7 @@ from journal import Journal
 from runner.backends import ReflectionRequest, build_backend, context_records
 from runner.config import load_config
 from runner.engine import execute_run
-
-from .conftest import SIMPLE_AGENT, write_config
+from tests._support import SIMPLE_AGENT, write_config
 
 FOURTH = """
 [routines.morning]

@@ -20,8 +20,7 @@ from runner.errors import BackendError
 from runner.logs import EVENTS, configure_logging
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
-
-from .conftest import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
+from tests._support import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
 
 ALWAYS = {"event", "level", "timestamp"}
 

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.notify import Notifier, WatchdogPinger
-
-from .conftest import event_named, reap, start_serve, write_config
+from tests._support import event_named, reap, start_serve, write_config
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from journal import Journal
 from runner.config import load_config
 from runner.scheduler import missed_slots
 from runner.simulate import simulate
-
-from .conftest import (
+from tests._support import (
     NIGHTLY,
     SIMPLE_AGENT,
     LineReader,
@@ -27,6 +26,7 @@ from .conftest import (
     with_key,
     write_config,
 )
+
 from .test_cli_run import GATED
 
 

@@ -9,8 +9,7 @@ from pathlib import Path
 from journal import Journal
 from runner.config import load_config
 from runner.simulate import schedule_for, simulate
-
-from .conftest import SIMPLE_AGENT, entries, ghostrunner, write_config
+from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 
 def test_ninety_days_yield_recurring_themes_and_continuity_chains(tmp_path: Path) -> None:

@@ -12,8 +12,7 @@ import pytest
 
 from runner.config import load_config
 from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, read_log
-
-from .conftest import ghostrunner, write_config
+from tests._support import ghostrunner, write_config
 
 BODY = """
 [agents.motoko]

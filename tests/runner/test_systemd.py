@@ -17,8 +17,7 @@ from runner.config import load_config
 from runner.oncalendar import ScheduleNotExpressibleError, skipped_local_times, to_on_calendar
 from runner.slots import cron_trigger, fire_times
 from runner.units import render_units, systemd_escape
-
-from .conftest import PERSONA, REPO, ghostrunner, write_config
+from tests._support import PERSONA, REPO, ghostrunner, write_config
 
 ANALYZE = shutil.which("systemd-analyze")
 if ANALYZE is None:  # the check is a requirement, not an option: fail loudly instead of skipping

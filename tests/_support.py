@@ -1,7 +1,11 @@
-"""Fixtures for the runner tests: config files, a ghostrunner subprocess helper, log readers."""
+"""Plain helpers for the tests: config files, a ghostrunner subprocess, log readers, file digests.
+
+Fixtures live in the conftest files; what a test imports lives here.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -11,25 +15,34 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-import structlog
-
 from journal import Entry, Journal
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = [
+    "NIGHTLY",
+    "PERSONA",
+    "REPO",
+    "SIMPLE_AGENT",
+    "LineReader",
+    "entries",
+    "entry_files",
+    "event_named",
+    "ghostrunner",
+    "reap",
+    "script",
+    "start_serve",
+    "tree_digest",
+    "wait_for_marker",
+    "wait_for_path",
+    "with_key",
+    "write_config",
+]
+
+REPO = Path(__file__).resolve().parents[1]
 PERSONA = REPO / "examples" / "agents" / "motoko.toml"
-
-
-@pytest.fixture(autouse=True)
-def _clean_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("GHOSTRUNNER_CONFIG", raising=False)
-    structlog.reset_defaults()
-    yield
-    structlog.reset_defaults()
 
 
 def write_config(directory: Path, body: str, *, runner: str = "", name: str = "ghostrunner.toml") -> Path:
@@ -183,15 +196,25 @@ def reap(process: subprocess.Popen[str]) -> None:
             stream.close()
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test started; each is reaped when the test ends."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        reap(process)
-
-
 def event_named(name: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
     """A predicate for a log event called *name* with these field values."""
     return lambda event: event.get("event") == name and all(event.get(k) == v for k, v in fields.items())
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """Map every file below *path* (relative name) to a hash of its bytes; symlinks by target."""
+    result = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+            full = Path(dirpath) / name
+            rel = str(full.relative_to(path))
+            if full.is_symlink():
+                result[rel] = "link:" + os.readlink(full)
+            else:
+                result[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
+    return result
+
+
+def entry_files(root: Path) -> dict[str, str]:
+    """Hashes of the canonical entry files only."""
+    return {k: v for k, v in tree_digest(root / "entries").items() if not Path(k).name.startswith(".")}
