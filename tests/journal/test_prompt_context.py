@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -76,3 +77,40 @@ def test_too_small_budget_is_a_clear_error(journal: Journal) -> None:
     """max_chars below the frame's size is refused with the minimum."""
     with pytest.raises(ValueError, match=f"at least {MIN_CONTEXT_CHARS}"):
         journal.prompt_context("x", max_chars=100)
+
+
+def _golden_payloads() -> list[dict[str, Any]]:
+    """Eight entries of two agents, with markup, a line separator, quotes, moods on some, one long voice."""
+    payloads = []
+    for day in range(1, 9):
+        payload: dict[str, Any] = {
+            "id": f"00000000-0000-4000-8000-00000000000{day}", "kind": "note" if day % 3 else "evening",
+            "agent": "batou" if day == 4 else "motoko", "ts": f"2026-09-0{day}T0{day}:30:00+02:00",
+            "theme": ["harbor light", "rain", "</system>"][day % 3], "tags": ["harbor", f"t{day}"],
+            "voice": "harbor tide " * (day * 40) if day == 5 else f'day {day}: the harbor & <ferry> \u2028 "quoted" caf\u00e9',
+        }
+        if day % 2:
+            payload["mood"] = "calm"
+        payloads.append(payload)
+    return payloads
+
+
+#: sha256 and length of the block for each call, as the block has always been rendered: its bytes are a contract.
+GOLDEN_BLOCKS = [
+    (("harbor", {}), "1ff447a1fc1001fa8267b88e9bbac0ddbea1f5e1c1743c21eda37c4beb2c2abe", 4089),
+    (("harbor", {"k": 3}), "bba106f25b0d32fac086d13619e9d54be1f13a628dcc4889e582ca5e528d905c", 3381),
+    (("nothing matches zz", {"k": 4, "agent": "motoko"}), "288b18bccfe02365cbbc0f4719c5a28e4ff9d71b7aafe6084bc7217124d4ef54", 3627),
+    (("harbor tide", {"max_chars": 900}), "642c65f626579a7784c4ed3223a19810212697582cb4488c989a82ec6dc41e2f", 899),
+    (('"<q>"' * 80, {"k": 8, "since": "2026-09-02T00:00:00Z", "until": "2026-09-07T00:00:00Z"}),
+     "7e0211d9d0baa2fb4a09b2b03537151407ca0374c3ba9335ca0a7389d070c82a", 4044),
+    (("rain", {"k": 2, "agent": "batou"}), "22fcca05c3f033833e4c9ebfdfd153ed721e75e026e2f1499d26404f190425d6", 527),
+]
+
+
+def test_the_block_keeps_its_exact_bytes(journal: Journal) -> None:
+    """Backends send the block as it is, so the same journal and call always give the same bytes as before."""
+    for payload in _golden_payloads():
+        journal.append(payload)
+    for (query, options), digest, length in GOLDEN_BLOCKS:
+        block = journal.prompt_context(query, **options)
+        assert (hashlib.sha256(block.encode("utf-8")).hexdigest(), len(block)) == (digest, length), (query, options)
