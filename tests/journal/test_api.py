@@ -118,7 +118,7 @@ def test_stale_index_is_caught_up_without_opening_anew(root: Path, make_payload:
         shutil.copy(root / "index" / "journal.sqlite3", tmp_path / "old.sqlite3")
         journal.append(make_payload(client_key="k1"))
     with Journal(root) as journal:
-        journal._index.close()
+        journal._keeper.index.close()
         for suffix in ("-wal", "-shm"):
             (root / "index" / f"journal.sqlite3{suffix}").unlink(missing_ok=True)
         shutil.copy(tmp_path / "old.sqlite3", root / "index" / "journal.sqlite3")
