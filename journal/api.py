@@ -66,7 +66,7 @@ class Journal:
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], enable_nn: bool = False, *, create: bool = True, lock_timeout: float = 60.0,
+        self, root: str | os.PathLike[str], *, enable_nn: bool = False, create: bool = True, lock_timeout: float = 60.0,
         model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu", encoder: Encoder | None = None,
         on_progress: Callable[[int, int], None] | None = None, writable: bool = False,
     ) -> None:
@@ -172,7 +172,7 @@ class Journal:
 
     @recovering
     def list(
-        self, kind: str | None = None, agent: str | None = None, since: datetime | str | None = None,
+        self, kind: str | None = None, *, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, limit: int | None = None,
     ) -> builtins.list[Entry]:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first.
@@ -184,7 +184,7 @@ class Journal:
 
     @recovering
     def search(
-        self, query: str, k: int = 8, kind: str | None = None, agent: str | None = None,
+        self, query: str, *, k: int = 8, kind: str | None = None, agent: str | None = None,
         since: datetime | str | None = None, until: datetime | str | None = None, mode: str = "auto",
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
@@ -220,7 +220,7 @@ class Journal:
 
     @recovering
     def digest(
-        self, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None, *,
+        self, agent: str | None = None, *, since: datetime | str | None = None, until: datetime | str | None = None,
         exclude_kinds: Collection[str] = (),
     ) -> Digest:
         """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity.

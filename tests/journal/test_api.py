@@ -262,3 +262,13 @@ def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal
     assert len(journal.search("harbor watch", k=10)) == 5
     monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10_000)
     assert journal.search("harbor", k=1)[0].entry.voice.endswith("harbor harbor harbor")
+
+
+def test_options_after_the_first_argument_are_keyword_only(root: Path) -> None:
+    """Journal(...), search, list and digest take their options by name only, so a positional slip cannot pick the wrong one."""
+    with pytest.raises(TypeError):
+        Journal(root, True)  # type: ignore[misc]
+    with Journal(root) as journal:
+        for call in (lambda: journal.search("x", 3), lambda: journal.list("note", "motoko"), lambda: journal.digest("motoko", "2026-01-01T00:00:00Z")):
+            with pytest.raises(TypeError, match="positional argument"):
+                call()
