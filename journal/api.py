@@ -3,7 +3,7 @@
 Each job lives in its own module: :mod:`journal._sync` opens the journal and
 keeps its index in step with the files, :mod:`journal._append` stores an
 entry, :mod:`journal._reading` reads entries as their files hold them, and
-:mod:`journal.search` ranks.
+:mod:`journal.search` ranks (and picks the entries of :mod:`journal.context`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from journal._append import AppendResult
 from journal._opening import undone_on_failure
 from journal._reading import MAX_LIMIT, Reader, SkippedFile
 from journal._sync import IndexKeeper, recovering, writing
+from journal.context import PromptContext
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
 from journal.retrieval import Digest, Hit
@@ -237,16 +238,30 @@ class Journal:
         return self._reader.digest(agent=agent, since=since, until=until, exclude_kinds=exclude_kinds)
 
     @recovering
+    def context(
+        self, query: str, *, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
+        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS,
+    ) -> PromptContext:
+        """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
+
+        The best matches for *query* come first (hybrid with NN on, see
+        :meth:`search`); when fewer than *k* match, the most recent entries of
+        the window fill the rest. The block (``.text``) never exceeds
+        *max_chars*; its records (``.records``, oldest first) are the same
+        entries as values, cut where the block cuts them.
+
+        Raises:
+            ValueError: *max_chars* is below the smallest block (600).
+        """
+        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
+
+    @recovering
     def prompt_context(
         self, query: str, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS,
     ) -> str:
-        """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt.
+        """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
-        The best matches for *query* come first (hybrid with NN on, see
-        :meth:`search`); when fewer than *k* match, the most recent entries of
-        the window fill the rest. The result
-        never exceeds *max_chars*. It frames entries as data; it is not a full
-        defence against prompt injection.
+        It frames entries as data; it is not a full defence against prompt injection.
         """
-        return self._ranker.prompt_context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
+        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars).text

@@ -1,4 +1,4 @@
-"""Ranking: search, relate and the prompt context, by words, by meaning, or both fused.
+"""Ranking: search, relate and the prompt context's picks, by words, by meaning, or both fused.
 
 The ranking runs over index rows and vectors; it never opens an entry file.
 Each ranked row is handed to a :class:`~journal._reading.Reader`, which
@@ -13,11 +13,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from journal._reading import Reader, Scope, bound, positive
+from journal.context import PromptContext, build_prompt_context
 from journal.entry import Entry, check_text_arguments, show_value
 from journal.errors import SemanticUnavailableError
 from journal.fusion import FUSION, fuse
 from journal.index import Index, IndexRow
-from journal.retrieval import Hit, render_prompt_context
+from journal.retrieval import Hit
 
 if TYPE_CHECKING:
     from journal.semantic import SemanticIndex, Vector
@@ -138,10 +139,10 @@ class Ranker:
                 hits.append(Hit(found.entry_id, found.score, found.snippet, found.entry, "similar"))
         return hits[:k]
 
-    def prompt_context(
+    def context(
         self, query: str, *, k: int, agent: str | None, since: datetime | str | None, until: datetime | str | None, max_chars: int,
-    ) -> str:
-        """See :meth:`journal.Journal.prompt_context`."""
+    ) -> PromptContext:
+        """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"))
@@ -155,4 +156,4 @@ class Ranker:
                 return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._reader.usable_rows(fetch, k - len(picks), scope)]
-        return render_prompt_context(query, picks, max_chars=max_chars)
+        return build_prompt_context(query, picks, max_chars=max_chars)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal import Journal
-from journal.retrieval import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
+from journal import ContextRecord, Journal, PromptContext
+from journal.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -113,4 +113,26 @@ def test_the_block_keeps_its_exact_bytes(journal: Journal) -> None:
         journal.append(payload)
     for (query, options), digest, length in GOLDEN_BLOCKS:
         block = journal.prompt_context(query, **options)
+        assert journal.context(query, **options).text == block
         assert (hashlib.sha256(block.encode("utf-8")).hexdigest(), len(block)) == (digest, length), (query, options)
+
+
+def test_context_gives_the_records_of_the_block_as_values(journal: Journal, make_payload: Payload) -> None:
+    """context() returns the block's records as frozen values, in the block's order, with the omitted count, ready for JSON."""
+    for payload in _golden_payloads():
+        journal.append(payload)
+    context = journal.context("harbor tide", max_chars=900)
+    assert isinstance(context, PromptContext) and all(isinstance(record, ContextRecord) for record in context.records)
+    assert [record.to_dict() for record in context.records] == _records(context.text)
+    assert json.loads(context.text.split("\n")[2])["omitted"] == context.omitted == 5
+    [record] = context.records
+    assert record.voice_truncated and record.voice.endswith("…") and record.found_by == "match" and record.mood == "calm"
+    assert json.loads(json.dumps(context.to_dict())) == {"records": [record.to_dict()], "omitted": 5}
+    with pytest.raises(AttributeError):
+        record.voice = "changed"  # type: ignore[misc]
+
+
+def test_context_options_are_keyword_only(journal: Journal) -> None:
+    """context() takes its options by name only."""
+    with pytest.raises(TypeError, match="positional argument"):
+        journal.context("harbor", 3)  # type: ignore[misc]
