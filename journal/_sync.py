@@ -44,6 +44,8 @@ R = TypeVar("R")
 
 
 class _Kept(Protocol):
+    """What the guards below wrap the methods of: an object with an IndexKeeper (the Journal facade)."""
+
     @property
     def _keeper(self) -> IndexKeeper: ...
 
