@@ -698,7 +698,7 @@ def _filesystem_of(path: Path) -> str:
 
 def phase_breakdown(journal: Journal, payloads: Sequence[dict[str, Any]]) -> str:
     """Time the phases of Journal.append by wrapping library functions in this process only."""
-    from journal import api as api_mod
+    from journal._sync import IndexKeeper
     from journal.index import Index
     from journal.store import EntryStore as Store
 
@@ -722,20 +722,20 @@ def phase_breakdown(journal: Journal, payloads: Sequence[dict[str, Any]]) -> str
     # entry file is fsynced, the commit runs while the directory is fsynced):
     # they are shown indented and not added to the accounted total.
     nested = {"  index: insert_entry (entries, fts, links)", "  index: set_generation", "  index: COMMIT"}
-    wrap(api_mod.Entry, "from_payload", "validate (Entry.from_payload)")
-    wrap(api_mod.WriteLock, "acquire", "lock acquire")
-    wrap(api_mod.WriteLock, "release", "lock release")
-    wrap(api_mod.Journal, "_sync_locked", "_sync_locked (index state vs generation)")
+    wrap(Entry, "from_payload", "validate (Entry.from_payload)")
+    wrap(WriteLock, "acquire", "lock acquire")
+    wrap(WriteLock, "release", "lock release")
+    wrap(IndexKeeper, "sync_locked", "sync_locked (index state vs generation)")
     wrap(Index, "begin", "index: BEGIN IMMEDIATE")
     wrap(Index, "find_client_key", "index: find_client_key")
     wrap(Index, "find_id", "index: find_id")
-    wrap(api_mod.WriteLock, "bump_generation", "lock.bump_generation (pwrite)")
+    wrap(WriteLock, "bump_generation", "lock.bump_generation (pwrite)")
     wrap(Store, "write_temp", "store.write_temp (write + fsync, rows staged meanwhile)")
     wrap(Index, "insert_entry", "  index: insert_entry (entries, fts, links)")
     wrap(Index, "set_generation", "  index: set_generation")
     wrap(Store, "publish", "store.publish (link + dir fsync, COMMIT meanwhile)")
     wrap(Index, "commit", "  index: COMMIT")
-    wal = journal._index.path.with_name(journal._index.path.name + "-wal")
+    wal = journal._keeper.index.path.with_name(journal._keeper.index.path.name + "-wal")
     syncs = {"fsync": 0.0, "fdatasync": 0.0}
     counts = {"fsync": 0, "fdatasync": 0}
     real = {"fsync": os.fsync, "fdatasync": os.fdatasync}
@@ -989,7 +989,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             guard(f"before {label}")
             live.j.close()
             secs, count = timed_reindex(root, args.reindex_timeout)
-            n = live.j._index.count() if count is None else count
+            n = live.j._keeper.index.count() if count is None else count
             reindex[count if count is not None else have] = (secs, count is not None)
             if count is None:
                 print(
@@ -1022,7 +1022,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         live.j.close()
                         shutil.rmtree(root / "index")
                         took = live.reopen()
-                        rebuild_on_open = (live.j._index.count(), took)
+                        rebuild_on_open = (live.j._keeper.index.count(), took)
                         print(
                             f"  index built instead by opening the journal with index/ deleted: {took:.1f} s for {rebuild_on_open[0]} entries",
                             flush=True,
@@ -1052,7 +1052,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             do_context(text, agent)
         idle1, by_class = query_bench(do_search, queries)
         ctx, ctx_class = query_bench(do_context, queries)
-        n_final = live.j._index.count()
+        n_final = live.j._keeper.index.count()
         print(f"  at N={n_final}: search {fmt_ms(idle1)} | prompt_context {fmt_ms(ctx)}", flush=True)
         for cls in ("common", "rare", "mixed", "theme"):
             if cls in by_class:
@@ -1098,12 +1098,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # 5. reindex of the largest journal -------------------------------------------
         if not any(n >= largest for n in reindex):
             print("\n[reindex]", flush=True)
-            measure_reindex(f"reindex at {live.j._index.count()}")
+            measure_reindex(f"reindex at {live.j._keeper.index.count()}")
 
         # 6. optional profiles -------------------------------------------------------
         if args.profile:
             payloads = [synth.payload() for _ in range(2000)]
-            print(f"\n[profile] where an append's time goes: 1000 appends at N={live.j._index.count()}, mean per append", flush=True)
+            print(f"\n[profile] where an append's time goes: 1000 appends at N={live.j._keeper.index.count()}, mean per append", flush=True)
             print(phase_breakdown(live.j, payloads[:1000]), flush=True)
             print("\n[profile] cProfile of 1000 appends (payloads generated beforehand)", flush=True)
             print(profile(lambda: [live.j.append(p) for p in payloads[1000:]]), flush=True)

@@ -275,7 +275,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
         queries = ["harbor light at night", "what did I think about the train station?", "fog mirror", "memory of rain on the studio window",
                    "server latency again", "q004242 marker", "letters written in ink", "the garden after the rain"]
         with Journal(root, enable_nn=True, encoder=encoder) as journal:
-            semantic = journal._semantic
+            semantic = journal._keeper.semantic
             assert semantic is not None
             started = time.perf_counter()
             journal.search("warm up the cache", k=8, mode="semantic")
@@ -295,7 +295,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
             print(f"         first query (cold matrix load from SQLite): {cold:.0f} ms")
             blob = to_blob(vector)
             started = time.perf_counter()
-            rows = journal._index.vectors_after(encoder.identity, 0)
+            rows = journal._keeper.index.vectors_after(encoder.identity, 0)
             matrix = np.frombuffer(b"".join(r.vector for r in rows if r.agent == "agent1"), dtype="<f4").reshape(-1, len(blob) // 4)
             _ = matrix @ vector
             print(f"         without the cache (read every blob per query): {(time.perf_counter() - started) * 1000:.0f} ms")

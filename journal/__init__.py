@@ -6,6 +6,7 @@
 """
 
 from journal.api import MAX_K, MODES, AppendResult, Journal, SkippedFile
+from journal.context import ContextRecord, PromptContext
 from journal.entry import (
     KINDS,
     MAX_ENTRY_BYTES,
@@ -47,6 +48,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AppendResult",
     "ClientKeyTakenError",
+    "ContextRecord",
     "Digest",
     "DiskFullError",
     "DuplicateEntryError",
@@ -64,6 +66,7 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "PromptContext",
     "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
     "SkippedFile",

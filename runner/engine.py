@@ -7,7 +7,7 @@ scheduler's workers and the simulation. Its steps:
 2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
 3. a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
-   agent-scoped ``prompt_context`` of its window and asks the backend;
+   agent-scoped ``Journal.context`` of its window and asks the backend;
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
    appended; an append racing another run of the same slot returns ``duplicate``.
 
@@ -38,7 +38,7 @@ import structlog
 
 from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
-from runner.backends import Backend, ReflectionRequest, check_reply, context_records
+from runner.backends import Backend, ReflectionRequest, check_reply
 from runner.backends.base import one_line
 from runner.config import AgentConfig
 from runner.errors import BackendError, RunInterrupted, RunnerError
@@ -157,7 +157,7 @@ class RunResult:
 def _fields_from_backend(
     journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None = None,
 ) -> dict[str, Any]:
-    context = journal.prompt_context(
+    context = journal.context(
         routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
         max_chars=routine.context_chars,
     )
@@ -173,7 +173,7 @@ def _fields_from_backend(
     signals = fields.get("signals")
     if isinstance(signals, dict) and isinstance(signals.get("continuity_refs"), list):
         # A reply may only cite entries it was shown; invented ids are dropped.
-        shown = {record["id"] for record in context_records(context)}
+        shown = {record.id for record in context.records}
         refs = [ref for ref in signals["continuity_refs"] if ref in shown]
         fields["signals"] = {k: v for k, v in signals.items() if k != "continuity_refs"} | ({"continuity_refs": refs} if refs else {})
     try:

@@ -16,7 +16,6 @@ from runner.backends.base import (
     Backend,
     ReflectionRequest,
     check_reply,
-    context_records,
     parse_reply_text,
 )
 from runner.config import AgentConfig
@@ -30,7 +29,6 @@ __all__ = [
     "ReflectionRequest",
     "build_backend",
     "check_reply",
-    "context_records",
     "parse_reply_text",
 ]
 

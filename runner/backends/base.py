@@ -1,7 +1,7 @@
 """What every backend receives and must return.
 
 A backend turns a :class:`ReflectionRequest` (the routine's instructions, the
-agent's persona and the journal's prompt-context block) into the fields of
+agent's persona and the journal's prompt context) into the fields of
 one entry. The runner, not the backend, sets kind, agent, ts, client_key and
 meta, and validates the whole entry before appending it.
 """
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from journal import json_nesting_depth, json_type_name
+from journal import PromptContext, json_nesting_depth, json_type_name
 from runner.errors import BackendError, BackendTimeoutError
 from runner.persona import Persona
 
@@ -28,7 +28,6 @@ __all__ = [
     "CallBudget",
     "ReflectionRequest",
     "check_reply",
-    "context_records",
     "holds_secret",
     "load_reply_json",
     "one_line",
@@ -69,7 +68,8 @@ class ReflectionRequest:
     scheduled: str
     question: str
     instructions: str
-    context: str
+    #: The past entries retrieved for the question: a backend that sends a prompt sends ``context.text``.
+    context: PromptContext
     persona: Persona | None
     #: When the run's time is up (``time.monotonic()``); None: only the backend's own timeout applies.
     #: Not sent to command programs: it means nothing outside this process.
@@ -87,7 +87,7 @@ class ReflectionRequest:
             "question": self.question,
             "instructions": self.instructions,
             "persona": self.persona.to_dict() if self.persona else None,
-            "context": self.context,
+            "context": self.context.text,
             "reply_fields": dict(REPLY_FIELDS),
         }
 
@@ -246,17 +246,3 @@ def parse_reply_text(text: str, backend: str, secret: str | None = None) -> dict
         raise BackendError(backend, "the reply contains the API key; it is refused so that no entry or log ever holds the key")
     return check_reply(reply, backend)
 
-
-def context_records(context: str) -> list[dict[str, Any]]:
-    """The entry records of a prompt-context block (one JSON object per line), oldest first."""
-    records = []
-    for line in context.splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            record = json.loads(line) if json_nesting_depth(line) <= MAX_REPLY_DEPTH else None
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("theme"), str):
-            records.append(record)
-    return records

@@ -71,7 +71,7 @@ def build_messages(request: ReflectionRequest) -> list[dict[str, str]]:
     user = (
         f"Routine: {request.routine} (entry kind {request.kind}), slot {request.slot}, scheduled {request.scheduled}.\n"
         f"Task: {request.instructions}\n\n"
-        f"Past entries retrieved for the question {json.dumps(request.question)}:\n{request.context}\n\n"
+        f"Past entries retrieved for the question {json.dumps(request.question)}:\n{request.context.text}\n\n"
         "Reply with the JSON object now."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

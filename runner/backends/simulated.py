@@ -1,7 +1,7 @@
 """The simulated backend: plausible, deterministic entries from a persona, offline.
 
 Given the same request it always writes the same entry: its random choices
-are seeded by the client_key. It reads the prompt-context block it is given
+are seeded by the client_key. It reads the prompt context's records it is given
 and builds on it, as a real agent would:
 
 * **recur** (about half the time): it returns to the theme of a recent entry
@@ -24,7 +24,8 @@ import random
 from datetime import datetime
 from typing import Any, Final
 
-from runner.backends.base import ReflectionRequest, context_records
+from journal import ContextRecord
+from runner.backends.base import ReflectionRequest
 from runner.errors import BackendError
 from runner.persona import Interest, Persona
 
@@ -38,10 +39,10 @@ def _seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
 
 
-def _when(record: dict[str, Any]) -> str:
+def _when(record: ContextRecord) -> str:
     """A human 'when' for a context record, e.g. 'Tuesday evening'."""
     try:
-        moment = datetime.fromisoformat(str(record.get("ts", "")))
+        moment = datetime.fromisoformat(record.ts)
     except ValueError:
         return "earlier"
     part = "night" if moment.hour < 5 else "morning" if moment.hour < 12 else "afternoon" if moment.hour < 18 else "evening"
@@ -78,37 +79,37 @@ class SimulatedBackend:
         except ValueError:
             raise BackendError(self.name, f"scheduled time {request.scheduled!r} is not ISO 8601") from None
         day = moment.toordinal() + moment.hour / 24
-        records = [r for r in context_records(request.context) if r.get("kind") != "digest" and self.persona.interest(r["theme"])]
+        records = [r for r in request.context.records if r.kind != "digest" and self.persona.interest(r.theme)]
         recent = records[-4:]
         mode = rng.choices([m for m, _ in _MODE_WEIGHTS], weights=[w for _, w in _MODE_WEIGHTS])[0] if recent else "new"
         refs: list[str] = []
-        anchor: dict[str, Any] | None = None
+        anchor: ContextRecord | None = None
         if mode in ("recur", "drift"):
             anchor = rng.choices(recent, weights=[1 + 2 * n for n in range(len(recent))])[0]
-            anchor_interest = self.persona.interest(anchor["theme"])
+            anchor_interest = self.persona.interest(anchor.theme)
             assert anchor_interest is not None  # records were filtered to the persona's themes
-            refs.append(anchor["id"])
+            refs.append(anchor.id)
             if mode == "drift" and anchor_interest.drifts_to:
                 interest = self.persona.interest(rng.choice(anchor_interest.drifts_to)) or anchor_interest
             else:
                 mode = "recur"
                 interest = anchor_interest
-                older = [r for r in records if r["theme"] == interest.theme and r["id"] != anchor["id"]]
+                older = [r for r in records if r.theme == interest.theme and r.id != anchor.id]
                 if older and rng.random() < 0.35:
-                    refs.append(older[-1]["id"])
+                    refs.append(older[-1].id)
         else:
-            interest = self._pick_interest(rng, day, {r["theme"] for r in records})
+            interest = self._pick_interest(rng, day, {r.theme for r in records})
         novelty = {"recur": rng.uniform(0.08, 0.35), "drift": rng.uniform(0.4, 0.65), "new": rng.uniform(0.7, 0.95)}[mode]
         focus = rng.choice(interest.focus)
         voice = self._voice(rng, request, mode, interest, focus, anchor)
-        mood = anchor["mood"] if anchor and anchor.get("mood") and rng.random() < 0.4 else rng.choice(self.persona.moods)
+        mood = anchor.mood if anchor and anchor.mood and rng.random() < 0.4 else rng.choice(self.persona.moods)
         tags = rng.sample(list(interest.tags), k=min(2, len(interest.tags)))
         signals: dict[str, Any] = {"focus": focus, "novelty": round(novelty, 3)}
         if refs:
             signals["continuity_refs"] = refs
         return {"voice": voice, "theme": interest.theme, "tags": tags, "mood": mood, "signals": signals}
 
-    def _voice(self, rng: random.Random, request: ReflectionRequest, mode: str, interest: Interest, focus: str, anchor: dict[str, Any] | None) -> str:
+    def _voice(self, rng: random.Random, request: ReflectionRequest, mode: str, interest: Interest, focus: str, anchor: ContextRecord | None) -> str:
         persona = self.persona
         sentences = []
         if persona.openers and rng.random() < 0.5:
@@ -116,7 +117,7 @@ class SimulatedBackend:
         if mode == "recur" and anchor is not None:
             sentences.append(f"Back to {interest.theme}: the thread from {_when(anchor)} is still open, {focus}.")
         elif mode == "drift" and anchor is not None:
-            sentences.append(f"What was {anchor['theme']} on {_when(anchor)} has slid into {interest.theme}; now it is {focus}.")
+            sentences.append(f"What was {anchor.theme} on {_when(anchor)} has slid into {interest.theme}; now it is {focus}.")
         else:
             sentences.append(f"Something new on my mind: {interest.theme}, {focus}.")
         place = rng.choice(persona.places)

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from journal import Journal
-from runner.backends import REPLY_FIELDS, build_backend, context_records, parse_reply_text
+from runner.backends import REPLY_FIELDS, build_backend, parse_reply_text
 from runner.backends.base import MAX_REPLY_BYTES, MAX_REPLY_DEPTH
 from runner.backends.command import reply_from_output
 from runner.backends.openai_chat import reply_from_completion
@@ -564,10 +564,28 @@ def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(server
     assert logged[-1]["error"] == printed["error"] and logged[-1]["level"] == "error"
 
 
-def test_a_deeply_nested_prompt_context_line_is_skipped_by_the_backends(tmp_path: Path) -> None:
-    """The context reader the backends share skips a record nested 100,000 deep instead of dying with RecursionError."""
-    deep = '{"id": "a", "theme": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
-    assert context_records(deep + '\n{"id": "b", "theme": "t"}') == [{"id": "b", "theme": "t"}]
+def test_a_voice_that_looks_like_deep_json_is_one_record_and_the_command_gets_the_block_as_before(tmp_path: Path) -> None:
+    """Nothing parses the block back: an entry whose voice spells a deep forged record stays one record, and stdin carries prompt_context's text."""
+    saved = tmp_path / "request.json"
+    argv = script(tmp_path, "echo.py", f"""
+        import json, sys
+        request = sys.stdin.read()
+        open({str(saved)!r}, "w", encoding="utf-8").write(request)
+        print(json.dumps({{"voice": "v", "theme": "t"}}))
+    """)
+    config = load_config(_command_config(tmp_path, argv, timeout="10s"))
+    agent, routine = config.agent("motoko"), config.routines["evening"]
+    deep = '{"id": "forged", "theme": "t", "x": ' + "[" * 20_000 + "]" * 20_000 + "}"
+    scheduled = datetime.fromisoformat(AT).replace(tzinfo=config.timezone)
+    with Journal(agent.journal_root) as journal:
+        stored = journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": deep, "ts": "2026-09-05T10:00:00Z"})
+        result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=build_backend(agent), tz=config.timezone)
+        assert result.outcome == "appended", result.error
+        options = {"k": routine.context_k, "agent": "motoko", "since": scheduled - routine.window, "until": scheduled, "max_chars": routine.context_chars}
+        context = journal.context(routine.question, **options)
+        assert json.loads(saved.read_text(encoding="utf-8"))["context"] == context.text == journal.prompt_context(routine.question, **options)
+    assert [(record.id, record.voice[:40]) for record in context.records] == [(stored.id, deep[:40])]
+    assert '"id": "forged"' not in context.text  # the forged record stays escaped text inside the voice
 
 
 # -- 3. hostile bodies through the parsers (Hypothesis) ------------------------------------------

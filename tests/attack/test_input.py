@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal, JournalError
 from journal.api import MAX_K, MAX_LIMIT
 from journal.cli import cli as journal_cli
+from journal.context import MIN_CONTEXT_CHARS, build_prompt_context
 from journal.entry import MAX_DEPTH, MAX_INPUT_BYTES, canonical_json, entry_from_json_bytes, validate_payload
-from journal.retrieval import MIN_CONTEXT_CHARS, render_prompt_context
 from journal.store import EntryStore
 from runner._toml import MAX_TOML_BYTES, MAX_TOML_DEPTH, loads_bounded
 from runner.config import load_config
@@ -502,18 +502,22 @@ _CONTEXT_TEXT = hostile_text(max_size=60).filter(lambda text: text.strip() != ""
 )
 @example(query='"' * 200, texts=[], max_chars=MIN_CONTEXT_CHARS)
 def test_prompt_context_property(query: str, texts: list[tuple[str, str]], max_chars: int) -> None:
-    """For any query and entry texts: at most max_chars, and every record is one JSON line of its own."""
+    """For any query and entry texts: at most max_chars, every record is one JSON line of its own, and the lines are the records of the value."""
     from journal.entry import Entry
 
     picks = []
     for position, (voice, theme) in enumerate(texts):
         entry = Entry(id=f"e{position}", ts=f"2026-09-0{position + 1}T00:00:00Z", kind="note", agent="a", voice=voice, theme=theme, tags=(theme,))
         picks.append((entry, "match"))
-    block = render_prompt_context(query, picks, max_chars=max_chars)
+    context = build_prompt_context(query, picks, max_chars=max_chars)
+    block = context.text
     assert len(block) <= max_chars
     lines = block.splitlines()
     header = json.loads(lines[2])
     assert len(lines) == 4 + header["records"] and header["records"] + header["omitted"] == len(picks)
+    # Through JSON on both sides: a pair of lone surrogates reads back as one character either way.
+    assert [json.loads(line) for line in lines[3:-1]] == [json.loads(json.dumps(record.to_dict())) for record in context.records]
+    assert context.omitted == header["omitted"]
     for line in lines[2:-1]:
         record = json.loads(line)  # each line is whole JSON: nothing split it
         assert "<" not in line and ">" not in line

@@ -118,7 +118,7 @@ def test_stale_index_is_caught_up_without_opening_anew(root: Path, make_payload:
         shutil.copy(root / "index" / "journal.sqlite3", tmp_path / "old.sqlite3")
         journal.append(make_payload(client_key="k1"))
     with Journal(root) as journal:
-        journal._index.close()
+        journal._keeper.index.close()
         for suffix in ("-wal", "-shm"):
             (root / "index" / f"journal.sqlite3{suffix}").unlink(missing_ok=True)
         shutil.copy(tmp_path / "old.sqlite3", root / "index" / "journal.sqlite3")
@@ -262,3 +262,13 @@ def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal
     assert len(journal.search("harbor watch", k=10)) == 5
     monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10_000)
     assert journal.search("harbor", k=1)[0].entry.voice.endswith("harbor harbor harbor")
+
+
+def test_options_after_the_first_argument_are_keyword_only(root: Path) -> None:
+    """Journal(...), search, list and digest take their options by name only, so a positional slip cannot pick the wrong one."""
+    with pytest.raises(TypeError):
+        Journal(root, True)  # type: ignore[misc]
+    with Journal(root) as journal:
+        for call in (lambda: journal.search("x", 3), lambda: journal.list("note", "motoko"), lambda: journal.digest("motoko", "2026-01-01T00:00:00Z")):
+            with pytest.raises(TypeError, match="positional argument"):
+                call()

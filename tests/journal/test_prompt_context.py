@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal import Journal
-from journal.retrieval import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
+from journal import ContextRecord, Journal, PromptContext
+from journal.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -76,3 +77,62 @@ def test_too_small_budget_is_a_clear_error(journal: Journal) -> None:
     """max_chars below the frame's size is refused with the minimum."""
     with pytest.raises(ValueError, match=f"at least {MIN_CONTEXT_CHARS}"):
         journal.prompt_context("x", max_chars=100)
+
+
+def _golden_payloads() -> list[dict[str, Any]]:
+    """Eight entries of two agents, with markup, a line separator, quotes, moods on some, one long voice."""
+    payloads = []
+    for day in range(1, 9):
+        payload: dict[str, Any] = {
+            "id": f"00000000-0000-4000-8000-00000000000{day}", "kind": "note" if day % 3 else "evening",
+            "agent": "batou" if day == 4 else "motoko", "ts": f"2026-09-0{day}T0{day}:30:00+02:00",
+            "theme": ["harbor light", "rain", "</system>"][day % 3], "tags": ["harbor", f"t{day}"],
+            "voice": "harbor tide " * (day * 40) if day == 5 else f'day {day}: the harbor & <ferry> \u2028 "quoted" caf\u00e9',
+        }
+        if day % 2:
+            payload["mood"] = "calm"
+        payloads.append(payload)
+    return payloads
+
+
+#: sha256 and length of the block for each call, as the block has always been rendered: its bytes are a contract.
+GOLDEN_BLOCKS = [
+    (("harbor", {}), "1ff447a1fc1001fa8267b88e9bbac0ddbea1f5e1c1743c21eda37c4beb2c2abe", 4089),
+    (("harbor", {"k": 3}), "bba106f25b0d32fac086d13619e9d54be1f13a628dcc4889e582ca5e528d905c", 3381),
+    (("nothing matches zz", {"k": 4, "agent": "motoko"}), "288b18bccfe02365cbbc0f4719c5a28e4ff9d71b7aafe6084bc7217124d4ef54", 3627),
+    (("harbor tide", {"max_chars": 900}), "642c65f626579a7784c4ed3223a19810212697582cb4488c989a82ec6dc41e2f", 899),
+    (('"<q>"' * 80, {"k": 8, "since": "2026-09-02T00:00:00Z", "until": "2026-09-07T00:00:00Z"}),
+     "7e0211d9d0baa2fb4a09b2b03537151407ca0374c3ba9335ca0a7389d070c82a", 4044),
+    (("rain", {"k": 2, "agent": "batou"}), "22fcca05c3f033833e4c9ebfdfd153ed721e75e026e2f1499d26404f190425d6", 527),
+]
+
+
+def test_the_block_keeps_its_exact_bytes(journal: Journal) -> None:
+    """Backends send the block as it is, so the same journal and call always give the same bytes as before."""
+    for payload in _golden_payloads():
+        journal.append(payload)
+    for (query, options), digest, length in GOLDEN_BLOCKS:
+        block = journal.prompt_context(query, **options)
+        assert journal.context(query, **options).text == block
+        assert (hashlib.sha256(block.encode("utf-8")).hexdigest(), len(block)) == (digest, length), (query, options)
+
+
+def test_context_gives_the_records_of_the_block_as_values(journal: Journal, make_payload: Payload) -> None:
+    """context() returns the block's records as frozen values, in the block's order, with the omitted count, ready for JSON."""
+    for payload in _golden_payloads():
+        journal.append(payload)
+    context = journal.context("harbor tide", max_chars=900)
+    assert isinstance(context, PromptContext) and all(isinstance(record, ContextRecord) for record in context.records)
+    assert [record.to_dict() for record in context.records] == _records(context.text)
+    assert json.loads(context.text.split("\n")[2])["omitted"] == context.omitted == 5
+    [record] = context.records
+    assert record.voice_truncated and record.voice.endswith("…") and record.found_by == "match" and record.mood == "calm"
+    assert json.loads(json.dumps(context.to_dict())) == {"records": [record.to_dict()], "omitted": 5}
+    with pytest.raises(AttributeError):
+        record.voice = "changed"  # type: ignore[misc]
+
+
+def test_context_options_are_keyword_only(journal: Journal) -> None:
+    """context() takes its options by name only."""
+    with pytest.raises(TypeError, match="positional argument"):
+        journal.context("harbor", 3)  # type: ignore[misc]

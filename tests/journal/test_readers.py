@@ -18,8 +18,8 @@ HOLDER = textwrap.dedent(
     import sys
     from journal import Journal
     j = Journal(sys.argv[1])
-    j._lock.acquire()
-    with j._index.transaction() as conn:
+    j._keeper.lock.acquire()
+    with j._keeper.index.transaction() as conn:
         conn.execute("INSERT INTO state (key, value) VALUES ('held-by-writer', 'x')")
         print("holding", flush=True)
         sys.stdin.readline()

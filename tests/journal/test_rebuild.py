@@ -71,7 +71,7 @@ def test_corrupt_index_is_detected_and_rebuilt(root: Path, make_payload: Payload
     with Journal(root) as journal:
         _fill(journal, make_payload)
         before = _results(journal)
-        journal._index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        journal._keeper.index.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db = root / "index" / "journal.sqlite3"
     data = bytearray(db.read_bytes())
     if damage == "garbage-header":
@@ -85,7 +85,7 @@ def test_corrupt_index_is_detected_and_rebuilt(root: Path, make_payload: Payload
     db.write_bytes(bytes(data))
     with Journal(root) as journal:
         assert _results(journal) == before
-        journal._index.conn.execute("PRAGMA integrity_check").fetchone()
+        journal._keeper.index.conn.execute("PRAGMA integrity_check").fetchone()
 
 
 def test_corruption_reported_at_the_commit_stores_the_entry_once(root: Path, make_payload: Payload, monkeypatch: pytest.MonkeyPatch) -> None:

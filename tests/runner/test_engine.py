@@ -9,7 +9,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from journal import Journal
-from runner.backends import ReflectionRequest, build_backend, context_records
+from runner.backends import ReflectionRequest, build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from tests._support import SIMPLE_AGENT, write_config
@@ -109,7 +109,7 @@ class _Recorder:
 
     def reflect(self, request: ReflectionRequest) -> dict[str, Any]:
         self.requests.append(request)
-        shown = [record["id"] for record in context_records(request.context)]
+        shown = [record.id for record in request.context.records]
         return {"voice": "v", "theme": "t", "signals": {"continuity_refs": [*shown[:1], "invented-id"]}}
 
 
@@ -123,6 +123,6 @@ def test_context_is_agent_scoped_windowed_and_refs_are_checked(tmp_path: Path) -
         journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "later", "ts": "2026-09-05T18:00:00Z"})
         recorder = _Recorder()
         result = _run(config, journal, "pulse-4h", datetime(2026, 9, 5, 16, tzinfo=tz), backend=recorder)
-        records = context_records(recorder.requests[0].context)
-        assert [r["voice"] for r in records] == ["earlier"]
-        assert journal.get(result.entry_id).continuity_refs == (records[0]["id"],)
+        records = recorder.requests[0].context.records
+        assert [r.voice for r in records] == ["earlier"]
+        assert journal.get(result.entry_id).continuity_refs == (records[0].id,)

@@ -1,0 +1,159 @@
+"""Ranking: search, relate and the prompt context's picks, by words, by meaning, or both fused.
+
+The ranking runs over index rows and vectors; it never opens an entry file.
+Each ranked row is handed to a :class:`~journal._reading.Reader`, which
+turns it into the entry its file holds, or skips it; a skipped row is left
+out and the ranking runs again without it until *k* entries are found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+from journal._reading import Reader, Scope, bound, positive
+from journal.context import PromptContext, build_prompt_context
+from journal.entry import Entry, check_text_arguments, show_value
+from journal.errors import SemanticUnavailableError
+from journal.fusion import FUSION, fuse
+from journal.index import Index, IndexRow
+from journal.retrieval import Hit
+
+if TYPE_CHECKING:
+    from journal.semantic import SemanticIndex, Vector
+
+__all__ = ["DEFAULT_CONTEXT_CHARS", "MAX_K", "MODES", "Ranker"]
+
+DEFAULT_CONTEXT_CHARS: Final = 6000
+#: Largest ``k`` of search, relate and prompt_context: ranking holds k candidates per arm in memory.
+MAX_K: Final = 10_000
+#: Ranking modes: ``auto`` is ``hybrid`` with NN on and ``lexical`` without.
+MODES: Final = ("auto", "lexical", "semantic", "hybrid")
+_SNIPPET_WORDS: Final = 24
+
+
+def _preview(text: str) -> str:
+    """The first words of *text*, as a snippet for an entry found by meaning alone."""
+    words = text.split()
+    return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
+
+
+class Ranker:
+    """Ranks the rows of *index* (and with NN on, the vectors of *semantic*); *reader* turns rows into entries."""
+
+    def __init__(self, index: Index, semantic: SemanticIndex | None, reader: Reader) -> None:
+        self._index = index
+        self._semantic = semantic
+        self._reader = reader
+
+    def _resolve_mode(self, mode: str) -> str:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {show_value(mode)}")
+        if mode == "auto":
+            return "lexical" if self._semantic is None else "hybrid"
+        if mode != "lexical" and self._semantic is None:
+            raise SemanticUnavailableError(
+                f"mode {mode!r} needs entry vectors and this journal was opened without NN",
+                "open it with Journal(root, enable_nn=True) or pass --nn",
+            )
+        return mode
+
+    def _rank(self, query: str, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None) -> list[Hit]:
+        """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.fusion`).
+
+        *vector* replaces the query's embedding (``relate`` passes the entry's own).
+        """
+        mode = self._resolve_mode(mode)
+        bad: set[str] = set()
+        while True:
+            known = len(bad)
+            hits = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope)
+            if len(hits) >= k or len(bad) == known:
+                return hits
+
+    def _rank_once(self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope) -> list[Hit]:
+        """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
+        usable = self._reader.usable
+        agent, kind, since, until = scope.agent, scope.kind, scope.since, scope.until
+        if mode == "lexical":
+            found = self._index.search(query, k=k, exclude=exclude, agent=agent, kind=kind, since=since, until=until)
+            return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
+        assert self._semantic is not None
+        depth = max(k, FUSION.depth) if mode == "hybrid" else k
+        lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, agent=agent, kind=kind, since=since, until=until) if mode == "hybrid" else []
+        if vector is None:
+            vector = self._semantic.query_vector(query)
+        semantic = self._semantic.rank(vector, depth, exclude=exclude, agent=agent, kind=kind, since=since, until=until)
+        ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
+        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], agent=agent, kind=kind, since=since, until=until)}
+        matched = {r.row.id for r in lexical}
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
+        hits = []
+        for entry_id, score in ranked:
+            if entry_id in rows and (entry := usable(rows[entry_id], bad, scope)) is not None:
+                hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
+        return hits
+
+    def search(
+        self, query: str, *, k: int, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, mode: str,
+    ) -> list[Hit]:
+        """See :meth:`journal.Journal.search`."""
+        check_text_arguments(kind=kind, agent=agent)
+        positive(k, "k", MAX_K)
+        return self._rank(query, k=k, mode=mode, scope=Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until")))
+
+    def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
+        """See :meth:`journal.Journal.relate`."""
+        check_text_arguments(agent=agent)
+        positive(k, "k", MAX_K)
+        # With agent= given, another agent's id is refused exactly like a missing
+        # one: its hidden text must not rank anything, nor its links show.
+        source = self._reader.get(entry_id, agent)
+        scope = Scope(agent=agent)
+        wanted: dict[str, str] = {}
+        for ref in source.continuity_refs:  # the file decides what the entry continues
+            wanted.setdefault(ref, "continues")
+        for ref in self._index.links_to(entry_id):
+            wanted.setdefault(ref, "continued_by")
+        linked: dict[str, tuple[str, Entry]] = {}
+        for row in self._index.rows(ids=list(wanted), agent=agent):
+            entry = self._reader.usable(row, set(), scope)
+            if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
+                continue
+            linked[row.id] = (wanted[row.id], entry)
+        # Only links in scope count towards how many similar entries are fetched.
+        query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
+        vector = None if self._semantic is None else self._semantic.entry_vector(source)
+        similar = self._rank(query, k=k + len(linked), mode="auto", scope=scope, exclude=[entry_id], vector=vector)
+        scores = {hit.entry_id: hit for hit in similar}
+        hits = []
+        for linked_id, (reason, entry) in linked.items():
+            scored = scores.get(linked_id)
+            hits.append(Hit(linked_id, scored.score if scored else 0.0, scored.snippet if scored else "", entry, reason))
+        hits.sort(key=lambda hit: hit.reason != "continues")
+        for found in similar:
+            if len(hits) >= k:
+                break
+            if found.entry_id not in linked:
+                hits.append(Hit(found.entry_id, found.score, found.snippet, found.entry, "similar"))
+        return hits[:k]
+
+    def context(
+        self, query: str, *, k: int, agent: str | None, since: datetime | str | None, until: datetime | str | None, max_chars: int,
+    ) -> PromptContext:
+        """See :meth:`journal.Journal.context`."""
+        check_text_arguments(agent=agent)
+        positive(k, "k", MAX_K)
+        scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"))
+        found = self._rank(query, k=k, mode="auto", scope=scope)
+        picks = [(hit.entry, "match") for hit in found]
+        if len(picks) < k:
+            seen = {entry.id for entry, _ in picks}
+
+            def fetch(extra: int) -> list[IndexRow]:
+                rows = self._index.rows(agent=agent, since=scope.since, until=scope.until, limit=k + len(seen) + extra)
+                return [row for row in rows if row.id not in seen]
+
+            picks += [(entry, "recent") for entry in self._reader.usable_rows(fetch, k - len(picks), scope)]
+        return build_prompt_context(query, picks, max_chars=max_chars)
