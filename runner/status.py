@@ -46,9 +46,9 @@ from typing import Any, Final
 
 from journal import json_nesting_depth
 from runner.config import RunnerConfig
-from runner.engine import OUTCOMES
 from runner.logs import EVENTS
-from runner.slots import cron_trigger, latest_fire_time, slot_for
+from runner.run_contract import SUCCESS_OUTCOMES, Outcome
+from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
 
 __all__ = [
     "EXIT_FAILED",
@@ -73,7 +73,6 @@ EXIT_FAILED: Final = 1
 EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
-SUCCESS_OUTCOMES: Final = ("appended", "duplicate", "skipped")
 _STATE_ORDER: Final = ("failed", "overdue", "unknown", "ok")
 
 #: The longest log line parsed, in characters. journald splits lines at 48 KiB
@@ -104,7 +103,7 @@ class RunRecord:
     """One ``run.finished`` line."""
 
     finished: datetime
-    outcome: str
+    outcome: Outcome
     slot: str | None
     scheduled: datetime | None
     run_id: str | None
@@ -114,7 +113,7 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
-            "finished": self.finished.isoformat(), "outcome": self.outcome, "slot": self.slot,
+            "finished": self.finished.isoformat(), "outcome": self.outcome.value, "slot": self.slot,
             "scheduled": self.scheduled.isoformat() if self.scheduled else None, "run_id": self.run_id,
             "entry_id": self.entry_id, "error": self.error,
         }
@@ -223,15 +222,22 @@ def _is_dry_run(event: dict[str, Any]) -> bool:
     flag = event.get("dry_run")
     if isinstance(flag, bool):
         return flag
-    return event.get("outcome") == "skipped" and event.get("error") is None
+    return event.get("outcome") == Outcome.SKIPPED and event.get("error") is None
+
+
+def _outcome(value: object) -> Outcome | None:
+    try:
+        return Outcome(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str], RunRecord] | None:
-    agent, routine, outcome = _text(event.get("agent")), _text(event.get("routine")), event.get("outcome")
-    if agent is None or routine is None or not isinstance(outcome, str) or outcome not in OUTCOMES:
+    agent, routine, outcome = _text(event.get("agent")), _text(event.get("routine")), _outcome(event.get("outcome"))
+    if agent is None or routine is None or outcome is None:
         return None
     slot, key = _text(event.get("slot")), event.get("client_key")
-    if key is not None and (not isinstance(key, str) or slot is None or _text(key) != f"{agent}:{routine}:{slot}"):
+    if key is not None and (not isinstance(key, str) or slot is None or _text(key) != client_key(agent, routine, slot)):
         return None  # a line that contradicts itself cannot vouch for any slot
     return (agent, routine), RunRecord(
         finished=finished, outcome=outcome, slot=slot, scheduled=_timestamp(event.get("scheduled")),
@@ -307,7 +313,7 @@ def read_log(lines: Iterable[str]) -> LogDigest:
             continue
         key, record = parsed
         digest.runs += 1
-        if _is_dry_run(event) and record.outcome != "duplicate":
+        if _is_dry_run(event) and record.outcome is not Outcome.DUPLICATE:
             # A dry run appends nothing: neither a success nor a failure of any slot. Its
             # "duplicate" is still evidence: it found the slot's entry in the journal.
             digest.dry_runs += 1
@@ -315,7 +321,7 @@ def read_log(lines: Iterable[str]) -> LogDigest:
         pair = digest.pairs.setdefault(key, _Pair())
         if pair.latest is None or record.finished >= pair.latest.finished:
             pair.latest = record
-        if record.outcome in SUCCESS_OUTCOMES:
+        if record.outcome.is_success:
             if pair.last_success is None or record.finished >= pair.last_success.finished:
                 pair.last_success = record
             if record.slot is not None:
@@ -418,7 +424,7 @@ def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: 
             due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)  # real time, not wall clock
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             problem = _agent_problem(digest, agent, seen)
-            if problem is not None or (seen.latest is not None and seen.latest.outcome not in SUCCESS_OUTCOMES):
+            if problem is not None or (seen.latest is not None and not seen.latest.outcome.is_success):
                 state = "failed"
             elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"
