@@ -252,7 +252,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # The result is printed (what serve reads) the moment its run.finished is logged, before a
     # signal can end the process; a RunInterrupted has been printed already and just exits.
     result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                      run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=lambda finished: _echo_json(finished.to_dict()))
+                      run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=lambda finished: _echo(finished.to_json_line()))
     sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
 
 

@@ -26,10 +26,8 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
 from types import FrameType
 from typing import Any, Final
@@ -42,11 +40,10 @@ from runner.backends import Backend, ReflectionRequest, check_reply
 from runner.backends.base import one_line
 from runner.config import AgentConfig
 from runner.errors import BackendError, RunInterrupted, RunnerError
-from runner.slots import client_key, slot_for
+from runner.run_contract import Outcome, RunIdentity, RunResult
 
-__all__ = ["OUTCOMES", "RunResult", "backend_deadline", "execute_run", "process_age", "run_slot"]
+__all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_slot"]
 
-OUTCOMES: Final = ("appended", "duplicate", "failed", "skipped")
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 log = structlog.get_logger()
@@ -110,48 +107,11 @@ def _signals_deferred() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
         if held:
             signum, frame = held[0]
             previous[signum](signum, frame)
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What one run did.
-
-    ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
-    ``fault`` is the errno name (``ENOSPC``, ``EROFS``, ``EACCES``, ...) when
-    the filesystem refused the journal's read or write, for the exit code.
-    """
-
-    run_id: str
-    agent: str
-    routine: str
-    slot: str
-    client_key: str
-    scheduled: str
-    outcome: str
-    entry_id: str | None
-    duration_ms: float
-    error: str | None = None
-    entry: dict[str, Any] | None = None
-    fault: str | None = None
-
-    @property
-    def is_ok(self) -> bool:
-        """Whether the run did not fail."""
-        return self.outcome != "failed"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as JSON-ready data (what ``ghostrunner run`` prints)."""
-        data = asdict(self)
-        if self.entry is None:
-            del data["entry"]  # only a dry run has one
-        if self.fault is None:
-            del data["fault"]  # only a run the filesystem refused has one
-        return data
 
 
 def _fields_from_backend(
@@ -184,49 +144,22 @@ def _fields_from_backend(
     return fields
 
 
-@dataclass(frozen=True, slots=True)
-class _RunIdentity:
-    """What names one run: its id, agent, routine, slot and client_key, at its scheduled time."""
+def _finish(
+    run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
+    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult:
+    """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
 
-    run_id: str
-    agent: str
-    routine: str
-    slot: str
-    client_key: str
-    scheduled: str
-
-    @classmethod
-    def of(cls, agent: str, routine: Routine, scheduled: datetime, tz: tzinfo, run_id: str | None) -> _RunIdentity:
-        if scheduled.tzinfo is None or scheduled.utcoffset() is None:
-            # astimezone() would read a naive time in the host's zone: another slot on another host.
-            raise ValueError(f"the scheduled time of a run must carry its timezone, got {scheduled.isoformat()!r}")
-        scheduled = scheduled.astimezone(tz)
-        slot = slot_for(scheduled, routine.slot, tz)
-        return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot), scheduled.isoformat(timespec="seconds"))
-
-    def fields(self) -> dict[str, str]:
-        """The run's log fields: every identity field, ``scheduled`` included."""
-        return asdict(self)
-
-    def finish(
-        self, *, outcome: str, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-        dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None,
-    ) -> RunResult:
-        """Log the run's one ``run.finished`` line, hand the result to *on_result*, and return it.
-
-        ``dry_run`` is logged so that ``status`` never counts a dry run (which
-        appends nothing) as the success of its slot. The line and *on_result*
-        (``ghostrunner run`` prints the result there, for serve) happen with
-        signals deferred, so that a run never logs its outcome without
-        reporting it.
-        """
-        level = log.error if outcome == "failed" else log.info
-        with _signals_deferred():
-            level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome, duration_ms=duration_ms, error=error, dry_run=dry_run)
-            result = RunResult(**self.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
-            if on_result is not None:
-                on_result(result)
-        return result
+    The line and *on_result* (``ghostrunner run`` prints the result there, for
+    serve) happen with signals deferred, so that a run never logs its outcome
+    without reporting it.
+    """
+    with _signals_deferred():
+        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run)
+        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
+        if on_result is not None:
+            on_result(result)
+    return result
 
 
 def execute_run(
@@ -258,10 +191,14 @@ def execute_run(
     """
     started = time.perf_counter()
     deadline = backend_deadline(time.monotonic(), run_timeout)
-    run = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    run = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     scheduled = scheduled.astimezone(tz)
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
-    outcome, entry_id, error, would_be, fault = "failed", None, None, None, None
+    outcome: Outcome = Outcome.FAILED
+    entry_id: str | None = None
+    error: str | None = None
+    would_be: dict[str, Any] | None = None
+    fault: str | None = None
     reported: list[RunResult] = []  # filled inside finish's deferred block, before a held signal can act
 
     def report(result: RunResult) -> None:
@@ -278,8 +215,8 @@ def execute_run(
             with _signals_deferred():
                 existing = journal.find_by_client_key(key, agent=agent.name)
                 if existing is not None:
-                    outcome, entry_id = "duplicate", existing.id
-            if outcome != "duplicate":
+                    outcome, entry_id = Outcome.DUPLICATE, existing.id
+            if outcome is not Outcome.DUPLICATE:
                 if routine.is_digest:
                     digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
                     fields = digest_entry_fields(digest, slot=slot) if digest.count else None
@@ -288,33 +225,34 @@ def execute_run(
                         raise ValueError("a backend is required for a routine that is not a digest")
                     fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
                 if fields is None:
-                    outcome, error = "skipped", "nothing to digest in the window"
+                    outcome, error = Outcome.SKIPPED, "nothing to digest in the window"
                 else:
                     meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)
-                        outcome = "skipped"
+                        outcome = Outcome.SKIPPED
                     else:
                         with _signals_deferred():
                             appended = journal.append_with_result(payload)
-                            outcome, entry_id = "duplicate" if appended.is_duplicate else "appended", appended.entry.id
+                            outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
+                            entry_id = appended.entry.id
         except (RunnerError, JournalError) as exc:
             error = str(exc)
             fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
         except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
             error = f"{type(exc).__name__}: {exc}"
-            log.exception("run.error", **{k: v for k, v in run.fields().items() if k != "scheduled"})
-        return run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+            log.exception("run.error", **run.fields(scheduled=False))
+        return _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
                           entry=would_be, dry_run=dry_run, fault=fault, on_result=report)
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
         # the run here; it still gets its one run.finished line before the process goes
         # (unless that line was just written and reported: then the signal came right after it).
         if not reported:
-            if outcome == "failed":
+            if outcome is Outcome.FAILED:
                 error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-            run.finish(outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+            _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
                        dry_run=dry_run, fault=fault, on_result=report)
         raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
 
@@ -335,7 +273,7 @@ def run_slot(
             was being opened (which can take a while: it may catch its index
             up) or closed; the run's one ``run.finished`` is logged and reported first.
     """
-    identity = _RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
         journal = Journal(agent.journal_root, writable=True)  # a run writes: a journal it cannot write fails it at once
     except (JournalError, OSError) as exc:
@@ -345,10 +283,10 @@ def run_slot(
         else:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        return identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
+        return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
     except (KeyboardInterrupt, SystemExit) as exc:
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
-        result = identity.finish(outcome="failed", entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
+        result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     try:
         result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,

@@ -6,6 +6,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── ConfigError (ValueError)          a configuration or persona file is invalid
     ├── BackendError                      a backend could not produce a valid reply
     │   └── BackendTimeoutError (TimeoutError)
+    ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
     ├── SchedulerBusyError                another scheduler holds the deployment lock
     ├── UnitRenderError (ValueError)      systemd render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
@@ -18,11 +19,16 @@ Messages name the object, state what was expected, and say how to fix it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runner.run_contract import RunResult  # at run time only the value is needed: the contract imports this module
 
 __all__ = [
     "BackendError",
     "BackendTimeoutError",
     "ConfigError",
+    "MalformedResultError",
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
@@ -108,6 +114,18 @@ class BackendTimeoutError(BackendError, TimeoutError):
         super().__init__(backend, f"no reply within {timeout:g} s ({limit})")
 
 
+class MalformedResultError(RunnerError, ValueError):
+    """A line that should hold a run's result (the last stdout line of ``ghostrunner run``) does not.
+
+    Attributes:
+        reason: what is wrong with the line.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"not a run result line: {reason}")
+
+
 class SchedulerBusyError(RunnerError):
     """Another ``ghostrunner serve`` already holds this deployment's lock."""
 
@@ -167,7 +185,7 @@ class RunInterrupted(SystemExit):
     run`` can still print it for whoever started the worker.
     """
 
-    def __init__(self, result: object, code: int | str | None) -> None:
+    def __init__(self, result: RunResult, code: int | str | None) -> None:
         super().__init__(code)
         self.result = result
 

@@ -1,4 +1,7 @@
-"""``ghostrunner serve``: APScheduler wiring, worker processes, catch-up and shutdown.
+"""``ghostrunner serve``: APScheduler wiring, catch-up and shutdown.
+
+Each run is a :class:`runner.worker.Worker` process; one scheduler per
+deployment is a :class:`runner.deployment_lock.DeploymentLock`.
 
 The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 
@@ -26,25 +29,17 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import json
 import os
-import re
 import signal
-import stat
-import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from threading import TIMEOUT_MAX
 from types import FrameType
-from typing import IO, Any, Final
+from typing import IO, Any
 
 import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -52,19 +47,16 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from journal import Journal
-from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked, signal_name
 from runner.config import AgentConfig, RunnerConfig
-from runner.errors import ConfigError, SchedulerBusyError
+from runner.deployment_lock import DeploymentLock
 from runner.notify import WatchdogPinger
-from runner.slots import client_key, cron_trigger, latest_fire_time, slot_for
+from runner.run_contract import RunIdentity, RunResult
+from runner.slots import cron_trigger, latest_fire_time
+from runner.worker import Worker
 
-__all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots", "worker_command"]
+__all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots"]
 
 log = structlog.get_logger()
-_KILL_GRACE_SECONDS = 5.0
-#: What a deployment lock file may hold: nothing, or the process id a scheduler wrote.
-_LOCK_CONTENT = re.compile(rb"(?:[0-9]{1,19}\n?)?")
-_LOCK_MAX_BYTES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +108,9 @@ def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAge
                     latest = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now, not_before=since)
                     if latest is None:
                         continue
-                    slot = slot_for(latest, routine.slot, config.timezone)
-                    if journal.find_by_client_key(client_key(agent.name, name, slot), agent=agent.name) is None:
-                        found.append(MissedSlot(agent.name, name, latest, slot))
+                    run = RunIdentity.of(agent.name, routine, latest, config.timezone)
+                    if journal.find_by_client_key(run.client_key, agent=agent.name) is None:
+                        found.append(MissedSlot(agent.name, name, latest, run.slot))
         # Any failure of one agent's journal (a file in its place, a foreign
         # manifest, a corrupt entry, a permission) is that agent's alone.
         except Exception as exc:
@@ -130,15 +122,7 @@ def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAge
     return missed
 
 
-def worker_command(config: RunnerConfig, agent: str, routine: str, scheduled: datetime, run_id: str) -> list[str]:
-    """The argv of the worker process for one run: ``ghostrunner run`` with this interpreter."""
-    argv = [sys.executable, "-m", "runner", "run", routine, "--agent", agent, "--at", scheduled.isoformat(), "--run-id", run_id]
-    if config.config_file is not None:
-        argv += ["--config", str(config.config_file)]
-    return argv
-
-
-class _StoppableScheduler(BlockingScheduler):
+class _StoppableScheduler(BlockingScheduler):  # type: ignore[misc]  # APScheduler 3.x ships no type hints
     """A BlockingScheduler whose loop can be ended without racing job processing.
 
     APScheduler 3.x's ``shutdown()`` from another thread can land in the
@@ -173,89 +157,6 @@ class _StoppableScheduler(BlockingScheduler):
             self.shutdown(wait=False)
 
 
-class _DeploymentLock:
-    """An OS-held exclusive lock: released by the kernel if the process dies.
-
-    The lock file is the scheduler's own: empty, or holding one scheduler's
-    process id. Whatever else ``runner.lock_file`` names (a symlink, a
-    directory, a FIFO or device, a hard link, a file with other content, such
-    as a persona after a configuration slip) is refused with a ConfigError
-    and left exactly as it was: the path is opened without following a
-    symlink, without O_TRUNC and without blocking, and nothing is written
-    before the checks pass.
-    """
-
-    def __init__(self, path: Path, source: str = "the configuration") -> None:
-        self.path = path
-        self.source = source
-        self._fd: int | None = None
-
-    def _refuse(self, what: str) -> ConfigError:
-        return ConfigError(
-            self.source, "runner.lock_file",
-            "a path of the scheduler's own (no file yet, or a regular file holding only a process id); "
-            "point runner.lock_file at a new file",
-            f"{str(self.path)!r}, {what}",
-        )
-
-    def _check(self, info: os.stat_result) -> None:
-        if stat.S_ISLNK(info.st_mode):
-            raise self._refuse("a symbolic link")
-        if not stat.S_ISREG(info.st_mode):
-            raise self._refuse("not a regular file")
-        if info.st_nlink != 1:
-            raise self._refuse(f"a file with {info.st_nlink} hard links")
-        if info.st_size > _LOCK_MAX_BYTES:
-            raise self._refuse(f"a file of {info.st_size} bytes, not a lock")
-
-    def acquire(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if exc.errno in _FS_REFUSALS:
-                raise  # the filesystem refusing (read-only, full, no permission): exit 73, 74 or 77, not a configuration error
-            raise self._refuse(f"its directory cannot be created ({exc.strerror or exc})") from None
-        try:
-            self._check(os.lstat(self.path))  # refuses a device or FIFO before it is even opened
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            if exc.errno in _FS_REFUSALS:
-                raise
-            raise self._refuse(exc.strerror or str(exc)) from None  # a name too long, a file where a directory should be
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno in _FS_REFUSALS:
-                raise
-            raise self._refuse("a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
-        try:
-            self._check(os.fstat(fd))  # what was opened, not what the name pointed to a moment ago
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise SchedulerBusyError(self.path) from None
-            held = os.pread(fd, _LOCK_MAX_BYTES + 1, 0)
-            if not _LOCK_CONTENT.fullmatch(held):
-                raise self._refuse("a file whose content is not a scheduler's process id")
-            own = f"{os.getpid()}\n".encode()
-            os.pwrite(fd, own, 0)
-            os.ftruncate(fd, len(own))  # only ever shortens a process id written by a scheduler
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-
-#: errnos of a filesystem that refuses the lock file, which serve reports with their own exit code (73, 74, 77).
-_FS_REFUSALS: Final = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
-
-
 class Scheduler:
     """One deployment's scheduler: cron jobs per (agent, routine), runs in worker processes.
 
@@ -279,7 +180,7 @@ class Scheduler:
         self._watchdog_interval = watchdog_interval
         pairs = [(agent.name, name) for agent in config.agents.values() for name in agent.routines]
         self._pair_locks = {pair: threading.Lock() for pair in pairs}
-        self._in_flight: dict[str, subprocess.Popen[bytes]] = {}
+        self._in_flight: dict[str, Worker] = {}
         self._in_flight_lock = threading.Condition()
         self._stopping = threading.Event()
         self._scheduler = _StoppableScheduler(
@@ -297,7 +198,7 @@ class Scheduler:
         except (AttributeError, OSError, ValueError):
             return None
 
-    def dispatch(self, agent: str, routine: str, scheduled: datetime | None = None, trigger: str = "cron") -> dict[str, Any] | None:
+    def dispatch(self, agent: str, routine: str, scheduled: datetime | None = None, trigger: str = "cron") -> RunResult | None:
         """Run one (agent, routine) slot in a worker process and wait for it.
 
         Returns the worker's result (or None when skipped because the pair
@@ -319,72 +220,20 @@ class Scheduler:
         finally:
             lock.release()
 
-    def _run_worker(self, agent: str, routine: str, scheduled: datetime, trigger: str) -> dict[str, Any] | None:
-        run_id = str(uuid.uuid4())
-        argv = worker_command(self.config, agent, routine, scheduled, run_id)
-        timeout = self.config.run_timeout.total_seconds()
+    def _run_worker(self, agent: str, routine: str, scheduled: datetime, trigger: str) -> RunResult | None:
+        identity = RunIdentity.of(agent, self.config.routines[routine], scheduled, self.config.timezone)
         with self._in_flight_lock:
             if self._stopping.is_set():
                 return None
-            # Its own session: a Ctrl-C on the terminal reaches the scheduler, which decides, not the run.
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr_target(), start_new_session=True,
-                                       env={**os.environ, WORKER_MARKER_VARIABLE: run_id})
-            self._in_flight[run_id] = process
-        error = None
+            worker = Worker(self.config, identity, scheduled, self._stderr_target())
+            self._in_flight[identity.run_id] = worker
         try:
-            try:
-                out, _ = process.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self._kill(process, run_id)
-                out, _ = process.communicate()
-                error = f"the worker ran past run_timeout ({timeout:g} s) and was killed"
+            worker.wait(self.config.run_timeout.total_seconds())
         finally:
             with self._in_flight_lock:
-                self._in_flight.pop(run_id, None)
+                self._in_flight.pop(identity.run_id, None)
                 self._in_flight_lock.notify_all()
-        result = self._parse_result(out)
-        if result is not None:
-            return result
-        code = process.returncode
-        if error is None:
-            how = f"was killed by signal {signal_name(-code)}" if code < 0 else f"exited with status {code}"
-            error = f"the worker {how} before reporting a result"
-        slot = slot_for(scheduled, self.config.routines[routine].slot, self.config.timezone)
-        fields = {"run_id": run_id, "agent": agent, "routine": routine, "slot": slot, "client_key": client_key(agent, routine, slot)}
-        log.error("scheduler.worker_crashed", **fields, returncode=code, trigger=trigger, error=error)
-        log.error("run.finished", **fields, scheduled=scheduled.isoformat(), entry_id=None, outcome="failed", duration_ms=None, error=error,
-                  dry_run=False)
-        return None
-
-    @staticmethod
-    def _parse_result(out: bytes) -> dict[str, Any] | None:
-        try:
-            result = json.loads(out.decode("utf-8").strip().splitlines()[-1])
-        except (ValueError, IndexError, UnicodeDecodeError):
-            return None
-        return result if isinstance(result, dict) and "outcome" in result else None
-
-    @staticmethod
-    def _kill(process: subprocess.Popen[bytes], run_id: str) -> None:
-        """SIGTERM the worker's process group, then SIGKILL it if it lingers; then end its backend helpers.
-
-        A worker that dies by SIGTERM kills its own helpers on the way out; one that had to be
-        SIGKILLed cleaned up nothing, and a ``command`` helper in its own session (perhaps ignoring
-        SIGTERM) would outlive it. Every process that inherited the worker's run marker is ended here.
-        """
-        for sig, wait in ((signal.SIGTERM, _KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                break
-            if wait is None:
-                break
-            try:
-                process.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        kill_marked(process.pid, f"{WORKER_MARKER_VARIABLE}={run_id}".encode())
+        return worker.hand_off(trigger)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -402,9 +251,9 @@ class Scheduler:
         with self._in_flight_lock:
             while self._in_flight and time.monotonic() < deadline:
                 self._in_flight_lock.wait(max(0.0, deadline - time.monotonic()))
-            left = list(self._in_flight.items())
-        for run_id, process in left:
-            self._kill(process, run_id)
+            left = list(self._in_flight.values())
+        for worker in left:
+            worker.kill()
         return len(left)
 
     def serve(self) -> int:
@@ -414,7 +263,7 @@ class Scheduler:
             SchedulerBusyError: another scheduler holds the deployment lock.
             ConfigError: ``runner.lock_file`` names something that is not this lock's own file.
         """
-        lock = _DeploymentLock(self.config.lock_file, self.config.source)
+        lock = DeploymentLock(self.config.lock_file, self.config.source)
         lock.acquire()
         pinger: WatchdogPinger | None = None
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -89,7 +89,7 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())
-            outcomes[result.outcome] += 1
+            outcomes[result.outcome.value] += 1
             if result.error and result.outcome == "failed" and len(failures) < 10:
                 failures.append(f"{result.client_key}: {result.error}")
             if result.fault is not None:

@@ -326,7 +326,7 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
 HOOKED_RUN = """
 import os, select, signal, sys, time
 import journal.api, journal.store
-import runner.engine
+import runner.run_contract
 from runner.cli import main
 
 point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
@@ -382,7 +382,7 @@ def hooked_close(self):
     if point == "close":
         pause(point)  # the run has finished and logged; its result is not printed yet
 
-class PausingLog:  # the engine's logger, pausing right after the run.finished line is written
+class PausingLog:  # the run contract's logger, pausing right after the run.finished line is written
 
     def __init__(self, inner):
         self.inner = inner
@@ -398,7 +398,7 @@ class PausingLog:  # the engine's logger, pausing right after the run.finished l
 
 store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
 api.__init__, api.close = hooked_init, hooked_close
-runner.engine.log = PausingLog(runner.engine.log)
+runner.run_contract.log = PausingLog(runner.run_contract.log)
 sys.argv[0] = "ghostrunner"
 main()
 """

@@ -1,0 +1,181 @@
+"""What a run is to the world outside it: its identity, its outcome, its result line and its ``run.finished``.
+
+``ghostrunner run`` prints one :class:`RunResult` as the last line of its
+stdout, and ``serve`` reads that line back from its worker; ``status`` reads
+``run.finished`` lines and judges their outcomes. All of them speak through
+this module, so that the three agree by construction:
+
+* :class:`RunIdentity` names one run: agent, routine, slot and client_key,
+  computed here only, from the scheduled time;
+* :class:`Outcome` is the closed set of what a run can end in;
+* :meth:`RunResult.to_json_line` and :meth:`RunResult.from_json_line` are the
+  result's JSON form, both ways;
+* :meth:`RunIdentity.log_finished` is the only writer of ``run.finished``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, tzinfo
+from enum import StrEnum
+from typing import Any, Final
+
+import structlog
+
+from routines import Routine
+from runner.errors import MalformedResultError
+from runner.slots import client_key, slot_for
+
+__all__ = ["OUTCOMES", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunResult"]
+
+log = structlog.get_logger()
+
+
+class Outcome(StrEnum):
+    """How a run ended; the value is what logs and result lines carry."""
+
+    APPENDED = "appended"
+    DUPLICATE = "duplicate"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @property
+    def is_success(self) -> bool:
+        """Whether the run did not fail (its slot has its entry, or had nothing to append)."""
+        return self is not Outcome.FAILED
+
+
+OUTCOMES: Final = tuple(Outcome)
+SUCCESS_OUTCOMES: Final = tuple(outcome for outcome in Outcome if outcome.is_success)
+
+
+@dataclass(frozen=True, slots=True)
+class RunIdentity:
+    """What names one run: its id, agent, routine, slot and client_key, at its scheduled time (ISO 8601, seconds)."""
+
+    run_id: str
+    agent: str
+    routine: str
+    slot: str
+    client_key: str
+    scheduled: str
+
+    @classmethod
+    def of(cls, agent: str, routine: Routine, scheduled: datetime, tz: tzinfo, run_id: str | None = None) -> RunIdentity:
+        """The identity of *agent*'s run of *routine* scheduled at *scheduled*, its slot in *tz* (a new run id when omitted).
+
+        Raises:
+            ValueError: a naive *scheduled*.
+        """
+        if scheduled.tzinfo is None or scheduled.utcoffset() is None:
+            # astimezone() would read a naive time in the host's zone: another slot on another host.
+            raise ValueError(f"the scheduled time of a run must carry its timezone, got {scheduled.isoformat()!r}")
+        scheduled = scheduled.astimezone(tz)
+        slot = slot_for(scheduled, routine.slot, tz)
+        return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot),
+                   scheduled.isoformat(timespec="seconds"))
+
+    def fields(self, *, scheduled: bool = True) -> dict[str, str]:
+        """The run's log fields: every identity field (``scheduled`` only when asked, as it is by default)."""
+        data = asdict(self)
+        if not scheduled:
+            del data["scheduled"]
+        return data
+
+    def log_finished(self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool) -> None:
+        """Log the run's one ``run.finished`` line (at error level when it failed).
+
+        ``duration_ms`` is None when no process measured the run (its worker
+        died first). ``dry_run`` is logged so that ``status`` never counts a
+        dry run, which appends nothing, as the success of its slot.
+        """
+        level = log.info if outcome.is_success else log.error
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What one run did.
+
+    ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
+    ``fault`` is the errno name (``ENOSPC``, ``EROFS``, ``EACCES``, ...) when
+    the filesystem refused the journal's read or write, for the exit code.
+    """
+
+    run_id: str
+    agent: str
+    routine: str
+    slot: str
+    client_key: str
+    scheduled: str
+    outcome: Outcome
+    entry_id: str | None
+    duration_ms: float
+    error: str | None = None
+    entry: dict[str, Any] | None = None
+    fault: str | None = None
+
+    @property
+    def is_ok(self) -> bool:
+        """Whether the run did not fail."""
+        return self.outcome.is_success
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data."""
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        if self.entry is None:
+            del data["entry"]  # only a dry run has one
+        if self.fault is None:
+            del data["fault"]  # only a run the filesystem refused has one
+        return data
+
+    def to_json_line(self) -> str:
+        """The result as the one JSON line ``ghostrunner run`` prints last."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json_line(cls, line: str) -> RunResult:
+        """The result a :meth:`to_json_line` line holds; fields it does not know (a newer worker's) are ignored.
+
+        Raises:
+            MalformedResultError: *line* is not a JSON object with every field of a result, each of its type.
+        """
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise MalformedResultError(f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise MalformedResultError(f"a JSON {type(data).__name__}, not an object")
+        for name, wanted, types in _FIELD_TYPES:
+            if name not in data and name in _REQUIRED:
+                raise MalformedResultError(f"no {name!r} field")
+            value = data.get(name)
+            if isinstance(value, bool) or not isinstance(value, types):  # JSON true is no number
+                raise MalformedResultError(f"field {name!r} is not {wanted}")
+        try:
+            outcome = Outcome(data["outcome"])
+        except ValueError:
+            raise MalformedResultError(f"field 'outcome' is {data['outcome']!r}, not one of {', '.join(OUTCOMES)}") from None
+        return cls(
+            run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"], client_key=data["client_key"],
+            scheduled=data["scheduled"], outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
+            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"),
+        )
+
+
+_TEXT: Final = (str,)
+_TEXT_OR_NULL: Final = (str, type(None))
+#: (field, what it must be, the JSON types allowed), in the order of RunResult's fields.
+_FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
+    *((name, "a string", _TEXT) for name in ("run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome")),
+    ("entry_id", "a string or null", _TEXT_OR_NULL),
+    ("duration_ms", "a number", (int, float)),
+    ("error", "a string or null", _TEXT_OR_NULL),
+    ("entry", "an object or null", (dict, type(None))),
+    ("fault", "a string or null", _TEXT_OR_NULL),
+)
+#: The fields every result line has; ``entry`` and ``fault`` appear only when set.
+_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault"}

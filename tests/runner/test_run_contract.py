@@ -1,0 +1,76 @@
+"""The run's outside contract: identity, outcome values, the result line both ways, and the one run.finished writer."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from structlog.testing import capture_logs
+
+from routines import Routine
+from runner.errors import MalformedResultError
+from runner.run_contract import OUTCOMES, SUCCESS_OUTCOMES, Outcome, RunIdentity, RunResult
+
+BERLIN = ZoneInfo("Europe/Berlin")
+EVENING = Routine(name="evening", kind="evening", schedule="0 21 * * *", slot="day", question="q", window=timedelta(days=1), prompt="p")
+
+
+def _result(**changes: object) -> RunResult:
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
+    fields: dict[str, object] = {"outcome": Outcome.APPENDED, "entry_id": "e-1", "duration_ms": 12.5, **changes}
+    return RunResult(**identity.fields(), **fields)
+
+
+def test_outcome_values_are_the_logged_strings() -> None:
+    """The outcome values are exactly the strings logs and result lines carry; only failed is no success."""
+    assert OUTCOMES == ("appended", "duplicate", "failed", "skipped")
+    assert SUCCESS_OUTCOMES == ("appended", "duplicate", "skipped")
+
+
+def test_identity_takes_its_slot_in_the_runner_timezone() -> None:
+    """A run scheduled at 23:30 UTC belongs to the next day's slot in Berlin, and its key says so."""
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 23, 30, tzinfo=UTC), BERLIN, "r-1")
+    assert (identity.slot, identity.client_key, identity.scheduled) == ("2026-09-06", "motoko:evening:2026-09-06", "2026-09-06T01:30:00+02:00")
+    assert "scheduled" not in identity.fields(scheduled=False)
+    with pytest.raises(ValueError, match="must carry its timezone"):
+        RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21), BERLIN)
+
+
+def test_result_line_round_trips() -> None:
+    """A result, dry-run entry and fault included, reads back equal from its line; unset optional fields are left out."""
+    for result in (_result(), _result(outcome=Outcome.SKIPPED, entry_id=None, entry={"voice": "ü"}), _result(outcome=Outcome.FAILED, fault="ENOSPC", error="full")):
+        line = result.to_json_line()
+        assert "\n" not in line and RunResult.from_json_line(line) == result
+    assert set(json.loads(_result().to_json_line())) == {"run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "entry_id",
+                                                         "duration_ms", "error"}
+
+
+_GOOD = _result().to_dict()
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("not json", "not a run result line: not JSON"),
+    ("[1, 2]", "a JSON list, not an object"),
+    ('{"outcome": "appended"}', "no 'run_id' field"),
+    (json.dumps({**_GOOD, "duration_ms": True}), "field 'duration_ms' is not a number"),
+    (json.dumps({**_GOOD, "entry_id": 7}), "field 'entry_id' is not a string or null"),
+    (json.dumps({**_GOOD, "outcome": "won"}), "field 'outcome' is 'won', not one of appended, duplicate, failed, skipped"),
+])
+def test_malformed_result_lines_are_refused_with_the_reason(line: str, message: str) -> None:
+    """A line that is not a result raises MalformedResultError naming what is wrong (a boolean is no number)."""
+    with pytest.raises(MalformedResultError, match=message):
+        RunResult.from_json_line(line)
+
+
+def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> None:
+    """run.finished carries identity, entry_id, outcome (as its string), duration_ms, error and dry_run; a failure logs at error."""
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
+    with capture_logs() as logs:
+        identity.log_finished(Outcome.APPENDED, entry_id="e-1", duration_ms=3.0, error=None, dry_run=False)
+        identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error="boom", dry_run=False)
+    assert [(log["log_level"], log["outcome"]) for log in logs] == [("info", "appended"), ("error", "failed")]
+    assert type(logs[0]["outcome"]) is str
+    assert set(logs[0]) == {"event", "log_level", "run_id", "agent", "routine", "slot", "client_key", "scheduled", "entry_id", "outcome",
+                            "duration_ms", "error", "dry_run"}
