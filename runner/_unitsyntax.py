@@ -77,7 +77,7 @@ def checked_text(value: str, field: str, source: str | None = None) -> str:
     found = _FORBIDDEN.search(value)
     if found:
         raise UnitRenderError(field, (
-            f"{value!r} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
+            f"{quoted(value)} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
             "(after a line break systemd reads the rest as new settings); remove it"), source)
     return value
 
@@ -96,7 +96,7 @@ def absolute_path(value: str, field: str, source: str | None = None) -> str:
     """
     checked_text(value, field, source)
     if not value.startswith("/"):
-        raise UnitRenderError(field, f"expected an absolute path, got {value!r}; units run in {STATE_DIRECTORY}, not where render runs",
+        raise UnitRenderError(field, f"expected an absolute path, got {quoted(value)}; units run in {STATE_DIRECTORY}, not where render runs",
                               source)
     normal = normal_path(value)
     encoded = normal.encode("utf-8")
@@ -123,7 +123,7 @@ def exec_program(path: str) -> str:
     bad = sorted(set(normal) & set("\"'\\$"))
     if bad:
         raise UnitRenderError("--exec", (
-            f"the program path {path!r} holds {', '.join(repr(char) for char in bad)}, which systemd does not accept in (or expands"
+            f"the program path {quoted(path)} holds {', '.join(repr(char) for char in bad)}, which systemd does not accept in (or expands"
             " differently from) an ExecStart= program; install the program under a plain path such as /usr/local/bin/ghostrunner"))
     return quoted_word(normal.replace("%", "%%"))
 

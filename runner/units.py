@@ -245,7 +245,7 @@ def render_units(
     for word in exec_argv:
         checked_text(word, "--exec")
     if not exec_argv or not exec_argv[0].startswith("/"):
-        raise UnitRenderError("--exec", f"the command units run must start with an absolute path, got {' '.join(exec_argv)!r}; "
+        raise UnitRenderError("--exec", f"the command units run must start with an absolute path, got {quoted(' '.join(exec_argv))}; "
                                         "pass --exec /usr/local/bin/ghostrunner")
     program = exec_program(exec_argv[0])
     installed = absolute_path(config_path, "--installed-config")

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.config import RunnerConfig, load_config
-from runner.errors import UnitRenderError
+from runner.errors import UnitRenderError, quoted
 from runner.units import Rendering, render_units, systemd_escape, write_units
 from tests._support import ghostrunner, write_config
 
@@ -258,7 +258,7 @@ def normal(path: str) -> str:
 
 def assert_refused(error: UnitRenderError, field: str, value: str) -> None:
     assert error.field == field
-    assert "\n" not in str(error) and repr(value) in str(error), str(error)
+    assert "\n" not in str(error) and quoted(value) in str(error), str(error)
 
 
 # --- hostile strings ----------------------------------------------------------------------------
@@ -638,3 +638,18 @@ def test_a_randomized_delay_of_zero_renders_as_none(base_config: RunnerConfig) -
     delays = {only(text, "RandomizedDelaySec") for name, text in rendering.files.items() if name.endswith(".timer")}
     assert delays == {"0s"}
     verified(rendering)
+
+
+@pytest.mark.parametrize(("field", "changes"), [
+    ("--user", {"user": "u" * 5000}),
+    ("--user", {"user": "u" * 5000 + "\n"}),
+    ("--exec", {"exec_argv": ["relative" * 1000]}),
+    ("--exec", {"exec_argv": ["/" + "p" * 5000 + "\n"]}),
+])
+def test_a_huge_bad_value_is_quoted_cut_not_repeated_whole(base_config: RunnerConfig, field: str, changes: dict[str, object]) -> None:
+    """A refused option of kilobytes is named and quoted in its first characters; the message stays one short line."""
+    with pytest.raises(UnitRenderError) as caught:
+        base_render(base_config, **changes)
+    message = str(caught.value)
+    assert caught.value.field == field and "\n" not in message
+    assert "\u2026" in message and len(message) < 600, message
