@@ -15,6 +15,7 @@ import json
 import shutil
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 
@@ -57,6 +58,9 @@ def _copy_distribution(name: str, site: Path) -> None:
 def install(system: LiveSystem) -> None:
     """README step 1: the program in /opt/ghostrunner, linked into /usr/local/bin, a system user, /etc/ghostrunner."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    # The README starts from a host without ghostrunner; the overlay may show this machine's copies
+    # (removing them here only hides them in the booted system).
+    system.run("rm", "-rf", VENV, GHOSTRUNNER, "/etc/ghostrunner", STATE)
     system.run("/usr/bin/python3", "-m", "venv", "--without-pip", VENV)
     purelib = system.run(f"{VENV}/bin/python3", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
     site = system.path(purelib)
@@ -89,7 +93,7 @@ def configure(system: LiveSystem, config: str, *, randomized_delay: str | None =
     return rendered.stdout
 
 
-def entries(system: LiveSystem, agent: str) -> list[dict[str, object]]:
+def entries(system: LiveSystem, agent: str) -> list[dict[str, Any]]:
     """An agent's journal entries, read as the README says: as the service user, with ghostjournal."""
     if not system.path(f"{STATE}/{agent}/manifest.json").exists():
         return []

@@ -71,11 +71,11 @@ class BootError(AssertionError):
 
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:
-    """Poll *probe* until it returns something other than None or False; fail after *timeout* seconds."""
+    """Poll *probe* until it returns something true; return that, or fail after *timeout* seconds."""
     deadline = time.monotonic() + timeout
     while True:
         result = probe()
-        if result is not None and result is not False:
+        if result:
             return result
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout} s")
