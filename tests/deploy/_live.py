@@ -51,9 +51,13 @@ for hierarchy in /sys/fs/cgroup/*; do
     mkdir "$root$hierarchy" && mount --bind "$hierarchy" "$root$hierarchy"
 done
 mount -t tmpfs -o mode=0755 dev "$root/dev"
-for node in null zero full random urandom tty; do
-    touch "$root/dev/$node" && mount --bind "/dev/$node" "$root/dev/$node"
-done
+# Fresh nodes with their usual modes, not the host's (whose modes a host may have changed).
+mknod -m 0666 "$root/dev/null" c 1 3
+mknod -m 0666 "$root/dev/zero" c 1 5
+mknod -m 0666 "$root/dev/full" c 1 7
+mknod -m 0666 "$root/dev/random" c 1 8
+mknod -m 0666 "$root/dev/urandom" c 1 9
+mknod -m 0666 "$root/dev/tty" c 5 0
 touch "$root/dev/console" && mount --bind /dev/null "$root/dev/console"
 mkdir "$root/dev/pts" "$root/dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666 devpts "$root/dev/pts"
