@@ -114,9 +114,8 @@ def _service_events(system: LiveSystem, event: str) -> list[dict[str, Any]]:
 
 def test_the_service_becomes_active_only_after_serve_is_ready(system: LiveSystem, service: None) -> None:
     system.systemctl("stop", SERVICE)
-    _start(system)
-    started = [e for e in _service_events(system, "scheduler.started") if e["pid"] == int(_state(system)["MainPID"])]
-    assert started, "serve logged no scheduler.started"
+    pid = int(_start(system)["MainPID"])
+    started = wait_until("serve's scheduler.started", lambda: [e for e in _service_events(system, "scheduler.started") if e["pid"] == pid], 10)
     logged = int(datetime.fromisoformat(started[-1]["timestamp"]).timestamp() * 1_000_000)
     # Type=notify: active once READY=1 came, which serve sends after scheduler.started, not when the process began.
     assert _micro(system, "ExecMainStartTimestamp") < logged <= _micro(system, "ActiveEnterTimestamp")
@@ -165,10 +164,18 @@ def test_stop_lets_the_in_flight_run_finish_and_log_once(system: LiveSystem, ser
     wait_until("the service stopped", lambda: _state(system)["ActiveState"] in ("inactive", "failed"), 30, 0.2)
     state = _state(system)
     assert (state["ActiveState"], state["Result"], state["ExecMainStatus"]) == ("inactive", "success", "0"), state
+    [stopped] = _logged_to_the_end(system)
+    assert stopped["killed"] in (0, [])
     [entry] = entries(system, "holder")
     finished = [e for e in _service_events(system, "run.finished") if e["client_key"] == entry["client_key"]]
     assert [(e["outcome"], e["entry_id"]) for e in finished] == [("appended", entry["id"])]
-    assert _service_events_after(system, "scheduler.stopped")[-1]["killed"] in (0, [])
+
+
+def _logged_to_the_end(system: LiveSystem) -> list[dict[str, Any]]:
+    """Wait until the stopped service's last line (scheduler.stopped) is in the journal: every earlier line is, too.
+
+    serve and its workers share one stream to journald, so lines arrive in the order they were written."""
+    return wait_until("serve's scheduler.stopped in the journal", lambda: _service_events_after(system, "scheduler.stopped"), 10)
 
 
 def _service_events_after(system: LiveSystem, event: str) -> list[dict[str, Any]]:
@@ -191,6 +198,7 @@ def test_status_reads_the_runs_the_service_made(system: LiveSystem, service: Non
     _start(system)
     wait_until("a run of the service", lambda: _service_events(system, "run.finished"), 30, 0.5)
     system.systemctl("stop", SERVICE)  # no run lands between the two readings
+    _logged_to_the_end(system)
     finished = [e for e in system.events("-u", SERVICE, "-u", "ghostrunner-run-*") if e.get("event") == "run.finished"]
     reports = {}
     for output in ("cat", "json"):
