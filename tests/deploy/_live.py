@@ -130,7 +130,8 @@ class LiveSystem:
         # below it (systemd takes the cgroup it starts in as its root).
         # (A cpuset hierarchy refuses tasks in a cgroup without cpus; systemd does not use it.)
         join = " ".join(f"{{ echo $$ > {shlex.quote(str(h / self.cgroup / 'cgroup.procs'))}; }} 2>/dev/null || :;" for h in _hierarchies())
-        command = (f"{join} exec unshare --pid --fork --mount --uts --ipc --net --propagation private "
+        # Should this process die without close(), unshare and then the booted system die with it.
+        command = (f"{join} exec setpriv --pdeathsig KILL unshare --kill-child=SIGKILL --pid --fork --mount --uts --ipc --net --propagation private "
                    f"/bin/sh -c {shlex.quote(_BOOT)} boot {shlex.quote(str(self.base))} {shlex.quote(self.cgroup)} "
                    f"{shlex.quote(' '.join(MASKED))}")
         with open(self.console, "wb") as console:

@@ -22,9 +22,9 @@ def _cannot_boot() -> str | None:
     """Why this machine cannot boot a private systemd, or None."""
     if os.geteuid() != 0:
         return "booting systemd in private namespaces needs root (CI runs as root, and never skips)"
-    missing = [tool for tool in ("unshare", "nsenter", "chroot") if shutil.which(tool) is None]
+    missing = [tool for tool in ("unshare", "nsenter", "chroot", "setpriv") if shutil.which(tool) is None]
     if missing or not Path(SYSTEMD).exists():
-        return f"booting a private systemd needs {SYSTEMD} and util-linux's unshare, nsenter, chroot (missing: {missing or SYSTEMD})"
+        return f"booting a private systemd needs {SYSTEMD} and util-linux's unshare, nsenter, chroot, setpriv (missing: {missing or SYSTEMD})"
     return None
 
 
