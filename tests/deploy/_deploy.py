@@ -102,3 +102,12 @@ def entries(system: LiveSystem, agent: str) -> list[dict[str, Any]]:
     listed = json.loads(out)
     assert isinstance(listed, list), listed
     return listed
+
+
+def status_of_the_journal(system: LiveSystem, output: str) -> dict[str, Any]:
+    """The README's check: `journalctl -u ghostrunner -u 'ghostrunner-run-*' -o OUTPUT | ghostrunner status --json`."""
+    piped = system.sh(f"journalctl -u ghostrunner -u 'ghostrunner-run-*' -o {output} | {GHOSTRUNNER} status --config {CONFIG} --json",
+                      check=False)
+    report = json.loads(piped.stdout)
+    assert isinstance(report, dict), piped
+    return report

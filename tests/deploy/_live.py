@@ -14,6 +14,7 @@ with ``nsenter``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -33,8 +34,7 @@ MASKED = ("postgresql.service", "systemd-timesyncd.service", "console-getty.serv
 
 T = TypeVar("T")
 
-# Runs as PID 1 of the new namespaces, then becomes systemd. $1: the base directory, $2: the
-# ghostrunner cgroup name, $3: the masked units.
+# Runs as PID 1 of the new namespaces, then becomes systemd. $1: the base directory, $2: the masked units.
 _BOOT = r"""
 set -eu
 base=$1; root=$1/root
@@ -45,11 +45,15 @@ mount -t proc proc "$root/proc"
 mount --bind "$root/proc/sys" "$root/proc/sys"
 mount -o remount,bind,ro "$root/proc/sys"
 mount -t sysfs -o ro sysfs "$root/sys"
-mount -t tmpfs -o mode=0755 cgroup "$root/sys/fs/cgroup"
-for hierarchy in /sys/fs/cgroup/*; do
-    [ -L "$hierarchy" ] && { ln -s "$(readlink "$hierarchy")" "$root$hierarchy"; continue; }
-    mkdir "$root$hierarchy" && mount --bind "$hierarchy" "$root$hierarchy"
-done
+if [ -e /sys/fs/cgroup/cgroup.procs ]; then  # cgroup2 only
+    mount --bind /sys/fs/cgroup "$root/sys/fs/cgroup"
+else  # its own tmpfs (systemd remounts it read-only), holding the host's hierarchies
+    mount -t tmpfs -o mode=0755 cgroup "$root/sys/fs/cgroup"
+    for hierarchy in /sys/fs/cgroup/*; do
+        [ -L "$hierarchy" ] && { ln -s "$(readlink "$hierarchy")" "$root$hierarchy"; continue; }
+        mkdir "$root$hierarchy" && mount --bind "$hierarchy" "$root$hierarchy"
+    done
+fi
 mount -t tmpfs -o mode=0755 dev "$root/dev"
 # Fresh nodes with their usual modes, not the host's (whose modes a host may have changed).
 mknod -m 0666 "$root/dev/null" c 1 3
@@ -65,13 +69,13 @@ ln -s pts/ptmx "$root/dev/ptmx"
 mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
 mount -t tmpfs -o mode=0755 run "$root/run"
 mount -t tmpfs -o mode=1777 tmp "$root/tmp"
-for unit in $3; do ln -sf /dev/null "$root/etc/systemd/system/$unit"; done
+for unit in $2; do ln -sf /dev/null "$root/etc/systemd/system/$unit"; done
 exec env -i container=ghostrunner-deploy-tests /usr/sbin/chroot "$root" /lib/systemd/systemd --system --unit=multi-user.target
 """
 
 
 class BootError(AssertionError):
-    """The booted system did not come up, or did not go away cleanly."""
+    """The booted system did not come up."""
 
 
 def wait_until(what: str, probe: Callable[[], T | None], timeout: float, interval: float = 0.1) -> T:
@@ -113,7 +117,7 @@ class LiveSystem:
         self.directory = directory  # an empty temporary directory; close() removes it
         self.base = directory / "mnt"
         self.console = directory / "console.log"
-        self.cgroup = f"ghostrunner-deploy-{directory.name}"
+        self.cgroup = directory.name  # unique, like the directory
         self._process: subprocess.Popen[bytes] | None = None
         self._cgroup_mounts: list[str] = []
         self.pid = 0
@@ -132,12 +136,11 @@ class LiveSystem:
         join = " ".join(f"{{ echo $$ > {shlex.quote(str(h / self.cgroup / 'cgroup.procs'))}; }} 2>/dev/null || :;" for h in _hierarchies())
         # Should this process die without close(), unshare and then the booted system die with it.
         command = (f"{join} exec setpriv --pdeathsig KILL unshare --kill-child=SIGKILL --pid --fork --mount --uts --ipc --net --propagation private "
-                   f"/bin/sh -c {shlex.quote(_BOOT)} boot {shlex.quote(str(self.base))} {shlex.quote(self.cgroup)} "
-                   f"{shlex.quote(' '.join(MASKED))}")
+                   f"/bin/sh -c {shlex.quote(_BOOT)} boot {shlex.quote(str(self.base))} {shlex.quote(' '.join(MASKED))}")
+        self._cgroup_mounts = _cgroup_mounts()
         with open(self.console, "wb") as console:
             self._process = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL, stdout=console,
                                              stderr=subprocess.STDOUT, env={"PATH": PATH}, start_new_session=True)
-        self._cgroup_mounts = _cgroup_mounts()
         self.pid = wait_until("systemd started as PID 1 of the new namespaces", self._find_systemd, 30, 0.05)
         self.namespace = _pid_namespace(self.pid)
         wait_until("systemd's private bus socket", lambda: self.path("/run/systemd/private").exists(), 30, 0.05)
@@ -212,7 +215,7 @@ class LiveSystem:
                 continue
             for directory in sorted((Path(d) for d, _, _ in os.walk(top)), key=lambda p: len(p.parts), reverse=True):
                 try:
-                    wait_until(f"cgroup {directory} removed", lambda d=directory: self._rmdir(d), 10)  # type: ignore[misc]
+                    wait_until(f"cgroup {directory} removed", functools.partial(self._rmdir, directory), 10)
                 except AssertionError:
                     problems.append(f"cgroup {directory} could not be removed")
         return problems
@@ -274,6 +277,4 @@ class LiveSystem:
                     event = json.loads(message)
                 except ValueError:
                     continue
-                event["_unit"] = record.get("_SYSTEMD_UNIT")
-                event["_monotonic"] = int(record["__MONOTONIC_TIMESTAMP"])
                 yield event

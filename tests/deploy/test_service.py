@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy._deploy import CONFIG, GHOSTRUNNER, STAGE, configure, entries
+from tests.deploy._deploy import STAGE, configure, entries, status_of_the_journal
 from tests.deploy._live import LiveSystem, wait_until
 
 pytestmark = pytest.mark.live_systemd
@@ -202,9 +201,7 @@ def test_status_reads_the_runs_the_service_made(system: LiveSystem, service: Non
     finished = [e for e in system.events("-u", SERVICE, "-u", "ghostrunner-run-*") if e.get("event") == "run.finished"]
     reports = {}
     for output in ("cat", "json"):
-        piped = system.sh(f"journalctl -u ghostrunner -u 'ghostrunner-run-*' -o {output} | {GHOSTRUNNER} status --config {CONFIG} --json",
-                          check=False)
-        reports[output] = json.loads(piped.stdout)
+        reports[output] = status_of_the_journal(system, output)
     assert reports["cat"]["pairs"] == reports["json"]["pairs"]
     assert reports["cat"]["input"]["runs"] == reports["json"]["input"]["runs"] == len(finished)
     for pair in reports["cat"]["pairs"]:

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.deploy._deploy import CONFIG, GHOSTRUNNER, configure, entries
+from tests.deploy._deploy import CONFIG, GHOSTRUNNER, configure, entries, status_of_the_journal
 from tests.deploy._live import LiveSystem, wait_until
 
 pytestmark = pytest.mark.live_systemd
@@ -131,9 +131,7 @@ def test_an_every_minute_routine_fires_under_its_timer_and_appends_its_slot(syst
 def test_status_reads_the_runs_the_timers_made(system: LiveSystem, timers: None) -> None:
     found = wait_until("an entry of the every-minute timer's run", lambda: _tick_entries(system), 75, 1)
     for output in ("cat", "json"):
-        piped = system.sh(f"journalctl -u ghostrunner -u 'ghostrunner-run-*' -o {output} | {GHOSTRUNNER} status --config {CONFIG} --json",
-                          check=False)
-        report = json.loads(piped.stdout)
+        report = status_of_the_journal(system, output)
         assert report["input"]["runs"] >= len(found), (output, report["input"])
         tick = next(pair for pair in report["pairs"] if pair["routine"] == "tick")
         assert tick["last_success"] is not None and tick["last_success"]["outcome"] == "appended", (output, tick)
