@@ -160,6 +160,7 @@ def test_stop_lets_the_in_flight_run_finish_and_log_once(system: LiveSystem, ser
         assert stopping[-1]["in_flight"] >= 1 and _state(system)["ActiveState"] == "deactivating"
     finally:
         os.close(writer)  # the program reads to the end and answers
+        gate.unlink()  # a later run of the holder fails at once instead of waiting here
     wait_until("the service stopped", lambda: _state(system)["ActiveState"] in ("inactive", "failed"), 30, 0.2)
     state = _state(system)
     assert (state["ActiveState"], state["Result"], state["ExecMainStatus"]) == ("inactive", "success", "0"), state
