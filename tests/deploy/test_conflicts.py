@@ -47,10 +47,6 @@ def test_starting_the_timers_stops_the_service(system: LiveSystem, deployed: Non
     assert _active(system, TIMER) == "active"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ghostrunner-timers.target Conflicts= with the service and Wants= the timers, but the timers are not PartOf= the target: "
-    "starting the service stops the target and leaves every timer active, so both run the routines (each "
-    "ghostrunner-run-*@.timer needs PartOf=ghostrunner-timers.target in [Unit])"))
 def test_starting_the_service_stops_the_timers(system: LiveSystem, deployed: None) -> None:
     system.systemctl("start", TARGET)
     assert _active(system, TIMER) == "active"

@@ -124,10 +124,6 @@ def test_an_every_minute_routine_fires_under_its_timer_and_appends_its_slot(syst
     assert len({e["client_key"] for e in found}) == len(found), "a slot has two entries"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the oneshot ghostrunner-run-*@.service units set StandardOutput=null and leave StandardError= at its default, "
-    "inherit, so the run.started/run.finished lines `ghostrunner run` writes on stderr go to /dev/null as well: the journal "
-    "holds no run of a timer, and status sees none (the units need StandardError=journal)"))
 def test_status_reads_the_runs_the_timers_made(system: LiveSystem, timers: None) -> None:
     found = wait_until("an entry of the every-minute timer's run", lambda: _tick_entries(system), 75, 1)
     for output in ("cat", "json"):
