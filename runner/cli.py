@@ -6,11 +6,14 @@ logs say; its own exit codes, see the command), ``systemd render`` (units). Resu
 JSON; logs go to stderr, except under ``serve`` where they go to stdout for
 journald. User errors are one line on stderr.
 
-Exit codes: 0 ok; 1 a run failed (or another runner/journal error);
-2 usage (unknown agent or routine, bad option); 73 the journal's filesystem
-is read-only; 74 its disk is full (or another I/O error); 75 busy (another
+Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
+(unknown agent or routine, bad option); 73 the journal's filesystem is
+read-only; 74 its disk is full (or another I/O error); 75 busy (another
 scheduler holds the lock, or the journal's writer lock stayed busy);
-77 permission denied on the journal; 78 configuration error.
+77 permission denied on the journal; 78 configuration error; a journal
+error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
+An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
+a run the filesystem refused exits with its JournalStorageError's code.
 """
 
 from __future__ import annotations
@@ -24,53 +27,29 @@ import sys
 from collections import Counter
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 import click
 
-from journal import JournalError, JournalStorageError, LockTimeoutError
+from journal import JournalError, JournalStorageError
 from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError, quoted
+from runner.errors import RunnerError, UnitRenderError, quoted
 from runner.logs import configure_logging
-from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, latest_fire_time
 
 __all__ = ["cli", "main"]
 
 _LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
-#: Exit codes of the filesystem's refusals, by errno name (sysexits.h); any other I/O error is 74.
-FAULT_EXIT_CODES: dict[str, int] = {"EROFS": 73, "ENOSPC": 74, "EDQUOT": 74, "EIO": 74, "EACCES": 77, "EPERM": 77}
+#: The errnos by which the filesystem refuses (read-only, full, denied, failing): one line and their
+#: JournalStorageError's exit code. Any other OSError of the runner's own files is a bug and keeps its traceback.
+_REFUSALS: Final = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
+_ERRNO_BY_NAME: Final = {name: code for code, name in errno.errorcode.items()}
 
 
-def fault_exit_code(fault: str) -> int:
-    """The exit code for a run or command the filesystem refused with errno *fault* (e.g. ``ENOSPC``)."""
-    return FAULT_EXIT_CODES.get(fault, 74)
-
-
-class RunnerCommandError(click.ClickException):
-    """A runner or journal error shown as one line with its exit code."""
-
-    exit_code: ClassVar[int] = 1  # type: ignore[misc]
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        if isinstance(error, ConfigError):
-            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG
-        elif isinstance(error, SchedulerBusyError | LockTimeoutError):
-            self.exit_code = 75  # type: ignore[misc]  # EX_TEMPFAIL
-        elif isinstance(error, ScheduleNotExpressibleError):
-            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG: the configuration cannot be deployed as timers
-        elif isinstance(error, UnknownNameError):
-            self.exit_code = 2  # type: ignore[misc]
-        elif isinstance(error, JournalStorageError):
-            self.exit_code = fault_exit_code(error.errno_name)  # type: ignore[misc]
-        elif isinstance(error, UnitRenderError):
-            # A configuration key that cannot go into a unit is a configuration error; a bad option is usage.
-            self.exit_code = 78 if error.source else 2  # type: ignore[misc]
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+def _fault_exit_code(fault: str) -> int:
+    """The exit code of a run the filesystem refused with errno *fault* (``ENOSPC``): its JournalStorageError's."""
+    return JournalStorageError.class_for(_ERRNO_BY_NAME.get(fault, 0)).exit_code
 
 
 class _OneLineUsageError(click.UsageError):
@@ -109,7 +88,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except (RunnerError, JournalError) as exc:
-            raise RunnerCommandError(exc) from exc
+            # The one place that reads an error's exit code: one line on stderr, then that code.
+            click.echo(f"ghostrunner: error: {exc}", err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
         except click.UsageError as exc:  # the subcommands' options and their own usage errors
             converted = _one_line(exc)
             if converted is exc:
@@ -188,9 +169,9 @@ def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
 
     Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
     """
-    if errno.errorcode.get(exc.errno or 0) in FAULT_EXIT_CODES:
+    if exc.errno in _REFUSALS:
         named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
-        raise RunnerCommandError(JournalStorageError.for_errno(named, exc.errno, action)) from exc
+        raise JournalStorageError.for_errno(named, exc.errno, action) from exc
 
 
 def _echo(text: str) -> None:
@@ -202,7 +183,7 @@ def _echo(text: str) -> None:
             raise  # click ends quietly when the reader of a pipe has gone
         # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise RunnerCommandError(JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to")) from None
+        raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
 
 
 def _echo_json(data: Any) -> None:
@@ -253,7 +234,7 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # signal can end the process; a RunInterrupted has been printed already and just exits.
     result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
                       run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=lambda finished: _echo_json(finished.to_dict()))
-    sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
+    sys.exit(0 if result.is_ok else _fault_exit_code(result.fault) if result.fault else 1)
 
 
 @cli.command()
@@ -321,7 +302,7 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
         "agents": [summary.to_dict() for summary in summaries],
     })
     faults = [summary.fault for summary in summaries if summary.fault]
-    sys.exit(fault_exit_code(faults[0]) if faults else 1 if totals.get("failed") else 0)
+    sys.exit(_fault_exit_code(faults[0]) if faults else 1 if totals.get("failed") else 0)
 
 
 @cli.group()
@@ -496,7 +477,7 @@ def demo(settings: _Settings, agent: str, days: int, start_text: str, config_pat
     report = run_demo(config, agent, start, days)
     _echo(_render_demo(report))
     fault = report.simulation.fault
-    sys.exit(fault_exit_code(fault) if fault else 1 if report.simulation.outcomes.get("failed") else 0)
+    sys.exit(_fault_exit_code(fault) if fault else 1 if report.simulation.outcomes.get("failed") else 0)
 
 
 def main() -> None:
