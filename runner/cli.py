@@ -25,17 +25,20 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import UTC, date, datetime, time, timedelta
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
 from journal import JournalError, JournalStorageError
-from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import RunnerError, UnitRenderError, quoted
+from runner.config import CONFIG_ENVVAR, DURATION_EXPECTED, RunnerConfig, load_config, parse_duration
+from runner.errors import NoScheduledTimeError, RunnerError, UnitRenderError, quoted
 from runner.logs import configure_logging
-from runner.slots import cron_trigger, latest_fire_time
+
+if TYPE_CHECKING:
+    from runner.simulate import SimulationSummary
 
 __all__ = ["cli", "main"]
 
@@ -50,6 +53,12 @@ _ERRNO_BY_NAME: Final = {name: code for code, name in errno.errorcode.items()}
 def _fault_exit_code(fault: str) -> int:
     """The exit code of a run the filesystem refused with errno *fault* (``ENOSPC``): its JournalStorageError's."""
     return JournalStorageError.class_for(_ERRNO_BY_NAME.get(fault, 0)).exit_code
+
+
+def _simulation_exit_code(summaries: Sequence[SimulationSummary]) -> int:
+    """The exit code of a simulation: a refused journal's, else 1 when a run failed, else 0."""
+    faults = [summary.fault for summary in summaries if summary.fault]
+    return _fault_exit_code(faults[0]) if faults else 1 if any(summary.outcomes.get("failed") for summary in summaries) else 0
 
 
 class _OneLineUsageError(click.UsageError):
@@ -164,6 +173,14 @@ def _is_date_only(text: str) -> bool:
     return True
 
 
+def _duration(text: str, option: str) -> timedelta:
+    """*text* as a duration (``90s``, ``1h30m``); anything else is a usage error naming *option*."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise click.BadParameter(f"expected {DURATION_EXPECTED}, got {quoted(text)}", param_hint=option) from None
+
+
 def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
 
@@ -219,21 +236,16 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    from runner.backends import build_backend
-    from runner.engine import process_age, run_slot
+    from runner.engine import run_at
 
     config = settings.config(config_path)
-    agent_config = config.agent(agent)
-    routine_config = config.routine_for(agent_config, routine)
-    at = _parse_time(at_text, config, "--at") if at_text is not None else datetime.now(config.timezone)
-    scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
-    if scheduled is None:
-        raise _TimeOptionError(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
-    backend = None if routine_config.is_digest else build_backend(agent_config)
-    # The result is printed (what serve reads) the moment its run.finished is logged, before a
-    # signal can end the process; a RunInterrupted has been printed already and just exits.
-    result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                      run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=lambda finished: _echo_json(finished.to_dict()))
+    at = _parse_time(at_text, config, "--at") if at_text is not None else None
+    try:
+        # The result is printed (what serve reads) the moment its run.finished is logged, before a
+        # signal can end the process; a RunInterrupted has been printed already and just exits.
+        result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: _echo_json(finished.to_dict()))
+    except NoScheduledTimeError as exc:
+        raise _TimeOptionError(str(exc), param_hint="--at") from None
     sys.exit(0 if result.is_ok else _fault_exit_code(result.fault) if result.fault else 1)
 
 
@@ -282,18 +294,15 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
     from runner.simulate import simulate as simulate_agents
+    from runner.simulate import simulation_window
 
     config = settings.config(config_path)
+    first: date | datetime | None = None
     if start_text is not None:
-        # In the configured zone, so that DAYS counts its local days (23 or 25 hours across a DST change).
-        start_day = _parse_time(start_text, config, "--start").astimezone(config.timezone)
-    else:
-        today = datetime.now(config.timezone).date() - timedelta(days=days)
-        start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
-    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or _is_date_only(start_text) else start_day
-    end = start + timedelta(days=days)
-    names = list(agents) or sorted(config.agents)
-    summaries = simulate_agents(config, names, start, end, workers=workers)
+        first = _parse_time(start_text, config, "--start")
+        first = first.date() if _is_date_only(start_text) else first
+    start, end = simulation_window(days, config.timezone, first)
+    summaries = simulate_agents(config, list(agents) or sorted(config.agents), start, end, workers=workers)
     totals: Counter[str] = Counter()
     for summary in summaries:
         totals.update(summary.outcomes)
@@ -301,8 +310,7 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
         "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
         "agents": [summary.to_dict() for summary in summaries],
     })
-    faults = [summary.fault for summary in summaries if summary.fault]
-    sys.exit(_fault_exit_code(faults[0]) if faults else 1 if totals.get("failed") else 0)
+    sys.exit(_simulation_exit_code(summaries))
 
 
 @cli.group()
@@ -334,7 +342,6 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
 
     Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
     """
-    from runner.config import parse_duration
     from runner.units import default_exec_argv, render_units, write_units
 
     # An empty value (a script's variable that came out empty) is an error, never the default or the working directory.
@@ -345,10 +352,7 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
     config = settings.config(config_path)
     if config.config_file is None:
         raise click.UsageError("systemd units need a configuration file the service can read; pass --config FILE")
-    try:
-        delay = parse_duration(delay_text)
-    except ValueError as exc:
-        raise click.BadParameter(f"expected {exc}, got {quoted(delay_text)}", param_hint="--randomized-delay") from None
+    delay = _duration(delay_text, "--randomized-delay")
     try:
         argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
@@ -413,7 +417,6 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """
-    from runner.config import parse_duration
     from runner.status import build_report, read_log
 
     config = settings.config(config_path)
@@ -422,12 +425,7 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
             raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner status) or pass --log FILE")
         log_file = click.get_text_stream("stdin", errors="replace")
     now = _parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
-    grace = None
-    if grace_text is not None:
-        try:
-            grace = parse_duration(grace_text)
-        except ValueError as exc:
-            raise click.BadParameter(f"expected {exc}, got {quoted(grace_text)}", param_hint="--grace") from None
+    grace = _duration(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(log_file), now, grace)
     _echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
@@ -470,14 +468,14 @@ def demo(settings: _Settings, agent: str, days: int, start_text: str, config_pat
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
     from runner.demo import run_demo
+    from runner.simulate import simulation_window
 
     config = settings.config(config_path)
     config.agent(agent)
-    start = _parse_time(start_text, config, "--start").astimezone(config.timezone).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, _ = simulation_window(days, config.timezone, _parse_time(start_text, config, "--start").astimezone(config.timezone).date())
     report = run_demo(config, agent, start, days)
     _echo(_render_demo(report))
-    fault = report.simulation.fault
-    sys.exit(_fault_exit_code(fault) if fault else 1 if report.simulation.outcomes.get("failed") else 0)
+    sys.exit(_simulation_exit_code([report.simulation]))
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
 
     RunnerError
     ├── ConfigError (ValueError)          a configuration or persona file is invalid
+    ├── NoScheduledTimeError (LookupError)  a routine has no scheduled time before the one asked for
     ├── BackendError                      a backend could not produce a valid reply
     │   └── BackendTimeoutError (TimeoutError)
     ├── SchedulerBusyError                another scheduler holds the deployment lock
@@ -20,12 +21,14 @@ unknown name or a bad option; 75 busy; 78 a configuration error (EX_CONFIG).
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 __all__ = [
     "BackendError",
     "BackendTimeoutError",
     "ConfigError",
+    "NoScheduledTimeError",
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
@@ -80,6 +83,24 @@ class ConfigError(RunnerError, ValueError):
         if got is not None:
             message += f", got {got}"
         super().__init__(message)
+
+
+class NoScheduledTimeError(RunnerError, LookupError):
+    """A routine's schedule has no time at or before the one a run was asked for (within the five years searched).
+
+    Attributes:
+        routine: the routine's name.
+        schedule: its cron expression.
+        at: the time asked for.
+    """
+
+    exit_code = 2  # usage: the time was given on the command line
+
+    def __init__(self, routine: str, schedule: str, at: datetime) -> None:
+        self.routine = routine
+        self.schedule = schedule
+        self.at = at
+        super().__init__(f"routine {routine!r} ({schedule}) has no scheduled time in the five years before {at.isoformat()}")
 
 
 class BackendError(RunnerError):

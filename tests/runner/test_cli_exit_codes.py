@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import signal
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,15 @@ from journal import (
 )
 from journal.cli import cli as journal_cli
 from runner.cli import cli as runner_cli
-from runner.errors import BackendError, ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError
+from runner.errors import (
+    BackendError,
+    ConfigError,
+    NoScheduledTimeError,
+    RunnerError,
+    SchedulerBusyError,
+    UnitRenderError,
+    UnknownNameError,
+)
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.simulate import SimulationSummary
 
@@ -36,6 +46,7 @@ DOCUMENTED: list[tuple[RunnerError | JournalError, int]] = [
     (UnitRenderError("agents.motoko.journal_root", "expected an absolute path", "ghostrunner.toml"), 78),
     (UnitRenderError("--user", "expected a system user name"), 2),
     (UnknownNameError("agent", "batou", ["motoko"]), 2),
+    (NoScheduledTimeError("evening", "0 21 * * *", datetime(1970, 1, 1, tzinfo=UTC)), 2),
     (SchedulerBusyError(Path("/run/ghostrunner.lock")), 75),
     (JournalNotFoundError(Path("/srv/journal")), 3),
     (EntryNotFoundError("e1"), 3),
@@ -94,3 +105,20 @@ def test_a_simulation_the_filesystem_refused_exits_with_that_refusals_code(monke
     result = CliRunner().invoke(runner_cli, ["simulate", "--days", "1", "--start", "2026-08-01"])
     assert result.exit_code == code, result.output
 
+
+def test_no_scheduled_time_is_a_usage_error_of_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A routine with no scheduled time before --at is exit 2, one line naming --at, the routine and its schedule."""
+    at = datetime(1970, 1, 1, 0, 30, tzinfo=UTC)
+
+    def unscheduled(config: object, agent: str, routine: str, **kwargs: object) -> None:
+        raise NoScheduledTimeError(routine, "0 21 * * *", at)
+
+    monkeypatch.setattr("runner.engine.run_at", unscheduled)
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(runner_cli, ["run", "evening", "--agent", "motoko", "--at", "1970-01-01T00:30Z"])
+    finally:
+        signal.signal(signal.SIGTERM, handler)  # run sets its own, which must not outlive the test
+    assert result.exit_code == 2
+    assert result.stderr == ("ghostrunner: error: Invalid value for --at: routine 'evening' (0 21 * * *) has no scheduled time "
+                             "in the five years before 1970-01-01T00:30:00+00:00\n")
