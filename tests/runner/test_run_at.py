@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from runner.config import load_config
-from runner.engine import RunResult, run_at
-from runner.errors import UnknownNameError
+from runner import RunResult, UnknownNameError, load_config, run_at
 
 from .conftest import SIMPLE_AGENT, write_config
 
