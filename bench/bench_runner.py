@@ -23,11 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from journal import Journal
-from runner.backends import build_backend
-from runner.config import load_config
-from runner.engine import execute_run
-from runner.logs import configure_logging
-from runner.simulate import simulate
+from runner import build_backend, configure_logging, execute_run, load_config, simulate
 
 REPO = Path(__file__).resolve().parents[1]
 PERSONA = REPO / "examples" / "agents" / "motoko.toml"

@@ -15,58 +15,20 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, Any
 
 import click
 
 from journal import embed
 from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.embed import DEFAULT_MODEL
-from journal.entry import MAX_INPUT_BYTES, parse_json_payload
-from journal.errors import (
-    DiskFullError,
-    DuplicateEntryError,
-    EntryNotFoundError,
-    EntryValidationError,
-    InvalidEntryIdError,
-    JournalError,
-    JournalNotFoundError,
-    JournalStorageError,
-    LockTimeoutError,
-    ManifestError,
-    ReadOnlyFilesystemError,
-    StoragePermissionError,
-)
+from journal.entry import KINDS, MAX_INPUT_BYTES, parse_json_payload
+from journal.errors import EntryValidationError, JournalError, JournalStorageError
 
-__all__ = ["EXIT_CODES", "cli", "main"]
+__all__ = ["cli", "main"]
 
 ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
 MODEL_ENVVAR = "GHOSTJOURNAL_MODEL"
-
-#: Which exit code each kind of error gets; the first matching class wins.
-EXIT_CODES: tuple[tuple[type[JournalError], int], ...] = (
-    (EntryNotFoundError, 3),
-    (JournalNotFoundError, 3),
-    (DuplicateEntryError, 4),
-    (ManifestError, 4),
-    (EntryValidationError, 65),
-    (InvalidEntryIdError, 65),
-    (LockTimeoutError, 75),
-    (ReadOnlyFilesystemError, 73),  # EX_CANTCREAT
-    (DiskFullError, 74),  # EX_IOERR
-    (StoragePermissionError, 77),  # EX_NOPERM
-    (JournalStorageError, 74),  # any other I/O error
-)
-
-
-class JournalCommandError(click.ClickException):
-    """A JournalError shown as one line on stderr with its documented exit code."""
-
-    exit_code: ClassVar[int] = 1  # type: ignore[misc]
-
-    def __init__(self, error: JournalError) -> None:
-        super().__init__(str(error))
-        self.exit_code = next((code for kind, code in EXIT_CODES if isinstance(error, kind)), 1)  # type: ignore[misc]
 
 
 class _Group(click.Group):
@@ -74,7 +36,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except JournalError as exc:
-            raise JournalCommandError(exc) from exc
+            # The one place that reads an error's exit code: one line on stderr, then that code.
+            click.echo(f"Error: {exc}", err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
         except ValueError as exc:  # argument misuse the library refused, e.g. a naive --since
             raise click.UsageError(str(exc), ctx) from exc
 
@@ -131,14 +95,14 @@ def _echo(text: str) -> None:
             raise  # click ends quietly when the reader of a pipe has gone (ghostjournal list | head -1)
         # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise JournalCommandError(JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to")) from None
+        raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
 
 
 def _emit(value: Any) -> None:
     _echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-class _Text(click.ParamType):
+class _Text(click.types.StringParamType):
     """A string argument that can be written as UTF-8.
 
     Bytes of argv that are not UTF-8 reach Python as lone surrogates
@@ -149,7 +113,7 @@ class _Text(click.ParamType):
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = str(value)
+        text = super().convert(value, param, ctx)
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -159,6 +123,7 @@ class _Text(click.ParamType):
 
 _TEXT = _Text()
 _K_RANGE = click.IntRange(min=1, max=MAX_K)
+_KIND = click.Choice(KINDS)
 
 
 def _read_input(source: IO[bytes]) -> bytes:
@@ -245,7 +210,7 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
 
 
 @cli.command(name="list")
-@click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
+@click.option("--kind", type=_KIND)
 @_window_options
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
 @pass_settings
@@ -261,7 +226,7 @@ def list_(settings: _Settings, kind: str | None, agent: str | None, since: str |
 @cli.command()
 @click.argument("query", type=_TEXT)
 @click.option("-k", "k", type=_K_RANGE, default=8, show_default=True, help="How many hits.")
-@click.option("--kind", type=click.Choice(["pulse", "evening", "note", "digest"]))
+@click.option("--kind", type=_KIND)
 @_window_options
 @click.option(
     "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
@@ -369,4 +334,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -23,7 +23,12 @@ either::
     └── SemanticUnavailableError              semantic search asked for but not possible
         └── ModelNotFoundError (FileNotFoundError)  no local copy of the embedding model
 
-Messages quote the offending value and say what was expected.
+Messages quote the offending value and say what was expected. Each class
+carries, as ``exit_code``, the exit code ``ghostjournal`` and ``ghostrunner``
+end with when it reaches them: 1 unless the class says otherwise; 3 not found
+(no entry, no journal); 4 conflict (duplicate, manifest); 65 invalid data;
+73 read-only filesystem; 74 disk full or another I/O error; 75 lock busy;
+77 permission denied.
 """
 
 from __future__ import annotations
@@ -73,6 +78,9 @@ class JournalError(Exception):
     and the attributes are restored without calling it.
     """
 
+    #: The exit code of the command line tools for this error (sysexits.h where one fits); subclasses refine it.
+    exit_code: ClassVar[int] = 1
+
     def __reduce__(self) -> tuple[object, ...]:
         return (_restored, (type(self), self.args, dict(self.__dict__)))
 
@@ -85,6 +93,8 @@ class EntryValidationError(JournalError, ValueError):
         expected: what the schema wants there.
         got: a short rendering of what was supplied.
     """
+
+    exit_code: ClassVar[int] = 65  # EX_DATAERR
 
     def __init__(self, field: str, expected: str, got: str | None = None) -> None:
         self.field = field
@@ -100,6 +110,8 @@ class EntryValidationError(JournalError, ValueError):
 class InvalidEntryIdError(JournalError, ValueError):
     """An entry id that could be read as a path, a glob or is too long."""
 
+    exit_code: ClassVar[int] = 65  # EX_DATAERR
+
     def __init__(self, entry_id: object) -> None:
         self.entry_id = entry_id
         shown = repr(entry_id) if not isinstance(entry_id, str) or len(entry_id) <= 80 else repr(entry_id[:80] + "…")
@@ -112,6 +124,8 @@ class InvalidEntryIdError(JournalError, ValueError):
 class EntryNotFoundError(JournalError, LookupError):
     """No entry has the requested id."""
 
+    exit_code: ClassVar[int] = 3  # not found
+
     def __init__(self, entry_id: str) -> None:
         self.entry_id = entry_id
         super().__init__(f"no entry with id {entry_id!r}")
@@ -119,6 +133,8 @@ class EntryNotFoundError(JournalError, LookupError):
 
 class DuplicateEntryError(JournalError):
     """An append supplied an id that already names another entry."""
+
+    exit_code: ClassVar[int] = 4  # conflict
 
     def __init__(self, entry_id: str) -> None:
         self.entry_id = entry_id
@@ -149,6 +165,8 @@ class ClientKeyTakenError(DuplicateEntryError):
 class JournalNotFoundError(JournalError, FileNotFoundError):
     """The root holds no journal (and creation was not asked for)."""
 
+    exit_code: ClassVar[int] = 3  # not found
+
     def __init__(self, root: Path) -> None:
         self.root = root
         # The hint is shell-quoted, so a root with spaces, quotes or a line break stays one line that can be pasted.
@@ -166,6 +184,8 @@ class UnsafePathError(JournalError, PermissionError):
 
 class ManifestError(JournalError):
     """manifest.json is missing fields, corrupt, or of a newer format."""
+
+    exit_code: ClassVar[int] = 4  # conflict: a manifest of a newer or foreign format
 
     def __init__(self, path: Path, reason: str) -> None:
         self.path = path
@@ -188,6 +208,8 @@ class EntryFileError(JournalError):
 
 class LockTimeoutError(JournalError, TimeoutError):
     """The writer lock was held by another process for longer than allowed."""
+
+    exit_code: ClassVar[int] = 75  # EX_TEMPFAIL: try again later
 
     def __init__(self, path: Path, timeout: float) -> None:
         self.path = path
@@ -214,6 +236,8 @@ class JournalStorageError(JournalError, OSError):
         fix: how to make the operation possible.
     """
 
+    exit_code: ClassVar[int] = 74  # EX_IOERR: any I/O error without a code of its own
+
     fix_hint: ClassVar[str] = "check the filesystem (dmesg shows I/O errors) and try again"
 
     def __init__(self, path: Path | str, errno_code: int, action: str, fix: str | None = None) -> None:
@@ -238,15 +262,22 @@ class JournalStorageError(JournalError, OSError):
     @staticmethod
     def for_errno(path: Path | str, errno_code: int, action: str, fix: str | None = None) -> JournalStorageError:
         """The storage error of the subclass that fits *errno_code*."""
+        return JournalStorageError.class_for(errno_code)(path, errno_code, action, fix)
+
+    @staticmethod
+    def class_for(errno_code: int) -> type[JournalStorageError]:
+        """The subclass for *errno_code* (``errno.ENOSPC``, ...); JournalStorageError itself for any other errno."""
         kinds: dict[int, type[JournalStorageError]] = {
             _errno.ENOSPC: DiskFullError, _errno.EDQUOT: DiskFullError, _errno.EROFS: ReadOnlyFilesystemError,
             _errno.EACCES: StoragePermissionError, _errno.EPERM: StoragePermissionError,
         }
-        return kinds.get(errno_code, JournalStorageError)(path, errno_code, action, fix)
+        return kinds.get(errno_code, JournalStorageError)
 
 
 class DiskFullError(JournalStorageError):
     """The filesystem has no space left (ENOSPC), or this user's quota is used up (EDQUOT)."""
+
+    exit_code: ClassVar[int] = 74  # EX_IOERR
 
     fix_hint: ClassVar[str] = "free space on that filesystem (or raise the quota), then try again"
 
@@ -254,11 +285,15 @@ class DiskFullError(JournalStorageError):
 class ReadOnlyFilesystemError(JournalStorageError):
     """The filesystem holding the journal is mounted read-only (EROFS)."""
 
+    exit_code: ClassVar[int] = 73  # EX_CANTCREAT
+
     fix_hint: ClassVar[str] = "remount that filesystem read-write, or keep the journal on a writable one"
 
 
 class StoragePermissionError(JournalStorageError, PermissionError):
     """This user may not write (or read) there (EACCES, EPERM)."""
+
+    exit_code: ClassVar[int] = 77  # EX_NOPERM
 
     fix_hint: ClassVar[str] = "run as the journal's owner, or give this user write access to the journal directory"
 

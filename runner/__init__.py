@@ -1,1 +1,73 @@
-"""ghostrunner: a cron-oriented scheduler that runs reflective routines for agents and writes what they say to their journals."""
+"""ghostrunner: a cron-oriented scheduler that runs reflective routines for agents and writes what they say to their journals.
+
+    >>> from runner import load_config, run_at
+    >>> config = load_config("ghostrunner.toml")
+    >>> result = run_at(config, "motoko", "evening")
+"""
+
+from runner.backends import Backend, ReflectionRequest, build_backend
+from runner.config import CONFIG_ENVVAR, DURATION_EXPECTED, AgentConfig, RunnerConfig, load_config, parse_duration
+from runner.demo import DemoReport, run_demo
+from runner.engine import RunResult, execute_run, run_at, run_slot
+from runner.errors import (
+    BackendError,
+    BackendTimeoutError,
+    ConfigError,
+    NoScheduledTimeError,
+    RunInterrupted,
+    RunnerError,
+    SchedulerBusyError,
+    UnitRenderError,
+    UnknownNameError,
+)
+from runner.logs import configure_logging
+from runner.notify import Notifier
+from runner.oncalendar import ScheduleNotExpressibleError
+from runner.run_contract import OUTCOMES
+from runner.scheduler import Scheduler
+from runner.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
+from runner.status import StatusReport, build_report, read_log
+from runner.units import Rendering, default_exec_argv, render_units, write_units
+
+__all__ = [
+    "CONFIG_ENVVAR",
+    "DURATION_EXPECTED",
+    "OUTCOMES",
+    "AgentConfig",
+    "Backend",
+    "BackendError",
+    "BackendTimeoutError",
+    "ConfigError",
+    "DemoReport",
+    "NoScheduledTimeError",
+    "Notifier",
+    "ReflectionRequest",
+    "Rendering",
+    "RunInterrupted",
+    "RunResult",
+    "RunnerConfig",
+    "RunnerError",
+    "ScheduleNotExpressibleError",
+    "Scheduler",
+    "SchedulerBusyError",
+    "SimulationSummary",
+    "StatusReport",
+    "UnitRenderError",
+    "UnknownNameError",
+    "build_backend",
+    "build_report",
+    "configure_logging",
+    "default_exec_argv",
+    "execute_run",
+    "load_config",
+    "parse_duration",
+    "read_log",
+    "render_units",
+    "run_at",
+    "run_demo",
+    "run_slot",
+    "simulate",
+    "simulate_agent",
+    "simulation_window",
+    "write_units",
+]

@@ -26,7 +26,7 @@ from runner.errors import ConfigError, quoted
 from runner.persona import load_persona
 from runner.slots import cron_trigger
 
-__all__ = ["MAX_DURATION", "FieldReader", "parse_duration"]
+__all__ = ["DURATION_EXPECTED", "MAX_DURATION", "FieldReader", "parse_duration"]
 
 BACKEND_TYPES: Final = ("simulated", "openai", "command")
 _AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root")
@@ -41,7 +41,8 @@ _DURATION: Final = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(
 #: The longest duration accepted anywhere (a routine's window, a timeout): 100 years, far
 #: beyond any use, and small enough that a time minus it stays a valid datetime.
 MAX_DURATION: Final = timedelta(days=36525)
-_DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds, at most 100 years"
+#: What a bad duration is told it should be, in its error (of a configuration key or a command line option).
+DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds, at most 100 years"
 
 
 def parse_duration(value: object) -> timedelta:
@@ -51,11 +52,11 @@ def parse_duration(value: object) -> timedelta:
         ValueError: anything else, a negative or non-finite number, or more than MAX_DURATION.
     """
     if isinstance(value, bool):
-        raise ValueError(_DURATION_EXPECTED)  # noqa: TRY004 - the caller turns every bad value into one ConfigError
+        raise ValueError(DURATION_EXPECTED)  # noqa: TRY004 - the caller turns every bad value into one ConfigError
     if isinstance(value, int | float):
         # Checked before timedelta(), which raises OverflowError for 1e30 or inf.
         if not math.isfinite(value) or not 0 <= value <= MAX_DURATION.total_seconds():
-            raise ValueError(_DURATION_EXPECTED)
+            raise ValueError(DURATION_EXPECTED)
         return timedelta(seconds=value)
     if isinstance(value, str):
         match = _DURATION.fullmatch(value.strip())
@@ -64,7 +65,7 @@ def parse_duration(value: object) -> timedelta:
             total = (((weeks * 7 + days) * 24 + hours) * 60 + minutes) * 60 + seconds
             if total <= MAX_DURATION.total_seconds():
                 return timedelta(seconds=total)
-    raise ValueError(_DURATION_EXPECTED)
+    raise ValueError(DURATION_EXPECTED)
 
 
 def _check_base_url(url: str, key: str, fail: Any) -> None:
@@ -128,7 +129,7 @@ class FieldReader:
         try:
             return parse_duration(value)
         except ValueError:
-            raise self.fail(key, _DURATION_EXPECTED, value) from None
+            raise self.fail(key, DURATION_EXPECTED, value) from None
 
     def positive_int(self, value: object, key: str, minimum: int = 1, maximum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):

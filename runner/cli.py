@@ -6,217 +6,77 @@ logs say; its own exit codes, see the command), ``systemd render`` (units). Resu
 JSON; logs go to stderr, except under ``serve`` where they go to stdout for
 journald. User errors are one line on stderr.
 
-Exit codes: 0 ok; 1 a run failed (or another runner/journal error);
-2 usage (unknown agent or routine, bad option); 73 the journal's filesystem
-is read-only; 74 its disk is full (or another I/O error); 75 busy (another
+Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
+(unknown agent or routine, bad option); 73 the journal's filesystem is
+read-only; 74 its disk is full (or another I/O error); 75 busy (another
 scheduler holds the lock, or the journal's writer lock stayed busy);
-77 permission denied on the journal; 78 configuration error.
+77 permission denied on the journal; 78 configuration error; a journal
+error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
+An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
+a run the filesystem refused exits with its JournalStorageError's code.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import IO, Any
 
 import click
 
-from journal import JournalError, JournalStorageError, LockTimeoutError
-from runner.config import CONFIG_ENVVAR, RunnerConfig, load_config
-from runner.errors import ConfigError, RunnerError, SchedulerBusyError, UnitRenderError, UnknownNameError, quoted
-from runner.logs import configure_logging
-from runner.oncalendar import ScheduleNotExpressibleError
-from runner.slots import cron_trigger, latest_fire_time
+from runner import (
+    CONFIG_ENVVAR,
+    DemoReport,
+    NoScheduledTimeError,
+    Notifier,
+    Scheduler,
+    StatusReport,
+    UnitRenderError,
+    build_report,
+    configure_logging,
+    default_exec_argv,
+    read_log,
+    render_units,
+    run_at,
+    run_demo,
+    simulate,
+    simulation_window,
+    write_units,
+)
+from runner._cli_support import (
+    LOG_LEVELS,
+    MAX_DAYS,
+    OneLineGroup,
+    Settings,
+    TimeOptionError,
+    config_option,
+    echo,
+    echo_json,
+    fault_exit_code,
+    is_date_only,
+    parse_duration_option,
+    parse_time,
+    raise_storage_failure,
+    simulation_exit_code,
+)
+from runner.errors import quoted
 
 __all__ = ["cli", "main"]
 
-_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
 
-#: Exit codes of the filesystem's refusals, by errno name (sysexits.h); any other I/O error is 74.
-FAULT_EXIT_CODES: dict[str, int] = {"EROFS": 73, "ENOSPC": 74, "EDQUOT": 74, "EIO": 74, "EACCES": 77, "EPERM": 77}
-
-
-def fault_exit_code(fault: str) -> int:
-    """The exit code for a run or command the filesystem refused with errno *fault* (e.g. ``ENOSPC``)."""
-    return FAULT_EXIT_CODES.get(fault, 74)
-
-
-class RunnerCommandError(click.ClickException):
-    """A runner or journal error shown as one line with its exit code."""
-
-    exit_code: ClassVar[int] = 1  # type: ignore[misc]
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        if isinstance(error, ConfigError):
-            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG
-        elif isinstance(error, SchedulerBusyError | LockTimeoutError):
-            self.exit_code = 75  # type: ignore[misc]  # EX_TEMPFAIL
-        elif isinstance(error, ScheduleNotExpressibleError):
-            self.exit_code = 78  # type: ignore[misc]  # EX_CONFIG: the configuration cannot be deployed as timers
-        elif isinstance(error, UnknownNameError):
-            self.exit_code = 2  # type: ignore[misc]
-        elif isinstance(error, JournalStorageError):
-            self.exit_code = fault_exit_code(error.errno_name)  # type: ignore[misc]
-        elif isinstance(error, UnitRenderError):
-            # A configuration key that cannot go into a unit is a configuration error; a bad option is usage.
-            self.exit_code = 78 if error.source else 2  # type: ignore[misc]
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
-
-
-class _OneLineUsageError(click.UsageError):
-    """A usage error (exit 2) shown as one line, ``ghostrunner: error: ...``, like every other user error.
-
-    Click's own shows the usage, a hint and the message on several lines; every usage error
-    of ghostrunner (a bad option value, an unknown command or option, a missing argument)
-    passes through :class:`_Group`, which turns it into this one.
-    """
-
-    def __init__(self, error: click.UsageError) -> None:
-        super().__init__(error.format_message(), error.ctx)
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
-
-
-def _one_line(error: click.UsageError) -> click.UsageError:
-    """*error* as a one-line usage error; the help that a bare ``ghostrunner`` shows stays as it is."""
-    if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
-        return error
-    return _OneLineUsageError(error)
-
-
-class _Group(click.Group):
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
-            converted = _one_line(exc)
-            if converted is exc:
-                raise
-            raise converted from exc
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (RunnerError, JournalError) as exc:
-            raise RunnerCommandError(exc) from exc
-        except click.UsageError as exc:  # the subcommands' options and their own usage errors
-            converted = _one_line(exc)
-            if converted is exc:
-                raise
-            raise converted from exc
-
-
-class _Settings:
-    def __init__(self, config_path: Path | None, log_level: str | None) -> None:
-        self.config_path = config_path
-        self.log_level = log_level
-
-    def config(self, override: Path | None) -> RunnerConfig:
-        path = override or self.config_path
-        if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
-            # click reads an empty variable as unset: a script whose variable came out empty
-            # would silently run the embedded defaults' agent into ./ghostjournal-data.
-            raise click.UsageError(f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults")
-        return load_config(path)
-
-
-def _config_option(function: Any) -> Any:
-    return click.option(
-        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults).",
-    )(function)
-
-
-class _TimeOptionError(click.BadParameter):
-    """A bad time option: a usage error (exit 2), shown as one line by :class:`_Group` like every other."""
-
-
-#: Times the runner accepts on its command line (UTC). The schedules find no fire time before
-#: 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room for what a
-#: run computes from a time: a routine's window (at most 100 years) or a simulation of up
-#: to 100 years. Outside, datetime arithmetic would end in OverflowError.
-_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
-#: Longest simulation or demo, in days (100 years; see _LATEST).
-_MAX_DAYS: Final = 36525
-
-
-def _parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
-    """*text* as an aware time; without an offset it is read in the configured timezone (a repeated time: its first occurrence).
-
-    An empty or blank value is an error, never "now" or the default: a script whose variable came out empty must not run another slot.
-    """
-    try:
-        moment = datetime.fromisoformat(text.strip()) if text.strip() else None
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise _TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {quoted(text)}",
-                               param_hint=option)
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
-    try:
-        in_range = _EARLIEST <= moment < _LATEST  # compares in UTC, which overflows near years 1 and 9999
-    except OverflowError:
-        in_range = False
-    if not in_range:
-        raise _TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {quoted(text)}", param_hint=option)
-    return moment
-
-
-def _is_date_only(text: str) -> bool:
-    """Whether *text* names a day without a time (``2026-03-29``); ISO 8601 also separates a time by a space, not only by ``T``."""
-    try:
-        date.fromisoformat(text.strip())
-    except ValueError:
-        return False
-    return True
-
-
-def _raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
-    """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
-
-    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
-    """
-    if errno.errorcode.get(exc.errno or 0) in FAULT_EXIT_CODES:
-        named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
-        raise RunnerCommandError(JournalStorageError.for_errno(named, exc.errno, action)) from exc
-
-
-def _echo(text: str) -> None:
-    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
-    try:
-        click.echo(text)
-    except OSError as exc:
-        if exc.errno == errno.EPIPE or not exc.errno:
-            raise  # click ends quietly when the reader of a pipe has gone
-        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise RunnerCommandError(JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to")) from None
-
-
-def _echo_json(data: Any) -> None:
-    _echo(json.dumps(data, ensure_ascii=False))
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar=CONFIG_ENVVAR, type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).")
-@click.option("--log-level", type=_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
+@click.option("--log-level", type=LOG_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> None:
     """Run reflective routines for scheduled agents and keep their journals."""
-    ctx.obj = _Settings(config_path, log_level)
+    ctx.obj = Settings(config_path, log_level)
 
 
 @cli.command()
@@ -225,9 +85,9 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @click.option("--at", "at_text", default=None, help="The time whose slot to run (ISO 8601; default now). It is snapped to the latest scheduled time at or before it.")
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
 @click.option("--run-id", default=None, hidden=True)
-@_config_option
+@config_option
 @click.pass_obj
-def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_path: Path | None) -> None:
+def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_path: Path | None) -> None:
     """Run ROUTINE once for one agent and print the outcome as JSON.
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
@@ -238,28 +98,21 @@ def run(settings: _Settings, routine: str, agent: str, at_text: str | None, dry_
     # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    from runner.backends import build_backend
-    from runner.engine import process_age, run_slot
-
     config = settings.config(config_path)
-    agent_config = config.agent(agent)
-    routine_config = config.routine_for(agent_config, routine)
-    at = _parse_time(at_text, config, "--at") if at_text is not None else datetime.now(config.timezone)
-    scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
-    if scheduled is None:
-        raise _TimeOptionError(f"routine {routine!r} ({routine_config.schedule}) has no scheduled time in the five years before {at.isoformat()}", param_hint="--at")
-    backend = None if routine_config.is_digest else build_backend(agent_config)
-    # The result is printed (what serve reads) the moment its run.finished is logged, before a
-    # signal can end the process; a RunInterrupted has been printed already and just exits.
-    result = run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                      run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=lambda finished: _echo(finished.to_json_line()))
+    at = parse_time(at_text, config, "--at") if at_text is not None else None
+    try:
+        # The result is printed (what serve reads) the moment its run.finished is logged, before a
+        # signal can end the process; a RunInterrupted has been printed already and just exits.
+        result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(finished.to_json_line()))
+    except NoScheduledTimeError as exc:
+        raise TimeOptionError(str(exc), param_hint="--at") from None
     sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.pass_obj
-def serve(settings: _Settings, config_path: Path | None) -> None:
+def serve(settings: Settings, config_path: Path | None) -> None:
     """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout.
 
     Each run executes as a `ghostrunner run` worker process. On start the most
@@ -270,28 +123,25 @@ def serve(settings: _Settings, config_path: Path | None) -> None:
     Example: ghostrunner serve --config /etc/ghostrunner/ghostrunner.toml
     """
     configure_logging(stream=sys.stdout, level=settings.log_level or "info")
-    from runner.notify import Notifier
-    from runner.scheduler import Scheduler
-
     config = settings.config(config_path)
     notifier = Notifier.from_environ()
     interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
     try:
         code = Scheduler(config, log_stream=sys.stdout, notify=notifier.notify, watchdog_interval=interval).serve()
     except OSError as exc:
-        _raise_storage_failure(exc, config.lock_file, "serve with the lock file")
+        raise_storage_failure(exc, config.lock_file, "serve with the lock file")
         raise
     sys.exit(code)
 
 
-@cli.command()
+@cli.command(name="simulate")
 @click.option("--agent", "agents", multiple=True, help="Agent to simulate (repeatable; default: every configured agent).")
-@click.option("--days", type=click.IntRange(min=1, max=_MAX_DAYS), required=True, help="How many days of virtual time.")
+@click.option("--days", type=click.IntRange(min=1, max=MAX_DAYS), required=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
-@_config_option
+@config_option
 @click.pass_obj
-def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, config_path: Path | None) -> None:
+def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, config_path: Path | None) -> None:
     """Live DAYS days of the agents' routines on a virtual clock, as fast as possible; print a summary.
 
     Every slot runs in time order through the same code as `run`; re-running
@@ -300,28 +150,21 @@ def simulate(settings: _Settings, agents: tuple[str, ...], days: int, start_text
     Example: ghostrunner simulate --agent motoko --days 28 --start 2026-08-01
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
-    from runner.simulate import simulate as simulate_agents
-
     config = settings.config(config_path)
+    first: date | datetime | None = None
     if start_text is not None:
-        # In the configured zone, so that DAYS counts its local days (23 or 25 hours across a DST change).
-        start_day = _parse_time(start_text, config, "--start").astimezone(config.timezone)
-    else:
-        today = datetime.now(config.timezone).date() - timedelta(days=days)
-        start_day = datetime.combine(today, time(0), tzinfo=config.timezone)
-    start = start_day.replace(hour=0, minute=0, second=0, microsecond=0) if start_text is None or _is_date_only(start_text) else start_day
-    end = start + timedelta(days=days)
-    names = list(agents) or sorted(config.agents)
-    summaries = simulate_agents(config, names, start, end, workers=workers)
+        first = parse_time(start_text, config, "--start")
+        first = first.date() if is_date_only(start_text) else first
+    start, end = simulation_window(days, config.timezone, first)
+    summaries = simulate(config, list(agents) or sorted(config.agents), start, end, workers=workers)
     totals: Counter[str] = Counter()
     for summary in summaries:
         totals.update(summary.outcomes)
-    _echo_json({
+    echo_json({
         "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
         "agents": [summary.to_dict() for summary in summaries],
     })
-    faults = [summary.fault for summary in summaries if summary.fault]
-    sys.exit(fault_exit_code(faults[0]) if faults else 1 if totals.get("failed") else 0)
+    sys.exit(simulation_exit_code(summaries))
 
 
 @cli.group()
@@ -330,7 +173,7 @@ def systemd() -> None:
 
 
 @systemd.command()
-@_config_option
+@config_option
 # A str, checked before it becomes a Path: Path("") is ".", so an empty --out wrote the units into the working directory.
 @click.option("--out", "out_text", required=True, help="Directory to write the units into.")
 @click.option("--exec", "exec_text", default=None,
@@ -339,7 +182,7 @@ def systemd() -> None:
 @click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
 @click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
 @click.pass_obj
-def render(settings: _Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
+def render(settings: Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
            delay_text: str) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
 
@@ -353,9 +196,6 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
 
     Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
     """
-    from runner.config import parse_duration
-    from runner.units import default_exec_argv, render_units, write_units
-
     # An empty value (a script's variable that came out empty) is an error, never the default or the working directory.
     for option, text in (("--out", out_text), ("--exec", exec_text), ("--installed-config", installed_config)):
         if text is not None and not text.strip():
@@ -364,10 +204,7 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
     config = settings.config(config_path)
     if config.config_file is None:
         raise click.UsageError("systemd units need a configuration file the service can read; pass --config FILE")
-    try:
-        delay = parse_duration(delay_text)
-    except ValueError as exc:
-        raise click.BadParameter(f"expected {exc}, got {quoted(delay_text)}", param_hint="--randomized-delay") from None
+    delay = parse_duration_option(delay_text, "--randomized-delay")
     try:
         argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
@@ -377,7 +214,7 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
     try:
         written = write_units(rendering, out)
     except OSError as exc:
-        _raise_storage_failure(exc, out, "write the units into")
+        raise_storage_failure(exc, out, "write the units into")
         raise
     for path in written:
         click.echo(f"wrote {path}")
@@ -387,7 +224,7 @@ def render(settings: _Settings, config_path: Path | None, out_text: str, exec_te
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
 
 
-def _render_status(report: Any, tz: Any) -> str:
+def _render_status(report: StatusReport, tz: Any) -> str:
     def when(record: Any) -> str:
         if record is None:
             return "-"
@@ -415,14 +252,15 @@ def _render_status(report: Any, tz: Any) -> str:
 
 
 @cli.command()
-@_config_option
+@config_option
 @click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
               help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the table.")
 @click.option("--now", "now_text", default=None, help="Judge as of this time (ISO 8601; default now).")
 @click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).")
 @click.pass_obj
-def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json: bool, now_text: str | None, grace_text: str | None) -> None:
+def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, as_json: bool, now_text: str | None,
+           grace_text: str | None) -> None:
     """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
 
     Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
@@ -432,27 +270,19 @@ def status(settings: _Settings, config_path: Path | None, log_file: Any, as_json
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """
-    from runner.config import parse_duration
-    from runner.status import build_report, read_log
-
     config = settings.config(config_path)
     if log_file is None:
         if sys.stdin.isatty():
             raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner status) or pass --log FILE")
-        log_file = click.get_text_stream("stdin", errors="replace")
-    now = _parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
-    grace = None
-    if grace_text is not None:
-        try:
-            grace = parse_duration(grace_text)
-        except ValueError as exc:
-            raise click.BadParameter(f"expected {exc}, got {quoted(grace_text)}", param_hint="--grace") from None
+        log_file = click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
+    now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
+    grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(log_file), now, grace)
-    _echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
+    echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
 
-def _render_demo(report: Any) -> str:
+def _render_demo(report: DemoReport) -> str:
     week = report.last_week
     lines = [
         f"motoko's journal: {report.journal_root}",
@@ -476,11 +306,11 @@ def _render_demo(report: Any) -> str:
 
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
-@click.option("--days", type=click.IntRange(min=7, max=_MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
+@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default="2026-08-03", show_default=True, help="First day (YYYY-MM-DD).")
-@_config_option
+@config_option
 @click.pass_obj
-def demo(settings: _Settings, agent: str, days: int, start_text: str, config_path: Path | None) -> None:
+def demo(settings: Settings, agent: str, days: int, start_text: str, config_path: Path | None) -> None:
     """Let an agent live some weeks in seconds, then show its digest and prompt context.
 
     Uses the embedded defaults unless a configuration is given; no network, no model.
@@ -488,15 +318,12 @@ def demo(settings: _Settings, agent: str, days: int, start_text: str, config_pat
     Example: ghostrunner demo --days 28
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
-    from runner.demo import run_demo
-
     config = settings.config(config_path)
     config.agent(agent)
-    start = _parse_time(start_text, config, "--start").astimezone(config.timezone).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, _ = simulation_window(days, config.timezone, parse_time(start_text, config, "--start").astimezone(config.timezone).date())
     report = run_demo(config, agent, start, days)
-    _echo(_render_demo(report))
-    fault = report.simulation.fault
-    sys.exit(fault_exit_code(fault) if fault else 1 if report.simulation.outcomes.get("failed") else 0)
+    echo(_render_demo(report))
+    sys.exit(simulation_exit_code([report.simulation]))
 
 
 def main() -> None:

@@ -49,11 +49,12 @@ from typing import Final
 
 from routines import BUILTIN_ROUTINES, Routine
 from runner._configmodel import AgentConfig, BackendSettings, RunnerConfig
-from runner._configschema import FieldReader, parse_duration
+from runner._configschema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner._toml import loads_bounded, read_bounded
 
 __all__ = [
     "CONFIG_ENVVAR",
+    "DURATION_EXPECTED",
     "EMBEDDED_SOURCE",
     "AgentConfig",
     "BackendSettings",

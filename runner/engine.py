@@ -36,13 +36,14 @@ import structlog
 
 from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
-from runner.backends import Backend, ReflectionRequest, check_reply
+from runner.backends import Backend, ReflectionRequest, build_backend, check_reply
 from runner.backends.base import one_line
-from runner.config import AgentConfig
-from runner.errors import BackendError, RunInterrupted, RunnerError
+from runner.config import AgentConfig, RunnerConfig
+from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
 from runner.run_contract import Outcome, RunIdentity, RunResult
+from runner.slots import cron_trigger, latest_fire_time
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_slot"]
+__all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_at", "run_slot"]
 
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -300,3 +301,38 @@ def run_slot(
         # The run has finished, logged and reported its outcome; the process just goes.
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     return result
+
+
+def run_at(
+    config: RunnerConfig, agent: str, routine: str, *, at: datetime | None = None, dry_run: bool = False, run_id: str | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult:
+    """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
+
+    The run gets the agent's backend (none for a digest routine) and
+    ``runner.run_timeout`` counted from this process's start (:func:`process_age`),
+    since under ``serve`` the process is the run's worker.
+
+    Args:
+        config: the runner configuration.
+        agent: a configured agent.
+        routine: one of *agent*'s routines.
+        at: an aware time (default now); the run's slot is that of the latest scheduled time at or before it.
+        dry_run: build and validate the entry but append nothing.
+        run_id: the run's id (a new UUID when omitted).
+        on_result: as in :func:`execute_run`.
+
+    Raises:
+        UnknownNameError: *agent* is not configured, or does not run *routine*.
+        NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
+        RunInterrupted: as in :func:`run_slot`.
+    """
+    agent_config = config.agent(agent)
+    routine_config = config.routine_for(agent_config, routine)
+    at = at if at is not None else datetime.now(config.timezone)
+    scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
+    if scheduled is None:
+        raise NoScheduledTimeError(routine, routine_config.schedule, at)
+    backend = None if routine_config.is_digest else build_backend(agent_config)
+    return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
+                    run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=on_result)

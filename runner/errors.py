@@ -4,6 +4,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
 
     RunnerError
     ├── ConfigError (ValueError)          a configuration or persona file is invalid
+    ├── NoScheduledTimeError (LookupError)  a routine has no scheduled time before the one asked for
     ├── BackendError                      a backend could not produce a valid reply
     │   └── BackendTimeoutError (TimeoutError)
     ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
@@ -14,10 +15,14 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     RunInterrupted (SystemExit)           a signal ended a run; carries its RunResult
 
 Messages name the object, state what was expected, and say how to fix it.
+Each class carries, as ``exit_code``, the exit code ``ghostrunner`` ends with
+when it reaches the command line: 1 unless the class says otherwise; 2 an
+unknown name or a bad option; 75 busy; 78 a configuration error (EX_CONFIG).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +34,7 @@ __all__ = [
     "BackendTimeoutError",
     "ConfigError",
     "MalformedResultError",
+    "NoScheduledTimeError",
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
@@ -53,6 +59,9 @@ class RunnerError(Exception):
     ``__init__``, whose arguments are not the exception's ``args``.
     """
 
+    #: The exit code of ``ghostrunner`` for this error. Not a ClassVar: a UnitRenderError's depends on what it names.
+    exit_code: int = 1
+
     def __reduce__(self) -> tuple[object, ...]:
         return (_restored, (type(self), self.args, dict(self.__dict__)))
 
@@ -67,6 +76,8 @@ class ConfigError(RunnerError, ValueError):
         got: a short rendering of what was there, if anything.
     """
 
+    exit_code = 78  # EX_CONFIG
+
     def __init__(self, source: str | Path, key: str, expected: str, got: str | None = None) -> None:
         self.source = str(source)
         self.key = key
@@ -78,6 +89,24 @@ class ConfigError(RunnerError, ValueError):
         if got is not None:
             message += f", got {got}"
         super().__init__(message)
+
+
+class NoScheduledTimeError(RunnerError, LookupError):
+    """A routine's schedule has no time at or before the one a run was asked for (within the five years searched).
+
+    Attributes:
+        routine: the routine's name.
+        schedule: its cron expression.
+        at: the time asked for.
+    """
+
+    exit_code = 2  # usage: the time was given on the command line
+
+    def __init__(self, routine: str, schedule: str, at: datetime) -> None:
+        self.routine = routine
+        self.schedule = schedule
+        self.at = at
+        super().__init__(f"routine {routine!r} ({schedule}) has no scheduled time in the five years before {at.isoformat()}")
 
 
 class BackendError(RunnerError):
@@ -129,6 +158,8 @@ class MalformedResultError(RunnerError, ValueError):
 class SchedulerBusyError(RunnerError):
     """Another ``ghostrunner serve`` already holds this deployment's lock."""
 
+    exit_code = 75  # EX_TEMPFAIL: try again once the other one has stopped
+
     def __init__(self, lock_file: Path) -> None:
         self.lock_file = lock_file
         super().__init__(
@@ -148,6 +179,8 @@ class UnitRenderError(RunnerError, ValueError):
     def __init__(self, field: str, reason: str, source: str | None = None) -> None:
         self.field = field
         self.source = source
+        # A configuration key that cannot go into a unit is a configuration error (EX_CONFIG); a bad option is usage.
+        self.exit_code = 78 if source else 2
         super().__init__(f"{source}: {field}: {reason}" if source else f"{field}: {reason}")
 
 
@@ -169,6 +202,8 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 
 class UnknownNameError(RunnerError, LookupError):
     """An agent or routine that the configuration does not define."""
+
+    exit_code = 2  # usage: the name was given on the command line
 
     def __init__(self, what: str, name: str, known: list[str], scope: str = "in the configuration") -> None:
         self.what = what

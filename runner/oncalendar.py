@@ -49,6 +49,8 @@ class ScheduleNotExpressibleError(RunnerError, ValueError):
         reason: which part cannot be expressed.
     """
 
+    exit_code = 78  # EX_CONFIG: the configuration cannot be deployed as timers
+
     def __init__(self, routine: str, schedule: str, reason: str) -> None:
         self.routine = routine
         self.schedule = schedule

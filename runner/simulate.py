@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 
 import structlog
@@ -31,7 +31,7 @@ from runner.engine import RunResult, execute_run
 from runner.errors import RunnerError
 from runner.slots import cron_trigger, fire_times
 
-__all__ = ["SimulationSummary", "schedule_for", "simulate", "simulate_agent"]
+__all__ = ["SimulationSummary", "schedule_for", "simulate", "simulate_agent", "simulation_window"]
 
 log = structlog.get_logger()
 
@@ -55,6 +55,26 @@ class SimulationSummary:
             "agent": self.agent, "start": self.start, "end": self.end, "runs": self.runs,
             "outcomes": dict(self.outcomes), "failures": list(self.failures), "seconds": self.seconds,
         } | ({"fault": self.fault} if self.fault else {})
+
+
+def simulation_window(days: int, tz: tzinfo, start: date | datetime | None = None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
+    """The ``[start, end)`` of a simulation of *days* days in *tz*.
+
+    Days are *tz*'s local days, 23 or 25 hours across a DST change.
+
+    Args:
+        days: how many days.
+        tz: the configured timezone.
+        start: a day (the simulation starts at its midnight in *tz*), an aware time (it starts
+            then), or None: the midnight *days* days before today.
+        now: the time "today" is taken from (default now).
+    """
+    if isinstance(start, datetime):
+        first = start.astimezone(tz)
+    else:
+        day = start if start is not None else (now or datetime.now(tz)).astimezone(tz).date() - timedelta(days=days)
+        first = datetime(day.year, day.month, day.day, tzinfo=tz)
+    return first, first + timedelta(days=days)
 
 
 def schedule_for(config: RunnerConfig, agent: str, start: datetime, end: datetime) -> Iterator[tuple[datetime, Routine]]:

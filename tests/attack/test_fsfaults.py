@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -552,6 +553,8 @@ def _sample(name: str, annotation: str) -> object:
         return 7
     if annotation.startswith("list"):
         return ["one", "two"]
+    if annotation == "datetime":
+        return datetime(2026, 9, 5, 21, tzinfo=UTC)
     return f"{name} value"
 
 

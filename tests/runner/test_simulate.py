@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from journal import Journal
 from runner.config import load_config
-from runner.simulate import schedule_for, simulate
+from runner.simulate import schedule_for, simulate, simulation_window
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 
@@ -72,3 +73,15 @@ def test_cli_simulates_several_agents_in_parallel_workers(tmp_path: Path) -> Non
     assert [agent["agent"] for agent in summary["agents"]] == ["batou", "motoko", "togusa"]
     for name in ("motoko", "batou", "togusa"):
         assert len(entries(tmp_path / "journals" / name, name)) == 21
+
+
+def test_simulation_window_counts_local_days_from_a_day_a_time_or_today() -> None:
+    """A day starts at its local midnight, a time at itself, no start at midnight DAYS days ago; DAYS are local days across DST."""
+    berlin = ZoneInfo("Europe/Berlin")
+    start, end = simulation_window(2, berlin, date(2026, 3, 28))
+    assert (start.isoformat(), end.isoformat()) == ("2026-03-28T00:00:00+01:00", "2026-03-30T00:00:00+02:00")
+    assert (end.astimezone(UTC) - start.astimezone(UTC)).total_seconds() == 47 * 3600  # the spring-forward day has 23 hours
+    moment = datetime(2026, 3, 28, 5, 30, tzinfo=UTC)
+    assert simulation_window(1, berlin, moment)[0].isoformat() == "2026-03-28T06:30:00+01:00"
+    now = datetime(2026, 9, 5, 23, 30, tzinfo=UTC)  # already 6 September in Berlin
+    assert simulation_window(7, berlin, now=now)[0].isoformat() == "2026-08-30T00:00:00+02:00"

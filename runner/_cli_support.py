@@ -1,0 +1,214 @@
+"""The frame every ``ghostrunner`` command runs in: one-line errors and their exit codes, settings, shared options.
+
+Every error reaches the user as one line, ``ghostrunner: error: ...``:
+:class:`OneLineGroup` turns click's usage errors into such a line (exit 2)
+and is the one place that reads a runner or journal error's ``exit_code``.
+Values of options are parsed here: times (aware, in the configured
+timezone, within 1970..8999) and durations.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from journal import JournalError, JournalStorageError
+from runner import CONFIG_ENVVAR, DURATION_EXPECTED, RunnerConfig, RunnerError, SimulationSummary, load_config, parse_duration
+from runner.errors import quoted
+
+__all__ = [
+    "LOG_LEVELS",
+    "MAX_DAYS",
+    "OneLineGroup",
+    "Settings",
+    "TimeOptionError",
+    "config_option",
+    "echo",
+    "echo_json",
+    "fault_exit_code",
+    "is_date_only",
+    "parse_duration_option",
+    "parse_time",
+    "raise_storage_failure",
+    "simulation_exit_code",
+]
+
+#: The values of ``--log-level``.
+LOG_LEVELS: Final = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+#: The errnos by which the filesystem refuses (read-only, full, denied, failing): one line and their
+#: JournalStorageError's exit code. Any other OSError of the runner's own files is a bug and keeps its traceback.
+_REFUSALS: Final = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EACCES, errno.EPERM})
+_ERRNO_BY_NAME: Final = {name: code for code, name in errno.errorcode.items()}
+
+
+def fault_exit_code(fault: str) -> int:
+    """The exit code of a run the filesystem refused with errno *fault* (``ENOSPC``): its JournalStorageError's."""
+    return JournalStorageError.class_for(_ERRNO_BY_NAME.get(fault, 0)).exit_code
+
+
+def simulation_exit_code(summaries: Sequence[SimulationSummary]) -> int:
+    """The exit code of a simulation: a refused journal's, else 1 when a run failed, else 0."""
+    faults = [summary.fault for summary in summaries if summary.fault]
+    return fault_exit_code(faults[0]) if faults else 1 if any(summary.outcomes.get("failed") for summary in summaries) else 0
+
+
+class _OneLineUsageError(click.UsageError):
+    """A usage error (exit 2) shown as one line, ``ghostrunner: error: ...``, like every other user error.
+
+    Click's own shows the usage, a hint and the message on several lines; every usage error
+    of ghostrunner (a bad option value, an unknown command or option, a missing argument)
+    passes through :class:`OneLineGroup`, which turns it into this one.
+    """
+
+    def __init__(self, error: click.UsageError) -> None:
+        super().__init__(error.format_message(), error.ctx)
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
+
+
+def _one_line(error: click.UsageError) -> click.UsageError:
+    """*error* as a one-line usage error; the help that a bare ``ghostrunner`` shows stays as it is."""
+    if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
+        return error
+    return _OneLineUsageError(error)
+
+
+class OneLineGroup(click.Group):
+    """The command group: every usage, runner and journal error ends the command as one line on stderr."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (RunnerError, JournalError) as exc:
+            # The one place that reads an error's exit code: one line on stderr, then that code.
+            click.echo(f"ghostrunner: error: {exc}", err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
+        except click.UsageError as exc:  # the subcommands' options and their own usage errors
+            converted = _one_line(exc)
+            if converted is exc:
+                raise
+            raise converted from exc
+
+
+class Settings:
+    """The group's options, shared by its commands: the configuration file (and its override) and the log level."""
+
+    def __init__(self, config_path: Path | None, log_level: str | None) -> None:
+        self.config_path = config_path
+        self.log_level = log_level
+
+    def config(self, override: Path | None) -> RunnerConfig:
+        """The configuration: a command's own --config, else the group's (or its variable), else the embedded defaults."""
+        path = override or self.config_path
+        if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
+            # click reads an empty variable as unset: a script whose variable came out empty
+            # would silently run the embedded defaults' agent into ./ghostjournal-data.
+            raise click.UsageError(f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults")
+        return load_config(path)
+
+
+def config_option(function: Any) -> Any:
+    """A command's own ``--config``, which wins over the group's."""
+    return click.option(
+        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+        help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults).",
+    )(function)
+
+
+class TimeOptionError(click.BadParameter):
+    """A bad time option: a usage error (exit 2), shown as one line by :class:`OneLineGroup` like every other."""
+
+
+#: Times the runner accepts on its command line (UTC). The schedules find no fire time before
+#: 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room for what a
+#: run computes from a time: a routine's window (at most 100 years) or a simulation of up
+#: to 100 years. Outside, datetime arithmetic would end in OverflowError.
+_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
+#: Longest simulation or demo, in days (100 years; see _LATEST).
+MAX_DAYS: Final = 36525
+
+
+def parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
+    """*text* as an aware time; without an offset it is read in the configured timezone (a repeated time: its first occurrence).
+
+    An empty or blank value is an error, never "now" or the default: a script whose variable came out empty must not run another slot.
+    """
+    try:
+        moment = datetime.fromisoformat(text.strip()) if text.strip() else None
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {quoted(text)}",
+                              param_hint=option)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
+    try:
+        in_range = _EARLIEST <= moment < _LATEST  # compares in UTC, which overflows near years 1 and 9999
+    except OverflowError:
+        in_range = False
+    if not in_range:
+        raise TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {quoted(text)}", param_hint=option)
+    return moment
+
+
+def is_date_only(text: str) -> bool:
+    """Whether *text* names a day without a time (``2026-03-29``); ISO 8601 also separates a time by a space, not only by ``T``."""
+    try:
+        date.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def parse_duration_option(text: str, option: str) -> timedelta:
+    """*text* as a duration (``90s``, ``1h30m``); anything else is a usage error naming *option*."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise click.BadParameter(f"expected {DURATION_EXPECTED}, got {quoted(text)}", param_hint=option) from None
+
+
+def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
+    """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
+
+    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
+    """
+    if exc.errno in _REFUSALS:
+        named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
+        raise JournalStorageError.for_errno(named, exc.errno, action) from exc
+
+
+def echo(text: str) -> None:
+    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
+    try:
+        click.echo(text)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or not exc.errno:
+            raise  # click ends quietly when the reader of a pipe has gone
+        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
+
+
+def echo_json(data: Any) -> None:
+    """Print *data* as one line of JSON to stdout, as :func:`echo` does."""
+    echo(json.dumps(data, ensure_ascii=False))
