@@ -1025,7 +1025,7 @@ class Journal:
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
         rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], **window)}
         matched = {r.row.id for r in lexical}
-        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], agent=window["agent"])
         hits = []
         for entry_id, score in ranked:
             if entry_id in rows and (entry := self._usable(rows[entry_id], bad, scope)) is not None:

@@ -23,10 +23,10 @@ from typing import Any, Final
 from journal._safefs import Owner, check_dir, check_regular, open_regular
 from journal.entry import Entry, utc_key
 
-__all__ = ["INDEX_SCHEMA_VERSION", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query", "query_terms"]
+__all__ = ["COMMON_WORDS", "INDEX_SCHEMA_VERSION", "CommonWords", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow", "VectorState", "fts_query", "query_terms"]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 3
+INDEX_SCHEMA_VERSION: Final = 4
 
 _SQLITE_CORRUPT: Final = 11
 _SQLITE_NOTADB: Final = 26
@@ -57,8 +57,29 @@ CREATE VIRTUAL TABLE fts USING fts5 (
     theme, voice, tags, focus, mood,
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE TABLE agents (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, entries INTEGER NOT NULL DEFAULT 0, writes INTEGER NOT NULL DEFAULT 0);
 """
-_DROP: Final = "DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+_DROP: Final = (
+    "DROP TABLE IF EXISTS agents; DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts;"
+    " DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+)
+
+# Each agent's entries are indexed a second time in a table of their own, so
+# that a search scoped to the agent takes its word statistics (BM25's document
+# frequencies and average length, the fitted common words) from that agent's
+# entries alone. The table is contentless (the text stays in ``fts`` only, and
+# snippets come from there: snippet() weighs only the matches in its own row)
+# and named after the agent's integer id, never after its text.
+_AGENT_FTS: Final = "fts_agent_{id}"
+_AGENT_FTS_NAME: Final = re.compile(r"fts_agent_[0-9]+")
+_AGENT_TABLE: Final = """
+CREATE VIRTUAL TABLE {table} USING fts5 (
+    theme, voice, tags, focus, mood,
+    content = '',
+    tokenize = 'porter unicode61 remove_diacritics 2'
+)
+"""
+_FTS_COLUMNS: Final = "theme, voice, tags, focus, mood"
 
 #: BM25 column weights, in fts column order: a theme or tag match says more than prose.
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
@@ -73,16 +94,28 @@ _STOPWORDS: Final = frozenset(
 _TOKEN: Final = re.compile(r"[^\W_]+")
 _MAX_QUERY_TERMS: Final = 64
 
-# BM25 scores every entry that holds any query word, so a word found in a
-# large share of a big journal makes a query slow while adding little to the
-# ranking (its inverse document frequency is low). Such "common" words (in at
-# least this share of the entries, and at least this many) are left out when
-# the query has rarer words, as a stop list fitted to the journal; a query of
-# common words alone ranks only the newest _COMMON_CANDIDATES entries that
-# match. Journals smaller than _COMMON_MIN_DOCS are searched plainly.
-_COMMON_SHARE: Final = 0.05
-_COMMON_MIN_DOCS: Final = 2000
-_COMMON_CANDIDATES: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CommonWords:
+    """When a query word counts as common, and what a query of common words alone ranks.
+
+    BM25 scores every entry that holds any query word, so a word found in a
+    large share of a big journal makes a query slow while adding little to the
+    ranking (its inverse document frequency is low). Such "common" words (in at
+    least *share* of the entries searched, and in at least *min_docs*) are left
+    out when the query has rarer words, as a stop list fitted to the entries
+    searched; a query of common words alone ranks only the newest *candidates*
+    entries that match. Fewer than *min_docs* entries are searched plainly.
+    """
+
+    share: float = 0.05
+    min_docs: int = 2000
+    candidates: int = 1000
+
+
+#: The thresholds searches use (read at each search, so a test may replace them).
+COMMON_WORDS = CommonWords()
 
 
 def query_terms(text: str) -> list[str]:
@@ -257,8 +290,8 @@ class Index:
         self._conn: sqlite3.Connection | None = None
         # The in-memory copy set aside while a writer tries the on-disk index again (see switch_to_disk).
         self._memory: sqlite3.Connection | None = None
-        # Query plans by (terms, index size): hybrid search and its snippets share one.
-        self._plans: dict[tuple[tuple[str, ...], int, int], tuple[str, bool]] = {}
+        # Query plans by (table, terms, what the table holds): hybrid search and its snippets share one.
+        self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool]] = {}
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -433,17 +466,34 @@ class Index:
                 entry.mood, signals.get("focus"), signals.get("novelty"), json.dumps(list(entry.tags)), entry.client_key,
             ),
         )
-        conn.execute(
-            "INSERT INTO fts (rowid, theme, voice, tags, focus, mood) VALUES (?, ?, ?, ?, ?, ?)",
-            (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or ""),
-        )
+        text = (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or "")
+        conn.execute(f"INSERT INTO fts (rowid, {_FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
+        conn.execute(f"INSERT INTO {self._agent_table(conn, entry.agent)} (rowid, {_FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
+        conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
+
+    @staticmethod
+    def _agent_table(conn: sqlite3.Connection, agent: str) -> str:
+        """The name of *agent*'s text table, created (with the agent's id) on its first entry."""
+        row = conn.execute("SELECT id FROM agents WHERE name = ?", (agent,)).fetchone()
+        if row is not None:
+            return _AGENT_FTS.format(id=int(row[0]))
+        agent_id = conn.execute("INSERT INTO agents (name) VALUES (?)", (agent,)).lastrowid
+        table = _AGENT_FTS.format(id=int(agent_id or 0))
+        conn.execute(_AGENT_TABLE.format(table=table))
+        return table
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows inside an open transaction."""
-        row = conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
+        # A contentless table forgets a row only when told the very text it was given.
+        text = conn.execute(f"SELECT rowid, {_FTS_COLUMNS} FROM fts WHERE rowid = ?", (row[0],)).fetchone()
+        if text is not None:
+            table = self._agent_table(conn, row[1])
+            conn.execute(f"INSERT INTO {table} ({table}, rowid, {_FTS_COLUMNS}) VALUES ('delete', ?, ?, ?, ?, ?, ?)", text)
+            conn.execute("UPDATE agents SET entries = entries - 1, writes = writes + 1 WHERE name = ?", (row[1],))
         conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
         if conn.execute("DELETE FROM vectors WHERE rowid = ?", (row[0],)).rowcount:
@@ -457,6 +507,9 @@ class Index:
         """
         count = 0
         with self.transaction() as conn:
+            for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall():
+                if _AGENT_FTS_NAME.fullmatch(name):
+                    conn.execute(f"DROP TABLE {name}")
             for statement in (_DROP + _TABLES).split(";"):
                 if statement.strip():
                     conn.execute(statement)
@@ -606,26 +659,40 @@ class Index:
         with _corruption_guard():
             return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
 
-    def _is_common(self, term: str, threshold: int) -> bool:
-        """True if *term* is in at least *threshold* entries (counting stops there)."""
-        found = self.conn.execute("SELECT count(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
+    def _text_table(self, agent: str | None) -> tuple[str, int, int] | None:
+        """The text table a search scoped to *agent* reads, its entry count and write counter; None for an agent with no entries.
+
+        Unscoped, the journal-wide table; its size is its highest rowid, which
+        grows with every insert.
+        """
+        if agent is None:
+            size = int(self.conn.execute("SELECT max(rowid) FROM fts").fetchone()[0] or 0)
+            return "fts", size, size
+        row = self.conn.execute("SELECT id, entries, writes FROM agents WHERE name = ?", (agent,)).fetchone()
+        if row is None or not row[1]:
+            return None
+        return _AGENT_FTS.format(id=int(row[0])), int(row[1]), int(row[2])
+
+    def _is_common(self, table: str, term: str, threshold: int) -> bool:
+        """True if *term* is in at least *threshold* rows of *table* (counting stops there)."""
+        found = self.conn.execute(f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
         return int(found) >= threshold
 
-    def _plan(self, terms: list[str]) -> tuple[str, bool]:
-        """The FTS5 expression for *terms*, and whether to rank only the newest matches (see _COMMON_SHARE)."""
-        size = self.conn.execute("SELECT max(rowid) FROM fts").fetchone()[0] or 0
-        threshold = max(_COMMON_MIN_DOCS, int(size * _COMMON_SHARE))
-        key = (tuple(terms), size, threshold)
+    def _plan(self, table: str, size: int, writes: int, terms: list[str]) -> tuple[str, bool]:
+        """The FTS5 expression for *terms* in *table*, and whether to rank only the newest matches (see :class:`CommonWords`)."""
+        common = COMMON_WORDS
+        key = (table, tuple(terms), size, writes, common)
         if key not in self._plans:
             if len(self._plans) >= 64:
                 self._plans.clear()
-            self._plans[key] = self._plan_for(terms, size, threshold)
+            self._plans[key] = self._plan_for(table, terms, size, common)
         return self._plans[key]
 
-    def _plan_for(self, terms: list[str], size: int, threshold: int) -> tuple[str, bool]:
+    def _plan_for(self, table: str, terms: list[str], size: int, common: CommonWords) -> tuple[str, bool]:
+        threshold = max(common.min_docs, int(size * common.share))
         if size < threshold:
             return _any_of(terms), False
-        rare = [term for term in terms if not self._is_common(term, threshold)]
+        rare = [term for term in terms if not self._is_common(table, term, threshold)]
         if not rare:
             return _any_of(terms), True
         # Scoring a common word would cost a pass over its whole posting list
@@ -638,24 +705,32 @@ class Index:
     ) -> list[SearchRow]:
         """Rank entries for *query* by BM25 (any text is accepted).
 
-        Without *with_snippets* the rows carry empty snippets; :meth:`snippets`
-        makes them later for the few rows that are kept.
+        With *agent*, the word statistics are that agent's own (see
+        ``_AGENT_FTS``). Without *with_snippets* the rows carry empty
+        snippets; :meth:`snippets` makes them later for the few rows that are kept.
         """
         terms = query_terms(query)
         if not terms or k <= 0:
             return []
         with _corruption_guard():
-            match, newest_only = self._plan(terms)
-            clauses = ["fts MATCH ?"]
+            found_table = self._text_table(agent)
+            if found_table is None:
+                return []
+            table, size, writes = found_table
+            match, newest_only = self._plan(table, size, writes, terms)
+            clauses = [f"{table} MATCH ?"]
             params: list[Any] = [match]
             _window(clauses, params, kind=kind, agent=agent, since=since, until=until)
             if exclude:
                 clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
                 params.extend(exclude)
             weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
-            matches = f"SELECT fts.rowid AS rid, bm25(fts, {weights}) AS rank FROM fts JOIN entries e ON e.rowid = fts.rowid WHERE {' AND '.join(clauses)}"
+            matches = (
+                f"SELECT {table}.rowid AS rid, bm25({table}, {weights}) AS rank FROM {table}"
+                f" JOIN entries e ON e.rowid = {table}.rowid WHERE {' AND '.join(clauses)}"
+            )
             if newest_only:
-                matches += f" ORDER BY fts.rowid DESC LIMIT {_COMMON_CANDIDATES}"
+                matches += f" ORDER BY {table}.rowid DESC LIMIT {COMMON_WORDS.candidates}"
             # Ties go to the newer entry, then to the id, so equal scores come out in one order.
             sql = (
                 f"SELECT {_COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
@@ -670,13 +745,16 @@ class Index:
         found = self.conn.execute("SELECT snippet(fts, -1, '', '', '…', 24) FROM fts WHERE fts MATCH ? AND rowid = ?", (match, rowid)).fetchone()
         return found[0] if found else ""
 
-    def snippets(self, query: str, entry_ids: Sequence[str]) -> dict[str, str]:
-        """Snippets of *query* in the given entries (those it matches)."""
+    def snippets(self, query: str, entry_ids: Sequence[str], *, agent: str | None = None) -> dict[str, str]:
+        """Snippets of *query* in the given entries (those it matches), with the query words a search scoped to *agent* keeps."""
         terms = query_terms(query)
         if not terms or not entry_ids:
             return {}
         with _corruption_guard():
-            match, _ = self._plan(terms)
+            found_table = self._text_table(agent)
+            if found_table is None:
+                return {}
+            match, _ = self._plan(found_table[0], found_table[1], found_table[2], terms)
             rowids = self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
             found = {entry_id: self._snippet(match, rowid) for entry_id, rowid in rowids}
         return {entry_id: text for entry_id, text in found.items() if text}

@@ -251,8 +251,7 @@ def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal
     """In a big journal a word found in most entries does not pick candidates; alone, it ranks only the newest matches."""
     import journal.index as index_module
 
-    monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10)
-    monkeypatch.setattr(index_module, "_COMMON_CANDIDATES", 5)
+    monkeypatch.setattr(index_module, "COMMON_WORDS", index_module.CommonWords(min_docs=10, candidates=5))
     for i in range(30):
         journal.append(make_payload(ts=_at(i), voice=f"harbor watch number {i}" + (" harbor harbor harbor" if i == 3 else ""), theme="watch", tags=[]))
     rare = journal.append(make_payload(ts=_at(40), voice="a zeppelin over the water", theme="sky", tags=[]))
@@ -260,5 +259,5 @@ def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal
     newest = journal.search("harbor", k=10)
     assert {h.entry.voice for h in newest} == {f"harbor watch number {i}" for i in range(25, 30)}
     assert len(journal.search("harbor watch", k=10)) == 5
-    monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10_000)
+    monkeypatch.setattr(index_module, "COMMON_WORDS", index_module.CommonWords(min_docs=10_000))
     assert journal.search("harbor", k=1)[0].entry.voice.endswith("harbor harbor harbor")
