@@ -42,7 +42,7 @@ from journal.errors import (
     UnsafePathError,
 )
 from journal.fusion import FUSION, fuse
-from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState
+from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexRow, IndexState, Window
 from journal.retrieval import Digest, Hit, compute_digest, render_prompt_context, row_of_entry
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
@@ -975,7 +975,7 @@ class Journal:
         scope = _Scope(agent=agent, kind=kind, since=_bound(since, "since"), until=_bound(until, "until"))
 
         def fetch(extra: int) -> list[IndexRow]:
-            return self._index.rows(kind=kind, agent=agent, since=scope.since, until=scope.until, limit=None if limit is None else limit + extra)
+            return self._index.rows(Window(kind=kind, agent=agent, since=scope.since, until=scope.until), limit=None if limit is None else limit + extra)
 
         return self._usable_rows(fetch, limit, scope)
 
@@ -1004,28 +1004,28 @@ class Journal:
         scope = _Scope(agent=agent, kind=kind, since=since, until=until)
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, window={"agent": agent, "kind": kind, "since": since, "until": until},
+            hits = self._rank_once(query, k=k, mode=mode, window=Window(kind=kind, agent=agent, since=since, until=until),
                                    exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope)
             if len(hits) >= k or len(bad) == known:
                 return hits
 
     def _rank_once(
-        self, query: str, *, k: int, mode: str, window: dict[str, str | None], exclude: Sequence[str], vector: Any, bad: set[str], scope: _Scope,
+        self, query: str, *, k: int, mode: str, window: Window, exclude: Sequence[str], vector: Any, bad: set[str], scope: _Scope,
     ) -> list[Hit]:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         if mode == "lexical":
-            found = self._index.search(query, k=k, exclude=exclude, **window)
+            found = self._index.search(query, k=k, window=window, exclude=exclude)
             return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := self._usable(r.row, bad, scope)) is not None]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
-        lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, **window) if mode == "hybrid" else []
+        lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
         if vector is None:
             vector = self._semantic.query_vector(query)
-        semantic = self._semantic.rank(vector, depth, exclude=exclude, **window)
+        semantic = self._semantic.rank(vector, depth, window, exclude=exclude)
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
-        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], **window)}
+        rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
         matched = {r.row.id for r in lexical}
-        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], agent=window["agent"])
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
         hits = []
         for entry_id, score in ranked:
             if entry_id in rows and (entry := self._usable(rows[entry_id], bad, scope)) is not None:
@@ -1080,7 +1080,7 @@ class Journal:
         for ref in self._index.links_to(entry_id):
             wanted.setdefault(ref, "continued_by")
         linked: dict[str, tuple[str, Entry]] = {}
-        for row in self._index.rows(ids=list(wanted), agent=agent):
+        for row in self._index.rows(Window(agent=agent), ids=list(wanted)):
             entry = self._scoped_entry(row, scope)
             if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
                 continue
@@ -1120,7 +1120,7 @@ class Journal:
         """
         check_text_arguments(agent=agent)
         lower, upper = _bound(since, "since"), _bound(until, "until")
-        rows = self._index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
+        rows = self._index.rows(Window(agent=agent, since=lower, until=upper), oldest_first=True)
         if exclude_kinds:
             rows = [row for row in rows if row.kind not in exclude_kinds]
         if agent is None:
@@ -1142,7 +1142,7 @@ class Journal:
         owned = {entry.id for entry in entries}
         outside = sorted({ref for entry in entries for ref in entry.continuity_refs} - owned)
         owner = _Scope(agent=agent)
-        owned.update(row.id for row in self._index.rows(ids=outside, agent=agent) if self._usable(row, bad, owner) is not None)
+        owned.update(row.id for row in self._index.rows(Window(agent=agent), ids=outside) if self._usable(row, bad, owner) is not None)
         links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
         return compute_digest([row_of_entry(entry, path) for path, entry in loaded], links, agent=agent, since=lower, until=upper)
 
@@ -1170,7 +1170,7 @@ class Journal:
             scope = _Scope(agent=agent, since=lower, until=upper)
 
             def fetch(extra: int) -> list[IndexRow]:
-                rows = self._index.rows(agent=agent, since=lower, until=upper, limit=k + len(seen) + extra)
+                rows = self._index.rows(Window(agent=agent, since=lower, until=upper), limit=k + len(seen) + extra)
                 return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._usable_rows(fetch, wanted, scope)]

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import journal.index as index_module
+import journal._fts as fts_module
 from journal import Journal
-from journal.index import CommonWords
+from journal._fts import CommonWords
 from journal.store import EntryStore
 from tests.journal._fakes import FakeEncoder
 
@@ -40,7 +40,7 @@ entry_text = st.fixed_dictionaries({"theme": st.sampled_from(WORDS), "voice": wo
 
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(index_module, "COMMON_WORDS", SMALL)
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", SMALL)
 
 
 def _payload(agent: str, entry_id: str, hours: float, text: dict[str, Any], refs: list[str]) -> dict[str, Any]:
