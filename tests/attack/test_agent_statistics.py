@@ -166,3 +166,18 @@ def test_entries_dropped_when_their_files_go_leave_the_index_of_a_fresh_rebuild(
             assert _index_dump(root) == reconciled
             assert [[(h.entry_id, h.score, h.snippet) for h in journal.search(q, agent=agent)] for q in queries for agent in ("alice", "bob")] == answers
         assert sorted(reconciled) == sorted({p["agent"] for p in both if p["id"] not in removed})
+
+
+def test_an_index_of_the_schema_before_agent_tables_is_rebuilt_with_them(root: Path) -> None:
+    """An index without the agents table (schema 3) is rebuilt on open: every agent gets its table, and scoped search ranks by it."""
+    payloads = [_payload(agent, f"{agent}-{i}", i, {"theme": "sea", "voice": ["harbor", WORDS[i]], "tags": []}, []) for i in range(3) for agent in ("alice", "bob")]
+    with _opened(root.parent, root.name, payloads, False) as journal:
+        expected = [(h.entry_id, h.score) for h in journal.search("harbor light", agent="alice")]
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
+        for (agent_id,) in conn.execute("SELECT id FROM agents").fetchall():
+            conn.execute(f"DROP TABLE fts_agent_{agent_id}")
+        conn.execute("DROP TABLE agents")
+        conn.execute("UPDATE state SET value = '3' WHERE key = 'schema_version'")
+    with Journal(root) as journal:
+        assert [(h.entry_id, h.score) for h in journal.search("harbor light", agent="alice")] == expected
+    assert set(_index_dump(root)) == {"alice", "bob"}
