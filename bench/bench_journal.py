@@ -597,6 +597,11 @@ def fast_fill(root: Path, synth: Synth, count: int) -> float:
     return time.perf_counter() - t0
 
 
+def index_size(root: Path) -> int:
+    """Bytes of the index database file (its WAL, at most 32 MB, is left out: it comes and goes with checkpoints)."""
+    return (root / "index" / "journal.sqlite3").stat().st_size
+
+
 def query_bench(fn: Callable[[str, str], Any], queries: Sequence[tuple[str, str, str]]) -> tuple[Samples, dict[str, Samples]]:
     total, by_class = Samples(), {}
     for text, agent, cls in queries:
@@ -1052,8 +1057,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             do_context(text, agent)
         idle1, by_class = query_bench(do_search, queries)
         ctx, ctx_class = query_bench(do_context, queries)
+        unscoped, _ = query_bench(lambda text, _agent: live.j.search(text, k=8), queries)
         n_final = live.j._keeper.index.count()
+        index_mb = index_size(root) / 1e6
         print(f"  at N={n_final}: search {fmt_ms(idle1)} | prompt_context {fmt_ms(ctx)}", flush=True)
+        print(f"  unscoped search (no agent=) {fmt_ms(unscoped)}; index database file {index_mb:.1f} MB", flush=True)
         for cls in ("common", "rare", "mixed", "theme"):
             if cls in by_class:
                 print(
@@ -1150,6 +1158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
         rows.append(Row(f"search p95 @{n_final}", f"{idle1.ms(95):.2f} ms"))
+        rows.append(Row(f"unscoped search p50 @{n_final}", f"{unscoped.ms(50):.2f} ms"))
+        rows.append(Row(f"unscoped search p95 @{n_final}", f"{unscoped.ms(95):.2f} ms"))
+        rows.append(Row(f"index size @{n_final}", f"{index_mb:.1f} MB"))
         rows.append(
             Row(
                 f"prompt_context p50 @{n_final}{note}",

@@ -214,6 +214,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
     import numpy as np
 
     from journal.embed import SentenceTransformerEncoder
+    from journal.index import Window
     from journal.semantic import to_blob
 
     encoder = SentenceTransformerEncoder(model) if model else SentenceTransformerEncoder()
@@ -287,7 +288,7 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
                     print(f"  search {mode:<8} {label:<12}      {_pct(times, .5):7.2f}  {_pct(times, .95):7.2f}")
             vector = semantic.query_vector("harbor light at night")
             embed = [t for q in queries for t in _timed(lambda q=q: semantic.query_vector(q), 5)]
-            cosine = _timed(lambda: semantic.rank(vector, 50, agent="agent1"), 40)
+            cosine = _timed(lambda: semantic.rank(vector, 50, Window(agent="agent1")), 40)
             cosine_all = _timed(lambda: semantic.rank(vector, 50), 40)
             print(f"  parts: query embedding          {_pct(embed, .5):7.2f}  {_pct(embed, .95):7.2f}")
             print(f"         cosine top-50, one agent {_pct(cosine, .5):7.2f}  {_pct(cosine, .95):7.2f}")

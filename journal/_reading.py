@@ -30,7 +30,7 @@ from journal.entry import (
     utc_key,
 )
 from journal.errors import EntryFileError, EntryNotFoundError, EntryValidationError, UnsafePathError
-from journal.index import IndexRow
+from journal.index import IndexRow, Window
 from journal.retrieval import Digest, compute_digest, row_of_entry
 from journal.store import EntryStore, ScanProblem, check_entry_path
 
@@ -72,6 +72,11 @@ class Scope:
     kind: str | None = None
     since: str | None = None
     until: str | None = None
+
+    @property
+    def window(self) -> Window:
+        """The same scope as the index reads it, before any file is loaded."""
+        return Window(kind=self.kind, agent=self.agent, since=self.since, until=self.until)
 
     def misfit(self, entry: Entry) -> str | None:
         """Which asked-for field the entry's file does not match, or None."""
@@ -323,7 +328,7 @@ class Reader:
         scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"))
 
         def fetch(extra: int) -> list[IndexRow]:
-            return self._keeper.index.rows(kind=kind, agent=agent, since=scope.since, until=scope.until, limit=None if limit is None else limit + extra)
+            return self._keeper.index.rows(scope.window, limit=None if limit is None else limit + extra)
 
         return self.usable_rows(fetch, limit, scope)
 
@@ -334,7 +339,7 @@ class Reader:
         check_text_arguments(agent=agent)
         index = self._keeper.index
         lower, upper = bound(since, "since"), bound(until, "until")
-        rows = index.rows(agent=agent, since=lower, until=upper, oldest_first=True)
+        rows = index.rows(Window(agent=agent, since=lower, until=upper), oldest_first=True)
         if exclude_kinds:
             rows = [row for row in rows if row.kind not in exclude_kinds]
         if agent is None:
@@ -356,6 +361,6 @@ class Reader:
         owned = {entry.id for entry in entries}
         outside = sorted({ref for entry in entries for ref in entry.continuity_refs} - owned)
         owner = Scope(agent=agent)
-        owned.update(row.id for row in index.rows(ids=outside, agent=agent) if self.usable(row, bad, owner) is not None)
+        owned.update(row.id for row in index.rows(Window(agent=agent), ids=outside) if self.usable(row, bad, owner) is not None)
         links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
         return compute_digest([row_of_entry(entry, path) for path, entry in loaded], links, agent=agent, since=lower, until=upper)

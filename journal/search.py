@@ -17,7 +17,7 @@ from journal.context import PromptContext, build_prompt_context
 from journal.entry import Entry, check_text_arguments, show_value
 from journal.errors import SemanticUnavailableError
 from journal.fusion import FUSION, fuse
-from journal.index import Index, IndexRow
+from journal.index import Index, IndexRow, Window
 from journal.retrieval import Hit
 
 if TYPE_CHECKING:
@@ -75,20 +75,20 @@ class Ranker:
     def _rank_once(self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope) -> list[Hit]:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
-        agent, kind, since, until = scope.agent, scope.kind, scope.since, scope.until
+        window = scope.window
         if mode == "lexical":
-            found = self._index.search(query, k=k, exclude=exclude, agent=agent, kind=kind, since=since, until=until)
+            found = self._index.search(query, k=k, window=window, exclude=exclude)
             return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
         assert self._semantic is not None
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
-        lexical = self._index.search(query, k=depth, exclude=exclude, with_snippets=False, agent=agent, kind=kind, since=since, until=until) if mode == "hybrid" else []
+        lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
         if vector is None:
             vector = self._semantic.query_vector(query)
-        semantic = self._semantic.rank(vector, depth, exclude=exclude, agent=agent, kind=kind, since=since, until=until)
+        semantic = self._semantic.rank(vector, depth, window, exclude=exclude)
         ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
-        rows = {row.id: row for row in self._index.rows(ids=[entry_id for entry_id, _ in ranked], agent=agent, kind=kind, since=since, until=until)}
+        rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
         matched = {r.row.id for r in lexical}
-        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched])
+        snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
         hits = []
         for entry_id, score in ranked:
             if entry_id in rows and (entry := usable(rows[entry_id], bad, scope)) is not None:
@@ -117,7 +117,7 @@ class Ranker:
         for ref in self._index.links_to(entry_id):
             wanted.setdefault(ref, "continued_by")
         linked: dict[str, tuple[str, Entry]] = {}
-        for row in self._index.rows(ids=list(wanted), agent=agent):
+        for row in self._index.rows(Window(agent=agent), ids=list(wanted)):
             entry = self._reader.usable(row, set(), scope)
             if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
                 continue
@@ -152,7 +152,7 @@ class Ranker:
             seen = {entry.id for entry, _ in picks}
 
             def fetch(extra: int) -> list[IndexRow]:
-                rows = self._index.rows(agent=agent, since=scope.since, until=scope.until, limit=k + len(seen) + extra)
+                rows = self._index.rows(scope.window, limit=k + len(seen) + extra)
                 return [row for row in rows if row.id not in seen]
 
             picks += [(entry, "recent") for entry in self._reader.usable_rows(fetch, k - len(picks), scope)]

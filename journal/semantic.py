@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from journal.embed import Encoder, document_text
 from journal.entry import Entry
-from journal.index import Index, VectorRow, VectorState
+from journal.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
 
 __all__ = ["FILL_BATCH", "SemanticIndex", "from_blob", "to_blob"]
 
@@ -65,15 +65,15 @@ class _Block:
         self.ids.extend(row.id for row in rows)
         self.size = needed
 
-    def scores(self, query: Vector, *, kind: str | None, since: str | None, until: str | None, exclude: Sequence[str]) -> Vector:
-        """Cosine of every row with *query* (rows are unit length); rows outside the filters get -inf."""
+    def scores(self, query: Vector, window: Window, exclude: Sequence[str]) -> Vector:
+        """Cosine of every row with *query* (rows are unit length); rows outside *window*'s kind and time, or excluded, get -inf."""
         scores = self.matrix[: self.size] @ query
-        if kind is not None:
-            scores[self.kinds[: self.size] != kind] = -np.inf
-        if since is not None:
-            scores[self.ts_utc[: self.size] < since] = -np.inf
-        if until is not None:
-            scores[self.ts_utc[: self.size] >= until] = -np.inf
+        if window.kind is not None:
+            scores[self.kinds[: self.size] != window.kind] = -np.inf
+        if window.since is not None:
+            scores[self.ts_utc[: self.size] < window.since] = -np.inf
+        if window.until is not None:
+            scores[self.ts_utc[: self.size] >= window.until] = -np.inf
         for entry_id in exclude:
             position = self.positions.get(entry_id)
             if position is not None:
@@ -172,11 +172,9 @@ class SemanticIndex:
         stored = self.vector_of(entry.id)
         return stored if stored is not None else from_blob(self.embed_entry(entry))
 
-    def rank(
-        self, query: Vector, n: int, *, agent: str | None = None, kind: str | None = None,
-        since: str | None = None, until: str | None = None, exclude: Sequence[str] = (),
-    ) -> list[tuple[str, float]]:
-        """The *n* entries most similar to *query* (cosine, best first) as ``(entry_id, score)``."""
+    def rank(self, query: Vector, n: int, window: Window = WHOLE_JOURNAL, *, exclude: Sequence[str] = ()) -> list[tuple[str, float]]:
+        """The *n* entries in *window* most similar to *query* (cosine, best first) as ``(entry_id, score)``."""
+        agent = window.agent
         with self._lock:
             self._refresh()
             blocks = [self._blocks[agent]] if agent is not None and agent in self._blocks else [] if agent is not None else list(self._blocks.values())
@@ -184,7 +182,7 @@ class SemanticIndex:
             for block in blocks:
                 if block.size == 0:
                     continue
-                scores = block.scores(query, kind=kind, since=since, until=until, exclude=exclude)
+                scores = block.scores(query, window, exclude)
                 take = min(n, block.size)
                 top = np.argpartition(-scores, take - 1)[:take] if take < block.size else np.arange(block.size)
                 found.extend((block.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i]))

@@ -249,10 +249,9 @@ def test_same_boot_open_does_not_list_the_files(root: Path, make_payload: Payloa
 
 def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal, make_payload: Payload, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a big journal a word found in most entries does not pick candidates; alone, it ranks only the newest matches."""
-    import journal.index as index_module
+    import journal._fts as fts_module
 
-    monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10)
-    monkeypatch.setattr(index_module, "_COMMON_CANDIDATES", 5)
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", fts_module.CommonWords(min_docs=10, candidates=5))
     for i in range(30):
         journal.append(make_payload(ts=_at(i), voice=f"harbor watch number {i}" + (" harbor harbor harbor" if i == 3 else ""), theme="watch", tags=[]))
     rare = journal.append(make_payload(ts=_at(40), voice="a zeppelin over the water", theme="sky", tags=[]))
@@ -260,7 +259,7 @@ def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal
     newest = journal.search("harbor", k=10)
     assert {h.entry.voice for h in newest} == {f"harbor watch number {i}" for i in range(25, 30)}
     assert len(journal.search("harbor watch", k=10)) == 5
-    monkeypatch.setattr(index_module, "_COMMON_MIN_DOCS", 10_000)
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", fts_module.CommonWords(min_docs=10_000))
     assert journal.search("harbor", k=1)[0].entry.voice.endswith("harbor harbor harbor")
 
 

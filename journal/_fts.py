@@ -1,0 +1,184 @@
+"""The lexical search of the index: query words, the fitted stop list, BM25 ranking and snippets.
+
+A query is any user text: its words are quoted, so FTS5 syntax in it is
+searched as words, never parsed. A search scoped to one agent reads that
+agent's own text table (see :mod:`journal._tables`), so its scores, its
+common words and its candidates depend on that agent's entries alone; an
+unscoped search reads the journal-wide one.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from journal._tables import COLUMNS, IndexRow, Window, scoped_text_table
+
+__all__ = ["COMMON_WORDS", "CommonWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
+
+#: BM25 column weights, in text table column order: a theme or tag match says more than prose.
+_BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
+_SNIPPET_WORDS: Final = 24
+
+# Words too common to carry meaning in a query; dropping them keeps BM25 from
+# scoring most of the journal for "what did I ...".
+_STOPWORDS: Final = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+)
+_TOKEN: Final = re.compile(r"[^\W_]+")
+_MAX_QUERY_TERMS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class CommonWords:
+    """When a query word counts as common, and what a query of common words alone ranks.
+
+    BM25 scores every entry that holds any query word, so a word found in a
+    large share of a big journal makes a query slow while adding little to the
+    ranking (its inverse document frequency is low). Such "common" words (in at
+    least *share* of the entries searched, and in at least *min_docs*) are left
+    out when the query has rarer words, as a stop list fitted to the entries
+    searched; a query of common words alone ranks only the newest *candidates*
+    entries that match. Fewer than *min_docs* entries are searched plainly.
+    """
+
+    share: float = 0.05
+    min_docs: int = 2000
+    candidates: int = 1000
+
+
+#: The thresholds searches use (read at each search, so a test may replace them).
+COMMON_WORDS = CommonWords()
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct searchable words of any user text, function words left out unless nothing else is left."""
+    words = [w.lower() for w in _TOKEN.findall(text)]
+    meaningful = [w for w in words if w not in _STOPWORDS] or words
+    return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
+
+
+def _any_of(terms: Sequence[str]) -> str:
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def fts_query(text: str) -> str | None:
+    """Turn any user text into a safe FTS5 query: quoted terms joined by OR.
+
+    Quoting every term means FTS5 operators (``AND``, ``NEAR(``, ``col:``,
+    ``*``, ``-``) in the text are searched as words, never parsed. Returns
+    None when the text holds no searchable word.
+    """
+    terms = query_terms(text)
+    return _any_of(terms) if terms else None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """An index row that matched a text query, with its BM25 score (higher is better)."""
+
+    row: IndexRow
+    score: float
+    snippet: str
+
+
+class TextSearch:
+    """Runs text queries on one index connection, keeping the query plans it fitted.
+
+    A plan is the FTS5 expression for a query's words in one text table, and
+    whether only the newest matches are ranked (see :class:`CommonWords`).
+    Hybrid search and its snippets share one. Call :meth:`forget` when the
+    connection goes to another database.
+    """
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool]] = {}
+
+    def forget(self) -> None:
+        """Drop every cached plan."""
+        self._plans.clear()
+
+    def search(
+        self, conn: sqlite3.Connection, query: str, *, k: int, window: Window, exclude: Sequence[str], with_snippets: bool,
+    ) -> list[SearchRow]:
+        """The best *k* rows in *window* for *query*, by BM25; see :meth:`journal.index.Index.search`."""
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return []
+        plan = self._plan(conn, terms, window.agent)
+        if plan is None:
+            return []
+        table, match, newest_only = plan
+        clauses, params = window.where()
+        clauses.insert(0, f"{table} MATCH ?")
+        params.insert(0, match)
+        if exclude:
+            clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
+            params.extend(exclude)
+        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
+        matches = (
+            f"SELECT {table}.rowid AS rid, bm25({table}, {weights}) AS rank FROM {table}"
+            f" JOIN entries e ON e.rowid = {table}.rowid WHERE {' AND '.join(clauses)}"
+        )
+        if newest_only:
+            matches += f" ORDER BY {table}.rowid DESC LIMIT {COMMON_WORDS.candidates}"
+        # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+        sql = (
+            f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
+            " ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+        )
+        found = conn.execute(sql, [*params, k]).fetchall()
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found]
+
+    def snippets(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
+        """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return {}
+        rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+        found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
+        return {entry_id: text for entry_id, text in found.items() if text}
+
+    def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
+        """The text table to search, the FTS5 expression for *terms* there and whether to rank only the newest matches."""
+        scoped = scoped_text_table(conn, agent)
+        if scoped is None:
+            return None
+        table, size, writes = scoped
+        common = COMMON_WORDS
+        key = (table, tuple(terms), size, writes, common)
+        if key not in self._plans:
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            self._plans[key] = _plan_for(conn, table, terms, size, common)
+        return (table, *self._plans[key])
+
+
+def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int, common: CommonWords) -> tuple[str, bool]:
+    threshold = max(common.min_docs, int(size * common.share))
+    if size < threshold:
+        return _any_of(terms), False
+    rare = [term for term in terms if not _is_common(conn, table, term, threshold)]
+    if not rare:
+        return _any_of(terms), True
+    # Scoring a common word would cost a pass over its whole posting list
+    # (BM25's document frequency) for a term whose weight is small anyway.
+    return _any_of(rare), False
+
+
+def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:
+    """True if *term* is in at least *threshold* rows of *table* (counting stops there)."""
+    found = conn.execute(f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
+    return int(found) >= threshold
+
+
+def _snippet(conn: sqlite3.Connection, match: str, rowid: int) -> str:
+    """The snippet of one row, from the journal-wide table (the only one holding the text)."""
+    found = conn.execute(
+        f"SELECT snippet(fts, -1, '', '', '…', {_SNIPPET_WORDS}) FROM fts WHERE fts MATCH ? AND rowid = ?", (match, rowid)
+    ).fetchone()
+    return found[0] if found else ""
