@@ -1,10 +1,10 @@
 """all-MiniLM-L6-v2 in NumPy: the packaged default model without torch.
 
 A BERT encoder forward pass (word pieces from the ``tokenizers`` library,
-weights from ``model.safetensors``), mean pooling over the real tokens and L2
-normalisation, as sentence-transformers computes it for this model. Starting
-it costs the NumPy, tokenizers and safetensors imports and reading 90 MB of
-weights, a few hundred milliseconds, where importing torch takes seconds.
+weights memory-mapped from ``model.safetensors``), mean pooling over the real
+tokens and L2 normalisation, as sentence-transformers computes it for this
+model. Starting it costs the NumPy and tokenizers imports and mapping 90 MB of
+weights, about a tenth of a second, where importing torch takes seconds.
 
 Nothing heavy is imported at module level: NumPy and the libraries load when
 a :class:`MiniLMEncoder` is built.
@@ -43,13 +43,15 @@ _BATCH_TOKENS: Final = 4096
 _PHI_RANGE: Final = 8.0
 _PHI_STEPS_PER_UNIT: Final = 64
 _GELU_BLOCK: Final = 1 << 16
+
+
 class _OneBlasThread:
     """While any encode runs, BLAS runs on one thread (when threadpoolctl is installed).
 
     The forward pass is many small matrix products (12 heads per text for
     attention): waking BLAS's thread pool for each costs more than it saves.
     On a busy two-core machine a one-text encode was 5-20 times slower, and a
-    batch 3-5 times slower, on BLAS's two threads than on one. The limit is
+    batch 3-8 times slower, on BLAS's two threads than on one. The limit is
     process-wide, so it is counted: the first encode in sets it, the last one
     out restores it; other BLAS work meanwhile (a cosine ranking in another
     thread) runs on one thread too, slower, never wrong.
