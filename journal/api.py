@@ -86,9 +86,9 @@ class Journal:
 
     @staticmethod
     def _load_encoder(model: str | os.PathLike[str], device: str) -> Encoder:
-        from journal.embed import SentenceTransformerEncoder
+        from journal.embed import load_encoder
 
-        return SentenceTransformerEncoder(model, device=device)
+        return load_encoder(model, device=device)
 
     @property
     def encoder(self) -> Encoder | None:

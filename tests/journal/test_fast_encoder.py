@@ -213,6 +213,25 @@ def test_building_and_using_it_never_imports_torch() -> None:
     assert result.stdout.strip() == "[] []"
 
 
+
+def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> None:
+    """`ghostjournal --nn` builds the NumPy encoder for the default model: a semantic search in a fresh process loads no torch."""
+    script = (
+        "import sys\nfrom journal import Journal\n"
+        "with Journal(sys.argv[1], create=True, enable_nn=True) as j:\n"
+        "    puppy = j.append({'kind': 'note', 'agent': 'motoko', 'theme': 'home', 'voice': 'We adopted a puppy from the shelter today.'})\n"
+        "    j.append({'kind': 'note', 'agent': 'motoko', 'theme': 'work', 'voice': 'The quarterly report is due on Friday.'})\n"
+        "    top = j.search('new canine companion', k=1, mode='semantic')[0].entry_id\n"
+        "print(top == puppy.id, sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "j")], capture_output=True, text=True, check=True, timeout=120, cwd=_REPO)
+    assert result.stdout.strip() == "True []", result.stderr
+    cli = subprocess.run([sys.executable, "-X", "importtime", "-m", "journal.cli", "--root", str(tmp_path / "j"), "--nn", "search", "canine", "--mode", "semantic"],
+                         capture_output=True, text=True, check=False, timeout=120, cwd=_REPO)
+    assert cli.returncode == 0, cli.stderr
+    imported = {line.split("|")[-1].strip() for line in cli.stderr.splitlines() if line.startswith("import time:")}
+    assert "journal._minilm" in imported and not {"torch", "sentence_transformers"} & imported
+
 def _dev_split() -> Path | None:
     """The LoCoMo dev split: $GHOSTJOURNAL_LOCOMO_DEV, else ``shared/data/locomo-dev`` beside the checkout or an ancestor of it."""
     if os.environ.get(_DEV_SPLIT_ENV):
