@@ -291,7 +291,7 @@ def test_toml_file_not_utf8_is_a_config_error(tmp_path: Path, target: str) -> No
     """Invalid UTF-8 used to escape as UnicodeDecodeError (a traceback); now it names the file and offset."""
     config = write_config(tmp_path, SIMPLE_AGENT)
     path = config if target == "config" else tmp_path / "motoko.toml"
-    path.write_bytes(path.read_bytes() + b'\n# caf\xe9\n')
+    path.write_bytes(path.read_bytes() + b"\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: expected a (configuration|persona) file in UTF-8, got an invalid byte"):
         load_config(config)
 
