@@ -629,7 +629,7 @@ def test_no_digest_counts_the_digest_before_it(tmp_path: Path) -> None:
         summary = digest.meta["digest"]
         assert "digest" not in summary["kinds"], summary["kinds"]
         assert summary["count"] == len(week) and digest.voice.startswith(f"Digest of {digest.meta['slot']}: {len(week)} entries")
-        assert not {ref for ref in (digest.signals or {}).get("continuity_refs", [])} & {d.id for d in digests}
+        assert not set((digest.signals or {}).get("continuity_refs", [])) & {d.id for d in digests}
 
 
 def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:

@@ -56,11 +56,10 @@ def parse_unit(text: str) -> list[tuple[str, str, str]]:
     settings_read: list[tuple[str, str, str]] = []
     section = ""
     continuation: str | None = None
-    for line in lines:
-        if line.lstrip(WHITESPACE)[:1] in ("#", ";"):
+    for physical in lines:
+        if physical.lstrip(WHITESPACE)[:1] in ("#", ";"):
             continue
-        if continuation is not None:
-            line = continuation + line
+        line = physical if continuation is None else continuation + physical
         escaped = False
         for char in line:
             escaped = not escaped if char == "\\" else False
