@@ -61,8 +61,8 @@ def _evidence_ids(raw: Iterable[str], known: set[str]) -> list[str]:
     """Evidence ids cleaned as the data's README says (split on ';'/space, 'D:11:26' -> 'D11:26', drop unknown)."""
     found = []
     for item in raw:
-        for part in re.split(r"[;\s]+", item):
-            part = re.sub(r"^D:(\d+):", r"D\1:", part.strip())
+        for raw_part in re.split(r"[;\s]+", item):
+            part = re.sub(r"^D:(\d+):", r"D\1:", raw_part.strip())
             if part in known and part not in found:
                 found.append(part)
     return found
@@ -148,9 +148,9 @@ def evaluate(journal: Journal, queries: Sequence[dict[str, Any]]) -> dict[str, d
 
 
 def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> None:
-    metrics = [f"R@{k}" for k in KS] + ["MRR", "NDCG@10"]
+    metrics = [*(f"R@{k}" for k in KS), "MRR", "NDCG@10"]
     print(f"\n{title}")
-    groups = ["overall"] + sorted(g for g in results["hybrid"] if g != "overall")
+    groups = ["overall", *sorted(g for g in results["hybrid"] if g != "overall")]
     header = f"{'group':<20}{'n':>5}  " + "  ".join(f"{m:>7}" for m in metrics)
     for group in groups:
         print(header if group == "overall" else "", end="\n" if group == "overall" else "")

@@ -10,6 +10,7 @@ generation was bumped first); never an index row without its file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -80,7 +81,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
             def stage_rows() -> None:
                 index.insert_entry(conn, entry, rel_path)
                 if vector is not None:
-                    assert semantic is not None
+                    assert semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
                     index.insert_vector(conn, entry.id, semantic.model, vector)
                 index.set_generation(conn, generation)
 
@@ -138,7 +139,7 @@ def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: 
             return earlier
         reason = f"it no longer holds client_key {client_key!r}"
     found = keeper.index.client_key_entry(client_key)
-    assert found is not None  # the caller just found it, in this transaction
+    assert found is not None  # noqa: S101 - narrows the type: the caller just found it, in this transaction
     log.warning(
         "client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored",
         client_key, rel_path, reason,
@@ -152,10 +153,8 @@ def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: 
 
 def _undo_bump(keeper: IndexKeeper) -> None:
     """Take back this append's counter bump; if even that fails, the counter stays ahead (safe: the next open checks the files)."""
-    try:
+    with contextlib.suppress(OSError):
         keeper.lock.undo_bump()
-    except OSError:
-        pass
 
 
 def _end_transaction(keeper: IndexKeeper) -> None:
@@ -200,9 +199,10 @@ def _index_fell_behind(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Non
         log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
         try:
             keeper.rebuild_locked(corrupt=True)
-            return
         except Exception as rebuild_failure:  # noqa: BLE001 - the entry is stored either way
             exc = rebuild_failure
+        else:
+            return
     problem = storage_error(exc, keeper.index.path, "commit the index", index_path=keeper.index.path) or exc
     log.warning("entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
                 entry.id, rel_path, problem)

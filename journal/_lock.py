@@ -76,21 +76,24 @@ class WriteLock:
             except FileNotFoundError:
                 raise exc from None  # missing, and not ours to create: the permission is the problem
 
-    def _open_counter(self, *, create: bool) -> int | None:
+    def _open_counter(self) -> int | None:
+        """The counter's descriptor, opened read-only if not open yet; None while there is no counter."""
         if self._counter_fd is None:
-            if not create:
-                try:
-                    self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
-                except FileNotFoundError:
-                    return None
-            else:
-                self._counter_fd = open_regular(
-                    self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
-                )
-        elif create and fcntl.fcntl(self._counter_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+            try:
+                self._counter_fd = open_regular(self.counter_path, os.O_RDONLY, "the write counter entries/.generation")
+            except FileNotFoundError:
+                return None
+        return self._counter_fd
+
+    def _writable_counter(self) -> int:
+        """The counter's descriptor opened for writing, creating the counter if missing."""
+        if self._counter_fd is not None and fcntl.fcntl(self._counter_fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
             os.close(self._counter_fd)
             self._counter_fd = None
-            return self._open_counter(create=True)
+        if self._counter_fd is None:
+            self._counter_fd = open_regular(
+                self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
+            )
         return self._counter_fd
 
     def acquire(self, *, blocking: bool = True) -> bool:
@@ -143,24 +146,20 @@ class WriteLock:
         -1 is never an index's generation, so it forces a reconcile, after
         which the writer writes the counter anew (see :meth:`bump_generation`).
         """
-        fd = self._open_counter(create=False)
+        fd = self._open_counter()
         return 0 if fd is None else _parse(os.pread(fd, _WIDTH, 0))
 
     def bump_generation(self, *, durable: bool = True) -> int:
         """Increase the generation, fsynced if *durable*; only while holding the lock."""
         if not self._depth:
             raise RuntimeError("the write generation changes only under the writer lock")
-        fd = self._open_counter(create=False)
+        fd = self._open_counter()
         self._before_bump = None if fd is None else os.pread(fd, _WIDTH + 1, 0)
-        if fd is None:
-            # No counter yet: a new journal, or one of an older version, whose
-            # counter was in the lock file; continue above that, so that no
-            # copy of its index can match the new counter.
-            current = max(_parse(os.pread(self._open(), _WIDTH, 0)), 0)
-        else:
-            current = max(_parse(os.pread(fd, _WIDTH, 0)), 0)
-        fd = self._open_counter(create=True)
-        assert fd is not None
+        # No counter yet (fd is None): a new journal, or one of an older version,
+        # whose counter was in the lock file; continue above that, so that no
+        # copy of its index can match the new counter.
+        current = max(_parse(os.pread(self._open() if fd is None else fd, _WIDTH, 0)), 0)
+        fd = self._writable_counter()
         new = current + 1
         os.pwrite(fd, str(new).rjust(_WIDTH).encode("ascii"), 0)
         if durable:
@@ -182,8 +181,7 @@ class WriteLock:
                 os.close(self._counter_fd)
                 self._counter_fd = None
             return
-        fd = self._open_counter(create=True)
-        assert fd is not None
+        fd = self._writable_counter()
         os.pwrite(fd, self._before_bump, 0)
         os.ftruncate(fd, len(self._before_bump))
 

@@ -55,7 +55,7 @@ def load_manifest(path: Path) -> Manifest:
     except (UnicodeDecodeError, ValueError) as exc:
         raise ManifestError(path, f"cannot be read as JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ManifestError(path, f"not a {FORMAT} manifest (expected \"format\": \"{FORMAT}\")")
+        raise ManifestError(path, f'not a {FORMAT} manifest (expected "format": "{FORMAT}")')
     version = data.get("format_version")
     if type(version) is not int:
         raise ManifestError(path, f"format_version must be an integer, got {version!r}")
@@ -84,7 +84,7 @@ def create_manifest(path: Path, *, owner: Owner = None) -> Manifest:
     try:
         take_ownership(fd, 0o600, owner)
         if os.write(fd, body) != len(body):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))  # a short write means a full disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))  # noqa: TRY301 - a short write means a full disk; the except below removes the file
         os.fsync(fd)
     except BaseException:
         os.unlink(temp)  # a full disk must not leave a half-written temporary manifest behind

@@ -21,7 +21,7 @@ from journal.errors import UnsafePathError
 __all__ = ["ensure_dir", "may_fall_back", "undone_on_failure"]
 
 #: What an open may create, in the order a failed open removes what it did create.
-_CREATED_FILES: Final = tuple(f"index/journal.sqlite3{suffix}" for suffix in ("-wal", "-shm", "-journal", "")) + (".write.lock",)
+_CREATED_FILES: Final = (*(f"index/journal.sqlite3{suffix}" for suffix in ("-wal", "-shm", "-journal", "")), ".write.lock")
 _CREATED_DIRS: Final = ("models", "index", "entries")
 
 

@@ -260,9 +260,10 @@ class Reader:
         """Under the lock: drop *entry_id*'s row if its file at *rel_path* is still gone or no entry."""
         try:
             load_entry(self._keeper.store, rel_path)
-            return  # it came back meanwhile
         except (FileNotFoundError, EntryFileError, UnsafePathError):
             pass
+        else:
+            return  # it came back meanwhile
         index = self._keeper.index
         with index.transaction() as conn:
             if index.find_id(entry_id) == rel_path:

@@ -168,7 +168,7 @@ def open_regular(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafePathError(shown, f"{what} is {describe(info.st_mode)}, not a regular file; move it away")
+            raise UnsafePathError(shown, f"{what} is {describe(info.st_mode)}, not a regular file; move it away")  # noqa: TRY301 - the except below only closes the file
         if created:
             take_ownership(fd, FILE_MODE, owner)
     except BaseException:

@@ -136,7 +136,7 @@ def check_text_arguments(**arguments: object) -> None:
             continue
         if not isinstance(value, str):
             # A ValueError, not a TypeError: every bad read argument is one (the documented contract, as for since/until).
-            raise ValueError(f"{name} must be a string, got {json_type_name(value)} {show_value(value)}")  # noqa: TRY004
+            raise ValueError(f"{name} must be a string, got {json_type_name(value)} {show_value(value)}")  # noqa: TRY004 - a ValueError is the documented contract (above)
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:

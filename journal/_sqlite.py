@@ -189,7 +189,7 @@ class Database:
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
             self.connect()
-        assert self._conn is not None
+        assert self._conn is not None  # noqa: S101 - narrows the type: connect() sets it or raises
         return self._conn
 
     def remove_files(self) -> None:

@@ -210,7 +210,7 @@ class IndexKeeper:
                 if self._needs_rebuild(state):
                     self.rebuild_locked(corrupt=self.is_corrupt(state))
             return
-        assert state is not None
+        assert state is not None  # noqa: S101 - narrows the type: a missing state needs a rebuild, handled above
         if self._is_behind(state) and self.lock.acquire(blocking=False):
             try:
                 self.sync_locked()

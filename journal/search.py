@@ -79,7 +79,7 @@ class Ranker:
         if mode == "lexical":
             found = self._index.search(query, k=k, window=window, exclude=exclude)
             return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
-        assert self._semantic is not None
+        assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
         if vector is None:

@@ -136,7 +136,7 @@ class SemanticIndex:
     def _refresh(self) -> None:
         """Bring the in-memory blocks in step with the index, embedding what is missing first."""
         state = self._index.vector_state()
-        if state.max_entry_rowid > state.max_vector_rowid or state.epoch != self._state.epoch and self.missing():
+        if state.max_entry_rowid > state.max_vector_rowid or (state.epoch != self._state.epoch and self.missing()):
             self.fill()
             state = self._index.vector_state()
         if state == self._state:

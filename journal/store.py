@@ -228,7 +228,7 @@ class EntryStore:
             finally:
                 os.close(pending.fd)
         else:
-            assert pending.temp_name is not None
+            assert pending.temp_name is not None  # noqa: S101 - narrows the type: a pending entry has a descriptor or a temp name
             try:
                 os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             finally:

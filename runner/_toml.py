@@ -57,7 +57,7 @@ def _scan_exceeds(text: str) -> str | None:
                 return f"arrays or inline tables nested more than {MAX_TOML_DEPTH} levels deep"
         elif token in _CLOSING:
             depth = max(depth - 1, 0)
-        elif token == ".":
+        elif token == ".":  # noqa: S105 - a TOML token, not a password
             # Dots between two separators: the parts of one dotted key (a number has one dot at most).
             dots += 1
             if dots >= MAX_TOML_DEPTH:

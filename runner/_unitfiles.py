@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from collections.abc import Mapping
@@ -56,10 +57,8 @@ def write_unit_files(files: Mapping[str, str], out: Path) -> list[Path]:
                     raise RunnerError(f"cannot write {str(out / name)!r}: {exc.strerror}") from None
         finally:
             for _, temporary in staged:
-                try:
+                with contextlib.suppress(OSError):  # renamed into place
                     os.unlink(temporary, dir_fd=directory)
-                except OSError:
-                    pass  # renamed into place
         return [out / name for name in files]
     finally:
         os.close(directory)
@@ -120,10 +119,8 @@ def _stage_one(directory: int, path: Path, name: str, text: str) -> str:
         finally:
             os.close(descriptor)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=directory)
-        except OSError:
-            pass
         _refused(exc, path, "write the unit")
         raise RunnerError(f"cannot write {str(path)!r}: {exc.strerror}; no unit was replaced") from None
     return temporary

@@ -85,7 +85,7 @@ class DeploymentLock:
                 raise SchedulerBusyError(self.path) from None
             held = os.pread(fd, _LOCK_MAX_BYTES + 1, 0)
             if not _LOCK_CONTENT.fullmatch(held):
-                raise self._refuse("a file whose content is not a scheduler's process id")
+                raise self._refuse("a file whose content is not a scheduler's process id")  # noqa: TRY301 - the except below only closes the file
             own = f"{os.getpid()}\n".encode()
             os.pwrite(fd, own, 0)
             os.ftruncate(fd, len(own))  # only ever shortens a process id written by a scheduler

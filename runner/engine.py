@@ -223,7 +223,7 @@ def execute_run(
                     fields = digest_entry_fields(digest, slot=slot) if digest.count else None
                 else:
                     if backend is None:
-                        raise ValueError("a backend is required for a routine that is not a digest")
+                        raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
                     fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
                 if fields is None:
                     outcome, error = Outcome.SKIPPED, "nothing to digest in the window"

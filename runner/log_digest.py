@@ -155,7 +155,7 @@ def _message_text(message: object) -> str | None:
     return None
 
 
-def _decode(line: str) -> dict[str, Any] | None | str:
+def _decode(line: str) -> dict[str, Any] | str | None:
     """A log line as its event dict; "malformed" when it is not JSON; None when it is JSON but no runner event."""
     data = _parse(line)
     if data is _MALFORMED:

@@ -26,6 +26,7 @@ journal library (stdlib logging) go through the same renderer.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -95,10 +96,8 @@ class _DroppingStream:
                 os.close(null)
         except (OSError, ValueError, AttributeError):
             return  # not a file descriptor (a StringIO): dropping the lines is all there is to do
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._target.flush()  # now into /dev/null
-        except (OSError, ValueError):
-            pass
 
 
 def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None) -> None:

@@ -136,8 +136,8 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         self.timezone = tz
         self._months = frozenset(m for m in range(1, 13) if _matches(by_name["month"], date(2001, m, 1)))
         self._days, self._weekdays = by_name["day"], by_name["day_of_week"]
-        hours = [h for h in range(24) if _matches(by_name["hour"], datetime(2001, 1, 1, h))]
-        minutes = [m for m in range(60) if _matches(by_name["minute"], datetime(2001, 1, 1, 0, m))]
+        hours = [h for h in range(24) if _matches(by_name["hour"], datetime(2001, 1, 1, h, tzinfo=UTC))]
+        minutes = [m for m in range(60) if _matches(by_name["minute"], datetime(2001, 1, 1, 0, m, tzinfo=UTC))]
         self._times = tuple((h, m) for h in hours for m in minutes)
         self._cache: dict[date, tuple[tuple[datetime, ...], tuple[datetime, ...]]] = {}
         if not self._times or not any(self.is_due_on(_CYCLE[0] + timedelta(days=n)) for n in range((_CYCLE[1] - _CYCLE[0]).days)):
@@ -165,7 +165,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
             fires: list[datetime] = []
             if self.is_due_on(day):
                 for hour, minute in self._times:
-                    fire = _resolve(datetime(day.year, day.month, day.day, hour, minute), self.timezone)
+                    fire = _resolve(datetime(day.year, day.month, day.day, hour, minute), self.timezone)  # noqa: DTZ001 - a wall-clock time, which _resolve places in the zone
                     instant = fire.astimezone(UTC)
                     if not instants or instant != instants[-1]:  # skipped times collapse into the gap's end
                         instants.append(instant)

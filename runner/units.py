@@ -68,7 +68,7 @@ _PLACEHOLDER: Final = re.compile(r"@([A-Z_]+)@")
 #: What the sandbox hides from the service, and which setting hides it.
 _HIDDEN: Final = (
     ("/home", "ProtectHome=yes"), ("/root", "ProtectHome=yes"), ("/run/user", "ProtectHome=yes"),
-    ("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"),
+    ("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"),  # noqa: S108 - directories the sandbox hides, not files written there
 )
 #: User names systemd accepts in User= in every mode (its strict rule); anything else it ignores, running the unit as root.
 _USER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,30}")
@@ -249,7 +249,7 @@ def render_units(
                                         "pass --exec /usr/local/bin/ghostrunner")
     program = exec_program(exec_argv[0])
     installed = absolute_path(config_path, "--installed-config")
-    today = today or date.today()
+    today = today or date.today()  # noqa: DTZ011 - the host's date only picks where the DST checks start
     agents = sorted(config.agents)
     for agent in agents:
         checked_text(agent, _key("agents", agent), source)

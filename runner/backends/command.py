@@ -156,8 +156,10 @@ class _Call:
     def __init__(self, process: subprocess.Popen[bytes], marker: str) -> None:
         self.process = process
         self.marker = f"{MARKER_VARIABLE}={marker}".encode()
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-        self.pipes = {inode for inode in (_pipe_inode(f.fileno()) for f in (process.stdin, process.stdout, process.stderr)) if inode is not None}
+        if process.stdin is None or process.stdout is None or process.stderr is None:
+            raise ValueError("the program must be started with stdin, stdout and stderr as pipes")
+        self.streams: Final = (process.stdin, process.stdout, process.stderr)
+        self.pipes = {inode for inode in (_pipe_inode(f.fileno()) for f in self.streams) if inode is not None}
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.exited = False
@@ -172,8 +174,8 @@ class _Call:
             BackendError: stdout grew past MAX_REPLY_BYTES.
         """
         process = self.process
-        assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-        stdin, stdout, stderr = process.stdin.fileno(), process.stdout.fileno(), process.stderr.fileno()
+        stdin_stream = self.streams[0]
+        stdin, stdout, stderr = (stream.fileno() for stream in self.streams)
         try:
             pidfd: int | None = os.pidfd_open(process.pid)
         except (AttributeError, OSError):
@@ -187,7 +189,7 @@ class _Call:
             if data:
                 selector.register(stdin, selectors.EVENT_WRITE)
             else:
-                process.stdin.close()
+                stdin_stream.close()
             if pidfd is not None:
                 selector.register(pidfd, selectors.EVENT_READ)
             written = 0
@@ -209,7 +211,7 @@ class _Call:
                             written = len(data)
                         if written >= len(data):
                             selector.unregister(stdin)
-                            process.stdin.close()
+                            stdin_stream.close()
                     elif fd == pidfd:
                         selector.unregister(pidfd)
                     else:

@@ -21,6 +21,7 @@ What a server cannot do to a run:
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -160,10 +161,8 @@ class _Exchange:
         for connection in self.opened:
             sock = connection.sock
             if sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
 
 def _shown_url(url: str) -> str:
@@ -193,10 +192,10 @@ def reply_from_completion(raw: bytes, backend: str = "openai", secret: str | Non
         raise BackendError(backend, "the server's answer contains the API key; it is refused so that no entry or log ever holds the key")
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices:
-        raise BackendError(backend, "the server did not answer like a chat-completions endpoint (no \"choices\" list); check base_url")
+        raise BackendError(backend, 'the server did not answer like a chat-completions endpoint (no "choices" list); check base_url')
     message = choices[0].get("message") if isinstance(choices[0], dict) else None
     if not isinstance(message, dict):
-        raise BackendError(backend, "the server did not answer like a chat-completions endpoint (its first choice has no \"message\" object)")
+        raise BackendError(backend, 'the server did not answer like a chat-completions endpoint (its first choice has no "message" object)')
     content = message.get("content")
     if isinstance(content, list):
         # Some servers send content as parts: [{"type": "text", "text": "..."}]; only text parts make a reply.
@@ -266,7 +265,7 @@ class OpenAIBackend:
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
         try:
-            http_request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+            http_request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")  # noqa: S310 - the configuration accepts only http:// and https:// base URLs
         except ValueError:
             raise BackendError(self.name, f"base_url {shown} is not a usable URL") from None
         exchange = self._exchange(http_request, budget)

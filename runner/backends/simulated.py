@@ -73,7 +73,7 @@ class SimulatedBackend:
 
     def reflect(self, request: ReflectionRequest) -> dict[str, Any]:
         """Write the entry fields for *request* (deterministic for a client_key and context)."""
-        rng = random.Random(_seed(request.client_key))
+        rng = random.Random(_seed(request.client_key))  # noqa: S311 - seeded so that a slot's entry is reproducible; nothing secret
         try:
             moment = datetime.fromisoformat(request.scheduled)
         except ValueError:
@@ -87,7 +87,7 @@ class SimulatedBackend:
         if mode in ("recur", "drift"):
             anchor = rng.choices(recent, weights=[1 + 2 * n for n in range(len(recent))])[0]
             anchor_interest = self.persona.interest(anchor.theme)
-            assert anchor_interest is not None  # records were filtered to the persona's themes
+            assert anchor_interest is not None  # noqa: S101 - narrows the type: records were filtered to the persona's themes
             refs.append(anchor.id)
             if mode == "drift" and anchor_interest.drifts_to:
                 interest = self.persona.interest(rng.choice(anchor_interest.drifts_to)) or anchor_interest

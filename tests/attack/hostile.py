@@ -173,9 +173,9 @@ def hostile_toml() -> st.SearchStrategy[str]:
         hostile_text(max_size=20).map(_toml_key),
     )
     runner_keys = st.sampled_from(["run_timeout", "shutdown_timeout", "catchup_grace", "misfire_grace", "workers", "timezone", "journal_root", "lock_file"])
-    runner_value = st.builds(lambda key, v: f"[runner]\n{key} = {v}\n[agents.a]\nbackend = \"openai\"\n", runner_keys, value)
+    runner_value = st.builds(lambda key, v: f'[runner]\n{key} = {v}\n[agents.a]\nbackend = "openai"\n', runner_keys, value)
     routine_value = st.builds(
-        lambda key, v: f"[routines.evening]\n{key} = {v}\n[agents.a]\nbackend = \"openai\"\n",
+        lambda key, v: f'[routines.evening]\n{key} = {v}\n[agents.a]\nbackend = "openai"\n',
         st.sampled_from(["window", "context_k", "context_chars", "schedule", "question"]), value,
     )
     free = st.builds(lambda key, v: f"{key} = {v}\n", hostile_text(max_size=12).map(_toml_key), value)

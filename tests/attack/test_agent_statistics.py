@@ -62,8 +62,8 @@ def journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]
         refs = draw(st.lists(st.sampled_from([f"alice-{j}" for j in range(i)] + ["bob-0", "bob-1"]), max_size=2, unique=True))
         alice.append(_payload("alice", f"alice-{i}", 2 * i, text, refs))
     bob = []
-    for i, text in enumerate(bob_texts):
-        text = {**text, "voice": text["voice"] + favourite * draw(st.integers(0, 3))}
+    for i, drawn in enumerate(bob_texts):
+        text = {**drawn, "voice": drawn["voice"] + favourite * draw(st.integers(0, 3))}
         refs = draw(st.lists(st.sampled_from([a["id"] for a in alice]), max_size=2, unique=True))
         bob.append(_payload("bob", f"bob-{i}", draw(st.floats(0, 2 * len(alice))), text, refs))
     # bob's entries go in between alice's, in a drawn order: rowids are interleaved.

@@ -185,7 +185,7 @@ OPERATIONS = ("append", "reindex", "init", "run", "simulate", "demo")
 @pytest.mark.parametrize("operation", OPERATIONS)
 @pytest.mark.parametrize("fault", ["full", "readonly", "denied"])
 def test_fault_matrix(mounts: Mounts, fault: str, operation: str) -> None:
-    """Each fault × operation: one clear line, its exit code, no traceback, nothing half-written, every file unchanged."""
+    """Each fault with each operation: one clear line, its exit code, no traceback, nothing half-written, every file unchanged."""
     disk = mounts.tmpfs()
     config = write_config(disk, SIMPLE_AGENT)
     seeded = make_journal(disk / "journal")
@@ -406,7 +406,7 @@ def test_storage_errors_are_journal_errors_and_builtin_oserrors() -> None:
                        (errno.EACCES, StoragePermissionError), (errno.EIO, JournalStorageError)):
         error = JournalStorageError.for_errno("/j/entries", code, "write a new entry file in")
         assert type(error) is kind and isinstance(error, OSError) and error.errno == code
-        copy = pickle.loads(pickle.dumps(error))
+        copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - reads back the pickle made on this line
         assert type(copy) is kind and str(copy) == str(error) and copy.errno_name == error.errno_name
     assert isinstance(JournalStorageError.for_errno("/j", errno.EPERM, "open"), PermissionError)
     assert str(JournalStorageError.for_errno("/j/x", errno.EROFS, "open")) == (
@@ -579,7 +579,7 @@ def test_every_error_class_pickles_round_trip() -> None:
         parameters = list(inspect.signature(kind.__init__).parameters.values())[1:]
         args = [_sample(p.name, str(p.annotation)) for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty]
         error = kind(*args)
-        copy = pickle.loads(pickle.dumps(error))
+        copy = pickle.loads(pickle.dumps(error))  # noqa: S301 - reads back the pickle made on this line
         assert type(copy) is kind, kind
         assert str(copy) == str(error) and copy.args == error.args, kind
         assert vars(copy) == vars(error), kind
@@ -591,7 +591,7 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
 
     index = Index(tmp_path / "journal.sqlite3")
     index.connect()
-    with pytest.raises(LookupError, match="the original failure") as raised, index.transaction() as conn:
+    with pytest.raises(LookupError, match="the original failure") as raised, index.transaction() as conn:  # noqa: PT012 - the rollback must fail while this error propagates
         conn.close()  # the rollback now fails with sqlite3.ProgrammingError
         raise LookupError("the original failure")
     assert any("the rollback failed too" in note for note in getattr(raised.value, "__notes__", [])), raised.value

@@ -10,6 +10,7 @@ documented exit code, no traceback) and no file changes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import resource
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,12 @@ FIXED = {"id": "boundary-entry", "ts": "2026-09-05T16:00:00Z"}
 HYPOTHESIS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
-def ghostjournal(root: Path, *args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+def ghostjournal(root: Path, *args: str, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:  # noqa: A002 - named like subprocess.run's input
     """The real ghostjournal console script."""
     return subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args], check=False, input=input, capture_output=True, timeout=timeout)
 
 
-def invoke(root: Path, *args: str, input: bytes | None = None) -> Result:
+def invoke(root: Path, *args: str, input: bytes | None = None) -> Result:  # noqa: A002 - named like CliRunner.invoke's input
     """ghostjournal in this process (fast enough for Hypothesis)."""
     return CliRunner().invoke(journal_cli, ["--root", str(root), *args], input=input)
 
@@ -188,10 +189,8 @@ def test_append_reads_stdin_only_up_to_its_limit(root: Path) -> None:
         except BrokenPipeError:
             pass
         finally:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 process.stdin.close()
-            except BrokenPipeError:
-                pass
         returncode = process.wait(60)
         reader.join(60)
     # The pipe buffer holds a little more than what the command read (64 KiB by default, up to 1 MiB).
@@ -291,7 +290,7 @@ def test_toml_file_not_utf8_is_a_config_error(tmp_path: Path, target: str) -> No
     """Invalid UTF-8 used to escape as UnicodeDecodeError (a traceback); now it names the file and offset."""
     config = write_config(tmp_path, SIMPLE_AGENT)
     path = config if target == "config" else tmp_path / "motoko.toml"
-    path.write_bytes(path.read_bytes() + b'\n# caf\xe9\n')
+    path.write_bytes(path.read_bytes() + b"\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: expected a (configuration|persona) file in UTF-8, got an invalid byte"):
         load_config(config)
 
@@ -587,10 +586,10 @@ def test_every_length_limit_is_inclusive(journal: Journal, field: str, limit: in
 
 
 @pytest.fixture(scope="module")
-def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hostile") / "journal"
     Journal(root).close()
-    yield root
+    return root
 
 
 def _check_stored(journal: Journal, entry_id: str) -> None:

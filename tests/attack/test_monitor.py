@@ -195,7 +195,7 @@ def _healthy(now: str = "2026-09-05T17:00:00Z") -> list[str]:
 
 HOSTILE_LINES: list[bytes] = [
     b"[" * 100_000,
-    b"{\"a\":" * 100_000,
+    b'{"a":' * 100_000,
     b'{"event": "run.finished", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}",
     json.dumps({"MESSAGE": "[" * 100_000}).encode(),  # journalctl -o json around a deep line
     json.dumps({"MESSAGE": list(b"\xff\xfe" + b"[" * 3000)}).encode(),  # journald's byte-array MESSAGE
@@ -290,14 +290,14 @@ _field_values = _json | st.sampled_from(["motoko", "pulse-4h", "evening", "appen
                                          "\ud800", "\x1b[2J", "\u2028", "\x00"])
 _events = st.fixed_dictionaries(
     {"event": st.sampled_from(["run.finished", "run.started", "scheduler.started", "scheduler.agent_unusable"]) | _json},
-    optional={key: _field_values for key in ("timestamp", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "error",
-                                             "entry_id", "run_id", "dry_run", "agents")},
+    optional=dict.fromkeys(("timestamp", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "error",
+                            "entry_id", "run_id", "dry_run", "agents"), _field_values),
 )
 
 
 def _hostile_line() -> st.SearchStrategy[str]:
     deep = st.integers(min_value=MAX_DEPTH - 2, max_value=5000).flatmap(
-        lambda n: st.sampled_from(["[" * n + "]" * n, "{\"a\":" * n + "1" + "}" * n, "[" * n]))
+        lambda n: st.sampled_from(["[" * n + "]" * n, '{"a":' * n + "1" + "}" * n, "[" * n]))
     structured = _events.map(json.dumps) | _json.map(lambda v: json.dumps(v, allow_nan=True))
     wrapped = structured.map(lambda line: json.dumps({"MESSAGE": line}))
     return st.text() | deep | structured | wrapped | st.binary().map(lambda b: b.decode("utf-8", errors="surrogateescape"))
@@ -629,7 +629,7 @@ def test_no_digest_counts_the_digest_before_it(tmp_path: Path) -> None:
         summary = digest.meta["digest"]
         assert "digest" not in summary["kinds"], summary["kinds"]
         assert summary["count"] == len(week) and digest.voice.startswith(f"Digest of {digest.meta['slot']}: {len(week)} entries")
-        assert not {ref for ref in (digest.signals or {}).get("continuity_refs", [])} & {d.id for d in digests}
+        assert not set((digest.signals or {}).get("continuity_refs", [])) & {d.id for d in digests}
 
 
 def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:

@@ -56,11 +56,10 @@ def parse_unit(text: str) -> list[tuple[str, str, str]]:
     settings_read: list[tuple[str, str, str]] = []
     section = ""
     continuation: str | None = None
-    for line in lines:
-        if line.lstrip(WHITESPACE)[:1] in ("#", ";"):
+    for physical in lines:
+        if physical.lstrip(WHITESPACE)[:1] in ("#", ";"):
             continue
-        if continuation is not None:
-            line = continuation + line
+        line = physical if continuation is None else continuation + physical
         escaped = False
         for char in line:
             escaped = not escaped if char == "\\" else False
@@ -615,11 +614,11 @@ def test_render_replaces_its_own_units_but_no_foreign_file(tmp_path: Path) -> No
 def test_the_documented_rules_agree_with_systemd_on_tricky_units() -> None:
     """The test's own parser and systemd's disagree on nothing that matters here: continuations, comments, quotes, escapes, CR."""
     text = ("# c \\\nX=1\n[Unit]\nDescription=a \\\n# mid\n b\n; semi\n[Service]\nExecStart=/bin/true \"x y\" 'a\\\"b' c\\\\d\r\n"
-            "ReadWritePaths=\"/srv/a b\" /srv/c\\ d\nEmpty=\n  Spaced  =  v  \n")
+            'ReadWritePaths="/srv/a b" /srv/c\\ d\nEmpty=\n  Spaced  =  v  \n')
     assert read_unit(text) == [("Unit", "Description", "a   b"), ("Service", "ExecStart", "/bin/true \"x y\" 'a\\\"b' c\\\\d"),
-                               ("Service", "ReadWritePaths", "\"/srv/a b\" /srv/c\\ d"), ("Service", "Empty", ""), ("Service", "Spaced", "v")]
+                               ("Service", "ReadWritePaths", '"/srv/a b" /srv/c\\ d'), ("Service", "Empty", ""), ("Service", "Spaced", "v")]
     assert both_split("/bin/true \"x y\" 'a\\\"b' c\\\\d \"%%\\\\\"", c_escapes=True) == ["/bin/true", "x y", 'a"b', "c\\d", "%%\\"]
-    assert both_split("\"/srv/a b\" /srv/c\\ d", c_escapes=False) == ["/srv/a b", "/srv/c d"]
+    assert both_split('"/srv/a b" /srv/c\\ d', c_escapes=False) == ["/srv/a b", "/srv/c d"]
 
 
 def test_user_root_warns_and_a_numeric_user_is_refused(base_config: RunnerConfig) -> None:

@@ -204,7 +204,7 @@ def test_serve_chained_next_fire_and_run_snap_agree_with_the_reference_around_ea
 def test_snapped_time_is_never_after_the_moment_and_nothing_fires_between(zone: str, expression: str, offset: int, fold: int) -> None:
     """For any moment of the year, in either reading of an ambiguous wall time, the snap is at or before it and the next fire after it."""
     tz = ZoneInfo(zone)
-    wall = (datetime(YEAR, 1, 1) + timedelta(seconds=offset)).replace(tzinfo=tz, fold=fold)
+    wall = (datetime(YEAR, 1, 1, tzinfo=tz) + timedelta(seconds=offset)).replace(fold=fold)
     trigger = cron_trigger(expression, tz)
     latest = latest_fire_time(trigger, wall)
     assert latest is not None and latest.astimezone(UTC) <= wall.astimezone(UTC)
@@ -376,7 +376,7 @@ def test_serve_hands_apscheduler_a_trigger_that_fires_after_spring_forward(tmp_p
     path = _config(tmp_path, ("nightly", "monthly"))
     config = load_config(path)
 
-    class _Ready(Exception):
+    class _Ready(Exception):  # noqa: N818 - ends the scheduler's loop once it is ready; not an error
         pass
 
     def stop_when_ready(state: str) -> None:
@@ -430,8 +430,8 @@ def test_an_empty_time_option_is_a_usage_error_not_now(tmp_path: Path, option: s
     command = {"--at": ("run", "nightly", "--agent", "motoko"), "--now": ("status", "--log", os.devnull), "--start": ("simulate", "--days", "1")}
     result = ghostrunner(*command[option], option, value, "--config", str(path), cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr == f"ghostrunner: error: Invalid value for {option}: expected an ISO 8601 date or time such as 2026-09-05T16:00 " \
-                            f"or 2026-09-05T16:00+02:00, got {value!r}\n"
+    assert result.stderr == (f"ghostrunner: error: Invalid value for {option}: expected an ISO 8601 date or time such as 2026-09-05T16:00 "
+                             f"or 2026-09-05T16:00+02:00, got {value!r}\n")
     assert result.stdout == "" and _keys(tmp_path) == set()
 
 
@@ -519,7 +519,7 @@ def test_timer_delay_cap_uses_real_time_between_fires(tmp_path: Path) -> None:
 def test_naive_bounds_are_refused_not_read_in_the_host_zone() -> None:
     """A naive time given to the fire-time functions is a ValueError, never silently read in the host's timezone."""
     trigger = cron_trigger("0 0 * * *", ZoneInfo("Europe/Berlin"))
-    naive = datetime(2026, 3, 30, 12)
+    naive = datetime(2026, 3, 30, 12)  # noqa: DTZ001 - the naive time this test passes
     with pytest.raises(ValueError, match=r"must be timezone-aware, got datetime\.datetime\(2026, 3, 30, 12, 0\)"):
         latest_fire_time(trigger, naive)
     with pytest.raises(ValueError, match="must be timezone-aware"):
@@ -540,12 +540,12 @@ def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
     config = load_config(None)
     agent = config.agents["motoko"]
     with Journal(tmp_path / "j") as journal, pytest.raises(ValueError, match="must carry its timezone"):
-        execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=_datetime(2026, 9, 5, 21), backend=None,
+        execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=_datetime(2026, 9, 5, 21), backend=None,  # noqa: DTZ001 - the naive time this test passes
                     tz=_ZoneInfo("Europe/Berlin"))
     assert not list((tmp_path / "j" / "entries").rglob("*.json"))
 
 
-@pytest.mark.parametrize("expression", ["٠ ٢١ * * *", "0 ２１ * * *", "0\u200921 * * *"])
+@pytest.mark.parametrize("expression", ["٠ ٢١ * * *", "0 ２１ * * *", "0\u200921 * * *"])  # noqa: RUF001 - the non-ASCII digits are the test's input
 def test_a_schedule_not_written_in_ascii_is_a_configuration_error(tmp_path: Path, expression: str) -> None:
     """int() reads Arabic-Indic and full-width digits (and split() a thin space), so such a schedule loaded, ran under serve, and
     only render refused it; crontab and systemd would not read it at all."""
@@ -554,5 +554,5 @@ def test_a_schedule_not_written_in_ascii_is_a_configuration_error(tmp_path: Path
 
     path = tmp_path / "ghostrunner.toml"
     path.write_text(f'[routines.evening]\nschedule = "{expression}"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="routines.evening.schedule"):
+    with pytest.raises(ConfigError, match=r"routines\.evening\.schedule"):
         load_config(path)

@@ -305,7 +305,7 @@ def _journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any
 
 
 _window = st.one_of(st.none(), st.integers(0, 24 * 14).map(_at))
-_query = st.lists(st.sampled_from(WORDS + ("what", "did", "I")), min_size=1, max_size=4).map(" ".join)
+_query = st.lists(st.sampled_from((*WORDS, "what", "did", "I")), min_size=1, max_size=4).map(" ".join)
 
 
 @st.composite

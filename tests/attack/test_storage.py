@@ -157,7 +157,7 @@ def test_symlink_at_a_journal_path_is_refused_and_its_target_unchanged(
     planted.symlink_to(target)
     before = _digest(target)
 
-    with pytest.raises(UnsafePathError, match="symlink") as refused, Journal(root) as journal:
+    with pytest.raises(UnsafePathError, match="symlink") as refused, Journal(root) as journal:  # noqa: PT012 - open, append and reindex each meet the link
         journal.append(make_payload(client_key="after-the-link"))
         journal.reindex()
     assert planted.name in str(refused.value)
@@ -465,8 +465,8 @@ def test_reader_without_write_access_can_still_read(open_dir: Path, make_payload
     ids = _journal_with_entries(root, make_payload)
     if index_state == "deleted":
         shutil.rmtree(root / "index")
-    for dirpath, dirs, files in os.walk(root):  # readable by others, writable by its owner (root) alone
-        os.chmod(dirpath, 0o755)
+    for dirpath, _dirs, files in os.walk(root):  # readable by others, writable by its owner (root) alone
+        os.chmod(dirpath, 0o755)  # noqa: S103 - readable by others is what this test sets up
         for name in files:
             os.chmod(os.path.join(dirpath, name), 0o644)
     before = tree_digest(root)

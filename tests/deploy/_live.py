@@ -242,7 +242,7 @@ class LiveSystem:
         assert inside.startswith("/"), inside
         return Path(f"/proc/{self.pid}/root") / inside.lstrip("/")
 
-    def run(self, *argv: str, input: str | None = None, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def run(self, *argv: str, input: str | None = None, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:  # noqa: A002 - named like subprocess.run's input
         """Run *argv* in the booted system as root, with a plain environment."""
         command = ["nsenter", "-t", str(self.pid), "-m", "-p", "-u", "-i", "-n", "-r", "-w",
                    "/usr/bin/env", "-i", f"PATH={PATH}", "LANG=C.UTF-8", *argv]

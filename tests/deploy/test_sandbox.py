@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ pytestmark = pytest.mark.live_systemd
 
 UNIT = "ghostrunner-run-probe@prober.service"
 OPEN_DIR = f"{STAGE}/open"  # mode 0777: only the sandbox keeps the service user from writing here
-SECRET = "/home/probe/secret"  # mode 0644: only the sandbox keeps the service user from reading it
+SECRET = "/home/probe/secret"  # noqa: S105 - a file's path, not a password. Mode 0644: only the sandbox keeps the service user from reading it
 ROUTINE = """
 [runner]
 journal_root = "/var/lib/ghostrunner/{agent}"
@@ -90,7 +89,7 @@ print(json.dumps({{"voice": json.dumps(found, sort_keys=True), "theme": "probe"}
 
 
 @pytest.fixture(scope="module")
-def probed(system: LiveSystem) -> Iterator[dict[str, Any]]:
+def probed(system: LiveSystem) -> dict[str, Any]:
     """What the probe program found in the run unit's sandbox, by attempt."""
     configure(system, SIMULATED)
     assert system.show(UNIT, "RestrictAddressFamilies")["RestrictAddressFamilies"] == "AF_UNIX"
@@ -104,7 +103,7 @@ def probed(system: LiveSystem) -> Iterator[dict[str, Any]]:
     [entry] = entries(system, "prober")
     found = json.loads(str(entry["voice"]))
     assert isinstance(found, dict)
-    yield found
+    return found
 
 
 def test_a_backend_program_cannot_write_outside_read_write_paths(probed: dict[str, Any]) -> None:
@@ -128,7 +127,7 @@ def test_journal_files_belong_to_the_service_user_with_private_modes(system: Liv
     assert (state.st_uid, state.st_gid, stat.S_IMODE(state.st_mode)) == (int(user), int(group), 0o700)
     journal = system.path(f"{STATE}/prober")
     seen = []
-    for directory, directories, files in os.walk(journal):
+    for directory, _directories, files in os.walk(journal):
         for name in [directory, *(os.path.join(directory, f) for f in files)]:
             info = os.lstat(name)
             expected = 0o700 if stat.S_ISDIR(info.st_mode) else 0o600

@@ -30,7 +30,7 @@ class FakeEncoder:
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
             vectors[row, 0] = 0.01  # never the zero vector
-            for word in re.findall(r"\w+", text.lower()):
-                word = self.synonyms.get(word, word)
+            for found in re.findall(r"\w+", text.lower()):
+                word = self.synonyms.get(found, found)
                 vectors[row, 1 + zlib.crc32(word.encode()) % (self.dimension - 1)] += 1.0
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

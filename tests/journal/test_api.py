@@ -42,7 +42,7 @@ def test_layout_and_manifest(root: Path) -> None:
 
 def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
     """Opening a missing journal with create=False names the root and how to create it."""
-    with pytest.raises(JournalNotFoundError, match="ghostjournal --root .* init"):
+    with pytest.raises(JournalNotFoundError, match=r"ghostjournal --root .* init"):
         Journal(tmp_path / "absent", create=False)
     assert not (tmp_path / "absent").exists()
 

@@ -17,7 +17,7 @@ from journal.cli import cli
 ENTRY = {"kind": "note", "agent": "motoko", "theme": "harbor", "voice": "Fog over the harbor again.", "tags": ["fog"]}
 
 
-def run(root: Path | None, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:
+def run(root: Path | None, *args: str, input: bytes | str | None = None, env: dict[str, str] | None = None) -> Result:  # noqa: A002 - named like CliRunner.invoke's input
     prefix = ["--root", str(root)] if root is not None else []
     return CliRunner().invoke(cli, [*prefix, *args], input=input, env=env)
 

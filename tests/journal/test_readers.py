@@ -41,7 +41,7 @@ def test_reads_go_on_while_another_process_holds_the_writer(root: Path, make_pay
             assert reader.digest(agent="motoko").count == 1
             assert entry.id in reader.prompt_context("harbor")
             assert [h.entry_id for h in reader.relate(entry.id)] == []
-            with pytest.raises(LockTimeoutError, match="stayed busy for 0.2 s"):
+            with pytest.raises(LockTimeoutError, match=r"stayed busy for 0\.2 s"):
                 reader.append(make_payload())
     finally:
         holder.communicate("\n", timeout=30)

@@ -163,7 +163,7 @@ _entry = st.fixed_dictionaries(
         "theme": st.text(st.characters(categories=["L", "N", "Zs"]), min_size=1, max_size=20).filter(str.strip),
         "voice": st.text(min_size=1, max_size=80).filter(str.strip),
         "tags": st.lists(st.sampled_from(["a", "b", "c", "light"]), unique=True, max_size=3),
-        "ts": st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        "ts": st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1)).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")),  # noqa: DTZ001 - hypothesis takes naive bounds
     },
     optional={"mood": st.sampled_from(["calm", "wry"]), "client_key": st.sampled_from(["k1", "k2", "k3", "k4"])},
 )

@@ -130,7 +130,7 @@ def test_semantic_modes_without_nn_name_the_fix(journal: Journal) -> None:
     for mode in ("semantic", "hybrid"):
         with pytest.raises(SemanticUnavailableError, match=f"mode '{mode}' needs entry vectors.*enable_nn=True"):
             journal.search("x", mode=mode)
-    with pytest.raises(ValueError, match="mode must be one of auto, lexical, semantic, hybrid, got \"fuzzy\""):
+    with pytest.raises(ValueError, match='mode must be one of auto, lexical, semantic, hybrid, got "fuzzy"'):
         journal.search("x", mode="fuzzy")
 
 

@@ -60,7 +60,7 @@ def _run(tmp_path: Path, program: str) -> tuple[Any, list[Any]]:
         earlier = journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "earlier", "ts": "2026-09-05T10:00:00Z"})
         result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime(2026, 9, 5, 21, tzinfo=config.timezone),
                              backend=build_backend(agent), tz=config.timezone)
-        return result, [earlier.id, *[e for e in journal.list(kind="evening")]]
+        return result, [earlier.id, *journal.list(kind="evening")]
 
 
 def test_good_program_writes_the_entry(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def datagram_socket(tmp_path: Path) -> Iterator[tuple[socket.socket, str]]:
     else:
         address, bind_to = str(path), str(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(bind_to if bind_to else "\0" + address[1:])
+    sock.bind(bind_to or "\0" + address[1:])
     sock.settimeout(30)
     yield sock, address
     sock.close()

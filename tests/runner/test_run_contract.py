@@ -35,7 +35,7 @@ def test_identity_takes_its_slot_in_the_runner_timezone() -> None:
     assert (identity.slot, identity.client_key, identity.scheduled) == ("2026-09-06", "motoko:evening:2026-09-06", "2026-09-06T01:30:00+02:00")
     assert "scheduled" not in identity.fields(scheduled=False)
     with pytest.raises(ValueError, match="must carry its timezone"):
-        RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21), BERLIN)
+        RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21), BERLIN)  # noqa: DTZ001 - the naive time this test passes
 
 
 def test_result_line_round_trips() -> None:
