@@ -116,7 +116,7 @@ def bench_throughput(count: int) -> None:
     encoders = {"NumPy encoder": load_encoder(), "sentence-transformers": SentenceTransformerEncoder()}
     best: dict[str, float] = {}
     vectors = {}
-    for name, encoder in encoders.items():
+    for encoder in encoders.values():
         encoder.encode(texts[:8])  # warm: first-call costs belong to the cold start
     for _ in range(2):
         for name, encoder in encoders.items():

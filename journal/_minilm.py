@@ -19,6 +19,7 @@ concurrent encodes took longer than the same four one after another.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import math
@@ -123,22 +124,22 @@ class _PhiTable:
         return phi
 
 
-_phi: _PhiTable | None = None
+@functools.cache
+def _phi_table() -> _PhiTable:
+    return _PhiTable()  # two threads may build it at once; the tables are equal and either is kept
 
 
 def gelu(x: Array) -> Array:
     """BERT's ``gelu``: ``x * Phi(x)`` with the exact (erf) normal CDF, in float32."""
     import numpy as np
 
-    global _phi
-    if _phi is None:
-        _phi = _PhiTable()  # a race builds two equal tables; either is kept
+    phi = _phi_table()
     flat = np.ascontiguousarray(x).reshape(-1)
     result = np.empty_like(flat)
     # A block at a time, so the dozen passes of the interpolation stay in the CPU cache.
     for start in range(0, flat.size, _GELU_BLOCK):
         block = flat[start:start + _GELU_BLOCK]
-        result[start:start + _GELU_BLOCK] = block * _phi(block)
+        result[start:start + _GELU_BLOCK] = block * phi(block)
     shaped: Array = result.reshape(x.shape)
     return shaped
 

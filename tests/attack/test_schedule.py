@@ -545,7 +545,7 @@ def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
     assert not list((tmp_path / "j" / "entries").rglob("*.json"))
 
 
-@pytest.mark.parametrize("expression", ["٠ ٢١ * * *", "0 ２１ * * *", "0\u200921 * * *"])  # noqa: RUF001 - the non-ASCII digits are the test's input
+@pytest.mark.parametrize("expression", ["٠ ٢١ * * *", "0 ２１ * * *", "0\u200921 * * *"])
 def test_a_schedule_not_written_in_ascii_is_a_configuration_error(tmp_path: Path, expression: str) -> None:
     """int() reads Arabic-Indic and full-width digits (and split() a thin space), so such a schedule loaded, ran under serve, and
     only render refused it; crontab and systemd would not read it at all."""
