@@ -148,9 +148,10 @@ def test_entries_dropped_when_their_files_go_leave_the_index_of_a_fresh_rebuild(
     drawn: tuple[list[dict[str, Any]], list[dict[str, Any]]], gone: set[int], queries: list[str],
 ) -> None:
     """Files removed behind the index's back are dropped from every agent's table on the next check: as if rebuilt."""
-    # Appended in the order a rebuild inserts them (time, then file name), so
-    # that "the newest matches" of a common-words query are the same rows.
-    both = sorted(drawn[1], key=lambda p: (p["ts"], p["id"]))
+    # Appended in the order a rebuild inserts them (the instant, then the file name),
+    # so that "the newest matches" of a common-words query are the same rows. The
+    # instant, not the text: "…00.000215Z" sorts before "…00Z" as a string.
+    both = sorted(drawn[1], key=lambda p: (datetime.fromisoformat(p["ts"]), p["id"]))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "journal"
         with _opened(Path(tmp), "journal", both, False) as journal:

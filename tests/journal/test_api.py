@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
+from journal.embed import resolve_model
 from tests._support import entry_files
 
 Payload = Callable[..., dict[str, Any]]
@@ -48,10 +49,16 @@ def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
 
 
 def test_nn_request_without_the_extra_names_the_install_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Asking for semantic search when sentence-transformers cannot be imported names the extra that brings it."""
+    """Asking for semantic search when the extra's libraries cannot be imported names the extra that brings them.
+
+    The default model needs tokenizers (the NumPy encoder), a model named by its directory sentence-transformers.
+    """
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*pip install 'ghostjournal\[nn\]'"):
+    with pytest.raises(SemanticUnavailableError, match=r"the model's libraries cannot be imported.*pip install 'ghostjournal\[nn\]'"):
         Journal(root, enable_nn=True)
+    with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*pip install 'ghostjournal\[nn\]'"):
+        Journal(root, enable_nn=True, model=resolve_model())  # the same model named by its directory
 
 
 @pytest.mark.parametrize(
