@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 from types import TracebackType
@@ -45,7 +46,7 @@ def current_boot_id() -> str | None:
 
 
 class WriteLock:
-    """Exclusive writer lock on ``<root>/.write.lock``; reentrant within one object."""
+    """Exclusive writer lock on ``<root>/.write.lock``; reentrant within one thread."""
 
     def __init__(self, path: Path, *, timeout: float = 60.0, counter: Path | None = None, owner: Owner = None) -> None:
         self.path = path
@@ -55,6 +56,8 @@ class WriteLock:
         self._fd: int | None = None
         self._counter_fd: int | None = None
         self._depth = 0
+        self._holder: int | None = None  # the thread holding the lock
+        self._threads = threading.RLock()
         # How to take the last bump back: the counter's bytes before it, or None if the bump created the file.
         self._before_bump: bytes | None = None
 
@@ -97,17 +100,36 @@ class WriteLock:
         return self._counter_fd
 
     def acquire(self, *, blocking: bool = True) -> bool:
-        """Take the lock, waiting up to ``timeout`` seconds; False only when not *blocking*."""
-        if self._depth:
-            self._depth += 1
-            return True
-        fd = self._open()
+        """Take the lock, waiting up to ``timeout`` seconds; False only when not *blocking*.
+
+        Reentrant per thread: ``flock`` belongs to the open file, which every
+        thread of the process shares, so a thread lock decides which thread
+        holds it, and another thread waits here as another process would.
+        """
         deadline = time.monotonic() + self.timeout
+        if not self._threads.acquire(blocking, self.timeout if blocking else -1):
+            if not blocking:
+                return False
+            raise LockTimeoutError(self.path, self.timeout)
+        try:
+            taken = self._depth > 0 or self._flock(blocking=blocking, deadline=deadline)
+        except BaseException:
+            self._threads.release()
+            raise
+        if not taken:
+            self._threads.release()
+            return False
+        self._depth += 1
+        self._holder = threading.get_ident()
+        return True
+
+    def _flock(self, *, blocking: bool, deadline: float) -> bool:
+        fd = self._open()
         pause = 0.0005
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return True
             except BlockingIOError:
                 if not blocking:
                     return False
@@ -117,21 +139,22 @@ class WriteLock:
                 # starved by a writer that re-takes the lock within microseconds.
                 time.sleep(pause)
                 pause = min(pause * 2, 0.002)
-        self._depth = 1
-        return True
 
     def release(self) -> None:
         """Release one level of the lock."""
-        if self._depth == 0:
-            raise RuntimeError("release of a writer lock that is not held")
+        if not self.is_held:
+            raise RuntimeError("release of a writer lock that this thread does not hold")
         self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self._depth == 0:
+            self._holder = None
+            if self._fd is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._threads.release()
 
     @property
     def is_held(self) -> bool:
-        """True while this object holds the lock."""
-        return self._depth > 0
+        """True while the calling thread holds the lock."""
+        return self._depth > 0 and self._holder == threading.get_ident()
 
     def __enter__(self) -> Self:
         self.acquire()
@@ -151,7 +174,7 @@ class WriteLock:
 
     def bump_generation(self, *, durable: bool = True) -> int:
         """Increase the generation, fsynced if *durable*; only while holding the lock."""
-        if not self._depth:
+        if not self.is_held:
             raise RuntimeError("the write generation changes only under the writer lock")
         fd = self._open_counter()
         self._before_bump = None if fd is None else os.pread(fd, _WIDTH + 1, 0)
@@ -173,7 +196,7 @@ class WriteLock:
         check the files), but it would change a file for a write that did not
         happen, and make every reader warn that the index is behind.
         """
-        if not self._depth:
+        if not self.is_held:
             raise RuntimeError("the write generation changes only under the writer lock")
         if self._before_bump is None:
             os.unlink(self.counter_path)  # this bump created it; a stale descriptor is dropped below
@@ -193,7 +216,11 @@ class WriteLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            if self.is_held:
+                for _ in range(self._depth):
+                    self._threads.release()
             self._depth = 0
+            self._holder = None
 
 
 def _parse(raw: bytes) -> int:

@@ -16,6 +16,7 @@ import functools
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
@@ -28,7 +29,7 @@ from journal._safefs import Owner, journal_owner, make_dir
 from journal._storage import storage_error, storage_errors
 from journal.embed import Encoder
 from journal.entry import Entry, utc_key
-from journal.errors import JournalNotFoundError
+from journal.errors import JournalClosedError, JournalNotFoundError
 from journal.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexState
 from journal.store import EntryStore
 
@@ -77,20 +78,23 @@ def _guarded(method: Callable[Concatenate[K, P], R], *, write: bool) -> Callable
     @functools.wraps(method)
     def wrapper(owner: K, /, *args: P.args, **kwargs: P.kwargs) -> R:
         keeper = owner._keeper
-        # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
-        with storage_errors(keeper.root, "read or write", index_path=keeper.index.path):
-            if keeper.unusable is not None:
-                if write:
-                    keeper.reopen_on_disk()
-                else:
-                    keeper.read_fallback()
-            try:
-                return method(owner, *args, **kwargs)
-            except IndexCorruptError as exc:
-                log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
-                with keeper.lock:
-                    keeper.rebuild_locked(corrupt=True)
-                return method(owner, *args, **kwargs)
+        keeper.check_open()  # before the lock: a forked child may have inherited it held by a thread it does not have
+        with keeper.calls:
+            keeper.check_open()  # close() may have run while this call waited
+            # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
+            with storage_errors(keeper.root, "read or write", index_path=keeper.index.path):
+                if keeper.unusable is not None:
+                    if write:
+                        keeper.reopen_on_disk()
+                    else:
+                        keeper.read_fallback()
+                try:
+                    return method(owner, *args, **kwargs)
+                except IndexCorruptError as exc:
+                    log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
+                    with keeper.lock:
+                        keeper.rebuild_locked(corrupt=True)
+                    return method(owner, *args, **kwargs)
 
     return wrapper
 
@@ -116,6 +120,14 @@ class IndexKeeper:
         self.skipped: list[SkippedFile] = []
         self.boot_id = current_boot_id()
         self.caught_up: int | None = None
+        # One call at a time: the connection, its in-memory fallback and the
+        # caches of the index and vectors are used by one thread at a time
+        # (SQLite's rule for a connection). Reentrant per thread, for a call
+        # that makes another. Measured against per-thread connections, see
+        # bench/bench_threads.py: the GIL leaves little for parallel reads to win.
+        self.calls = threading.RLock()
+        self.opened_in = os.getpid()
+        self.closed = False
 
     @classmethod
     def open(
@@ -176,11 +188,27 @@ class IndexKeeper:
             self.semantic = SemanticIndex(self.index, encoder)
             self.semantic.fill(on_progress=on_progress)
 
+    def check_open(self) -> None:
+        """Raise JournalClosedError after :meth:`close`, or in a child process that inherited this object through fork."""
+        if self.opened_in != os.getpid():
+            # The child shares the parent's SQLite connection and writer lock
+            # (one flock for both processes): using either would corrupt.
+            raise JournalClosedError(self.root, f"was opened in process {self.opened_in}, before a fork; open a new Journal in process {os.getpid()}")
+        if self.closed:
+            raise JournalClosedError(self.root, "is closed; open a new Journal to use it again")
+
     def close(self) -> None:
-        """Release the index connection, the lock file and directory handles."""
-        self.index.close()
-        self.store.close()
-        self.lock.close()
+        """Release the index connection, the lock file and directory handles, once the calls in progress are done."""
+        if self.opened_in != os.getpid():
+            # The parent's connection is not this process's to close (SQLite forbids
+            # using a connection across fork), nor its lock to take for waiting.
+            self.closed = True
+            return
+        with self.calls:
+            self.closed = True
+            self.index.close()
+            self.store.close()
+            self.lock.close()
 
     def state(self) -> IndexState | None:
         """The index's state; None when unbuilt, schema_version -1 when corrupt."""

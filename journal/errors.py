@@ -16,6 +16,7 @@ either::
     ├── IndexStateError                       the derived index could not be repaired
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
     ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
+    ├── JournalClosedError (RuntimeError)     a call on a closed Journal, or one inherited through fork
     ├── JournalStorageError (OSError)         the filesystem refused a read or write (errno, path, fix)
     │   ├── DiskFullError                     no space left (ENOSPC) or over quota (EDQUOT)
     │   ├── ReadOnlyFilesystemError           the filesystem is mounted read-only (EROFS)
@@ -218,6 +219,15 @@ class LockTimeoutError(JournalError, TimeoutError):
             f"the journal's writer lock {str(path)!r} stayed busy for {timeout:g} s; "
             "another writer is running, try again later"
         )
+
+
+class JournalClosedError(JournalError, RuntimeError):
+    """A call on a Journal after its close(), or in a process that inherited it through fork."""
+
+    def __init__(self, root: Path | str, reason: str) -> None:
+        self.root = root
+        self.reason = reason
+        super().__init__(f"journal {str(root)!r} {reason}")
 
 
 class JournalStorageError(JournalError, OSError):
