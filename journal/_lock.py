@@ -129,7 +129,6 @@ class WriteLock:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
             except BlockingIOError:
                 if not blocking:
                     return False
@@ -139,6 +138,8 @@ class WriteLock:
                 # starved by a writer that re-takes the lock within microseconds.
                 time.sleep(pause)
                 pause = min(pause * 2, 0.002)
+            else:
+                return True
 
     def release(self) -> None:
         """Release one level of the lock."""
