@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
@@ -189,6 +190,10 @@ class SentenceTransformerEncoder:
         self.path = path
         self.batch_size = batch_size
         self._identity = f"{self.name}:{self.dimension}"
+        # One encode at a time, whoever shares this encoder: a Hugging Face fast tokenizer
+        # used by two threads at once raises "Already borrowed" (huggingface/tokenizers#537),
+        # and the thread count set below is process-wide.
+        self._encoding = threading.Lock()
 
     @property
     def identity(self) -> str:
@@ -206,17 +211,18 @@ class SentenceTransformerEncoder:
         import numpy as np
         import torch
 
-        threads = torch.get_num_threads()
-        few = len(texts) <= _FEW_TEXTS
-        if few and threads != 1:
-            torch.set_num_threads(1)
-        try:
-            vectors = self._model.encode(
-                list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
-            )
-        finally:
+        with self._encoding:
+            threads = torch.get_num_threads()
+            few = len(texts) <= _FEW_TEXTS
             if few and threads != 1:
-                torch.set_num_threads(threads)
+                torch.set_num_threads(1)
+            try:
+                vectors = self._model.encode(
+                    list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+                )
+            finally:
+                if few and threads != 1:
+                    torch.set_num_threads(threads)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def __repr__(self) -> str:
