@@ -10,17 +10,23 @@ never silent.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
-from typing import Final
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from journal import Journal, SemanticUnavailableError
+from journal import Encoder, Journal, SemanticUnavailableError, load_encoder
 from runner._configmodel import AgentConfig
 from runner.errors import RunnerError
 
-__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "memory_in_use", "open_journal"]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "RecallingEncoder", "memory_in_use", "open_journal"]
 
 #: Seconds a model load or an embedding pass may take before it reports progress.
 PROGRESS_AFTER: Final = 1.0
@@ -75,6 +81,44 @@ class EmbeddingProgress:
         log.info("journal.embedding", agent=self.agent, done=done, total=total, seconds=round(elapsed, 3))
 
 
+class RecallingEncoder:
+    """An Encoder that keeps the vectors of the last *size* texts it embedded one at a time.
+
+    A routine asks its journal the same question at every run, so a journal
+    kept open across runs (a simulation: thousands of them) embeds each
+    question once instead of at every run. The vectors are the wrapped
+    encoder's, under its identity.
+    """
+
+    def __init__(self, encoder: Encoder, size: int = 32) -> None:
+        self.encoder = encoder
+        self.size = size
+        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        """The wrapped encoder's identity."""
+        return self.encoder.identity
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The wrapped encoder's vectors of *texts*; a single text seen lately is not embedded again."""
+        if len(texts) != 1:
+            return self.encoder.encode(texts)
+        text = texts[0]
+        with self._lock:
+            kept = self._vectors.get(text)
+            if kept is not None:
+                self._vectors.move_to_end(text)
+                return kept.copy()
+        vectors = self.encoder.encode(texts)
+        with self._lock:
+            self._vectors[text] = vectors.copy()
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vectors
+
+
 def memory_in_use(journal: Journal) -> str:
     """``hybrid`` when *journal* was opened with NN, else ``lexical``: what a run's context ranks by."""
     return "lexical" if journal.encoder is None else "hybrid"
@@ -96,12 +140,13 @@ def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journa
         return Journal(agent.journal_root, writable=True)
     began = time.monotonic()
     try:
-        journal = Journal(agent.journal_root, writable=True, enable_nn=True, on_progress=EmbeddingProgress(agent.name, after=after))
+        encoder = RecallingEncoder(load_encoder())
     except SemanticUnavailableError as exc:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
         log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{exc.reason}; {exc.fix} for hybrid memory")
         return Journal(agent.journal_root, writable=True)
+    journal = Journal(agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=after))
     seconds = time.monotonic() - began
     if seconds >= after:
         log.info("journal.loaded", agent=agent.name, memory=agent.memory, seconds=round(seconds, 3))

@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from journal import Journal
-from runner._memory import EmbeddingProgress, MemoryUnavailableError
+from runner._memory import EmbeddingProgress, MemoryUnavailableError, RecallingEncoder
 from runner.config import load_config
 from runner.errors import ConfigError
 from runner.simulate import simulate_agent
@@ -166,6 +166,37 @@ def test_embedding_progress_is_logged_only_once_a_pass_takes_a_second() -> None:
     # The first report once a second has gone, then at most one a second, and always the last.
     assert [(event["done"], event["total"], event["seconds"]) for event in slow_logs] == [(128, 300, 1.2), (256, 300, 2.3), (300, 300, 2.4)]
     assert {event["event"] for event in slow_logs} == {"journal.embedding"}
+
+
+class _Counting:
+    """An encoder giving each text a vector made from its length, counting the texts it embeds."""
+
+    identity = "counting:2"
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    def encode(self, texts: Any) -> Any:
+        import numpy as np
+
+        self.embedded += texts
+        return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
+
+
+def test_the_recalling_encoder_embeds_a_repeated_question_once() -> None:
+    inner = _Counting()
+    encoder = RecallingEncoder(inner, size=2)
+    assert encoder.identity == "counting:2"
+    first = encoder.encode(["what keeps returning?"])
+    first[0, 0] = -1.0  # a caller's change to its array does not reach the kept vector
+    assert encoder.encode(["what keeps returning?"]).tolist() == [[21.0, 1.0]]
+    assert inner.embedded == ["what keeps returning?"]
+    encoder.encode(["a", "bb"])  # batches are never kept
+    encoder.encode(["a"])
+    encoder.encode(["what keeps returning?"])  # the most recently used stays
+    encoder.encode(["ccc"])  # evicts "a", the least recently used
+    encoder.encode(["a"])
+    assert inner.embedded == ["what keeps returning?", "a", "bb", "a", "ccc", "a"]
 
 
 # -- the nn extra missing -----------------------------------------------------------
