@@ -150,9 +150,8 @@ class FieldReader:
             raise self.fail("runner.timezone", "an IANA time zone name such as 'Europe/Berlin' or 'UTC'", name) from None
 
     def memory(self, value: object, key: str) -> str:
-        if value not in MEMORIES:
+        if not isinstance(value, str) or value not in MEMORIES:
             raise self.fail(key, "one of " + ", ".join(repr(memory) for memory in MEMORIES), value)
-        assert isinstance(value, str)
         return value
 
     def routine(self, name: str, value: object, tz: ZoneInfo) -> Routine:
