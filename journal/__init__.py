@@ -7,6 +7,7 @@
 
 from journal.api import MAX_K, MODES, AppendResult, Journal, SkippedFile
 from journal.context import ContextRecord, PromptContext
+from journal.embed import Encoder, load_encoder
 from journal.entry import (
     KINDS,
     MAX_ENTRY_BYTES,
@@ -53,6 +54,7 @@ __all__ = [
     "Digest",
     "DiskFullError",
     "DuplicateEntryError",
+    "Encoder",
     "Entry",
     "EntryFileError",
     "EntryNotFoundError",
@@ -78,5 +80,6 @@ __all__ = [
     "check_label",
     "json_nesting_depth",
     "json_type_name",
+    "load_encoder",
     "validate_payload",
 ]

@@ -17,9 +17,11 @@ from routines import Routine
 from runner.errors import UnknownNameError
 from runner.persona import Persona
 
-__all__ = ["OLLAMA_URL", "AgentConfig", "BackendSettings", "RunnerConfig"]
+__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "RunnerConfig"]
 
 OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
+#: What ``memory`` may be: ``lexical`` ranks an agent's past entries by words, ``hybrid`` by words and meaning.
+MEMORIES: Final = ("lexical", "hybrid")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +47,20 @@ class BackendSettings:
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """One configured agent: its persona, backend, routines and journal."""
+    """One configured agent: its persona, backend, routines, journal and memory.
+
+    ``memory_fallback`` is set for the embedded defaults only: their hybrid
+    memory falls back to lexical, with a warning, where the nn extra is not
+    installed. A configuration file's hybrid memory never does.
+    """
 
     name: str
     persona: Persona | None
     backend: BackendSettings
     routines: tuple[str, ...]
     journal_root: Path
+    memory: str = "lexical"
+    memory_fallback: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from journal import KINDS, MAX_K
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
-from runner._configmodel import AgentConfig, BackendSettings
+from runner._configmodel import MEMORIES, AgentConfig, BackendSettings
 from runner.errors import ConfigError, quoted
 from runner.persona import load_persona
 from runner.slots import cron_trigger
@@ -29,7 +29,7 @@ from runner.slots import cron_trigger
 __all__ = ["DURATION_EXPECTED", "MAX_DURATION", "FieldReader", "parse_duration"]
 
 BACKEND_TYPES: Final = ("simulated", "openai", "command")
-_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root")
+_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory")
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature"),
@@ -149,6 +149,11 @@ class FieldReader:
         except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name, or a directory
             raise self.fail("runner.timezone", "an IANA time zone name such as 'Europe/Berlin' or 'UTC'", name) from None
 
+    def memory(self, value: object, key: str) -> str:
+        if not isinstance(value, str) or value not in MEMORIES:
+            raise self.fail(key, "one of " + ", ".join(repr(memory) for memory in MEMORIES), value)
+        return value
+
     def routine(self, name: str, value: object, tz: ZoneInfo) -> Routine:
         key = f"routines.{name}"
         if not _ROUTINE_NAME.fullmatch(name):
@@ -238,7 +243,7 @@ class FieldReader:
                 "that is not on this host", self.source, key, built.api_key_env, quoted(host))
         return built
 
-    def agent(self, name: str, value: object, routines: Mapping[str, Routine], root_template: str) -> AgentConfig:
+    def agent(self, name: str, value: object, routines: Mapping[str, Routine], root_template: str, memory: str = "lexical") -> AgentConfig:
         key = f"agents.{name}"
         if not _NAME.fullmatch(name):
             raise self.fail(key, "an agent name of 1-64 letters, digits, '_', '.', '@' or '-'", name)
@@ -266,4 +271,6 @@ class FieldReader:
             raise self.fail(f"{key}.routines", "each routine once", names)
         template = self.string(data["journal_root"], f"{key}.journal_root") if "journal_root" in data else root_template
         root = self.path(template.replace("{agent}", name), f"{key}.journal_root", state=True)
-        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root)
+        if "memory" in data:
+            memory = self.memory(data["memory"], f"{key}.memory")
+        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root, memory=memory)

@@ -20,6 +20,7 @@ Layout::
     shutdown_timeout = "2m"    # how long SIGTERM waits for in-flight runs
     lock_file = "ghostrunner.lock"   # one scheduler per deployment (default: beside the journal root)
     workers = 4                # simulate: parallel worker processes (default: CPU count)
+    memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
 
     [routines.evening]         # override a built-in routine, field by field
     schedule = "30 22 * * *"
@@ -36,6 +37,11 @@ Layout::
     persona = "agents/motoko.toml"
     routines = ["pulse-4h", "evening", "digest", "morning"]
     backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]}
+    memory = "hybrid"          # this agent's, instead of the [runner] default
+
+A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
+key and the fix. Only the embedded defaults (hybrid) fall back to lexical
+there, with a ``memory.fallback`` warning on each run.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ __all__ = [
 CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
 EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
-_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers")
+_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory")
 _MAX_WORKERS: Final = 1024  # worker processes of simulate; more only exhausts the process table
 
 
@@ -104,7 +110,8 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     agents_table = reader.table(data.get("agents", {}), "agents", None)
     if not agents_table:
         raise reader.fail("agents", "at least one [agents.NAME] table", "none")
-    agents = {name: reader.agent(name, value, routines, root_template) for name, value in agents_table.items()}
+    memory = reader.memory(runner.get("memory", "lexical"), "runner.memory")
+    agents = {name: reader.agent(name, value, routines, root_template, memory) for name, value in agents_table.items()}
     secrets = tuple(sorted({agent.backend.api_key_env for agent in agents.values() if agent.backend.api_key_env}))
     agents = {name: replace(agent, backend=replace(agent.backend, hidden_env=secrets)) if agent.backend.type == "command" else agent
               for name, agent in agents.items()}
@@ -129,7 +136,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> RunnerConfig:
     if chosen is None:
         data_dir = resources.files("runner") / "data"
         text = (data_dir / "default.toml").read_text(encoding="utf-8")
-        return parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
+        config = parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
+        return replace(config, agents={name: replace(agent, memory_fallback=True) for name, agent in config.agents.items()})
     config_path = Path(chosen)
     text = read_bounded(config_path, "configuration file")
     base = config_path.resolve().parent

@@ -5,7 +5,8 @@ scheduler's workers and the simulation. Its steps:
 
 1. slot from the *scheduled* time; ``client_key = "<agent>:<routine>:<slot>"``;
 2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
-3. a digest routine computes ``Journal.digest`` of its window, digest
+3. ``run.started`` names the memory the run's context ranks by (``lexical`` or ``hybrid``);
+   a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
    agent-scoped ``Journal.context`` of its window and asks the backend;
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
@@ -36,6 +37,7 @@ import structlog
 
 from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
+from runner._memory import memory_in_use, open_journal
 from runner.backends import Backend, ReflectionRequest, build_backend, check_reply
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
@@ -209,7 +211,7 @@ def execute_run(
 
     try:
         # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
-        log.info("run.started", **run.fields())
+        log.info("run.started", **run.fields(), memory=memory_in_use(journal))
         try:
             # Only spares a backend call: the append's client_key check is what
             # guarantees one entry per slot.
@@ -276,7 +278,9 @@ def run_slot(
     """
     identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
-        journal = Journal(agent.journal_root, writable=True)  # a run writes: a journal it cannot write fails it at once
+        journal = open_journal(agent)  # a run writes: a journal it cannot write fails it at once
+    except RunnerError as exc:  # hybrid memory that cannot run here: the error names the key and the fix
+        return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=str(exc), dry_run=dry_run, on_result=on_result)
     except (JournalError, OSError) as exc:
         fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
         if fault is not None:

@@ -49,6 +49,9 @@ EVENTS: Final = (
     "scheduler.stopping",
     "scheduler.stopped",
     "simulate.finished",
+    "journal.loaded",
+    "journal.embedding",
+    "memory.fallback",
 )
 
 

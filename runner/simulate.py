@@ -23,8 +23,8 @@ from typing import Any
 
 import structlog
 
-from journal import Journal
 from routines import Routine
+from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import RunnerConfig
 from runner.engine import RunResult, execute_run
@@ -105,7 +105,7 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
     fault = None
-    with Journal(settings.journal_root, writable=True) as journal:
+    with open_journal(settings) as journal:
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())

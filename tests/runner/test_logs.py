@@ -6,6 +6,7 @@ import io
 import json
 import re
 import signal
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from journal import Journal
+from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
@@ -79,6 +81,9 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
     scheduler = Scheduler(config)
     with scheduler._pair_locks[("motoko", "evening")]:  # a run of the pair is "still going"
         assert scheduler.dispatch("motoko", "evening", scheduled) is None
+    # Hybrid memory opening a journal of entries without vectors: the embedding pass and the open, reported
+    # at once (a threshold of 0 s stands for a slow model or a long backlog).
+    open_journal(replace(agent, memory="hybrid"), after=0).close()
     return _json_lines(buffer)
 
 
@@ -131,8 +136,9 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
     # Dotted lowercase names are the runner's; stdlib messages (APScheduler, journal) are free text.
     runner_events = [event for event in emitted if re.fullmatch(r"[a-z_]+\.[a-z_.]+", event["event"])]
     seen = {event["event"] for event in runner_events}
-    # run.error and scheduler.run_skipped come from the in-process part; the rest of EVENTS from both.
-    assert seen == set(EVENTS)
+    # run.error, scheduler.run_skipped and journal.* come from the in-process part; the rest of EVENTS from both.
+    # memory.fallback needs the nn extra missing: tests/runner/test_memory.py checks its fields in such a process.
+    assert seen == set(EVENTS) - {"memory.fallback"}
     for event in runner_events:
         assert event["event"] in documented, event
         assert set(event) == documented[event["event"]] | ALWAYS, event

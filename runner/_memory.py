@@ -1,0 +1,153 @@
+"""An agent's journal opened with the memory its configuration asks for, and never silent while it loads.
+
+``lexical`` opens the journal as it is; ``hybrid`` opens it with NN, so
+that every ``prompt_context`` ranks by words and meaning and every append
+stores its entry's vector. Loading the model or embedding a backlog that
+takes over a second is reported as log events (``journal.embedding`` while
+it goes, ``journal.loaded`` when done), so a slow start under a timer is
+never silent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
+
+import structlog
+
+from journal import Encoder, Journal, SemanticUnavailableError, load_encoder
+from runner._configmodel import AgentConfig
+from runner.errors import RunnerError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "RecallingEncoder", "memory_in_use", "open_journal"]
+
+#: Seconds a model load or an embedding pass may take before it reports progress.
+PROGRESS_AFTER: Final = 1.0
+
+log = structlog.get_logger()
+
+
+class MemoryUnavailableError(RunnerError):
+    """An agent's configured hybrid memory cannot run here: the nn extra or the model is missing.
+
+    Attributes:
+        agent: the agent whose memory it is.
+        reason: what the journal said is missing.
+        fix: what the journal said provides it.
+    """
+
+    def __init__(self, agent: str, reason: str, fix: str) -> None:
+        self.agent = agent
+        self.reason = reason
+        self.fix = fix
+        super().__init__(
+            f"agent {agent!r} has memory = \"hybrid\" (agents.{agent}.memory, or runner.memory when the agent sets none), "
+            f"which cannot run here: {reason}; {fix}, or set memory = \"lexical\"")
+
+
+class EmbeddingProgress:
+    """The ``on_progress`` of a journal's embedding pass: ``journal.embedding`` events once it has taken over a second.
+
+    After that, one event at most every *every* seconds, and always the last
+    one (``done == total``); a pass quicker than *after* logs nothing.
+    """
+
+    def __init__(self, agent: str, *, after: float = PROGRESS_AFTER, every: float = PROGRESS_AFTER,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.agent = agent
+        self.after = after
+        self.every = every
+        self.clock = clock
+        self.began: float | None = None
+        self.reported: float | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if self.began is None:
+            self.began = now
+        elapsed = now - self.began
+        if elapsed < self.after and self.reported is None:
+            return
+        if done < total and self.reported is not None and now - self.reported < self.every:
+            return
+        self.reported = now
+        log.info("journal.embedding", agent=self.agent, done=done, total=total, seconds=round(elapsed, 3))
+
+
+class RecallingEncoder:
+    """An Encoder that keeps the vectors of the last *size* texts it embedded one at a time.
+
+    A routine asks its journal the same question at every run, so a journal
+    kept open across runs (a simulation: thousands of them) embeds each
+    question once instead of at every run. The vectors are the wrapped
+    encoder's, under its identity.
+    """
+
+    def __init__(self, encoder: Encoder, size: int = 32) -> None:
+        self.encoder = encoder
+        self.size = size
+        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        """The wrapped encoder's identity."""
+        return self.encoder.identity
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The wrapped encoder's vectors of *texts*; a single text seen lately is not embedded again."""
+        if len(texts) != 1:
+            return self.encoder.encode(texts)
+        text = texts[0]
+        with self._lock:
+            kept = self._vectors.get(text)
+            if kept is not None:
+                self._vectors.move_to_end(text)
+                return kept.copy()
+        vectors = self.encoder.encode(texts)
+        with self._lock:
+            self._vectors[text] = vectors.copy()
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vectors
+
+
+def memory_in_use(journal: Journal) -> str:
+    """``hybrid`` when *journal* was opened with NN, else ``lexical``: what a run's context ranks by."""
+    return "lexical" if journal.encoder is None else "hybrid"
+
+
+def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journal:
+    """*agent*'s journal, for writing, with the memory *agent* is configured for.
+
+    A hybrid open that took *after* seconds or more (loading the model,
+    catching the index up, embedding entries that lack a vector: that pass
+    reports ``journal.embedding`` as it goes) logs ``journal.loaded`` with its seconds.
+
+    Raises:
+        MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
+            agent may fall back (the embedded defaults): then it is lexical, with a ``memory.fallback`` warning.
+        JournalError, OSError: the journal cannot be opened.
+    """
+    if agent.memory == "lexical":
+        return Journal(agent.journal_root, writable=True)
+    began = time.monotonic()
+    try:
+        encoder = RecallingEncoder(load_encoder())
+    except SemanticUnavailableError as exc:
+        if not agent.memory_fallback:
+            raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
+        log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{exc.reason}; {exc.fix} for hybrid memory")
+        return Journal(agent.journal_root, writable=True)
+    journal = Journal(agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=after))
+    seconds = time.monotonic() - began
+    if seconds >= after:
+        log.info("journal.loaded", agent=agent.name, memory=agent.memory, seconds=round(seconds, 3))
+    return journal

@@ -1,0 +1,239 @@
+"""An agent's memory: the ``memory`` keys, hybrid runs that recall by meaning, vectors kept at append, and the missing extra."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from journal import Journal
+from runner._memory import EmbeddingProgress, MemoryUnavailableError, RecallingEncoder
+from runner.config import load_config
+from runner.errors import ConfigError
+from runner.simulate import simulate_agent
+from tests._support import REPO, SIMPLE_AGENT, ghostrunner, script, write_config
+from tests.runner.test_logs import ALWAYS, _documented
+
+#: Python run before the CLI, making the nn extra's libraries really absent from the process.
+WITHOUT_NN = "import sys\nfor name in ('numpy', 'tokenizers'):\n    sys.modules[name] = None\nfrom runner.cli import main\nsys.exit(main())\n"
+
+RECALL = """
+[routines.recall]
+kind = "note"
+schedule = "0 12 * * *"
+slot = "day"
+question = "how is my new canine companion settling in?"
+prompt = "Write a short note."
+window = "30d"
+context_k = 3
+"""
+
+
+def _agent(memory: str, argv: list[str]) -> str:
+    return f"""
+    [agents.motoko]
+    routines = ["recall"]
+    memory = "{memory}"
+    backend = {{ type = "command", command = {json.dumps(argv)} }}
+    """
+
+
+def _vectors_and_entries(root: Path) -> tuple[int, int]:
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        return conn.execute("SELECT count(*) FROM vectors").fetchone()[0], conn.execute("SELECT count(*) FROM entries").fetchone()[0]
+
+
+def _events(stderr: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+# -- configuration ------------------------------------------------------------------
+
+
+def test_memory_defaults_to_lexical_and_agents_inherit_the_runner_default(tmp_path: Path) -> None:
+    """Without a key every agent is lexical; runner.memory sets every agent's default; an agent's own key wins."""
+    two = SIMPLE_AGENT + '\n[agents.batou]\npersona = "motoko.toml"\nmemory = "lexical"\n'
+    assert load_config(write_config(tmp_path / "none", SIMPLE_AGENT)).agent("motoko").memory == "lexical"
+    inherited = load_config(write_config(tmp_path / "runner", two, runner='memory = "hybrid"\n'))
+    assert (inherited.agent("motoko").memory, inherited.agent("batou").memory) == ("hybrid", "lexical")
+    own = load_config(write_config(tmp_path / "agent", SIMPLE_AGENT + 'memory = "hybrid"\n'))
+    assert own.agent("motoko").memory == "hybrid"
+    assert not own.agent("motoko").memory_fallback  # a file's hybrid never falls back
+
+
+@pytest.mark.parametrize(
+    ("runner", "body", "key", "got"),
+    [
+        ('memory = "semantic"\n', SIMPLE_AGENT, "runner.memory", "'semantic'"),
+        ("", SIMPLE_AGENT + 'memory = "Hybrid"\n', "agents.motoko.memory", "'Hybrid'"),
+        ("", SIMPLE_AGENT + "memory = true\n", "agents.motoko.memory", "True"),
+        ("memory = []\n", SIMPLE_AGENT, "runner.memory", "[]"),
+    ],
+)
+def test_a_bad_memory_names_the_key_and_the_accepted_values(tmp_path: Path, runner: str, body: str, key: str, got: str) -> None:
+    path = write_config(tmp_path, body, runner=runner)
+    expected = f"{path}: {key}: expected one of 'lexical', 'hybrid', got {got}"
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(path)
+
+
+def test_the_embedded_defaults_are_hybrid_with_a_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GHOSTRUNNER_CONFIG", raising=False)
+    motoko = load_config().agent("motoko")
+    assert (motoko.memory, motoko.memory_fallback) == ("hybrid", True)
+
+
+def test_the_example_turns_hybrid_memory_on_for_motoko() -> None:
+    assert load_config(REPO / "examples" / "ghostrunner.toml").agent("motoko").memory == "hybrid"
+
+
+# -- hybrid runs --------------------------------------------------------------------
+
+
+def _recording_backend(tmp_path: Path) -> list[str]:
+    """A command backend that keeps each request's context in seen.jsonl and writes a plain note."""
+    return script(tmp_path, "record.py", f"""
+        import json, sys
+        request = json.load(sys.stdin)
+        with open({str(tmp_path / "seen.jsonl")!r}, "a") as seen:
+            seen.write(json.dumps(request["context"]) + "\\n")
+        print(json.dumps({{"theme": "the day", "voice": "A quiet day at the desk."}}))
+    """)
+
+
+@pytest.mark.parametrize(("memory", "recalled"), [("hybrid", True), ("lexical", False)])
+def test_a_hybrid_run_recalls_an_entry_by_meaning_alone(tmp_path: Path, memory: str, recalled: bool) -> None:
+    """The context of a real ``ghostrunner run`` finds a note that shares no word with the question only with hybrid memory.
+
+    The note is the oldest of the window, so the most recent entries that fill
+    a lexical context never include it.
+    """
+    path = write_config(tmp_path, RECALL + _agent(memory, _recording_backend(tmp_path)))
+    day = datetime(2026, 9, 1, 9, tzinfo=UTC)
+    with Journal(tmp_path / "journal") as journal:
+        puppy = journal.append({"kind": "note", "agent": "motoko", "theme": "adoption", "ts": day.isoformat(),
+                                "voice": "We brought a little puppy home from the shelter today; she sleeps by the door."})
+        fillers = ["The harbour was grey and the ferries ran late.", "Rewrote the parser tests before lunch.",
+                   "Long call about the quarterly budget.", "Rain all afternoon; read on the balcony.",
+                   "Fixed the flaky build on the old laptop.", "Bought bread and oranges at the market."]
+        for n, voice in enumerate(fillers, start=1):
+            journal.append({"kind": "note", "agent": "motoko", "theme": f"day {n}", "voice": voice, "ts": (day + timedelta(days=n)).isoformat()})
+    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path))
+    assert completed.returncode == 0, completed.stderr
+    [context] = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
+    assert (puppy.id in context) is recalled
+    started = [event for event in _events(completed.stderr) if event["event"] == "run.started"]
+    assert [event["memory"] for event in started] == [memory]
+    vectors, stored = _vectors_and_entries(tmp_path / "journal")
+    assert stored == 8
+    # Hybrid: the 7 entries appended without NN were embedded on open, the run's own entry at its append.
+    assert vectors == (stored if memory == "hybrid" else 0)
+
+
+def test_a_hybrid_simulation_embeds_every_entry_at_append(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
+    summary = simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 15, tzinfo=UTC))
+    assert summary.outcomes.get("appended", 0) > 50 and not summary.failures
+    vectors, stored = _vectors_and_entries(tmp_path / "journal")
+    assert vectors == stored == summary.outcomes["appended"]
+
+
+# -- progress -----------------------------------------------------------------------
+
+
+def test_embedding_progress_is_logged_only_once_a_pass_takes_a_second() -> None:
+    now = [0.0]
+    with structlog.testing.capture_logs() as quick_logs:
+        quick = EmbeddingProgress("motoko", clock=lambda: now[0])
+        for done, at in ((0, 0.0), (64, 0.4), (100, 0.9)):
+            now[0] = at
+            quick(done, 100)
+    assert quick_logs == []
+    with structlog.testing.capture_logs() as slow_logs:
+        slow = EmbeddingProgress("motoko", clock=lambda: now[0])
+        for done, at in ((0, 10.0), (64, 10.5), (128, 11.2), (192, 11.6), (256, 12.3), (300, 12.4)):
+            now[0] = at
+            slow(done, 300)
+    # The first report once a second has gone, then at most one a second, and always the last.
+    assert [(event["done"], event["total"], event["seconds"]) for event in slow_logs] == [(128, 300, 1.2), (256, 300, 2.3), (300, 300, 2.4)]
+    assert {event["event"] for event in slow_logs} == {"journal.embedding"}
+
+
+class _Counting:
+    """An encoder giving each text a vector made from its length, counting the texts it embeds."""
+
+    identity = "counting:2"
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    def encode(self, texts: Any) -> Any:
+        import numpy as np
+
+        self.embedded += texts
+        return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
+
+
+def test_the_recalling_encoder_embeds_a_repeated_question_once() -> None:
+    inner = _Counting()
+    encoder = RecallingEncoder(inner, size=2)
+    assert encoder.identity == "counting:2"
+    first = encoder.encode(["what keeps returning?"])
+    first[0, 0] = -1.0  # a caller's change to its array does not reach the kept vector
+    assert encoder.encode(["what keeps returning?"]).tolist() == [[21.0, 1.0]]
+    assert inner.embedded == ["what keeps returning?"]
+    encoder.encode(["a", "bb"])  # batches are never kept
+    encoder.encode(["a"])
+    encoder.encode(["what keeps returning?"])  # the most recently used stays
+    encoder.encode(["ccc"])  # evicts "a", the least recently used
+    encoder.encode(["a"])
+    assert inner.embedded == ["what keeps returning?", "a", "bb", "a", "ccc", "a"]
+
+
+# -- the nn extra missing -----------------------------------------------------------
+
+
+def _without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``ghostrunner`` in a process where numpy and tokenizers cannot be imported."""
+    return subprocess.run([sys.executable, "-c", WITHOUT_NN, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+
+def test_configured_hybrid_memory_without_the_extra_fails_the_run_naming_key_and_fix(tmp_path: Path) -> None:
+    path = write_config(tmp_path, RECALL + _agent("hybrid", _recording_backend(tmp_path)))
+    completed = _without_nn("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path), cwd=tmp_path)
+    assert completed.returncode == 1, completed.stderr
+    [finished] = [event for event in _events(completed.stderr) if event["event"] == "run.finished"]
+    assert finished["outcome"] == "failed"
+    assert 'memory = "hybrid" (agents.motoko.memory, or runner.memory' in finished["error"]
+    assert "pip install 'ghostjournal[nn]'" in finished["error"] and 'set memory = "lexical"' in finished["error"]
+    assert not (tmp_path / "seen.jsonl").exists()  # the backend was never asked
+
+
+def test_the_embedded_defaults_fall_back_to_lexical_without_the_extra_and_say_so(tmp_path: Path) -> None:
+    completed = _without_nn("run", "evening", "--agent", "motoko", "--at", "2026-09-10T21:00:00+09:00", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    events = _events(completed.stderr)
+    [fallback] = [event for event in events if event["event"] == "memory.fallback"]
+    assert set(fallback) == _documented()["memory.fallback"] | ALWAYS
+    assert (fallback["level"], fallback["memory"]) == ("warning", "lexical")
+    assert "cannot be imported" in fallback["reason"] and "ghostjournal[nn]" in fallback["reason"]
+    assert [event["memory"] for event in events if event["event"] == "run.started"] == ["lexical"]
+    assert _vectors_and_entries(tmp_path / "ghostjournal-data") == (0, 1)
+
+
+def test_memory_unavailable_error_survives_a_worker_round_trip() -> None:
+    import pickle
+
+    error = MemoryUnavailableError("motoko", "numpy is missing", "install the extra")
+    restored = pickle.loads(pickle.dumps(error))
+    assert (str(restored), restored.agent, restored.fix) == (str(error), "motoko", "install the extra")
