@@ -48,8 +48,8 @@ class MemoryUnavailableError(RunnerError):
         self.reason = reason
         self.fix = fix
         super().__init__(
-            f"agent {agent!r} has memory = \"hybrid\" (agents.{agent}.memory, or runner.memory when the agent sets none), "
-            f"which cannot run here: {reason}; {fix}, or set memory = \"lexical\"")
+            f'agent {agent!r} has memory = "hybrid" (agents.{agent}.memory, or runner.memory when the agent sets none), '
+            f'which cannot run here: {reason}; {fix}, or set memory = "lexical"')
 
 
 class EmbeddingProgress:
