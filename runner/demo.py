@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from journal import Journal
 from routines import digest_window
+from runner._memory import open_journal
 from runner.config import RunnerConfig
 from runner.simulate import SimulationSummary, simulate_agent
 
@@ -38,7 +38,7 @@ def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, qu
     end = start + timedelta(days=days)
     summary = simulate_agent(config, agent, start, end)
     settings = config.agent(agent)
-    with Journal(settings.journal_root) as journal:
+    with open_journal(settings) as journal:  # with the agent's memory: the context its next run would see
         last_week = digest_window(journal, agent=agent, since=end - timedelta(days=7), until=end).to_dict()
         entries = journal.digest(agent=agent).count
         context = journal.prompt_context(question, k=4, agent=agent, until=end, max_chars=2500)
