@@ -5,15 +5,17 @@ from __future__ import annotations
 import random
 import tomllib
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from journal import Journal
 from journal.embed import Encoder, load_encoder
+from runner import load_config, run_demo, simulation_window
 
 PERSONA = Path(__file__).resolve().parents[2] / "runner" / "data" / "motoko.toml"
 ENTRIES = 2500
@@ -74,3 +76,15 @@ def test_a_paraphrase_stays_in_hybrids_top_three_amid_weak_lexical_hits(root: Pa
         # a run's prompt context ranks the same way
         records = journal.context("new canine companion", k=3, agent="motoko").records
         assert (puppy.id, "match") in [(record.id, record.found_by) for record in records]
+
+
+def test_the_demo_journal_finds_the_puppy_note_in_hybrids_top_three(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `ghostrunner demo` (its default 28 days), a puppy note is in hybrid's top 3 for 'new canine companion'."""
+    monkeypatch.chdir(tmp_path)  # the embedded defaults keep the journal in ./ghostjournal-data
+    config = load_config()
+    start, _ = simulation_window(28, config.timezone, date(2026, 8, 3))
+    report = run_demo(config, "motoko", start, 28)
+    with Journal(report.journal_root, enable_nn=True) as journal:
+        puppy = journal.append({"kind": "note", "agent": "motoko", "theme": "home", "voice": "I adopted a puppy last week; she chews my shoes."})
+        assert journal.search("new canine companion", k=10, mode="lexical")  # the demo's pulses say "new"
+        assert puppy.id in [hit.entry_id for hit in journal.search("new canine companion", k=3, mode="hybrid")]
