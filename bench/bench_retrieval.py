@@ -1,10 +1,17 @@
 """Retrieval quality and speed of lexical, semantic and hybrid ranking (a benchmark, not a test).
 
 Quality: loads a labelled set into a fresh journal through the public API and
-prints Recall@k, MRR and NDCG@10 for the three modes side by side:
+prints Recall@k, MRR and NDCG@10 for the three modes side by side, overall,
+per category and (LoCoMo) per conversation, and checks that hybrid is at
+least as good as each arm alone in every row at every k:
 
     python bench/bench_retrieval.py quality --locomo ../shared/data/locomo-dev
     python bench/bench_retrieval.py quality --journal-set bench/journal_set.json
+    python bench/bench_retrieval.py quality --runner 1000,3000,10000
+
+``--runner`` builds runner-written journals of those sizes at bench time
+(``bench/journal_sets.py``: ``ghostrunner simulate`` output with planted
+paraphrase and rare-word entries, seeded).
 
 LoCoMo: each turn is one entry (agent = the conversation, so questions are
 scoped to their conversation; voice = ``(date) speaker said, "text"`` plus the
@@ -40,11 +47,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from journal import Journal
 from journal.embed import document_text
+from journal.fusion import FusionParams, fuse
 
-KS = (5, 10, 25, 50)
+KS = (3, 5, 10, 25, 50)
 MODES = ("lexical", "semantic", "hybrid")
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
@@ -129,15 +138,26 @@ def ndcg_at(ranked: Sequence[str], relevant: dict[str, float], k: int) -> float:
     return gain / ideal if ideal > 0 else 0.0
 
 
-def evaluate(journal: Journal, queries: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """``{mode: {group: {metric: value}}}`` with groups ``overall`` and each category."""
+def _groups(q: dict[str, Any], per_agent: bool) -> tuple[str, ...]:
+    return ("overall", q["category"], *([f"agent {q['agent']}"] if per_agent else []))
+
+
+def evaluate(journal: Journal, queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """``{mode: {group: {metric: value}}}`` with groups ``overall``, each category and, with several agents, each agent.
+
+    *arms*, when given, receives each query's lexical and semantic ``(id, score)`` lists.
+    """
     depth = max(KS)
+    per_agent = len({q["agent"] for q in queries}) > 1
     results: dict[str, dict[str, dict[str, float]]] = {}
     for mode in MODES:
         sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for q in queries:
-            ranked = [hit.entry_id for hit in journal.search(q["query"], k=depth, agent=q["agent"], mode=mode)]
-            for group in ("overall", q["category"]):
+            hits = journal.search(q["query"], k=depth, agent=q["agent"], mode=mode)
+            if arms is not None and mode != "hybrid":
+                arms.setdefault(mode, []).append([(hit.entry_id, hit.score) for hit in hits])
+            ranked = [hit.entry_id for hit in hits]
+            for group in _groups(q, per_agent):
                 for k in KS:
                     sums[group][f"R@{k}"].append(recall_at(ranked, q["relevant"], k))
                 if any(grade > 0 for grade in q["relevant"].values()):
@@ -158,22 +178,74 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
             row = results[mode][group]
             values = "  ".join(f"{row[m]:7.3f}" if m in row else f"{'-':>7}" for m in metrics)
             print(f"{group + ' ' + mode[:3]:<20}{int(row['n']):>5}  {values}")
+    behind = [f"{group} R@{k} ({results['hybrid'][group][f'R@{k}']:.3f} < {mode} {results[mode][group][f'R@{k}']:.3f})"
+              for group in groups for k in KS for mode in ("lexical", "semantic")
+              if results["hybrid"][group][f"R@{k}"] < results[mode][group][f"R@{k}"] - 1e-9]
+    print("hybrid >= each arm at every k in every row" if not behind else "hybrid behind an arm: " + "; ".join(behind))
 
 
-def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None) -> None:
+def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         with Journal(Path(tmp) / "j") as writer:  # appended without NN, embedded in batches on the NN open
             for payload in payloads:
                 writer.append(payload)
+        evaluate_root(name, Path(tmp) / "j", queries, model, compare)
+
+
+def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: str | None, compare: bool = False) -> None:
+    """Open the journal at *root* with NN (embedding what lacks a vector) and print its quality table."""
+    arms: dict[str, list[Any]] = {}
+    started = time.perf_counter()
+    options = {"model": model} if model else {}
+    with Journal(root, enable_nn=True, **options) as journal:
+        opened = time.perf_counter() - started
+        entries = journal.digest().count
         started = time.perf_counter()
-        options = {"model": model} if model else {}
-        with Journal(Path(tmp) / "j", enable_nn=True, **options) as journal:
-            opened = time.perf_counter() - started
-            started = time.perf_counter()
-            results = evaluate(journal, queries)
-            elapsed = time.perf_counter() - started
-    print_table(f"{name}: {len(payloads)} entries, {len(queries)} queries (NN open + embedding {opened:.1f} s; "
+        results = evaluate(journal, queries, arms)
+        elapsed = time.perf_counter() - started
+    print_table(f"{name}: {entries} entries, {len(queries)} queries (NN open + embedding {opened:.1f} s; "
                 f"{3 * len(queries)} searches in {elapsed:.1f} s)", results)
+    if compare:
+        compare_fusions(queries, arms, results)
+
+
+#: Fusions compared with the journal's own by ``--compare`` (on the same arm lists).
+ALTERNATIVES = {
+    "min-max 0.6/0.4 (former)": FusionParams(method="minmax", lexical_weight=0.6, semantic_weight=0.4),
+    "RRF k=60": FusionParams(method="rrf", rrf_k=60, lexical_weight=1, semantic_weight=1),
+    "RRF k=5, 0.6/0.4": FusionParams(method="rrf", rrf_k=5, lexical_weight=0.6, semantic_weight=0.4),
+    "evidence floor 10": FusionParams(lexical_floor_rank=10),
+    "evidence floor 30": FusionParams(lexical_floor_rank=30),
+    "evidence floor 50": FusionParams(lexical_floor_rank=50),
+    "evidence 0.6/0.4": FusionParams(lexical_weight=0.6, semantic_weight=0.4),
+    "evidence 0.4/0.6": FusionParams(lexical_weight=0.4, semantic_weight=0.6),
+}
+
+
+def compare_fusions(queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]], results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """Recall@k of other fusions of the same two lists, and the rows where each falls behind an arm."""
+    per_agent = len({q["agent"] for q in queries}) > 1
+    print(f"  fusion alternatives (overall {' '.join(f'R@{k}' for k in KS)}; rows where hybrid falls behind an arm)")
+    for label, params in ALTERNATIVES.items():
+        sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for q, lexical, semantic in zip(queries, arms["lexical"], arms["semantic"], strict=True):
+            ranked = [entry_id for entry_id, _ in fuse(lexical, semantic, params)]
+            for group in _groups(q, per_agent):
+                for k in KS:
+                    sums[group][k].append(recall_at(ranked, q["relevant"], k))
+        behind = sorted({group for group, by_k in sums.items() for k, values in by_k.items()
+                         if statistics.fmean(values) < max(results[m][group][f"R@{k}"] for m in ("lexical", "semantic")) - 1e-9})
+        overall = " ".join(f"{statistics.fmean(sums['overall'][k]):.3f}" for k in KS)
+        print(f"    {label:<28} {overall}   {', '.join(behind) or '-'}")
+
+
+def run_runner_sets(sizes: Sequence[int], model: str | None, seed: int, compare: bool) -> None:
+    from journal_sets import build_runner_set
+
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            queries = build_runner_set(Path(tmp) / "journal", size, seed=seed)
+            evaluate_root(f"runner journal of {size} runs (seed {seed})", Path(tmp) / "journal", queries, model, compare)
 
 
 # -- speed ---------------------------------------------------------------------------
@@ -308,6 +380,9 @@ def main() -> None:
     quality = sub.add_parser("quality", help="Recall@k, MRR, NDCG@10 per mode")
     quality.add_argument("--locomo", type=Path, help="the locomo-dev directory (or its JSON file)")
     quality.add_argument("--journal-set", type=Path, help="a journal-shaped labelled set (bench/journal_set.json)")
+    quality.add_argument("--runner", help="comma-separated sizes of runner-written journals to build, e.g. 1000,3000,10000")
+    quality.add_argument("--seed", type=int, default=11, help="seed of the planted entries of --runner (default 11)")
+    quality.add_argument("--compare", action="store_true", help="also score other fusions of the same two arm lists")
     quality.add_argument("--model", help="model name or directory (default: the journal's default)")
     speed = sub.add_parser("speed", help="embedding throughput, search latency, append latency")
     speed.add_argument("--entries", type=int, default=100_000)
@@ -315,12 +390,14 @@ def main() -> None:
     speed.add_argument("--model")
     args = parser.parse_args()
     if args.command == "quality":
-        if not args.locomo and not args.journal_set:
-            parser.error("pass --locomo PATH and/or --journal-set PATH")
+        if not args.locomo and not args.journal_set and not args.runner:
+            parser.error("pass --locomo PATH, --journal-set PATH and/or --runner SIZES")
         if args.journal_set:
-            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model)
+            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model, args.compare)
         if args.locomo:
-            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo), args.model)
+            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo), args.model, args.compare)
+        if args.runner:
+            run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare)
     else:
         run_speed(args.entries, args.embed_entries, args.model)
 

@@ -1,13 +1,23 @@
 """Fusing the lexical (BM25) and semantic (cosine) rankings into one.
 
 Every tunable number of hybrid ranking lives in :data:`FUSION`; the figures
-that chose them are in the README (``bench/bench_retrieval.py``). The default
-is relative score fusion: each arm's scores over its top ``depth`` candidates
-are scaled to 0..1 (min-max) and added with weights; an entry an arm did not
-return gets 0 from it. Reciprocal rank fusion is kept as the alternative
-(``method="rrf"``). On the LoCoMo dev split, min-max fusion with a 0.6/0.4
-lexical/semantic split reached recall@10 0.724 against 0.710 for the best
-RRF (k=5) and 0.595 for textbook RRF (k=60, equal weights).
+that chose them are in the README (``bench/bench_retrieval.py``).
+
+The default, evidence fusion, scores each candidate by how far it rises above
+what its arm gives an unrelated entry, the arm's *floor*: the score of the
+arm's ``floor_rank``-th candidate (or 0 for BM25 when fewer entries matched).
+Each arm's rise is then put on a 0..1 scale that keeps the arm's confidence:
+
+- BM25 has no ceiling, so a rise is divided by the arm's best score. When the
+  best barely beats the floor (every hit matched only a common word such as
+  "new"), the whole list is worth little, instead of its best getting full
+  weight as with min-max scaling.
+- A cosine's ceiling is 1, so a rise is divided by the way from the floor to 1.
+
+An entry an arm did not return is below that arm's floor and gets 0 from it.
+The weighted sum ranks; ties go to the better semantic rank, then the better
+lexical rank. Min-max fusion (the former default) and reciprocal rank fusion
+are kept for comparison (``method="minmax"`` or ``"rrf"``).
 """
 
 from __future__ import annotations
@@ -16,7 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["FUSION", "FusionParams", "fuse"]
+__all__ = ["FUSION", "METHODS", "FusionParams", "fuse"]
+
+#: The fusion methods :class:`FusionParams` accepts.
+METHODS: Final = ("evidence", "minmax", "rrf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,29 +37,59 @@ class FusionParams:
     """How two rankings become one.
 
     Attributes:
-        method: ``"minmax"`` (relative score fusion) or ``"rrf"``
-            (reciprocal rank fusion: rank r from 1 earns ``weight / (rrf_k + r)``).
+        method: ``"evidence"`` (see the module), ``"minmax"`` (each arm scaled
+            to 0..1 over its list) or ``"rrf"`` (rank r from 1 earns ``weight / (rrf_k + r)``).
         lexical_weight: the weight of the BM25 arm.
         semantic_weight: the weight of the cosine arm.
-        rrf_k: the RRF constant (used by ``"rrf"`` only); larger flattens the top ranks.
-        depth: how many candidates each arm contributes (at least the number of hits asked for).
+        lexical_floor_rank: ``"evidence"``: the rank whose BM25 score is the lexical floor.
+        semantic_floor_rank: ``"evidence"``: the rank whose cosine is the semantic floor.
+        rrf_k: ``"rrf"``: larger flattens the top ranks.
+        depth: how many candidates each arm contributes (the ranking asks for at
+            least this many, more when more hits are asked for). ``"minmax"``
+            and ``"rrf"`` use only the first ``depth`` of each list.
     """
 
-    method: str = "minmax"
-    lexical_weight: float = 0.6
-    semantic_weight: float = 0.4
+    method: str = "evidence"
+    lexical_weight: float = 0.5
+    semantic_weight: float = 0.5
+    lexical_floor_rank: int = 20
+    semantic_floor_rank: int = 50
     rrf_k: float = 5.0
     depth: int = 50
 
     def __post_init__(self) -> None:
-        if self.method not in ("minmax", "rrf"):
-            raise ValueError(f"fusion method must be 'minmax' or 'rrf', got {self.method!r}")
-        if min(self.lexical_weight, self.semantic_weight, self.rrf_k) < 0 or self.depth < 1:
-            raise ValueError(f"fusion weights and rrf_k must be >= 0 and depth >= 1, got {self!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"fusion method must be one of {', '.join(map(repr, METHODS))}, got {self.method!r}")
+        if min(self.lexical_weight, self.semantic_weight, self.rrf_k) < 0 or min(self.depth, self.lexical_floor_rank, self.semantic_floor_rank) < 1:
+            raise ValueError(f"fusion weights and rrf_k must be >= 0, depth and floor ranks >= 1, got {self!r}")
 
 
 #: The parameters the journal ranks with.
 FUSION: Final = FusionParams()
+
+
+def _floor(ranked: Sequence[tuple[str, float]], rank: int, window: int) -> float:
+    """The score of the *rank*-th candidate, counting a window smaller than *rank* as its last entry.
+
+    When the list stops before that rank although the window holds more
+    entries, the entries it left out score at most 0 (no BM25 match).
+    """
+    if not ranked:
+        return 0.0
+    position = min(rank, window)
+    return ranked[position - 1][1] if len(ranked) >= position else min(0.0, ranked[-1][1])
+
+
+def _evidence(lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams) -> tuple[dict[str, float], dict[str, float]]:
+    # Every entry of the window has a cosine, so the longer list bounds the window's size.
+    window = max(len(lexical), len(semantic))
+    lex_floor = _floor(lexical, params.lexical_floor_rank, window)
+    best = lexical[0][1] if lexical else 0.0
+    lex = {entry_id: max(0.0, score - lex_floor) / best if best > 0 else 0.0 for entry_id, score in lexical}
+    sem_floor = _floor(semantic, params.semantic_floor_rank, window)
+    room = 1.0 - sem_floor
+    sem = {entry_id: max(0.0, score - sem_floor) / room if room > 0 else 0.0 for entry_id, score in semantic}
+    return lex, sem
 
 
 def _minmax(ranked: Sequence[tuple[str, float]]) -> dict[str, float]:
@@ -64,17 +107,20 @@ def _rrf(ranked: Sequence[tuple[str, float]], k: float) -> dict[str, float]:
 
 
 def fuse(lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams = FUSION) -> list[tuple[str, float]]:
-    """Fuse two best-first ``(id, score)`` lists (higher score is better) into one.
+    """Fuse two best-first ``(id, score)`` lists (BM25 and cosine, higher is better) into one.
 
-    Only the first ``params.depth`` of each list count. Returns ``(id,
-    fused_score)`` pairs, best first; ties go to the better semantic rank,
-    then the better lexical rank, so the order is deterministic.
+    Returns ``(id, fused_score)`` for every id in either list, best first;
+    ties go to the better semantic rank, then the better lexical rank, so the
+    order is deterministic.
     """
-    lexical, semantic = lexical[: params.depth], semantic[: params.depth]
-    if params.method == "rrf":
-        lex, sem = _rrf(lexical, params.rrf_k), _rrf(semantic, params.rrf_k)
+    if params.method == "evidence":
+        lex, sem = _evidence(lexical, semantic, params)
     else:
-        lex, sem = _minmax(lexical), _minmax(semantic)
+        lexical, semantic = lexical[: params.depth], semantic[: params.depth]
+        if params.method == "rrf":
+            lex, sem = _rrf(lexical, params.rrf_k), _rrf(semantic, params.rrf_k)
+        else:
+            lex, sem = _minmax(lexical), _minmax(semantic)
     lex_rank = {entry_id: rank for rank, (entry_id, _) in enumerate(lexical)}
     sem_rank = {entry_id: rank for rank, (entry_id, _) in enumerate(semantic)}
     fused = {

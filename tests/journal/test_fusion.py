@@ -2,9 +2,111 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from journal.fusion import FUSION, FusionParams, fuse
+
+Ranked = list[tuple[str, float]]
+
+_IDS = [f"e{n}" for n in range(12)]
+_BM25 = st.floats(min_value=0.0, max_value=30.0, allow_nan=False)
+_COSINE = st.floats(min_value=-1.0, max_value=1.0, allow_nan=False)
+
+
+def _ranked(scores: dict[str, float]) -> Ranked:
+    """Best first, as an arm returns them (equal scores keep the id order)."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+@st.composite
+def _arms(draw: st.DrawFn) -> tuple[dict[str, float], dict[str, float]]:
+    """A BM25 list over some ids and a cosine list over some ids (often overlapping)."""
+    lexical = draw(st.dictionaries(st.sampled_from(_IDS), _BM25, max_size=len(_IDS)))
+    semantic = draw(st.dictionaries(st.sampled_from(_IDS), _COSINE, max_size=len(_IDS)))
+    return lexical, semantic
+
+
+_PARAMS = st.sampled_from([
+    FUSION,
+    FusionParams(lexical_floor_rank=3, semantic_floor_rank=4),
+    FusionParams(lexical_floor_rank=1, semantic_floor_rank=1, lexical_weight=0.8, semantic_weight=0.2),
+    FusionParams(method="minmax"),
+])
+
+
+def _position(fused: Ranked, entry_id: str) -> int:
+    return [i for i, _ in fused].index(entry_id)
+
+
+@given(arms=_arms(), params=_PARAMS, data=st.data())
+def test_a_higher_score_in_one_arm_never_moves_an_entry_down(arms: tuple[dict[str, float], dict[str, float]], params: FusionParams, data: st.DataObject) -> None:
+    """Raising one entry's score in either arm leaves it at least as high in the fused list."""
+    lexical, semantic = arms
+    arm = data.draw(st.sampled_from([a for a in (lexical, semantic) if a] or [lexical]))
+    if not arm:
+        arm[data.draw(st.sampled_from(_IDS))] = 1.0
+    entry_id = data.draw(st.sampled_from(sorted(arm)))
+    before = fuse(_ranked(lexical), _ranked(semantic), params)
+    ceiling = 30.0 if arm is lexical else 1.0
+    arm[entry_id] = data.draw(st.floats(min_value=arm[entry_id], max_value=ceiling))
+    after = fuse(_ranked(lexical), _ranked(semantic), params)
+    assert dict(after)[entry_id] >= dict(before)[entry_id] - 1e-12
+    beaten_before = {i for i, score in before if score < dict(before)[entry_id]}
+    assert all(dict(after)[i] <= dict(after)[entry_id] + 1e-12 for i in beaten_before)
+
+
+@given(arms=_arms(), params=_PARAMS)
+def test_the_fused_list_holds_exactly_the_entries_of_either_list(arms: tuple[dict[str, float], dict[str, float]], params: FusionParams) -> None:
+    """An entry in neither list never appears; every entry in one does, once."""
+    lexical, semantic = arms
+    fused = [i for i, _ in fuse(_ranked(lexical), _ranked(semantic), params)]
+    assert len(fused) == len(set(fused))
+    assert set(fused) == lexical.keys() | semantic.keys()
+
+
+@given(arms=_arms(), params=_PARAMS)
+def test_equal_fused_scores_are_ordered_by_semantic_then_lexical_rank(arms: tuple[dict[str, float], dict[str, float]], params: FusionParams) -> None:
+    """The order is a function of the inputs: ties go to the better semantic rank, then the better lexical rank."""
+    lexical, semantic = _ranked(arms[0]), _ranked(arms[1])
+    fused = fuse(lexical, semantic, params)
+    assert fused == fuse(list(lexical), list(semantic), params)
+    sem_rank = {i: r for r, (i, _) in enumerate(semantic)}
+    lex_rank = {i: r for r, (i, _) in enumerate(lexical)}
+    far = len(_IDS)
+    for (a, score_a), (b, score_b) in pairwise(fused):
+        assert score_a >= score_b
+        if score_a == score_b:
+            assert (sem_rank.get(a, far), lex_rank.get(a, far)) < (sem_rank.get(b, far), lex_rank.get(b, far))
+
+
+def test_a_weak_lexical_list_does_not_outrank_a_strong_meaning_match() -> None:
+    """Fifty entries that match only a common word, at near-equal BM25, lose to the one clear cosine winner."""
+    lexical = [(f"new{n}", 1.453 - n * 0.0002) for n in range(50)]
+    semantic = [("puppy", 0.48)] + [(f"new{n}", 0.25 - n * 0.001) for n in range(49)]
+    assert fuse(lexical, semantic)[0][0] == "puppy"
+    assert fuse(lexical, semantic, FusionParams(method="minmax"))[0][0] != "puppy"  # the blend it replaces
+
+
+def test_a_rare_exact_word_beats_a_flat_semantic_list() -> None:
+    """One strong BM25 hit over common-word hits wins against cosines that barely rise above their floor."""
+    lexical = [("ticket", 9.0)] + [(f"common{n}", 2.0) for n in range(40)]
+    semantic = [(f"other{n}", 0.31 - n * 0.001) for n in range(49)] + [("ticket", 0.2)]
+    assert fuse(lexical, semantic)[0][0] == "ticket"
+
+
+def test_in_a_small_window_the_lowest_entry_is_the_floor() -> None:
+    """With fewer entries than the floor rank, a lexical list that matched them all scales against its last entry."""
+    lexical = [("a", 2.0), ("b", 1.9), ("c", 1.8)]
+    semantic = [("c", 0.6), ("b", 0.3), ("a", 0.2)]
+    fused = dict(fuse(lexical, semantic))
+    assert fused["c"] > fused["a"]
+    # the window holds a fourth entry that BM25 did not match: the lexical floor is 0
+    fused = dict(fuse(lexical, [*semantic, ("d", 0.1)]))
+    assert fused["a"] == pytest.approx(FUSION.lexical_weight * 1.0 + FUSION.semantic_weight * (0.2 - 0.1) / 0.9)
 
 
 def test_an_entry_both_arms_found_beats_entries_only_one_found() -> None:
@@ -16,16 +118,24 @@ def test_an_entry_both_arms_found_beats_entries_only_one_found() -> None:
 
 def test_weights_decide_between_the_arms_winners() -> None:
     """With no overlap, the arm with the larger weight supplies the top hit."""
-    lexical, semantic = [("lex", 5.0), ("l2", 1.0)], [("sem", 0.9), ("s2", 0.1)]
+    lexical, semantic = [("lex", 5.0), ("l2", 1.0)], [("sem", 0.9), ("s2", 0.0)]
     assert fuse(lexical, semantic, FusionParams(lexical_weight=0.7, semantic_weight=0.3))[0][0] == "lex"
     assert fuse(lexical, semantic, FusionParams(lexical_weight=0.3, semantic_weight=0.7))[0][0] == "sem"
 
 
-def test_only_the_top_depth_candidates_of_each_arm_count() -> None:
-    """Candidates below depth are dropped from the fused list."""
+def test_candidates_past_the_floor_rank_are_kept_at_the_end() -> None:
+    """More candidates than the floor rank (a search for many hits) are all returned; those below the floor score 0."""
+    lexical = [(f"l{i}", 100.0 - i) for i in range(80)]
+    fused = fuse(lexical, [])
+    assert [i for i, _ in fused] == [i for i, _ in lexical]
+    assert all(score == 0 for _, score in fused[FUSION.lexical_floor_rank - 1:])
+
+
+def test_minmax_and_rrf_use_only_the_top_depth_candidates() -> None:
+    """The comparison methods drop candidates below depth."""
     lexical = [(f"l{i}", 10.0 - i) for i in range(10)]
-    fused = fuse(lexical, [], FusionParams(depth=3))
-    assert [entry_id for entry_id, _ in fused] == ["l0", "l1", "l2"]
+    for method in ("minmax", "rrf"):
+        assert [i for i, _ in fuse(lexical, [], FusionParams(method=method, depth=3))] == ["l0", "l1", "l2"]
 
 
 def test_rrf_method_scores_by_rank_not_by_score() -> None:
@@ -36,21 +146,11 @@ def test_rrf_method_scores_by_rank_not_by_score() -> None:
     assert fused["b"] == pytest.approx(0.5 + 1.0)
 
 
-def test_ties_are_broken_deterministically_by_semantic_rank() -> None:
-    """Equal fused scores are ordered by the semantic arm, then the lexical arm."""
-    params = FusionParams(lexical_weight=1, semantic_weight=1)
-    assert [i for i, _ in fuse([("a", 2.0), ("b", 1.0)], [("b", 0.9), ("a", 0.1)], params)] == ["b", "a"]
-
-
-def test_equal_scores_in_one_arm_all_scale_to_one() -> None:
-    """A single lexical hit (no spread of scores) counts fully, not as zero."""
-    assert dict(fuse([("only", 3.0)], [], FUSION))["only"] == pytest.approx(FUSION.lexical_weight)
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"method": "sum"}, "method must be 'minmax' or 'rrf', got 'sum'"), ({"depth": 0}, "depth >= 1"), ({"lexical_weight": -1}, "must be >= 0")],
-    ids=["method", "depth", "weight"],
+    [({"method": "sum"}, "method must be one of 'evidence', 'minmax', 'rrf', got 'sum'"), ({"depth": 0}, "depth and floor ranks >= 1"),
+     ({"lexical_floor_rank": 0}, "floor ranks >= 1"), ({"lexical_weight": -1}, "must be >= 0")],
+    ids=["method", "depth", "floor", "weight"],
 )
 def test_bad_fusion_parameters_are_refused(kwargs: dict[str, object], message: str) -> None:
     """Fusion parameters out of range raise a ValueError naming the bad value."""
