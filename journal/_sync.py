@@ -17,6 +17,7 @@ import logging
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
@@ -39,6 +40,29 @@ if TYPE_CHECKING:
 __all__ = ["IndexKeeper", "recovering", "writing"]
 
 log = logging.getLogger("journal")
+
+#: This process's open journals, so that a fork can wait for their calls in progress.
+_OPEN: weakref.WeakSet[IndexKeeper] = weakref.WeakSet()
+_HELD_FOR_FORK: list[IndexKeeper] = []
+
+
+def _hold_calls_for_fork() -> None:
+    # SQLite keeps each process's lock state in memory: a fork taken while another
+    # thread is inside a write copies "this process holds the write lock" into the
+    # child, where a new connection then waits for a lock nobody will release. With
+    # every journal's call lock taken first, no call is in progress at the fork.
+    for keeper in list(_OPEN):
+        if keeper.opened_in == os.getpid() and not keeper.closed:
+            keeper.calls.acquire()
+            _HELD_FOR_FORK.append(keeper)
+
+
+def _release_calls_after_fork() -> None:
+    while _HELD_FOR_FORK:
+        _HELD_FOR_FORK.pop().calls.release()
+
+
+os.register_at_fork(before=_hold_calls_for_fork, after_in_parent=_release_calls_after_fork, after_in_child=_release_calls_after_fork)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -128,6 +152,7 @@ class IndexKeeper:
         self.calls = threading.RLock()
         self.opened_in = os.getpid()
         self.closed = False
+        _OPEN.add(self)
 
     @classmethod
     def open(

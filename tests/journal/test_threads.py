@@ -242,3 +242,42 @@ def test_a_journal_inherited_through_fork_raises_and_a_spawned_child_opens_its_o
         assert spawned_out.get(timeout=60) == "found 2"
         spawned.join(60)
         assert spawned.exitcode == 0
+
+
+def _append_in_own_journal(root: str, out: Any) -> None:
+    import signal
+
+    signal.alarm(30)  # a child stuck on a lock nobody releases dies instead of hanging the test
+    with Journal(root, lock_timeout=20) as journal:
+        out.put(journal.append({"kind": "note", "agent": "ada", "theme": "child", "voice": "written by a forked child"}).id)
+
+
+def test_a_child_forked_while_a_thread_writes_opens_its_own_journal_and_writes(tmp_path: Path) -> None:
+    """A fork waits for the calls in progress: forked mid-append, the child's SQLite did not inherit a write lock it cannot release."""
+    root = tmp_path / "journal"
+    fork = mp.get_context("fork")
+    with Journal(root) as journal:
+        stop = threading.Event()
+        written = [0]
+
+        def hammer() -> None:
+            while not stop.is_set():
+                journal.append({"kind": "note", "agent": "ada", "theme": "parent", "voice": f"parent {written[0]}"})
+                written[0] += 1
+
+        writer = threading.Thread(target=hammer)
+        writer.start()
+        children = []
+        try:
+            for _ in range(6):
+                out = fork.Queue()
+                child = fork.Process(target=_append_in_own_journal, args=(str(root), out))
+                child.start()
+                children.append((child, out.get(timeout=60)))
+                child.join(60)
+        finally:
+            stop.set()
+            writer.join(60)
+        assert [child.exitcode for child, _ in children] == [0] * 6
+        ids = {entry.id for entry in journal.list(agent="ada", kind="note")}
+        assert {entry_id for _, entry_id in children} <= ids and len(ids) == written[0] + 6
