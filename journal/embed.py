@@ -119,6 +119,9 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
         ModelNotFoundError: no local copy; the message names the fix.
     """
     name = os.fspath(model)
+    if not name.strip():
+        # Path("") is the current directory: an empty name would load whatever lies there.
+        raise ModelNotFoundError(name, ["nowhere (the name is empty)"], f"name a model, such as {DEFAULT_MODEL!r}, or a directory that holds one")
     looked_in: list[str] = []
     candidate = Path(name).expanduser()
     if candidate.is_dir():
@@ -183,7 +186,12 @@ class SentenceTransformerEncoder:
         path = resolve_model(model)
         library = _sentence_transformers()
         with _quiet_loading():
-            self._model = library.SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False)
+            try:
+                self._model = library.SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False)
+            except (OSError, ValueError) as exc:  # a directory that holds no model sentence-transformers can read
+                reason = " ".join(str(exc).split())[:200]
+                raise SemanticUnavailableError(f"the model in {str(path)!r} cannot be loaded ({reason})",
+                                               "pass a directory that holds a sentence-transformers model") from exc
         dimension_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimension = int(dimension_of())
         self.name = os.fspath(model)

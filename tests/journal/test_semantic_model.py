@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from journal import Journal
 from journal.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, resolve_model
@@ -68,3 +71,20 @@ def test_relate_finds_the_entry_closest_in_meaning(root: Path, make_payload: Pay
         twin = journal.append(make_payload(theme="rest", tags=[], voice="Insomnia kept me up until dawn."))
         journal.append(make_payload(theme="money", tags=[], voice="Paid the quarterly tax installment."))
         assert journal.relate(source.id, k=1)[0].entry_id == twin.id
+
+
+@pytest.mark.parametrize(("model", "says"), [
+    ("", "the name is empty"),
+    ("{dir}", "cannot be loaded (Unrecognized model"),
+])
+def test_an_empty_or_unreadable_model_is_a_clear_error_not_a_usage_error(tmp_path: Path, model: str, says: str) -> None:
+    """`--model ""` is not the current directory, and a directory without a model fails with exit 1, naming it; never a usage banner."""
+    not_a_model = tmp_path / "not-a-model"
+    not_a_model.mkdir()
+    (not_a_model / "config.json").write_text("{}")
+    root = tmp_path / "journal"
+    Journal(root).close()
+    result = subprocess.run([sys.executable, "-m", "journal.cli", "--root", str(root), "--nn", "--model", model.format(dir=not_a_model), "search", "x"],
+                            capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert says in result.stderr and "Usage:" not in result.stderr and "Traceback" not in result.stderr, result.stderr
