@@ -31,7 +31,7 @@ from runner.errors import ConfigError
 from runner.scheduler import Scheduler, missed_slots
 from runner.slots import cron_trigger, fire_times, latest_fire_time, slot_for
 from runner.units import render_units
-from tests._support import entries, ghostrunner, write_config
+from tests._support import NIGHTLY, entries, ghostrunner, write_config
 
 YEAR = 2026
 #: The zones the issue names, plus Havana, whose changes happen at midnight (a gap and an overlap across the date line).
@@ -214,14 +214,7 @@ def test_snapped_time_is_never_after_the_moment_and_nothing_fires_between(zone: 
 
 # -- the commands, with real processes --------------------------------------------------------------------------------
 
-_ROUTINES = """
-[routines.nightly]
-kind = "note"
-schedule = "0 0 * * *"
-slot = "day"
-question = "what happened?"
-prompt = "Write a note."
-
+_ROUTINES = NIGHTLY + """
 [routines.monthly]
 kind = "note"
 schedule = "0 0 1 * *"
