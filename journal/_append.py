@@ -21,8 +21,8 @@ from typing import Any
 from journal._reading import SkippedFile, load_entry, load_many, scan
 from journal._storage import storage_error, storage_errors
 from journal._sync import IndexKeeper
-from journal.entry import Entry
-from journal.errors import ClientKeyTakenError, DuplicateEntryError, EntryFileError, UnsafePathError
+from journal.entry import Entry, show_value
+from journal.errors import ClientKeyTakenError, DuplicateEntryError, EntryFileError, EntryValidationError, UnsafePathError
 from journal.index import IndexCorruptError
 from journal.store import EntryStore, check_entry_path
 
@@ -72,6 +72,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
+            _check_supersedes(keeper, entry)
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
@@ -117,6 +118,21 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
             _end_transaction(keeper)  # nothing to undo after the commit
         keeper.caught_up = generation
     return AppendResult(entry, is_duplicate=False)
+
+
+def _check_supersedes(keeper: IndexKeeper, entry: Entry) -> None:
+    """Under the lock: every id *entry* supersedes is an existing entry of its own agent, and not itself.
+
+    An unknown id and another agent's id get the same error, as reads give
+    them: an append must not tell which ids exist for other agents.
+    """
+    for position, ref in enumerate(entry.supersedes):
+        field = f"signals.supersedes[{position}]"
+        if ref == entry.id:
+            raise EntryValidationError(field, "the id of an earlier entry, not the entry's own id", show_value(ref))
+        row = keeper.index.row_for(entry_id=ref)
+        if row is None or row.agent != entry.agent:
+            raise EntryValidationError(field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none")
 
 
 def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: str, rel_path: str) -> Entry | None:

@@ -72,11 +72,23 @@ class Scope:
     kind: str | None = None
     since: str | None = None
     until: str | None = None
+    #: The journal as it stood at a time: an exclusive key from :func:`cutoff`. Later
+    #: entries are out of scope, and so are the supersessions they declare.
+    as_of: str | None = None
+    #: Leave out entries that an entry of their agent (within *as_of*) supersedes.
+    current_only: bool = False
+
+    @property
+    def upper(self) -> str | None:
+        """The exclusive upper key of the entries in scope: the earlier of *until* and *as_of*."""
+        if self.as_of is None or self.until is None:
+            return self.until if self.as_of is None else self.as_of
+        return min(self.until, self.as_of)
 
     @property
     def window(self) -> Window:
         """The same scope as the index reads it, before any file is loaded."""
-        return Window(kind=self.kind, agent=self.agent, since=self.since, until=self.until)
+        return Window(kind=self.kind, agent=self.agent, since=self.since, until=self.upper)
 
     def misfit(self, entry: Entry) -> str | None:
         """Which asked-for field the entry's file does not match, or None."""
@@ -85,9 +97,25 @@ class Scope:
         if self.kind is not None and entry.kind != self.kind:
             return "kind"
         key = utc_key(entry.timestamp)
-        if (self.since is not None and key < self.since) or (self.until is not None and key >= self.until):
+        upper = self.upper
+        if (self.since is not None and key < self.since) or (upper is not None and key >= upper):
             return "ts"
         return None
+
+
+def cutoff(as_of: datetime | str | None) -> str | None:
+    """The exclusive key of "written at or before *as_of*" (see :attr:`Scope.as_of`).
+
+    Keys have one fixed width, so the key of *as_of* followed by NUL sorts
+    above its own key and below the key of every later time.
+    """
+    key = bound(as_of, "as_of")
+    return None if key is None else key + "\x00"
+
+
+def shown_key(key: str | None) -> str | None:
+    """A cutoff key as the UTC time it stands for."""
+    return None if key is None else key.rstrip("\x00")
 
 
 def bound(value: datetime | str | None, name: str) -> str | None:
@@ -321,25 +349,32 @@ class Reader:
 
     def entries(
         self, *, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, limit: int | None,
+        as_of: datetime | str | None = None, current_only: bool = False,
     ) -> list[Entry]:
         """Entries in a window, newest first; rows whose files disagree are skipped, so fewer than *limit* may come back."""
         check_text_arguments(kind=kind, agent=agent)
         if limit is not None:
             positive(limit, "limit", MAX_LIMIT)
-        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"))
+        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        index = self._keeper.index
+        hidden = set(index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
 
         def fetch(extra: int) -> list[IndexRow]:
-            return self._keeper.index.rows(scope.window, limit=None if limit is None else limit + extra)
+            rows = index.rows(scope.window, limit=None if limit is None else limit + extra + len(hidden))
+            return [row for row in rows if row.id not in hidden]
 
         return self.usable_rows(fetch, limit, scope)
 
     def digest(
         self, *, agent: str | None, since: datetime | str | None, until: datetime | str | None, exclude_kinds: Collection[str],
+        as_of: datetime | str | None = None,
     ) -> Digest:
         """The digest of a window: from the index alone when unscoped, from the entry files with *agent* given."""
         check_text_arguments(agent=agent)
         index = self._keeper.index
-        lower, upper = bound(since, "since"), bound(until, "until")
+        lower, until_key, as_of_key = bound(since, "since"), bound(until, "until"), cutoff(as_of)
+        upper = Scope(until=until_key, as_of=as_of_key).upper
+        shown = {"since": lower, "until": until_key, "as_of": shown_key(as_of_key)}
         rows = index.rows(Window(agent=agent, since=lower, until=upper), oldest_first=True)
         if exclude_kinds:
             rows = [row for row in rows if row.kind not in exclude_kinds]
@@ -352,16 +387,18 @@ class Reader:
                     if row.path in problems:
                         self.skip_unreadable(row.id, row.path, problems[row.path])
                 rows = [row for row in rows if row.path not in problems]
-            links = index.links_within([row.id for row in rows])
-            return compute_digest(rows, links, agent=agent, since=lower, until=upper)
+            ids = [row.id for row in rows]
+            return compute_digest(rows, index.links_within(ids), agent=agent, corrections=index.corrections_within(ids), **shown)
         scope = Scope(agent=agent, since=lower, until=upper)
         bad: set[str] = set()
         loaded = [(row.path, entry) for row in rows if (entry := self.usable(row, bad, scope)) is not None]
         loaded.sort(key=lambda item: (utc_key(item[1].timestamp), item[1].id))
         entries = [entry for _, entry in loaded]
         owned = {entry.id for entry in entries}
-        outside = sorted({ref for entry in entries for ref in entry.continuity_refs} - owned)
+        outside = sorted({ref for entry in entries for ref in (*entry.continuity_refs, *entry.supersedes)} - owned)
         owner = Scope(agent=agent)
         owned.update(row.id for row in index.rows(Window(agent=agent), ids=outside) if self.usable(row, bad, owner) is not None)
         links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
-        return compute_digest([row_of_entry(entry, path) for path, entry in loaded], links, agent=agent, since=lower, until=upper)
+        corrections = [(entry.id, ref) for entry in entries for ref in entry.supersedes if ref in owned]
+        rows_of_files = [row_of_entry(entry, path) for path, entry in loaded]
+        return compute_digest(rows_of_files, links, agent=agent, corrections=corrections, **shown)

@@ -209,12 +209,15 @@ def _validate_anchors(value: object) -> list[dict[str, Any]]:
     return anchors
 
 
+_SIGNAL_FIELDS: Final = ("focus", "novelty", "continuity_refs", "supersedes")
+
+
 def _validate_signals(value: object) -> dict[str, Any]:
     if not isinstance(value, Mapping):
-        raise EntryValidationError("signals", "an object {focus?, novelty?, continuity_refs?}", json_type_name(value))
-    unknown = sorted(set(value) - {"focus", "novelty", "continuity_refs"})
+        raise EntryValidationError("signals", "an object {focus?, novelty?, continuity_refs?, supersedes?}", json_type_name(value))
+    unknown = sorted(set(value) - set(_SIGNAL_FIELDS))
     if unknown:
-        raise EntryValidationError(f"signals.{unknown[0]}", "only 'focus', 'novelty' and 'continuity_refs' in signals", "an unknown field")
+        raise EntryValidationError(f"signals.{unknown[0]}", "only 'focus', 'novelty', 'continuity_refs' and 'supersedes' in signals", "an unknown field")
     if "focus" in value:
         check_label(value["focus"], "signals.focus", "focus")
     if "novelty" in value:
@@ -223,19 +226,24 @@ def _validate_signals(value: object) -> dict[str, Any]:
             raise EntryValidationError("signals.novelty", "a number between 0 and 1", json_type_name(novelty))
         if not math.isfinite(novelty) or not 0 <= novelty <= 1:
             raise EntryValidationError("signals.novelty", "a number between 0 and 1", repr(novelty))
-    if "continuity_refs" in value:
-        refs = value["continuity_refs"]
-        if not isinstance(refs, list | tuple):
-            raise EntryValidationError("signals.continuity_refs", "an array of entry ids", json_type_name(refs))
-        for position, ref in enumerate(refs):
-            if not isinstance(ref, str) or not ENTRY_ID_PATTERN.fullmatch(ref):
-                raise EntryValidationError(f"signals.continuity_refs[{position}]", "an entry id (letters, digits, '_' or '-', at most 128)", show_value(ref))
-        if len(set(refs)) != len(refs):
-            raise EntryValidationError("signals.continuity_refs", "unique entry ids", "a repeated id")
+    for field in ("continuity_refs", "supersedes"):
+        if field in value:
+            _validate_id_list(value[field], f"signals.{field}")
     result = dict(value)
-    if "continuity_refs" in result:
-        result["continuity_refs"] = list(result["continuity_refs"])
+    for field in ("continuity_refs", "supersedes"):
+        if field in result:
+            result[field] = list(result[field])
     return result
+
+
+def _validate_id_list(refs: object, path: str) -> None:
+    if not isinstance(refs, list | tuple):
+        raise EntryValidationError(path, "an array of entry ids", json_type_name(refs))
+    for position, ref in enumerate(refs):
+        if not isinstance(ref, str) or not ENTRY_ID_PATTERN.fullmatch(ref):
+            raise EntryValidationError(f"{path}[{position}]", "an entry id (letters, digits, '_' or '-', at most 128)", show_value(ref))
+    if len(set(refs)) != len(refs):
+        raise EntryValidationError(path, "unique entry ids", "a repeated id")
 
 
 def _validate_embedding(value: object) -> list[float]:

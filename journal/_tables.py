@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 4
+INDEX_SCHEMA_VERSION: Final = 5
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -42,6 +42,8 @@ CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
 CREATE INDEX entries_ts ON entries (ts_utc);
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
+CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
+CREATE INDEX supersessions_dst ON supersessions (dst);
 CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
 CREATE VIRTUAL TABLE fts USING fts5 (
     theme, voice, tags, focus, mood,
@@ -51,7 +53,7 @@ CREATE TABLE agents (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, entries 
 """
 _DROP: Final = (
     "DROP TABLE IF EXISTS agents; DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts;"
-    " DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+    " DROP TABLE IF EXISTS supersessions; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
 )
 
 # Each agent's entries are indexed a second time in a text table of their own,

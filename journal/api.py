@@ -174,44 +174,55 @@ class Journal:
     @recovering
     def list(
         self, kind: str | None = None, *, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, limit: int | None = None,
+        until: datetime | str | None = None, limit: int | None = None, as_of: datetime | str | None = None, current_only: bool = False,
     ) -> builtins.list[Entry]:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first.
 
-        An index row whose file disagrees with it is skipped and logged, so
-        fewer than *limit* entries may come back until a reindex.
+        *as_of* and *current_only* work as in :meth:`search`. An index row
+        whose file disagrees with it is skipped and logged, so fewer than
+        *limit* entries may come back until a reindex.
         """
-        return self._reader.entries(kind=kind, agent=agent, since=since, until=until, limit=limit)
+        return self._reader.entries(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
 
     @recovering
     def search(
         self, query: str, *, k: int = 8, kind: str | None = None, agent: str | None = None,
         since: datetime | str | None = None, until: datetime | str | None = None, mode: str = "auto",
+        as_of: datetime | str | None = None, current_only: bool = False,
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
         Any text is a valid query; with NN off, one with no searchable word
-        returns no hits.
+        returns no hits. An entry that a later entry of its agent supersedes
+        (``signals.supersedes``) comes right after that entry, which is
+        brought into the hits if the ranking missed it; its hit lists the
+        entries correcting it in ``superseded_by``.
 
         Args:
             mode: ``auto`` (hybrid with NN on, else lexical), ``lexical``,
                 ``semantic`` or ``hybrid``; the last two need NN on.
+            as_of: answer from the journal as it stood at this time: only
+                entries written at or before it, and only the supersessions
+                those entries declare.
+            current_only: leave superseded entries out.
 
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode without NN.
         """
-        return self._ranker.search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode)
+        return self._ranker.search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only)
 
     @recovering
     def relate(self, entry_id: str, k: int = 8, agent: str | None = None) -> builtins.list[Hit]:
-        """Entries most related to *entry_id*: explicit continuity links first, then similar entries.
+        """Entries most related to *entry_id*: explicit links first (corrections, then continuity), then similar entries.
 
         Similarity is lexical with NN off; with NN on it fuses the lexical
         ranking with the cosine ranking of the entry's own vector.
 
-        Links in both directions count: the entries it continues
-        (``reason="continues"``) and the entries that continue it
-        (``"continued_by"``), most recent first; ``"similar"`` hits follow, best first.
+        Links in both directions count: the entries it supersedes
+        (``reason="supersedes"``) and those superseding it
+        (``"superseded_by"``), the entries it continues (``"continues"``) and
+        those that continue it (``"continued_by"``); ``"similar"`` hits
+        follow, best first.
 
         With *agent* given, an *entry_id* of another agent raises the very
         EntryNotFoundError of an id that does not exist, and only that agent's
@@ -222,9 +233,12 @@ class Journal:
     @recovering
     def digest(
         self, agent: str | None = None, *, since: datetime | str | None = None, until: datetime | str | None = None,
-        exclude_kinds: Collection[str] = (),
+        exclude_kinds: Collection[str] = (), as_of: datetime | str | None = None,
     ) -> Digest:
-        """A computed summary of a window: themes, tags, focus, moods, novelty trend and continuity.
+        """A computed summary of a window: themes, tags, focus, moods, novelty trend, continuity and corrections.
+
+        ``corrections`` counts the entries of the window that supersede others
+        and the entries they supersede. *as_of* works as in :meth:`search`.
 
         Entries of the kinds in *exclude_kinds* are left out entirely (a
         digest routine leaves out ``digest`` entries, so that no digest
@@ -235,12 +249,13 @@ class Journal:
         that agent's own entries: a reference to another agent's entry counts
         exactly like one to an id that does not exist, which is not at all.
         """
-        return self._reader.digest(agent=agent, since=since, until=until, exclude_kinds=exclude_kinds)
+        return self._reader.digest(agent=agent, since=since, until=until, exclude_kinds=exclude_kinds, as_of=as_of)
 
     @recovering
     def context(
         self, query: str, *, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS,
+        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
+        current_only: bool = False,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -248,20 +263,23 @@ class Journal:
         :meth:`search`); when fewer than *k* match, the most recent entries of
         the window fill the rest. The block (``.text``) never exceeds
         *max_chars*; its records (``.records``, oldest first) are the same
-        entries as values, cut where the block cuts them.
+        entries as values, cut where the block cuts them. A superseded entry
+        follows its correction as in :meth:`search`, and its record says
+        ``superseded_by``; *as_of* and *current_only* work as there.
 
         Raises:
             ValueError: *max_chars* is below the smallest block (600).
         """
-        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
+        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only)
 
     @recovering
     def prompt_context(
         self, query: str, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS,
+        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
+        current_only: bool = False,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
         It frames entries as data; it is not a full defence against prompt injection.
         """
-        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars).text
+        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only).text

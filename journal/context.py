@@ -27,6 +27,7 @@ class ContextRecord:
     Attributes:
         found_by: ``match`` (it matched the query) or ``recent`` (it filled the rest).
         voice_truncated: the voice was cut (and ends in "…") to fit the block.
+        superseded_by: ids of later entries that correct this one, newest first.
     """
 
     id: str
@@ -38,18 +39,22 @@ class ContextRecord:
     found_by: str
     voice: str
     voice_truncated: bool = False
+    superseded_by: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, entry: Entry, found_by: str) -> ContextRecord:
+    def of(cls, entry: Entry, found_by: str, superseded_by: Sequence[str] = ()) -> ContextRecord:
         """The record of *entry*, found by *found_by*, with its whole voice."""
-        return cls(entry.id, entry.ts, entry.kind, entry.theme, tuple(entry.tags), entry.mood or None, found_by, entry.voice)
+        return cls(entry.id, entry.ts, entry.kind, entry.theme, tuple(entry.tags), entry.mood or None, found_by, entry.voice,
+                   superseded_by=tuple(superseded_by))
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as JSON-ready data: exactly the object of its line in the block (mood and voice_truncated only when set)."""
+        """The record as JSON-ready data: exactly the object of its line in the block (mood, superseded_by and voice_truncated only when set)."""
         record: dict[str, Any] = {"id": self.id, "ts": self.ts, "kind": self.kind, "theme": self.theme, "tags": list(self.tags)}
         if self.mood:
             record["mood"] = self.mood
         record["found_by"] = self.found_by
+        if self.superseded_by:
+            record["superseded_by"] = list(self.superseded_by)
         record["voice"] = self.voice
         if self.voice_truncated:
             record["voice_truncated"] = True
@@ -146,11 +151,16 @@ def _fit_truncated(record: ContextRecord, budget: int) -> tuple[ContextRecord, s
     return best
 
 
-def build_prompt_context(query: str, picks: Sequence[tuple[Entry, str]], *, max_chars: int) -> PromptContext:
+def build_prompt_context(
+    query: str, picks: Sequence[tuple[Entry, str]], *, max_chars: int, superseded_by: Mapping[str, Sequence[str]] | None = None,
+) -> PromptContext:
     """Frame *picks* (most relevant first, each with how it was found) as a labelled data block of at most *max_chars*.
 
     Records are chosen in relevance order while they fit and then shown oldest
     first; the first record that does not fit whole is cut, and the rest left out.
+    The header counts the records shown, those of them found by a match of
+    the query (the rest are the most recent entries), and those left out.
+    *superseded_by* maps an entry's id to the later entries that correct it.
 
     Raises:
         ValueError: *max_chars* is below MIN_CONTEXT_CHARS.
@@ -160,11 +170,11 @@ def build_prompt_context(query: str, picks: Sequence[tuple[Entry, str]], *, max_
     shown_query = _shown_query(query)
     # The header's counts are filled in last; reserve room for their widest form.
     frame_len = len(CONTEXT_BEGIN) + len(_PREAMBLE) + len(CONTEXT_END) + 3
-    header_max = len(_data_line({"query": shown_query, "records": len(picks), "omitted": len(picks)}))
+    header_max = len(_data_line({"query": shown_query, "records": len(picks), "matched": len(picks), "omitted": len(picks)}))
     budget = max_chars - frame_len - header_max - 1
     chosen: list[tuple[str, ContextRecord, str]] = []
     for entry, why in picks:
-        record = ContextRecord.of(entry, why)
+        record = ContextRecord.of(entry, why, (superseded_by or {}).get(entry.id, ()))
         line = _data_line(record.to_dict())
         if len(line) + 1 <= budget:
             chosen.append((utc_key(entry.timestamp), record, line))
@@ -176,6 +186,7 @@ def build_prompt_context(query: str, picks: Sequence[tuple[Entry, str]], *, max_
         break
     chosen.sort(key=lambda item: item[0])
     omitted = len(picks) - len(chosen)
-    header = _data_line({"query": shown_query, "records": len(chosen), "omitted": omitted})
+    matched = sum(1 for _, record, _ in chosen if record.found_by == "match")
+    header = _data_line({"query": shown_query, "records": len(chosen), "matched": matched, "omitted": omitted})
     lines = [CONTEXT_BEGIN, _PREAMBLE, header, *(line for _, _, line in chosen), CONTEXT_END]
     return PromptContext(tuple(record for _, record, _ in chosen), omitted, "\n".join(lines))

@@ -123,6 +123,11 @@ class Entry:
         """Ids of earlier entries this one explicitly continues."""
         return tuple((self.signals or {}).get("continuity_refs", ()))
 
+    @property
+    def supersedes(self) -> tuple[str, ...]:
+        """Ids of earlier entries of the same agent this one corrects (``signals.supersedes``)."""
+        return tuple((self.signals or {}).get("supersedes", ()))
+
     def to_dict(self) -> dict[str, Any]:
         """Return the entry as a JSON-ready dict; absent optional fields are left out."""
         data: dict[str, Any] = {

@@ -87,6 +87,7 @@ class Index(Database):
         conn.execute(f"INSERT INTO {agent_text_table(conn, entry.agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
+        conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows inside an open transaction."""
@@ -104,6 +105,7 @@ class Index(Database):
         if conn.execute("DELETE FROM vectors WHERE rowid = ?", (row[0],)).rowcount:
             self.bump_vectors_epoch(conn)
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
+        conn.execute("DELETE FROM supersessions WHERE src = ?", (entry_id,))
 
     def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str) -> int:
         """Replace every table with rows for *entries*, in one transaction.
@@ -280,3 +282,49 @@ class Index(Database):
             self.conn.execute("DELETE FROM window_ids")
             self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
             return [(s, d) for s, d in self.conn.execute("SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")]
+
+    # -- corrections -----------------------------------------------------------------
+
+    def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
+        """For each of *ids* that is superseded, the entries superseding it, newest first.
+
+        Only a superseding entry of the superseded entry's own agent counts
+        (an append refuses any other; a hand-placed file can still name one),
+        and with *before* (a UTC key) only one written before it.
+        """
+        if not ids:
+            return {}
+        cutoff = "" if before is None else " AND x.ts_utc < ?"
+        sql = (
+            "SELECT s.dst, s.src FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+            f" WHERE s.dst IN ({','.join('?' * len(ids))}) AND x.agent = d.agent{cutoff} ORDER BY x.ts_utc DESC, x.id DESC"
+        )
+        found: dict[str, list[str]] = {}
+        with corruption_guard():
+            for dst, src in self.conn.execute(sql, [*ids, *([] if before is None else [before])]):
+                found.setdefault(dst, []).append(src)
+        return found
+
+    def superseded_in(self, window: Window, *, before: str | None = None) -> list[str]:
+        """Ids of the entries in *window* that another entry of their agent supersedes (written before *before*, if given)."""
+        clauses, params = window.where()
+        clauses.append("x.agent = e.agent")
+        if before is not None:
+            clauses.append("x.ts_utc < ?")
+            params.append(before)
+        sql = f"SELECT DISTINCT e.id FROM supersessions s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
+        with corruption_guard():
+            return [r[0] for r in self.conn.execute(sql, params)]
+
+    def corrections_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Supersession pairs ``(src, dst)`` whose source is among *ids* and whose target is an entry of the same agent."""
+        if not ids:
+            return []
+        with corruption_guard():
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS window_ids (id TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM window_ids")
+            self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
+            return [(s, d) for s, d in self.conn.execute(
+                "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+                " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent"
+            )]

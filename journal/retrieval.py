@@ -24,7 +24,10 @@ class Hit:
 
     ``reason`` is ``match`` for a text match, and for :meth:`Journal.relate`
     also ``continues`` (the entry's own continuity ref), ``continued_by`` (an
-    entry that refers to it) or ``similar``.
+    entry that refers to it), ``supersedes`` (an entry it corrects),
+    ``superseded_by`` (an entry correcting it) or ``similar``.
+    ``superseded_by`` lists the entries of the same agent that correct this
+    one, newest first.
     """
 
     entry_id: str
@@ -32,9 +35,14 @@ class Hit:
     snippet: str
     entry: Entry
     reason: str = "match"
+    superseded_by: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"entry_id": self.entry_id, "score": round(self.score, 6), "reason": self.reason, "snippet": self.snippet, "entry": self.entry.to_dict()}
+        """The hit as JSON-ready data; ``superseded_by`` only when a later entry corrects this one."""
+        data = {"entry_id": self.entry_id, "score": round(self.score, 6), "reason": self.reason, "snippet": self.snippet, "entry": self.entry.to_dict()}
+        if self.superseded_by:
+            data["superseded_by"] = list(self.superseded_by)
+        return data
 
 
 def _top(counter: Counter[str], n: int, label: str) -> list[dict[str, Any]]:
@@ -64,14 +72,20 @@ class Digest:
     moods: list[dict[str, Any]]
     novelty: dict[str, Any]
     continuity: dict[str, Any]
+    corrections: dict[str, int]
+    as_of: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "agent": self.agent, "since": self.since, "until": self.until, "count": self.count,
             "first_ts": self.first_ts, "last_ts": self.last_ts, "kinds": dict(self.kinds),
             "themes": list(self.themes), "tags": list(self.tags), "focus": list(self.focus),
             "moods": list(self.moods), "novelty": dict(self.novelty), "continuity": dict(self.continuity),
+            "corrections": dict(self.corrections),
         }
+        if self.as_of is not None:
+            data["as_of"] = self.as_of
+        return data
 
 
 def _novelty_view(rows: Sequence[IndexRow]) -> dict[str, Any]:
@@ -139,9 +153,10 @@ def row_of_entry(entry: Entry, path: str) -> IndexRow:
 
 
 def compute_digest(
-    rows: Sequence[IndexRow], links: Sequence[tuple[str, str]], *, agent: str | None, since: str | None, until: str | None
+    rows: Sequence[IndexRow], links: Sequence[tuple[str, str]], *, agent: str | None, since: str | None, until: str | None,
+    corrections: Sequence[tuple[str, str]] = (), as_of: str | None = None,
 ) -> Digest:
-    """Summarize *rows* (oldest first) and the continuity *links* leaving them."""
+    """Summarize *rows* (oldest first), the continuity *links* leaving them and the *corrections* (supersessions) they declare."""
     return Digest(
         agent=agent,
         since=since,
@@ -156,5 +171,7 @@ def compute_digest(
         moods=_top(Counter(row.mood for row in rows if row.mood), 20, "mood"),
         novelty=_novelty_view(rows),
         continuity=_continuity_view(rows, links),
+        corrections={"entries": len({src for src, _ in corrections}), "superseded": len({dst for _, dst in corrections})},
+        as_of=as_of,
     )
 

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from journal._reading import Reader, Scope, bound, positive
+from journal._corrections import order_corrections
+from journal._reading import Reader, Scope, bound, cutoff, positive
 from journal.context import PromptContext, build_prompt_context
 from journal.entry import Entry, check_text_arguments, show_value
 from journal.errors import SemanticUnavailableError
@@ -31,6 +32,8 @@ MAX_K: Final = 10_000
 #: Ranking modes: ``auto`` is ``hybrid`` with NN on and ``lexical`` without.
 MODES: Final = ("auto", "lexical", "semantic", "hybrid")
 _SNIPPET_WORDS: Final = 24
+#: How relate orders an entry's explicit links: what it corrects and what corrects it, then continuity, newest first within each.
+_LINK_ORDER: Final = ("supersedes", "superseded_by", "continues", "continued_by")
 
 
 def _preview(text: str) -> str:
@@ -65,12 +68,27 @@ class Ranker:
         *vector* replaces the query's embedding (``relate`` passes the entry's own).
         """
         mode = self._resolve_mode(mode)
+        if scope.current_only:
+            exclude = [*exclude, *self._index.superseded_in(scope.window, before=scope.as_of)]
         bad: set[str] = set()
         while True:
             known = len(bad)
             hits = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope)
             if len(hits) >= k or len(bad) == known:
                 return hits
+
+    def _corrected(self, hits: list[Hit], k: int, scope: Scope) -> list[Hit]:
+        """*hits* with each superseded entry right after what superseded it (see :mod:`journal._corrections`), cut to *k*."""
+
+        def superseders(ids: Sequence[str]) -> dict[str, list[str]]:
+            return self._index.superseders(ids, before=scope.as_of)
+
+        def bring(entry_id: str, corrected: Hit) -> Hit | None:
+            rows = self._index.rows(scope.window, ids=[entry_id])
+            entry = self._reader.usable(rows[0], set(), scope) if rows else None
+            return None if entry is None else Hit(entry_id, corrected.score, _preview(entry.voice), entry, corrected.reason)
+
+        return order_corrections(hits, superseders, bring)[:k]
 
     def _rank_once(self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope) -> list[Hit]:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
@@ -97,11 +115,13 @@ class Ranker:
 
     def search(
         self, query: str, *, k: int, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, mode: str,
+        as_of: datetime | str | None = None, current_only: bool = False,
     ) -> list[Hit]:
         """See :meth:`journal.Journal.search`."""
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
-        return self._rank(query, k=k, mode=mode, scope=Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until")))
+        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        return self._corrected(self._rank(query, k=k, mode=mode, scope=scope), k, scope)
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -112,16 +132,23 @@ class Ranker:
         source = self._reader.get(entry_id, agent)
         scope = Scope(agent=agent)
         wanted: dict[str, str] = {}
-        for ref in source.continuity_refs:  # the file decides what the entry continues
+        for ref in source.supersedes:  # the file decides what the entry corrects and continues
+            wanted.setdefault(ref, "supersedes")
+        for ref in self._index.superseders([entry_id]).get(entry_id, ()):
+            wanted.setdefault(ref, "superseded_by")
+        for ref in source.continuity_refs:
             wanted.setdefault(ref, "continues")
         for ref in self._index.links_to(entry_id):
             wanted.setdefault(ref, "continued_by")
         linked: dict[str, tuple[str, Entry]] = {}
         for row in self._index.rows(Window(agent=agent), ids=list(wanted)):
             entry = self._reader.usable(row, set(), scope)
-            if entry is None or (wanted[row.id] == "continued_by" and entry_id not in entry.continuity_refs):
+            reason = wanted[row.id]
+            if entry is None or (row.agent != source.agent and reason in ("supersedes", "superseded_by")):
                 continue
-            linked[row.id] = (wanted[row.id], entry)
+            if (reason == "continued_by" and entry_id not in entry.continuity_refs) or (reason == "superseded_by" and entry_id not in entry.supersedes):
+                continue
+            linked[row.id] = (reason, entry)
         # Only links in scope count towards how many similar entries are fetched.
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
@@ -131,7 +158,7 @@ class Ranker:
         for linked_id, (reason, entry) in linked.items():
             scored = scores.get(linked_id)
             hits.append(Hit(linked_id, scored.score if scored else 0.0, scored.snippet if scored else "", entry, reason))
-        hits.sort(key=lambda hit: hit.reason != "continues")
+        hits.sort(key=lambda hit: _LINK_ORDER.index(hit.reason))
         for found in similar:
             if len(hits) >= k:
                 break
@@ -141,12 +168,13 @@ class Ranker:
 
     def context(
         self, query: str, *, k: int, agent: str | None, since: datetime | str | None, until: datetime | str | None, max_chars: int,
+        as_of: datetime | str | None = None, current_only: bool = False,
     ) -> PromptContext:
         """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
-        scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"))
-        found = self._rank(query, k=k, mode="auto", scope=scope)
+        scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        found = self._corrected(self._rank(query, k=k, mode="auto", scope=scope), k, scope)
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
@@ -155,5 +183,8 @@ class Ranker:
                 rows = self._index.rows(scope.window, limit=k + len(seen) + extra)
                 return [row for row in rows if row.id not in seen]
 
-            picks += [(entry, "recent") for entry in self._reader.usable_rows(fetch, k - len(picks), scope)]
-        return build_prompt_context(query, picks, max_chars=max_chars)
+            hidden = set(self._index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
+            recent = self._reader.usable_rows(lambda extra: [row for row in fetch(extra + len(hidden)) if row.id not in hidden], k - len(picks), scope)
+            picks += [(entry, "recent") for entry in recent]
+        corrected = self._index.superseders([entry.id for entry, _ in picks], before=scope.as_of)
+        return build_prompt_context(query, picks, max_chars=max_chars, superseded_by=corrected)
