@@ -141,6 +141,15 @@ def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--agent", type=_TEXT, help="Only this agent's entries.")(function)
 
 
+def _as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--as-of", "as_of", type=_TEXT,
+                        help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.")(function)
+
+
+def _current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--current-only", is_flag=True, help="Leave out entries that a later entry supersedes.")(function)
+
+
 class _RootPath(click.Path):
     """A journal directory; an empty or blank value is refused, never read as the current directory.
 
@@ -212,14 +221,18 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
 @cli.command(name="list")
 @click.option("--kind", type=_KIND)
 @_window_options
+@_as_of_option
+@_current_only_option
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
 @pass_settings
-def list_(settings: _Settings, kind: str | None, agent: str | None, since: str | None, until: str | None, limit: int) -> None:
+def list_(
+    settings: _Settings, kind: str | None, agent: str | None, since: str | None, until: str | None, as_of: str | None, current_only: bool, limit: int,
+) -> None:
     """List entries, newest first.
 
     Example: ghostjournal list --agent motoko --kind pulse --limit 5
     """
-    entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit)
+    entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
     _emit([entry.to_dict() for entry in entries])
 
 
@@ -228,19 +241,24 @@ def list_(settings: _Settings, kind: str | None, agent: str | None, since: str |
 @click.option("-k", "k", type=_K_RANGE, default=8, show_default=True, help="How many hits.")
 @click.option("--kind", type=_KIND)
 @_window_options
+@_as_of_option
+@_current_only_option
 @click.option(
     "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
     help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
 )
 @pass_settings
 def search(
-    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None, mode: str
+    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None, as_of: str | None,
+    current_only: bool, mode: str,
 ) -> None:
     """Search entries by words, and with --nn by meaning too; any text is a valid query.
 
+    A superseded entry comes right after the entry correcting it, and its hit lists that entry in superseded_by.
+
     Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
-    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode)
+    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only)
     _emit([hit.to_dict() for hit in hits])
 
 
@@ -259,30 +277,36 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
 
 @cli.command()
 @_window_options
+@_as_of_option
 @pass_settings
-def digest(settings: _Settings, agent: str | None, since: str | None, until: str | None) -> None:
-    """Summarize a window: themes, tags, focus, moods, novelty trend, continuity.
+def digest(settings: _Settings, agent: str | None, since: str | None, until: str | None, as_of: str | None) -> None:
+    """Summarize a window: themes, tags, focus, moods, novelty trend, continuity, corrections.
 
     Example: ghostjournal digest --agent motoko --since 2026-09-01T00:00:00Z
     """
-    _emit(settings.journal().digest(agent=agent, since=since, until=until).to_dict())
+    _emit(settings.journal().digest(agent=agent, since=since, until=until, as_of=as_of).to_dict())
 
 
 @cli.command(name="prompt-context")
 @click.argument("query", type=_TEXT)
 @click.option("-k", "k", type=_K_RANGE, default=6, show_default=True)
 @_window_options
+@_as_of_option
+@_current_only_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
 @pass_settings
 def prompt_context(
-    settings: _Settings, query: str, k: int, agent: str | None, since: str | None, until: str | None, max_chars: int, raw: bool
+    settings: _Settings, query: str, k: int, agent: str | None, since: str | None, until: str | None, as_of: str | None, current_only: bool,
+    max_chars: int, raw: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
     Example: ghostjournal prompt-context "what keeps returning?" --agent motoko --raw
     """
-    block = settings.journal().prompt_context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars)
+    block = settings.journal().prompt_context(
+        query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only,
+    )
     if raw:
         _echo(block)
     else:

@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from journal._corrections import order_corrections
-from journal._reading import Reader, Scope, bound, cutoff, positive
+from journal._reading import Reader
+from journal._scope import Scope, bound, cutoff, positive
 from journal.context import PromptContext, build_prompt_context
 from journal.entry import Entry, check_text_arguments, show_value
 from journal.errors import SemanticUnavailableError

@@ -134,11 +134,14 @@ def _fields_from_backend(
     except BackendError as exc:
         raise exc.for_agent(agent.name) from None
     signals = fields.get("signals")
-    if isinstance(signals, dict) and isinstance(signals.get("continuity_refs"), list):
-        # A reply may only cite entries it was shown; invented ids are dropped.
+    if isinstance(signals, dict):
+        # A reply may only cite, or correct, entries it was shown; invented ids are dropped.
         shown = {record.id for record in context.records}
-        refs = [ref for ref in signals["continuity_refs"] if ref in shown]
-        fields["signals"] = {k: v for k, v in signals.items() if k != "continuity_refs"} | ({"continuity_refs": refs} if refs else {})
+        for field in ("continuity_refs", "supersedes"):
+            if isinstance(signals.get(field), list):
+                refs = [ref for ref in signals[field] if ref in shown]
+                signals = {k: v for k, v in signals.items() if k != field} | ({field: refs} if refs else {})
+        fields["signals"] = signals
     try:
         # The reply's field values are the backend's: a bad one is its failure, and the error says so.
         validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})

@@ -50,7 +50,7 @@ REPLY_FIELDS: Final = {
     "theme": "required: a short theme label (under 200 characters)",
     "tags": "optional: a list of short unique strings",
     "mood": "optional: one short word or phrase",
-    "signals": "optional: {focus: short label, novelty: number 0..1, continuity_refs: [ids of past entries from the context that this builds on]}",
+    "signals": "optional: {focus: short label, novelty: number 0..1, continuity_refs: [ids of past entries from the context that this builds on], supersedes: [ids of past entries from the context that this corrects]}",
     "anchors": "optional: a list of {type, ref, label?} external references",
 }
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")

@@ -1,0 +1,219 @@
+"""Corrections that never delete: ``signals.supersedes``, ``current_only`` and ``as_of`` on every read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from journal import Journal
+from journal.entry import Entry
+from journal.errors import EntryValidationError
+from tests._support import entry_files
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "journal" / "schemas" / "entry-v1.schema.json").read_text())
+
+
+def _at(days: int) -> str:
+    return (T0 + timedelta(days=days)).isoformat()
+
+
+def _note(journal: Journal, voice: str, days: int, *, agent: str = "motoko", theme: str = "office", supersedes: list[str] | None = None,
+          **extra: Any) -> Entry:
+    payload: dict[str, Any] = {"kind": "note", "agent": agent, "theme": theme, "voice": voice, "ts": _at(days), **extra}
+    if supersedes is not None:
+        payload["signals"] = {"supersedes": supersedes}
+    return journal.append(payload)
+
+
+@pytest.fixture
+def facts(journal: Journal) -> dict[str, Entry]:
+    """An old fact, its correction two months later, and an unrelated entry in between."""
+    old = _note(journal, "The office wifi password is tern-42, written on the card by the door.", 0)
+    other = _note(journal, "Bought a new kettle for the office kitchen; it whistles.", 20, theme="kitchen")
+    new = _note(journal, "The office wifi password changed: it is heron-77 now.", 60, supersedes=[old.id])
+    return {"old": old, "other": other, "new": new}
+
+
+def test_a_superseding_entry_validates_against_the_schema_file_and_keeps_its_field(facts: dict[str, Entry], journal: Journal) -> None:
+    stored = journal.get(facts["new"].id)
+    assert stored.supersedes == (facts["old"].id,)
+    jsonschema.validate(stored.to_dict(), SCHEMA)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**stored.to_dict(), "signals": {"supersedes": [facts["old"].id, facts["old"].id]}}, SCHEMA)
+
+
+@pytest.mark.parametrize(("value", "field", "expected"), [
+    ("abc", "signals.supersedes", "an array of entry ids"),
+    (["../etc"], "signals.supersedes[0]", "an entry id"),
+    ([7], "signals.supersedes[0]", "an entry id"),
+    (["a1", "a1"], "signals.supersedes", "unique entry ids"),
+])
+def test_a_malformed_supersedes_is_refused_by_field(journal: Journal, value: object, field: str, expected: str) -> None:
+    with pytest.raises(EntryValidationError, match=expected) as caught:
+        journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "signals": {"supersedes": value}})
+    assert caught.value.field == field
+
+
+def test_an_unknown_foreign_or_own_id_is_refused_and_nothing_is_written(journal: Journal, root: Path) -> None:
+    mine = _note(journal, "A fact of mine.", 0)
+    theirs = _note(journal, "A fact of batou's.", 1, agent="batou")
+    before = entry_files(root)
+    refused = {
+        "unknown": {"signals": {"supersedes": ["no-such-entry"]}},
+        "foreign": {"signals": {"supersedes": [theirs.id]}},
+        "own": {"id": "self-correcting", "signals": {"supersedes": ["self-correcting"]}},
+        "second": {"signals": {"supersedes": [mine.id, theirs.id]}},
+    }
+    messages = {}
+    for name, extra in refused.items():
+        with pytest.raises(EntryValidationError) as caught:
+            journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "a correction", "ts": _at(5), **extra})
+        messages[name] = str(caught.value)
+        assert caught.value.field == ("signals.supersedes[1]" if name == "second" else "signals.supersedes[0]")
+    assert entry_files(root) == before
+    assert len(journal.list(limit=10)) == 2
+    # Another agent's id reads exactly like an id that does not exist.
+    assert messages["foreign"].replace(theirs.id, "X") == messages["unknown"].replace("no-such-entry", "X")
+    assert "not the entry's own id" in messages["own"]
+
+
+def test_the_cli_refuses_a_bad_supersedes_with_exit_65(journal: Journal, root: Path) -> None:
+    payload = json.dumps({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "signals": {"supersedes": ["missing"]}})
+    result = subprocess.run(["ghostjournal", "--root", str(root), "append"], input=payload, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 65
+    assert "signals.supersedes[0]" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_search_puts_a_correction_above_what_it_corrects_even_when_only_the_old_words_match(facts: dict[str, Entry], journal: Journal) -> None:
+    hits = journal.search("wifi password tern-42", agent="motoko")
+    ids = [hit.entry_id for hit in hits]
+    assert ids.index(facts["new"].id) < ids.index(facts["old"].id)
+    assert hits[ids.index(facts["old"].id)].superseded_by == (facts["new"].id,)
+    # Only the old entry holds "tern": its correction is brought in, above it.
+    only_old = journal.search("tern", agent="motoko")
+    assert [hit.entry_id for hit in only_old] == [facts["new"].id, facts["old"].id]
+    assert only_old[1].to_dict()["superseded_by"] == [facts["new"].id]
+    assert "superseded_by" not in only_old[0].to_dict()
+
+
+def test_k_counts_the_correction_brought_in(facts: dict[str, Entry], journal: Journal) -> None:
+    assert [hit.entry_id for hit in journal.search("tern", agent="motoko", k=1)] == [facts["new"].id]
+
+
+def test_current_only_hides_superseded_entries_in_every_read(facts: dict[str, Entry], journal: Journal) -> None:
+    assert facts["old"].id not in [hit.entry_id for hit in journal.search("wifi password tern", agent="motoko", current_only=True)]
+    assert [entry.id for entry in journal.list(agent="motoko", current_only=True)] == [facts["new"].id, facts["other"].id]
+    context = journal.context("wifi password", agent="motoko", k=6, current_only=True)
+    assert facts["old"].id not in [record.id for record in context.records]
+    assert {record.id for record in context.records} == {facts["new"].id, facts["other"].id}
+
+
+def test_as_of_answers_from_the_journal_as_it_stood(facts: dict[str, Entry], journal: Journal) -> None:
+    march = _at(30)
+    hits = journal.search("wifi password", agent="motoko", as_of=march)
+    assert [hit.entry_id for hit in hits] == [facts["old"].id]
+    assert hits[0].superseded_by == ()
+    assert journal.search("wifi password", agent="motoko", as_of=march, current_only=True)[0].entry_id == facts["old"].id
+    assert [entry.id for entry in journal.list(agent="motoko", as_of=march)] == [facts["other"].id, facts["old"].id]
+    # as_of includes its own instant; until stays exclusive.
+    assert journal.list(agent="motoko", as_of=_at(60))[0].id == facts["new"].id
+    assert facts["new"].id not in [entry.id for entry in journal.list(agent="motoko", until=_at(60))]
+    then = journal.digest(agent="motoko", as_of=march).to_dict()
+    assert then["count"] == 2 and then["corrections"] == {"entries": 0, "superseded": 0} and then["as_of"].startswith("2026-04-01T09:00:00")
+    context = journal.context("wifi password", agent="motoko", as_of=march)
+    assert [record.id for record in context.records] == [facts["old"].id, facts["other"].id]
+    assert "superseded_by" not in context.text
+
+
+def test_the_prompt_context_says_superseded_by_and_how_many_matched(facts: dict[str, Entry], journal: Journal) -> None:
+    context = journal.context("tern", agent="motoko", k=3)
+    records = {record.id: record for record in context.records}
+    assert records[facts["old"].id].superseded_by == (facts["new"].id,)
+    assert records[facts["new"].id].found_by == "match" and records[facts["other"].id].found_by == "recent"
+    lines = [json.loads(line) for line in context.text.splitlines()[2:-1]]
+    assert lines[0] == {"query": "tern", "records": 3, "matched": 2, "omitted": 0}
+    assert next(line for line in lines[1:] if line["id"] == facts["old"].id)["superseded_by"] == [facts["new"].id]
+
+
+def test_relate_shows_the_link_both_ways_and_digest_counts_corrections(facts: dict[str, Entry], journal: Journal) -> None:
+    from_new = journal.relate(facts["new"].id, agent="motoko")
+    assert (from_new[0].entry_id, from_new[0].reason) == (facts["old"].id, "supersedes")
+    from_old = journal.relate(facts["old"].id, agent="motoko")
+    assert (from_old[0].entry_id, from_old[0].reason) == (facts["new"].id, "superseded_by")
+    for agent in ("motoko", None):
+        assert journal.digest(agent=agent).to_dict()["corrections"] == {"entries": 1, "superseded": 1}
+    # A window that holds only the correction still counts it: what it corrects is older.
+    assert journal.digest(agent="motoko", since=_at(50)).to_dict()["corrections"] == {"entries": 1, "superseded": 1}
+
+
+def test_a_rebuilt_index_keeps_every_supersession(facts: dict[str, Entry], journal: Journal, root: Path) -> None:
+    journal.reindex()
+    with Journal(root) as reopened:
+        assert [hit.entry_id for hit in reopened.search("tern", agent="motoko")] == [facts["new"].id, facts["old"].id]
+    (root / "index" / "journal.sqlite3").unlink()
+    with Journal(root) as rebuilt:
+        assert rebuilt.search("tern", agent="motoko")[1].superseded_by == (facts["new"].id,)
+
+
+def test_entries_without_supersedes_are_unchanged_on_disk(journal: Journal, root: Path, make_payload: Callable[..., dict[str, Any]]) -> None:
+    entry = journal.append(make_payload(signals={"focus": "tides", "continuity_refs": []}))
+    stored = json.loads(next((root / "entries").rglob(f"{entry.id}.json")).read_text())
+    assert "supersedes" not in stored["signals"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=st.lists(st.tuples(st.sampled_from(["motoko", "batou"]), st.sampled_from(["rain", "tide", "rain tide", "lamp"]),
+                               st.lists(st.integers(min_value=0, max_value=30), max_size=3)), min_size=1, max_size=14),
+       query=st.sampled_from(["rain", "tide", "lamp", "rain tide"]), current_only=st.booleans())
+def test_no_superseded_hit_ever_comes_before_what_supersedes_it(tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, str, list[int]]],
+                                                                 query: str, current_only: bool) -> None:
+    """Random chains of corrections (each naming earlier entries of its own agent): every read keeps the order, and the agent."""
+    root = tmp_path_factory.mktemp("chains") / "journal"
+    with Journal(root) as journal:
+        written: list[Entry] = []
+        for position, (agent, words, picks) in enumerate(plan):
+            own = [entry.id for entry in written if entry.agent == agent]
+            supersedes = sorted({own[pick % len(own)] for pick in picks}) if own else []
+            written.append(_note(journal, f"{words} entry {position}", position, agent=agent, theme=words, supersedes=supersedes or None))
+        superseded_by: dict[str, set[str]] = {}
+        for entry in written:
+            for ref in entry.supersedes:
+                superseded_by.setdefault(ref, set()).add(entry.id)
+        hits = journal.search(query, agent="motoko", k=20, current_only=current_only)
+        ids = [hit.entry_id for hit in hits]
+        assert all(hit.entry.agent == "motoko" for hit in hits)
+        for hit in hits:
+            assert set(hit.superseded_by) == superseded_by.get(hit.entry_id, set())
+            assert not (current_only and hit.superseded_by)
+            for newer in hit.superseded_by:
+                if newer in ids:
+                    assert ids.index(newer) < ids.index(hit.entry_id)
+        assert len(ids) == len(set(ids))
+
+
+def test_the_cli_takes_as_of_and_current_only(facts: dict[str, Entry], root: Path) -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], capture_output=True, text=True, timeout=60, check=False)
+
+    corrected = json.loads(run("search", "tern", "--agent", "motoko").stdout)
+    assert [hit["entry_id"] for hit in corrected] == [facts["new"].id, facts["old"].id]
+    assert corrected[1]["superseded_by"] == [facts["new"].id]
+    current = json.loads(run("search", "wifi password", "--agent", "motoko", "--current-only").stdout)
+    assert [hit["entry_id"] for hit in current] == [facts["new"].id]
+    listed = json.loads(run("list", "--agent", "motoko", "--as-of", _at(30)).stdout)
+    assert [entry["id"] for entry in listed] == [facts["other"].id, facts["old"].id]
+    assert json.loads(run("digest", "--as-of", _at(61)).stdout)["corrections"] == {"entries": 1, "superseded": 1}
+    block = run("prompt-context", "wifi", "--agent", "motoko", "--current-only", "--raw").stdout
+    assert facts["new"].id in block and facts["old"].id not in block
+    naive = run("search", "tern", "--as-of", "2026-03-02T09:00:00")
+    assert naive.returncode == 2 and "as_of" in naive.stderr and "Traceback" not in naive.stderr
