@@ -100,7 +100,7 @@ def test_dry_run_validates_and_appends_nothing(tmp_path: Path) -> None:
 
 
 class _Recorder:
-    """A backend that records its request and cites one shown id plus one invented id."""
+    """A backend that records its request, and cites and corrects one shown id plus one invented id."""
 
     name = "recorder"
 
@@ -110,11 +110,11 @@ class _Recorder:
     def reflect(self, request: ReflectionRequest) -> dict[str, Any]:
         self.requests.append(request)
         shown = [record.id for record in request.context.records]
-        return {"voice": "v", "theme": "t", "signals": {"continuity_refs": [*shown[:1], "invented-id"]}}
+        return {"voice": "v", "theme": "t", "signals": {"continuity_refs": [*shown[:1], "invented-id"], "supersedes": ["invented-id", *shown[:1]]}}
 
 
 def test_context_is_agent_scoped_windowed_and_refs_are_checked(tmp_path: Path) -> None:
-    """The backend sees only the agent's own past entries before the scheduled time; invented refs are dropped."""
+    """The backend sees only the agent's own past entries before the scheduled time; invented refs and corrections are dropped."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
     tz = config.timezone
     with Journal(config.agent("motoko").journal_root) as journal:
@@ -126,3 +126,4 @@ def test_context_is_agent_scoped_windowed_and_refs_are_checked(tmp_path: Path) -
         records = recorder.requests[0].context.records
         assert [r.voice for r in records] == ["earlier"]
         assert journal.get(result.entry_id).continuity_refs == (records[0].id,)
+        assert journal.get(result.entry_id).supersedes == (records[0].id,)
