@@ -320,6 +320,26 @@ def download_model(settings: _Settings, model: str | None) -> None:
     _emit({"model": name, "path": str(embed.download_model(name))})
 
 
+@cli.command()
+@click.option("--agent", type=_TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
+@click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
+@pass_settings
+def mcp(settings: _Settings, agent: str | None, read_only: bool) -> None:
+    """Serve the journal to an agent as a stdio MCP server (needs the 'mcp' extra), until stdin closes or SIGTERM.
+
+    The protocol is on stdout, JSON log lines on stderr.
+
+    Example: claude mcp add journal -- ghostjournal --root ~/journal mcp --agent motoko
+    """
+    try:
+        from journal.mcp_server import serve  # the SDK and its web stack stay out of every other command
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'") from None
+    code = serve(settings.journal(writable=not read_only), agent=agent, is_read_only=read_only)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 class _StderrWarnings(logging.Handler):
     """The library's warnings (an index left behind, a skipped file) as one ``Warning:`` line each on stderr."""
 
