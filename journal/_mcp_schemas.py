@@ -187,7 +187,10 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
         },
         "journal_digest": {
             "type": "object", "required": ["agent", "since", "until", "count", "kinds", "themes", "tags", "focus", "moods", "novelty", "continuity"],
-            "properties": {"count": {"type": "integer", "minimum": 0}, "kinds": {"type": "object"}, "themes": {"type": "array"}},
+            "properties": {
+                "agent": {"type": ["string", "null"]} if agent is None else {"const": agent},
+                "count": {"type": "integer", "minimum": 0}, "kinds": {"type": "object"}, "themes": {"type": "array"},
+            },
         },
         "journal_append": {
             "type": "object", "required": ["outcome", "duplicate", "entry"],

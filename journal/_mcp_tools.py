@@ -111,7 +111,7 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
     properties: Mapping[str, Any] = schema["properties"]
     for name in arguments:
         if name not in properties:
-            raise ValueError(f"unknown argument {show_value(name)}; {tool} takes {', '.join(properties)}")
+            raise ValueError(f"unknown argument {name if len(name) <= 60 else name[:57] + '...'!r}; {tool} takes {', '.join(properties)}")
     for name in schema["required"]:
         if name not in arguments:
             raise ValueError(f"{name} is required")
