@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -285,3 +287,23 @@ def test_cli_refuses_a_missing_journal_and_a_bad_agent(tmp_path: Path) -> None:
     Journal(tmp_path / "journal").close()
     bad = CliRunner().invoke(cli, ["--root", str(tmp_path / "journal"), "mcp", "--agent", "../etc"])
     assert bad.exit_code == 2 and "--agent must be 1-64 letters" in bad.stderr and bad.stdout == ""
+
+
+def test_the_sdk_is_imported_only_by_the_mcp_command(tmp_path: Path) -> None:
+    """Other commands never import the SDK; without it, `mcp` is one line naming the extra, exit 1."""
+    root = tmp_path / "journal"
+    Journal(root).close()
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from journal.cli import cli\n"
+        f"result = CliRunner().invoke(cli, ['--root', {str(root)!r}, 'search', 'harbor'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(sorted(m for m in ('mcp', 'starlette', 'pydantic', 'anyio') if m in sys.modules))\n"
+        "sys.modules['mcp'] = None  # as if the extra were not installed\n"
+        f"result = CliRunner().invoke(cli, ['--root', {str(root)!r}, 'mcp'])\n"
+        "print(result.exit_code, result.stderr.strip())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+    assert out[0] == "[]"
+    assert out[1].startswith("1 Error: the MCP server needs the 'mcp' extra") and out[1].endswith("pip install 'ghostjournal[mcp]'")
