@@ -298,7 +298,10 @@ def serve(journal: Journal, *, agent: str | None = None, is_read_only: bool = Fa
     except* OSError as group:  # stdout closed under a write: the client is gone
         broken.extend(group.exceptions)
     if broken:
-        log.failure("mcp.stopped", reason="transport", error=str(broken[0]))
+        error = broken[0]
+        while isinstance(error, BaseExceptionGroup):  # the transport's task groups nest theirs
+            error = error.exceptions[0]
+        log.failure("mcp.stopped", reason="transport", error=str(error))
         return EXIT_TRANSPORT
     log.info("mcp.stopped", reason=reason)
     return 0

@@ -6,6 +6,7 @@ three runner processes line up behind it, then lets them all go at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -130,6 +131,17 @@ def test_sigterm_during_a_call_lets_it_finish_and_exits_cleanly(tmp_path: Path) 
         assert journal.reindex() == 1
 
 
+def _end(process: subprocess.Popen[bytes]) -> None:
+    """Kill *process* if it still runs, wait for it and close its pipes (a pipe the server closed may refuse the flush)."""
+    if process.poll() is None:
+        process.kill()
+    process.wait(10)
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(BrokenPipeError):
+                pipe.close()
+
+
 def _send(process: subprocess.Popen[bytes], line: bytes) -> None:
     assert process.stdin is not None
     process.stdin.write(line + b"\n")
@@ -182,13 +194,7 @@ def test_literal_nan_on_the_wire_and_sigterm_with_stdin_open(tmp_path: Path) -> 
         assert "Traceback" not in errlog.read_text()
         assert entries(root) == []
     finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        assert process.stdout is not None
-        process.stdout.close()
+        _end(process)
 
 
 def test_nn_server_ranks_by_meaning_with_one_warm_encoder(tmp_path: Path) -> None:
@@ -209,3 +215,27 @@ def test_nn_server_ranks_by_meaning_with_one_warm_encoder(tmp_path: Path) -> Non
             expected = [hit.to_dict() for hit in journal.search("new canine companion", k=3, agent="motoko")]
         assert server.ok("journal_search", query="new canine companion", k=3)["hits"] == expected
         assert [e["event"] for e in server.events()].count("mcp.started") == 1
+
+
+def test_a_broken_stdout_ends_the_server_with_exit_74(tmp_path: Path) -> None:
+    """The client closes its end of stdout: the next answer cannot be written, and the server exits 74 with one log line."""
+    root = tmp_path / "journal"
+    Journal(root).close()
+    errlog = tmp_path / "stderr"
+    with errlog.open("w") as stream:
+        process = subprocess.Popen([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "mcp"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stream)
+    try:
+        _send(process, b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},'
+                       b'"clientInfo":{"name":"raw","version":"0"}}}')
+        assert _answer(process)["id"] == 1
+        assert process.stdout is not None
+        process.stdout.close()
+        _send(process, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        _send(process, b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}')
+        assert process.wait(timeout=30) == 74
+        events = [json.loads(line) for line in errlog.read_text().splitlines() if line.startswith("{")]
+        assert events[-1] == {**events[-1], "event": "mcp.stopped", "reason": "transport", "level": "error"}
+        assert "Broken pipe" in events[-1]["error"]
+    finally:
+        _end(process)
