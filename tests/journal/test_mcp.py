@@ -233,6 +233,7 @@ APPEND_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("wrong-kind", {"kind": "diary"}, "entry field 'kind'"),
     ("empty-voice", {"voice": ""}, "entry field 'voice'"),
     ("missing-theme", {"theme": None}, "theme is required"),
+    ("missing-agent", {"agent": None}, "agent is required"),  # this server serves every agent: an append names its own
     ("bad-continuity-ref", {"signals": {"continuity_refs": ["../../etc/passwd"]}}, "entry field 'signals.continuity_refs[0]'"),
     ("non-object-meta", {"meta": ["a"]}, "entry field 'meta'"),
     ("oversized", {"voice": "x" * MAX_ENTRY_BYTES}, "entry: expected at most"),
