@@ -30,9 +30,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any, Final, TextIO
 
+from journal._mcp_handlers import Logger, build, one_blas_thread
 from journal._mcp_tools import Tools
 from journal.api import Journal
-from journal.mcp_server import _build, _Logger, _one_blas_thread
 
 __all__ = ["TOKEN_ENVVAR", "parse_address", "serve_http"]
 
@@ -117,14 +117,14 @@ def serve_http(
     token = os.environ.get(TOKEN_ENVVAR) or None
     if not _is_loopback(host) and token is None:
         raise ValueError(f"--http on {host!r}, which is not a loopback address, needs a bearer token: set {TOKEN_ENVVAR}")
-    log = _Logger(log_stream or sys.stderr)
+    log = Logger(log_stream or sys.stderr)
     tools = Tools(journal, agent=agent, is_read_only=is_read_only)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host)],
         allowed_origins=list(_LOOPBACK_ORIGINS),
     )
-    app: Any = _build(tools, log).streamable_http_app(streamable_http_path=_PATH, host=host, transport_security=security)
+    app: Any = build(tools, log).streamable_http_app(streamable_http_path=_PATH, host=host, transport_security=security)
     if token is not None:
         app = _Bearer(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -137,7 +137,7 @@ def serve_http(
         "mcp.started", pid=os.getpid(), root=str(journal.root), agent=agent, read_only=is_read_only, nn=journal.encoder is not None,
         tools=list(tools.specs), url=f"http://{shown}:{bound}{_PATH}", token=token is not None,
     )
-    with listener, _one_blas_thread(journal):
+    with listener, one_blas_thread(journal):
         asyncio.run(server.serve(sockets=[listener]))
     log.info("mcp.stopped", reason=stopped[0] if stopped else "shutdown")
     return 0
