@@ -151,7 +151,7 @@ class Tools:
             ValueError: an argument is unknown, missing, of the wrong type or out of range, or names another agent.
             JournalError: what the journal raised (an entry that breaks the schema, an unknown id, a busy lock...).
         """
-        spec = self.specs[name]
+        spec = self.specs[name]  # the server answers a name it does not list with a protocol error before this
         check_arguments(name, spec.input_schema, arguments, check_values=spec.is_read_only)
         args = dict(arguments)
         if self.agent is not None:
@@ -174,10 +174,11 @@ class Tools:
                 return ToolResult({**context.to_dict(), "text": context.text}, context.text)
             case "journal_digest":
                 return self._result(journal.digest(**args).to_dict())
-            case _:
+            case "journal_append":
                 result = journal.append_with_result(args)
                 outcome = "duplicate" if result.is_duplicate else "appended"
                 return self._result({"outcome": outcome, "duplicate": result.is_duplicate, "entry": result.entry.to_dict()})
+        raise AssertionError(f"tool {name!r} is listed but has no implementation")
 
     @staticmethod
     def _result(structured: dict[str, Any]) -> ToolResult:
