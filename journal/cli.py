@@ -352,6 +352,36 @@ def download_model(settings: _Settings, model: str | None, to: Path | None, inde
     _emit({"model": name, "path": str(path), "source": source})
 
 
+@cli.command()
+@click.option("--agent", type=_TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
+@click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
+@click.option(
+    "--http", "address", type=_TEXT, default=None, metavar="HOST:PORT",
+    help="Serve Streamable HTTP on this address instead of stdio (a non-loopback one needs GHOSTJOURNAL_MCP_TOKEN).",
+)
+@pass_settings
+def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | None) -> None:
+    """Serve the journal to an agent as a stdio MCP server (needs the 'mcp' extra), until stdin closes or SIGTERM.
+
+    The protocol is on stdout, JSON log lines on stderr.
+
+    Example: claude mcp add journal -- ghostjournal --root ~/journal mcp --agent motoko
+    """
+    try:
+        # The SDK and its web stack stay out of every other command.
+        from journal.mcp_http import parse_address, serve_http
+        from journal.mcp_server import serve
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'") from None
+    if address is not None:
+        host, port = parse_address(address)
+        serve_http(settings.journal(writable=not read_only), host=host, port=port, agent=agent, is_read_only=read_only)
+        return
+    code = serve(settings.journal(writable=not read_only), agent=agent, is_read_only=read_only)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 class _StderrWarnings(logging.Handler):
     """The library's warnings (an index left behind, a skipped file) as one ``Warning:`` line each on stderr."""
 
