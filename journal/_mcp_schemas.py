@@ -103,13 +103,15 @@ def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
     """The argument schema of every read tool, by tool name, for a server scoped to *agent* (None: every agent)."""
     since = {"type": "string", "description": f"Only entries at or after this time. {_TIME}"}
     until = {"type": "string", "description": f"Only entries before this time. {_TIME}"}
+    as_of = {"type": "string", "description": f"Answer from the journal as it stood at this time: entries written later, and the corrections they make, are left out. {_TIME}"}
+    current_only = {"type": "boolean", "default": False, "description": "Leave out entries that a later entry corrects (supersedes)."}
     kind = {"type": "string", "enum": list(KINDS), "description": "Only entries of this kind."}
     entry_id = {"type": "string", "minLength": 1, "maxLength": 128, "description": "An entry id, as returned by the other tools."}
     scope = _agent_property(agent)
     return {
         "journal_search": _object({
             "query": _query("What to look for: any text (words, a question, a name, a code); quotes and operators are read as words."),
-            "k": _k(8), "kind": kind, "since": since, "until": until,
+            "k": _k(8), "kind": kind, "since": since, "until": until, "as_of": as_of, "current_only": current_only,
             "mode": {
                 "type": "string", "enum": list(MODES), "default": "auto",
                 "description": "auto: by words and meaning when the server has semantic search, else by words; "
@@ -119,20 +121,20 @@ def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
         }, ("query",)),
         "journal_get": _object({"id": entry_id, "agent": scope}, ("id",)),
         "journal_list": _object({
-            "kind": kind, "since": since, "until": until,
+            "kind": kind, "since": since, "until": until, "as_of": as_of, "current_only": current_only,
             "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 20, "description": "How many entries at most, newest first."},
             "agent": scope,
         }),
         "journal_context": _object({
             "query": _query("The question the next piece of work is about, e.g. 'what did I decide about the deploy?'."),
-            "k": _k(6), "since": since, "until": until,
+            "k": _k(6), "since": since, "until": until, "as_of": as_of, "current_only": current_only,
             "max_chars": {
                 "type": "integer", "minimum": 600, "maximum": MAX_CONTEXT_CHARS, "default": DEFAULT_CONTEXT_CHARS,
                 "description": "Most characters of the framed block.",
             },
             "agent": scope,
         }, ("query",)),
-        "journal_digest": _object({"since": since, "until": until, "agent": scope}),
+        "journal_digest": _object({"since": since, "until": until, "as_of": as_of, "agent": scope}),
         "journal_relate": _object({"id": entry_id, "k": _k(8), "agent": scope}, ("id",)),
     }
 
@@ -167,8 +169,9 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
         "required": ["entry_id", "score", "reason", "snippet", "entry"],
         "properties": {
             "entry_id": {"type": "string"}, "score": {"type": "number"},
-            "reason": {"type": "string", "description": "match (search), continues, continued_by or similar (relate)."},
+            "reason": {"type": "string", "description": "match (search), supersedes, superseded_by, continues, continued_by or similar (relate)."},
             "snippet": {"type": "string"}, "entry": entry,
+            "superseded_by": {"type": "array", "items": {"type": "string"}, "description": "Later entries that correct this one, newest first."},
         },
     }
     hits = {"type": "object", "required": ["hits"], "properties": {"hits": {"type": "array", "items": hit}}}

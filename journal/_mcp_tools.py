@@ -92,6 +92,9 @@ def _check_value(name: str, value: object, schema: Mapping[str, Any]) -> None:
             raise ValueError(f"{name} must be at most {schema['maxLength']:,} characters, got {len(value):,}")
         if len(value) < schema.get("minLength", 0):
             raise ValueError(f"{name} must not be empty")
+    elif kind == "boolean":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {json_type_name(value)} {show_value(value)}")
     elif kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer, got {json_type_name(value)} {show_value(value)}")

@@ -94,7 +94,7 @@ def test_tools_and_their_schemas(everyone: McpServer, motoko: McpServer) -> None
         assert tool.input_schema["additionalProperties"] is False
         assert tool.annotations is not None and tool.annotations.read_only_hint is (tool.name != "journal_append")
     assert listed["journal_search"].input_schema["required"] == ["query"]
-    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "mode", "agent"}
+    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "mode", "agent"}
     append = listed["journal_append"].input_schema
     assert set(append["properties"]) == {"kind", "voice", "theme", "tags", "mood", "signals", "anchors", "client_key", "meta", "agent"}
     assert set(append["required"]) == {"kind", "agent", "voice", "theme"}
@@ -269,6 +269,8 @@ SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("bad-mode", {"mode": "fuzzy"}, "mode must be one of 'auto', 'lexical', 'semantic', 'hybrid'"),
     ("semantic-without-nn", {"mode": "semantic"}, "semantic search is not available"),
     ("agent-number", {"agent": 7}, "agent must be a string, got a number 7"),
+    ("current-only-string", {"current_only": "yes"}, 'current_only must be true or false, got a string "yes"'),
+    ("naive-as-of", {"as_of": "2026-09-05T16:00:00"}, "as_of must be an ISO 8601 time with seconds and a timezone"),
 ]
 
 
@@ -308,3 +310,19 @@ def test_the_sdk_is_imported_only_by_the_mcp_command(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
     assert out[0] == "[]"
     assert out[1].startswith("1 Error: the MCP server needs the 'mcp' extra") and out[1].endswith("pip install 'ghostjournal[mcp]'")
+
+
+def test_corrections_reach_the_tools(tmp_path: Path) -> None:
+    """An append that supersedes an entry reorders search, and as_of and current_only work as in the library."""
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        old = journal.append({"kind": "note", "agent": "motoko", "theme": "wifi", "voice": "The wifi password is tern-42.", "ts": "2026-03-01T09:00:00Z"})
+    with mcp_server(root, "--agent", "motoko") as server:
+        new = server.ok("journal_append", kind="note", theme="wifi", voice="The wifi password is heron-77 now.",
+                        signals={"supersedes": [old.id]}, client_key="motoko:wifi:2026-05")["entry"]
+        hits = server.ok("journal_search", query="tern")["hits"]
+        assert _ids(hits) == [new["id"], old.id] and hits[1]["superseded_by"] == [new["id"]]
+        assert _ids(server.ok("journal_search", query="wifi password", current_only=True)["hits"]) == [new["id"]]
+        assert [e["id"] for e in server.ok("journal_list", as_of="2026-04-01T00:00:00Z")["entries"]] == [old.id]
+        assert server.ok("journal_digest")["corrections"] == {"entries": 1, "superseded": 1}
+        assert "signals.supersedes[0]" in server.error("journal_append", kind="note", theme="t", voice="v", signals={"supersedes": ["nope"]})
