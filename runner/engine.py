@@ -15,6 +15,11 @@ scheduler's workers and the simulation. Its steps:
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
 
+Around it, :func:`run_at` (``ghostrunner run``: timers, manual runs, serve's
+workers) ends a paused pair as ``skipped`` (reason ``paused``) before anything
+else, and :func:`run_slot` works on a slot without its entry only while
+holding the slot's lock, or ends ``busy`` (:mod:`runner.slot_lock`).
+
 A SIGTERM or SIGINT is acted on at once, except while the journal is asked
 for the slot's entry or appends it: there it waits until the answer is
 recorded in the run's outcome, so that the one ``run.finished`` of an
@@ -42,8 +47,11 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
-from runner.run_contract import Outcome, RunIdentity, RunResult
+from runner.pauses import pause_of
+from runner.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
+from runner.slot_lock import SlotLock, take_turn
 from runner.slots import cron_trigger, latest_fire_time
+from runner.state_dir import state_dir
 
 __all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_at", "run_slot"]
 
@@ -149,7 +157,7 @@ def _fields_from_backend(
 
 def _finish(
     run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None,
+    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None, reason: str | None = None,
 ) -> RunResult:
     """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
 
@@ -158,8 +166,9 @@ def _finish(
     without reporting it.
     """
     with _signals_deferred():
-        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run)
-        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
+        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason)
+        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
+                           reason=reason)
         if on_result is not None:
             on_result(result)
     return result
@@ -263,6 +272,7 @@ def execute_run(
 def run_slot(
     agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
     run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
+    slot_lock: SlotLock | None = None,
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
@@ -270,11 +280,15 @@ def run_slot(
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
     *on_result* is called once with the result, as in :func:`execute_run`.
+    With *slot_lock*, a slot that has no entry yet is worked on only while
+    holding that lock (:mod:`runner.slot_lock`): a run that does not get it in
+    time ends ``busy``, one that gets it asks the journal again first.
 
     Raises:
         RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
             was being opened (which can take a while: it may catch its index
-            up) or closed; the run's one ``run.finished`` is logged and reported first.
+            up) or closed, or while the run waited for the slot lock; the
+            run's one ``run.finished`` is logged and reported first.
     """
     identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
@@ -294,8 +308,24 @@ def run_slot(
         result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     try:
-        result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
-                             run_id=identity.run_id, run_timeout=run_timeout, on_result=on_result)
+        turn = take_turn(journal, identity, slot_lock)
+        if turn.outcome is not None:
+            result = _finish(identity, outcome=turn.outcome, entry_id=None, duration_ms=turn.waited_ms, error=turn.error, dry_run=dry_run,
+                             fault=turn.fault, on_result=on_result, reason=turn.reason)
+        else:
+            try:
+                result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
+                                     run_id=identity.run_id, run_timeout=run_timeout, on_result=on_result)
+            finally:
+                turn.release()
+    except RunInterrupted:
+        journal.close()
+        raise
+    except (KeyboardInterrupt, SystemExit) as exc:  # while waiting for the slot lock: execute_run reports its own
+        journal.close()
+        error = "interrupted by a signal while waiting for the slot lock; the slot has no entry from this run and can be run again"
+        result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     except BaseException:
         journal.close()
         raise
@@ -330,6 +360,11 @@ def run_at(
         UnknownNameError: *agent* is not configured, or does not run *routine*.
         NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
         RunInterrupted: as in :func:`run_slot`.
+
+    A paused pair (:mod:`runner.pauses`) is ``skipped`` with the reason
+    ``paused`` before its journal or backend is touched; a pause file that
+    cannot be read fails the run. Every other run takes its slot lock
+    (:mod:`runner.slot_lock`), waiting up to ``runner.slot_lock_wait``.
     """
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)
@@ -337,6 +372,14 @@ def run_at(
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
+    paused, error, fault = pause_of(config, agent, routine)
+    if paused or error:  # checked at every run, so a pause or resume needs no restart of serve
+        identity = RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id)
+        return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
+                       dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
     backend = None if routine_config.is_digest else build_backend(agent_config)
+    run_timeout = config.run_timeout.total_seconds() - process_age()
+    # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
+    slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
     return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                    run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=on_result)
+                    run_timeout=run_timeout, on_result=on_result, slot_lock=slot_lock)
