@@ -17,8 +17,8 @@ Exactly one ``run.finished`` event is logged per run.
 
 Around it, :func:`run_at` (``ghostrunner run``: timers, manual runs, serve's
 workers) ends a paused pair as ``skipped`` (reason ``paused``) before anything
-else, and :func:`run_slot` works on a slot without its entry only while
-holding the slot's lock, or ends ``busy`` (:mod:`runner.slot_lock`).
+else, and :func:`run_slot` works on a slot only while holding the slot's
+lock, or ends ``busy`` (:mod:`runner.slot_lock`).
 
 A SIGTERM or SIGINT is acted on at once, except while the journal is asked
 for the slot's entry or appends it: there it waits until the answer is
@@ -280,9 +280,9 @@ def run_slot(
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
     *on_result* is called once with the result, as in :func:`execute_run`.
-    With *slot_lock*, a slot that has no entry yet is worked on only while
-    holding that lock (:mod:`runner.slot_lock`): a run that does not get it in
-    time ends ``busy``, one that gets it asks the journal again first.
+    With *slot_lock*, the run works on its slot only while holding that lock
+    (:mod:`runner.slot_lock`): a run that does not get it in time ends
+    ``busy``; one that gets it finds the entry a previous holder appended.
 
     Raises:
         RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
@@ -308,7 +308,7 @@ def run_slot(
         result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     try:
-        turn = take_turn(journal, identity, slot_lock)
+        turn = take_turn(identity, slot_lock)
         if turn.outcome is not None:
             result = _finish(identity, outcome=turn.outcome, entry_id=None, duration_ms=turn.waited_ms, error=turn.error, dry_run=dry_run,
                              fault=turn.fault, on_result=on_result, reason=turn.reason)

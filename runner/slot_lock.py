@@ -1,11 +1,11 @@
 """One backend call per slot at a time: the per-(agent, routine) lock a run holds while it works on its slot.
 
 ``ghostrunner run`` (and so each of ``serve``'s workers and each timer run)
-takes this lock before it asks the backend, and holds it until its entry is
-appended or the run has failed. A second run of the same pair waits for it up
-to ``runner.slot_lock_wait`` (default 5 s); then, holding the lock, it asks
-the journal again, so the loser of a race finds the winner's entry and
-reports ``duplicate`` without a backend call. A run that finds the lock taken
+takes this lock before it asks the journal for its slot's entry, and so before
+the backend, and holds it until its entry is appended or the run has failed.
+A second run of the same pair waits for it up to ``runner.slot_lock_wait``
+(default 5 s); holding the lock, it asks the journal, so the loser of a race
+finds the winner's entry and reports ``duplicate`` without a backend call. A run that finds the lock taken
 logs ``run.waiting`` before it waits. A run that does not get the
 lock in time reports ``busy`` (reason ``slot_locked``): another run of the
 pair is still working, and its own ``run.finished`` says how the slot went.
@@ -30,7 +30,7 @@ from pathlib import Path
 import filelock
 import structlog
 
-from journal import Journal, JournalError, JournalStorageError
+from journal import JournalStorageError
 from runner.errors import RunnerError
 from runner.run_contract import REASON_SLOT_LOCKED, Outcome, RunIdentity
 from runner.state_dir import ensure_state_dir
@@ -104,24 +104,19 @@ class Turn:
             self.lock = None
 
 
-def _may_need_backend(journal: Journal, identity: RunIdentity) -> bool:
-    """Whether the slot still lacks its entry; a run that finds it reports ``duplicate`` with no lock to wait for."""
-    try:
-        return journal.find_by_client_key(identity.client_key, agent=identity.agent) is None
-    except (JournalError, OSError):
-        return True  # the run asks again under the lock, and a journal that fails there fails the run with its error
+def take_turn(identity: RunIdentity, lock: SlotLock | None) -> Turn:
+    """The turn of the run *identity* at its slot under *lock* (None: no lock, go on).
 
-
-def take_turn(journal: Journal, identity: RunIdentity, lock: SlotLock | None) -> Turn:
-    """The turn of the run *identity* at its slot in *journal*, under *lock* (None: no lock, go on).
-
-    A slot that has its entry already needs no lock: the run goes on and
-    finds it. Otherwise the run waits up to ``lock.wait`` for the lock: held,
-    it goes on; not in time, it ends ``busy``. A state directory the
-    filesystem refuses fails the run, naming the path (``fault`` is the errno
-    name, for the exit code).
+    The run waits up to ``lock.wait`` for the lock: held, it goes on (and the
+    run's own check of the journal, made under the lock with signals held,
+    finds the entry a previous holder appended); not in time, it ends
+    ``busy``. The lock is taken before the journal is asked, never after a
+    look of its own: a signal that lands while the journal is asked must be
+    recorded in the run's outcome, which only the run's own check does. A
+    state directory the filesystem refuses fails the run, naming the path
+    (``fault`` is the errno name, for the exit code).
     """
-    if lock is None or not _may_need_backend(journal, identity):
+    if lock is None:
         return Turn()
     started = time.perf_counter()
 

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import shutil
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._support import ghostrunner, with_key, write_config
+from runner.config import load_config
+from runner.errors import ConfigError
+from tests._support import SIMPLE_AGENT, ghostrunner, with_key, write_config
 
 KEY = "motoko:evening:2026-09-05"
 REPLY = {"voice": "The harbour lights came on one by one.", "theme": "harbour at dusk", "tags": ["harbour"]}
@@ -177,3 +182,31 @@ def test_a_state_directory_that_cannot_be_created_fails_the_run_naming_it(tmp_pa
     assert (result.returncode, printed["outcome"]) == (1, "failed")
     assert "serve.state" in printed["error"] and "Traceback" not in result.stderr
     assert not counter.exists() and with_key(tmp_path / "journal", KEY) == []
+
+
+def test_slot_lock_wait_defaults_to_five_seconds_and_must_be_shorter_than_run_timeout(tmp_path: Path) -> None:
+    """runner.slot_lock_wait is 5 s unless set; a wait not shorter than run_timeout is refused naming the key."""
+    assert load_config(write_config(tmp_path, SIMPLE_AGENT)).slot_lock_wait == timedelta(seconds=5)
+    assert load_config(write_config(tmp_path, SIMPLE_AGENT, runner='slot_lock_wait = "0s"\n')).slot_lock_wait == timedelta(0)
+    path = write_config(tmp_path, SIMPLE_AGENT, runner='slot_lock_wait = "5m"\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: runner.slot_lock_wait: expected a duration shorter than runner.run_timeout, got '5m'")):
+        load_config(path)
+
+
+def test_sigterm_while_waiting_for_the_slot_lock_ends_the_run_once(tmp_path: Path, server: _GatedServer, processes: list) -> None:
+    """A run stopped by SIGTERM while it waits for the slot lock logs one failed run.finished, prints it, and asks nothing."""
+    config = _config(tmp_path, server.url, "60s")
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    winner = _Run(config, events, processes)
+    try:
+        assert server.arrived.wait(60)
+        waiter = _Run(config, events, processes)
+        _wait_for(events, "run.waiting", 1)  # the new run is waiting at the lock
+        waiter.process.send_signal(signal.SIGTERM)
+        code, result = waiter.result()
+    finally:
+        server.release.set()
+    assert (code, result["outcome"]) == (128 + signal.SIGTERM, "failed")
+    assert "interrupted by a signal while waiting for the slot lock" in result["error"]
+    assert [json.loads(line)["event"] for line in waiter.log] == ["run.waiting", "run.finished"]
+    assert winner.result()[1]["outcome"] == "appended" and server.requests == 1
