@@ -15,10 +15,8 @@ scheduler's workers and the simulation. Its steps:
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
 
-Around it, :func:`run_at` (``ghostrunner run``: timers, manual runs, serve's
-workers) ends a paused pair as ``skipped`` (reason ``paused``) before anything
-else, and :func:`run_slot` works on a slot only while holding the slot's
-lock, or ends ``busy`` (:mod:`runner.slot_lock`).
+Around it, :func:`run_at` skips a paused pair (:mod:`runner.pauses`), and
+:func:`run_slot` runs only holding the slot's lock (:mod:`runner.slot_lock`).
 
 A SIGTERM or SIGINT is acted on at once, except while the journal is asked
 for the slot's entry or appends it: there it waits until the answer is
@@ -49,7 +47,7 @@ from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
 from runner.pauses import pause_of
 from runner.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
-from runner.slot_lock import SlotLock, take_turn
+from runner.slot_lock import SlotLock, run_in_turn
 from runner.slots import cron_trigger, latest_fire_time
 from runner.state_dir import state_dir
 
@@ -307,25 +305,19 @@ def run_slot(
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
         result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+
+    def finish(seen: Callable[[RunResult], object], **fields: Any) -> RunResult:  # a run that ends without its work (busy, ...)
+        def report(result: RunResult) -> None:
+            seen(result)
+            if on_result is not None:
+                on_result(result)
+
+        return _finish(identity, dry_run=dry_run, on_result=report, **fields)
+
     try:
-        turn = take_turn(identity, slot_lock)
-        if turn.outcome is not None:
-            result = _finish(identity, outcome=turn.outcome, entry_id=None, duration_ms=turn.waited_ms, error=turn.error, dry_run=dry_run,
-                             fault=turn.fault, on_result=on_result, reason=turn.reason)
-        else:
-            try:
-                result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
-                                     run_id=identity.run_id, run_timeout=run_timeout, on_result=on_result)
-            finally:
-                turn.release()
-    except RunInterrupted:
-        journal.close()
-        raise
-    except (KeyboardInterrupt, SystemExit) as exc:  # while waiting for the slot lock: execute_run reports its own
-        journal.close()
-        error = "interrupted by a signal while waiting for the slot lock; the slot has no entry from this run and can be run again"
-        result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
-        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+        result = run_in_turn(identity, slot_lock, finish, lambda: execute_run(
+            journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=identity.run_id,
+            run_timeout=run_timeout, on_result=on_result))
     except BaseException:
         journal.close()
         raise
@@ -361,10 +353,7 @@ def run_at(
         NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
         RunInterrupted: as in :func:`run_slot`.
 
-    A paused pair (:mod:`runner.pauses`) is ``skipped`` with the reason
-    ``paused`` before its journal or backend is touched; a pause file that
-    cannot be read fails the run. Every other run takes its slot lock
-    (:mod:`runner.slot_lock`), waiting up to ``runner.slot_lock_wait``.
+    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched.
     """
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)

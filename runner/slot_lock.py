@@ -31,11 +31,11 @@ import filelock
 import structlog
 
 from journal import JournalStorageError
-from runner.errors import RunnerError
-from runner.run_contract import REASON_SLOT_LOCKED, Outcome, RunIdentity
+from runner.errors import RunInterrupted, RunnerError
+from runner.run_contract import REASON_SLOT_LOCKED, Outcome, RunIdentity, RunResult
 from runner.state_dir import ensure_state_dir
 
-__all__ = ["SlotLock", "Turn", "take_turn"]
+__all__ = ["SlotLock", "Turn", "run_in_turn", "take_turn"]
 
 log = structlog.get_logger()
 
@@ -135,3 +135,35 @@ def take_turn(identity: RunIdentity, lock: SlotLock | None) -> Turn:
     if not held:
         return Turn(Outcome.BUSY, waited_ms=waited_ms, reason=REASON_SLOT_LOCKED)
     return Turn(waited_ms=waited_ms, lock=lock)
+
+
+def run_in_turn(
+    identity: RunIdentity, lock: SlotLock | None, finish: Callable[..., RunResult], work: Callable[[], RunResult],
+) -> RunResult:
+    """Do the run's *work* holding *lock*; or end it with *finish*: busy, a refused state directory, or a signal while waiting.
+
+    *finish* takes the callback that sees the result once it is logged and
+    reported, then the fields of the result (``outcome``, ``entry_id``,
+    ``duration_ms``, ``error``, ``fault``, ``reason``); *work* reports its own.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT while the run waited for the lock (or
+            right after a busy run was reported); its one ``run.finished`` is logged and reported first.
+    """
+    reported: list[RunResult] = []
+    try:
+        turn = take_turn(identity, lock)
+        if turn.outcome is not None:
+            return finish(reported.append, outcome=turn.outcome, entry_id=None, duration_ms=turn.waited_ms, error=turn.error,
+                          fault=turn.fault, reason=turn.reason)
+        try:
+            return work()
+        finally:
+            turn.release()
+    except RunInterrupted:
+        raise  # the work's own: logged and reported already
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if not reported:
+            finish(reported.append, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0,
+                   error="interrupted by a signal while waiting for the slot lock; the slot has no entry from this run and can be run again")
+        raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
