@@ -13,8 +13,9 @@ pair is still working, and its own ``run.finished`` says how the slot went.
 The lock is an OS advisory lock (``filelock``, ``flock(2)`` on Linux) on
 ``slots/AGENT+ROUTINE.lock`` in the runner's state directory
 (:mod:`runner.state_dir`), released by the kernel when its process dies, so a
-killed run never leaves its slot locked. Its cost (tens of microseconds) is
-nothing beside a backend call. It does not replace the journal's own writer
+killed run never leaves its slot locked. Its cost, about 1 ms a run (the
+directory checks, open, flock and close; measured on a loaded 2-core machine),
+is nothing beside a backend call or the run's process start. It does not replace the journal's own writer
 lock, nor the ``client_key`` check of the append, which is what guarantees
 one entry per slot; this lock only spares the backend calls that the losers
 of a race would make.
