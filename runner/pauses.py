@@ -237,7 +237,14 @@ def pause_of(config: RunnerConfig, agent: str, routine: str) -> tuple[bool, str 
 
 
 def paused_or_unknown(config: RunnerConfig) -> frozenset[tuple[str, str]] | None:
-    """The configured pairs that are paused, or None when the pause file cannot be read (what ``status`` needs)."""
+    """The configured pairs that are paused, or None when that cannot be known here (what ``status`` needs).
+
+    None when the pause file cannot be read, and when there is no state
+    directory at all: every run and every pause creates it, so its absence
+    means ``status`` is reading shipped logs on another host.
+    """
+    if not state_dir(config).is_dir():
+        return None
     try:
         return PauseBook(config).paused_pairs()
     except (StateFileError, OSError):

@@ -16,7 +16,8 @@ schedules. A pair is
 * ``paused`` when the pair (or its whole agent) is paused (``ghostrunner
   pause``): its runs are ``skipped`` on purpose, so it is neither overdue nor
   failed. The pause file in the runner's state directory says so; where it
-  cannot be read (status run by a user the state directory is closed to),
+  cannot be read (no state directory: logs shipped to another host; or one
+  closed to this user),
   a pair whose latest run was ``skipped`` with the reason ``paused`` is;
 * ``ok`` when a successful run *of the due slot itself* is in the log.
   Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a

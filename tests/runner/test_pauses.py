@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -186,3 +187,6 @@ def test_status_shows_a_paused_pair_as_paused_not_overdue(tmp_path: Path) -> Non
     # Resumed (no pause file): the slot skipped while paused was skipped on purpose, and counts as run.
     (tmp_path / "serve.state" / "pauses.json").unlink()
     assert status() == (0, {"nightly": "ok", "evening": "ok"})
+    # No state directory at all (the logs were shipped to another host): the log's skipped/paused line decides.
+    shutil.rmtree(tmp_path / "serve.state")
+    assert status() == (0, {"nightly": "ok", "evening": "paused"})
