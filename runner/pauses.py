@@ -33,7 +33,7 @@ import filelock
 from journal import JournalStorageError
 from runner.config import RunnerConfig
 from runner.errors import StateFileError
-from runner.state_dir import ensure_state_dir, state_dir, write_atomically
+from runner.state_dir import ensure_state_dir, hand_over, state_dir, write_atomically
 
 __all__ = ["PAUSE_FILE", "Pause", "PauseBook", "PauseChange", "pause_of", "paused_or_unknown"]
 
@@ -208,6 +208,7 @@ class PauseBook:
             raise StateFileError(Path(lock.lock_file), f"another pause or resume has held this lock for {_CHANGE_WAIT_SECONDS:g} s",
                                  "try again once it has finished") from None
         try:
+            hand_over(Path(lock.lock_file))
             before = list(self.read())
             pauses = list(before)
             yield pauses

@@ -34,7 +34,7 @@ import structlog
 from journal import JournalStorageError
 from runner.errors import RunInterrupted, RunnerError
 from runner.run_contract import REASON_SLOT_LOCKED, Outcome, RunIdentity, RunResult
-from runner.state_dir import ensure_state_dir
+from runner.state_dir import ensure_state_dir, hand_over
 
 __all__ = ["SlotLock", "Turn", "run_in_turn", "take_turn"]
 
@@ -78,6 +78,7 @@ class SlotLock:
             except filelock.Timeout:
                 return False
         self._lock = lock
+        hand_over(self.path)
         return True
 
     def release(self) -> None:

@@ -12,6 +12,9 @@ The directory is created ``0700`` when first needed. A symbolic link or a
 non-directory in its place is refused (nothing is written through it);
 files in it are replaced atomically (temporary file, fsync, rename, fsync of
 the directory), so a reader sees the old file or the new one, never a part.
+Root working in a directory owned by another user (``sudo ghostrunner pause``
+beside a service's state) hands what it creates to that user, so the
+service's own runs can still read the pause file and open the slot locks.
 """
 
 from __future__ import annotations
@@ -25,13 +28,28 @@ from pathlib import Path
 from runner.config import RunnerConfig
 from runner.errors import StateFileError
 
-__all__ = ["ensure_state_dir", "state_dir", "write_atomically"]
+__all__ = ["ensure_state_dir", "hand_over", "state_dir", "write_atomically"]
 
 
 def state_dir(config: RunnerConfig) -> Path:
     """The state directory of *config*'s deployment (it may not exist yet)."""
     lock = config.lock_file
     return lock.with_name(lock.stem + ".state") if lock.suffix else lock.with_name(lock.name + ".state")
+
+
+def _owner_of(directory: Path) -> tuple[int, int] | None:
+    """Whom a file root creates in *directory* must belong to: the directory's owner, if that is not root (None: keep it)."""
+    if os.geteuid() != 0:
+        return None  # only root can give a file away, and any other user's files are rightly its own
+    info = os.stat(directory)
+    return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
+
+
+def hand_over(path: Path) -> None:
+    """Give *path* (just created by this process) to the owner of its directory when root created it there."""
+    owner = _owner_of(path.parent)
+    if owner is not None and os.lstat(path).st_uid != owner[0]:
+        os.chown(path, *owner, follow_symlinks=False)
 
 
 def ensure_state_dir(path: Path) -> Path:
@@ -41,8 +59,12 @@ def ensure_state_dir(path: Path) -> Path:
         StateFileError: something other than a directory (a symlink, a file) is at *path*.
         OSError: the filesystem refused to create it (read-only, full, no permission).
     """
-    with contextlib.suppress(FileExistsError):
+    try:
         path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    else:
+        hand_over(path)
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
@@ -59,6 +81,9 @@ def write_atomically(path: Path, data: bytes) -> None:
     """
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        owner = _owner_of(path.parent)
+        if owner is not None:
+            os.fchown(fd, *owner)
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
             stream.flush()

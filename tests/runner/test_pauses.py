@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from runner.config import load_config
 from runner.pauses import PauseBook
 from runner.scheduler import Scheduler
 from tests._support import NIGHTLY, entries, event_named, ghostrunner, script, start_serve, with_key, write_config
+
+NOBODY = 65534
 
 #: A command backend that counts its calls in a file beside it.
 COUNTING = """
@@ -190,3 +195,20 @@ def test_status_shows_a_paused_pair_as_paused_not_overdue(tmp_path: Path) -> Non
     # No state directory at all (the logs were shipped to another host): the log's skipped/paused line decides.
     shutil.rmtree(tmp_path / "serve.state")
     assert status() == (0, {"nightly": "ok", "evening": "paused"})
+
+
+def test_root_hands_the_state_it_creates_to_the_owner_of_the_services_directory(tmp_path: Path) -> None:
+    """Root pausing and running beside a service's lock file leaves the state directory and its files to that service's user."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can create files for another user")
+    service = tmp_path / "var-lib-ghostrunner"
+    service.mkdir()
+    os.chown(service, NOBODY, NOBODY)
+    config = _config(tmp_path, runner="")
+    config.write_text(config.read_text().replace('lock_file = "serve.lock"', f'lock_file = "{service}/serve.lock"'))
+    _cli(config, "pause", "motoko", "evening")
+    run = ghostrunner("run", "nightly", "--agent", "motoko", "--at", "2026-09-05T01:00", "--config", str(config), cwd=tmp_path)
+    assert json.loads(run.stdout)["outcome"] == "appended", run.stderr
+    state = service / "serve.state"
+    made = [state, state / "pauses.json", state / "pauses.json.lock", state / "slots", state / "slots" / "motoko+nightly.lock"]
+    assert {path.name: (path.stat().st_uid, path.stat().st_gid) for path in made} == {path.name: (NOBODY, NOBODY) for path in made}
