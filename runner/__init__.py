@@ -17,12 +17,15 @@ from runner.errors import (
     RunInterrupted,
     RunnerError,
     SchedulerBusyError,
+    StateFileError,
     UnitRenderError,
     UnknownNameError,
 )
+from runner.history import build_history
 from runner.logs import configure_logging
 from runner.notify import Notifier
 from runner.oncalendar import ScheduleNotExpressibleError
+from runner.pauses import PauseBook
 from runner.run_contract import OUTCOMES
 from runner.scheduler import Scheduler
 from runner.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
@@ -41,6 +44,7 @@ __all__ = [
     "DemoReport",
     "NoScheduledTimeError",
     "Notifier",
+    "PauseBook",
     "ReflectionRequest",
     "Rendering",
     "RunInterrupted",
@@ -51,10 +55,12 @@ __all__ = [
     "Scheduler",
     "SchedulerBusyError",
     "SimulationSummary",
+    "StateFileError",
     "StatusReport",
     "UnitRenderError",
     "UnknownNameError",
     "build_backend",
+    "build_history",
     "build_report",
     "configure_logging",
     "default_exec_argv",

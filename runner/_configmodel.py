@@ -78,6 +78,10 @@ class RunnerConfig:
     routines: Mapping[str, Routine]
     agents: Mapping[str, AgentConfig]
     config_file: Path | None = field(default=None)
+    #: How long a run waits for another run of its (agent, routine) to release the slot lock, then reports busy:
+    #: long enough for a run that finds the slot's entry, or a quick local model, to finish; short against
+    #: run_timeout and any schedule's interval.
+    slot_lock_wait: timedelta = field(default=timedelta(seconds=5))
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

@@ -2,14 +2,16 @@
 
 Commands: ``run`` (one slot, for timers and manual triggers), ``serve`` (the
 scheduler), ``simulate`` (a virtual agent life), ``demo``, ``status`` (what the
-logs say; its own exit codes, see the command), ``systemd render`` (units). Results go to stdout as
+logs say; its own exit codes, see the command), ``systemd render`` (units),
+and ``pause``, ``resume``, ``history`` (:mod:`runner._cli_operate`). Results go to stdout as
 JSON; logs go to stderr, except under ``serve`` where they go to stdout for
 journald. User errors are one line on stderr.
 
 Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
 (unknown agent or routine, bad option); 73 the journal's filesystem is
 read-only; 74 its disk is full (or another I/O error); 75 busy (another
-scheduler holds the lock, or the journal's writer lock stayed busy);
+scheduler holds the lock, the journal's writer lock stayed busy, or a run
+ended ``busy``: another run of its slot held the slot lock);
 77 permission denied on the journal; 78 configuration error; a journal
 error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
 An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
@@ -48,6 +50,7 @@ from runner import (
     simulation_window,
     write_units,
 )
+from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner._cli_support import (
     LOG_LEVELS,
     MAX_DAYS,
@@ -65,6 +68,8 @@ from runner._cli_support import (
     simulation_exit_code,
 )
 from runner.errors import quoted
+from runner.pauses import paused_or_unknown
+from runner.run_contract import Outcome
 
 __all__ = ["cli", "main"]
 
@@ -106,7 +111,7 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
         result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(finished.to_json_line()))
     except NoScheduledTimeError as exc:
         raise TimeOptionError(str(exc), param_hint="--at") from None
-    sys.exit(0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
+    sys.exit(EXIT_BUSY if result.outcome is Outcome.BUSY else 0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
 
 
 @cli.command()
@@ -277,7 +282,7 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
         log_file = click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
-    report = build_report(config, read_log(log_file), now, grace)
+    report = build_report(config, read_log(log_file), now, grace, paused_or_unknown(config))
     echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
@@ -324,6 +329,10 @@ def demo(settings: Settings, agent: str, days: int, start_text: str, config_path
     report = run_demo(config, agent, start, days)
     echo(_render_demo(report))
     sys.exit(simulation_exit_code([report.simulation]))
+
+
+for _command in OPERATE_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

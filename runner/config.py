@@ -19,6 +19,7 @@ Layout::
     run_timeout = "5m"         # a worker running longer is killed
     shutdown_timeout = "2m"    # how long SIGTERM waits for in-flight runs
     lock_file = "ghostrunner.lock"   # one scheduler per deployment (default: beside the journal root)
+    slot_lock_wait = "5s"      # how long a run waits for another run of its agent and routine, then reports busy
     workers = 4                # simulate: parallel worker processes (default: CPU count)
     memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
 
@@ -73,7 +74,8 @@ __all__ = [
 CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
 EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
-_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory")
+_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
+                         "slot_lock_wait")
 _MAX_WORKERS: Final = 1024  # worker processes of simulate; more only exhausts the process table
 
 
@@ -103,6 +105,10 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     for name in ("run_timeout", "shutdown_timeout"):
         if durations[name] <= timedelta(0):
             raise reader.fail(f"runner.{name}", "a positive duration", runner.get(name))
+    if "slot_lock_wait" in runner:
+        durations["slot_lock_wait"] = reader.duration(runner["slot_lock_wait"], "runner.slot_lock_wait")
+        if durations["slot_lock_wait"] >= durations["run_timeout"]:
+            raise reader.fail("runner.slot_lock_wait", "a duration shorter than runner.run_timeout", runner["slot_lock_wait"])
     workers = reader.positive_int(runner["workers"], "runner.workers", maximum=_MAX_WORKERS) if "workers" in runner else None
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():

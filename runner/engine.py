@@ -15,6 +15,9 @@ scheduler's workers and the simulation. Its steps:
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
 
+Around it, :func:`run_at` skips a paused pair (:mod:`runner.pauses`), and
+:func:`run_slot` runs only holding the slot's lock (:mod:`runner.slot_lock`).
+
 A SIGTERM or SIGINT is acted on at once, except while the journal is asked
 for the slot's entry or appends it: there it waits until the answer is
 recorded in the run's outcome, so that the one ``run.finished`` of an
@@ -42,8 +45,11 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
-from runner.run_contract import Outcome, RunIdentity, RunResult
+from runner.pauses import pause_of
+from runner.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
+from runner.slot_lock import SlotLock, run_in_turn
 from runner.slots import cron_trigger, latest_fire_time
+from runner.state_dir import state_dir
 
 __all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_at", "run_slot"]
 
@@ -152,7 +158,7 @@ def _fields_from_backend(
 
 def _finish(
     run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None,
+    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None, reason: str | None = None,
 ) -> RunResult:
     """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
 
@@ -161,8 +167,9 @@ def _finish(
     without reporting it.
     """
     with _signals_deferred():
-        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run)
-        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault)
+        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason)
+        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
+                           reason=reason)
         if on_result is not None:
             on_result(result)
     return result
@@ -266,6 +273,7 @@ def execute_run(
 def run_slot(
     agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
     run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
+    slot_lock: SlotLock | None = None,
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
@@ -273,11 +281,15 @@ def run_slot(
     a sandbox without ``ReadWritePaths=``) fails the run like any other
     failure: one ``run.finished`` line with the error, no exception.
     *on_result* is called once with the result, as in :func:`execute_run`.
+    With *slot_lock*, the run works on its slot only while holding that lock
+    (:mod:`runner.slot_lock`): a run that does not get it in time ends
+    ``busy``; one that gets it finds the entry a previous holder appended.
 
     Raises:
         RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
             was being opened (which can take a while: it may catch its index
-            up) or closed; the run's one ``run.finished`` is logged and reported first.
+            up) or closed, or while the run waited for the slot lock; the
+            run's one ``run.finished`` is logged and reported first.
     """
     identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
@@ -296,9 +308,19 @@ def run_slot(
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
         result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+
+    def finish(seen: Callable[[RunResult], object], **fields: Any) -> RunResult:  # a run that ends without its work (busy, ...)
+        def report(result: RunResult) -> None:
+            seen(result)
+            if on_result is not None:
+                on_result(result)
+
+        return _finish(identity, dry_run=dry_run, on_result=report, **fields)
+
     try:
-        result = execute_run(journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run,
-                             run_id=identity.run_id, run_timeout=run_timeout, on_result=on_result)
+        result = run_in_turn(identity, slot_lock, finish, lambda: execute_run(
+            journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=identity.run_id,
+            run_timeout=run_timeout, on_result=on_result))
     except BaseException:
         journal.close()
         raise
@@ -333,6 +355,8 @@ def run_at(
         UnknownNameError: *agent* is not configured, or does not run *routine*.
         NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
         RunInterrupted: as in :func:`run_slot`.
+
+    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched.
     """
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)
@@ -340,6 +364,14 @@ def run_at(
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
+    paused, error, fault = pause_of(config, agent, routine)
+    if paused or error:  # checked at every run, so a pause or resume needs no restart of serve
+        identity = RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id)
+        return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
+                       dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
     backend = None if routine_config.is_digest else build_backend(agent_config)
+    run_timeout = config.run_timeout.total_seconds() - process_age()
+    # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
+    slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
     return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                    run_timeout=config.run_timeout.total_seconds() - process_age(), on_result=on_result)
+                    run_timeout=run_timeout, on_result=on_result, slot_lock=slot_lock)

@@ -9,6 +9,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     │   └── BackendTimeoutError (TimeoutError)
     ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
     ├── SchedulerBusyError                another scheduler holds the deployment lock
+    ├── StateFileError (ValueError)       a file in the runner's state directory is not the runner's own (the pause file)
     ├── UnitRenderError (ValueError)      systemd render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
@@ -38,6 +39,7 @@ __all__ = [
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
+    "StateFileError",
     "UnitRenderError",
     "UnknownNameError",
 ]
@@ -166,6 +168,22 @@ class SchedulerBusyError(RunnerError):
             f"another ghostrunner scheduler holds {str(lock_file)!r}; run one scheduler per deployment "
             "(stop the other one first)"
         )
+
+
+class StateFileError(RunnerError, ValueError):
+    """A file of the runner's state directory (the pause file) cannot be read as the runner's own.
+
+    Attributes:
+        path: the file.
+        reason: what is wrong with it.
+        fix: how to put it right.
+    """
+
+    def __init__(self, path: Path, reason: str, fix: str) -> None:
+        self.path = path
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{str(path)!r}: {reason}; {fix}")
 
 
 class UnitRenderError(RunnerError, ValueError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any, Final
@@ -61,13 +61,18 @@ class RunRecord:
     run_id: str | None
     entry_id: str | None
     error: str | None
+    duration_ms: float | None = None
+    reason: str | None = None  # paused, slot_locked
+    attempts: int | None = None  # backend attempts, where the line counts them
+    dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
             "finished": self.finished.isoformat(), "outcome": self.outcome.value, "slot": self.slot,
             "scheduled": self.scheduled.isoformat() if self.scheduled else None, "run_id": self.run_id,
-            "entry_id": self.entry_id, "error": self.error,
+            "entry_id": self.entry_id, "error": self.error, "duration_ms": self.duration_ms, "reason": self.reason,
+            "attempts": self.attempts, "dry_run": self.dry_run,
         }
 
 
@@ -92,6 +97,7 @@ class LogDigest:
     malformed: int = 0
     foreign: int = 0
     dry_runs: int = 0
+    busy: int = 0
     first: datetime | None = None
     last: datetime | None = None
     unusable: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # agent -> latest scheduler.agent_unusable
@@ -101,7 +107,7 @@ class LogDigest:
         """The input counters as JSON-ready data."""
         return {
             "lines": self.lines, "events": self.events, "runs": self.runs, "malformed": self.malformed, "foreign": self.foreign,
-            "dry_runs": self.dry_runs,
+            "dry_runs": self.dry_runs, "busy": self.busy,
             "first": self.first.isoformat() if self.first else None, "last": self.last.isoformat() if self.last else None,
         }
 
@@ -186,6 +192,13 @@ def _outcome(value: object) -> Outcome | None:
         return None
 
 
+def _number(value: object) -> float | None:
+    """A finite non-negative JSON number (never a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e15:
+        return None
+    return float(value)
+
+
 def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str], RunRecord] | None:
     agent, routine, outcome = _text(event.get("agent")), _text(event.get("routine")), _outcome(event.get("outcome"))
     if agent is None or routine is None or outcome is None:
@@ -196,6 +209,9 @@ def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str],
     return (agent, routine), RunRecord(
         finished=finished, outcome=outcome, slot=slot, scheduled=_timestamp(event.get("scheduled")),
         run_id=_text(event.get("run_id")), entry_id=_text(event.get("entry_id")), error=_text(event.get("error")),
+        duration_ms=_number(event.get("duration_ms")), reason=_text(event.get("reason")),
+        attempts=int(attempts) if (attempts := _number(event.get("attempts"))) is not None and attempts.is_integer() else None,
+        dry_run=_is_dry_run(event),
     )
 
 
@@ -228,11 +244,16 @@ def _note_scheduler_event(digest: LogDigest, event: dict[str, Any], moment: date
                 digest.served[agent] = moment
 
 
-def read_log(lines: Iterable[str]) -> LogDigest:
+def read_log(lines: Iterable[str], on_run: Callable[[tuple[str, str], RunRecord], object] | None = None) -> LogDigest:
     """Fold JSON log lines into per-(agent, routine) runs; never raises on bad input.
 
     *lines* may be a text stream (read line by line in bounded pieces) or any
-    iterable of strings.
+    iterable of strings. *on_run* is called with the (agent, routine) and the
+    record of every well-formed ``run.finished``, dry runs and ``busy`` runs
+    included (``history`` lists them), in the order of the input.
+
+    A ``busy`` run is neither a success nor a failure of its slot (another
+    run held the slot's lock, and its own line tells): it is counted, not folded.
     """
     digest = LogDigest()
     for raw in _bounded_lines(lines):
@@ -267,7 +288,12 @@ def read_log(lines: Iterable[str]) -> LogDigest:
             continue
         key, record = parsed
         digest.runs += 1
-        if _is_dry_run(event) and record.outcome is not Outcome.DUPLICATE:
+        if on_run is not None:
+            on_run(key, record)
+        if record.outcome is Outcome.BUSY:
+            digest.busy += 1
+            continue
+        if record.dry_run and record.outcome is not Outcome.DUPLICATE:
             # A dry run appends nothing: neither a success nor a failure of any slot. Its
             # "duplicate" is still evidence: it found the slot's entry in the journal.
             digest.dry_runs += 1

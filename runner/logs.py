@@ -4,9 +4,10 @@
 
 =========================  =====================================================
 run.started                run_id, agent, routine, slot, client_key, scheduled
+run.waiting                run_id, agent, routine, slot, client_key, lock, wait_s (another run holds the slot lock)
 run.finished               run_id, agent, routine, slot, client_key, scheduled, entry_id,
-                           outcome (appended | duplicate | failed | skipped), duration_ms, error,
-                           dry_run -- exactly one per run, whatever happened
+                           outcome (appended | duplicate | failed | skipped | busy), duration_ms, error,
+                           dry_run, reason (paused | slot_locked, only when set) -- exactly one per run
 scheduler.started          agents, jobs, timezone, lock_file, pid
 scheduler.catchup          agent, routine, slot, scheduled (a missed slot run once on start)
 scheduler.agent_unusable   agent, journal_root, error (its journal cannot be used; the others are served)
@@ -39,6 +40,7 @@ __all__ = ["EVENTS", "configure_logging"]
 
 EVENTS: Final = (
     "run.started",
+    "run.waiting",
     "run.finished",
     "run.error",
     "scheduler.started",

@@ -28,7 +28,7 @@ from routines import Routine
 from runner.errors import MalformedResultError
 from runner.slots import client_key, slot_for
 
-__all__ = ["OUTCOMES", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunResult"]
+__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunResult"]
 
 log = structlog.get_logger()
 
@@ -40,15 +40,28 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     FAILED = "failed"
     SKIPPED = "skipped"
+    BUSY = "busy"
 
     @property
     def is_success(self) -> bool:
-        """Whether the run did not fail (its slot has its entry, or had nothing to append)."""
-        return self is not Outcome.FAILED
+        """Whether the run did its slot's work: the slot has its entry, or had nothing to append (or is paused).
+
+        ``busy`` is neither a success nor a failure: another run of the slot held its
+        lock, and that run's own ``run.finished`` says how the slot went.
+        """
+        return self not in (Outcome.FAILED, Outcome.BUSY)
+
+    @property
+    def is_failure(self) -> bool:
+        """Whether the run failed (nothing appended; its error says why)."""
+        return self is Outcome.FAILED
 
 
 OUTCOMES: Final = tuple(Outcome)
 SUCCESS_OUTCOMES: Final = tuple(outcome for outcome in Outcome if outcome.is_success)
+#: Why a run was ``skipped`` without asking its backend, or ended ``busy``: the ``reason`` of its result and its ``run.finished``.
+REASON_PAUSED: Final = "paused"
+REASON_SLOT_LOCKED: Final = "slot_locked"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,15 +97,19 @@ class RunIdentity:
             del data["scheduled"]
         return data
 
-    def log_finished(self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool) -> None:
-        """Log the run's one ``run.finished`` line (at error level when it failed).
+    def log_finished(
+        self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool, reason: str | None = None,
+    ) -> None:
+        """Log the run's one ``run.finished`` line (at error level when it failed, warning when busy).
 
         ``duration_ms`` is None when no process measured the run (its worker
         died first). ``dry_run`` is logged so that ``status`` never counts a
         dry run, which appends nothing, as the success of its slot.
+        ``reason`` says why a run was skipped without its backend (``paused``) or is busy (``slot_locked``); else None.
         """
-        level = log.info if outcome.is_success else log.error
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run)
+        level = log.error if outcome.is_failure else log.warning if outcome is Outcome.BUSY else log.info
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run,
+              reason=reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +119,8 @@ class RunResult:
     ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
     ``fault`` is the errno name (``ENOSPC``, ``EROFS``, ``EACCES``, ...) when
     the filesystem refused the journal's read or write, for the exit code.
+    ``reason`` says why a run was ``skipped`` without its backend (``paused``)
+    or ended ``busy`` (``slot_locked``).
     """
 
     run_id: str
@@ -116,11 +135,12 @@ class RunResult:
     error: str | None = None
     entry: dict[str, Any] | None = None
     fault: str | None = None
+    reason: str | None = None
 
     @property
     def is_ok(self) -> bool:
-        """Whether the run did not fail."""
-        return self.outcome.is_success
+        """Whether the run did not fail (a ``busy`` run did not fail either)."""
+        return not self.outcome.is_failure
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
@@ -130,6 +150,8 @@ class RunResult:
             del data["entry"]  # only a dry run has one
         if self.fault is None:
             del data["fault"]  # only a run the filesystem refused has one
+        if self.reason is None:
+            del data["reason"]  # only a paused or busy run has one
         return data
 
     def to_json_line(self) -> str:
@@ -162,7 +184,7 @@ class RunResult:
         return cls(
             run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"], client_key=data["client_key"],
             scheduled=data["scheduled"], outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
-            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"),
+            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"), reason=data.get("reason"),
         )
 
 
@@ -176,6 +198,7 @@ _FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
     ("error", "a string or null", _TEXT_OR_NULL),
     ("entry", "an object or null", (dict, type(None))),
     ("fault", "a string or null", _TEXT_OR_NULL),
+    ("reason", "a string or null", _TEXT_OR_NULL),
 )
-#: The fields every result line has; ``entry`` and ``fault`` appear only when set.
-_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault"}
+#: The fields every result line has; ``entry``, ``fault`` and ``reason`` appear only when set.
+_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason"}

@@ -13,6 +13,12 @@ schedules. A pair is
   that time;
 * ``unknown`` when the log starts after that due time and shows no success
   for it (feed more log: ``journalctl --since``);
+* ``paused`` when the pair (or its whole agent) is paused (``ghostrunner
+  pause``): its runs are ``skipped`` on purpose, so it is neither overdue nor
+  failed. The pause file in the runner's state directory says so; where it
+  cannot be read (no state directory: logs shipped to another host; or one
+  closed to this user),
+  a pair whose latest run was ``skipped`` with the reason ``paused`` is;
 * ``ok`` when a successful run *of the due slot itself* is in the log.
   Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a
   success of any other slot (a later one, or a dry run of the future) never
@@ -35,7 +41,7 @@ from typing import Any, Final
 
 from runner.config import RunnerConfig
 from runner.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, PairRuns, RunRecord, read_log
-from runner.run_contract import SUCCESS_OUTCOMES
+from runner.run_contract import REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.slots import cron_trigger, latest_fire_time, slot_for
 
 __all__ = [
@@ -61,7 +67,7 @@ EXIT_FAILED: Final = 1
 EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
-_STATE_ORDER: Final = ("failed", "overdue", "unknown", "ok")
+_STATE_ORDER: Final = ("failed", "overdue", "unknown", "paused", "ok")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +143,10 @@ def _agent_problem(digest: LogDigest, agent: str, pair: PairRuns) -> str | None:
     return error
 
 
-def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: timedelta | None = None) -> StatusReport:
+def build_report(
+    config: RunnerConfig, digest: LogDigest, now: datetime, grace: timedelta | None = None,
+    paused: frozenset[tuple[str, str]] | None = frozenset(),
+) -> StatusReport:
     """Judge each configured (agent, routine) from *digest* at *now*.
 
     Args:
@@ -145,6 +154,8 @@ def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: 
         digest: what :func:`read_log` found.
         now: the moment to judge at (aware).
         grace: how long after a fire time a success may take (default :func:`default_grace`).
+        paused: the paused (agent, routine) pairs; None when the pause file could not be read,
+            and then a pair whose latest run was skipped as paused counts as paused.
     """
     grace = default_grace(config) if grace is None else grace
     pairs = []
@@ -155,7 +166,9 @@ def build_report(config: RunnerConfig, digest: LogDigest, now: datetime, grace: 
             due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)  # real time, not wall clock
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             problem = _agent_problem(digest, agent, seen)
-            if problem is not None or (seen.latest is not None and not seen.latest.outcome.is_success):
+            if (agent, name) in (paused or ()) or (paused is None and seen.latest is not None and seen.latest.reason == REASON_PAUSED):
+                state = "paused"
+            elif problem is not None or (seen.latest is not None and not seen.latest.outcome.is_success):
                 state = "failed"
             elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"

@@ -30,10 +30,10 @@ STATE = "/var/lib/ghostrunner"
 GHOSTRUNNER = "/usr/local/bin/ghostrunner"
 
 
-def _dependencies(name: str, seen: set[str] | None = None) -> set[str]:
-    """The distributions *name* needs at run time (no extras), transitively."""
+def _dependencies(name: str, seen: set[str] | None = None, requires: list[str] | None = None) -> set[str]:
+    """The distributions *name* needs at run time (no extras), transitively; its own requirements *requires* when given."""
     seen = set() if seen is None else seen
-    for text in importlib.metadata.requires(name) or []:
+    for text in requires if requires is not None else importlib.metadata.requires(name) or []:
         requirement = Requirement(text)
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
             continue
@@ -64,7 +64,9 @@ def install(system: LiveSystem) -> None:
     system.run("/usr/bin/python3", "-m", "venv", "--without-pip", VENV)
     purelib = system.run(f"{VENV}/bin/python3", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
     site = system.path(purelib)
-    for name in sorted(_dependencies(project["project"]["name"])):
+    # The checkout's own requirements, not the installed metadata's: an editable install keeps the
+    # metadata of when it was made, so a dependency the checkout added would be missing.
+    for name in sorted(_dependencies(project["project"]["name"], requires=project["project"]["dependencies"])):
         _copy_distribution(name, site)
     for package in project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]:
         shutil.copytree(REPO / package, site / package, ignore=shutil.ignore_patterns("__pycache__"))

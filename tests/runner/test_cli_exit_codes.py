@@ -33,6 +33,7 @@ from runner import (
     ScheduleNotExpressibleError,
     SchedulerBusyError,
     SimulationSummary,
+    StateFileError,
     UnitRenderError,
     UnknownNameError,
 )
@@ -48,6 +49,7 @@ DOCUMENTED: list[tuple[RunnerError | JournalError, int]] = [
     (UnknownNameError("agent", "batou", ["motoko"]), 2),
     (NoScheduledTimeError("evening", "0 21 * * *", datetime(1970, 1, 1, tzinfo=UTC)), 2),
     (SchedulerBusyError(Path("/run/ghostrunner.lock")), 75),
+    (StateFileError(Path("/var/lib/ghostrunner/serve.state/pauses.json"), "the pause file is not JSON", "remove it"), 1),
     (JournalNotFoundError(Path("/srv/journal")), 3),
     (EntryNotFoundError("e1"), 3),
     (DuplicateEntryError("e1"), 4),

@@ -1,9 +1,8 @@
-"""`ghostrunner run` as a real process: idempotent repeats, racing processes, and a worker killed mid-run."""
+"""`ghostrunner run` as a real process: idempotent repeats and a worker killed mid-run (racing runs: test_slot_lock.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -90,17 +89,6 @@ def test_failed_run_exits_one_and_prints_the_outcome(tmp_path: Path) -> None:
     result = ghostrunner("run", "evening", "--agent", "motoko", "--config", str(path), cwd=tmp_path)
     assert result.returncode == 1
     assert json.loads(result.stdout)["outcome"] == "failed"
-
-
-def test_two_racing_runs_give_one_appended_and_one_duplicate(tmp_path: Path) -> None:
-    """Two processes running the same slot at once, both past the backend, end as one appended and one duplicate."""
-    argv = _gated_run(tmp_path)
-    env = {**os.environ, "BARRIER": "2"}
-    processes = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    outcomes = sorted(json.loads(process.communicate(timeout=60)[0])["outcome"] for process in processes)
-    assert outcomes == ["appended", "duplicate"]
-    assert len([name for name in os.listdir(tmp_path) if name.startswith("arrived-")]) == 2  # both really asked the backend
-    assert len(with_key(tmp_path / "journal", "motoko:evening:2026-09-05")) == 1
 
 
 def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Path) -> None:

@@ -17,11 +17,12 @@ from journal import Journal
 from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import load_config
-from runner.engine import execute_run
+from runner.engine import execute_run, run_slot
 from runner.errors import BackendError
 from runner.logs import EVENTS, configure_logging
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
+from runner.slot_lock import SlotLock
 from tests._support import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
 
 ALWAYS = {"event", "level", "timestamp"}
@@ -62,7 +63,7 @@ def _json_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
-    """JSON lines rendered by the real logging setup for appended, duplicate, failed, bug, skipped and simulated runs, and a skipped fire."""
+    """JSON lines rendered by the real logging setup for appended, duplicate, failed, bug, skipped, simulated and busy runs, and a skipped fire."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n'))
     agent = config.agent("motoko")
     buffer = io.StringIO()
@@ -81,6 +82,15 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
     scheduler = Scheduler(config)
     with scheduler._pair_locks[("motoko", "evening")]:  # a run of the pair is "still going"
         assert scheduler.dispatch("motoko", "evening", scheduled) is None
+    # Another run holds the slot lock of a slot without its entry: this one waits (run.waiting), then is busy.
+    holder = SlotLock(tmp_path / "state", "motoko", "pulse-4h", wait=0)
+    assert holder.acquire()
+    try:
+        busy = run_slot(agent, config.routines["pulse-4h"], scheduled, backend=backend, tz=config.timezone,
+                        slot_lock=SlotLock(tmp_path / "state", "motoko", "pulse-4h", wait=0))
+    finally:
+        holder.release()
+    assert (busy.outcome, busy.reason) == ("busy", "slot_locked")
     # Hybrid memory opening a journal of entries without vectors: the embedding pass and the open, reported
     # at once (a threshold of 0 s stands for a slow model or a long backlog).
     open_journal(replace(agent, memory="hybrid"), after=0).close()
@@ -146,13 +156,14 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
 
 
 def test_exactly_one_run_finished_per_run(emitted_in_process: list[dict[str, Any]], emitted_by_serve: list[dict[str, Any]]) -> None:
-    """Every run_id that started, and every crashed worker, has exactly one run.finished line."""
+    """Every run_id that started, every crashed worker and every busy run (which ends before it starts) has exactly one run.finished line."""
     for events in (emitted_in_process, emitted_by_serve):
         finished = [e["run_id"] for e in events if e["event"] == "run.finished"]
         assert len(finished) == len(set(finished))
         started = {e["run_id"] for e in events if e["event"] == "run.started"}
         crashed = {e["run_id"] for e in events if e["event"] == "scheduler.worker_crashed"}
-        assert set(finished) == started | crashed
+        busy = {e["run_id"] for e in events if e["event"] == "run.finished" and e["outcome"] == "busy"}
+        assert set(finished) == started | crashed | busy and not started & busy
     assert any(e["event"] == "scheduler.worker_crashed" for e in emitted_by_serve)
 
 

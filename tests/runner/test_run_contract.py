@@ -24,9 +24,11 @@ def _result(**changes: object) -> RunResult:
 
 
 def test_outcome_values_are_the_logged_strings() -> None:
-    """The outcome values are exactly the strings logs and result lines carry; only failed is no success."""
-    assert OUTCOMES == ("appended", "duplicate", "failed", "skipped")
+    """The outcome values are exactly the strings logs and result lines carry; busy is neither a success nor a failure."""
+    assert OUTCOMES == ("appended", "duplicate", "failed", "skipped", "busy")
     assert SUCCESS_OUTCOMES == ("appended", "duplicate", "skipped")
+    assert [outcome for outcome in Outcome if outcome.is_failure] == [Outcome.FAILED]
+    assert _result(outcome=Outcome.BUSY).is_ok and not _result(outcome=Outcome.FAILED).is_ok
 
 
 def test_identity_takes_its_slot_in_the_runner_timezone() -> None:
@@ -40,7 +42,8 @@ def test_identity_takes_its_slot_in_the_runner_timezone() -> None:
 
 def test_result_line_round_trips() -> None:
     """A result, dry-run entry and fault included, reads back equal from its line; unset optional fields are left out."""
-    for result in (_result(), _result(outcome=Outcome.SKIPPED, entry_id=None, entry={"voice": "ü"}), _result(outcome=Outcome.FAILED, fault="ENOSPC", error="full")):
+    for result in (_result(), _result(outcome=Outcome.SKIPPED, entry_id=None, entry={"voice": "ü"}), _result(outcome=Outcome.FAILED, fault="ENOSPC", error="full"),
+                   _result(outcome=Outcome.SKIPPED, entry_id=None, reason="paused"), _result(outcome=Outcome.BUSY, entry_id=None, reason="slot_locked")):
         line = result.to_json_line()
         assert "\n" not in line and RunResult.from_json_line(line) == result
     assert set(json.loads(_result().to_json_line())) == {"run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "entry_id",
@@ -56,7 +59,7 @@ _GOOD = _result().to_dict()
     ('{"outcome": "appended"}', "no 'run_id' field"),
     (json.dumps({**_GOOD, "duration_ms": True}), "field 'duration_ms' is not a number"),
     (json.dumps({**_GOOD, "entry_id": 7}), "field 'entry_id' is not a string or null"),
-    (json.dumps({**_GOOD, "outcome": "won"}), "field 'outcome' is 'won', not one of appended, duplicate, failed, skipped"),
+    (json.dumps({**_GOOD, "outcome": "won"}), "field 'outcome' is 'won', not one of appended, duplicate, failed, skipped, busy"),
 ])
 def test_malformed_result_lines_are_refused_with_the_reason(line: str, message: str) -> None:
     """A line that is not a result raises MalformedResultError naming what is wrong (a boolean is no number)."""
@@ -65,12 +68,15 @@ def test_malformed_result_lines_are_refused_with_the_reason(line: str, message: 
 
 
 def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> None:
-    """run.finished carries identity, entry_id, outcome (as its string), duration_ms, error and dry_run; a failure logs at error."""
+    """run.finished carries identity, entry_id, outcome (as its string), duration_ms, error and dry_run; a failure logs at error, busy at warning."""
     identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
     with capture_logs() as logs:
         identity.log_finished(Outcome.APPENDED, entry_id="e-1", duration_ms=3.0, error=None, dry_run=False)
         identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error="boom", dry_run=False)
-    assert [(log["log_level"], log["outcome"]) for log in logs] == [("info", "appended"), ("error", "failed")]
+        identity.log_finished(Outcome.BUSY, entry_id=None, duration_ms=5000.0, error=None, dry_run=False, reason="slot_locked")
+        identity.log_finished(Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=None, dry_run=False, reason="paused")
+    assert [(log["log_level"], log["outcome"]) for log in logs] == [("info", "appended"), ("error", "failed"), ("warning", "busy"), ("info", "skipped")]
+    assert [log["reason"] for log in logs] == [None, None, "slot_locked", "paused"]
     assert type(logs[0]["outcome"]) is str
     assert set(logs[0]) == {"event", "log_level", "run_id", "agent", "routine", "slot", "client_key", "scheduled", "entry_id", "outcome",
-                            "duration_ms", "error", "dry_run"}
+                            "duration_ms", "error", "dry_run", "reason"}

@@ -1,0 +1,129 @@
+"""The operator's commands of ``ghostrunner``: ``pause``, ``resume`` and ``history``.
+
+Each parses its options, calls the library (:mod:`runner.pauses`,
+:mod:`runner.history`) and renders; :mod:`runner.cli` adds them to its group.
+``history`` renders through :func:`render_history`, a table on a terminal and
+JSON otherwise, kept in one function so that a shared renderer can replace it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import IO, Final
+
+import click
+
+from runner._cli_support import Settings, config_option, echo, echo_json, parse_time, raise_storage_failure
+from runner.history import History, build_history
+from runner.pauses import PauseBook, PauseChange
+
+__all__ = ["EXIT_BUSY", "OPERATE_COMMANDS", "render_history"]
+
+#: The exit code of a ``run`` that ended ``busy`` (EX_TEMPFAIL: another run of the slot is working; try again later).
+EXIT_BUSY: Final = 75
+_ERROR_WIDTH: Final = 72
+
+
+def _change(settings: Settings, config_path: Path | None, act: Callable[[PauseBook], PauseChange]) -> None:
+    book = PauseBook(settings.config(config_path))
+    try:
+        change = act(book)
+    except OSError as exc:
+        raise_storage_failure(exc, book.path, "write the pause file")
+        raise
+    echo_json(change.to_dict())
+
+
+@click.command()
+@click.argument("agent")
+@click.argument("routine", required=False)
+@config_option
+@click.pass_obj
+def pause(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
+    """Pause AGENT (all its routines) or its ROUTINE: its runs are skipped, reason "paused", until resumed.
+
+    Kept in the runner's state directory; every run checks it when it starts,
+    so serve and the timers honour it at their next fire, without a restart.
+    Prints what changed as JSON.
+
+    Example: ghostrunner pause motoko evening
+    """
+    _change(settings, config_path, lambda book: book.pause(agent, routine))
+
+
+@click.command()
+@click.argument("agent")
+@click.argument("routine", required=False)
+@config_option
+@click.pass_obj
+def resume(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
+    """Resume AGENT (all its routines, however paused) or its ROUTINE (also out of a pause of the whole agent).
+
+    Example: ghostrunner resume motoko
+    """
+    _change(settings, config_path, lambda book: book.resume(agent, routine))
+
+
+def _duration(milliseconds: float | None) -> str:
+    if milliseconds is None:
+        return "-"
+    return f"{milliseconds:.0f} ms" if milliseconds < 1000 else f"{milliseconds / 1000:.1f} s"
+
+
+def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bool) -> str:
+    """*history* as a table (a terminal), one JSON array (``--json``), or JSON lines, one slot each (a pipe)."""
+    if as_array:
+        return json.dumps([slot.to_dict() for slot in history.slots], ensure_ascii=False)
+    if not as_table:
+        return "\n".join(json.dumps(slot.to_dict(), ensure_ascii=False) for slot in history.slots)
+    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
+    for slot in history.slots:
+        deciding, error = slot.deciding, slot.error or ""
+        rows.append((
+            f"{slot.runs[0].finished.astimezone(tz):%Y-%m-%d %H:%M:%S}", slot.agent, slot.routine, slot.slot or "?", deciding.outcome.value,
+            str(len(slot.runs)), _duration(deciding.duration_ms), error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
+        ))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    counts = history.digest.counts()
+    lines += ["", (f"{len(history.slots)} slots; input: {counts['lines']} lines, {counts['runs']} runs, "
+                   f"{counts['malformed']} malformed, {counts['foreign']} foreign")]
+    return "\n".join(lines)
+
+
+@click.command()
+@config_option
+@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
+              help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
+@click.option("--agent", default=None, help="Only this agent's slots.")
+@click.option("--routine", default=None, help="Only this routine's slots.")
+@click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (ISO 8601).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array (default on a pipe: one JSON object per line).")
+@click.pass_obj
+def history(settings: Settings, config_path: Path | None, log_file: IO[str] | None, agent: str | None, routine: str | None,
+            since_text: str | None, as_json: bool) -> None:
+    """List each slot's runs from the runner's logs, newest first: outcome, attempts, duration and error.
+
+    Reads the same input as status. A table on a terminal; JSON lines when
+    piped; one JSON array with --json. Each slot in JSON also lists its runs.
+
+    Example: journalctl -u ghostrunner -o cat --since -2d | ghostrunner history --agent motoko --json
+    """
+    config = settings.config(config_path)
+    since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
+    if log_file is None:
+        if sys.stdin.isatty():
+            raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner history) or pass --log FILE")
+        log_file = click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
+    found = build_history(log_file, agent=agent, routine=routine, since=since)
+    text = render_history(found, config.timezone, as_table=not as_json and sys.stdout.isatty(), as_array=as_json)
+    if text:
+        echo(text)
+
+
+#: The commands this module adds to ``ghostrunner``.
+OPERATE_COMMANDS: Final = (pause, resume, history)
