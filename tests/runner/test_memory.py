@@ -165,7 +165,7 @@ def test_embedding_progress_is_logged_only_once_a_pass_takes_a_second() -> None:
             slow(done, 300)
     # The first report once a second has gone, then at most one a second, and always the last.
     assert [(event["done"], event["total"], event["seconds"]) for event in slow_logs] == [(128, 300, 1.2), (256, 300, 2.3), (300, 300, 2.4)]
-    assert {event["event"] for event in slow_logs} == {"journal.embedding"}
+    assert {event["event"] for event in slow_logs} == {"memory.embedding"}
 
 
 class _Counting:
