@@ -127,16 +127,24 @@ def test_a_hybrid_run_recalls_an_entry_by_meaning_alone(tmp_path: Path, memory: 
                    "Fixed the flaky build on the old laptop.", "Bought bread and oranges at the market."]
         for n, voice in enumerate(fillers, start=1):
             journal.append({"kind": "note", "agent": "motoko", "theme": f"day {n}", "voice": voice, "ts": (day + timedelta(days=n)).isoformat()})
-    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path))
+    # A threshold of 0 s reports every model load and embedding batch, as a slow machine would see them.
+    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path),
+                            env={"GHOSTJOURNAL_PROGRESS_AFTER": "0"})
     assert completed.returncode == 0, completed.stderr
     [context] = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
     assert (puppy.id in context) is recalled
-    started = [event for event in _events(completed.stderr) if event["event"] == "run.started"]
+    events = _events(completed.stderr)
+    started = [event for event in events if event["event"] == "run.started"]
     assert [event["memory"] for event in started] == [memory]
     vectors, stored = _vectors_and_entries(tmp_path / "journal")
     assert stored == 8
-    # Hybrid: the 7 entries appended without NN were embedded on open, the run's own entry at its append.
+    # Hybrid: the 7 entries appended without NN were embedded by the run's ranking, the run's own entry at its append.
     assert vectors == (stored if memory == "hybrid" else 0)
+    progress = [(event["event"], event.get("done"), event.get("total")) for event in events if event["event"].startswith("memory.")]
+    expected = [("memory.model_loading", None, None), ("memory.model_loaded", None, None), ("memory.embedding", 0, 7), ("memory.embedding", 7, 7)]
+    assert progress == (expected if memory == "hybrid" else [])
+    if memory == "hybrid":
+        assert all(event["seconds"] >= 0 for event in events if event["event"] in {"memory.model_loaded", "memory.embedding"})
 
 
 def test_a_hybrid_simulation_embeds_every_entry_at_append(tmp_path: Path) -> None:
