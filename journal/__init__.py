@@ -40,7 +40,7 @@ from journal.errors import (
     StoragePermissionError,
     UnsafePathError,
 )
-from journal.progress import ProgressGate, StderrProgress, progress_after, reporting_slow
+from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
 from journal.retrieval import Digest, Hit
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "MAX_K",
     "MODES",
+    "PROGRESS_ENVVAR",
     "SCHEMA_VERSION",
     "AppendResult",
     "ClientKeyTakenError",

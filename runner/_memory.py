@@ -12,6 +12,7 @@ A slow start under a timer is never silent.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -20,9 +21,19 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from journal import Encoder, EncoderIdentity, Journal, ProgressGate, SemanticUnavailableError, load_encoder, progress_after, reporting_slow
+from journal import (
+    PROGRESS_ENVVAR,
+    Encoder,
+    EncoderIdentity,
+    Journal,
+    ProgressGate,
+    SemanticUnavailableError,
+    load_encoder,
+    progress_after,
+    reporting_slow,
+)
 from runner._configmodel import AgentConfig
-from runner.errors import RunnerError
+from runner.errors import ConfigError, RunnerError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,7 +148,10 @@ def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     """
     if agent.memory == "lexical":
         return Journal(agent.journal_root, writable=True)
-    seconds = progress_after() if after is None else after
+    try:
+        seconds = progress_after() if after is None else after
+    except ValueError as exc:  # the run fails with the message, naming the variable, like a bad configuration key
+        raise ConfigError("the environment", PROGRESS_ENVVAR, "a number of seconds, 0 or more", repr(os.environ.get(PROGRESS_ENVVAR))) from exc
     fields = {"agent": agent.name, "memory": agent.memory}
     try:
         with reporting_slow(seconds, lambda: log.info("memory.model_loading", **fields),

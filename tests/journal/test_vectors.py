@@ -255,3 +255,15 @@ def test_a_bad_progress_threshold_names_the_variable(raw: str) -> None:
         progress_after({"GHOSTJOURNAL_PROGRESS_AFTER": raw})
     assert progress_after({}) == 1.0 and progress_after({"GHOSTJOURNAL_PROGRESS_AFTER": "0"}) == 0.0
 
+
+
+def test_the_command_refuses_a_bad_progress_threshold_as_a_usage_error(root: Path) -> None:
+    """ghostjournal exits 2 with one line naming the variable, and opens nothing."""
+    from click.testing import CliRunner
+
+    from journal.cli import cli
+
+    result = CliRunner().invoke(cli, ["--root", str(root), "list"], env={"GHOSTJOURNAL_PROGRESS_AFTER": "soon"})
+    assert result.exit_code == 2
+    assert "GHOSTJOURNAL_PROGRESS_AFTER must be a number of seconds, 0 or more, got 'soon'" in result.stderr
+    assert not root.exists()

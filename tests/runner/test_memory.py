@@ -245,3 +245,15 @@ def test_memory_unavailable_error_survives_a_worker_round_trip() -> None:
     error = MemoryUnavailableError("motoko", "numpy is missing", "install the extra")
     restored = pickle.loads(pickle.dumps(error))  # noqa: S301 - the bytes were made by this test one line above
     assert (str(restored), restored.agent, restored.fix) == (str(error), "motoko", "install the extra")
+
+
+def test_a_bad_progress_threshold_fails_a_hybrid_run_naming_the_variable(tmp_path: Path) -> None:
+    """GHOSTJOURNAL_PROGRESS_AFTER that is not a number of seconds fails the run with one line, before the model loads."""
+    path = write_config(tmp_path, RECALL + _agent("hybrid", _recording_backend(tmp_path)))
+    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path),
+                            env={"GHOSTJOURNAL_PROGRESS_AFTER": "soon"})
+    assert completed.returncode == 1
+    [finished] = [event for event in _events(completed.stderr) if event["event"] == "run.finished"]
+    assert finished["outcome"] == "failed"
+    assert finished["error"] == "the environment: GHOSTJOURNAL_PROGRESS_AFTER: expected a number of seconds, 0 or more, got 'soon'"
+    assert not (tmp_path / "seen.jsonl").exists()
