@@ -298,7 +298,7 @@ def reindex(settings: _Settings) -> None:
 
 
 @cli.command(name="embed")
-@click.option("--batch", type=click.IntRange(min=1, max=MAX_LIMIT), default=256, show_default=True,
+@click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
               help="Entries embedded and committed together: an interrupted run loses at most one batch.")
 @pass_settings
 def embed_(settings: _Settings, batch: int) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "VectorState", "Window", "fts_query", "query_terms",
 ]
 
+_IDS_PER_QUERY: Final = 1000
 _ENCODER_PREFIX: Final = "encoder:"
 _ENCODER_RANGE: Final = (_ENCODER_PREFIX, "encoder;")  # every state key starting with the prefix (";" follows ":")
 
@@ -185,12 +186,15 @@ class Index(Database):
 
     def texts_of(self, rowids: Sequence[int]) -> list[tuple[int, str, str, tuple[str, ...], str | None, str]]:
         """``(rowid, id, theme, tags, focus, voice)`` of the entries at *rowids* still indexed, by rowid."""
+        rows = []
         with corruption_guard():
-            rows = self.conn.execute(
-                "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
-                f" WHERE e.rowid IN ({','.join('?' * len(rowids))}) ORDER BY e.rowid",
-                list(rowids),
-            ).fetchall()
+            for start in range(0, len(rowids), _IDS_PER_QUERY):  # SQLite takes at most 32,766 parameters per statement
+                part = rowids[start:start + _IDS_PER_QUERY]
+                rows += self.conn.execute(
+                    "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+                    f" WHERE e.rowid IN ({','.join('?' * len(part))}) ORDER BY e.rowid",
+                    list(part),
+                ).fetchall()
         return [(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5]) for r in rows]
 
     # Each encoder that stored vectors is described in the state table, one row per
