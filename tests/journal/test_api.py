@@ -51,13 +51,14 @@ def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
 def test_nn_request_without_the_extra_names_the_install_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Asking for semantic search when the extra's libraries cannot be imported names the extra that brings them.
 
-    The default model needs tokenizers (the NumPy encoder), a model named by its directory sentence-transformers.
+    The default model needs tokenizers (the NumPy encoder, the nn extra), a model named by its directory
+    sentence-transformers (the st extra, after torch's CPU build).
     """
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(SemanticUnavailableError, match=r"the model's libraries cannot be imported.*pip install 'ghostjournal\[nn\]'"):
         Journal(root, enable_nn=True)
-    with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*pip install 'ghostjournal\[nn\]'"):
+    with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*download.pytorch.org/whl/cpu.*pip install 'ghostjournal\[st\]'"):
         Journal(root, enable_nn=True, model=resolve_model())  # the same model named by its directory
 
 

@@ -152,11 +152,12 @@ def _model_dir(tmp_path: Path) -> Path:
     (model / "pytorch_model.bin").write_bytes(b"the same weights for torch")
     (model / "onnx" / "model.onnx").write_bytes(b"not read by either encoder")
     (model / "README.md").write_text("docs")
+    (model / "data_config.json").write_text('{"training": "data"}')
     return model
 
 
 def test_the_hash_covers_configuration_vocabulary_and_the_weights_an_encoder_reads(tmp_path: Path) -> None:
-    """Safetensors win over the torch file; other formats and documentation are left out."""
+    """Safetensors win over the torch file; other formats, documentation and training logs are left out."""
     model = _model_dir(tmp_path)
     assert [p.relative_to(model).as_posix() for p in model_files(model)] == [
         "config.json", "modules.json", "vocab.txt", "model.safetensors", "1_Pooling/config.json"]

@@ -88,6 +88,15 @@ def test_other_weights_under_the_same_name_re_embed_the_journal_before_any_ranki
     assert {hit.entry.voice: hit.score for hit in hits} == pytest.approx(new, abs=1e-5)
 
 
+def test_a_copy_of_the_default_model_with_only_its_pinned_files_has_the_packages_identity(tmp_path: Path, packaged: MiniLMEncoder) -> None:
+    """The model ghostjournal download-model unpacks (no README, no training log) gets the same identity: its vectors are shared."""
+    copy = tmp_path / "model"
+    shutil.copytree(resolve_model(DEFAULT_MODEL), copy)
+    for extra in ("README.md", ".gitattributes", "data_config.json"):
+        (copy / extra).unlink(missing_ok=True)
+    assert MiniLMEncoder(copy, DEFAULT_MODEL).identity == packaged.identity
+
+
 def test_the_journal_remembers_the_weights_hash_and_records_the_implementation(tmp_path: Path, make_payload: Payload) -> None:
     """Opened with the default model, the journal keeps each file's hash in models/weights.json and the index names the NumPy encoder."""
     root = tmp_path / "journal"
