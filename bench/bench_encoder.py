@@ -38,13 +38,16 @@ QUERY = "the new puppy I adopted"
 MODES = ("without NN", "NumPy encoder", "sentence-transformers")
 CHILD = """
 import sys
+from pathlib import Path
 from journal import Journal
 from journal.embed import SentenceTransformerEncoder, load_encoder
 mode, root, query = sys.argv[1:]
 if mode == "without NN":
     journal = Journal(root, create=False)
 else:
-    encoder = load_encoder() if mode == "NumPy encoder" else SentenceTransformerEncoder()
+    # As Journal(root, enable_nn=True) does: the hash of the model files is remembered in the journal's models/.
+    models = Path(root) / "models"
+    encoder = load_encoder(cache_dir=models) if mode == "NumPy encoder" else SentenceTransformerEncoder(cache_dir=models)
     journal = Journal(root, enable_nn=True, encoder=encoder, create=False)
 hits = journal.search(query, k=5)
 journal.close()

@@ -341,8 +341,8 @@ def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
                 return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
         started = time.perf_counter()
-        with Journal(root, enable_nn=True, encoder=_RandomDocuments()):
-            pass
+        with Journal(root, enable_nn=True, encoder=_RandomDocuments()) as journal:
+            journal.embed()
         filled = time.perf_counter() - started
         print(f"\nsearch at {entries} entries ({entries // 4} per agent; appended in {loaded:.0f} s, random vectors stored in {filled:.0f} s)")
         queries = ["harbor light at night", "what did I think about the train station?", "fog mirror", "memory of rain on the studio window",

@@ -5,9 +5,9 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, Journal, SkippedFile
+from journal.api import MAX_K, MODES, AppendResult, EmbedResult, Journal, SkippedFile
 from journal.context import ContextRecord, PromptContext
-from journal.embed import Encoder, load_encoder
+from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
     KINDS,
     MAX_ENTRY_BYTES,
@@ -40,6 +40,7 @@ from journal.errors import (
     StoragePermissionError,
     UnsafePathError,
 )
+from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
 from journal.retrieval import Digest, Hit
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "MAX_K",
     "MODES",
+    "PROGRESS_ENVVAR",
     "SCHEMA_VERSION",
     "AppendResult",
     "ClientKeyTakenError",
@@ -54,7 +56,9 @@ __all__ = [
     "Digest",
     "DiskFullError",
     "DuplicateEntryError",
+    "EmbedResult",
     "Encoder",
+    "EncoderIdentity",
     "Entry",
     "EntryFileError",
     "EntryNotFoundError",
@@ -70,10 +74,12 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "ProgressGate",
     "PromptContext",
     "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
     "SkippedFile",
+    "StderrProgress",
     "StoragePermissionError",
     "UnsafePathError",
     "canonical_json",
@@ -81,5 +87,7 @@ __all__ = [
     "json_nesting_depth",
     "json_type_name",
     "load_encoder",
+    "progress_after",
+    "reporting_slow",
     "validate_payload",
 ]

@@ -83,7 +83,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
                 index.insert_entry(conn, entry, rel_path)
                 if vector is not None:
                     assert semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
-                    index.insert_vector(conn, entry.id, semantic.model, vector)
+                    semantic.insert(conn, entry.id, vector)
                 index.set_generation(conn, generation)
 
             # The rows are staged while the entry file is fsynced, and

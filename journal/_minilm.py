@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from journal._identity import EncoderIdentity, model_files, weights_hash
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -171,13 +173,15 @@ class MiniLMEncoder:
         path: the model directory (``config.json``, ``model.safetensors``,
             ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/``).
         name: the model name its vectors are tagged with.
+        cache_dir: where the hash of the model files is remembered (see
+            :class:`journal.embed.SentenceTransformerEncoder`).
 
     Raises:
         ValueError: the directory holds a model this forward pass does not
             compute (another architecture, activation or pooling).
     """
 
-    def __init__(self, path: Path, name: str) -> None:
+    def __init__(self, path: Path, name: str, *, cache_dir: Path | None = None) -> None:
         from tokenizers import Tokenizer
 
         config = _read_json(path / "config.json")
@@ -212,12 +216,19 @@ class MiniLMEncoder:
         self._tokenizer = tokenizer  # configured once: calls only read it
         self.name = name
         self.path = path
-        self._identity = f"{name}:{self.dimension}"
+        # The files hashed are those sentence-transformers' encoder hashes for the same directory.
+        files_hash = weights_hash(path, model_files(path), cache_dir=cache_dir)
+        self._described = EncoderIdentity(name, self.dimension, files_hash, implementation="numpy")
+        self._identity = self._described.key
 
     @property
     def identity(self) -> str:
-        """``"<model>:<dimension>"``, the same as sentence-transformers gives this model (see ``journal.embed``)."""
+        """The vectors' tag, the same as sentence-transformers gives this model (see :attr:`journal.embed.EncoderIdentity.key`)."""
         return self._identity
+
+    def describe(self) -> EncoderIdentity:
+        """The model, dimension, normalisation, weights hash and implementation."""
+        return self._described
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed *texts* as unit-length float32 rows.

@@ -17,11 +17,11 @@ import logging
 import os
 import sqlite3
 import threading
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
+from journal._forking import watch_for_fork
 from journal._lock import WriteLock, current_boot_id
 from journal._manifest import Manifest, create_manifest, load_manifest
 from journal._opening import ensure_dir, may_fall_back
@@ -40,29 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["IndexKeeper", "recovering", "writing"]
 
 log = logging.getLogger("journal")
-
-#: This process's open journals, so that a fork can wait for their calls in progress.
-_OPEN: weakref.WeakSet[IndexKeeper] = weakref.WeakSet()
-_HELD_FOR_FORK: list[IndexKeeper] = []
-
-
-def _hold_calls_for_fork() -> None:
-    # SQLite keeps each process's lock state in memory: a fork taken while another
-    # thread is inside a write copies "this process holds the write lock" into the
-    # child, where a new connection then waits for a lock nobody will release. With
-    # every journal's call lock taken first, no call is in progress at the fork.
-    for keeper in list(_OPEN):
-        if keeper.opened_in == os.getpid() and not keeper.closed:
-            keeper.calls.acquire()
-            _HELD_FOR_FORK.append(keeper)
-
-
-def _release_calls_after_fork() -> None:
-    while _HELD_FOR_FORK:
-        _HELD_FOR_FORK.pop().calls.release()
-
-
-os.register_at_fork(before=_hold_calls_for_fork, after_in_parent=_release_calls_after_fork, after_in_child=_release_calls_after_fork)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -152,7 +129,7 @@ class IndexKeeper:
         self.calls = threading.RLock()
         self.opened_in = os.getpid()
         self.closed = False
-        _OPEN.add(self)
+        watch_for_fork(self)
 
     @classmethod
     def open(
@@ -210,8 +187,9 @@ class IndexKeeper:
                 self.read_fallback()  # the vectors are read from the index now
             from journal.semantic import SemanticIndex  # numpy only with NN on
 
-            self.semantic = SemanticIndex(self.index, encoder)
-            self.semantic.fill(on_progress=on_progress)
+            # Entries lacking a vector are embedded by the first ranking (or Journal.embed), not here:
+            # an open that only reads or appends never waits for a backlog.
+            self.semantic = SemanticIndex(self.index, encoder, on_progress=on_progress)
 
     def check_open(self) -> None:
         """Raise JournalClosedError after :meth:`close`, or in a child process that inherited this object through fork."""

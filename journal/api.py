@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -24,10 +25,34 @@ from journal._sync import IndexKeeper, recovering, writing
 from journal.context import PromptContext
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
+from journal.errors import SemanticUnavailableError
 from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "Journal", "SkippedFile"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "Journal", "SkippedFile"]
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedResult:
+    """What :meth:`Journal.embed` did, and the vectors the index holds now.
+
+    Attributes:
+        embedded: entries embedded by this call.
+        entries: entries in the index.
+        missing: entries still lacking a vector from the encoder (0 unless some were appended meanwhile).
+        encoder: the encoder's identity (``key``, ``model``, ``dimension``, ``weights``, ``normalization``, ``implementation``).
+        encoders: every identity the index holds vectors of, each with ``vectors`` (how many) and ``implementations``.
+    """
+
+    embedded: int
+    entries: int
+    missing: int
+    encoder: dict[str, Any]
+    encoders: builtins.list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data."""
+        return {"embedded": self.embedded, "entries": self.entries, "missing": self.missing, "encoder": self.encoder, "encoders": self.encoders}
 
 
 class Journal:
@@ -41,8 +66,7 @@ class Journal:
         root: the journal directory (created with a new manifest if missing,
             unless *create* is false). A root that is a symlink is refused.
         enable_nn: embed entries and rank by meaning as well as words. Loads
-            the model (never from the network); entries lacking a vector from
-            it are embedded on open. Without it, torch is never imported.
+            the model (never from the network). Without it, torch is never imported.
         create: create a missing journal instead of raising JournalNotFoundError.
         lock_timeout: seconds an append waits for the writer lock.
         model: with NN, a model name (found offline, see
@@ -50,8 +74,10 @@ class Journal:
         device: with NN, the torch device for the model.
         encoder: with NN, an :class:`~journal.embed.Encoder` to use instead
             of loading *model*.
-        on_progress: with NN, called with ``(done, total)`` while missing
-            vectors are embedded on open.
+        on_progress: with NN, called with ``(done, total)`` while entries
+            lacking a vector from the encoder are embedded: by :meth:`embed`,
+            and by a ranking call (search, relate, context) that finds some
+            first. The open itself embeds nothing.
         writable: the caller means to write (append, reindex): an open that
             cannot use the on-disk index for writing (no write access, a
             read-only mount, a full disk) raises its JournalStorageError at
@@ -76,7 +102,7 @@ class Journal:
             if encoder is not None and not enable_nn:
                 raise ValueError("encoder= is used only with enable_nn=True")
             if enable_nn:
-                encoder = encoder or self._load_encoder(model, device)
+                encoder = encoder or self._load_encoder(model, device, self.root / "models")
             self._keeper = IndexKeeper.open(
                 self.root, create=create, writable=writable, lock_timeout=lock_timeout, encoder=encoder, on_progress=on_progress,
             )
@@ -85,10 +111,10 @@ class Journal:
         self._ranker = Ranker(self._keeper.index, self._keeper.semantic, self._reader)
 
     @staticmethod
-    def _load_encoder(model: str | os.PathLike[str], device: str) -> Encoder:
+    def _load_encoder(model: str | os.PathLike[str], device: str, cache_dir: Path) -> Encoder:
         from journal.embed import load_encoder
 
-        return load_encoder(model, device=device)
+        return load_encoder(model, device=device, cache_dir=cache_dir)
 
     @property
     def encoder(self) -> Encoder | None:
@@ -147,6 +173,25 @@ class Journal:
         again in batches, reported through *on_progress* as ``(done, total)``.
         """
         return self._keeper.reindex(on_skip=on_skip, on_progress=on_progress)
+
+    @writing
+    def embed(self, *, batch: int | None = None, on_progress: Callable[[int, int], None] | None = None) -> EmbedResult:
+        """Embed every entry lacking a vector from this journal's encoder, *batch* entries per transaction (default 256).
+
+        The entries lacking one are listed once, then embedded and committed
+        a batch at a time: an interrupted call (even ``kill -9``) loses at
+        most the batch in progress, and the next call embeds only what is
+        still missing. *on_progress* gets ``(done, total)`` as it goes.
+
+        Raises:
+            SemanticUnavailableError: the journal was opened without NN.
+        """
+        semantic = self._keeper.semantic
+        if semantic is None:
+            raise SemanticUnavailableError("embedding entries needs an encoder and this journal was opened without NN",
+                                           "open it with Journal(root, enable_nn=True) or pass --nn")
+        embedded = semantic.fill(on_progress=on_progress) if batch is None else semantic.fill(batch=batch, on_progress=on_progress)
+        return EmbedResult(embedded, self._keeper.index.count(), semantic.missing(), semantic.described, self._keeper.index.encoders())
 
     # -- reading -------------------------------------------------------------------
 

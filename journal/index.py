@@ -15,6 +15,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any, Final
 
 from journal._fts import SearchRow, TextSearch, fts_query, query_terms
 from journal._safefs import Owner
@@ -38,6 +39,10 @@ __all__ = [
     "INDEX_SCHEMA_VERSION", "WHOLE_JOURNAL", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow",
     "VectorState", "Window", "fts_query", "query_terms",
 ]
+
+_IDS_PER_QUERY: Final = 1000
+_ENCODER_PREFIX: Final = "encoder:"
+_ENCODER_RANGE: Final = (_ENCODER_PREFIX, "encoder;")  # every state key starting with the prefix (";" follows ":")
 
 
 class Index(Database):
@@ -136,9 +141,14 @@ class Index(Database):
         """Store the vector of an entry inserted in the same open transaction."""
         conn.execute("INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE id = ?", (model, vector, entry_id))
 
-    def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]]) -> None:
-        """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped."""
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]], described: dict[str, Any] | None = None) -> None:
+        """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped.
+
+        *described* (the encoder's identity, see :meth:`record_encoder`) is recorded in the same transaction.
+        """
         with self.transaction() as conn:
+            if described is not None:
+                self.record_encoder(conn, described)
             top = conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] or 0
             conn.executemany(
                 "INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE rowid = ? AND id = ?",
@@ -164,15 +174,67 @@ class Index(Database):
                 ).fetchone()[0]
             )
 
-    def missing_vectors(self, model: str, *, limit: int) -> list[tuple[int, str, str, tuple[str, ...], str | None, str]]:
-        """Up to *limit* entries lacking a *model* vector: ``(rowid, id, theme, tags, focus, voice)``, oldest rowid first."""
+    def missing_vectors(self, model: str, *, after: int = 0) -> list[int]:
+        """The rowids above *after* of the entries lacking a *model* vector, in order: one pass over the entries."""
         with corruption_guard():
-            rows = self.conn.execute(
-                "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
-                " LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ? WHERE v.rowid IS NULL ORDER BY e.rowid LIMIT ?",
-                (model, limit),
-            ).fetchall()
+            return [
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT e.rowid FROM entries e LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ?"
+                    " WHERE e.rowid > ? AND v.rowid IS NULL ORDER BY e.rowid",
+                    (model, after),
+                )
+            ]
+
+    def texts_of(self, rowids: Sequence[int]) -> list[tuple[int, str, str, tuple[str, ...], str | None, str]]:
+        """``(rowid, id, theme, tags, focus, voice)`` of the entries at *rowids* still indexed, by rowid."""
+        rows = []
+        with corruption_guard():
+            for start in range(0, len(rowids), _IDS_PER_QUERY):  # SQLite takes at most 32,766 parameters per statement
+                part = rowids[start:start + _IDS_PER_QUERY]
+                rows += self.conn.execute(
+                    "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+                    f" WHERE e.rowid IN ({','.join('?' * len(part))}) ORDER BY e.rowid",
+                    list(part),
+                ).fetchall()
         return [(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5]) for r in rows]
+
+    # Each encoder that stored vectors is described in the state table, one row per
+    # implementation of its key: 'encoder:<key>' + '\n' + '<implementation>' -> JSON.
+    @staticmethod
+    def record_encoder(conn: sqlite3.Connection, described: dict[str, Any]) -> None:
+        """Record (once) that the encoder *described* (``EncoderIdentity.to_dict()``) stores vectors, inside an open transaction."""
+        name = f"{_ENCODER_PREFIX}{described['key']}\n{described.get('implementation', '')}"
+        conn.execute("INSERT OR IGNORE INTO state (key, value) VALUES (?, ?)", (name, json.dumps(described, sort_keys=True)))
+
+    def encoders(self) -> list[dict[str, Any]]:
+        """Every encoder identity whose vectors the index holds, with ``vectors`` (how many) and ``implementations``.
+
+        A key no record describes (vectors stored before identities were
+        recorded) is listed with its key alone.
+        """
+        with corruption_guard():
+            counts = dict(self.conn.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall())
+            records = self.conn.execute("SELECT value FROM state WHERE key >= ? AND key < ? ORDER BY key", _ENCODER_RANGE).fetchall()
+        found: dict[str, dict[str, Any]] = {}
+        for (value,) in records:
+            described = json.loads(value)
+            key = described.pop("key")
+            implementation = described.pop("implementation", "")
+            if key in counts:
+                entry = found.setdefault(key, {"key": key, **described, "implementations": [], "vectors": counts[key]})
+                entry["implementations"].append(implementation)
+        for key, count in counts.items():
+            found.setdefault(key, {"key": key, "implementations": [], "vectors": count})
+        return sorted(found.values(), key=lambda item: -item["vectors"])
+
+    def prune_encoders(self) -> None:
+        """Forget the records of encoders none of whose vectors remain."""
+        with self.transaction() as conn:
+            live = {row[0] for row in conn.execute("SELECT DISTINCT model FROM vectors")}
+            for (name,) in conn.execute("SELECT key FROM state WHERE key >= ? AND key < ?", _ENCODER_RANGE).fetchall():
+                if name[len(_ENCODER_PREFIX):].rsplit("\n", 1)[0] not in live:
+                    conn.execute("DELETE FROM state WHERE key = ?", (name,))
 
     def vectors_after(self, model: str, after_rowid: int) -> list[VectorRow]:
         """Every *model* vector above *after_rowid*, with its entry's filter fields, by rowid."""
@@ -193,7 +255,6 @@ class Index(Database):
                 "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.rowid WHERE e.id = ? AND v.model = ?", (entry_id, model)
             ).fetchone()
         return row[0] if row else None
-
 
     # -- reading -------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ matrix-vector product instead of reading every blob from SQLite.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -16,14 +17,16 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from journal.embed import Encoder, document_text
+from journal.embed import Encoder, describe, document_text
 from journal.entry import Entry
 from journal.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
 
 __all__ = ["FILL_BATCH", "SemanticIndex", "from_blob", "to_blob"]
 
-#: Entries embedded per encode call (and committed per transaction) when filling vectors.
-FILL_BATCH: Final = 512
+#: Entries committed per transaction when filling vectors: a killed fill loses at most this many.
+FILL_BATCH: Final = 256
+#: Texts per encode call while filling: progress is reported after each.
+_CHUNK: Final = 32
 
 Vector = npt.NDArray[np.float32]
 
@@ -84,18 +87,30 @@ class _Block:
 class SemanticIndex:
     """Entry vectors for one encoder: embedding, filling and cosine ranking.
 
+    Only vectors stored under the encoder's identity are ever ranked. An
+    entry without one (appended without NN, or embedded by another encoder)
+    is embedded before the next ranking sees the entries: a journal opened
+    with another encoder is embedded again, a batch at a time, never ranked
+    with a mix of vectors.
+
     Args:
         index: the journal's index.
         encoder: the encoder whose identity tags every vector written.
+        on_progress: called with ``(done, total)`` while entries are embedded
+            to catch up before a ranking (see :meth:`fill`).
     """
 
-    def __init__(self, index: Index, encoder: Encoder) -> None:
+    def __init__(self, index: Index, encoder: Encoder, *, on_progress: Callable[[int, int], None] | None = None) -> None:
         self._index = index
         self.encoder = encoder
         self.model = encoder.identity
+        self.on_progress = on_progress
+        self.described = describe(encoder)
         self._blocks: dict[str, _Block] = {}
         self._state = VectorState("", -1, -1)
         self._loaded_to = 0
+        # Entries up to this rowid are known to have a vector from this encoder (within the epoch of _state).
+        self._checked_to = 0
         self._lock = threading.Lock()
 
     # -- writing -------------------------------------------------------------------
@@ -105,42 +120,62 @@ class SemanticIndex:
         text = document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice)
         return to_blob(self.encoder.encode([text])[0])
 
+    def insert(self, conn: sqlite3.Connection, entry_id: str, vector: bytes) -> None:
+        """Store the vector of an entry inserted in the same open transaction, and record the encoder."""
+        self._index.insert_vector(conn, entry_id, self.model, vector)
+        self._index.record_encoder(conn, self.described)
+
     def missing(self) -> int:
         """How many entries lack a vector from this encoder."""
         return self._index.count_missing_vectors(self.model)
 
-    def fill(self, *, on_progress: Callable[[int, int], None] | None = None, batch: int = FILL_BATCH) -> int:
-        """Embed every entry that lacks a vector from this encoder; return how many.
+    def fill(self, *, on_progress: Callable[[int, int], None] | None = None, batch: int = FILL_BATCH, after: int = 0) -> int:
+        """Embed every entry (above rowid *after*) that lacks a vector from this encoder; return how many.
 
-        Each batch is embedded outside any transaction and stored in its own
-        short one, so appends and readers are not held up for long.
-        *on_progress* gets ``(done, total)`` after each batch.
+        The entries lacking one are listed once; then each batch of *batch*
+        is read, embedded outside any transaction and stored in its own short
+        one, so appends and readers are not held up for long and a killed
+        process loses at most the batch it was embedding. *on_progress*
+        (else the one given at construction) gets ``(0, total)`` first, then
+        ``(done, total)`` after every few dozen texts embedded.
         """
-        total = self.missing()
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch!r}")
+        report = on_progress or self.on_progress
+        rowids = self._index.missing_vectors(self.model, after=after)
+        total = len(rowids)
         done = 0
-        if on_progress is not None and total:
-            on_progress(0, total)
-        while done < total:
-            rows = self._index.missing_vectors(self.model, limit=batch)
-            if not rows:
-                break
-            vectors = self.encoder.encode([document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in rows])
-            self._index.store_vectors(self.model, [(row[0], row[1], to_blob(vector)) for row, vector in zip(rows, vectors, strict=True)])
-            done += len(rows)
-            if on_progress is not None:
-                on_progress(min(done, total), total)
+        if report is not None and total:
+            report(0, total)
+        for start in range(0, total, batch):
+            rows = self._index.texts_of(rowids[start:start + batch])  # entries removed meanwhile are left out
+            blobs: list[bytes] = []
+            for first in range(0, len(rows), _CHUNK):
+                chunk = rows[first:first + _CHUNK]
+                vectors = self.encoder.encode([document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in chunk])
+                blobs += [to_blob(vector) for vector in vectors]
+                done += len(chunk)
+                if report is not None:
+                    report(done, total)
+            self._index.store_vectors(self.model, [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)], self.described)
+        if report is not None and done != total:
+            report(done, done)  # some entries went away meanwhile: the pass still ends at its total
+        if done and after == 0:
+            self._index.prune_encoders()
         return done
 
     # -- reading -------------------------------------------------------------------
 
     def _refresh(self) -> None:
-        """Bring the in-memory blocks in step with the index, embedding what is missing first."""
+        """Bring the in-memory blocks in step with the index, embedding what lacks a vector from this encoder first."""
         state = self._index.vector_state()
-        if state.max_entry_rowid > state.max_vector_rowid or (state.epoch != self._state.epoch and self.missing()):
-            self.fill()
-            state = self._index.vector_state()
         if state == self._state:
             return
+        after = self._checked_to if state.epoch == self._state.epoch else 0
+        if state.max_entry_rowid > after:
+            self.fill(after=after)
+            self._checked_to = state.max_entry_rowid
+            state = self._index.vector_state()
         with self._index.snapshot():
             state = self._index.vector_state()
             if state.epoch != self._state.epoch:

@@ -2,14 +2,17 @@
 
 ``lexical`` opens the journal as it is; ``hybrid`` opens it with NN, so
 that every ``prompt_context`` ranks by words and meaning and every append
-stores its entry's vector. Loading the model or embedding a backlog that
-takes over a second is reported as log events (``journal.embedding`` while
-it goes, ``journal.loaded`` when done), so a slow start under a timer is
-never silent.
+stores its entry's vector. Loading the model or embedding a backlog (the
+entries a run's first ranking finds without a vector from the model) that
+takes over a second (``GHOSTJOURNAL_PROGRESS_AFTER``) is reported as log
+events: ``memory.model_loading`` once the load has taken that long and
+``memory.model_loaded`` at its end, ``memory.embedding`` while a pass goes.
+A slow start under a timer is never silent.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -18,9 +21,19 @@ from typing import TYPE_CHECKING, Final
 
 import structlog
 
-from journal import Encoder, Journal, SemanticUnavailableError, load_encoder
+from journal import (
+    PROGRESS_ENVVAR,
+    Encoder,
+    EncoderIdentity,
+    Journal,
+    ProgressGate,
+    SemanticUnavailableError,
+    load_encoder,
+    progress_after,
+    reporting_slow,
+)
 from runner._configmodel import AgentConfig
-from runner.errors import RunnerError
+from runner.errors import ConfigError, RunnerError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "RecallingEncoder", "memory_in_use", "open_journal"]
 
 #: Seconds a model load or an embedding pass may take before it reports progress.
-PROGRESS_AFTER: Final = 1.0
+PROGRESS_AFTER: Final = 1.0  # journal.progress.PROGRESS_AFTER: the runner's default is the journal commands'
 
 log = structlog.get_logger()
 
@@ -53,32 +66,21 @@ class MemoryUnavailableError(RunnerError):
 
 
 class EmbeddingProgress:
-    """The ``on_progress`` of a journal's embedding pass: ``journal.embedding`` events once it has taken over a second.
+    """The ``on_progress`` of a journal's embedding passes: ``memory.embedding`` events once a pass has taken *after* seconds.
 
-    After that, one event at most every *every* seconds, and always the last
-    one (``done == total``); a pass quicker than *after* logs nothing.
+    After that, one event at most every *after* seconds, and always the
+    pass's last (``done == total``); a quicker pass logs nothing (see
+    :class:`journal.ProgressGate`).
     """
 
-    def __init__(self, agent: str, *, after: float = PROGRESS_AFTER, every: float = PROGRESS_AFTER,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, agent: str, *, after: float = PROGRESS_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
         self.agent = agent
-        self.after = after
-        self.every = every
-        self.clock = clock
-        self.began: float | None = None
-        self.reported: float | None = None
+        self.gate = ProgressGate(after, clock=clock)
 
     def __call__(self, done: int, total: int) -> None:
-        now = self.clock()
-        if self.began is None:
-            self.began = now
-        elapsed = now - self.began
-        if elapsed < self.after and self.reported is None:
-            return
-        if done < total and self.reported is not None and now - self.reported < self.every:
-            return
-        self.reported = now
-        log.info("journal.embedding", agent=self.agent, done=done, total=total, seconds=round(elapsed, 3))
+        seconds = self.gate(done, total)
+        if seconds is not None:
+            log.info("memory.embedding", agent=self.agent, done=done, total=total, seconds=round(seconds, 3))
 
 
 class RecallingEncoder:
@@ -100,6 +102,12 @@ class RecallingEncoder:
     def identity(self) -> str:
         """The wrapped encoder's identity."""
         return self.encoder.identity
+
+    def describe(self) -> EncoderIdentity | None:
+        """The wrapped encoder's full identity, if it gives one (the index records it)."""
+        described = getattr(self.encoder, "describe", None)
+        found = described() if callable(described) else None
+        return found if isinstance(found, EncoderIdentity) else None
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """The wrapped encoder's vectors of *texts*; a single text seen lately is not embedded again."""
@@ -124,12 +132,14 @@ def memory_in_use(journal: Journal) -> str:
     return "lexical" if journal.encoder is None else "hybrid"
 
 
-def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journal:
+def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     """*agent*'s journal, for writing, with the memory *agent* is configured for.
 
-    A hybrid open that took *after* seconds or more (loading the model,
-    catching the index up, embedding entries that lack a vector: that pass
-    reports ``journal.embedding`` as it goes) logs ``journal.loaded`` with its seconds.
+    A hybrid open loads the model: one that takes *after* seconds or more
+    (default: ``GHOSTJOURNAL_PROGRESS_AFTER``, else one) logs
+    ``memory.model_loading`` then, and ``memory.model_loaded`` with its
+    seconds. Embedding passes (entries a ranking finds without a vector from
+    the model) log ``memory.embedding`` as they go (see :class:`EmbeddingProgress`).
 
     Raises:
         MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
@@ -138,16 +148,19 @@ def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journa
     """
     if agent.memory == "lexical":
         return Journal(agent.journal_root, writable=True)
-    began = time.monotonic()
     try:
-        encoder = RecallingEncoder(load_encoder())
+        seconds = progress_after() if after is None else after
+    except ValueError as exc:  # the run fails with the message, naming the variable, like a bad configuration key
+        raise ConfigError("the environment", PROGRESS_ENVVAR, "a number of seconds, 0 or more", repr(os.environ.get(PROGRESS_ENVVAR))) from exc
+    fields = {"agent": agent.name, "memory": agent.memory}
+    try:
+        with reporting_slow(seconds, lambda: log.info("memory.model_loading", **fields),
+                            lambda took: log.info("memory.model_loaded", **fields, seconds=round(took, 3))):
+            # The journal's models/ remembers the hash of the model files (see journal.EncoderIdentity).
+            encoder = RecallingEncoder(load_encoder(cache_dir=agent.journal_root / "models"))
     except SemanticUnavailableError as exc:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
         log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{exc.reason}; {exc.fix} for hybrid memory")
         return Journal(agent.journal_root, writable=True)
-    journal = Journal(agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=after))
-    seconds = time.monotonic() - began
-    if seconds >= after:
-        log.info("journal.loaded", agent=agent.name, memory=agent.memory, seconds=round(seconds, 3))
-    return journal
+    return Journal(agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=seconds))

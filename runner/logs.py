@@ -51,8 +51,9 @@ EVENTS: Final = (
     "scheduler.stopping",
     "scheduler.stopped",
     "simulate.finished",
-    "journal.loaded",
-    "journal.embedding",
+    "memory.model_loading",
+    "memory.model_loaded",
+    "memory.embedding",
     "memory.fallback",
 )
 

@@ -78,8 +78,11 @@ def _varied_texts(count: int, seed: int = 11) -> list[str]:
 
 
 def test_the_packaged_model_gets_the_numpy_encoder_under_the_reference_identity(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Vectors either implementation stored stay usable: the identity is the same."""
-    assert fast_encoder.identity == real_encoder.identity == f"{DEFAULT_MODEL}:384"
+    """Vectors either implementation stored stay usable: the identity is the same, only the implementation told apart."""
+    assert fast_encoder.identity == real_encoder.identity
+    assert fast_encoder.identity.startswith(f"{DEFAULT_MODEL}:384:l2:sha256:")
+    assert isinstance(real_encoder, SentenceTransformerEncoder)
+    assert (fast_encoder.describe().implementation, real_encoder.describe().implementation) == ("numpy", "sentence-transformers")
     assert fast_encoder.path == resolve_model(DEFAULT_MODEL)
     assert fast_encoder.max_tokens == 256
 

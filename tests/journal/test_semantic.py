@@ -35,8 +35,8 @@ def test_append_with_nn_stores_a_vector_tagged_with_the_encoder_identity(root: P
         assert {len(r[0]) for r in conn.execute("SELECT vector FROM vectors")} == {32 * 4}
 
 
-def test_opening_with_nn_fills_vectors_missing_from_entries_written_without_it(root: Path, make_payload: Payload) -> None:
-    """Entries appended without NN get their vectors when the journal is next opened with NN."""
+def test_the_first_search_with_nn_fills_vectors_missing_from_entries_written_without_it(root: Path, make_payload: Payload) -> None:
+    """Entries appended without NN get their vectors, with progress, before the first ranking with NN; the open itself embeds nothing."""
     with Journal(root) as plain:
         for i in range(5):
             plain.append(make_payload(voice=f"entry number {i}"))
@@ -44,9 +44,10 @@ def test_opening_with_nn_fills_vectors_missing_from_entries_written_without_it(r
     encoder = FakeEncoder()
     progress: list[tuple[int, int]] = []
     with Journal(root, enable_nn=True, encoder=encoder, on_progress=lambda d, t: progress.append((d, t))) as journal:
-        assert len(_vector_models(root)) == 5
-        assert progress[-1] == (5, 5)
+        assert journal.get(journal.list(limit=1)[0].id) and _vector_models(root) == [] and encoder.calls == 0
         assert [h.entry.voice for h in journal.search("number 3", k=1, mode="semantic")] == ["entry number 3"]
+        assert len(_vector_models(root)) == 5
+        assert progress[0] == (0, 5) and progress[-1] == (5, 5)
 
 
 def test_an_entry_appended_by_a_process_without_nn_is_embedded_before_the_next_search(root: Path, make_payload: Payload) -> None:
@@ -60,14 +61,14 @@ def test_an_entry_appended_by_a_process_without_nn_is_embedded_before_the_next_s
 
 
 def test_another_model_identity_triggers_re_embedding(root: Path, make_payload: Payload) -> None:
-    """Vectors stored by one encoder are replaced when the journal is opened with a different one."""
+    """Vectors stored by one encoder are replaced, before the first ranking, when the journal is opened with a different one."""
     with Journal(root, enable_nn=True, encoder=FakeEncoder("old", 16)) as journal:
         journal.append(make_payload())
     new = FakeEncoder("new", 24)
-    with Journal(root, enable_nn=True, encoder=new):
-        pass
+    with Journal(root, enable_nn=True, encoder=new) as journal:
+        journal.search("harbor", k=1)
     assert _vector_models(root) == ["new:24"]
-    assert new.calls == 1
+    assert new.calls == 2  # the entry, then the query
 
 
 def test_reindex_re_embeds_every_entry_in_batches_with_progress(root: Path, make_payload: Payload) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,9 +19,13 @@ Payload = Callable[..., dict[str, Any]]
 
 
 def test_the_default_model_loads_offline_on_cpu_from_the_package(real_encoder: Encoder) -> None:
-    """The adapter finds the packaged model and reports its identity as model:dimension."""
+    """The adapter finds the packaged model and reports its identity as model:dimension:normalisation:weights hash."""
     assert isinstance(real_encoder, SentenceTransformerEncoder)
-    assert real_encoder.identity == f"{DEFAULT_MODEL}:384"
+    assert re.fullmatch(rf"{re.escape(DEFAULT_MODEL)}:384:l2:sha256:[0-9a-f]{{16}}", real_encoder.identity)
+    described = real_encoder.describe()
+    assert (described.model, described.dimension, described.normalization, described.implementation) == (
+        DEFAULT_MODEL, 384, "l2", "sentence-transformers")
+    assert described.key == real_encoder.identity and real_encoder.identity[-16:] == described.weights[7:23]
     assert real_encoder.path == resolve_model(DEFAULT_MODEL)
     assert str(real_encoder._model.device) == "cpu"
     vectors = real_encoder.encode(["one", "two words"])
@@ -33,7 +38,8 @@ def test_an_explicit_model_directory_is_used_as_given(real_encoder: Encoder) -> 
     """A local directory is loaded directly, and names the vectors by that path."""
     path = resolve_model(DEFAULT_MODEL)
     encoder = SentenceTransformerEncoder(str(path))
-    assert encoder.identity == f"{path}:384"
+    assert isinstance(real_encoder, SentenceTransformerEncoder)
+    assert encoder.identity == f"{path}:384:l2:{real_encoder.identity.rsplit(':l2:', 1)[1]}"
     assert np.allclose(encoder.encode(["harbor"]), real_encoder.encode(["harbor"]), atol=1e-5)
 
 

@@ -127,6 +127,8 @@ def _stress(root: Path, seed: int, encoder: Encoder | None, ops: int = OPS) -> N
     shutil.copytree(root / "entries", fresh / "entries")
     shutil.copy(root / "manifest.json", fresh / "manifest.json")
     with Journal(fresh, enable_nn=encoder is not None, encoder=encoder) as rebuilt:
+        if encoder is not None:
+            rebuilt.embed()  # the open embeds nothing: embed() (or the first ranking) does
         assert _index_snapshot(rebuilt) == before, f"seed {seed}: the index differs from a fresh rebuild"
 
 

@@ -127,16 +127,24 @@ def test_a_hybrid_run_recalls_an_entry_by_meaning_alone(tmp_path: Path, memory: 
                    "Fixed the flaky build on the old laptop.", "Bought bread and oranges at the market."]
         for n, voice in enumerate(fillers, start=1):
             journal.append({"kind": "note", "agent": "motoko", "theme": f"day {n}", "voice": voice, "ts": (day + timedelta(days=n)).isoformat()})
-    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path))
+    # A threshold of 0 s reports every model load and embedding batch, as a slow machine would see them.
+    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path),
+                            env={"GHOSTJOURNAL_PROGRESS_AFTER": "0"})
     assert completed.returncode == 0, completed.stderr
     [context] = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines()]
     assert (puppy.id in context) is recalled
-    started = [event for event in _events(completed.stderr) if event["event"] == "run.started"]
+    events = _events(completed.stderr)
+    started = [event for event in events if event["event"] == "run.started"]
     assert [event["memory"] for event in started] == [memory]
     vectors, stored = _vectors_and_entries(tmp_path / "journal")
     assert stored == 8
-    # Hybrid: the 7 entries appended without NN were embedded on open, the run's own entry at its append.
+    # Hybrid: the 7 entries appended without NN were embedded by the run's ranking, the run's own entry at its append.
     assert vectors == (stored if memory == "hybrid" else 0)
+    progress = [(event["event"], event.get("done"), event.get("total")) for event in events if event["event"].startswith("memory.")]
+    expected = [("memory.model_loading", None, None), ("memory.model_loaded", None, None), ("memory.embedding", 0, 7), ("memory.embedding", 7, 7)]
+    assert progress == (expected if memory == "hybrid" else [])
+    if memory == "hybrid":
+        assert all(event["seconds"] >= 0 for event in events if event["event"] in {"memory.model_loaded", "memory.embedding"})
 
 
 def test_a_hybrid_simulation_embeds_every_entry_at_append(tmp_path: Path) -> None:
@@ -165,7 +173,7 @@ def test_embedding_progress_is_logged_only_once_a_pass_takes_a_second() -> None:
             slow(done, 300)
     # The first report once a second has gone, then at most one a second, and always the last.
     assert [(event["done"], event["total"], event["seconds"]) for event in slow_logs] == [(128, 300, 1.2), (256, 300, 2.3), (300, 300, 2.4)]
-    assert {event["event"] for event in slow_logs} == {"journal.embedding"}
+    assert {event["event"] for event in slow_logs} == {"memory.embedding"}
 
 
 class _Counting:
@@ -237,3 +245,15 @@ def test_memory_unavailable_error_survives_a_worker_round_trip() -> None:
     error = MemoryUnavailableError("motoko", "numpy is missing", "install the extra")
     restored = pickle.loads(pickle.dumps(error))  # noqa: S301 - the bytes were made by this test one line above
     assert (str(restored), restored.agent, restored.fix) == (str(error), "motoko", "install the extra")
+
+
+def test_a_bad_progress_threshold_fails_a_hybrid_run_naming_the_variable(tmp_path: Path) -> None:
+    """GHOSTJOURNAL_PROGRESS_AFTER that is not a number of seconds fails the run with one line, before the model loads."""
+    path = write_config(tmp_path, RECALL + _agent("hybrid", _recording_backend(tmp_path)))
+    completed = ghostrunner("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path),
+                            env={"GHOSTJOURNAL_PROGRESS_AFTER": "soon"})
+    assert completed.returncode == 1
+    [finished] = [event for event in _events(completed.stderr) if event["event"] == "run.finished"]
+    assert finished["outcome"] == "failed"
+    assert finished["error"] == "the environment: GHOSTJOURNAL_PROGRESS_AFTER: expected a number of seconds, 0 or more, got 'soon'"
+    assert not (tmp_path / "seen.jsonl").exists()

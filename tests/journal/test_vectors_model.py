@@ -1,0 +1,175 @@
+"""Vectors with the real model: other weights re-embed the journal, ``ghostjournal embed`` survives kill -9, and slow steps are never silent."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from journal import Journal
+from journal._identity import CACHE_FILE, forget_hashes
+from journal._minilm import MiniLMEncoder
+from journal.embed import DEFAULT_MODEL, document_text, resolve_model
+from tests._support import REPO
+
+Payload = Callable[..., dict[str, Any]]
+_CLI = [sys.executable, "-m", "journal.cli"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def _vectors(root: Path) -> list[tuple[int, str]]:
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
+        return conn.execute("SELECT rowid, model FROM vectors ORDER BY rowid").fetchall()
+
+
+def _fill(root: Path, count: int) -> None:
+    with Journal(root) as journal:
+        for n in range(count):
+            journal.append({"kind": "note", "agent": "motoko", "theme": "tide", "voice": f"tide {n}"})
+
+
+@pytest.fixture(scope="module")
+def packaged() -> MiniLMEncoder:
+    """The NumPy encoder of the packaged default model (a missing model fails, never skips)."""
+    return MiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+
+
+def _with_changed_weights(tmp_path: Path) -> Path:
+    """A copy of the packaged model whose last layer's output bias is tripled: same name, other vectors."""
+    copy = tmp_path / "model"
+    shutil.copytree(resolve_model(DEFAULT_MODEL), copy)
+    weights = copy / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    name = next(key for key in header if key.endswith("encoder.layer.5.output.dense.bias"))
+    begin, end = (8 + size + offset for offset in header[name]["data_offsets"])
+    data[begin:end] = (np.frombuffer(bytes(data[begin:end]), dtype="<f4") * 3).astype("<f4").tobytes()
+    weights.write_bytes(data)
+    return copy
+
+
+def test_other_weights_under_the_same_name_re_embed_the_journal_before_any_ranking(
+    tmp_path: Path, make_payload: Payload, packaged: MiniLMEncoder,
+) -> None:
+    """The weights hash tells the two models apart; every score afterwards is the new model's cosine, none the old one's."""
+    changed = MiniLMEncoder(_with_changed_weights(tmp_path), DEFAULT_MODEL)
+    assert changed.identity != packaged.identity
+    assert changed.identity.rsplit(":", 1)[0] == packaged.identity.rsplit(":", 1)[0]  # only the hash differs
+    voices = ["We brought a puppy home from the shelter.", "The ferry ran late in the fog.", "Rewrote the parser tests."]
+    root = tmp_path / "journal"
+    with Journal(root, enable_nn=True, encoder=packaged) as journal:
+        for voice in voices:
+            journal.append(make_payload(theme="day", tags=[], voice=voice))
+    progress: list[tuple[int, int]] = []
+    with Journal(root, enable_nn=True, encoder=changed, on_progress=lambda d, t: progress.append((d, t))) as journal:
+        hits = journal.search("new canine companion", k=3, mode="semantic")
+    assert progress == [(0, 3), (3, 3)]
+    assert {model for _, model in _vectors(root)} == {changed.identity}
+    query = "new canine companion"
+    new = {v: float(changed.encode([document_text("day", (), None, v)])[0] @ changed.encode([query])[0]) for v in voices}
+    old = {v: float(packaged.encode([document_text("day", (), None, v)])[0] @ packaged.encode([query])[0]) for v in voices}
+    assert max(abs(new[v] - old[v]) for v in voices) > 1e-3  # a mixed ranking would show
+    assert {hit.entry.voice: hit.score for hit in hits} == pytest.approx(new, abs=1e-5)
+
+
+def test_a_copy_of_the_default_model_with_only_its_pinned_files_has_the_packages_identity(tmp_path: Path, packaged: MiniLMEncoder) -> None:
+    """The model ghostjournal download-model unpacks (no README, no training log) gets the same identity: its vectors are shared."""
+    copy = tmp_path / "model"
+    shutil.copytree(resolve_model(DEFAULT_MODEL), copy)
+    for extra in ("README.md", ".gitattributes", "data_config.json"):
+        (copy / extra).unlink(missing_ok=True)
+    assert MiniLMEncoder(copy, DEFAULT_MODEL).identity == packaged.identity
+
+
+def test_the_journal_remembers_the_weights_hash_and_records_the_implementation(tmp_path: Path, make_payload: Payload) -> None:
+    """Opened with the default model, the journal keeps each file's hash in models/weights.json and the index names the NumPy encoder."""
+    root = tmp_path / "journal"
+    Journal(root).close()  # models/ exists from the first open on
+    forget_hashes()
+    with Journal(root, enable_nn=True) as journal:
+        journal.append(make_payload())
+        assert journal.encoder is not None
+        identity = journal.encoder.identity
+        [encoder] = journal.embed().encoders
+    assert (encoder["key"], encoder["model"], encoder["dimension"], encoder["implementations"]) == (identity, DEFAULT_MODEL, 384, ["numpy"])
+    cache = json.loads((root / "models" / CACHE_FILE).read_text())
+    weights = str((resolve_model(DEFAULT_MODEL) / "model.safetensors").resolve())
+    assert cache[weights]["stamp"][0] == (resolve_model(DEFAULT_MODEL) / "model.safetensors").stat().st_size
+    # The next open believes the cache rather than reading 90 MB: a hash planted there changes the identity.
+    cache[weights]["sha256"] = "0" * 64
+    (root / "models" / CACHE_FILE).write_text(json.dumps(cache))
+    forget_hashes()
+    with Journal(root, enable_nn=True) as journal:
+        assert journal.encoder is not None and journal.encoder.identity != identity
+    forget_hashes()
+
+
+def test_embed_survives_kill_9_losing_at_most_one_batch_and_a_rerun_completes(tmp_path: Path) -> None:
+    """``ghostjournal embed`` killed mid-run keeps every committed batch; run again it embeds exactly what is missing."""
+    root = tmp_path / "journal"
+    _fill(root, 160)
+    command = [*_CLI, "--root", str(root), "embed", "--batch", "4"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert process.stderr is not None
+    lines: list[str] = []
+    reported = 0
+    for line in process.stderr:
+        lines.append(line)
+        found = re.fullmatch(r"embedding entries: (\d+)/160 \(.*\)\n", line)
+        if found and int(found[1]) >= 12:
+            reported = int(found[1])
+            break
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(30)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+    assert process.returncode == -signal.SIGKILL, "".join(lines)
+    assert lines[0] == f"loading the model {DEFAULT_MODEL} ...\n"
+    assert re.fullmatch(rf"loaded the model {re.escape(DEFAULT_MODEL)} in \d+\.\d s\n", lines[1])
+    assert lines[2].startswith("embedding entries: 0/160 ")
+    stored = len(_vectors(root))
+    # Each batch of 4 is reported once embedded, and committed right after: at most that batch is lost.
+    assert reported - 4 <= stored < 160 and stored % 4 == 0, (reported, stored)
+    rerun = subprocess.run(command, check=False, capture_output=True, text=True, cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert rerun.returncode == 0, rerun.stderr
+    result = json.loads(rerun.stdout)
+    assert (result["embedded"], result["entries"], result["missing"]) == (160 - stored, 160, 0)
+    assert [(e["vectors"], e["implementations"]) for e in result["encoders"]] == [(160, ["numpy"])]
+    vectors = _vectors(root)
+    assert len(vectors) == 160 and {model for _, model in vectors} == {result["encoder"]["key"]}
+    progress = [line for line in rerun.stderr.splitlines() if line.startswith("embedding entries: ")]
+    assert progress[0].startswith(f"embedding entries: 0/{160 - stored} ") and progress[-1].startswith(f"embedding entries: {160 - stored}/{160 - stored} ")
+
+
+def test_a_search_that_embeds_a_backlog_shows_its_progress_off_a_terminal(tmp_path: Path) -> None:
+    """``ghostjournal --nn search`` over entries without vectors prints the model load and each batch on a piped stderr."""
+    root = tmp_path / "journal"
+    _fill(root, 40)
+    result = subprocess.run([*_CLI, "--root", str(root), "--nn", "search", "tide 7", "-k", "1", "--mode", "semantic"], check=False, capture_output=True,
+                            text=True, cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)[0]["entry"]["voice"] == "tide 7"
+    shown = [re.sub(r" \(.*\)$| in \d+\.\d s$", "", line) for line in result.stderr.splitlines()]
+    assert shown == [f"loading the model {DEFAULT_MODEL} ...", f"loaded the model {DEFAULT_MODEL}",
+                     "embedding entries: 0/40", "embedding entries: 32/40", "embedding entries: 40/40"]
+    again = subprocess.run([*_CLI, "--root", str(root), "--nn", "search", "tide 7", "-k", "1"], check=False, capture_output=True, text=True,
+                           cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert [line for line in again.stderr.splitlines() if line.startswith("embedding")] == []  # nothing left to embed
