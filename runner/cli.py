@@ -85,9 +85,11 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @click.option("--at", "at_text", default=None, help="The time whose slot to run (ISO 8601; default now). It is snapped to the latest scheduled time at or before it.")
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
 @click.option("--run-id", default=None, hidden=True)
+@click.option("--config-on-stdin", "config_on_stdin", is_flag=True, hidden=True)  # serve's workers: the text of --config as serve holds it
 @config_option
 @click.pass_obj
-def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_path: Path | None) -> None:
+def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_on_stdin: bool,
+        config_path: Path | None) -> None:
     """Run ROUTINE once for one agent and print the outcome as JSON.
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
@@ -98,7 +100,7 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    config = settings.config(config_path)
+    config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
     at = parse_time(at_text, config, "--at") if at_text is not None else None
     try:
         # The result is printed (what serve reads) the moment its run.finished is logged, before a

@@ -7,7 +7,7 @@ import json
 import re
 import signal
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +78,13 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
         bug = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(KeyError("oops")), **common)
     assert [r.outcome for r in (digest, appended, duplicate, failed, bug)] == ["skipped", "appended", "duplicate", "failed", "failed"]
     simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC))
-    scheduler = Scheduler(config)
-    with scheduler._pair_locks[("motoko", "evening")]:  # a run of the pair is "still going"
-        assert scheduler.dispatch("motoko", "evening", scheduled) is None
+    # A scheduler whose queue is not open (serve opens it) keeps what it accepts waiting: queued, then the same slot refused.
+    late = scheduled + config.misfire_grace + timedelta(minutes=1)
+    scheduler = Scheduler(config, now=lambda: late)
+    assert scheduler.dispatch("motoko", "evening", scheduled)
+    assert not scheduler.dispatch("motoko", "evening", scheduled)
+    scheduler._last_fire[("motoko", "evening")] = scheduled - timedelta(seconds=1)  # what serve set when it started
+    scheduler.fire("motoko", "evening")  # the 21:00 fire, come past misfire_grace: recorded as missed, not run
     # Hybrid memory opening a journal of entries without vectors: the embedding pass and the open, reported
     # at once (a threshold of 0 s stands for a slow model or a long backlog).
     open_journal(replace(agent, memory="hybrid"), after=0).close()
@@ -89,7 +93,7 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
-    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, an unusable journal, SIGTERM."""
+    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, an unusable journal, reloads, SIGTERM."""
     killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
     body = NIGHTLY + f"""
     [agents.motoko]
@@ -111,6 +115,11 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     try:
         reader.wait(event_named("run.finished", agent="motoko"))
         reader.wait(event_named("run.finished", agent="crash"))
+        process.send_signal(signal.SIGHUP)
+        reader.wait(event_named("scheduler.reloaded"))
+        path.write_text(path.read_text() + "\n[runner.oops]\n")
+        process.send_signal(signal.SIGHUP)
+        reader.wait(event_named("scheduler.reload_failed"))
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         return [{k: v for k, v in event.items() if k != "_seen"} for event in reader.drain()]  # _seen: LineReader's mark
