@@ -241,6 +241,9 @@ def _render_status(report: StatusReport, tz: Any) -> str:
     errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
     if errors:
         lines += ["", "last errors:", *errors]
+    missed = [f"  {p.agent} {p.routine}: " + ", ".join(f"{m.slot} ({m.reason or '?'})" for m in p.missed) for p in report.pairs if p.missed]
+    if missed:
+        lines += ["", "missed slots (recorded by serve, not run; newest first):", *missed]
     counts = report.input
     lines += ["", f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
                   f"{counts['malformed']} malformed, {counts['foreign']} foreign"
@@ -248,6 +251,7 @@ def _render_status(report: StatusReport, tz: Any) -> str:
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
     verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input",
+               6: "a due slot was missed (recorded by serve, not run)",
                5: "unknown: the log does not reach back to a due slot (feed more log)"}[report.exit_code]
     lines.append(f"status: {verdict} (exit {report.exit_code})")
     return "\n".join(lines)
@@ -267,6 +271,7 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 
     Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
     unusable (wins over overdue); 3 a routine's latest due slot has no success after the grace period;
+    6 a due slot was recorded missed by serve (downtime, catchup_max, a late fire), nothing failed or is overdue;
     4 no runner events in the input; 5 unknown: the log starts after a due slot (feed more log).
     Malformed, oversized, too deeply nested and foreign lines are counted, never fatal.
 
