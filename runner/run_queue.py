@@ -4,7 +4,8 @@ A :class:`RunQueue` starts each accepted run on a thread of its own, which
 runs it (a worker process, in ``serve``) and returns. Its rules:
 
 * at most ``limit`` runs go at once; a run beyond that waits, and is logged
-  once as ``scheduler.run_queued``;
+  once as ``scheduler.run_queued`` (a run accepted before :meth:`RunQueue.open`,
+  when the queue opens and it still has to wait);
 * waiting runs start first in, first out, except that a run never starts
   while another run of its (agent, routine) goes: it keeps its place and the
   next run in line may start; so runs of one pair go one at a time, in order;
@@ -78,19 +79,26 @@ class RunQueue:
                             scheduled=run.identity.scheduled, reason="a run of this slot is already waiting or going")
                 return False
             self._waiting.append(run)
-            self._start_what_can()
-            if run in self._waiting:
-                busy = any(going.pair == run.pair for going in self._going.values())
-                log.info("scheduler.run_queued", **run.identity.fields(), trigger=run.trigger, running=len(self._going),
-                         waiting=len(self._waiting),
-                         reason="a run of this agent and routine is going" if busy else "max_concurrent_runs runs are going")
+            if self._open:
+                self._start_what_can()
+                if run in self._waiting:
+                    self._log_queued(run, len(self._waiting))
             return True
 
     def open(self) -> None:
-        """Let waiting runs start."""
+        """Let waiting runs start; those that still wait are logged as queued, in order."""
         with self._condition:
+            if self._open:
+                return
             self._open = True
             self._start_what_can()
+            for position, run in enumerate(self._waiting, start=1):
+                self._log_queued(run, position)
+
+    def _log_queued(self, run: QueuedRun, waiting: int) -> None:
+        busy = any(going.pair == run.pair for going in self._going.values())
+        log.info("scheduler.run_queued", **run.identity.fields(), trigger=run.trigger, running=len(self._going), waiting=waiting,
+                 reason="a run of this agent and routine is going" if busy else "max_concurrent_runs runs are going")
 
     def set_limit(self, limit: int) -> None:
         """Change how many runs may go at once (a reload); a larger limit starts waiting runs now."""

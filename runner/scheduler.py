@@ -74,6 +74,8 @@ __all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots"]
 log = structlog.get_logger()
 #: A fire is late when it comes more than this after its time, whatever misfire_grace says (APScheduler wakes up to ms late).
 _LEAST_MISFIRE_GRACE = timedelta(seconds=1)
+#: How long a stop waits for the runs' threads to report, once their workers ended (or were killed).
+_HAND_OFF_SECONDS = 30.0
 _StoppableScheduler = StoppableScheduler  # its former name, for callers that import it from here
 
 
@@ -231,6 +233,11 @@ class Scheduler:
         for at, run in spread(plan.runs, now, self.config.catchup_spread):
             log.info("scheduler.catchup", agent=run.agent, routine=run.routine, slot=run.slot, scheduled=run.scheduled.isoformat(),
                      starts=at.isoformat())
+            if at <= now:
+                # Due now: into the queue at once, in the plan's order (date jobs due at one moment run on
+                # the pool's threads in any order).
+                self.dispatch(run.agent, run.routine, run.scheduled, "catchup")
+                continue
             self._scheduler.add_job(self.dispatch, "date", run_date=at, args=[run.agent, run.routine, run.scheduled, "catchup"],
                                     id=f"{run.agent}:{run.routine}:catchup:{run.slot}", replace_existing=True)
 
@@ -342,6 +349,8 @@ class Scheduler:
             log.info("scheduler.stopping", signal=self._received, in_flight=in_flight, waiting=len(waiting))
             self._notify("STOPPING=1")
             killed = self._wait_for_runs()
+            # A run's thread logs its run.finished (or the crash of a killed worker) after its worker ended.
+            self._queue.wait_idle(_HAND_OFF_SECONDS)
             log.info("scheduler.stopped", killed=killed)
             return 0
         finally:

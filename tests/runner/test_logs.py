@@ -6,6 +6,7 @@ import io
 import json
 import re
 import signal
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,8 @@ from runner.config import load_config
 from runner.engine import execute_run
 from runner.errors import BackendError
 from runner.logs import EVENTS, configure_logging
+from runner.run_contract import RunIdentity
+from runner.run_queue import QueuedRun, RunQueue
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
 from tests._support import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
@@ -78,11 +81,16 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
         bug = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(KeyError("oops")), **common)
     assert [r.outcome for r in (digest, appended, duplicate, failed, bug)] == ["skipped", "appended", "duplicate", "failed", "failed"]
     simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC))
-    # A scheduler whose queue is not open (serve opens it) keeps what it accepts waiting: queued, then the same slot refused.
+    # A queue of one run at once, whose run waits at a gate: a second slot is queued, the first slot again refused.
+    gate = threading.Event()
+    queue = RunQueue(1, lambda run: gate.wait(30))
+    first, second = (QueuedRun(RunIdentity.of("motoko", config.routines["evening"], moment, UTC), moment, "cron")
+                     for moment in (scheduled, scheduled + timedelta(days=1)))
+    assert queue.submit(first) and queue.submit(second) and not queue.submit(first)
+    gate.set()
+    assert queue.wait_idle(30)
     late = scheduled + config.misfire_grace + timedelta(minutes=1)
     scheduler = Scheduler(config, now=lambda: late)
-    assert scheduler.dispatch("motoko", "evening", scheduled)
-    assert not scheduler.dispatch("motoko", "evening", scheduled)
     scheduler._last_fire[("motoko", "evening")] = scheduled - timedelta(seconds=1)  # what serve set when it started
     scheduler.fire("motoko", "evening")  # the 21:00 fire, come past misfire_grace: recorded as missed, not run
     # Hybrid memory opening a journal of entries without vectors: the embedding pass and the open, reported
