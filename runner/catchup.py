@@ -34,12 +34,13 @@ from runner.config import AgentConfig, RunnerConfig
 from runner.run_contract import RunIdentity
 from runner.slots import cron_trigger, slot_for
 
-__all__ = ["MAX_REPORTED", "CatchupPlan", "MissedSlot", "UnusableAgent", "plan_catchup", "spread"]
+__all__ = ["BEYOND_CATCHUP_MAX", "DOWNTIME", "LATE", "MAX_REPORTED", "CatchupPlan", "MissedSlot", "UnusableAgent", "plan_catchup", "spread"]
 
 #: How many slots missed during downtime are recorded per pair, the newest first.
 MAX_REPORTED: Final = 1000
 #: How many of an agent's newest entries of the routine's kind are read to find the pair's latest entry.
 _LATEST_SCAN: Final = 256
+_FIRST_SCAN: Final = 8
 #: Reasons of a ``scheduler.missed`` line.
 DOWNTIME: Final = "downtime"
 BEYOND_CATCHUP_MAX: Final = "catchup_max"
@@ -89,9 +90,13 @@ def _latest_entry(journal: Journal, agent: str, routine: Routine, now: datetime)
     kind counts as never written, which only means its older misses go unrecorded.
     """
     prefix = f"{agent}:{routine.name}:"
-    for entry in journal.list(routine.kind, agent=agent, until=now.astimezone(UTC), limit=_LATEST_SCAN):
-        if entry.client_key is not None and entry.client_key.startswith(prefix):
-            return datetime.fromisoformat(entry.ts)
+    for limit in (_FIRST_SCAN, _LATEST_SCAN):  # usually the newest entry of the kind is the pair's own: read few first
+        found = journal.list(routine.kind, agent=agent, until=now.astimezone(UTC), limit=limit)
+        for entry in found:
+            if entry.client_key is not None and entry.client_key.startswith(prefix):
+                return datetime.fromisoformat(entry.ts)
+        if len(found) < limit:
+            break
     return None
 
 

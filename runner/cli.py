@@ -115,10 +115,11 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
 @config_option
 @click.pass_obj
 def serve(settings: Settings, config_path: Path | None) -> None:
-    """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout.
+    """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout. SIGHUP rereads the configuration.
 
-    Each run executes as a `ghostrunner run` worker process. On start the most
-    recent missed slot of each agent and routine (within catchup_grace) runs once.
+    Each run executes as a `ghostrunner run` worker process, at most max_concurrent_runs
+    at once. On start the most recent missed slot of each agent and routine (within
+    catchup_grace; up to catchup_max) runs, and older missed slots are logged as missed.
     Under a Type=notify systemd unit it reports READY=1, STOPPING=1 and
     watchdog pings at half of WatchdogSec=.
 
