@@ -211,9 +211,13 @@ class Scheduler:
     # -- jobs ----------------------------------------------------------------------
 
     def _add_job(self, agent: str, routine: str, now: datetime) -> None:
+        """The pair's cron job, firing first at its first fire after *now* (what catch-up planned at *now* left off)."""
         trigger = cron_trigger(self.config.routines[routine].schedule, self.config.timezone)
+        # Explicit: APScheduler would count from when the loop starts (or the job is added), and a fire
+        # between *now* and then would fall to neither the catch-up nor the job.
+        first = trigger.get_next_fire_time(None, now + timedelta(microseconds=1))
         self._scheduler.add_job(self.fire, trigger, args=[agent, routine], id=f"{agent}:{routine}", name=f"{agent}:{routine}",
-                                replace_existing=True)
+                                replace_existing=True, next_run_time=first)
         self._last_fire[(agent, routine)] = now
 
     def _remove_jobs(self, agent: str, routine: str) -> None:
