@@ -145,17 +145,18 @@ def test_the_queue_starts_in_order_one_run_per_pair_and_never_a_slot_twice() -> 
     """Under a limit of 2, runs start first in first out; a pair's second run waits for its first; a slot is refused twice."""
     started: list[str] = []
     gates: dict[str, threading.Event] = {}
-    lock = threading.Lock()
+    changed = threading.Condition()
     going = [0, 0]  # now, most
 
     def run(queued: QueuedRun) -> None:
-        with lock:
+        with changed:
             started.append(queued.identity.client_key)
             going[0] += 1
             going[1] = max(going)
             gate = gates.setdefault(queued.identity.client_key, threading.Event())
+            changed.notify_all()
         gate.wait(30)
-        with lock:
+        with changed:
             going[0] -= 1
 
     queue = RunQueue(2, run, started=False)
@@ -166,16 +167,12 @@ def test_the_queue_starts_in_order_one_run_per_pair_and_never_a_slot_twice() -> 
     keys = [queued.identity.client_key for queued in runs]
 
     def release(key: str) -> None:
-        with lock:
+        with changed:
             gates.setdefault(key, threading.Event()).set()
 
     def wait_started(count: int) -> None:
-        for _ in range(3000):
-            with lock:
-                if len(started) >= count:
-                    return
-            threading.Event().wait(0.01)
-        raise AssertionError(started)
+        with changed:
+            assert changed.wait_for(lambda: len(started) >= count, 30), started
 
     wait_started(2)
     assert started == [keys[0], keys[2]]  # a's second run keeps its place behind a's first; b may start
