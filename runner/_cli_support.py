@@ -116,9 +116,14 @@ class Settings:
         self.config_path = config_path
         self.log_level = log_level
 
-    def config(self, override: Path | None) -> RunnerConfig:
-        """The configuration: a command's own --config, else the group's (or its variable), else the embedded defaults."""
+    def config(self, override: Path | None, *, text: str | None = None) -> RunnerConfig:
+        """The configuration: a command's own --config, else the group's (or its variable), else the embedded defaults.
+
+        With *text* (a ``serve`` worker's), that is the file's content as serve holds it.
+        """
         path = override or self.config_path
+        if text is not None and path is not None:
+            return load_config(path, text=text)
         if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
             # click reads an empty variable as unset: a script whose variable came out empty
             # would silently run the embedded defaults' agent into ./ghostjournal-data.

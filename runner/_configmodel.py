@@ -82,6 +82,15 @@ class RunnerConfig:
     #: long enough for a run that finds the slot's entry, or a quick local model, to finish; short against
     #: run_timeout and any schedule's interval.
     slot_lock_wait: timedelta = field(default=timedelta(seconds=5))
+    #: serve: how many of the latest missed slots of one pair within catchup_grace run on start (0: none, all recorded missed).
+    catchup_max: int = 1
+    #: serve: the catch-up runs of all pairs start spread evenly over this interval, not all at once.
+    catchup_spread: timedelta = timedelta(minutes=5)
+    #: serve: worker processes running at once; more runs wait in order.
+    max_concurrent_runs: int = 1
+    #: The text of config_file as it was read: serve hands it to its workers, so that they run the
+    #: configuration serve holds, not a later edit of the file that serve has not (or could not) reload.
+    config_text: str | None = field(default=None, repr=False)
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

@@ -90,9 +90,11 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @click.option("--at", "at_text", default=None, help="The time whose slot to run (ISO 8601; default now). It is snapped to the latest scheduled time at or before it.")
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
 @click.option("--run-id", default=None, hidden=True)
+@click.option("--config-on-stdin", "config_on_stdin", is_flag=True, hidden=True)  # serve's workers: the text of --config as serve holds it
 @config_option
 @click.pass_obj
-def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_path: Path | None) -> None:
+def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_on_stdin: bool,
+        config_path: Path | None) -> None:
     """Run ROUTINE once for one agent and print the outcome as JSON.
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
@@ -103,7 +105,7 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    config = settings.config(config_path)
+    config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
     at = parse_time(at_text, config, "--at") if at_text is not None else None
     try:
         # The result is printed (what serve reads) the moment its run.finished is logged, before a
@@ -118,10 +120,11 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
 @config_option
 @click.pass_obj
 def serve(settings: Settings, config_path: Path | None) -> None:
-    """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout.
+    """Run the scheduler until SIGTERM or SIGINT; logs JSON lines to stdout. SIGHUP rereads the configuration.
 
-    Each run executes as a `ghostrunner run` worker process. On start the most
-    recent missed slot of each agent and routine (within catchup_grace) runs once.
+    Each run executes as a `ghostrunner run` worker process, at most max_concurrent_runs
+    at once. On start the most recent missed slot of each agent and routine (within
+    catchup_grace; up to catchup_max) runs, and older missed slots are logged as missed.
     Under a Type=notify systemd unit it reports READY=1, STOPPING=1 and
     watchdog pings at half of WatchdogSec=.
 
@@ -244,6 +247,9 @@ def _render_status(report: StatusReport, tz: Any) -> str:
     errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
     if errors:
         lines += ["", "last errors:", *errors]
+    missed = [f"  {p.agent} {p.routine}: " + ", ".join(f"{m.slot} ({m.reason or '?'})" for m in p.missed) for p in report.pairs if p.missed]
+    if missed:
+        lines += ["", "missed slots (recorded by serve, not run; newest first):", *missed]
     counts = report.input
     lines += ["", f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
                   f"{counts['malformed']} malformed, {counts['foreign']} foreign"
@@ -251,6 +257,7 @@ def _render_status(report: StatusReport, tz: Any) -> str:
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
     verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input",
+               6: "a due slot was missed (recorded by serve, not run)",
                5: "unknown: the log does not reach back to a due slot (feed more log)"}[report.exit_code]
     lines.append(f"status: {verdict} (exit {report.exit_code})")
     return "\n".join(lines)
@@ -270,6 +277,7 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 
     Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
     unusable (wins over overdue); 3 a routine's latest due slot has no success after the grace period;
+    6 a due slot was recorded missed by serve (downtime, catchup_max, a late fire), nothing failed or is overdue;
     4 no runner events in the input; 5 unknown: the log starts after a due slot (feed more log).
     Malformed, oversized, too deeply nested and foreign lines are counted, never fatal.
 

@@ -21,6 +21,9 @@ Layout::
     lock_file = "ghostrunner.lock"   # one scheduler per deployment (default: beside the journal root)
     slot_lock_wait = "5s"      # how long a run waits for another run of its agent and routine, then reports busy
     workers = 4                # simulate: parallel worker processes (default: CPU count)
+    catchup_max = 1            # serve, on start: at most this many missed slots per pair within catchup_grace run
+    catchup_spread = "5m"      # serve, on start: the catch-up runs of all pairs spread over this interval
+    max_concurrent_runs = 2    # serve: worker processes at once; more runs wait in order (default: CPU count)
     memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
 
     [routines.evening]         # override a built-in routine, field by field
@@ -66,6 +69,7 @@ __all__ = [
     "AgentConfig",
     "BackendSettings",
     "RunnerConfig",
+    "cpu_count",
     "load_config",
     "parse_config",
     "parse_duration",
@@ -74,9 +78,21 @@ __all__ = [
 CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
 EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
-_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
-                         "slot_lock_wait")
-_MAX_WORKERS: Final = 1024  # worker processes of simulate; more only exhausts the process table
+_RUNNER_KEYS: Final = (
+    "journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
+    "catchup_max", "catchup_spread", "max_concurrent_runs", "slot_lock_wait",
+)
+_MAX_WORKERS: Final = 1024  # worker processes of simulate (or serve at once); more only exhausts the process table
+#: The most catch-up runs of one pair on start; each is a backend call, so a large number is a burst by another name.
+_MAX_CATCHUP: Final = 1000
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask, which a container or taskset narrows), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None) -> RunnerConfig:
@@ -110,6 +126,10 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         if durations["slot_lock_wait"] >= durations["run_timeout"]:
             raise reader.fail("runner.slot_lock_wait", "a duration shorter than runner.run_timeout", runner["slot_lock_wait"])
     workers = reader.positive_int(runner["workers"], "runner.workers", maximum=_MAX_WORKERS) if "workers" in runner else None
+    catchup_max = reader.positive_int(runner.get("catchup_max", 1), "runner.catchup_max", minimum=0, maximum=_MAX_CATCHUP)
+    catchup_spread = reader.duration(runner.get("catchup_spread", "5m"), "runner.catchup_spread")
+    max_concurrent_runs = reader.positive_int(runner.get("max_concurrent_runs", cpu_count()), "runner.max_concurrent_runs",
+                                              maximum=_MAX_WORKERS)
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
@@ -128,12 +148,16 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
     return RunnerConfig(
         source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
-        config_file=config_file, **durations,
+        config_file=config_file, **durations, catchup_max=catchup_max, catchup_spread=catchup_spread,
+        max_concurrent_runs=max_concurrent_runs, config_text=text if config_file is not None else None,
     )
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> RunnerConfig:
+def load_config(path: str | os.PathLike[str] | None = None, *, text: str | None = None) -> RunnerConfig:
     """Load the configuration from *path*, else ``$GHOSTRUNNER_CONFIG``, else the embedded defaults.
+
+    With *text*, that is the file's content (as ``serve`` read it) and the file itself is not read;
+    relative paths still start from the file's directory.
 
     Raises:
         ConfigError: unreadable or invalid file.
@@ -145,6 +169,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> RunnerConfig:
         config = parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
         return replace(config, agents={name: replace(agent, memory_fallback=True) for name, agent in config.agents.items()})
     config_path = Path(chosen)
-    text = read_bounded(config_path, "configuration file")
+    if text is None:
+        text = read_bounded(config_path, "configuration file")
     base = config_path.resolve().parent
     return parse_config(text, source=str(config_path), files_base=base, state_base=base, config_file=config_path.resolve())

@@ -4,7 +4,7 @@
 ``journalctl -o cat`` prints them, or ``journalctl -o json`` records whose
 ``MESSAGE`` holds them) into the last success, last failure and latest
 ``run.finished`` of each (agent, routine), and the slots its successes
-cover. Lines that are not JSON, a ``run.finished`` without its fields (or
+cover, and the slots ``serve`` recorded as missed (``scheduler.missed``). Lines that are not JSON, a ``run.finished`` without its fields (or
 whose ``client_key`` is not ``agent:routine:slot``), a line longer than
 :data:`MAX_LINE_CHARS` or nested deeper than :data:`MAX_DEPTH` are counted as
 malformed and skipped; JSON lines that are not runner events are counted as
@@ -25,7 +25,7 @@ from runner.logs import EVENTS
 from runner.run_contract import Outcome
 from runner.slots import client_key
 
-__all__ = ["MAX_DEPTH", "MAX_LINE_CHARS", "LogDigest", "PairRuns", "RunRecord", "read_log"]
+__all__ = ["MAX_DEPTH", "MAX_LINE_CHARS", "LogDigest", "MissedRecord", "PairRuns", "RunRecord", "read_log"]
 
 #: The longest log line parsed, in characters. journald splits lines at 48 KiB
 #: (``LineMax=``), and the runner's longest lines (a ``run.error`` traceback)
@@ -76,14 +76,30 @@ class RunRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class MissedRecord:
+    """One ``scheduler.missed`` line: a slot serve did not run, and why."""
+
+    logged: datetime
+    slot: str
+    scheduled: datetime | None
+    reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready data."""
+        return {"logged": self.logged.isoformat(), "slot": self.slot, "scheduled": self.scheduled.isoformat() if self.scheduled else None,
+                "reason": self.reason}
+
+
 @dataclass(slots=True)
 class PairRuns:
-    """The runs of one (agent, routine) in the log: its latest, its last success and failure, and the slots it covered."""
+    """The runs of one (agent, routine) in the log: its latest, its last success and failure, the slots it covered and those missed."""
 
     last_success: RunRecord | None = None
     last_failure: RunRecord | None = None
     latest: RunRecord | None = None
     covered: dict[str, RunRecord] = field(default_factory=dict)  # slot -> a success of that very slot
+    missed: dict[str, MissedRecord] = field(default_factory=dict)  # slot -> its latest scheduler.missed
 
 
 @dataclass(slots=True)
@@ -233,8 +249,20 @@ def _bounded_lines(lines: Iterable[str]) -> Iterator[Any]:
         yield _OVERSIZE
 
 
+def _note_missed(digest: LogDigest, event: dict[str, Any], moment: datetime) -> None:
+    agent, routine, slot = _text(event.get("agent")), _text(event.get("routine")), _text(event.get("slot"))
+    if agent is None or routine is None or slot is None:
+        return
+    missed = digest.pairs.setdefault((agent, routine), PairRuns()).missed
+    missed[slot] = MissedRecord(moment, slot, _timestamp(event.get("scheduled")), _text(event.get("reason")))
+    if len(missed) > _COVERED_KEPT:
+        del missed[min(missed)]  # the oldest slot: slot names of one routine sort by time
+
+
 def _note_scheduler_event(digest: LogDigest, event: dict[str, Any], moment: datetime) -> None:
-    if event["event"] == "scheduler.agent_unusable":
+    if event["event"] == "scheduler.missed":
+        _note_missed(digest, event, moment)
+    elif event["event"] == "scheduler.agent_unusable":
         agent, error = _text(event.get("agent")), _text(event.get("error"))
         if agent is not None and (agent not in digest.unusable or moment >= digest.unusable[agent][0]):
             digest.unusable[agent] = (moment, error or "the agent's journal is unusable")

@@ -8,12 +8,16 @@ run.waiting                run_id, agent, routine, slot, client_key, lock, wait_
 run.finished               run_id, agent, routine, slot, client_key, scheduled, entry_id,
                            outcome (appended | duplicate | failed | skipped | busy), duration_ms, error,
                            dry_run, reason (paused | slot_locked, only when set) -- exactly one per run
-scheduler.started          agents, jobs, timezone, lock_file, pid
-scheduler.catchup          agent, routine, slot, scheduled (a missed slot run once on start)
+scheduler.started          agents, jobs, timezone, lock_file, pid, max_concurrent_runs
+scheduler.catchup          agent, routine, slot, scheduled, starts (a missed slot run on start, at ``starts``)
+scheduler.missed           agent, routine, slot, scheduled, reason (a slot that is not run: downtime | catchup_max | late)
+scheduler.run_queued       run_id, agent, routine, slot, client_key, scheduled, trigger, running, waiting, reason
+scheduler.reloaded         config, agents, jobs, added, removed, rescheduled, max_concurrent_runs (SIGHUP)
+scheduler.reload_failed    config, error (the old configuration keeps serving)
 scheduler.agent_unusable   agent, journal_root, error (its journal cannot be used; the others are served)
 scheduler.worker_crashed   run_id, agent, routine, slot, client_key, returncode, trigger, error
-scheduler.run_skipped      agent, routine, scheduled, reason (a run of that pair is still going)
-scheduler.stopping         signal, in_flight
+scheduler.run_skipped      agent, routine, scheduled, reason (the slot is already waiting or going; its pair was removed)
+scheduler.stopping         signal, in_flight, waiting
 scheduler.stopped          killed (runs cut off at the shutdown timeout)
 run.error                  run_id, agent, routine, slot, client_key, exception (a bug, with traceback)
 simulate.finished          agent, runs, outcomes, seconds
@@ -45,6 +49,10 @@ EVENTS: Final = (
     "run.error",
     "scheduler.started",
     "scheduler.catchup",
+    "scheduler.missed",
+    "scheduler.run_queued",
+    "scheduler.reloaded",
+    "scheduler.reload_failed",
     "scheduler.agent_unusable",
     "scheduler.worker_crashed",
     "scheduler.run_skipped",

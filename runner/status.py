@@ -11,6 +11,10 @@ schedules. A pair is
 * ``overdue`` when its latest due slot (the latest fire time at least
   ``grace`` before now) has no successful run, and the log reaches back to
   that time;
+* ``missed`` when that due slot has no successful run but ``serve``
+  recorded it as missed (``scheduler.missed``: it was down then, the slot was
+  beyond ``catchup_max``, or its fire came later than ``misfire_grace``):
+  nothing is broken now, but the slot has no entry;
 * ``unknown`` when the log starts after that due time and shows no success
   for it (feed more log: ``journalctl --since``);
 * ``paused`` when the pair (or its whole agent) is paused (``ghostrunner
@@ -25,9 +29,13 @@ schedules. A pair is
   covers the due slot, and a dry run (``dry_run``) is no run of its slot at
   all, since it appends nothing (unless it found the slot's entry: ``duplicate``).
 
+Every pair also lists the slots recorded missed that no success covered
+since (newest first, at most :data:`MISSED_SHOWN`).
+
 Exit codes (:attr:`StatusReport.exit_code`): 0 all well; 1 something failed
 (wins when something is also overdue: a failed slot is usually overdue too,
-and the failure carries the error); 3 something is overdue; 4 the input holds
+and the failure carries the error); 3 something is overdue; 6 nothing failed
+or is overdue, but some pair's due slot was missed; 4 the input holds
 no runner event at all (a wrong unit name or file); 5 nothing failed or is
 overdue, but some pair is unknown (the log does not reach back to its due
 slot), so all is not known to be well.
@@ -40,18 +48,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from runner.config import RunnerConfig
-from runner.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, PairRuns, RunRecord, read_log
+from runner.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
 from runner.run_contract import REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.slots import cron_trigger, latest_fire_time, slot_for
 
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_MISSED",
     "EXIT_NO_EVENTS",
     "EXIT_OK",
     "EXIT_OVERDUE",
     "EXIT_UNKNOWN",
     "MAX_DEPTH",
     "MAX_LINE_CHARS",
+    "MISSED_SHOWN",
     "SUCCESS_OUTCOMES",
     "LogDigest",
     "PairStatus",
@@ -67,7 +77,10 @@ EXIT_FAILED: Final = 1
 EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
-_STATE_ORDER: Final = ("failed", "overdue", "unknown", "paused", "ok")
+EXIT_MISSED: Final = 6
+_STATE_ORDER: Final = ("failed", "overdue", "missed", "unknown", "paused", "ok")
+#: How many missed slots a pair lists (the newest).
+MISSED_SHOWN: Final = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,7 @@ class PairStatus:
     last_success: RunRecord | None
     last_failure: RunRecord | None
     problem: str | None = None  # the agent's journal is unusable (from scheduler.agent_unusable)
+    missed: tuple[MissedRecord, ...] = ()  # slots recorded missed and not covered since, newest first
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -91,7 +105,7 @@ class PairStatus:
             "due": self.due.isoformat() if self.due else None, "due_slot": self.due_slot,
             "last_success": self.last_success.to_dict() if self.last_success else None,
             "last_failure": self.last_failure.to_dict() if self.last_failure else None,
-            "problem": self.problem,
+            "problem": self.problem, "missed": [missed.to_dict() for missed in self.missed],
         }
 
 
@@ -107,12 +121,14 @@ class StatusReport:
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 failed (wins), 3 overdue, 4 no runner events in the input, 5 some pair unknown."""
+        """0 ok, 1 failed (wins), 3 overdue, 6 missed, 4 no runner events in the input, 5 some pair unknown."""
         states = {pair.state for pair in self.pairs}
         if "failed" in states:
             return EXIT_FAILED
         if "overdue" in states:
             return EXIT_OVERDUE
+        if "missed" in states:
+            return EXIT_MISSED
         if not self.input["events"]:
             return EXIT_NO_EVENTS
         if "unknown" in states:
@@ -172,11 +188,16 @@ def build_report(
                 state = "failed"
             elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"
+            elif due_slot in seen.missed:
+                state = "missed"
             elif digest.first is not None and digest.first <= due:
                 state = "overdue"
             else:
                 state = "unknown"
-            pairs.append(PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem))
+            missed = tuple(sorted((record for slot, record in seen.missed.items() if slot not in seen.covered),
+                                  key=lambda record: record.slot, reverse=True)[:MISSED_SHOWN])
+            pairs.append(PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem,
+                                    missed))
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
     unconfigured = tuple(sorted(f"{agent}:{routine}" for agent, routine in digest.pairs if (agent, routine) not in configured))
     pairs.sort(key=lambda pair: (_STATE_ORDER.index(pair.state), pair.agent, pair.routine))

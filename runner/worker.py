@@ -38,6 +38,8 @@ def worker_command(config: RunnerConfig, agent: str, routine: str, scheduled: da
     argv = [sys.executable, "-m", "runner", "run", routine, "--agent", agent, "--at", scheduled.isoformat(), "--run-id", run_id]
     if config.config_file is not None:
         argv += ["--config", str(config.config_file)]
+        if config.config_text is not None:
+            argv.append("--config-on-stdin")
     return argv
 
 
@@ -69,7 +71,11 @@ class Worker:
     def __init__(self, config: RunnerConfig, identity: RunIdentity, scheduled: datetime, stderr: int | None) -> None:
         self.identity = identity
         argv = worker_command(config, identity.agent, identity.routine, scheduled, identity.run_id)
-        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+        # The configuration text serve holds goes in on stdin: a file edited since serve read it (and not
+        # reloaded, or refused by a reload) does not reach a run.
+        self._input = config.config_text.encode("utf-8") if config.config_file is not None and config.config_text is not None else None
+        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL if self._input is None else subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
                                          env={**os.environ, WORKER_MARKER_VARIABLE: identity.run_id})
         self._out = b""
         self._timeout: float | None = None  # set when the worker ran past it and was killed
@@ -77,7 +83,7 @@ class Worker:
     def wait(self, timeout: float) -> None:
         """Wait until the worker ends; at *timeout* seconds, kill it and wait for that."""
         try:
-            self._out, _ = self._process.communicate(timeout=timeout)
+            self._out, _ = self._process.communicate(input=self._input, timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             self._out, _ = self._process.communicate()

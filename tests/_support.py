@@ -46,10 +46,12 @@ PERSONA = REPO / "examples" / "agents" / "motoko.toml"
 
 
 def write_config(directory: Path, body: str, *, runner: str = "", name: str = "ghostrunner.toml") -> Path:
-    """Write a config with a [runner] table (journal in ./journal, UTC), the persona copied beside it, and *body*."""
+    """Write a config with a [runner] table (journal in ./journal, UTC, catch-up unspread), the persona copied beside it, and *body*."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(PERSONA, directory / "motoko.toml")
     defaults = "" if "timezone" in runner else 'timezone = "UTC"\n'
+    # Catch-up runs start at once unless a test spreads them: a spread of minutes would only slow tests down.
+    defaults += "" if "catchup_spread" in runner else 'catchup_spread = "0s"\n'
     text = '[runner]\njournal_root = "./journal"\n' + defaults + textwrap.dedent(runner) + "\n" + textwrap.dedent(body)
     path = directory / name
     path.write_text(text, encoding="utf-8")

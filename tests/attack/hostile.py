@@ -172,7 +172,8 @@ def hostile_toml() -> st.SearchStrategy[str]:
         ]),
         hostile_text(max_size=20).map(_toml_key),
     )
-    runner_keys = st.sampled_from(["run_timeout", "shutdown_timeout", "catchup_grace", "misfire_grace", "workers", "timezone", "journal_root", "lock_file"])
+    runner_keys = st.sampled_from(["run_timeout", "shutdown_timeout", "catchup_grace", "misfire_grace", "workers", "timezone", "journal_root", "lock_file",
+                                   "catchup_max", "catchup_spread", "max_concurrent_runs"])
     runner_value = st.builds(lambda key, v: f'[runner]\n{key} = {v}\n[agents.a]\nbackend = "openai"\n', runner_keys, value)
     routine_value = st.builds(
         lambda key, v: f'[routines.evening]\n{key} = {v}\n[agents.a]\nbackend = "openai"\n',

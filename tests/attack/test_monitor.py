@@ -26,6 +26,7 @@ from runner.config import load_config
 from runner.slots import cron_trigger, latest_fire_time, slot_for
 from runner.status import (
     EXIT_FAILED,
+    EXIT_MISSED,
     EXIT_NO_EVENTS,
     EXIT_OK,
     EXIT_OVERDUE,
@@ -179,7 +180,7 @@ def test_readme_documents_every_status_exit_code() -> None:
     section = text.split("`ghostrunner status` turns these lines into a check:", 1)[1].split("\n## ", 1)[0]
     table = section.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
     documented = {int(code) for cell in re.findall(r"^\| ([\d, ]+) \|", table, flags=re.MULTILINE) for code in cell.split(",")}
-    assert documented == {EXIT_OK, EXIT_FAILED, EXIT_OVERDUE, EXIT_NO_EVENTS, EXIT_UNKNOWN, 2, 78}
+    assert documented == {EXIT_OK, EXIT_FAILED, EXIT_OVERDUE, EXIT_NO_EVENTS, EXIT_UNKNOWN, EXIT_MISSED, 2, 78}
 
 
 # -- 3. no log line can crash status --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy._deploy import STAGE, configure, entries, status_of_the_journal
+from tests.deploy._deploy import CONFIG, STAGE, configure, entries, status_of_the_journal
 from tests.deploy._live import LiveSystem, wait_until
 
 pytestmark = pytest.mark.live_systemd
@@ -211,3 +211,41 @@ def test_status_reads_the_runs_the_service_made(system: LiveSystem, service: Non
         assert successes, pair
         latest = max(successes, key=lambda e: e["timestamp"])
         assert pair["last_success"]["run_id"] == latest["run_id"], pair
+
+
+#: One more agent, for a reload to add.
+SAITO = """
+[agents.saito]
+persona = "agents/motoko.toml"
+routines = ["tick"]
+backend = "simulated"
+"""
+
+
+def _install_config(system: LiveSystem, config: str) -> None:
+    """Put a new configuration in place without rendering the units again (what an operator does before a reload)."""
+    system.path(f"{STAGE}/ghostrunner.toml").write_text(config, encoding="utf-8")
+    system.run("install", "-m", "0644", f"{STAGE}/ghostrunner.toml", CONFIG)
+
+
+def test_systemctl_reload_rereads_the_configuration_and_refuses_a_broken_one(system: LiveSystem, service: None) -> None:
+    configure(system, SERVICE_CONFIG)
+    system.systemctl("reset-failed", SERVICE, check=False)
+    system.systemctl("restart", SERVICE)  # serving SERVICE_CONFIG, whatever an earlier test left running
+    before = _start(system)
+    try:
+        _install_config(system, SERVICE_CONFIG + SAITO)
+        system.systemctl("reload", SERVICE)  # ExecReload= sends SIGHUP to serve
+        [reloaded] = wait_until("serve's scheduler.reloaded", lambda: _service_events_after(system, "scheduler.reloaded"), 15, 0.2)
+        assert (reloaded["added"], reloaded["removed"]) == (["saito:tick"], [])
+        wait_until("the added agent's first run", lambda: [e for e in _service_events_after(system, "run.finished")
+                                                           if e["agent"] == "saito" and e["outcome"] == "appended"], 60, 0.5)
+        _install_config(system, SERVICE_CONFIG.replace("[runner]", "[runner]\nmax_concurrent_runs = 0"))
+        system.systemctl("reload", SERVICE)
+        [failed] = wait_until("serve's scheduler.reload_failed", lambda: _service_events_after(system, "scheduler.reload_failed"), 15, 0.2)
+        assert "runner.max_concurrent_runs" in failed["error"]
+        state = _state(system)
+        assert (state["ActiveState"], state["SubState"], state["MainPID"]) == ("active", "running", before["MainPID"]), state
+    finally:
+        configure(system, SERVICE_CONFIG)
+        system.systemctl("reload", SERVICE, check=False)

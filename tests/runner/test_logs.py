@@ -6,8 +6,9 @@ import io
 import json
 import re
 import signal
+import threading
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from runner.config import load_config
 from runner.engine import execute_run, run_slot
 from runner.errors import BackendError
 from runner.logs import EVENTS, configure_logging
+from runner.run_contract import RunIdentity
+from runner.run_queue import QueuedRun, RunQueue
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
 from runner.slot_lock import SlotLock
@@ -79,9 +82,18 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
         bug = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(KeyError("oops")), **common)
     assert [r.outcome for r in (digest, appended, duplicate, failed, bug)] == ["skipped", "appended", "duplicate", "failed", "failed"]
     simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC))
-    scheduler = Scheduler(config)
-    with scheduler._pair_locks[("motoko", "evening")]:  # a run of the pair is "still going"
-        assert scheduler.dispatch("motoko", "evening", scheduled) is None
+    # A queue of one run at once, whose run waits at a gate: a second slot is queued, the first slot again refused.
+    gate = threading.Event()
+    queue = RunQueue(1, lambda run: gate.wait(30))
+    first, second = (QueuedRun(RunIdentity.of("motoko", config.routines["evening"], moment, UTC), moment, "cron")
+                     for moment in (scheduled, scheduled + timedelta(days=1)))
+    assert queue.submit(first) and queue.submit(second) and not queue.submit(first)
+    gate.set()
+    assert queue.wait_idle(30)
+    late = scheduled + config.misfire_grace + timedelta(minutes=1)
+    scheduler = Scheduler(config, now=lambda: late)
+    scheduler._last_fire[("motoko", "evening")] = scheduled - timedelta(seconds=1)  # what serve set when it started
+    scheduler.fire("motoko", "evening")  # the 21:00 fire, come past misfire_grace: recorded as missed, not run
     # Another run holds the slot lock of a slot without its entry: this one waits (run.waiting), then is busy.
     holder = SlotLock(tmp_path / "state", "motoko", "pulse-4h", wait=0)
     assert holder.acquire()
@@ -100,7 +112,7 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
-    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, an unusable journal, SIGTERM."""
+    """JSON lines on the stdout of a real serve: start, a catch-up run, a crashed worker, an unusable journal, reloads, SIGTERM."""
     killer = script(tmp_path, "killer.py", "import os, signal, sys\nsys.stdin.read()\nos.kill(os.getppid(), signal.SIGKILL)\n")
     body = NIGHTLY + f"""
     [agents.motoko]
@@ -122,6 +134,11 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     try:
         reader.wait(event_named("run.finished", agent="motoko"))
         reader.wait(event_named("run.finished", agent="crash"))
+        process.send_signal(signal.SIGHUP)
+        reader.wait(event_named("scheduler.reloaded"))
+        path.write_text(path.read_text() + "\n[runner.oops]\n")
+        process.send_signal(signal.SIGHUP)
+        reader.wait(event_named("scheduler.reload_failed"))
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
         return [{k: v for k, v in event.items() if k != "_seen"} for event in reader.drain()]  # _seen: LineReader's mark

@@ -105,10 +105,10 @@ def test_verify_would_catch_a_broken_unit(tmp_path: Path) -> None:
 
 
 def test_serve_unit_settings_and_security_exposure(tmp_path: Path) -> None:
-    """The serve unit is Type=notify with watchdog, KillMode=mixed, a stop timeout past shutdown_timeout, and rates OK in systemd-analyze security."""
+    """The serve unit is Type=notify with watchdog and reload by SIGHUP, KillMode=mixed, a stop timeout past shutdown_timeout, and rates OK in systemd-analyze security."""
     out = _render(tmp_path, _schedules_config(tmp_path))
     text = (out / "ghostrunner.service").read_text()
-    for line in ("Type=notify", "KillMode=mixed", "Restart=on-failure", "User=ghostrunner", "ProtectSystem=strict", "NoNewPrivileges=yes",
+    for line in ("Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "KillMode=mixed", "Restart=on-failure", "User=ghostrunner", "ProtectSystem=strict", "NoNewPrivileges=yes",
                  "PrivateTmp=yes", "ProtectHome=yes", "UMask=0077", "CapabilityBoundingSet=", "WatchdogSec=60s", "TimeoutStopSec=150s"):
         assert f"\n{line}\n" in text, line
     assert f"ExecStart={_exec_path()} serve --config {tmp_path / 'ghostrunner.toml'}\n" in text
