@@ -21,6 +21,8 @@ Layout::
     lock_file = "ghostrunner.lock"   # one scheduler per deployment (default: beside the journal root)
     workers = 4                # simulate: parallel worker processes (default: CPU count)
     memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
+    slot_retries = 3           # later runs of a slot that failed for a transient reason, before its routine's next fire
+    slot_retry_delay = "5m"    # the wait before the first of them (doubling under serve)
 
     [routines.evening]         # override a built-in routine, field by field
     schedule = "30 22 * * *"
@@ -36,7 +38,8 @@ Layout::
     [agents.motoko]
     persona = "agents/motoko.toml"
     routines = ["pulse-4h", "evening", "digest", "morning"]
-    backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]}
+    backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]};
+                               # openai and command take attempts = 4 and retry_delay = "1s" (retries within a run)
     memory = "hybrid"          # this agent's, instead of the [runner] default
 
 A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
@@ -73,7 +76,9 @@ __all__ = [
 CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
 EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
-_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory")
+_RUNNER_KEYS: Final = ("journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
+                       "slot_retries", "slot_retry_delay")
+_MAX_SLOT_RETRIES: Final = 100
 _MAX_WORKERS: Final = 1024  # worker processes of simulate; more only exhausts the process table
 
 
@@ -104,6 +109,10 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         if durations[name] <= timedelta(0):
             raise reader.fail(f"runner.{name}", "a positive duration", runner.get(name))
     workers = reader.positive_int(runner["workers"], "runner.workers", maximum=_MAX_WORKERS) if "workers" in runner else None
+    slot_retries = reader.positive_int(runner.get("slot_retries", 3), "runner.slot_retries", minimum=0, maximum=_MAX_SLOT_RETRIES)
+    slot_retry_delay = reader.duration(runner.get("slot_retry_delay", "5m"), "runner.slot_retry_delay")
+    if slot_retry_delay < timedelta(seconds=1):
+        raise reader.fail("runner.slot_retry_delay", "a duration of at least 1s", runner.get("slot_retry_delay"))
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
@@ -122,7 +131,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
     return RunnerConfig(
         source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
-        config_file=config_file, **durations,
+        config_file=config_file, slot_retries=slot_retries, slot_retry_delay=slot_retry_delay, **durations,
     )
 
 

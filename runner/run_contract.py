@@ -84,15 +84,20 @@ class RunIdentity:
             del data["scheduled"]
         return data
 
-    def log_finished(self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool) -> None:
+    def log_finished(
+        self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool, attempts: int | None = 0,
+    ) -> None:
         """Log the run's one ``run.finished`` line (at error level when it failed).
 
         ``duration_ms`` is None when no process measured the run (its worker
         died first). ``dry_run`` is logged so that ``status`` never counts a
         dry run, which appends nothing, as the success of its slot.
+        ``attempts`` is how many times the run asked its backend (0: never,
+        e.g. a duplicate or a digest; None: unknown, the worker died first).
         """
         level = log.info if outcome.is_success else log.error
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run)
+        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run,
+              attempts=attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +107,9 @@ class RunResult:
     ``entry`` holds the would-be entry of a dry run (outcome ``skipped``).
     ``fault`` is the errno name (``ENOSPC``, ``EROFS``, ``EACCES``, ...) when
     the filesystem refused the journal's read or write, for the exit code.
+    ``attempts`` counts the backend calls the run made. ``permanent`` marks a
+    failure that another attempt cannot fix (the backend refused the request
+    for good): the slot gets no later attempts, and ``run`` exits 78.
     """
 
     run_id: str
@@ -116,6 +124,8 @@ class RunResult:
     error: str | None = None
     entry: dict[str, Any] | None = None
     fault: str | None = None
+    attempts: int = 0
+    permanent: bool = False
 
     @property
     def is_ok(self) -> bool:
@@ -130,6 +140,8 @@ class RunResult:
             del data["entry"]  # only a dry run has one
         if self.fault is None:
             del data["fault"]  # only a run the filesystem refused has one
+        if not self.permanent:
+            del data["permanent"]  # only a run that failed for good has it
         return data
 
     def to_json_line(self) -> str:
@@ -162,7 +174,8 @@ class RunResult:
         return cls(
             run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"], client_key=data["client_key"],
             scheduled=data["scheduled"], outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
-            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"),
+            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"), attempts=data.get("attempts") or 0,
+            permanent=data.get("permanent") is True,
         )
 
 
@@ -176,6 +189,7 @@ _FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
     ("error", "a string or null", _TEXT_OR_NULL),
     ("entry", "an object or null", (dict, type(None))),
     ("fault", "a string or null", _TEXT_OR_NULL),
+    ("attempts", "an integer", (int, type(None))),
 )
-#: The fields every result line has; ``entry`` and ``fault`` appear only when set.
-_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault"}
+#: The fields every result line has; ``entry``, ``fault`` and ``permanent`` appear only when set; ``attempts`` is missing from an older worker's.
+_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "attempts"}
