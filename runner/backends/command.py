@@ -8,7 +8,7 @@ is not such an object, more than ``MAX_REPLY_BYTES`` on stdout, or running
 past the deadline fails the call.
 
 For the run's retries: exit status 75 (EX_TEMPFAIL: "try again later", e.g.
-the helper's own model server is down) and the deadline are transient, output
+the helper's own model server is down), death by a signal and the deadline are transient, output
 that is not the JSON asked for is retried once with ``correction`` saying what
 was wrong; any other non-zero exit, and a program that cannot start, are
 permanent.
@@ -288,7 +288,7 @@ class CommandBackend:
 
         Raises:
             BackendTimeoutError: the program ran past the deadline (it and all it started are killed).
-            BackendUnavailableError: it exited with status 75 (try again later).
+            BackendUnavailableError: it exited with status 75 (try again later), or a signal killed it.
             BackendReplyError: it printed no usable JSON.
             BackendError: it could not start, or exited non-zero otherwise.
         """
@@ -315,7 +315,8 @@ class CommandBackend:
             lines = [line for line in bytes(call.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
             tail = one_line(lines[-1]) if lines else "no message on stderr"
             how = f"signal {signal_name(-code)}" if code < 0 else f"status {code}"
-            if code == TEMPFAIL_STATUS:
-                raise BackendUnavailableError(self.name, f"{program!r} exited with {how} (try again later): {tail}")
+            if code == TEMPFAIL_STATUS or code < 0:  # "try again later", or killed (the OOM killer, a restart of its host)
+                later = " (try again later)" if code == TEMPFAIL_STATUS else ""
+                raise BackendUnavailableError(self.name, f"{program!r} exited with {how}{later}: {tail}")
             raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
         return reply_from_output(bytes(call.stdout), program, self.name)

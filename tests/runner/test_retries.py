@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from journal import PromptContext
-from runner.backends.base import ReflectionRequest
+from runner.backends.base import REPLY_SCHEMA, ReflectionRequest
 from runner.errors import BackendError, BackendReplyError, BackendTimeoutError, BackendUnavailableError
 from runner.retries import MAX_RETRY_WAIT, MIN_ATTEMPT_SECONDS, Retrier, RetryPolicy
 from tests._chat_server import ChatServer
-from tests._support import entries, ghostrunner, write_config
+from tests._support import entries, ghostrunner, script, write_config
 
 AT = "2026-09-05T21:00"
 KEY = "motoko:evening:2026-09-05"
@@ -220,3 +220,36 @@ def test_one_correction_then_the_reply_error_stands() -> None:
         retrier.call(attempt, _request())
     assert [request.correction for request in attempt.seen] == [None, "the reply lacks the field 'voice'"]
     assert clock.slept == []
+
+
+HELPER = """
+import json, os, sys
+request = json.load(sys.stdin)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "requests.jsonl"), "a") as log:
+    log.write(json.dumps(request) + "\\n")
+if request["attempt"] == 1:
+    print("model server down", file=sys.stderr)
+    sys.exit(75)
+if request["correction"] is None:
+    print("not json at all")
+else:
+    print(json.dumps({"voice": "second try", "theme": "t"}))
+"""
+
+
+def test_a_command_helper_gets_the_schema_and_is_retried_after_exit_75_and_bad_output(tmp_path: Path) -> None:
+    """A helper gets reply_schema, attempt and correction on stdin; exit 75 is retried, then bad output once with its correction."""
+    argv = script(tmp_path, "helper.py", HELPER)
+    path = write_config(tmp_path, f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, retry_delay = 0.01 }}
+    """)
+    code, result, logs = _run(path)
+    assert (code, result["outcome"], result["attempts"]) == (0, "appended", 3), result
+    requests = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert [(request["attempt"], request["correction"] is None) for request in requests] == [(1, True), (2, True), (3, False)]
+    assert requests[2]["correction"].startswith("the reply is not valid JSON")
+    assert all(request["reply_schema"] == REPLY_SCHEMA for request in requests)
+    assert [line["attempt"] for line in _events(logs, "run.retry")] == [2, 3]
+    assert "exited with status 75 (try again later): model server down" in _events(logs, "run.retry")[0]["error"]
