@@ -233,8 +233,8 @@ def test_oneshot_services_restart_a_failed_run_within_start_limits_that_end_befo
 def test_slot_retry_settings_shape_the_restarts(tmp_path: Path) -> None:
     """slot_retries and slot_retry_delay set the burst and RestartSec; fewer reruns fit a tighter schedule; 0 turns restarts off."""
     def service(runner: str, schedule: str) -> dict[str, str]:
-        body = f'[routines.r]\nkind = "note"\nschedule = "{schedule}"\nslot = "minute"\nquestion = "q"\nprompt = "p"\n' + \
-               '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["r"]\n'
+        body = (f'[routines.r]\nkind = "note"\nschedule = "{schedule}"\nslot = "minute"\nquestion = "q"\nprompt = "p"\n'
+                '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["r"]\n')
         config = load_config(write_config(tmp_path, body, runner=runner))
         rendering = render_units(config, exec_argv=["/usr/local/bin/ghostrunner"], config_path="/etc/g.toml", today=date(2026, 9, 1))
         return _restart_settings(rendering.files["ghostrunner-run-r@.service"])
