@@ -22,6 +22,9 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
   foreign manifest, a permission) is logged as ``scheduler.agent_unusable``
   and gets no catch-up; its cron jobs stay, so its runs fail with one clear
   line each until it is fixed, and every other agent is served as usual;
+* a slot whose run failed for a transient reason is run again later, with
+  backoff, until the routine's next fire (:mod:`runner.slot_retries`);
+  each rerun is logged as ``scheduler.retry_scheduled``;
 * SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
   ``shutdown_timeout`` (then kills them; a killed run leaves a complete
   entry or none), and returns 0.
@@ -51,6 +54,7 @@ from runner.config import AgentConfig, RunnerConfig
 from runner.deployment_lock import DeploymentLock
 from runner.notify import WatchdogPinger
 from runner.run_contract import RunIdentity, RunResult
+from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
 from runner.slots import cron_trigger, latest_fire_time
 from runner.worker import Worker
 
@@ -198,11 +202,12 @@ class Scheduler:
         except (AttributeError, OSError, ValueError):
             return None
 
-    def dispatch(self, agent: str, routine: str, scheduled: datetime | None = None, trigger: str = "cron") -> RunResult | None:
+    def dispatch(self, agent: str, routine: str, scheduled: datetime | None = None, trigger: str = "cron", rerun: int = 0) -> RunResult | None:
         """Run one (agent, routine) slot in a worker process and wait for it.
 
-        Returns the worker's result (or None when skipped because the pair
-        is busy or the scheduler is stopping).
+        *rerun* counts the later runs of the slot (0 for its first run). Returns
+        the worker's result (or None when skipped because the pair is busy or the
+        scheduler is stopping).
         """
         lock = self._pair_locks[(agent, routine)]
         if self._stopping.is_set():
@@ -216,11 +221,27 @@ class Scheduler:
             log.warning("scheduler.run_skipped", agent=agent, routine=routine, scheduled=scheduled.isoformat(), reason="a run of this agent and routine is still going")
             return None
         try:
-            return self._run_worker(agent, routine, scheduled, trigger)
+            return self._run_worker(agent, routine, scheduled, trigger, rerun)
         finally:
             lock.release()
 
-    def _run_worker(self, agent: str, routine: str, scheduled: datetime, trigger: str) -> RunResult | None:
+    def _plan_rerun(self, identity: RunIdentity, scheduled: datetime, result: RunResult | None, rerun: int) -> None:
+        """Schedule the slot's next rerun after a run that failed for a transient reason, while the slot's time lasts."""
+        if self._stopping.is_set() or not needs_rerun(result):
+            return
+        routine = self.config.routines[identity.routine]
+        when = rerun_time(rerun=rerun + 1, retries=self.config.slot_retries, delay=self.config.slot_retry_delay, failed_at=self._now(),
+                          deadline=next_fire_after(cron_trigger(routine.schedule, self.config.timezone), scheduled))
+        if when is None:
+            return
+        log.info("scheduler.retry_scheduled", agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=identity.scheduled,
+                 rerun=rerun + 1, run_date=when.isoformat())
+        self._scheduler.add_job(
+            self.dispatch, "date", run_date=when, args=[identity.agent, identity.routine, scheduled, "retry"], kwargs={"rerun": rerun + 1},
+            id=f"{identity.agent}:{identity.routine}:retry", replace_existing=True, misfire_grace_time=None,
+        )
+
+    def _run_worker(self, agent: str, routine: str, scheduled: datetime, trigger: str, rerun: int = 0) -> RunResult | None:
         identity = RunIdentity.of(agent, self.config.routines[routine], scheduled, self.config.timezone)
         with self._in_flight_lock:
             if self._stopping.is_set():
@@ -233,7 +254,9 @@ class Scheduler:
             with self._in_flight_lock:
                 self._in_flight.pop(identity.run_id, None)
                 self._in_flight_lock.notify_all()
-        return worker.hand_off(trigger)
+        result = worker.hand_off(trigger)
+        self._plan_rerun(identity, scheduled, result, rerun)
+        return result
 
     # -- lifecycle -----------------------------------------------------------------
 
