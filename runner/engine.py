@@ -8,12 +8,15 @@ scheduler's workers and the simulation. Its steps:
 3. ``run.started`` names the memory the run's context ranks by (``lexical`` or ``hybrid``);
    a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
-   agent-scoped ``Journal.context`` of its window and asks the backend;
+   agent-scoped ``Journal.context`` of its window and asks the backend, again after
+   each transient failure while ``attempts`` and the deadline allow (:mod:`runner.retries`;
+   each retry logged as ``run.retry``);
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
    appended; an append racing another run of the same slot returns ``duplicate``.
 
-Any failure is outcome ``failed`` with the error; nothing is appended then.
-Exactly one ``run.finished`` event is logged per run.
+Any failure is outcome ``failed`` with the error; nothing is appended then,
+and the result says whether it was ``permanent``. Exactly one ``run.finished``
+event is logged per run, with the number of backend ``attempts``.
 
 A SIGTERM or SIGINT is acted on at once, except while the journal is asked
 for the slot's entry or appends it: there it waits until the answer is
