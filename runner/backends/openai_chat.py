@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -346,6 +347,8 @@ class OpenAIBackend:
             return BackendUnavailableError(self.name, f"{shown} closed the connection in the middle of its answer")
         if isinstance(error, http.client.HTTPException):
             return BackendError(self.name, f"{shown} did not answer with valid HTTP ({type(error).__name__})")
+        if isinstance(reason, ssl.SSLCertVerificationError):  # a certificate refused now is refused next time too
+            return BackendError(self.name, f"the certificate of {shown} is not trusted: {self._quote(reason.verify_message or str(reason), key)}")
         if isinstance(reason, OSError):  # refused, reset, no route, a name that does not resolve (yet)
             return BackendUnavailableError(self.name, f"cannot reach {shown}: {self._quote(reason.strerror or str(reason), key)}")
         if isinstance(reason, BaseException):

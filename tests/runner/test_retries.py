@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +256,19 @@ def test_a_command_helper_gets_the_schema_and_is_retried_after_exit_75_and_bad_o
     assert all(request["reply_schema"] == REPLY_SCHEMA for request in requests)
     assert [line["attempt"] for line in _events(logs, "run.retry")] == [2, 3]
     assert "exited with status 75 (try again later): model server down" in _events(logs, "run.retry")[0]["error"]
+
+
+def test_an_untrusted_certificate_is_permanent(tmp_path: Path) -> None:
+    """A TLS server whose certificate nobody trusts fails the run for good after one attempt: a retry would be refused the same way."""
+    openssl = shutil.which("openssl")
+    assert openssl is not None, "openssl is needed to make the test's self-signed certificate"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "key.pem"), "-out",
+                    str(tmp_path / "cert.pem"), "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True, timeout=60)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    with ChatServer() as server:
+        server.httpd.socket = context.wrap_socket(server.httpd.socket, server_side=True)
+        code, result, logs = _run(_config(tmp_path, server.url.replace("http://", "https://")))
+    assert (code, result["outcome"], result["attempts"], result["permanent"]) == (78, "failed", 1, True), result
+    assert "the certificate of https://127.0.0.1:" in result["error"] and "is not trusted" in result["error"]
+    assert _events(logs, "run.retry") == []
