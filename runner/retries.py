@@ -19,6 +19,8 @@ redirect, a configuration error
 
 Every wait ends before the run's deadline with time for one more call
 (:data:`MIN_ATTEMPT_SECONDS`); when it would not, the last failure ends the run.
+Without a deadline (a run given no ``run_timeout``) no wait is longer than
+:data:`MAX_RETRY_WAIT`.
 Every attempt carries the same client_key, so however many calls a run
 makes, at most one entry is appended for its slot.
 """
@@ -110,6 +112,8 @@ class Retrier:
                         wait = max(wait, exc.retry_after)
                 if request.deadline is not None and self._clock() + wait + MIN_ATTEMPT_SECONDS > request.deadline:
                     raise  # no time left in run_timeout for another call after the wait
+                if request.deadline is None and wait > MAX_RETRY_WAIT:
+                    raise  # no run_timeout bounds this call (a direct execute_run): a server's long Retry-After is not waited for
                 if self._on_retry is not None:
                     self._on_retry(self.attempts + 1, wait, exc)
                 if wait > 0:

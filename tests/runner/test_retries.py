@@ -272,3 +272,14 @@ def test_an_untrusted_certificate_is_permanent(tmp_path: Path) -> None:
     assert (code, result["outcome"], result["attempts"], result["permanent"]) == (78, "failed", 1, True), result
     assert "the certificate of https://127.0.0.1:" in result["error"] and "is not trusted" in result["error"]
     assert _events(logs, "run.retry") == []
+
+
+def test_without_a_deadline_a_long_retry_after_is_not_waited_for() -> None:
+    """A run without run_timeout does not sleep through a server's Retry-After of an hour: the 429 ends the call."""
+    clock = _Clock()
+    retrier = Retrier(RetryPolicy(), sleep=clock.sleep, clock=lambda: clock.now)
+    with pytest.raises(BackendUnavailableError, match="HTTP 429"):
+        retrier.call(_failing(BackendUnavailableError("openai", "HTTP 429", retry_after=3600.0)), _request())
+    assert (retrier.attempts, clock.slept) == (1, [])
+    assert retrier.call(_failing(BackendUnavailableError("openai", "HTTP 429", retry_after=30.0)), _request()) == "ok"
+    assert clock.slept == [30.0]
