@@ -1,6 +1,7 @@
 """A chat-completions server on 127.0.0.1 that answers from a script, one step per request, and records every request body.
 
 Steps: ``"good"`` (a valid entry), ``"broken"`` (content that is not JSON),
+``"hang"`` (no answer until the server closes, or 10 s),
 ``"reset"`` (the connection is reset without an answer), ``"refuse-format"``
 (HTTP 400 naming response_format, as a server without structured replies
 answers), an HTTP status as an int (``503``, ``401``), or ``(429, "2")``: a
@@ -31,6 +32,7 @@ class ChatServer:
     def __init__(self, script: Sequence[Step] = ()) -> None:
         self.script: list[Step] = list(script)
         self.requests: list[dict[str, Any]] = []
+        self.closing = threading.Event()
         self._lock = threading.Lock()
         server = self
 
@@ -43,6 +45,9 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(body)
                     step: Step = server.script.pop(0) if server.script else "good"
+                if step == "hang":
+                    server.closing.wait(10)
+                    return
                 server.answer(self, step)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -54,6 +59,7 @@ class ChatServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 

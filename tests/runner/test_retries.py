@@ -22,7 +22,7 @@ AT = "2026-09-05T21:00"
 KEY = "motoko:evening:2026-09-05"
 
 
-def _config(tmp_path: Path, url: str, extra: str = "") -> Path:
+def _config(tmp_path: Path, url: str, extra: str = "", timeout: str = "10s") -> Path:
     body = f"""
     [agents.motoko]
     persona = "motoko.toml"
@@ -31,7 +31,7 @@ def _config(tmp_path: Path, url: str, extra: str = "") -> Path:
     type = "openai"
     base_url = "{url}"
     model = "tiny"
-    timeout = "10s"
+    timeout = "{timeout}"
     retry_delay = 0.01
     {extra}
     """
@@ -122,6 +122,15 @@ def test_a_reset_connection_is_retried(tmp_path: Path) -> None:
         assert (code, result["outcome"], result["attempts"], len(server.requests)) == (0, "appended", 2, 2)
         (retry,) = _events(logs, "run.retry")
         assert "127.0.0.1" in retry["error"]
+
+
+def test_a_timeout_is_retried(tmp_path: Path) -> None:
+    """A server that does not answer within the backend's timeout (1 s) is asked again, and its next reply is appended."""
+    with ChatServer(["hang"]) as server:
+        code, result, logs = _run(_config(tmp_path, server.url, timeout="1s"))
+        assert (code, result["outcome"], result["attempts"], len(server.requests)) == (0, "appended", 2, 2)
+        (retry,) = _events(logs, "run.retry")
+        assert "no reply within 1 s (the backend's timeout)" in retry["error"]
 
 
 def test_the_attempt_cap_ends_a_run_of_503s(tmp_path: Path) -> None:
