@@ -3,25 +3,24 @@
 A run asks its backend again after a transient failure
 (:attr:`BackendError.is_transient`):
 
-=====================================  ======================================================
-failure                                retried
-=====================================  ======================================================
-connection refused or reset, a cut     up to ``attempts`` calls in all, waiting ``retry_delay``
-answer, HTTP 5xx, a timeout, a         times 2^(n-1) (at most 60 s) with jitter: a random point in
-helper's exit status 75                the upper half of that wait, so that agents failing
-                                       together do not come back together
-HTTP 429                               the same, but never sooner than its ``Retry-After``
-a reply that is not the JSON asked     once, at once, with ``correction`` saying what was wrong
-for
-401, 403, 404, another 4xx, a          never: the same request fails the same way
-redirect, a configuration error
-=====================================  ======================================================
+======================================  ==========================================================
+failure                                 retried
+======================================  ==========================================================
+connection refused or reset, a cut      up to ``attempts`` calls in all, waiting ``retry_delay``
+answer, HTTP 5xx, a timeout, a          times 2^(n-1) (at most 60 s) with jitter: a random point
+helper's exit status 75 or its death    in the upper half of that wait, so that agents failing
+by a signal                             together do not come back together
+HTTP 429                                the same, but never sooner than its ``Retry-After``
+a reply that is not the JSON asked for  once, at once, with ``correction`` saying what was wrong
+401, 403, 404, another 4xx, a           never: the same request fails the same way
+redirect, an untrusted certificate,
+a configuration error
+======================================  ==========================================================
 
 Every wait ends before the run's deadline with time for one more call
 (:data:`MIN_ATTEMPT_SECONDS`); when it would not, the last failure ends the run.
 Without a deadline (a run given no ``run_timeout``) no wait is longer than
-:data:`MAX_RETRY_WAIT`.
-Every attempt carries the same client_key, so however many calls a run
+:data:`MAX_RETRY_WAIT`. Every attempt carries the same client_key, so however many calls a run
 makes, at most one entry is appended for its slot.
 """
 
