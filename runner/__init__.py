@@ -11,7 +11,9 @@ from runner.demo import DemoReport, run_demo
 from runner.engine import RunResult, execute_run, run_at, run_slot
 from runner.errors import (
     BackendError,
+    BackendReplyError,
     BackendTimeoutError,
+    BackendUnavailableError,
     ConfigError,
     NoScheduledTimeError,
     RunInterrupted,
@@ -39,7 +41,9 @@ __all__ = [
     "AgentConfig",
     "Backend",
     "BackendError",
+    "BackendReplyError",
     "BackendTimeoutError",
+    "BackendUnavailableError",
     "ConfigError",
     "DemoReport",
     "NoScheduledTimeError",

@@ -30,6 +30,9 @@ class BackendSettings:
 
     ``simulated`` needs nothing; ``openai`` uses base_url, model, api_key_env,
     timeout, json_mode and temperature; ``command`` uses command and timeout.
+    Both of those retry a transient failure within the run: at most
+    ``attempts`` calls in all, the first wait ``retry_delay`` seconds, doubling
+    (see :mod:`runner.retries`).
     """
 
     type: str = "simulated"
@@ -40,6 +43,8 @@ class BackendSettings:
     json_mode: bool = True
     temperature: float | None = None
     command: tuple[str, ...] = ()
+    attempts: int = 4
+    retry_delay: float = 1.0
     #: Variables removed from a command helper's environment: every configured agent's
     #: api_key_env, so that a helper never holds another agent's (or any openai) API key.
     hidden_env: tuple[str, ...] = ()
@@ -91,6 +96,10 @@ class RunnerConfig:
     #: The text of config_file as it was read: serve hands it to its workers, so that they run the
     #: configuration serve holds, not a later edit of the file that serve has not (or could not) reload.
     config_text: str | None = field(default=None, repr=False)
+    #: Later runs of a slot whose run failed for a transient reason, at most, before the routine's next fire.
+    slot_retries: int = 3
+    #: The wait before the first of them; under serve each next wait doubles.
+    slot_retry_delay: timedelta = timedelta(minutes=5)
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

@@ -32,8 +32,8 @@ BACKEND_TYPES: Final = ("simulated", "openai", "command")
 _AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory")
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
-    "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature"),
-    "command": ("type", "command", "timeout"),
+    "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature", "attempts", "retry_delay"),
+    "command": ("type", "command", "timeout", "attempts", "retry_delay"),
 }
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _ROUTINE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -41,6 +41,9 @@ _DURATION: Final = re.compile(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(
 #: The longest duration accepted anywhere (a routine's window, a timeout): 100 years, far
 #: beyond any use, and small enough that a time minus it stays a valid datetime.
 MAX_DURATION: Final = timedelta(days=36525)
+#: The most backend calls one run may make (attempts), and the longest first retry wait.
+MAX_ATTEMPTS: Final = 20
+MAX_RETRY_DELAY: Final = timedelta(hours=1)
 #: What a bad duration is told it should be, in its error (of a configuration key or a command line option).
 DURATION_EXPECTED: Final = "a duration such as '90s', '10m', '6h', '7d', '1h30m' or a number of seconds, at most 100 years"
 
@@ -220,6 +223,13 @@ class FieldReader:
             if not isinstance(data["json_mode"], bool):
                 raise self.fail(f"{key}.json_mode", "true or false", data["json_mode"])
             settings["json_mode"] = data["json_mode"]
+        if "attempts" in data:
+            settings["attempts"] = self.positive_int(data["attempts"], f"{key}.attempts", maximum=MAX_ATTEMPTS)
+        if "retry_delay" in data:
+            delay = self.duration(data["retry_delay"], f"{key}.retry_delay")
+            if delay > MAX_RETRY_DELAY:
+                raise self.fail(f"{key}.retry_delay", "a duration of at most 1h", data["retry_delay"])
+            settings["retry_delay"] = delay.total_seconds()
         if "temperature" in data:
             temperature = data["temperature"]
             if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:

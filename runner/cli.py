@@ -12,7 +12,8 @@ Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
 read-only; 74 its disk is full (or another I/O error); 75 busy (another
 scheduler holds the lock, the journal's writer lock stayed busy, or a run
 ended ``busy``: another run of its slot held the slot lock);
-77 permission denied on the journal; 78 configuration error; a journal
+77 permission denied on the journal; 78 configuration error, or a run
+the backend refused for good (HTTP 401/403/404 or another 4xx); a journal
 error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
 An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
 a run the filesystem refused exits with its JournalStorageError's code.
@@ -113,7 +114,9 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
         result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(finished.to_json_line()))
     except NoScheduledTimeError as exc:
         raise TimeOptionError(str(exc), param_hint="--at") from None
-    sys.exit(EXIT_BUSY if result.outcome is Outcome.BUSY else 0 if result.is_ok else fault_exit_code(result.fault) if result.fault else 1)
+    # 78 (EX_CONFIG): the backend refused for good (a key, a model, a URL to fix); systemd restarts a timer run on 1, never on 78.
+    sys.exit(EXIT_BUSY if result.outcome is Outcome.BUSY else 0 if result.is_ok else fault_exit_code(result.fault) if result.fault
+             else 78 if result.permanent else 1)
 
 
 @cli.command()

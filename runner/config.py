@@ -25,6 +25,8 @@ Layout::
     catchup_spread = "5m"      # serve, on start: the catch-up runs of all pairs spread over this interval
     max_concurrent_runs = 2    # serve: worker processes at once; more runs wait in order (default: CPU count)
     memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
+    slot_retries = 3           # later runs of a slot that failed for a transient reason, before its routine's next fire
+    slot_retry_delay = "5m"    # the wait before the first of them (doubling under serve)
 
     [routines.evening]         # override a built-in routine, field by field
     schedule = "30 22 * * *"
@@ -40,7 +42,8 @@ Layout::
     [agents.motoko]
     persona = "agents/motoko.toml"
     routines = ["pulse-4h", "evening", "digest", "morning"]
-    backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]}
+    backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]};
+                               # openai and command take attempts = 4 and retry_delay = "1s" (retries within a run)
     memory = "hybrid"          # this agent's, instead of the [runner] default
 
 A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
@@ -80,11 +83,12 @@ EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
 _RUNNER_KEYS: Final = (
     "journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
-    "catchup_max", "catchup_spread", "max_concurrent_runs", "slot_lock_wait",
+    "catchup_max", "catchup_spread", "max_concurrent_runs", "slot_lock_wait", "slot_retries", "slot_retry_delay",
 )
 _MAX_WORKERS: Final = 1024  # worker processes of simulate (or serve at once); more only exhausts the process table
 #: The most catch-up runs of one pair on start; each is a backend call, so a large number is a burst by another name.
 _MAX_CATCHUP: Final = 1000
+_MAX_SLOT_RETRIES: Final = 100
 
 
 def cpu_count() -> int:
@@ -130,6 +134,10 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     catchup_spread = reader.duration(runner.get("catchup_spread", "5m"), "runner.catchup_spread")
     max_concurrent_runs = reader.positive_int(runner.get("max_concurrent_runs", cpu_count()), "runner.max_concurrent_runs",
                                               maximum=_MAX_WORKERS)
+    slot_retries = reader.positive_int(runner.get("slot_retries", 3), "runner.slot_retries", minimum=0, maximum=_MAX_SLOT_RETRIES)
+    slot_retry_delay = reader.duration(runner.get("slot_retry_delay", "5m"), "runner.slot_retry_delay")
+    if slot_retry_delay < timedelta(seconds=1):
+        raise reader.fail("runner.slot_retry_delay", "a duration of at least 1s", runner.get("slot_retry_delay"))
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
@@ -150,6 +158,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
         config_file=config_file, **durations, catchup_max=catchup_max, catchup_spread=catchup_spread,
         max_concurrent_runs=max_concurrent_runs, config_text=text if config_file is not None else None,
+        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay,
     )
 
 

@@ -8,12 +8,15 @@ scheduler's workers and the simulation. Its steps:
 3. ``run.started`` names the memory the run's context ranks by (``lexical`` or ``hybrid``);
    a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
-   agent-scoped ``Journal.context`` of its window and asks the backend;
+   agent-scoped ``Journal.context`` of its window and asks the backend, again after
+   each transient failure while ``attempts`` and the deadline allow (:mod:`runner.retries`;
+   each retry logged as ``run.retry``);
 4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
    appended; an append racing another run of the same slot returns ``duplicate``.
 
-Any failure is outcome ``failed`` with the error; nothing is appended then.
-Exactly one ``run.finished`` event is logged per run.
+Any failure is outcome ``failed`` with the error; nothing is appended then,
+and the result says whether it was ``permanent``. Exactly one ``run.finished``
+event is logged per run, with the number of backend ``attempts``.
 
 Around it, :func:`run_at` skips a paused pair (:mod:`runner.pauses`), and
 :func:`run_slot` runs only holding the slot's lock (:mod:`runner.slot_lock`).
@@ -44,8 +47,9 @@ from runner._memory import memory_in_use, open_journal
 from runner.backends import Backend, ReflectionRequest, build_backend, check_reply
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
-from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
+from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunInterrupted, RunnerError
 from runner.pauses import pause_of
+from runner.retries import Retrier, RetryPolicy
 from runner.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
 from runner.slot_lock import SlotLock, run_in_turn
 from runner.slots import cron_trigger, latest_fire_time
@@ -124,7 +128,8 @@ def _signals_deferred() -> Iterator[None]:
 
 
 def _fields_from_backend(
-    journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None = None,
+    journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None,
+    retrier: Retrier,
 ) -> dict[str, Any]:
     context = journal.context(
         routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
@@ -135,30 +140,35 @@ def _fields_from_backend(
         scheduled=scheduled.isoformat(timespec="seconds"), question=routine.question, instructions=routine.prompt,
         context=context, persona=agent.persona, deadline=deadline,
     )
-    try:
+
+    def attempt(request: ReflectionRequest) -> dict[str, Any]:
         fields = check_reply(backend.reflect(request), backend.name)
+        signals = fields.get("signals")
+        if isinstance(signals, dict):
+            # A reply may only cite, or correct, entries it was shown; invented ids are dropped.
+            shown = {record.id for record in context.records}
+            for field in ("continuity_refs", "supersedes"):
+                if isinstance(signals.get(field), list):
+                    refs = [ref for ref in signals[field] if ref in shown]
+                    signals = {k: v for k, v in signals.items() if k != field} | ({field: refs} if refs else {})
+            fields["signals"] = signals
+        try:
+            # The reply's field values are the backend's: a bad one is its failure, and the error says so.
+            validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+        except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
+            raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
+        return fields
+
+    try:
+        return retrier.call(attempt, request)
     except BackendError as exc:
         raise exc.for_agent(agent.name) from None
-    signals = fields.get("signals")
-    if isinstance(signals, dict):
-        # A reply may only cite, or correct, entries it was shown; invented ids are dropped.
-        shown = {record.id for record in context.records}
-        for field in ("continuity_refs", "supersedes"):
-            if isinstance(signals.get(field), list):
-                refs = [ref for ref in signals[field] if ref in shown]
-                signals = {k: v for k, v in signals.items() if k != field} | ({field: refs} if refs else {})
-        fields["signals"] = signals
-    try:
-        # The reply's field values are the backend's: a bad one is its failure, and the error says so.
-        validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
-    except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
-        raise BackendError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}").for_agent(agent.name) from None
-    return fields
 
 
 def _finish(
     run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
     dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None, reason: str | None = None,
+    attempts: int = 0, permanent: bool = False,
 ) -> RunResult:
     """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
 
@@ -167,9 +177,9 @@ def _finish(
     without reporting it.
     """
     with _signals_deferred():
-        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason)
+        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason, attempts=attempts)
         result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
-                           reason=reason)
+                           reason=reason, attempts=attempts, permanent=permanent)
         if on_result is not None:
             on_result(result)
     return result
@@ -212,7 +222,14 @@ def execute_run(
     error: str | None = None
     would_be: dict[str, Any] | None = None
     fault: str | None = None
+    permanent = False
     reported: list[RunResult] = []  # filled inside finish's deferred block, before a held signal can act
+
+    def on_retry(attempt: int, delay: float, exc: BackendError) -> None:
+        log.warning("run.retry", **run.fields(scheduled=False), attempt=attempt, delay=round(delay, 3), error=str(exc.for_agent(agent.name)))
+
+    settings = agent.backend
+    retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
 
     def report(result: RunResult) -> None:
         reported.append(result)
@@ -236,7 +253,7 @@ def execute_run(
                 else:
                     if backend is None:
                         raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
-                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
+                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier)
                 if fields is None:
                     outcome, error = Outcome.SKIPPED, "nothing to digest in the window"
                 else:
@@ -253,11 +270,13 @@ def execute_run(
         except (RunnerError, JournalError) as exc:
             error = str(exc)
             fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
+            # Another run cannot fix a backend's permanent refusal or a bad configuration; anything else may pass.
+            permanent = isinstance(exc, BackendError | ConfigError) and not (isinstance(exc, BackendError) and exc.is_transient)
         except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
             error = f"{type(exc).__name__}: {exc}"
             log.exception("run.error", **run.fields(scheduled=False))
         return _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                          entry=would_be, dry_run=dry_run, fault=fault, on_result=report)
+                          entry=would_be, dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts, permanent=permanent)
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
         # the run here; it still gets its one run.finished line before the process goes
@@ -266,7 +285,7 @@ def execute_run(
             if outcome is Outcome.FAILED:
                 error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
             _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                       dry_run=dry_run, fault=fault, on_result=report)
+                       dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts)
         raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
 
 

@@ -5,8 +5,10 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     RunnerError
     ├── ConfigError (ValueError)          a configuration or persona file is invalid
     ├── NoScheduledTimeError (LookupError)  a routine has no scheduled time before the one asked for
-    ├── BackendError                      a backend could not produce a valid reply
-    │   └── BackendTimeoutError (TimeoutError)
+    ├── BackendError                      a backend could not produce a valid reply; not worth another attempt
+    │   ├── BackendTimeoutError (TimeoutError)          no reply in time: transient
+    │   ├── BackendUnavailableError (ConnectionError)   unreachable, reset, HTTP 429 or 5xx: transient
+    │   └── BackendReplyError (ValueError)              a reply that is not the JSON asked for: transient
     ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
     ├── SchedulerBusyError                another scheduler holds the deployment lock
     ├── StateFileError (ValueError)       a file in the runner's state directory is not the runner's own (the pause file)
@@ -25,14 +27,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from runner.run_contract import RunResult  # at run time only the value is needed: the contract imports this module
 
 __all__ = [
     "BackendError",
+    "BackendReplyError",
     "BackendTimeoutError",
+    "BackendUnavailableError",
     "ConfigError",
     "MalformedResultError",
     "NoScheduledTimeError",
@@ -114,11 +118,19 @@ class NoScheduledTimeError(RunnerError, LookupError):
 class BackendError(RunnerError):
     """A backend failed: unreachable, refused, timed out, or replied with something unusable.
 
+    A plain BackendError is permanent (HTTP 401/403/404 or another 4xx, a
+    redirect, a missing API key, a helper that cannot start or exits non-zero):
+    the same request would fail the same way, so it is not retried. The
+    subclasses that set :attr:`is_transient` are worth another attempt.
+
     Attributes:
         backend: the backend's name (``openai``, ``command``, ``simulated``).
         reason: what went wrong, in one line.
         agent: the agent whose backend it is, once the engine has named it (else None).
     """
+
+    #: Whether another attempt of the same request may succeed (a run retries it; a slot gets later runs).
+    is_transient: ClassVar[bool] = False
 
     def __init__(self, backend: str, reason: str) -> None:
         self.backend = backend
@@ -130,6 +142,12 @@ class BackendError(RunnerError):
         who = f"{self.backend} backend" if self.agent is None else f"{self.backend} backend (agent {self.agent})"
         return f"{who}: {self.reason}"
 
+    def with_reason(self, reason: str) -> BackendError:
+        """This error (its class and attributes kept), its reason now *reason* (a redacted one)."""
+        self.reason = reason
+        self.args = (self._message(),)
+        return self
+
     def for_agent(self, agent: str) -> BackendError:
         """This error, its message now naming *agent* too (the engine knows the agent, a backend may not)."""
         self.agent = agent
@@ -140,9 +158,31 @@ class BackendError(RunnerError):
 class BackendTimeoutError(BackendError, TimeoutError):
     """A backend did not answer within its timeout."""
 
+    is_transient = True
+
     def __init__(self, backend: str, timeout: float, limit: str = "the backend's timeout") -> None:
         self.timeout = timeout
         super().__init__(backend, f"no reply within {timeout:g} s ({limit})")
+
+
+class BackendUnavailableError(BackendError, ConnectionError):
+    """A backend could not answer now: connection refused or reset, HTTP 429 or 5xx, a helper that exited 75.
+
+    Attributes:
+        retry_after: the seconds the server asked to wait (``Retry-After``), or None.
+    """
+
+    is_transient = True
+
+    def __init__(self, backend: str, reason: str, retry_after: float | None = None) -> None:
+        self.retry_after = retry_after
+        super().__init__(backend, reason)
+
+
+class BackendReplyError(BackendError, ValueError):
+    """A backend answered, but not with the JSON object of entry fields asked for (retried once, with a correction)."""
+
+    is_transient = True
 
 
 class MalformedResultError(RunnerError, ValueError):

@@ -99,6 +99,7 @@ class RunIdentity:
 
     def log_finished(
         self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool, reason: str | None = None,
+        attempts: int | None = 0,
     ) -> None:
         """Log the run's one ``run.finished`` line (at error level when it failed, warning when busy).
 
@@ -106,10 +107,12 @@ class RunIdentity:
         died first). ``dry_run`` is logged so that ``status`` never counts a
         dry run, which appends nothing, as the success of its slot.
         ``reason`` says why a run was skipped without its backend (``paused``) or is busy (``slot_locked``); else None.
+        ``attempts`` is how many times the run asked its backend (0: never,
+        e.g. a duplicate or a digest; None: unknown, the worker died first).
         """
         level = log.error if outcome.is_failure else log.warning if outcome is Outcome.BUSY else log.info
         level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run,
-              reason=reason)
+              reason=reason, attempts=attempts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,9 @@ class RunResult:
     the filesystem refused the journal's read or write, for the exit code.
     ``reason`` says why a run was ``skipped`` without its backend (``paused``)
     or ended ``busy`` (``slot_locked``).
+    ``attempts`` counts the backend calls the run made. ``permanent`` marks a
+    failure that another attempt cannot fix (the backend refused the request
+    for good): the slot gets no later attempts, and ``run`` exits 78.
     """
 
     run_id: str
@@ -136,6 +142,8 @@ class RunResult:
     entry: dict[str, Any] | None = None
     fault: str | None = None
     reason: str | None = None
+    attempts: int = 0
+    permanent: bool = False
 
     @property
     def is_ok(self) -> bool:
@@ -152,6 +160,8 @@ class RunResult:
             del data["fault"]  # only a run the filesystem refused has one
         if self.reason is None:
             del data["reason"]  # only a paused or busy run has one
+        if not self.permanent:
+            del data["permanent"]  # only a run that failed for good has it
         return data
 
     def to_json_line(self) -> str:
@@ -185,6 +195,7 @@ class RunResult:
             run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"], client_key=data["client_key"],
             scheduled=data["scheduled"], outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
             error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"), reason=data.get("reason"),
+            attempts=data.get("attempts") or 0, permanent=data.get("permanent") is True,
         )
 
 
@@ -199,6 +210,7 @@ _FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
     ("entry", "an object or null", (dict, type(None))),
     ("fault", "a string or null", _TEXT_OR_NULL),
     ("reason", "a string or null", _TEXT_OR_NULL),
+    ("attempts", "an integer", (int, type(None))),
 )
-#: The fields every result line has; ``entry``, ``fault`` and ``reason`` appear only when set.
-_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason"}
+#: The fields every result line has; ``entry``, ``fault``, ``reason`` and ``permanent`` appear only when set; ``attempts`` is missing from an older worker's.
+_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason", "attempts"}

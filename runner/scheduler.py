@@ -36,6 +36,9 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
   concurrency cap changed); an invalid one is logged as
   ``scheduler.reload_failed`` and the old one keeps serving. In-flight runs
   finish either way;
+* a slot whose run failed for a transient reason is run again later, with
+  backoff, until the routine's next fire (:mod:`runner.slot_retries`);
+  each rerun is logged as ``scheduler.retry_scheduled``;
 * SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
   ``shutdown_timeout`` (then kills them; a killed run leaves a complete
   entry or none), and returns 0. Runs still waiting are not started: their
@@ -64,8 +67,9 @@ from runner.config import RunnerConfig, load_config
 from runner.deployment_lock import DeploymentLock
 from runner.notify import WatchdogPinger
 from runner.reload import ConfigChange, pairs_of
-from runner.run_contract import RunIdentity
+from runner.run_contract import RunIdentity, RunResult
 from runner.run_queue import QueuedRun, RunQueue
+from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
 from runner.slots import cron_trigger, fire_times, latest_fire_time
 from runner.worker import Worker
 
@@ -125,6 +129,7 @@ class Scheduler:
         self._load = reload or (lambda: load_config(config.config_file))
         self._queue = RunQueue(config.max_concurrent_runs, self._run, started=False)
         self._last_fire: dict[tuple[str, str], datetime] = {}
+        self._reruns: dict[str, int] = {}  # later runs so far of each slot that failed transiently, by client_key
         self._in_flight: dict[str, Worker] = {}
         self._in_flight_lock = threading.Condition()
         self._config_lock = threading.RLock()  # the configuration, its jobs and _last_fire change together
@@ -206,7 +211,33 @@ class Scheduler:
             with self._in_flight_lock:
                 self._in_flight.pop(run.identity.run_id, None)
                 self._in_flight_lock.notify_all()
-        worker.hand_off(run.trigger)
+        self._plan_rerun(run.identity, run.scheduled, worker.hand_off(run.trigger))
+
+    def _plan_rerun(self, identity: RunIdentity, scheduled: datetime, result: RunResult | None) -> None:
+        """Schedule the slot's next rerun after a run that failed for a transient reason, while the slot's time lasts.
+
+        The reruns of a slot are counted here, by its client_key, and forgotten
+        once it needs none (it succeeded, failed for good, or ran out of time).
+        """
+        key = identity.client_key
+        with self._config_lock:
+            if self._stopping.is_set() or not needs_rerun(result) or (identity.agent, identity.routine) not in pairs_of(self.config):
+                self._reruns.pop(key, None)
+                return
+            rerun = self._reruns.get(key, 0) + 1
+            routine = self.config.routines[identity.routine]
+            when = rerun_time(rerun=rerun, retries=self.config.slot_retries, delay=self.config.slot_retry_delay, failed_at=self._now(),
+                              deadline=next_fire_after(cron_trigger(routine.schedule, self.config.timezone), scheduled))
+            if when is None:
+                self._reruns.pop(key, None)
+                return
+            self._reruns[key] = rerun
+        log.info("scheduler.retry_scheduled", agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=identity.scheduled,
+                 rerun=rerun, run_date=when.isoformat())
+        self._scheduler.add_job(
+            self.dispatch, "date", run_date=when, args=[identity.agent, identity.routine, scheduled, "retry"],
+            id=f"{identity.agent}:{identity.routine}:retry", replace_existing=True, misfire_grace_time=None,
+        )
 
     # -- jobs ----------------------------------------------------------------------
 
@@ -223,7 +254,7 @@ class Scheduler:
     def _remove_jobs(self, agent: str, routine: str) -> None:
         prefix = f"{agent}:{routine}:catchup:"
         for job in self._scheduler.get_jobs():
-            if job.id == f"{agent}:{routine}" or job.id.startswith(prefix):
+            if job.id in (f"{agent}:{routine}", f"{agent}:{routine}:retry") or job.id.startswith(prefix):
                 try:
                     job.remove()
                 except JobLookupError:

@@ -34,14 +34,14 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from importlib import resources
-from itertools import pairwise
 from pathlib import Path, PurePosixPath
 from typing import Final
 from urllib.parse import urlsplit
 
 from runner._unitfiles import RENDERED_MARKER, write_unit_files
+from runner._unitrestart import restart_plan, shortest_gap
 from runner._unitsyntax import (
     STATE_DIRECTORY,
     absolute_path,
@@ -58,7 +58,6 @@ from runner._unitsyntax import (
 from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
-from runner.slots import cron_trigger, fire_times
 
 __all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "render_units", "systemd_escape", "write_units"]
 
@@ -191,12 +190,7 @@ def _identity(user: str) -> str:
 
 def _delay_for(config: RunnerConfig, schedule: str, wanted: timedelta, today: date) -> timedelta:
     """*wanted*, capped at a quarter of the schedule's shortest gap so a late start still lands in its own slot."""
-    trigger = cron_trigger(schedule, config.timezone)
-    start = datetime(today.year, today.month, today.day, tzinfo=config.timezone)
-    moments = list(fire_times(trigger, start, start + timedelta(days=8)))
-    # Real time between fires: subtracting two times of one ZoneInfo gives wall-clock time, an hour off across a change.
-    gaps = [later.astimezone(UTC) - earlier.astimezone(UTC) for earlier, later in pairwise(moments)]
-    return min([wanted, *(gap / 4 for gap in gaps)])
+    return min(wanted, shortest_gap(config, schedule, today) / 4)
 
 
 def _location_warnings(what: str, raw: str, normal: str) -> list[str]:
@@ -287,6 +281,8 @@ def render_units(
             # 0 is a delay of its own (none), unlike the timeouts, where 0 would mean "no limit".
             "RANDOMIZED_DELAY_SEC": f"{int(_delay_for(config, routine.schedule, randomized_delay, today).total_seconds())}s",
         }
+        restarts = restart_plan(config, routine.schedule, config.run_timeout + _STOP_MARGIN, today)
+        values |= {"START_LIMITS": restarts.unit_lines(), "RESTART": restarts.service_lines()}
         files[service] = _fill(_template("ghostrunner-run@.service"), values)
         files[service.removesuffix(".service") + ".timer"] = _fill(_template("ghostrunner-run@.timer"), values)
         skipped = skipped_local_times(name, routine.schedule, config.timezone, today)

@@ -107,7 +107,7 @@ class Worker:
             how = f"was killed by signal {signal_name(-code)}" if code < 0 else f"exited with status {code}"
             error = f"the worker {how} before reporting a result"
         log.error("scheduler.worker_crashed", **self.identity.fields(scheduled=False), returncode=code, trigger=trigger, error=error)
-        self.identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False)
+        self.identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)
         return None
 
     def kill(self) -> None:

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from journal import PromptContext, json_nesting_depth, json_type_name
-from runner.errors import BackendError, BackendTimeoutError
+from runner.errors import BackendError, BackendReplyError, BackendTimeoutError
 from runner.persona import Persona
 
 __all__ = [
     "MAX_REPLY_BYTES",
     "MAX_REPLY_DEPTH",
     "REPLY_FIELDS",
+    "REPLY_SCHEMA",
     "REQUIRED_REPLY_FIELDS",
     "Backend",
     "CallBudget",
@@ -55,6 +56,42 @@ REPLY_FIELDS: Final = {
 }
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")
 
+_LABEL: Final = {"type": "string", "minLength": 1, "maxLength": 200}
+#: REPLY_FIELDS as a JSON Schema: what the openai backend asks a server to constrain its reply to
+#: (``response_format`` of type ``json_schema``) and what a command helper gets as ``reply_schema``.
+#: Looser than the journal's validator (it cannot say "unique" or "a past entry's id"), never stricter.
+REPLY_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "voice": {"type": "string", "minLength": 1, "description": REPLY_FIELDS["voice"]},
+        "theme": {**_LABEL, "description": REPLY_FIELDS["theme"]},
+        "tags": {"type": "array", "items": _LABEL, "description": REPLY_FIELDS["tags"]},
+        "mood": {**_LABEL, "description": REPLY_FIELDS["mood"]},
+        "signals": {
+            "type": "object",
+            "properties": {
+                "focus": _LABEL,
+                "novelty": {"type": "number", "minimum": 0, "maximum": 1},
+                "continuity_refs": {"type": "array", "items": {"type": "string"}},
+            },
+            "additionalProperties": False,
+            "description": REPLY_FIELDS["signals"],
+        },
+        "anchors": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"type": _LABEL, "ref": {"type": "string", "minLength": 1}, "label": _LABEL},
+                "required": ["type", "ref"],
+                "additionalProperties": False,
+            },
+            "description": REPLY_FIELDS["anchors"],
+        },
+    },
+    "required": list(REQUIRED_REPLY_FIELDS),
+    "additionalProperties": False,
+}
+
 
 @dataclass(frozen=True, slots=True)
 class ReflectionRequest:
@@ -74,6 +111,10 @@ class ReflectionRequest:
     #: When the run's time is up (``time.monotonic()``); None: only the backend's own timeout applies.
     #: Not sent to command programs: it means nothing outside this process.
     deadline: float | None = None
+    #: Set on the one retry after an unusable reply: what was wrong with it, for the model to correct.
+    correction: str | None = None
+    #: Which attempt of the run this request is (1 for the first).
+    attempt: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """The request as JSON-ready data (what the command backend reads on stdin)."""
@@ -89,6 +130,9 @@ class ReflectionRequest:
             "persona": self.persona.to_dict() if self.persona else None,
             "context": self.context.text,
             "reply_fields": dict(REPLY_FIELDS),
+            "reply_schema": REPLY_SCHEMA,
+            "attempt": self.attempt,
+            "correction": self.correction,
         }
 
 
@@ -171,21 +215,21 @@ def load_reply_json(data: bytes | str, backend: str, what: str = "the reply") ->
     """
     size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
     if size > MAX_REPLY_BYTES:
-        raise BackendError(backend, f"{what} is larger than the limit of {MAX_REPLY_BYTES} bytes")
+        raise BackendReplyError(backend, f"{what} is larger than the limit of {MAX_REPLY_BYTES} bytes")
     if isinstance(data, bytes):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BackendError(backend, f"{what} is not UTF-8 text (invalid byte at offset {exc.start})") from None
+            raise BackendReplyError(backend, f"{what} is not UTF-8 text (invalid byte at offset {exc.start})") from None
     else:
         text = data
     depth = json_nesting_depth(text)
     if depth > MAX_REPLY_DEPTH:
-        raise BackendError(backend, f"{what} is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} are allowed")
+        raise BackendReplyError(backend, f"{what} is nested {depth} levels deep; at most {MAX_REPLY_DEPTH} are allowed")
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
-        raise BackendError(backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}") from None
+        raise BackendReplyError(backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}") from None
 
 
 def check_reply(reply: object, backend: str) -> dict[str, Any]:
@@ -197,14 +241,14 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         BackendError: naming the missing or unexpected field.
     """
     if not isinstance(reply, Mapping):
-        raise BackendError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {json_type_name(reply)}")
+        raise BackendReplyError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {json_type_name(reply)}")
     for key in reply:
         if key not in REPLY_FIELDS:
-            raise BackendError(backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}")
+            raise BackendReplyError(backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}")
     for key in REQUIRED_REPLY_FIELDS:
         value = reply.get(key)
         if not isinstance(value, str) or not value.strip():
-            raise BackendError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
+            raise BackendReplyError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
     return dict(reply)
 
 

@@ -1,9 +1,17 @@
 """The command backend: an external program writes the entry.
 
 The program gets the request as one JSON object on stdin (see
-``ReflectionRequest.to_dict``) and must print the entry fields as one JSON
-object on stdout. A non-zero exit, output that is not such an object, more
-than ``MAX_REPLY_BYTES`` on stdout, or running past the deadline fails the run.
+``ReflectionRequest.to_dict``: among others ``reply_fields``, ``reply_schema``,
+the JSON Schema of the reply, ``attempt`` and ``correction``) and must print
+the entry fields as one JSON object on stdout. A non-zero exit, output that
+is not such an object, more than ``MAX_REPLY_BYTES`` on stdout, or running
+past the deadline fails the call.
+
+For the run's retries: exit status 75 (EX_TEMPFAIL: "try again later", e.g.
+the helper's own model server is down), death by a signal and the deadline are transient, output
+that is not the JSON asked for is retried once with ``correction`` saying what
+was wrong; any other non-zero exit, and a program that cannot start, are
+permanent.
 
 What a program cannot do to a run:
 
@@ -33,9 +41,9 @@ from typing import Any, Final
 
 from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
 from runner.config import BackendSettings
-from runner.errors import BackendError
+from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
 
-__all__ = ["MARKER_VARIABLE", "CommandBackend", "reply_from_output", "signal_name"]
+__all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "reply_from_output", "signal_name"]
 
 #: Set in the program's environment to a fresh value per call; its descendants inherit it.
 MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
@@ -48,6 +56,8 @@ _CHUNK: Final = 64 * 1024
 _DRAIN_SECONDS: Final = 1.0
 #: How often the program's exit is checked where no pidfd is available.
 _POLL_SECONDS: Final = 0.05
+#: The exit status by which a program says "try again later" (sysexits.h EX_TEMPFAIL).
+TEMPFAIL_STATUS: Final = 75
 
 
 def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> dict[str, Any]:
@@ -57,11 +67,11 @@ def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> 
         BackendError: naming *backend*: over the reply limits, not UTF-8, not JSON, or not a usable reply.
     """
     if len(stdout) > MAX_REPLY_BYTES:
-        raise BackendError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
+        raise BackendReplyError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
     try:
         text = stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BackendError(backend, f"{program!r} printed bytes that are not UTF-8 (at offset {exc.start})") from None
+        raise BackendReplyError(backend, f"{program!r} printed bytes that are not UTF-8 (at offset {exc.start})") from None
     return parse_reply_text(text, backend)
 
 
@@ -223,7 +233,7 @@ class _Call:
                         elif fd == stdout:
                             self.stdout += chunk
                             if len(self.stdout) > MAX_REPLY_BYTES:
-                                raise BackendError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
+                                raise BackendReplyError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
                         else:
                             self.stderr += chunk
                             del self.stderr[:-_STDERR_TAIL]
@@ -278,7 +288,9 @@ class CommandBackend:
 
         Raises:
             BackendTimeoutError: the program ran past the deadline (it and all it started are killed).
-            BackendError: it could not start, exited non-zero, or printed no usable JSON.
+            BackendUnavailableError: it exited with status 75 (try again later), or a signal killed it.
+            BackendReplyError: it printed no usable JSON.
+            BackendError: it could not start, or exited non-zero otherwise.
         """
         budget = CallBudget.of(self.settings.timeout, request)
         argv = list(self.settings.command)
@@ -303,5 +315,8 @@ class CommandBackend:
             lines = [line for line in bytes(call.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
             tail = one_line(lines[-1]) if lines else "no message on stderr"
             how = f"signal {signal_name(-code)}" if code < 0 else f"status {code}"
+            if code == TEMPFAIL_STATUS or code < 0:  # "try again later", or killed (the OOM killer, a restart of its host)
+                later = " (try again later)" if code == TEMPFAIL_STATUS else ""
+                raise BackendUnavailableError(self.name, f"{program!r} exited with {how}{later}: {tail}")
             raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
         return reply_from_output(bytes(call.stdout), program, self.name)

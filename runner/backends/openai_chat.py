@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
+from runner.backends._reply_format import REPLY_FORMATS, is_format_refusal, parse_retry_after, response_format
 from runner.backends.base import (
     MAX_REPLY_BYTES,
     REPLY_FIELDS,
@@ -44,9 +46,10 @@ from runner.backends.base import (
     parse_reply_text,
 )
 from runner.config import BackendSettings
-from runner.errors import BackendError
+from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
 
 __all__ = ["OpenAIBackend", "build_messages", "reply_from_completion"]
+
 
 #: How much of an error answer's body is read, to quote its start.
 _ERROR_BODY_BYTES: Final = 4096
@@ -61,7 +64,11 @@ _SYSTEM = (
 
 
 def build_messages(request: ReflectionRequest) -> list[dict[str, str]]:
-    """The system and user messages for *request*; the context is data in the user message."""
+    """The system and user messages for *request*; the context is data in the user message.
+
+    A request that retries an unusable reply ends with one more user message
+    saying what was wrong with it.
+    """
     persona = request.persona
     fields = "; ".join(f"{key} ({rule})" for key, rule in REPLY_FIELDS.items())
     system = _SYSTEM.format(
@@ -75,7 +82,13 @@ def build_messages(request: ReflectionRequest) -> list[dict[str, str]]:
         f"Past entries retrieved for the question {json.dumps(request.question)}:\n{request.context.text}\n\n"
         "Reply with the JSON object now."
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    if request.correction:
+        messages.append({"role": "user", "content": (
+            f"Your previous reply could not be used: {request.correction}\n"
+            "Reply again with exactly one JSON object with the fields listed, and nothing else."
+        )})
+    return messages
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -130,6 +143,7 @@ class _Exchange:
         self.status = 0
         self.body = b""
         self.location: str | None = None
+        self.retry_after: str | None = None
         self.reason = ""
         self.incomplete = False
         self.error: BaseException | None = None
@@ -148,6 +162,7 @@ class _Exchange:
             except urllib.error.HTTPError as exc:
                 self.status, self.reason = exc.code, str(exc.reason)
                 self.location = exc.headers.get("Location") if exc.headers is not None else None
+                self.retry_after = exc.headers.get("Retry-After") if exc.headers is not None else None
                 try:
                     self.body = exc.read(_ERROR_BODY_BYTES) if exc.fp is not None else b""
                 except (OSError, http.client.HTTPException):
@@ -220,6 +235,8 @@ class OpenAIBackend:
 
     def __init__(self, settings: BackendSettings) -> None:
         self.settings = settings
+        #: The reply formats still to try, best first; a server's refusal drops the first for the rest of this backend's life.
+        self.formats: list[str | None] = list(REPLY_FORMATS) if settings.json_mode else [None]
 
     def _api_key(self) -> str | None:
         variable = self.settings.api_key_env
@@ -238,25 +255,32 @@ class OpenAIBackend:
 
         Raises:
             BackendTimeoutError: no complete answer within the call's deadline.
-            BackendError: HTTP error or redirect, unreachable server, or an unusable reply.
+            BackendUnavailableError: unreachable, reset, cut off, HTTP 429 or 5xx.
+            BackendReplyError: the answer is not the JSON asked for.
+            BackendError: HTTP 3xx or another 4xx, a missing or unusable key.
         """
         budget = CallBudget.of(self.settings.timeout, request)
         key = self._api_key()
         try:
-            return self._reflect(request, budget, key)
+            while True:
+                try:
+                    return self._reflect(request, budget, key, self.formats[0])
+                except _FormatRefusedError:
+                    self.formats.pop(0)  # the server refused it: never again in this run
         except BackendError as exc:
             if key is not None and key in exc.reason:  # the last guard; messages are redacted where they are made
-                raise BackendError(self.name, exc.reason.replace(key, _REDACTED)) from None
+                raise exc.with_reason(exc.reason.replace(key, _REDACTED)) from None
             raise
 
     def _quote(self, text: str, key: str | None, limit: int = 200) -> str:
         """*text* from the server, as one line, with the key taken out before anything is cut."""
         return one_line(text.replace(key, _REDACTED) if key else text, limit)
 
-    def _reflect(self, request: ReflectionRequest, budget: CallBudget, key: str | None) -> dict[str, Any]:
+    def _reflect(self, request: ReflectionRequest, budget: CallBudget, key: str | None, reply_format: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.settings.model, "messages": build_messages(request), "stream": False}
-        if self.settings.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        asked = response_format(reply_format)
+        if asked is not None:
+            body["response_format"] = asked
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         url = f"{self.settings.base_url}/chat/completions"
@@ -280,12 +304,17 @@ class OpenAIBackend:
                 "(the API key goes only to base_url): set base_url to the address that answers",
             )
         if exchange.status >= 400 or exchange.status < 200:
+            if reply_format is not None and is_format_refusal(exchange.status, exchange.body):
+                raise _FormatRefusedError
             detail = self._quote(exchange.body.decode("utf-8", "replace"), key) or self._quote(exchange.reason, key)
-            raise BackendError(self.name, f"HTTP {exchange.status} from {shown}: {detail}")
+            message = f"HTTP {exchange.status} from {shown}: {detail}"
+            if exchange.status == 429 or exchange.status >= 500:
+                raise BackendUnavailableError(self.name, message, parse_retry_after(exchange.retry_after))
+            raise BackendError(self.name, message)
         if exchange.incomplete:
-            raise BackendError(self.name, f"{shown} closed the connection in the middle of its answer")
+            raise BackendUnavailableError(self.name, f"{shown} closed the connection in the middle of its answer")
         if len(exchange.body) > MAX_REPLY_BYTES:
-            raise BackendError(self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there")
+            raise BackendReplyError(self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there")
         if key is not None and key.encode("ascii") in exchange.body:
             raise BackendError(self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key")
         return reply_from_completion(exchange.body, self.name, key)
@@ -313,15 +342,21 @@ class OpenAIBackend:
         if isinstance(reason, TimeoutError | socket.timeout):
             return budget.expired(self.name)
         if isinstance(error, http.client.RemoteDisconnected):
-            return BackendError(self.name, f"{shown} closed the connection without answering")
+            return BackendUnavailableError(self.name, f"{shown} closed the connection without answering")
         if isinstance(error, http.client.IncompleteRead):
-            return BackendError(self.name, f"{shown} closed the connection in the middle of its answer")
+            return BackendUnavailableError(self.name, f"{shown} closed the connection in the middle of its answer")
         if isinstance(error, http.client.HTTPException):
             return BackendError(self.name, f"{shown} did not answer with valid HTTP ({type(error).__name__})")
-        if isinstance(reason, OSError):
-            return BackendError(self.name, f"cannot reach {shown}: {self._quote(reason.strerror or str(reason), key)}")
+        if isinstance(reason, ssl.SSLCertVerificationError):  # a certificate refused now is refused next time too
+            return BackendError(self.name, f"the certificate of {shown} is not trusted: {self._quote(reason.verify_message or str(reason), key)}")
+        if isinstance(reason, OSError):  # refused, reset, no route, a name that does not resolve (yet)
+            return BackendUnavailableError(self.name, f"cannot reach {shown}: {self._quote(reason.strerror or str(reason), key)}")
         if isinstance(reason, BaseException):
             if not isinstance(reason, Exception):
                 raise reason  # KeyboardInterrupt and the like on the worker belong to no one; re-raise
             return BackendError(self.name, f"the request to {shown} failed: {type(reason).__name__}: {self._quote(str(reason), key)}")
-        return BackendError(self.name, f"cannot reach {shown}: {self._quote(str(reason), key)}")
+        return BackendUnavailableError(self.name, f"cannot reach {shown}: {self._quote(str(reason), key)}")
+
+
+class _FormatRefusedError(Exception):
+    """The server refused the reply format asked for; the backend asks again with the next one."""

@@ -134,6 +134,7 @@ def _openai_config(tmp_path: Path, url: str, *, timeout: str = "1s", runner: str
     base_url = "{url}"
     model = "attack-model"
     timeout = "{timeout}"
+    attempts = 1  # each test here is about one call's failure; retries are tests/runner/test_retries.py's
     {key_line}
     """
     return write_config(tmp_path, body, runner=runner)
@@ -143,7 +144,7 @@ def _command_config(tmp_path: Path, argv: list[str], *, timeout: str = "1s", run
     body = f"""
     [agents.motoko]
     routines = ["evening"]
-    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "{timeout}" }}
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "{timeout}", attempts = 1 }}
     """
     return write_config(tmp_path, body, runner=runner)
 
@@ -708,11 +709,11 @@ def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., _Se
 
 @pytest.mark.parametrize("bad_key", [KEY + "\nX-Injected: 1", "Bearer " + KEY, KEY + "\u20ac"], ids=["newline", "space", "non-ascii"])
 def test_a_malformed_key_fails_clearly_without_quoting_it(servers: Callable[..., _Server], tmp_path: Path, bad_key: str) -> None:
-    """A key HTTP cannot carry fails the run with one line naming the variable; neither the output nor the logs quote it."""
+    """A key HTTP cannot carry fails the run for good (exit 78) with one line naming the variable; neither the output nor the logs quote it."""
     server = servers()
     path = _openai_config(tmp_path, server.url)
     result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, env={"GHOSTRUNNER_ATTACK_KEY": bad_key})
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 78, result.stderr
     printed = json.loads(result.stdout)
     assert printed["error"].startswith("openai backend (agent motoko): the API key in 'GHOSTRUNNER_ATTACK_KEY' holds")
     assert KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr

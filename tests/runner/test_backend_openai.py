@@ -89,6 +89,7 @@ def _config(tmp_path: Path, url: str) -> Any:
     base_url = "{url}"
     model = "tiny-test-model"
     timeout = "1s"
+    attempts = 1  # one call per run here; tests/runner/test_retries.py retries
     api_key_env = "GHOSTRUNNER_TEST_KEY"
     """
     return load_config(write_config(tmp_path, body))

@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
 
 #: A command backend that announces itself, then waits for a release file (or for as many peers as BARRIER says).
@@ -82,13 +84,15 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert result.stderr == "ghostrunner: error: no agent 'batou' in the configuration; configured: motoko\n"
 
 
-def test_failed_run_exits_one_and_prints_the_outcome(tmp_path: Path) -> None:
-    """A backend failure prints outcome failed as JSON and exits 1."""
-    argv = script(tmp_path, "broken.py", "import sys\nsys.stdin.read()\nsys.exit(2)\n")
-    path = write_config(tmp_path, f'[agents.motoko]\nroutines = ["evening"]\nbackend = {{ type = "command", command = {json.dumps(argv)} }}\n')
+@pytest.mark.parametrize(("status", "code"), [(75, 1), (2, 78)], ids=["transient-exits-1", "permanent-exits-78"])
+def test_failed_run_exits_one_or_78_and_prints_the_outcome(tmp_path: Path, status: int, code: int) -> None:
+    """A backend failure prints outcome failed as JSON; it exits 1, or 78 when the failure is permanent (a helper's exit other than 75)."""
+    argv = script(tmp_path, "broken.py", f"import sys\nsys.stdin.read()\nsys.exit({status})\n")
+    path = write_config(tmp_path, f'[agents.motoko]\nroutines = ["evening"]\nbackend = {{ type = "command", command = {json.dumps(argv)}, attempts = 1 }}\n')
     result = ghostrunner("run", "evening", "--agent", "motoko", "--config", str(path), cwd=tmp_path)
-    assert result.returncode == 1
-    assert json.loads(result.stdout)["outcome"] == "failed"
+    assert result.returncode == code
+    printed = json.loads(result.stdout)
+    assert printed["outcome"] == "failed" and printed["attempts"] == 1 and printed.get("permanent", False) is (code == 78)
 
 
 def test_worker_killed_mid_run_then_rerun_leaves_exactly_one_entry(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run, run_slot
-from runner.errors import BackendError
+from runner.errors import BackendError, BackendReplyError
 from runner.logs import EVENTS, configure_logging
 from runner.run_contract import RunIdentity
 from runner.run_queue import QueuedRun, RunQueue
@@ -60,6 +60,21 @@ class _Broken:
         raise self.error
 
 
+class _Flaky:
+    """A backend whose first reply is unusable and whose second is good: the run retries once."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reflect(self, request: Any) -> Any:
+        self.calls += 1
+        if self.calls == 1:
+            raise BackendReplyError("flaky", "the reply is not valid JSON")
+        return {"voice": "better now", "theme": "t"}
+
+
 def _json_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in buffer.getvalue().splitlines()]
 
@@ -80,7 +95,8 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
         duplicate = execute_run(journal, routine=config.routines["evening"], scheduled=scheduled, backend=backend, **common)
         failed = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(BackendError("broken", "down")), **common)
         bug = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Broken(KeyError("oops")), **common)
-    assert [r.outcome for r in (digest, appended, duplicate, failed, bug)] == ["skipped", "appended", "duplicate", "failed", "failed"]
+        retried = execute_run(journal, routine=config.routines["pulse-4h"], scheduled=scheduled, backend=_Flaky(), **common)
+    assert [r.outcome for r in (digest, appended, duplicate, failed, bug, retried)] == ["skipped", "appended", "duplicate", "failed", "failed", "appended"]
     simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC))
     # A queue of one run at once, whose run waits at a gate: a second slot is queued, the first slot again refused.
     gate = threading.Event()
@@ -164,7 +180,8 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
     # Dotted lowercase names are the runner's; stdlib messages (APScheduler, journal) are free text.
     runner_events = [event for event in emitted if re.fullmatch(r"[a-z_]+\.[a-z_.]+", event["event"])]
     seen = {event["event"] for event in runner_events}
-    # run.error, scheduler.run_skipped and memory.* (but memory.fallback) come from the in-process part; the rest of EVENTS from both.
+    # run.error, run.retry, scheduler.run_skipped and memory.* (but memory.fallback) come from the in-process part,
+    # scheduler.retry_scheduled from serve (its crashed worker gets a rerun); the rest of EVENTS from both.
     # memory.fallback needs the nn extra missing: tests/runner/test_memory.py checks its fields in such a process.
     assert seen == set(EVENTS) - {"memory.fallback"}
     for event in runner_events:

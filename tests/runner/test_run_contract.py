@@ -41,13 +41,21 @@ def test_identity_takes_its_slot_in_the_runner_timezone() -> None:
 
 
 def test_result_line_round_trips() -> None:
-    """A result, dry-run entry and fault included, reads back equal from its line; unset optional fields are left out."""
+    """A result, dry-run entry, fault, reason, attempts and permanence included, reads back equal from its line; unset optional fields are left out."""
     for result in (_result(), _result(outcome=Outcome.SKIPPED, entry_id=None, entry={"voice": "ü"}), _result(outcome=Outcome.FAILED, fault="ENOSPC", error="full"),
-                   _result(outcome=Outcome.SKIPPED, entry_id=None, reason="paused"), _result(outcome=Outcome.BUSY, entry_id=None, reason="slot_locked")):
+                   _result(outcome=Outcome.SKIPPED, entry_id=None, reason="paused"), _result(outcome=Outcome.BUSY, entry_id=None, reason="slot_locked"),
+                   _result(outcome=Outcome.FAILED, entry_id=None, error="HTTP 401", attempts=1, permanent=True), _result(attempts=3)):
         line = result.to_json_line()
         assert "\n" not in line and RunResult.from_json_line(line) == result
     assert set(json.loads(_result().to_json_line())) == {"run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "entry_id",
-                                                         "duration_ms", "error"}
+                                                         "duration_ms", "error", "attempts"}
+
+
+def test_a_result_line_without_attempts_reads_as_none_made() -> None:
+    """An older worker's line has no attempts field: it reads back with attempts 0, not as malformed."""
+    data = _result().to_dict()
+    del data["attempts"]
+    assert RunResult.from_json_line(json.dumps(data)).attempts == 0
 
 
 _GOOD = _result().to_dict()
@@ -68,10 +76,10 @@ def test_malformed_result_lines_are_refused_with_the_reason(line: str, message: 
 
 
 def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> None:
-    """run.finished carries identity, entry_id, outcome (as its string), duration_ms, error and dry_run; a failure logs at error, busy at warning."""
+    """run.finished carries identity, entry_id, outcome (as its string), duration_ms, error, dry_run, reason and attempts; a failure logs at error, busy at warning."""
     identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
     with capture_logs() as logs:
-        identity.log_finished(Outcome.APPENDED, entry_id="e-1", duration_ms=3.0, error=None, dry_run=False)
+        identity.log_finished(Outcome.APPENDED, entry_id="e-1", duration_ms=3.0, error=None, dry_run=False, attempts=2)
         identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error="boom", dry_run=False)
         identity.log_finished(Outcome.BUSY, entry_id=None, duration_ms=5000.0, error=None, dry_run=False, reason="slot_locked")
         identity.log_finished(Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=None, dry_run=False, reason="paused")
@@ -79,4 +87,5 @@ def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> Non
     assert [log["reason"] for log in logs] == [None, None, "slot_locked", "paused"]
     assert type(logs[0]["outcome"]) is str
     assert set(logs[0]) == {"event", "log_level", "run_id", "agent", "routine", "slot", "client_key", "scheduled", "entry_id", "outcome",
-                            "duration_ms", "error", "dry_run", "reason"}
+                            "duration_ms", "error", "dry_run", "reason", "attempts"}
+    assert logs[0]["attempts"] == 2

@@ -212,3 +212,36 @@ def test_checked_in_units_match_a_fresh_render(tmp_path: Path) -> None:
     checked_in = {path.name: path.read_text() for path in (REPO / "systemd").iterdir() if path.suffix in (".service", ".timer", ".target")}
     assert checked_in == rendering.files
     assert rendering.warnings == ()
+
+
+def _restart_settings(text: str) -> dict[str, str]:
+    keys = ("Restart", "RestartSec", "RestartPreventExitStatus", "StartLimitIntervalSec", "StartLimitBurst")
+    return {key: value for key, _, value in (line.partition("=") for line in text.splitlines()) if key in keys}
+
+
+def test_oneshot_services_restart_a_failed_run_within_start_limits_that_end_before_the_next_fire(tmp_path: Path) -> None:
+    """A daily or 4-hourly run restarts on failure (never on 2, 73, 77, 78) within a start limit; a 15-minute schedule gets no restarts."""
+    out = _render(tmp_path, _schedules_config(tmp_path))
+    # run_timeout 5m + 30 s margin, slot_retry_delay 5m, slot_retries 3: 4 starts within 4 x 630 s.
+    daily = {"StartLimitIntervalSec": "2520s", "StartLimitBurst": "4", "Restart": "on-failure", "RestartSec": "300s", "RestartPreventExitStatus": "2 73 77 78"}
+    for name in ("every-4h", "evening", "weekly", "monthly"):
+        assert _restart_settings((out / f"ghostrunner-run-{name}@.service").read_text()) == daily, name
+    for name in ("office", "odd"):  # every 15 and 20 minutes: even one rerun of 630 s would not end within half the gap
+        assert _restart_settings((out / f"ghostrunner-run-{name}@.service").read_text()) == {"Restart": "no"}, name
+
+
+def test_slot_retry_settings_shape_the_restarts(tmp_path: Path) -> None:
+    """slot_retries and slot_retry_delay set the burst and RestartSec; fewer reruns fit a tighter schedule; 0 turns restarts off."""
+    def service(runner: str, schedule: str) -> dict[str, str]:
+        body = (f'[routines.r]\nkind = "note"\nschedule = "{schedule}"\nslot = "minute"\nquestion = "q"\nprompt = "p"\n'
+                '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["r"]\n')
+        config = load_config(write_config(tmp_path, body, runner=runner))
+        rendering = render_units(config, exec_argv=["/usr/local/bin/ghostrunner"], config_path="/etc/g.toml", today=date(2026, 9, 1))
+        return _restart_settings(rendering.files["ghostrunner-run-r@.service"])
+
+    fast = 'run_timeout = "30s"\nslot_retry_delay = "1m"\nslot_retries = 5\n'
+    assert service(fast, "0 * * * *") == {"StartLimitIntervalSec": "720s", "StartLimitBurst": "6", "Restart": "on-failure", "RestartSec": "60s",
+                                          "RestartPreventExitStatus": "2 73 77 78"}
+    # Every 20 minutes: half the gap (600 s) holds 5 starts of 120 s each (30 s + 30 s margin + 60 s), so 4 reruns.
+    assert service(fast, "*/20 * * * *")["StartLimitBurst"] == "5"
+    assert service(fast.replace("slot_retries = 5", "slot_retries = 0"), "0 * * * *") == {"Restart": "no"}
