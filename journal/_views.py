@@ -12,7 +12,11 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex"]
+__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex", "show_related"]
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _one_line(text: str) -> str:
@@ -50,19 +54,25 @@ def show_entries(entries: Sequence[Mapping[str, Any]], width: int) -> str:
     if not entries:
         return "no entries"
     rows = [(e["ts"], e["kind"], e["agent"], e["theme"], e["id"], _one_line(e["voice"])) for e in entries]
-    return table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=5) + f"\n{len(entries)} entries"
+    return table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(entries), 'entry', 'entries')}"
 
 
 def show_hits(hits: Sequence[Mapping[str, Any]], width: int) -> str:
-    """``search`` and ``relate``: one row per hit, best first, the snippet clipped to the terminal."""
+    """``search``: one row per hit, best first, the snippet (then the theme) clipped to the terminal."""
     if not hits:
         return "no hits"
-    rows = [
-        (f"{hit['score']:.3f}", hit["reason"], hit["entry"]["ts"], hit["entry"]["agent"], hit["entry"]["theme"], hit["entry_id"],
-         _one_line(hit["snippet"]))
-        for hit in hits
-    ]
-    return table(["score", "reason", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=6) + f"\n{len(hits)} hits"
+    rows = [(f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["agent"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["snippet"]))
+            for hit in hits]
+    return table(["score", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'hit', 'hits')}"
+
+
+def show_related(hits: Sequence[Mapping[str, Any]], width: int) -> str:
+    """``relate``: one row per related entry, with why it is related (continues, continued by, similar)."""
+    if not hits:
+        return "no related entries"
+    rows = [(hit["reason"], f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["entry"]["voice"]))
+            for hit in hits]
+    return table(["reason", "score", "ts", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'entry', 'entries')}"
 
 
 def _counted(items: Sequence[Mapping[str, Any]], key: str, top: int = 8) -> str | None:

@@ -269,7 +269,7 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
 
     Example: ghostjournal relate 6f1c... -k 5
     """
-    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_hits)
+    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_related)
 
 
 @cli.command()

@@ -43,9 +43,10 @@ class _OneLineUsageError(click.UsageError):
     def __init__(self, error: click.UsageError, prog: str) -> None:
         message = error.format_message()
         ctx = error.ctx
-        if not isinstance(error, click.BadParameter) and ctx is not None:
+        if ctx is not None and (not isinstance(error, click.BadParameter) or isinstance(error, click.MissingParameter)):
             # The shape of the command line is wrong: say where the help is. A bad value's message says the fix itself.
-            message = f"{message.rstrip()} (see '{ctx.command_path} --help')"
+            message = message.rstrip()
+            message = f"{message if message.endswith(('.', '?', '!')) else message + '.'} See '{ctx.command_path} --help'."
         super().__init__(message, ctx)
         self.prog = prog
 
@@ -63,6 +64,10 @@ class CommandGroup(click.Group):
     prog: ClassVar[str] = ""
     errors: ClassVar[tuple[type[Exception], ...]] = ()
     _is_attached: bool = False
+
+    def __init__(self, name: str | None = None, *args: Any, **kwargs: Any) -> None:
+        # Named after the command, not the function that defines it: usage lines and hints then say "ghostjournal".
+        super().__init__(self.prog or name, *args, **kwargs)
 
     def translate(self, exc: Exception) -> click.UsageError | None:
         """A usage error for an exception that is not in :attr:`errors`, or None to let it through (a bug)."""

@@ -69,15 +69,15 @@ def _pad(text: str, width: int) -> str:
     return text + " " * (width - text_width(text))
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int | None = None, flexible: int | None = None) -> str:
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int | None = None, flexible: Sequence[int] = ()) -> str:
     """Columns separated by two spaces under upper-case *headers*; ``None`` shows as ``-``.
 
     Args:
         headers: the column titles.
         rows: the cells, each turned into :func:`printable` text on one line.
-        width: the terminal's width; when the table is wider, the *flexible* column is clipped to fit
-            (to no fewer than 12 columns), the others never.
-        flexible: the index of the column that gives way (a voice or a snippet), usually the last.
+        width: the terminal's width; when the table is wider, the *flexible* columns are clipped to fit,
+            each to no fewer than 12 columns (so a very narrow terminal still wraps), the others never.
+        flexible: the indexes of the columns that give way (a voice, a snippet, a theme), the first one first.
 
     Returns:
         The table without a final newline; an empty *rows* gives the header line alone.
@@ -85,10 +85,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
     cells = [[printable("-" if cell is None else str(cell)) for cell in row] for row in rows]
     heads = [header.upper() for header in headers]
     widths = [max([text_width(head), *(text_width(row[i]) for row in cells)]) for i, head in enumerate(heads)]
-    if width is not None and flexible is not None:
-        others = sum(w for i, w in enumerate(widths) if i != flexible) + 2 * (len(widths) - 1)
-        widths[flexible] = max(min(widths[flexible], width - others), 12)
-        cells = [[clip(cell, widths[flexible]) if i == flexible else cell for i, cell in enumerate(row)] for row in cells]
+    for column in flexible:
+        if width is None:
+            break
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        if excess <= 0:
+            break
+        widths[column] = max(widths[column] - excess, min(widths[column], 12))
+        cells = [[clip(cell, widths[column]) if i == column else cell for i, cell in enumerate(row)] for row in cells]
     lines = ["  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in [heads, *cells]]
     return "\n".join(lines)
 
