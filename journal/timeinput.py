@@ -17,7 +17,9 @@ Daylight-saving rules, never silent:
   exist and is an error naming it and the two offsets around the gap;
 - a wall-clock time that a change repeats (Berlin, 2026-10-25 02:30) means
   its first occurrence (the earlier instant, PEP 495 ``fold=0``), as cron and
-  systemd read it; give an offset to mean the second;
+  systemd read it; give an offset to mean the second. (Such a result, like any
+  time in a fold, compares unequal with ``==`` to every time of another zone,
+  as PEP 495 rules; compare in UTC.)
 - a date whose midnight is skipped (Santiago, 2026-09-06) starts at the
   first moment that day has (01:00).
 
