@@ -87,6 +87,8 @@ class CommandGroup(click.Group):
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as exc:  # the group's own options (ghostjournal --bogus)
             raise self._one_line(exc) from exc
+        except click.ClickException as exc:
+            raise self._other(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -97,11 +99,18 @@ class CommandGroup(click.Group):
             raise click.exceptions.Exit(getattr(exc, "exit_code", 1)) from exc
         except click.UsageError as exc:  # the commands' options and their own usage errors
             raise self._one_line(exc) from exc
+        except click.ClickException as exc:  # a file option that cannot be opened
+            raise self._other(exc) from exc
         except Exception as exc:
             usage = self.translate(exc)
             if usage is None:
                 raise
             raise self._one_line(usage) from exc
+
+    def _other(self, error: click.ClickException) -> click.exceptions.Exit:
+        """Click's other errors (a file option that cannot be opened, exit 1) as the same one line, with their exit code."""
+        click.echo(f"{self.prog}: error: {error.format_message()}", err=True)
+        return click.exceptions.Exit(error.exit_code)
 
     def _one_line(self, error: click.UsageError) -> click.UsageError:
         if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):

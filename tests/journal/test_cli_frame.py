@@ -9,10 +9,12 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from journal.cli import cli
+from journal.clikit import CommandGroup
 from journal.render import text_width
 from tests._terminal import in_terminal
 
@@ -178,3 +180,21 @@ def test_completion_completes_commands_and_options_after_them() -> None:
     env |= {"COMP_WORDS": "ghostjournal search rain --n", "COMP_CWORD": "3"}
     options = subprocess.run(GHOSTJOURNAL, capture_output=True, text=True, check=True, env=env)
     assert "plain,--nn" in options.stdout.splitlines()
+
+
+def test_clicks_other_errors_are_the_same_one_line() -> None:
+    """A ClickException that is no usage error (a file that cannot be opened) is one line too, with its own exit code."""
+
+    class Group(CommandGroup):
+        prog = "demo-prog"
+
+    @click.group(cls=Group)
+    def group() -> None:
+        """A group."""
+
+    @group.command()
+    def read() -> None:
+        raise click.FileError("/nowhere/file", "No such file or directory")
+
+    result = CliRunner().invoke(group, ["read"])
+    assert (result.exit_code, result.stderr) == (1, "demo-prog: error: Could not open file '/nowhere/file': No such file or directory\n")
