@@ -103,8 +103,8 @@ def parse_time_input(text: str, *, zone: tzinfo, now: datetime, earliest: dateti
             ``earliest`` inclusive and ``latest`` exclusive, both aware.
 
     Returns:
-        An aware datetime whose UTC time falls in years 1-9999; an aware input keeps its offset,
-        a wall-clock input gets the zone.
+        An aware datetime whose UTC time falls in years 1-9999; an aware input keeps its offset;
+        a date, a wall-clock time, a relative time and ``now`` are in *zone*.
 
     Raises:
         ValueError: *text* is none of the forms, a wall-clock time that does not exist in *zone*,
@@ -119,9 +119,11 @@ def parse_time_input(text: str, *, zone: tzinfo, now: datetime, earliest: dateti
         raise ValueError(f"expected {TIME_FORMS}, got {_quoted(text)}")
     try:
         if value == "now":
-            result = now
+            result = now.astimezone(zone)
         elif match:
-            result = now - timedelta(**{unit: int(amount) for unit, amount in zip(_UNITS, match.groups(), strict=True) if amount})
+            # In UTC: an aware datetime's own arithmetic is wall-clock arithmetic, which -7d across a DST change would make 167 or 169 hours.
+            delta = timedelta(**{unit: int(amount) for unit, amount in zip(_UNITS, match.groups(), strict=True) if amount})
+            result = (now.astimezone(UTC) - delta).astimezone(zone)
         elif isinstance(moment, datetime):
             result = moment if moment.tzinfo is not None else _wall_clock(moment, zone, text)
         else:

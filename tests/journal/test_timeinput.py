@@ -117,7 +117,17 @@ def test_a_relative_time_is_that_long_before_now(amounts: list[int], present: in
     chosen = [(amount, unit) for index, (amount, unit) in enumerate(zip(amounts, units, strict=True)) if index >= present]
     text = "-" + "".join(f"{amount}{unit}" for amount, unit in chosen)
     expected = timedelta(**{name: amount for (amount, _), name in zip(chosen, ["weeks", "days", "hours", "minutes", "seconds"][present:], strict=True)})
-    assert parse_time_input(text, zone=ZoneInfo("Europe/Berlin"), now=NOW) == NOW - expected
+    assert parse_time_input(text, zone=ZoneInfo("Europe/Berlin"), now=NOW).astimezone(UTC) == NOW - expected
+
+
+@PROPERTY
+@given(now=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2040, 1, 1), timezones=st.just(ZoneInfo("Europe/Berlin"))),  # noqa: DTZ001
+       days=st.integers(0, 400), hours=st.integers(0, 48))
+def test_a_relative_time_is_elapsed_time_across_daylight_saving_changes(now: datetime, days: int, hours: int) -> None:
+    """`-7d` from a Berlin now is 168 hours before it in UTC, also when a change lies between (not the same wall-clock time)."""
+    parsed = parse_time_input(f"-{days}d{hours}h", zone=ZoneInfo("Europe/Berlin"), now=now)
+    assert parsed.astimezone(UTC) == now.astimezone(UTC) - timedelta(days=days, hours=hours)
+    assert parsed.tzinfo is ZoneInfo("Europe/Berlin")
 
 
 @PROPERTY
@@ -148,9 +158,9 @@ def test_the_changes_found_include_gaps_folds_and_a_skipped_day() -> None:
     ("2026-10-25T02:30", "2026-10-25T02:30:00+02:00"),  # repeated: its first occurrence, still summer time
     ("2026-10-25T02:30+01:00", "2026-10-25T02:30:00+01:00"),  # the second occurrence, asked for by its offset
     ("2026-10-25", "2026-10-25T00:00:00+02:00"),
-    ("now", "2026-06-01T12:00:00+00:00"),
-    ("-30m", "2026-06-01T11:30:00+00:00"),
-    ("  -7d ", "2026-05-25T12:00:00+00:00"),
+    ("now", "2026-06-01T14:00:00+02:00"),
+    ("-30m", "2026-06-01T13:30:00+02:00"),
+    ("  -7d ", "2026-05-25T14:00:00+02:00"),
 ])
 def test_berlin_examples(text: str, expected: str) -> None:
     """The README's examples, read in Europe/Berlin."""
