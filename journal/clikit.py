@@ -16,7 +16,8 @@
   terminal or ``--json`` is given, and text for a person (``--text``) on a
   terminal, as ``gh`` does.
 
-This is the one module besides the commands themselves that imports click.
+Only the command modules (``journal.cli``, ``runner.cli`` and its support
+module) and this one import click; ``import journal`` never does.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from click.core import ParameterSource
 
 from journal.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "output_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = ["CommandGroup", "TimeParam", "after_command", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
 
 _JSON_KEY: Final = "clikit.json"
 
