@@ -104,7 +104,7 @@ def show_context(document: Mapping[str, Any], width: int) -> str:
 
 def show_reindex(document: Mapping[str, Any], width: int) -> str:
     """``reindex``: the count, then each skipped file and why."""
-    lines = [f"indexed {document['indexed']} entries"]
+    lines = [f"indexed {_count(document['indexed'], 'entry', 'entries')}"]
     skipped = document["skipped"]
     if skipped:
         lines.append(f"skipped {len(skipped)} files:")
