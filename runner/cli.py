@@ -4,8 +4,8 @@ Commands: ``run`` (one slot, for timers and manual triggers), ``serve`` (the
 scheduler), ``simulate`` (a virtual agent life), ``demo``, ``status`` (what the
 logs say; its own exit codes, see the command), ``systemd render`` (units),
 and ``pause``, ``resume``, ``history`` (:mod:`runner._cli_operate`). Results go to stdout as
-JSON; logs go to stderr, except under ``serve`` where they go to stdout for
-journald. User errors are one line on stderr.
+JSON when it is not a terminal (or with --json), as text on a terminal; logs go to stderr, except under
+``serve`` where they go to stdout for journald. User errors are one line on stderr.
 
 Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
 (unknown agent or routine, bad option); 73 the journal's filesystem is
@@ -32,6 +32,7 @@ from typing import IO, Any
 
 import click
 
+from journal.clikit import output_option, terminal_width, version_option, wants_json
 from runner import (
     CONFIG_ENVVAR,
     DemoReport,
@@ -68,6 +69,7 @@ from runner._cli_support import (
     raise_storage_failure,
     simulation_exit_code,
 )
+from runner._views import show_run, show_simulation
 from runner.errors import quoted
 from runner.pauses import paused_or_unknown
 from runner.run_contract import Outcome
@@ -79,24 +81,31 @@ __all__ = ["cli", "main"]
 @click.option("--config", "config_path", envvar=CONFIG_ENVVAR, type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).")
 @click.option("--log-level", type=LOG_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
+@version_option("ghostrunner")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> None:
-    """Run reflective routines for scheduled agents and keep their journals."""
+    """Run reflective routines for scheduled agents and keep their journals.
+
+    Results are text on a terminal and JSON when piped (or with --json). --config and --log-level may
+    also follow the command.
+    """
     ctx.obj = Settings(config_path, log_level)
 
 
 @cli.command()
 @click.argument("routine")
 @click.option("--agent", required=True, help="The configured agent to run it for.")
-@click.option("--at", "at_text", default=None, help="The time whose slot to run (ISO 8601; default now). It is snapped to the latest scheduled time at or before it.")
+@click.option("--at", "at_text", default=None, help="The time whose slot to run (a date, a time in runner.timezone, an ISO 8601 time with an offset, or -12h; default now). "
+                   "It is snapped to the latest scheduled time at or before it.")
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
 @click.option("--run-id", default=None, hidden=True)
 @click.option("--config-on-stdin", "config_on_stdin", is_flag=True, hidden=True)  # serve's workers: the text of --config as serve holds it
 @config_option
+@output_option
 @click.pass_obj
 def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_on_stdin: bool,
         config_path: Path | None) -> None:
-    """Run ROUTINE once for one agent and print the outcome as JSON.
+    """Run ROUTINE once for one agent and print the outcome (JSON when piped).
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
 
@@ -108,10 +117,12 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
     at = parse_time(at_text, config, "--at") if at_text is not None else None
+    as_json = wants_json()
     try:
         # The result is printed (what serve reads) the moment its run.finished is logged, before a
         # signal can end the process; a RunInterrupted has been printed already and just exits.
-        result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(finished.to_json_line()))
+        result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(
+            finished.to_json_line() if as_json else show_run(finished.to_dict(), terminal_width())))
     except NoScheduledTimeError as exc:
         raise TimeOptionError(str(exc), param_hint="--at") from None
     # 78 (EX_CONFIG): the backend refused for good (a key, a model, a URL to fix); systemd restarts a timer run on 1, never on 78.
@@ -151,6 +162,7 @@ def serve(settings: Settings, config_path: Path | None) -> None:
 @click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
 @config_option
+@output_option
 @click.pass_obj
 def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, config_path: Path | None) -> None:
     """Live DAYS days of the agents' routines on a virtual clock, as fast as possible; print a summary.
@@ -171,10 +183,14 @@ def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, sta
     totals: Counter[str] = Counter()
     for summary in summaries:
         totals.update(summary.outcomes)
-    echo_json({
+    document = {
         "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
         "agents": [summary.to_dict() for summary in summaries],
-    })
+    }
+    if wants_json():
+        echo_json(document)
+    else:
+        echo(show_simulation(document, terminal_width()))
     sys.exit(simulation_exit_code(summaries))
 
 
@@ -270,13 +286,14 @@ def _render_status(report: StatusReport, tz: Any) -> str:
 @config_option
 @click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
               help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the table.")
-@click.option("--now", "now_text", default=None, help="Judge as of this time (ISO 8601; default now).")
+@output_option
+@click.option("--now", "now_text", default=None, help="Judge as of this time (a date, a time in runner.timezone, an ISO 8601 time, or -1h; default now).")
 @click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).")
 @click.pass_obj
-def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, as_json: bool, now_text: str | None,
-           grace_text: str | None) -> None:
+def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, now_text: str | None, grace_text: str | None) -> None:
     """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
+
+    A table on a terminal (or with --text), one JSON document when piped (or with --json).
 
     Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
     unusable (wins over overdue); 3 a routine's latest due slot has no success after the grace period;
@@ -294,7 +311,7 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(log_file), now, grace, paused_or_unknown(config))
-    echo(json.dumps(report.to_dict(), ensure_ascii=False) if as_json else _render_status(report, config.timezone))
+    echo(json.dumps(report.to_dict(), ensure_ascii=False) if wants_json() else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
 

@@ -290,7 +290,7 @@ def test_cli_append_on_a_full_disk_after_publish_succeeds_with_one_warning(mount
         stored = json.loads(result.stdout)
         assert stored["outcome"] == "appended"
         warning = result.stderr.strip().splitlines()
-        assert len(warning) == 1 and warning[0].startswith("Warning: entry ") and "ENOSPC" in warning[0], result.stderr
+        assert len(warning) == 1 and warning[0].startswith("ghostjournal: warning: entry ") and "ENOSPC" in warning[0], result.stderr
         assert stored["entry"]["id"] in file_ids(root) and stored["entry"]["id"] not in index_ids(root)
 
         retry = command("ghostjournal", "--root", str(root), "append", stdin=json.dumps(_payload(5, client_key="cli-5")))
@@ -299,7 +299,7 @@ def test_cli_append_on_a_full_disk_after_publish_succeeds_with_one_warning(mount
         # A reader on the still-full disk reads the index as it is, and says it is behind.
         behind = command("ghostjournal", "--root", str(root), "list")
         assert behind.returncode == 0 and len(json.loads(behind.stdout)) == 3
-        assert behind.stderr.startswith("Warning: the index is behind the entry files") and behind.stderr.count("\n") == 1, behind.stderr
+        assert behind.stderr.startswith("ghostjournal: warning: the index is behind the entry files") and behind.stderr.count("\n") == 1, behind.stderr
     (disk / "filler").unlink()
     listed = command("ghostjournal", "--root", str(root), "list")
     assert stored["entry"]["id"] in [e["id"] for e in json.loads(listed.stdout)]
@@ -472,7 +472,7 @@ def test_reads_of_a_refusing_journal_work_with_one_warning(mounts: Mounts, fault
         result = command("ghostjournal", "--root", str(root), *args, as_nobody=fault == "denied")
         assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
         warnings = result.stderr.strip().splitlines()
-        assert len(warnings) == 1 and warnings[0].startswith("Warning: the index of journal"), (args, result.stderr)
+        assert len(warnings) == 1 and warnings[0].startswith("ghostjournal: warning: the index of journal"), (args, result.stderr)
         assert ERRNO_NAMES[fault] in warnings[0] and "in-memory index" in warnings[0], result.stderr
     listed = command("ghostjournal", "--root", str(root), "list", as_nobody=fault == "denied")
     assert sorted(e["id"] for e in json.loads(listed.stdout)) == sorted(seeded)

@@ -634,7 +634,7 @@ def test_cli_append_of_hostile_bytes(shared_root: Path, tmp_path_factory: pytest
             _check_stored(journal, json.loads(result.stdout)["entry"]["id"])
     else:
         assert result.exit_code in (4, 65), result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("Error: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("ghostjournal: error: "), result.stderr
         assert entry_files(shared_root) == before
 
 

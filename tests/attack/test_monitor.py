@@ -168,7 +168,7 @@ def test_unknown_exits_5_never_0(config_path: Path, tmp_path: Path) -> None:
     log = _finished("motoko", "pulse-4h", "2026-09-05T16", "2026-09-05T16:00:00+00:00", "appended", "2026-09-05T16:00:02Z") + "\n"
     path = tmp_path / "run.log"
     path.write_text(log, encoding="utf-8")
-    result = ghostrunner("status", "--config", str(config_path), "--log", str(path), "--now", "2026-09-05T17:00Z")
+    result = ghostrunner("status", "--config", str(config_path), "--log", str(path), "--now", "2026-09-05T17:00Z", "--text")
     assert result.returncode == EXIT_UNKNOWN == 5, result.stdout + result.stderr
     assert "evening   UNKNOWN" in result.stdout and "all well" not in result.stdout
     assert result.stdout.rstrip().endswith("(exit 5)")

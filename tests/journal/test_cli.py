@@ -61,13 +61,14 @@ def test_root_from_environment(root: Path) -> None:
         (["list"], 3, "no journal at"),
         (["get", "missing-id"], 3, "no entry with id 'missing-id'"),
         (["get", "../../etc/passwd"], 65, "invalid entry id"),
-        (["list", "--since", "2026-09-01T00:00:00"], 2, "since must be an ISO 8601 time with seconds and a timezone"),
+        (["list", "--since", "last tuesday"], 2, "Invalid value for '--since': expected a date (2026-01-01), a time without an offset"),
+        (["list", "--until", "0001-01-01T00:00:00+01:00"], 2, "Invalid value for '--until': expected a time within years 1-9999 in UTC"),
         (["search", "x", "-k", "0"], 2, "0 is not in the range"),
         (["--nn", "--model", "./no-such-model", "list"], 1, "embedding model './no-such-model' was not found offline"),
         (["download-model", "--model", "./not a hub id"], 1, "downloading './not a hub id' failed"),
         (["search", "x", "--mode", "semantic"], 1, "needs entry vectors and this journal was opened without NN; open it with"),
     ],
-    ids=["missing-root", "unknown-id", "path-id", "naive-since", "bad-k", "nn-missing-model", "download-fails", "semantic-without-nn"],
+    ids=["missing-root", "unknown-id", "path-id", "unreadable-since", "until-before-year-1", "bad-k", "nn-missing-model", "download-fails", "semantic-without-nn"],
 )
 def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str], code: int, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each user mistake prints one line on stderr, no traceback, and exits with its code."""
@@ -106,7 +107,7 @@ def test_installed_command_runs_as_a_real_process(root: Path) -> None:
     entry_id = json.loads(appended.stdout)["entry"]["id"]
     bad = subprocess.run([*command, "append"], check=False, input=b"\xff", env=env, capture_output=True)
     assert bad.returncode == 65
-    assert bad.stderr.decode().strip() == "Error: entry: expected UTF-8 text, got an invalid byte at offset 0"
+    assert bad.stderr.decode().strip() == "ghostjournal: error: entry: expected UTF-8 text, got an invalid byte at offset 0"
     listed = subprocess.run([*command, "list"], env=env, check=True, capture_output=True)
     assert [e["id"] for e in json.loads(listed.stdout)] == [entry_id]
 

@@ -94,7 +94,7 @@ def test_a_missing_journal_exits_3_in_both_commands(tmp_path: Path, monkeypatch:
     monkeypatch.setattr("runner.cli.run_demo", refuse)
     runner = CliRunner().invoke(runner_cli, ["demo", "--days", "7"])
     assert (journal.exit_code, runner.exit_code) == (3, 3)
-    assert journal.stderr == f"Error: {JournalNotFoundError(missing)}\n"
+    assert journal.stderr == f"ghostjournal: error: {JournalNotFoundError(missing)}\n"
     assert runner.stderr == f"ghostrunner: error: {JournalNotFoundError(missing)}\n"
 
 

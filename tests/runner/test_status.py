@@ -132,7 +132,7 @@ def test_status_reads_real_run_logs_from_stdin(config_path: Path, tmp_path: Path
         "evening": ("ok", "appended"), "pulse-4h": ("ok", "appended")}
     assert report["input"]["malformed"] == 1 and report["input"]["runs"] == 2 and report["exit_code"] == 0
     tomorrow = (datetime.now(UTC) + timedelta(days=1, hours=1)).isoformat()
-    overdue = ghostrunner("status", "--config", str(config_path), "--now", tomorrow, "--log", str(_write(tmp_path, text)))
+    overdue = ghostrunner("status", "--config", str(config_path), "--now", tomorrow, "--log", str(_write(tmp_path, text)), "--text")
     assert overdue.returncode == EXIT_OVERDUE
     assert "evening   OVERDUE" in overdue.stdout and "pulse-4h  OVERDUE" in overdue.stdout
     assert "status: something is overdue (exit 3)" in overdue.stdout

@@ -1,0 +1,106 @@
+"""Text for a person at a terminal: tables and labelled lines, safe to print whatever the data holds.
+
+Both commands print JSON when their output is piped or ``--json`` is given,
+and what these functions make when stdout is a terminal (as ``gh`` and
+``sqlite-utils`` do). They are pure: they take the very documents the JSON
+path prints and return a string.
+
+Journal text is data written by agents, so everything shown passes through
+:func:`printable`: a control character (an ANSI escape, a carriage return,
+a line break inside a cell), a bidirectional override or a lone surrogate is
+shown as ``\\uXXXX``, so an entry can neither repaint the terminal nor fake
+a row of the table.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from typing import Final
+
+__all__ = ["clip", "labelled", "printable", "table", "text_width"]
+
+#: Characters that reorder or hide text on a terminal (bidirectional embeddings, overrides and isolates).
+_BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_ELLIPSIS: Final = "…"
+
+
+def _is_shown_escaped(char: str) -> bool:
+    category = unicodedata.category(char)
+    # Cc: C0, DEL and C1 controls; Zl/Zp: U+2028/U+2029, which some terminals break lines at; Cs: lone surrogates.
+    return category in {"Cc", "Zl", "Zp", "Cs"} or char in _BIDI
+
+
+def printable(text: str) -> str:
+    """*text* with every character that could act on a terminal written as ``\\uXXXX``; tabs too, so columns stay put."""
+    if text.isprintable():  # the common case: nothing to escape (isprintable is False for every character escaped)
+        return text
+    return "".join(f"\\u{ord(char):04x}" if _is_shown_escaped(char) else char for char in text)
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in {"Mn", "Me", "Cf"}:
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in {"W", "F"} else 1
+
+
+def text_width(text: str) -> int:
+    """How many terminal columns *text* (already :func:`printable`) takes: wide East Asian characters count two."""
+    return len(text) if text.isascii() else sum(_char_width(char) for char in text)
+
+
+def clip(text: str, width: int) -> str:
+    """*text* cut to at most *width* columns, ending in an ellipsis when cut."""
+    if text_width(text) <= width:
+        return text
+    if width <= 0:
+        return ""
+    kept, used = [], 0
+    for char in text:
+        size = _char_width(char)
+        if used + size > width - 1:
+            break
+        kept.append(char)
+        used += size
+    return "".join(kept) + _ELLIPSIS
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - text_width(text))
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int | None = None, flexible: Sequence[int] = ()) -> str:
+    """Columns separated by two spaces under upper-case *headers*; ``None`` shows as ``-``.
+
+    Args:
+        headers: the column titles.
+        rows: the cells, each turned into :func:`printable` text on one line.
+        width: the terminal's width; when the table is wider, the *flexible* columns are clipped to fit,
+            each to no fewer than 12 columns (so a very narrow terminal still wraps), the others never.
+        flexible: the indexes of the columns that give way (a voice, a snippet, a theme), the first one first.
+
+    Returns:
+        The table without a final newline; an empty *rows* gives the header line alone.
+    """
+    cells = [[printable("-" if cell is None else str(cell)) for cell in row] for row in rows]
+    heads = [header.upper() for header in headers]
+    widths = [max([text_width(head), *(text_width(row[i]) for row in cells)]) for i, head in enumerate(heads)]
+    for column in flexible:
+        if width is None:
+            break
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        if excess <= 0:
+            break
+        widths[column] = max(widths[column] - excess, min(widths[column], 12))
+        cells = [[clip(cell, widths[column]) if i == column else cell for i, cell in enumerate(row)] for row in cells]
+    lines = ["  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in [heads, *cells]]
+    return "\n".join(lines)
+
+
+def labelled(pairs: Sequence[tuple[str, object]]) -> str:
+    """``label: value`` lines with the values aligned; ``None`` values are left out, lists are joined by commas."""
+    shown = [(label, ", ".join(map(str, value)) if isinstance(value, list) else str(value)) for label, value in pairs if value is not None]
+    if not shown:
+        return ""
+    size = max(len(label) for label, _ in shown) + 1
+    return "\n".join(f"{(label + ':').ljust(size)} {printable(value)}".rstrip() for label, value in shown)
