@@ -31,7 +31,6 @@ import click
 
 from runner import (
     CONFIG_ENVVAR,
-    DemoReport,
     NoScheduledTimeError,
     Notifier,
     Scheduler,
@@ -282,28 +281,6 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     sys.exit(report.exit_code)
 
 
-def _render_demo(report: DemoReport) -> str:
-    week = report.last_week
-    lines = [
-        f"motoko's journal: {report.journal_root}",
-        (f"simulated {report.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in report.simulation.outcomes.items())})"
-         f" in {report.simulation.seconds:.1f} s; the journal holds {report.entries} entries"),
-        "",
-        f"digest of the last week ({week['count']} entries):",
-        "  themes:  " + ", ".join(f"{t['theme']} ({t['count']})" for t in week["themes"][:5]),
-        "  moods:   " + ", ".join(f"{m['mood']} ({m['count']})" for m in week["moods"][:5]),
-        f"  novelty: mean {week['novelty']['mean']}, trend {week['novelty']['trend']}",
-        (f"  continuity: {week['continuity']['links']} links; longest chain "
-         f"{max((len(c) for c in week['continuity']['longest_chains']), default=0)} entries"),
-        "",
-        f"prompt context for {report.question!r}:",
-        report.context,
-        "",
-        "Explore it: ghostjournal --root " + report.journal_root + " search 'harbour' --agent motoko",
-    ]
-    return "\n".join(lines)
-
-
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
 @click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
@@ -322,7 +299,7 @@ def demo(settings: Settings, agent: str, days: int, start_text: str, config_path
     config.agent(agent)
     start, _ = simulation_window(days, config.timezone, parse_time(start_text, config, "--start").astimezone(config.timezone).date())
     report = run_demo(config, agent, start, days)
-    echo(_render_demo(report))
+    echo(report.render())
     sys.exit(simulation_exit_code([report.simulation]))
 
 
