@@ -21,6 +21,7 @@ import structlog
 from journal import Encoder, Journal, SemanticUnavailableError, load_encoder
 from runner._configmodel import AgentConfig
 from runner.errors import RunnerError
+from runner.provenance import check_journal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -125,7 +126,10 @@ def memory_in_use(journal: Journal) -> str:
 
 
 def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journal:
-    """*agent*'s journal, for writing, with the memory *agent* is configured for.
+    """*agent*'s journal, for writing, with the memory *agent* is configured for, once it is known to take the agent's sort of entries.
+
+    A journal holding real entries is refused to a simulated agent, and the
+    reverse, unless the agent allows mixing (:func:`runner.provenance.check_journal`).
 
     A hybrid open that took *after* seconds or more (loading the model,
     catching the index up, embedding entries that lack a vector: that pass
@@ -134,8 +138,19 @@ def open_journal(agent: AgentConfig, *, after: float = PROGRESS_AFTER) -> Journa
     Raises:
         MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
             agent may fall back (the embedded defaults): then it is lexical, with a ``memory.fallback`` warning.
+        MixedJournalError: the journal holds entries of the other sort, simulated or real.
         JournalError, OSError: the journal cannot be opened.
     """
+    journal = _open_with_memory(agent, after)
+    try:
+        check_journal(journal, agent)
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def _open_with_memory(agent: AgentConfig, after: float) -> Journal:
     if agent.memory == "lexical":
         return Journal(agent.journal_root, writable=True)
     began = time.monotonic()

@@ -15,7 +15,8 @@ from typing import Any, Final
 from routines import digest_window
 from runner._memory import open_journal
 from runner.config import EMBEDDED_SOURCE, RunnerConfig
-from runner.simulate import SimulationSummary, simulate_agent
+from runner.provenance import check_journals
+from runner.simulate import Progress, SimulationSummary, check_backends, simulate_agent
 
 __all__ = ["DEMO_QUESTION", "DemoReport", "run_demo"]
 
@@ -74,10 +75,18 @@ def _search_word(themes: list[dict[str, Any]]) -> str:
     return words[0] if words else "harbour"
 
 
-def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, question: str = DEMO_QUESTION) -> DemoReport:
-    """Simulate *days* of *agent* from *start*, then read back its last week and a prompt context."""
+def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, question: str = DEMO_QUESTION, real_backends: bool = False,
+             on_progress: Progress | None = None) -> DemoReport:
+    """Simulate *days* of *agent* from *start*, then read back its last week and a prompt context.
+
+    Raises:
+        RealBackendsRefusedError: the agent is on a real backend and *real_backends* is false; nothing was run.
+        MixedJournalError: the agent's journal holds the other sort of entries; nothing was written.
+    """
     end = start + timedelta(days=days)
-    summary = simulate_agent(config, agent, start, end)
+    check_backends(config, [agent], start, end, real_backends=real_backends, command="demo")
+    check_journals(config, [agent])
+    summary = simulate_agent(config, agent, start, end, on_progress=on_progress)
     settings = config.agent(agent)
     with open_journal(settings) as journal:  # with the agent's memory: the context its next run would see
         last_week = digest_window(journal, agent=agent, since=end - timedelta(days=7), until=end).to_dict()

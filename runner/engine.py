@@ -9,8 +9,9 @@ scheduler's workers and the simulation. Its steps:
    a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
    agent-scoped ``Journal.context`` of its window and asks the backend;
-4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
-   appended; an append racing another run of the same slot returns ``duplicate``.
+4. the entry (ts = scheduled time, ``meta.source_routine``; ``meta.simulated: true``
+   for an agent on the simulated backend) is validated and appended; an append
+   racing another run of the same slot returns ``duplicate``.
 
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
@@ -42,6 +43,7 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
+from runner.provenance import is_simulated
 from runner.run_contract import Outcome, RunIdentity, RunResult
 from runner.slots import cron_trigger, latest_fire_time
 
@@ -228,9 +230,13 @@ def execute_run(
                         raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
                     fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline)
                 if fields is None:
-                    outcome, error = Outcome.SKIPPED, "nothing to digest in the window"
+                    outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
                     meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                    # The marker is the engine's, never a reply's: only a simulated agent's entries (its digests too) carry it.
+                    meta.pop("simulated", None)
+                    if is_simulated(agent):
+                        meta["simulated"] = True
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)

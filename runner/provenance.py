@@ -1,0 +1,127 @@
+"""Simulation that cannot touch real work by accident.
+
+Two guards:
+
+* **Real backends cost real calls.** ``simulate`` and ``demo`` run every slot
+  of a virtual life; an agent on the ``openai`` or ``command`` backend would
+  ask its model once per slot (digests ask none). They refuse such agents
+  (:class:`RealBackendsRefusedError`, exit 2) unless told ``real_backends``,
+  and ``runner.simulate.backend_calls`` says how many calls it would be.
+* **A journal is simulated or real, not both.** An agent on the simulated
+  backend writes entries marked ``meta.simulated: true``; every other agent
+  writes unmarked ones. A journal that holds entries of the other sort (any
+  agent's: the check is journal-wide, since ``ghostjournal`` reads without
+  ``--agent`` see them all) is refused for writing (:class:`MixedJournalError`,
+  exit 4) unless the agent allows it (``agents.NAME.mix_simulated = true``,
+  or ``--mix-simulated``). The index answers in one lookup
+  (``Journal.has_entries``), so every run checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from journal import Journal
+from runner._configmodel import AgentConfig, RunnerConfig
+from runner.errors import RunnerError
+
+__all__ = [
+    "MixedJournalError",
+    "RealBackendsRefusedError",
+    "allow_mixing",
+    "check_journal",
+    "check_journals",
+    "describe_calls",
+    "is_simulated",
+]
+
+
+def is_simulated(agent: AgentConfig) -> bool:
+    """Whether *agent*'s entries are simulated (its backend is ``simulated``), and so marked ``meta.simulated: true``."""
+    return agent.backend.type == "simulated"
+
+
+def describe_calls(calls: Mapping[str, int], config: RunnerConfig) -> str:
+    """``56 (batou: 28 on openai llama3.2, togusa: 28 on command)``: the calls of *calls*, per agent."""
+    def backend(name: str) -> str:
+        settings = config.agent(name).backend
+        return f"{settings.type} {settings.model}" if settings.type == "openai" else settings.type
+
+    return f"{sum(calls.values())} (" + ", ".join(f"{name}: {count} on {backend(name)}" for name, count in calls.items()) + ")"
+
+
+class RealBackendsRefusedError(RunnerError):
+    """A simulation would call real backends, and was not told it may.
+
+    Attributes:
+        command: ``simulate`` or ``demo``.
+        calls: the most backend calls each agent on a real backend would make.
+        described: the calls, per agent and backend, as the message shows them.
+    """
+
+    exit_code = 2  # usage: the command needs --real-backends for these agents
+
+    def __init__(self, command: str, calls: Mapping[str, int], described: str) -> None:
+        self.command = command
+        self.calls = dict(calls)
+        self.described = described
+        super().__init__(
+            f"{command} would make up to {described} backend calls, one per slot; pass --real-backends to make them, "
+            'or simulate agents on backend = "simulated"')
+
+
+class MixedJournalError(RunnerError):
+    """An agent would write simulated entries into a journal holding real ones, or the reverse.
+
+    Attributes:
+        agent: the agent.
+        journal_root: its journal.
+        is_simulated: whether the agent's entries are simulated.
+    """
+
+    exit_code = 4  # conflict, as ghostjournal's: the journal's contents refuse the write
+
+    def __init__(self, agent: str, journal_root: Path, is_simulated: bool) -> None:
+        self.agent = agent
+        self.journal_root = journal_root
+        self.is_simulated = is_simulated
+        if is_simulated:
+            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries '
+                    "(not marked meta.simulated); simulated entries would mix with them")
+        else:
+            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries "
+                    "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
+        super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
+                         "(--mix-simulated for run, simulate and demo) to write there anyway")
+
+
+def check_journal(journal: Journal, agent: AgentConfig) -> None:
+    """Refuse *agent* writing into *journal* when that would mix simulated and real entries (see the module).
+
+    Raises:
+        MixedJournalError: the journal holds entries of the other sort and the agent does not allow mixing.
+    """
+    if agent.mix_simulated:
+        return
+    simulated = is_simulated(agent)
+    if journal.has_entries(simulated=not simulated):
+        raise MixedJournalError(agent.name, agent.journal_root, simulated)
+
+
+def check_journals(config: RunnerConfig, agents: Iterable[str]) -> None:
+    """:func:`check_journal` for each of *agents* whose journal exists, before anything is written to any of them.
+
+    A journal that does not exist yet is created by the first write, empty, so it mixes nothing.
+    """
+    for name in agents:
+        agent = config.agent(name)
+        if (agent.journal_root / "manifest.json").exists():
+            with Journal(agent.journal_root, create=False) as journal:
+                check_journal(journal, agent)
+
+
+def allow_mixing(config: RunnerConfig) -> RunnerConfig:
+    """A copy of *config* whose agents all may write into a journal of the other sort (``--mix-simulated``)."""
+    return replace(config, agents={name: replace(agent, mix_simulated=True) for name, agent in config.agents.items()})
