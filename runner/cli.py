@@ -64,6 +64,7 @@ from runner._cli_support import (
     simulation_exit_code,
 )
 from runner._progress import TerminalProgress
+from runner.demo import DEMO_DAYS, DEMO_START
 from runner.errors import quoted
 from runner.provenance import allow_mixing, describe_calls
 from runner.simulate import check_backends
@@ -310,8 +311,8 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
-@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
-@click.option("--start", "start_text", default="2026-08-03", show_default=True, help="First day (YYYY-MM-DD).")
+@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=DEMO_DAYS, show_default=True, help="How many days of virtual time.")
+@click.option("--start", "start_text", default=DEMO_START.isoformat(), show_default=True, help="First day (YYYY-MM-DD).")
 @_simulation_options
 @config_option
 @click.pass_obj

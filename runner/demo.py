@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Final
 
 from routines import digest_window
@@ -18,9 +18,12 @@ from runner.config import EMBEDDED_SOURCE, RunnerConfig
 from runner.provenance import check_journals
 from runner.simulate import Progress, SimulationSummary, check_backends, simulate_agent
 
-__all__ = ["DEMO_QUESTION", "DemoReport", "run_demo"]
+__all__ = ["DEMO_DAYS", "DEMO_QUESTION", "DEMO_START", "DemoReport", "run_demo"]
 
 DEMO_QUESTION: Final = "what keeps returning?"
+#: The demo's first day and length, unless told others (``examples/motoko_sim.py`` uses them too, to be its twin).
+DEMO_START: Final = date(2026, 8, 3)
+DEMO_DAYS: Final = 28
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from journal import Journal
-from tests._support import state_journal
+from tests._support import REPO, state_journal
 
 
 def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -32,3 +32,21 @@ def test_demo_lives_two_weeks_then_reads_them_back(tmp_path: Path) -> None:
     assert "(100 duplicate)" in again.stdout
     with Journal(state_journal("motoko"), create=False) as journal:
         assert len(journal.list()) == 100
+
+
+def test_motoko_sim_is_the_demos_twin(tmp_path: Path) -> None:
+    """examples/motoko_sim.py lives the demo's very days into the demo's journal: after the demo it appends nothing, and prints what the demo prints."""
+    demo = subprocess.run([sys.executable, "-m", "runner", "demo"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    with Journal(state_journal("motoko"), create=False) as journal:
+        before = sorted(entry.id for entry in journal.list())
+    twin = subprocess.run([sys.executable, str(REPO / "examples" / "motoko_sim.py")], check=False, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert twin.returncode == 0, twin.stderr
+    with Journal(state_journal("motoko"), create=False) as journal:
+        assert sorted(entry.id for entry in journal.list()) == before
+    runs = len(before)  # every run of the 28 days appended one entry, except digests of nothing (there are none)
+    assert f"({runs} appended)" in demo.stdout and f"({runs} duplicate)" in twin.stdout
+    def without_timing(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("simulated ")]
+    assert without_timing(twin.stdout) == without_timing(demo.stdout) and list(tmp_path.iterdir()) == []
