@@ -7,13 +7,16 @@ Two guards:
   ask its model once per slot (digests ask none). They refuse such agents
   (:class:`RealBackendsRefusedError`, exit 2) unless told ``real_backends``,
   and ``runner.simulate.backend_calls`` says how many calls it would be.
-* **A journal is simulated or real, not both.** An agent on the simulated
-  backend writes entries marked ``meta.simulated: true``; every other agent
-  writes unmarked ones. A journal that holds entries of the other sort (any
-  agent's: the check is journal-wide, since ``ghostjournal`` reads without
-  ``--agent`` see them all) is refused for writing (:class:`MixedJournalError`,
-  exit 4) unless the agent allows it (``agents.NAME.mix_simulated = true``,
-  or ``--mix-simulated``). The index answers in one lookup
+* **An agent's past is simulated or real, not both.** An agent on the
+  simulated backend writes entries marked ``meta.simulated: true``; every
+  other agent writes unmarked ones. When the journal already holds entries
+  *of that agent* of the other sort, the agent may not write there
+  (:class:`MixedJournalError`, exit 4) unless it allows it
+  (``agents.NAME.mix_simulated = true``, or ``--mix-simulated``). The check
+  is per agent because every read a run makes is: a simulated agent beside
+  real ones in a shared journal never enters their prompt contexts, while a
+  real agent given the journal a demo filled under its name would recall the
+  simulation as its own past. The index answers in one lookup
   (``Journal.has_entries``), so every run checks.
 """
 
@@ -88,25 +91,25 @@ class MixedJournalError(RunnerError):
         self.journal_root = journal_root
         self.is_simulated = is_simulated
         if is_simulated:
-            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries '
-                    "(not marked meta.simulated); simulated entries would mix with them")
+            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries of '
+                    f"{agent!r} (not marked meta.simulated); simulated entries would mix with them")
         else:
-            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries "
+            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries of {agent!r} "
                     "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
         super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
                          "(--mix-simulated for run, simulate and demo) to write there anyway")
 
 
 def check_journal(journal: Journal, agent: AgentConfig) -> None:
-    """Refuse *agent* writing into *journal* when that would mix simulated and real entries (see the module).
+    """Refuse *agent* writing into *journal* when that would mix its simulated and real entries (see the module).
 
     Raises:
-        MixedJournalError: the journal holds entries of the other sort and the agent does not allow mixing.
+        MixedJournalError: the journal holds entries of the agent of the other sort, and the agent does not allow mixing.
     """
     if agent.mix_simulated:
         return
     simulated = is_simulated(agent)
-    if journal.has_entries(simulated=not simulated):
+    if journal.has_entries(simulated=not simulated, agent=agent.name):
         raise MixedJournalError(agent.name, agent.journal_root, simulated)
 
 

@@ -108,17 +108,26 @@ def _shared(tmp_path: Path, *agents: str) -> Path:
     return write_config(tmp_path, "".join(agents))
 
 
-def test_a_real_run_into_a_journal_of_simulated_entries_fails_unless_mixing_is_asked_for(tmp_path: Path) -> None:
-    """A real agent's run is a failed run (exit 1, nothing appended, no backend call) where simulated entries are; --mix-simulated writes."""
+def test_agents_of_both_sorts_may_share_a_journal(tmp_path: Path) -> None:
+    """The check is per agent: a simulated and a real agent write side by side in one journal, each recalling only its own past."""
     path = _shared(tmp_path, SIMULATED, _real_agent(tmp_path))
-    assert ghostrunner("simulate", "--agent", "motoko", "--days", "2", "--start", "2026-08-03", "--config", str(path), cwd=tmp_path).returncode == 0
+    assert ghostrunner("simulate", "--agent", "motoko", "--days", "1", "--start", "2026-08-03", "--config", str(path), cwd=tmp_path).returncode == 0
+    done = ghostrunner("run", "evening", "--agent", "batou", "--at", "2026-08-03T21:00", "--config", str(path), cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["outcome"] == "appended", done.stderr
+
+
+def test_a_real_run_into_a_journal_of_simulated_entries_fails_unless_mixing_is_asked_for(tmp_path: Path) -> None:
+    """A real agent whose journal holds its simulated past (a demo under its name) fails its run: exit 1, nothing appended, no call."""
+    simulated = _shared(tmp_path / "sim", SIMULATED + f"journal_root = {str(tmp_path / 'journal')!r}\n")  # motoko's demo, in that journal
+    path = _shared(tmp_path, _real_agent(tmp_path, name="motoko"))
+    assert ghostrunner("simulate", "--days", "2", "--start", "2026-08-03", "--config", str(simulated), cwd=tmp_path).returncode == 0
     before = entry_files(tmp_path / "journal")
-    args = ("run", "evening", "--agent", "batou", "--at", "2026-08-05T21:00", "--config", str(path))
+    args = ("run", "evening", "--agent", "motoko", "--at", "2026-08-05T21:00", "--config", str(path))
     refused = ghostrunner(*args, cwd=tmp_path)
     assert refused.returncode == 1, refused.stderr
     result = json.loads(refused.stdout)
     assert result["outcome"] == "failed" and result["entry_id"] is None
-    assert result["error"] == str(MixedJournalError("batou", tmp_path / "journal", is_simulated=False))
+    assert result["error"] == str(MixedJournalError("motoko", tmp_path / "journal", is_simulated=False))
     assert "holds simulated entries" in result["error"] and "mix_simulated = true" in result["error"]
     assert entry_files(tmp_path / "journal") == before and _calls(tmp_path) == []
     mixed = ghostrunner(*args, "--mix-simulated", cwd=tmp_path)
@@ -127,10 +136,10 @@ def test_a_real_run_into_a_journal_of_simulated_entries_fails_unless_mixing_is_a
 
 @pytest.mark.parametrize("command", ["simulate", "demo"])
 def test_a_simulation_into_a_journal_holding_real_entries_is_refused_before_it_writes(tmp_path: Path, command: str) -> None:
-    """A hand-written note makes a journal real: simulate and demo exit 4 with one line and leave it as it was."""
+    """A note written by hand for motoko makes its past real: simulate and demo exit 4 with one line and leave the journal as it was."""
     path = _shared(tmp_path, SIMULATED)
     with Journal(tmp_path / "journal") as journal:
-        journal.append({"kind": "note", "agent": "someone", "theme": "rent", "voice": "Paid the rent."})
+        journal.append({"kind": "note", "agent": "motoko", "theme": "rent", "voice": "Paid the rent."})
     before = entry_files(tmp_path / "journal")
     args = [command, "--agent", "motoko", "--days", "7", "--start", "2026-08-03", "--config", str(path)]
     refused = ghostrunner(*args, cwd=tmp_path)
@@ -144,7 +153,7 @@ def test_the_configuration_can_allow_mixing_for_one_agent(tmp_path: Path) -> Non
     """agents.NAME.mix_simulated = true lets that agent (under serve, too) write beside the other sort; a non-boolean is a config error."""
     path = _shared(tmp_path, SIMULATED + "mix_simulated = true\n")
     with Journal(tmp_path / "journal") as journal:
-        journal.append({"kind": "note", "agent": "someone", "theme": "rent", "voice": "Paid the rent."})
+        journal.append({"kind": "note", "agent": "motoko", "theme": "rent", "voice": "Paid the rent."})
     done = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-08-03T21:00", "--config", str(path), cwd=tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout)["outcome"] == "appended", done.stderr
     bad = _shared(tmp_path / "bad", SIMULATED + 'mix_simulated = "yes"\n')
