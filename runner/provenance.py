@@ -5,13 +5,13 @@ Two guards:
 * **Real backends cost real calls.** ``simulate`` and ``demo`` run every slot
   of a virtual life; an agent on the ``openai`` or ``command`` backend would
   ask its model once per slot (digests ask none). They refuse such agents
-  (:class:`RealBackendsRefusedError`, exit 2) unless told ``real_backends``,
+  (``RealBackendsRefusedError``, exit 2) unless told ``real_backends``,
   and ``runner.simulate.backend_calls`` says how many calls it would be.
 * **An agent's past is simulated or real, not both.** An agent on the
   simulated backend writes entries marked ``meta.simulated: true``; every
   other agent writes unmarked ones. When the journal already holds entries
   *of that agent* of the other sort, the agent may not write there
-  (:class:`MixedJournalError`, exit 4) unless it allows it
+  (``MixedJournalError``, exit 4) unless it allows it
   (``agents.NAME.mix_simulated = true``, or ``--mix-simulated``). The check
   is per agent because every read a run makes is: a simulated agent beside
   real ones in a shared journal never enters their prompt contexts, while a
@@ -24,15 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 
 from journal import Journal
 from runner._configmodel import AgentConfig, RunnerConfig
-from runner.errors import RunnerError
+from runner.errors import MixedJournalError
 
 __all__ = [
-    "MixedJournalError",
-    "RealBackendsRefusedError",
     "allow_mixing",
     "check_journal",
     "check_journals",
@@ -53,51 +50,6 @@ def describe_calls(calls: Mapping[str, int], config: RunnerConfig) -> str:
         return f"{settings.type} {settings.model}" if settings.type == "openai" else settings.type
 
     return f"{sum(calls.values())} (" + ", ".join(f"{name}: {count} on {backend(name)}" for name, count in calls.items()) + ")"
-
-
-class RealBackendsRefusedError(RunnerError):
-    """A simulation would call real backends, and was not told it may.
-
-    Attributes:
-        command: ``simulate`` or ``demo``.
-        calls: the most backend calls each agent on a real backend would make.
-        described: the calls, per agent and backend, as the message shows them.
-    """
-
-    exit_code = 2  # usage: the command needs --real-backends for these agents
-
-    def __init__(self, command: str, calls: Mapping[str, int], described: str) -> None:
-        self.command = command
-        self.calls = dict(calls)
-        self.described = described
-        super().__init__(
-            f"{command} would make up to {described} backend calls, one per slot; pass --real-backends to make them, "
-            'or simulate agents on backend = "simulated"')
-
-
-class MixedJournalError(RunnerError):
-    """An agent would write simulated entries into a journal holding real ones, or the reverse.
-
-    Attributes:
-        agent: the agent.
-        journal_root: its journal.
-        is_simulated: whether the agent's entries are simulated.
-    """
-
-    exit_code = 4  # conflict, as ghostjournal's: the journal's contents refuse the write
-
-    def __init__(self, agent: str, journal_root: Path, is_simulated: bool) -> None:
-        self.agent = agent
-        self.journal_root = journal_root
-        self.is_simulated = is_simulated
-        if is_simulated:
-            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries of '
-                    f"{agent!r} (not marked meta.simulated); simulated entries would mix with them")
-        else:
-            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries of {agent!r} "
-                    "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
-        super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
-                         "(--mix-simulated for run, simulate and demo) to write there anyway")
 
 
 def check_journal(journal: Journal, agent: AgentConfig) -> None:

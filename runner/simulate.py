@@ -33,8 +33,8 @@ from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import RunnerConfig
 from runner.engine import RunResult, execute_run
-from runner.errors import RunnerError
-from runner.provenance import RealBackendsRefusedError, check_journals, describe_calls, is_simulated
+from runner.errors import RealBackendsRefusedError, RunnerError
+from runner.provenance import check_journals, describe_calls, is_simulated
 from runner.slots import cron_trigger, fire_times
 
 __all__ = ["Progress", "SimulationSummary", "backend_calls", "check_backends", "schedule_for", "simulate", "simulate_agent", "simulation_window"]

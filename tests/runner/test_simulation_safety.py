@@ -11,7 +11,7 @@ import pytest
 
 from journal import Journal
 from runner.config import load_config
-from runner.provenance import MixedJournalError, RealBackendsRefusedError
+from runner.errors import MixedJournalError, RealBackendsRefusedError
 from tests._support import entry_files, ghostrunner, script, write_config
 
 #: A command backend that appends a line to calls.log for each request.
