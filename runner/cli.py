@@ -176,8 +176,6 @@ def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, sta
         first = first.date() if is_date_only(start_text) else first
     start, end = simulation_window(days, config.timezone, first)
     names = list(agents) or sorted(config.agents)
-    for name in names:
-        config.agent(name)
     _announce_backend_calls(check_backends(config, names, start, end, real_backends=real_backends), config, "simulate")
     progress = TerminalProgress(sys.stderr)
     try:
