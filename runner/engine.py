@@ -9,9 +9,8 @@ scheduler's workers and the simulation. Its steps:
    a digest routine computes ``Journal.digest`` of its window, digest
    entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
    agent-scoped ``Journal.context`` of its window and asks the backend;
-4. the entry (ts = scheduled time, ``meta.source_routine``; ``meta.simulated: true``
-   for an agent on the simulated backend) is validated and appended; an append
-   racing another run of the same slot returns ``duplicate``.
+4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
+   appended; an append racing another run of the same slot returns ``duplicate``.
 
 Any failure is outcome ``failed`` with the error; nothing is appended then.
 Exactly one ``run.finished`` event is logged per run.
@@ -43,7 +42,6 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, NoScheduledTimeError, RunInterrupted, RunnerError
-from runner.provenance import is_simulated
 from runner.run_contract import Outcome, RunIdentity, RunResult
 from runner.slots import cron_trigger, latest_fire_time
 
@@ -233,9 +231,10 @@ def execute_run(
                     outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
                     meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
-                    # The marker is the engine's, never a reply's: only a simulated agent's entries (its digests too) carry it.
+                    # meta.simulated is the engine's mark, never a reply's: a simulated agent's entries, its digests too,
+                    # carry it (runner.provenance keeps the two sorts apart).
                     meta.pop("simulated", None)
-                    if is_simulated(agent):
+                    if agent.backend.type == "simulated":
                         meta["simulated"] = True
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
