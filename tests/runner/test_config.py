@@ -38,14 +38,6 @@ def test_example_config_loads_with_a_fourth_routine() -> None:
     assert "morning" in config.agent("motoko").routines
 
 
-def test_the_example_configuration_writes_nothing_into_the_repository() -> None:
-    """examples/ghostrunner.toml keeps its journals and lock file outside the checkout (they were ./ghostjournal-data beside it, untracked)."""
-    config = load_config(REPO / "examples" / "ghostrunner.toml")
-    for path in [config.lock_file, *(agent.journal_root for agent in config.agents.values())]:
-        assert not path.resolve().is_relative_to(REPO), path
-    assert config.agent("motoko").journal_root == Path.home() / ".local" / "state" / "ghostjournal" / "example-motoko"
-
-
 def test_env_var_names_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """GHOSTRUNNER_CONFIG is used when no path is given."""
     path = write_config(tmp_path, SIMPLE_AGENT)

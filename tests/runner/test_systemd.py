@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import subprocess
 from datetime import UTC, date, datetime, timedelta
@@ -213,23 +212,3 @@ def test_checked_in_units_match_a_fresh_render(tmp_path: Path) -> None:
     checked_in = {path.name: path.read_text() for path in (REPO / "systemd").iterdir() if path.suffix in (".service", ".timer", ".target")}
     assert checked_in == rendering.files
     assert rendering.warnings == ()
-
-
-def test_the_regenerate_command_in_the_example_deployments_header_works_from_the_repository(tmp_path: Path) -> None:
-    """The render command systemd/ghostrunner.toml's header gives, run from the repository's top, finds the persona and rewrites the units unchanged."""
-    header = []
-    for line in (REPO / "systemd" / "ghostrunner.toml").read_text().splitlines():
-        if not line.startswith("#"):
-            break
-        header.append(line.lstrip("#").strip())
-    text = " ".join(header)
-    command = shlex.split(text[text.index("ghostrunner systemd render"):].split(" After ")[0].replace("\\", " "))
-    out = command.index("--out") + 1
-    assert command[out] == "systemd/"
-    units = tmp_path / "systemd"
-    shutil.copytree(REPO / "systemd", units, symlinks=True)
-    command[out] = str(units)  # the repository's own files stay as they are
-    result = ghostrunner(*command[1:], cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    assert {p.name: p.read_text() for p in units.iterdir() if p.suffix in (".service", ".timer", ".target")} == {
-        p.name: p.read_text() for p in (REPO / "systemd").iterdir() if p.suffix in (".service", ".timer", ".target")}
