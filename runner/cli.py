@@ -186,8 +186,8 @@ def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, sta
     for summary in summaries:
         totals.update(summary.outcomes)
     echo_json({
-        "start": start.isoformat(), "end": end.isoformat(), "timezone": config.timezone.key, "runs": sum(totals.values()),
-        "outcomes": dict(sorted(totals.items())), "agents": [summary.to_dict() for summary in summaries],
+        "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
+        "agents": [summary.to_dict() for summary in summaries],
     })
     sys.exit(simulation_exit_code(summaries))
 
