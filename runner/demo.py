@@ -15,7 +15,6 @@ from typing import Any, Final
 from routines import digest_window
 from runner._memory import open_journal
 from runner.config import EMBEDDED_SOURCE, RunnerConfig
-from runner.provenance import check_journals
 from runner.simulate import Progress, SimulationSummary, check_backends, simulate_agent
 
 __all__ = ["DEMO_DAYS", "DEMO_QUESTION", "DEMO_START", "DemoReport", "run_demo"]
@@ -84,11 +83,10 @@ def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, qu
 
     Raises:
         RealBackendsRefusedError: the agent is on a real backend and *real_backends* is false; nothing was run.
-        MixedJournalError: the agent's journal holds the other sort of entries; nothing was written.
+        MixedJournalError: the agent's journal holds its past of the other sort; nothing was written (the check comes as it opens).
     """
     end = start + timedelta(days=days)
     check_backends(config, [agent], start, end, real_backends=real_backends, command="demo")
-    check_journals(config, [agent])
     summary = simulate_agent(config, agent, start, end, on_progress=on_progress)
     settings = config.agent(agent)
     with open_journal(settings) as journal:  # with the agent's memory: the context its next run would see

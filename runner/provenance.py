@@ -68,12 +68,13 @@ def check_journal(journal: Journal, agent: AgentConfig) -> None:
 def check_journals(config: RunnerConfig, agents: Iterable[str]) -> None:
     """:func:`check_journal` for each of *agents* whose journal exists, before anything is written to any of them.
 
-    A journal that does not exist yet is created by the first write, empty, so it mixes nothing.
+    A journal that does not exist yet is created by the first write, empty, so it mixes nothing. Each is
+    opened as the simulation will open it, for writing: one it could not write fails here, as it would there.
     """
     for name in agents:
         agent = config.agent(name)
         if (agent.journal_root / "manifest.json").exists():
-            with Journal(agent.journal_root, create=False) as journal:
+            with Journal(agent.journal_root, create=False, writable=True) as journal:
                 check_journal(journal, agent)
 
 

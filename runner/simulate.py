@@ -186,7 +186,10 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
     for name in agents:
         config.agent(name)
     check_backends(config, agents, start, end, real_backends=real_backends)
-    check_journals(config, agents)
+    if len(set(agents)) > 1:
+        # One agent's journal is checked as it opens, before its first write; with several, every
+        # journal is checked first, so that a refused one leaves the others unwritten too.
+        check_journals(config, agents)
     count = min(len(agents), workers or config.workers or os.cpu_count() or 1)
     if count <= 1:
         return [simulate_agent(config, name, start, end, on_progress=on_progress) for name in agents]

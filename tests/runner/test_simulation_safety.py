@@ -212,3 +212,16 @@ def test_an_empty_week_prints_no_none(tmp_path: Path) -> None:
     assert "  novelty: none recorded" in done.stdout and "  themes:  none" in done.stdout
     assert "(1 skipped)" in done.stdout
 
+
+
+def test_with_several_agents_a_refused_journal_leaves_every_journal_unwritten(tmp_path: Path) -> None:
+    """simulate of two agents, one of whose journals holds its real past, exits 4 before the other agent's journal is even made."""
+    path = write_config(tmp_path, SIMULATED + SIMULATED.replace("motoko]", "batou]"), runner='journal_root = "./journals/{agent}"\n')
+    text = path.read_text().replace('journal_root = "./journal"\n', "", 1)
+    path.write_text(text)
+    with Journal(tmp_path / "journals" / "motoko") as journal:
+        journal.append({"kind": "note", "agent": "motoko", "theme": "rent", "voice": "Paid the rent."})
+    before = entry_files(tmp_path / "journals" / "motoko")
+    refused = ghostrunner("simulate", "--days", "2", "--start", "2026-08-03", "--workers", "2", "--config", str(path), cwd=tmp_path)
+    assert refused.returncode == 4 and "agent 'motoko' is simulated" in refused.stderr, refused.stderr
+    assert not (tmp_path / "journals" / "batou").exists() and entry_files(tmp_path / "journals" / "motoko") == before
