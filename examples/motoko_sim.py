@@ -1,26 +1,23 @@
-"""Simulate four weeks of motoko's life from Python, then print the digest and a prompt context.
+"""The demo from Python: motoko lives the demo's four weeks, then the digest of the last one and a prompt context are printed.
+
+It is `ghostrunner demo`'s twin: the same embedded defaults, the same first day
+(2026-08-03) and length, the same journal (motoko in the user's state
+directory), the same calls. Run either first: the other appends nothing.
+Give a directory to keep the journal there instead.
 
 Run:  python examples/motoko_sim.py [JOURNAL_DIR]
 """
 
-import json
 import sys
-from datetime import datetime, timedelta
 
-from journal import Journal
 from runner.config import load_config
+from runner.demo import DEMO_DAYS, DEMO_START, run_demo
 from runner.logs import configure_logging
-from runner.simulate import simulate
+from runner.simulate import simulation_window
 
 configure_logging(level="warning")  # run events at info would fill the terminal
-root = sys.argv[1] if len(sys.argv) > 1 else "./ghostjournal-data"
-config = load_config().with_journal_root(root)  # embedded defaults: motoko on the offline simulated backend
-
-start = datetime(2026, 8, 1, tzinfo=config.timezone)
-summary = simulate(config, ["motoko"], start, start + timedelta(days=28))[0]
-print(json.dumps(summary.to_dict()))
-
-with Journal(root) as journal:
-    digest = journal.digest(agent="motoko", since=start, until=start + timedelta(days=28))
-    print(json.dumps({"themes": digest.themes[:5], "continuity": {"links": digest.continuity["links"]}}, indent=2))
-    print(journal.prompt_context("what keeps returning?", k=4, agent="motoko"))
+config = load_config()  # embedded defaults: motoko on the offline simulated backend, in this system's local zone
+if len(sys.argv) > 1:
+    config = config.with_journal_root(sys.argv[1])
+start, _ = simulation_window(DEMO_DAYS, config.timezone, DEMO_START)  # the demo's defaults for --days and --start
+print(run_demo(config, "motoko", start, DEMO_DAYS).render())

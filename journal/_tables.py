@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 5
+INDEX_SCHEMA_VERSION: Final = 6
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -36,9 +36,11 @@ CREATE TABLE entries (
     focus TEXT,
     novelty REAL,
     tags TEXT NOT NULL,
-    client_key TEXT UNIQUE
+    client_key TEXT UNIQUE,
+    simulated INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
+CREATE INDEX entries_simulated ON entries (simulated, agent);
 CREATE INDEX entries_ts ON entries (ts_utc);
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);

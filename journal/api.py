@@ -217,6 +217,16 @@ class Journal:
         return self._reader.find_by_client_key(client_key, agent)
 
     @recovering
+    def has_entries(self, *, simulated: bool, agent: str | None = None) -> bool:
+        """Whether the journal (with *agent*: that agent's entries) holds an entry marked ``meta.simulated: true``.
+
+        With ``simulated=False``: whether it holds one that is not so marked (a
+        real agent's, or one appended by hand). One lookup in the index, however
+        large the journal.
+        """
+        return self._keeper.index.has_entries(simulated=simulated, agent=agent)
+
+    @recovering
     def list(
         self, kind: str | None = None, *, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, limit: int | None = None, as_of: datetime | str | None = None, current_only: bool = False,

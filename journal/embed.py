@@ -156,6 +156,11 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     looked_in: list[str] = []
     candidate = Path(name).expanduser()
     if candidate.is_dir():
+        # Checked before sentence-transformers is imported (over ten seconds with torch): a
+        # directory without either file holds no model it could load.
+        if not any((candidate / marker).is_file() for marker in ("config.json", "modules.json")):
+            raise ModelNotFoundError(name, [f"directory {str(candidate)!r}, which holds no config.json or modules.json"],
+                                     "pass a directory that holds a sentence-transformers model")
         return candidate
     if isinstance(model, os.PathLike) or _looks_like_path(name):
         raise ModelNotFoundError(name, [f"directory {str(candidate)!r}"], "pass a directory that holds a sentence-transformers model")

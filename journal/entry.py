@@ -119,6 +119,11 @@ class Entry:
         return datetime.fromisoformat(self.ts)
 
     @property
+    def is_simulated(self) -> bool:
+        """True when ``meta.simulated`` is ``true``: a simulation (not a real agent) wrote the entry."""
+        return self.meta.get("simulated") is True
+
+    @property
     def continuity_refs(self) -> tuple[str, ...]:
         """Ids of earlier entries this one explicitly continues."""
         return tuple((self.signals or {}).get("continuity_refs", ()))

@@ -80,11 +80,12 @@ class Index(Database):
         """Add one entry's rows (metadata, text, links) inside an open transaction."""
         signals = entry.signals or {}
         cursor = conn.execute(
-            "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.theme,
                 entry.mood, signals.get("focus"), signals.get("novelty"), json.dumps(list(entry.tags)), entry.client_key,
+                int(entry.is_simulated),
             ),
         )
         text = (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or "")
@@ -291,6 +292,12 @@ class Index(Database):
     def count(self) -> int:
         with corruption_guard():
             return int(self.conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def has_entries(self, *, simulated: bool, agent: str | None = None) -> bool:
+        """Whether any row (of *agent*, if given) is marked simulated (or, with ``simulated=False``, is not); one index lookup."""
+        sql = "SELECT 1 FROM entries WHERE simulated = ?" + (" AND agent = ?" if agent is not None else "") + " LIMIT 1"
+        with corruption_guard():
+            return self.conn.execute(sql, (int(simulated), *((agent,) if agent is not None else ()))).fetchone() is not None
 
     def rows(
         self, window: Window = WHOLE_JOURNAL, *, limit: int | None = None, ids: Sequence[str] | None = None, oldest_first: bool = False,

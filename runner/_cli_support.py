@@ -88,7 +88,7 @@ class Settings:
             return load_config(path, text=text)
         if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
             # click reads an empty variable as unset: a script whose variable came out empty
-            # would silently run the embedded defaults' agent into ./ghostjournal-data.
+            # would silently run the embedded defaults' agent into its journal.
             raise click.UsageError(f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults")
         return load_config(path)
 

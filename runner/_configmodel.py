@@ -66,6 +66,8 @@ class AgentConfig:
     journal_root: Path
     memory: str = "lexical"
     memory_fallback: bool = False
+    #: May write into a journal holding entries of the other sort, simulated or real (see runner.provenance).
+    mix_simulated: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from runner.slots import cron_trigger
 __all__ = ["DURATION_EXPECTED", "MAX_DURATION", "FieldReader", "parse_duration"]
 
 BACKEND_TYPES: Final = ("simulated", "openai", "command")
-_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory")
+_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory", "mix_simulated")
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature", "attempts", "retry_delay"),
@@ -283,4 +283,8 @@ class FieldReader:
         root = self.path(template.replace("{agent}", name), f"{key}.journal_root", state=True)
         if "memory" in data:
             memory = self.memory(data["memory"], f"{key}.memory")
-        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root, memory=memory)
+        mix_simulated = data.get("mix_simulated", False)
+        if not isinstance(mix_simulated, bool):
+            raise self.fail(f"{key}.mix_simulated", "true or false", mix_simulated)
+        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root, memory=memory,
+                           mix_simulated=mix_simulated)

@@ -34,6 +34,7 @@ from journal import (
 )
 from runner._configmodel import AgentConfig
 from runner.errors import ConfigError, RunnerError
+from runner.provenance import check_journal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,7 +134,10 @@ def memory_in_use(journal: Journal) -> str:
 
 
 def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
-    """*agent*'s journal, for writing, with the memory *agent* is configured for.
+    """*agent*'s journal, for writing, with the memory *agent* is configured for, once it is known to take the agent's sort of entries.
+
+    A journal holding real entries is refused to a simulated agent, and the
+    reverse, unless the agent allows mixing (:func:`runner.provenance.check_journal`).
 
     A hybrid open loads the model: one that takes *after* seconds or more
     (default: ``GHOSTJOURNAL_PROGRESS_AFTER``, else one) logs
@@ -144,8 +148,19 @@ def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     Raises:
         MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
             agent may fall back (the embedded defaults): then it is lexical, with a ``memory.fallback`` warning.
+        MixedJournalError: the journal holds entries of the other sort, simulated or real.
         JournalError, OSError: the journal cannot be opened.
     """
+    journal = _open_with_memory(agent, after)
+    try:
+        check_journal(journal, agent)
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
     if agent.memory == "lexical":
         return Journal(agent.journal_root, writable=True)
     try:

@@ -26,7 +26,7 @@ import shlex
 import signal
 import sys
 from collections import Counter
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,7 +35,6 @@ import click
 from journal.clikit import output_option, terminal_width, version_option, wants_json
 from runner import (
     CONFIG_ENVVAR,
-    DemoReport,
     NoScheduledTimeError,
     Notifier,
     Scheduler,
@@ -69,10 +68,14 @@ from runner._cli_support import (
     raise_storage_failure,
     simulation_exit_code,
 )
+from runner._progress import TerminalProgress
 from runner._views import show_run, show_simulation
+from runner.demo import DEMO_DAYS, DEMO_START
 from runner.errors import quoted
 from runner.pauses import paused_or_unknown
+from runner.provenance import allow_mixing, describe_calls
 from runner.run_contract import Outcome
+from runner.simulate import check_backends
 
 __all__ = ["cli", "main"]
 
@@ -98,13 +101,14 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @click.option("--at", "at_text", default=None, help="The time whose slot to run (a date, a time in runner.timezone, an ISO 8601 time with an offset, or -12h; default now). "
                    "It is snapped to the latest scheduled time at or before it.")
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
+@click.option("--mix-simulated", is_flag=True, help="Write into a journal holding the other sort of entries (simulated or real) anyway.")
 @click.option("--run-id", default=None, hidden=True)
 @click.option("--config-on-stdin", "config_on_stdin", is_flag=True, hidden=True)  # serve's workers: the text of --config as serve holds it
 @config_option
 @output_option
 @click.pass_obj
-def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, run_id: str | None, config_on_stdin: bool,
-        config_path: Path | None) -> None:
+def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, mix_simulated: bool, run_id: str | None,
+        config_on_stdin: bool, config_path: Path | None) -> None:
     """Run ROUTINE once for one agent and print the outcome (JSON when piped).
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
@@ -116,6 +120,7 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     # vanishing mid-call; the journal guarantees a complete entry or none either way.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
+    config = allow_mixing(config) if mix_simulated else config
     at = parse_time(at_text, config, "--at") if at_text is not None else None
     as_json = wants_json()
     try:
@@ -156,30 +161,49 @@ def serve(settings: Settings, config_path: Path | None) -> None:
     sys.exit(code)
 
 
+def _simulation_options(function: Any) -> Any:
+    """``--real-backends`` and ``--mix-simulated``, shared by simulate and demo."""
+    function = click.option("--mix-simulated", is_flag=True,
+                            help="Write into a journal that holds real entries (or, for a real backend, simulated ones) anyway.")(function)
+    return click.option("--real-backends", is_flag=True,
+                        help="Simulate agents on openai or command backends too: one backend call per slot.")(function)
+
+
 @cli.command(name="simulate")
 @click.option("--agent", "agents", multiple=True, help="Agent to simulate (repeatable; default: every configured agent).")
 @click.option("--days", type=click.IntRange(min=1, max=MAX_DAYS), required=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
+@_simulation_options
 @config_option
 @output_option
 @click.pass_obj
-def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, config_path: Path | None) -> None:
+def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, real_backends: bool,
+                     mix_simulated: bool, config_path: Path | None) -> None:
     """Live DAYS days of the agents' routines on a virtual clock, as fast as possible; print a summary.
 
     Every slot runs in time order through the same code as `run`; re-running
-    the same simulation appends nothing new.
+    the same simulation appends nothing new. Agents on a real backend need
+    --real-backends (it says how many calls it makes); progress is drawn on
+    stderr when it is a terminal.
 
     Example: ghostrunner simulate --agent motoko --days 28 --start 2026-08-01
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
     config = settings.config(config_path)
+    config = allow_mixing(config) if mix_simulated else config
     first: date | datetime | None = None
     if start_text is not None:
         first = parse_time(start_text, config, "--start")
         first = first.date() if is_date_only(start_text) else first
     start, end = simulation_window(days, config.timezone, first)
-    summaries = simulate(config, list(agents) or sorted(config.agents), start, end, workers=workers)
+    names = list(agents) or sorted(config.agents)
+    _announce_backend_calls(check_backends(config, names, start, end, real_backends=real_backends), config, "simulate")
+    progress = TerminalProgress(sys.stderr)
+    try:
+        summaries = simulate(config, names, start, end, workers=workers, real_backends=real_backends, on_progress=progress)
+    finally:
+        progress.close()
     totals: Counter[str] = Counter()
     for summary in summaries:
         totals.update(summary.outcomes)
@@ -315,48 +339,41 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     sys.exit(report.exit_code)
 
 
-def _render_demo(report: DemoReport) -> str:
-    week = report.last_week
-    lines = [
-        f"motoko's journal: {report.journal_root}",
-        (f"simulated {report.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in report.simulation.outcomes.items())})"
-         f" in {report.simulation.seconds:.1f} s; the journal holds {report.entries} entries"),
-        "",
-        f"digest of the last week ({week['count']} entries):",
-        "  themes:  " + ", ".join(f"{t['theme']} ({t['count']})" for t in week["themes"][:5]),
-        "  moods:   " + ", ".join(f"{m['mood']} ({m['count']})" for m in week["moods"][:5]),
-        f"  novelty: mean {week['novelty']['mean']}, trend {week['novelty']['trend']}",
-        (f"  continuity: {week['continuity']['links']} links; longest chain "
-         f"{max((len(c) for c in week['continuity']['longest_chains']), default=0)} entries"),
-        "",
-        f"prompt context for {report.question!r}:",
-        report.context,
-        "",
-        "Explore it: ghostjournal --root " + report.journal_root + " search 'harbour' --agent motoko",
-    ]
-    return "\n".join(lines)
-
-
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
-@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=28, show_default=True, help="How many days of virtual time.")
-@click.option("--start", "start_text", default="2026-08-03", show_default=True, help="First day (YYYY-MM-DD).")
+@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=DEMO_DAYS, show_default=True, help="How many days of virtual time.")
+@click.option("--start", "start_text", default=DEMO_START.isoformat(), show_default=True, help="First day (YYYY-MM-DD).")
+@_simulation_options
 @config_option
 @click.pass_obj
-def demo(settings: Settings, agent: str, days: int, start_text: str, config_path: Path | None) -> None:
-    """Let an agent live some weeks in seconds, then show its digest and prompt context.
+def demo(settings: Settings, agent: str, days: int, start_text: str, real_backends: bool, mix_simulated: bool, config_path: Path | None) -> None:
+    """Let an agent live some weeks in seconds, then show where it wrote, its digest and prompt context.
 
-    Uses the embedded defaults unless a configuration is given; no network, no model.
+    Uses the embedded defaults unless a configuration is given; no network, no model
+    (an agent on a real backend needs --real-backends).
 
     Example: ghostrunner demo --days 28
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
     config = settings.config(config_path)
+    config = allow_mixing(config) if mix_simulated else config
     config.agent(agent)
     start, _ = simulation_window(days, config.timezone, parse_time(start_text, config, "--start").astimezone(config.timezone).date())
-    report = run_demo(config, agent, start, days)
-    echo(_render_demo(report))
+    end = start + timedelta(days=days)
+    _announce_backend_calls(check_backends(config, [agent], start, end, real_backends=real_backends, command="demo"), config, "demo")
+    progress = TerminalProgress(sys.stderr, label="demo")
+    try:
+        report = run_demo(config, agent, start, days, real_backends=real_backends, on_progress=progress)
+    finally:
+        progress.close()
+    echo(report.render())
     sys.exit(simulation_exit_code([report.simulation]))
+
+
+def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) -> None:
+    """Say on stderr how many backend calls an allowed simulation of real backends makes, before it makes them."""
+    if calls:
+        click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
 
 
 for _command in OPERATE_COMMANDS:

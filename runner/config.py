@@ -4,7 +4,8 @@ Every problem is reported as a :class:`ConfigError` naming the file, the
 dotted key and what was expected; nothing starts on a bad file. Relative
 paths are read from the config file's directory. Without a file the
 embedded defaults (``runner/data/default.toml``: the agent ``motoko`` on the
-simulated backend, journal in ``./ghostjournal-data``) are used. The records
+simulated backend, in the system's local time zone, journal in the user's
+state directory) are used. The records
 are defined in :mod:`runner._configmodel`, the check of each table and field
 in :mod:`runner._configschema`; this module reads the document and builds the
 whole.
@@ -12,8 +13,8 @@ whole.
 Layout::
 
     [runner]
-    journal_root = "./ghostjournal-data"   # "{agent}" expands to the agent's name
-    timezone = "Asia/Tokyo"
+    journal_root = "./ghostjournal-data"   # "{agent}" expands to the agent's name; default: the state directory's AGENT
+    timezone = "Europe/Berlin"             # default UTC (the embedded defaults: the system's local zone)
     catchup_grace = "6h"       # on start, the latest missed slot this recent runs once
     misfire_grace = "10m"      # how late a cron fire may still start
     run_timeout = "5m"         # a worker running longer is killed
@@ -63,6 +64,7 @@ from typing import Final
 from routines import BUILTIN_ROUTINES, Routine
 from runner._configmodel import AgentConfig, BackendSettings, RunnerConfig
 from runner._configschema import DURATION_EXPECTED, FieldReader, parse_duration
+from runner._host import local_zone_name, state_directory
 from runner._toml import loads_bounded, read_bounded
 
 __all__ = [
@@ -99,8 +101,12 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None) -> RunnerConfig:
+def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None,
+                 default_timezone: str = "UTC") -> RunnerConfig:
     """Validate configuration *text*.
+
+    Without ``runner.journal_root``, each agent's journal is ``AGENT`` in the
+    user's state directory (see :func:`runner._host.state_directory`).
 
     Args:
         text: the TOML document.
@@ -108,6 +114,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         files_base: directory that relative persona and command paths start from.
         state_base: directory that relative journal roots and the lock file start from.
         config_file: the file it came from, if any (passed on to worker processes).
+        default_timezone: the zone without ``runner.timezone``.
 
     Raises:
         ConfigError: the first problem found, naming file, key and expectation.
@@ -116,8 +123,11 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     data = loads_bounded(text, source)
     reader.table(data, "", ("runner", "routines", "agents"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
-    tz = reader.timezone(runner.get("timezone", "UTC"))
-    root_template = reader.string(runner.get("journal_root", "./ghostjournal-data"), "runner.journal_root")
+    tz = reader.timezone(runner.get("timezone", default_timezone))
+    if "journal_root" in runner:
+        root_template = reader.string(runner["journal_root"], "runner.journal_root")
+    else:  # the user's state directory, one journal per agent; never the current directory
+        root_template = str(state_directory(source) / "{agent}")
     durations = {
         name: reader.duration(runner.get(name, default), f"runner.{name}")
         for name, default in (("catchup_grace", "6h"), ("misfire_grace", "10m"), ("run_timeout", "5m"), ("shutdown_timeout", "2m"))
@@ -175,7 +185,9 @@ def load_config(path: str | os.PathLike[str] | None = None, *, text: str | None 
     if chosen is None:
         data_dir = resources.files("runner") / "data"
         text = (data_dir / "default.toml").read_text(encoding="utf-8")
-        config = parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=Path.cwd())
+        # The embedded defaults keep time in the system's local zone; a configuration file says its own (UTC when it does not).
+        config = parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=state_directory(EMBEDDED_SOURCE),
+                              default_timezone=local_zone_name())
         return replace(config, agents={name: replace(agent, memory_fallback=True) for name, agent in config.agents.items()})
     config_path = Path(chosen)
     if text is None:

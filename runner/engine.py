@@ -255,9 +255,14 @@ def execute_run(
                         raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
                     fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier)
                 if fields is None:
-                    outcome, error = Outcome.SKIPPED, "nothing to digest in the window"
+                    outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
                     meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                    # meta.simulated is the engine's mark, never a reply's: a simulated agent's entries, its digests too,
+                    # carry it (runner.provenance keeps the two sorts apart).
+                    meta.pop("simulated", None)
+                    if agent.backend.type == "simulated":
+                        meta["simulated"] = True
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)

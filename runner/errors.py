@@ -10,6 +10,8 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     │   ├── BackendUnavailableError (ConnectionError)   unreachable, reset, HTTP 429 or 5xx: transient
     │   └── BackendReplyError (ValueError)              a reply that is not the JSON asked for: transient
     ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
+    ├── MixedJournalError                 an agent's journal holds its past of the other sort, simulated or real
+    ├── RealBackendsRefusedError          simulate or demo would call real backends without --real-backends
     ├── SchedulerBusyError                another scheduler holds the deployment lock
     ├── StateFileError (ValueError)       a file in the runner's state directory is not the runner's own (the pause file)
     ├── UnitRenderError (ValueError)      systemd render refused a value or an --out file
@@ -20,11 +22,13 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
 Messages name the object, state what was expected, and say how to fix it.
 Each class carries, as ``exit_code``, the exit code ``ghostrunner`` ends with
 when it reaches the command line: 1 unless the class says otherwise; 2 an
-unknown name or a bad option; 75 busy; 78 a configuration error (EX_CONFIG).
+unknown name or a bad option; 4 a journal holding an agent's past of the other sort; 75 busy;
+78 a configuration error (EX_CONFIG).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -39,7 +43,9 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "MalformedResultError",
+    "MixedJournalError",
     "NoScheduledTimeError",
+    "RealBackendsRefusedError",
     "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
@@ -195,6 +201,51 @@ class MalformedResultError(RunnerError, ValueError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(f"not a run result line: {reason}")
+
+
+class RealBackendsRefusedError(RunnerError):
+    """A simulation would call real backends, and was not told it may.
+
+    Attributes:
+        command: ``simulate`` or ``demo``.
+        calls: the most backend calls each agent on a real backend would make.
+        described: the calls, per agent and backend, as the message shows them.
+    """
+
+    exit_code = 2  # usage: the command needs --real-backends for these agents
+
+    def __init__(self, command: str, calls: Mapping[str, int], described: str) -> None:
+        self.command = command
+        self.calls = calls
+        self.described = described
+        super().__init__(
+            f"{command} would make up to {described} backend calls, one per slot; pass --real-backends to make them, "
+            'or simulate agents on backend = "simulated"')
+
+
+class MixedJournalError(RunnerError):
+    """An agent would write simulated entries into a journal holding real ones, or the reverse.
+
+    Attributes:
+        agent: the agent.
+        journal_root: its journal.
+        is_simulated: whether the agent's entries are simulated.
+    """
+
+    exit_code = 4  # conflict, as ghostjournal's: the journal's contents refuse the write
+
+    def __init__(self, agent: str, journal_root: Path, is_simulated: bool) -> None:
+        self.agent = agent
+        self.journal_root = journal_root
+        self.is_simulated = is_simulated
+        if is_simulated:
+            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries of '
+                    f"{agent!r} (not marked meta.simulated); simulated entries would mix with them")
+        else:
+            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries of {agent!r} "
+                    "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
+        super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
+                         "(--mix-simulated for run, simulate and demo) to write there anyway")
 
 
 class SchedulerBusyError(RunnerError):

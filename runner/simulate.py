@@ -5,6 +5,11 @@ is no sleeping. An agent's runs are sequential (each builds on the last), so
 parallelism is across agents: with several agents and workers, each agent's
 life runs in its own worker process, opening its journal once. Re-running a
 simulation finds every slot's client_key already present and appends nothing.
+
+A simulation refuses agents on a real backend unless told ``real_backends``
+(:func:`backend_calls` counts what they would cost), and refuses, before
+anything is written, a journal holding the other sort of entries (see
+:mod:`runner.provenance`).
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ import multiprocessing
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -28,12 +33,17 @@ from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import RunnerConfig
 from runner.engine import RunResult, execute_run
-from runner.errors import RunnerError
+from runner.errors import RealBackendsRefusedError, RunnerError
+from runner.provenance import check_journals, describe_calls, is_simulated
 from runner.slots import cron_trigger, fire_times
 
-__all__ = ["SimulationSummary", "schedule_for", "simulate", "simulate_agent", "simulation_window"]
+__all__ = ["Progress", "SimulationSummary", "backend_calls", "check_backends", "schedule_for", "simulate", "simulate_agent", "simulation_window"]
 
 log = structlog.get_logger()
+
+#: Told ``(agent, done, total)`` as a simulation goes: runs of one agent in this process; with
+#: several worker processes, ``("", agents done, agents)`` as each agent's life ends.
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +107,47 @@ def _tagged(times: Iterator[datetime], order: int, routine: Routine) -> Iterator
         yield moment, order, routine
 
 
-def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datetime) -> SimulationSummary:
-    """Run every slot of *agent* between *start* and *end* in this process."""
+def backend_calls(config: RunnerConfig, agents: Iterable[str], start: datetime, end: datetime) -> dict[str, int]:
+    """The most backend calls simulating *agents* from *start* to *end* would make, for each agent on a real backend.
+
+    One per slot of a routine that is not a digest; a slot that already has its entry makes none, so a re-run makes fewer.
+    """
+    return {name: sum(1 for _, routine in schedule_for(config, name, start, end) if not routine.is_digest)
+            for name in agents if not is_simulated(config.agent(name))}
+
+
+def check_backends(config: RunnerConfig, agents: Iterable[str], start: datetime, end: datetime, *, real_backends: bool,
+                   command: str = "simulate") -> dict[str, int]:
+    """The backend calls of :func:`backend_calls`, once they are allowed.
+
+    Raises:
+        RealBackendsRefusedError: some agent is on a real backend and *real_backends* is false.
+    """
+    calls = backend_calls(config, agents, start, end)
+    if calls and not real_backends:
+        raise RealBackendsRefusedError(command, calls, describe_calls(calls, config))
+    return calls
+
+
+def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datetime, *, on_progress: Progress | None = None) -> SimulationSummary:
+    """Run every slot of *agent* between *start* and *end* in this process.
+
+    It checks neither backends nor journals first: :func:`simulate` and the demo do.
+    """
     began = time.perf_counter()
     settings = config.agent(agent)
     backend = build_backend(settings)
     outcomes: Counter[str] = Counter()
     failures: list[str] = []
     fault = None
+    total = sum(1 for _ in schedule_for(config, agent, start, end)) if on_progress is not None else 0
     with open_journal(settings) as journal:
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())
             outcomes[result.outcome.value] += 1
+            if on_progress is not None:
+                on_progress(agent, sum(outcomes.values()), total)
             if result.error and result.outcome == "failed" and len(failures) < 10:
                 failures.append(f"{result.client_key}: {result.error}")
             if result.fault is not None:
@@ -125,7 +163,8 @@ def _worker(args: tuple[RunnerConfig, str, datetime, datetime]) -> SimulationSum
     return simulate_agent(*args)
 
 
-def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: datetime, *, workers: int | None = None) -> list[SimulationSummary]:
+def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: datetime, *, workers: int | None = None,
+             real_backends: bool = False, on_progress: Progress | None = None) -> list[SimulationSummary]:
     """Simulate each of *agents* from *start* to *end*, in parallel worker processes when there are several.
 
     Args:
@@ -134,20 +173,37 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
         start: the first moment of the virtual clock (aware).
         end: the end of the virtual clock (exclusive).
         workers: worker processes; default ``config.workers`` or the CPU count; 1 runs in this process.
+        real_backends: agents on an openai or command backend may be simulated (one call per slot).
+        on_progress: told how far it got (see :data:`Progress`).
 
     Returns:
         One summary per agent, in the order given.
+
+    Raises:
+        RealBackendsRefusedError: an agent is on a real backend and *real_backends* is false; nothing was run.
+        MixedJournalError: an agent's journal holds the other sort of entries; nothing was written to any journal.
     """
     for name in agents:
         config.agent(name)
+    check_backends(config, agents, start, end, real_backends=real_backends)
+    if len(set(agents)) > 1:
+        # One agent's journal is checked as it opens, before its first write; with several, every
+        # journal is checked first, so that a refused one leaves the others unwritten too.
+        check_journals(config, agents)
     count = min(len(agents), workers or config.workers or os.cpu_count() or 1)
     if count <= 1:
-        return [simulate_agent(config, name, start, end) for name in agents]
+        return [simulate_agent(config, name, start, end, on_progress=on_progress) for name in agents]
     # fork keeps start-up cheap: the workers inherit the imported modules and the parsed config.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     try:
         with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method)) as pool:
-            return list(pool.map(_worker, [(config, name, start, end) for name in agents]))
+            futures = {pool.submit(_worker, (config, name, start, end)): name for name in agents}
+            summaries: dict[str, SimulationSummary] = {}
+            for future in as_completed(futures):
+                summaries[futures[future]] = future.result()
+                if on_progress is not None:
+                    on_progress("", len(summaries), len(agents))
+            return [summaries[name] for name in agents]
     except BrokenProcessPool:
         # A worker was killed (the OOM killer, a kill -9): one line, not the pool's traceback. Its journal
         # holds complete entries only, and a re-run appends just the slots still missing.

@@ -34,6 +34,7 @@ __all__ = [
     "reap",
     "script",
     "start_serve",
+    "state_journal",
     "tree_digest",
     "wait_for_marker",
     "wait_for_path",
@@ -74,6 +75,11 @@ slot = "day"
 question = "what happened?"
 prompt = "Write a note."
 """
+
+
+def state_journal(agent: str = "motoko") -> Path:
+    """Where a configuration without journal_root keeps *agent*'s journal in this test (conftest gives each test a state directory)."""
+    return Path(os.environ["XDG_STATE_HOME"]) / "ghostjournal" / agent
 
 
 def script(directory: Path, name: str, code: str) -> list[str]:

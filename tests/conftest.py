@@ -15,10 +15,16 @@ from tests._support import reap
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep a developer's own journal and runner settings out of every test."""
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep a developer's own journal and runner settings out of every test.
+
+    A configuration without journal_root writes into the user's state directory: each test (and
+    every process it starts) gets a fresh one of its own (see ``state_journal``).
+    """
     monkeypatch.delenv("GHOSTJOURNAL_ROOT", raising=False)
     monkeypatch.delenv("GHOSTRUNNER_CONFIG", raising=False)
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
 @pytest.fixture(autouse=True)

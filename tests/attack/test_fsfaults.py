@@ -51,7 +51,9 @@ _VOLATILE = {"index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
-    return {"kind": "note", "agent": "motoko", "theme": f"tide {n}", "voice": f"The tide came in, time {n}.", "ts": f"{DAY}T0{n % 10}:00:00Z", **extra}
+    # Marked simulated: the runner's motoko here is a simulated agent, which may only add to a simulated past (runner.provenance).
+    return {"kind": "note", "agent": "motoko", "theme": f"tide {n}", "voice": f"The tide came in, time {n}.", "ts": f"{DAY}T0{n % 10}:00:00Z",
+            "meta": {"simulated": True}, **extra}
 
 
 class Mounts:

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pytest
 
 from journal import Journal
 from journal.embed import Encoder, load_encoder
@@ -78,9 +77,8 @@ def test_a_paraphrase_stays_in_hybrids_top_three_amid_weak_lexical_hits(root: Pa
         assert (puppy.id, "match") in [(record.id, record.found_by) for record in records]
 
 
-def test_the_demo_journal_finds_the_puppy_note_in_hybrids_top_three(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_demo_journal_finds_the_puppy_note_in_hybrids_top_three() -> None:
     """After `ghostrunner demo` (its default 28 days), a puppy note is in hybrid's top 3 for 'new canine companion'."""
-    monkeypatch.chdir(tmp_path)  # the embedded defaults keep the journal in ./ghostjournal-data
     config = load_config()
     start, _ = simulation_window(28, config.timezone, date(2026, 8, 3))
     report = run_demo(config, "motoko", start, 28)

@@ -94,3 +94,22 @@ def test_an_empty_or_unreadable_model_is_a_clear_error_not_a_usage_error(tmp_pat
                             capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert says in result.stderr and "Usage:" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_directory_holding_no_model_fails_before_any_model_library_loads(tmp_path: Path) -> None:
+    """`--model DIR` for a directory with neither config.json nor modules.json exits 1 naming it, without importing torch or transformers."""
+    not_a_model = tmp_path / "photos"
+    not_a_model.mkdir()
+    (not_a_model / "readme.txt").write_text("holiday pictures")
+    root = tmp_path / "journal"
+    Journal(root).close()
+    probe = ("import sys, runpy\nsys.argv = ['ghostjournal', *sys.argv[1:]]\ntry:\n    runpy.run_module('journal.cli', run_name='__main__')\n"
+             "finally:\n    print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules), file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", probe, "--root", str(root), "--nn", "--model", str(not_a_model), "search", "x"],
+                            capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    first, imported = result.stderr.splitlines()
+    assert first == (f"Error: semantic search is not available: embedding model {str(not_a_model)!r} was not found offline (looked in: "
+                     f"directory {str(not_a_model)!r}, which holds no config.json or modules.json); "
+                     "pass a directory that holds a sentence-transformers model")
+    assert imported == "[]"

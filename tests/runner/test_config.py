@@ -11,7 +11,7 @@ import pytest
 
 from runner.config import load_config, parse_duration
 from runner.errors import ConfigError
-from tests._support import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, write_config
+from tests._support import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, state_journal, write_config
 
 
 def test_embedded_defaults_load_without_a_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_embedded_defaults_load_without_a_file(monkeypatch: pytest.MonkeyPatch, 
     motoko = config.agent("motoko")
     assert motoko.backend.type == "simulated"
     assert motoko.persona is not None and motoko.persona.name == "motoko"
-    assert motoko.journal_root == tmp_path / "ghostjournal-data"
+    assert motoko.journal_root == state_journal("motoko")
     assert motoko.routines == ("pulse-4h", "evening", "digest")
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from journal import Journal
+from tests._support import REPO, state_journal
 
 
 def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -16,17 +17,36 @@ def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_demo_lives_two_weeks_then_reads_them_back(tmp_path: Path) -> None:
-    """The demo writes motoko's weeks into ./ghostjournal-data, prints a digest and a framed context, and repeats idempotently."""
+    """The demo writes motoko's weeks into the state directory (saying where), prints a digest and a framed context, and repeats idempotently."""
     first = _demo(tmp_path)
     assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith(f"motoko's journal: {state_journal('motoko')}\n") and list(tmp_path.iterdir()) == []
     assert "(100 appended)" in first.stdout  # 14 days: 84 pulses, 14 evenings, 2 digests
     assert "digest of the last week" in first.stdout and "longest chain" in first.stdout
     assert first.stdout.count("<past_journal_entries") == 1 and "</past_journal_entries>" in first.stdout
-    with Journal(tmp_path / "ghostjournal-data", create=False) as journal:
+    with Journal(state_journal("motoko"), create=False) as journal:
         entries = journal.list()
         assert len(entries) == 100 and {e.agent for e in entries} == {"motoko"}
     again = _demo(tmp_path)
     assert again.returncode == 0, again.stderr
     assert "(100 duplicate)" in again.stdout
-    with Journal(tmp_path / "ghostjournal-data", create=False) as journal:
+    with Journal(state_journal("motoko"), create=False) as journal:
         assert len(journal.list()) == 100
+
+
+def test_motoko_sim_is_the_demos_twin(tmp_path: Path) -> None:
+    """examples/motoko_sim.py lives the demo's very days into the demo's journal: after the demo it appends nothing, and prints what the demo prints."""
+    demo = subprocess.run([sys.executable, "-m", "runner", "demo"], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert demo.returncode == 0, demo.stderr
+    with Journal(state_journal("motoko"), create=False) as journal:
+        before = sorted(entry.id for entry in journal.list())
+    twin = subprocess.run([sys.executable, str(REPO / "examples" / "motoko_sim.py")], check=False, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert twin.returncode == 0, twin.stderr
+    with Journal(state_journal("motoko"), create=False) as journal:
+        assert sorted(entry.id for entry in journal.list()) == before
+    runs = len(before)  # every run of the 28 days appended one entry, except digests of nothing (there are none)
+    assert f"({runs} appended)" in demo.stdout and f"({runs} duplicate)" in twin.stdout
+    def without_timing(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not line.startswith("simulated ")]
+    assert without_timing(twin.stdout) == without_timing(demo.stdout) and list(tmp_path.iterdir()) == []

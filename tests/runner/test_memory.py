@@ -213,7 +213,7 @@ def test_the_recalling_encoder_embeds_a_repeated_question_once() -> None:
 def _without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``ghostrunner`` in a process where numpy and tokenizers cannot be imported."""
     return subprocess.run([sys.executable, "-c", WITHOUT_NN, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(cwd / "state")})
 
 
 def test_configured_hybrid_memory_without_the_extra_fails_the_run_naming_key_and_fix(tmp_path: Path) -> None:
@@ -236,7 +236,7 @@ def test_the_embedded_defaults_fall_back_to_lexical_without_the_extra_and_say_so
     assert (fallback["level"], fallback["memory"]) == ("warning", "lexical")
     assert "cannot be imported" in fallback["reason"] and "ghostjournal[nn]" in fallback["reason"]
     assert [event["memory"] for event in events if event["event"] == "run.started"] == ["lexical"]
-    assert _vectors_and_entries(tmp_path / "ghostjournal-data") == (0, 1)
+    assert _vectors_and_entries(tmp_path / "state" / "ghostjournal" / "motoko") == (0, 1)
 
 
 def test_memory_unavailable_error_survives_a_worker_round_trip() -> None:

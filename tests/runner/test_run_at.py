@@ -33,10 +33,10 @@ def test_a_time_before_the_days_fire_time_runs_the_previous_slot(tmp_path: Path)
 
 
 def test_a_digest_routine_runs_without_a_backend(tmp_path: Path) -> None:
-    """The digest routine summarizes the journal (no backend is built for it): an empty window is skipped."""
+    """The digest routine summarizes the journal (no backend is built for it): an empty window is skipped, with a null error (nothing failed)."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
     result = run_at(config, "motoko", "digest", at=datetime(2026, 9, 6, 23, tzinfo=UTC))
-    assert (result.outcome, result.error) == ("skipped", "nothing to digest in the window")
+    assert (result.outcome, result.error, result.entry_id) == ("skipped", None, None)
 
 
 def test_an_unknown_agent_or_routine_is_refused_before_any_run(tmp_path: Path) -> None:
