@@ -215,5 +215,7 @@ def test_the_cli_takes_as_of_and_current_only(facts: dict[str, Entry], root: Pat
     assert json.loads(run("digest", "--as-of", _at(61)).stdout)["corrections"] == {"entries": 1, "superseded": 1}
     block = run("prompt-context", "wifi", "--agent", "motoko", "--current-only", "--raw").stdout
     assert facts["new"].id in block and facts["old"].id not in block
-    naive = run("search", "tern", "--as-of", "2026-03-02T09:00:00")
-    assert naive.returncode == 2 and "as_of" in naive.stderr and "Traceback" not in naive.stderr
+    # --as-of takes the command line's time forms: a relative time, and nothing else.
+    assert json.loads(run("list", "--agent", "motoko", "--as-of", "-1d").stdout)[0]["id"] == facts["new"].id
+    garbled = run("search", "tern", "--as-of", "last spring")
+    assert garbled.returncode == 2 and "--as-of" in garbled.stderr and "Traceback" not in garbled.stderr

@@ -309,7 +309,7 @@ def test_the_sdk_is_imported_only_by_the_mcp_command(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
     assert out[0] == "[]"
-    assert out[1].startswith("1 Error: the MCP server needs the 'mcp' extra") and out[1].endswith("pip install 'ghostjournal[mcp]'")
+    assert out[1].startswith("1 ghostjournal: error: the MCP server needs the 'mcp' extra") and out[1].endswith("pip install 'ghostjournal[mcp]'")
 
 
 def test_corrections_reach_the_tools(tmp_path: Path) -> None:

@@ -46,9 +46,11 @@ def test_an_append_by_another_process_is_seen_by_the_next_search(tmp_path: Path)
 SLOTS = ("2026-09-05T08", "2026-09-05T12", "2026-09-05T16")
 
 
-def _wait_for_text(path: Path, text: str, timeout: float = 60) -> None:
+def _wait_for_text(path: Path, *texts: str, timeout: float = 60) -> None:
+    """Until one of *texts* is in the file at *path*."""
     deadline = time.monotonic() + timeout
-    while text not in path.read_text("utf-8", errors="replace"):
+    text = " or ".join(texts)
+    while not any(one in path.read_text("utf-8", errors="replace") for one in texts):
         if time.monotonic() > deadline:
             raise AssertionError(f"{text!r} did not appear in {path} within {timeout} s:\n{path.read_text('utf-8', errors='replace')[-2000:]}")
         time.sleep(0.02)
@@ -57,9 +59,11 @@ def _wait_for_text(path: Path, text: str, timeout: float = 60) -> None:
 def test_two_servers_and_the_runner_store_each_client_key_once(tmp_path: Path) -> None:
     """Two servers and three `ghostrunner run` processes append the same three keys at once; each key is stored exactly once.
 
-    Every party gets the same entry back for a key, and exactly one of them reports it appended.
+    Every party gets the same entry back for a key, and exactly one of them reports it appended. The three runs share
+    their agent and routine, so two of them wait for the first one's slot lock (long enough never to end busy) and
+    then race the servers in turn.
     """
-    config = write_config(tmp_path, SIMPLE_AGENT)
+    config = write_config(tmp_path, SIMPLE_AGENT, runner='slot_lock_wait = "2m"\n')
     root = tmp_path / "journal"
     Journal(root).close()
     keys = [f"motoko:pulse-4h:{slot}" for slot in SLOTS]
@@ -83,8 +87,8 @@ def test_two_servers_and_the_runner_store_each_client_key_once(tmp_path: Path) -
                 ]
                 for server in (one, two):
                     server.wait_for_event("mcp.tool.started", tool="journal_append")
-                for slot in SLOTS:
-                    _wait_for_text(tmp_path / f"runner-{slot}.stderr", '"run.started"')
+                for slot in SLOTS:  # queued on the journal's writer lock, or on the first run's slot lock
+                    _wait_for_text(tmp_path / f"runner-{slot}.stderr", '"run.started"', '"run.waiting"')
             # Released: every party now races for the lock.
             results: dict[str, list[tuple[str, str]]] = {key: [] for key in keys}
             for _server, key, future in calls:

@@ -109,7 +109,7 @@ def test_a_directory_holding_no_model_fails_before_any_model_library_loads(tmp_p
                             capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     first, imported = result.stderr.splitlines()
-    assert first == (f"Error: semantic search is not available: embedding model {str(not_a_model)!r} was not found offline (looked in: "
+    assert first == (f"ghostjournal: error: semantic search is not available: embedding model {str(not_a_model)!r} was not found offline (looked in: "
                      f"directory {str(not_a_model)!r}, which holds no config.json or modules.json); "
                      "pass a directory that holds a sentence-transformers model")
     assert imported == "[]"

@@ -147,16 +147,23 @@ def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_withou
     # The fires of one scheduler (the function serve's cron jobs call), on its own clock, with real workers.
     config = load_config(config_path)
     clock = [datetime(2026, 9, 5, 1, 0, tzinfo=config.timezone)]
-    with (tmp_path / "workers.log").open("w") as log_stream:
+    workers_log = tmp_path / "workers.log"
+    with workers_log.open("w") as log_stream:
         scheduler = Scheduler(config, now=lambda: clock[0], log_stream=log_stream)
-        first = scheduler.dispatch("motoko", "nightly")
+        scheduler._queue.open()  # serve opens its run queue once its jobs are set; here the test hands it each run
+
+        def dispatched() -> None:
+            assert scheduler.dispatch("motoko", "nightly")
+            assert scheduler._queue.wait_idle(120)
+
+        dispatched()
         _cli(config_path, "resume", "motoko")
-        second = scheduler.dispatch("motoko", "nightly")
+        dispatched()
         _cli(config_path, "pause", "motoko")
         clock[0] = datetime(2026, 9, 6, 1, 0, tzinfo=config.timezone)
-        third = scheduler.dispatch("motoko", "nightly")
-    assert first is not None and second is not None and third is not None
-    assert [(r.slot, r.outcome, r.reason) for r in (first, second, third)] == [
+        dispatched()
+    finished = [json.loads(line) for line in workers_log.read_text().splitlines() if '"run.finished"' in line]
+    assert [(f["slot"], f["outcome"], f.get("reason")) for f in finished] == [
         ("2026-09-05", "skipped", "paused"), ("2026-09-05", "appended", None), ("2026-09-06", "skipped", "paused")]
     assert _calls(tmp_path) == 1
     assert len(with_key(tmp_path / "journal", "motoko:nightly:2026-09-05")) == 1 and len(entries(tmp_path / "journal")) == 1
