@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     Array = npt.NDArray[np.float32]
 
-__all__ = ["MiniLMEncoder", "gelu"]
+__all__ = ["MiniLMEncoder", "gelu", "one_blas_thread"]
 
 #: Word pieces per forward pass (batch size x padded length): bounds the
 #: attention scores (12 heads x length^2 per text) to tens of megabytes.
@@ -84,7 +84,8 @@ class _OneBlasThread:
                 self._restore = None
 
 
-_one_blas_thread: Final = _OneBlasThread()
+#: The guard every encode runs under; the cosine ranking takes it too (see journal.semantic).
+one_blas_thread: Final = _OneBlasThread()
 
 
 class _GeluScratch:
@@ -226,7 +227,7 @@ class MiniLMEncoder:
         encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
         ids = [encoding.ids for encoding in encodings]
         result = np.empty((len(ids), self.dimension), dtype=np.float32)
-        with _one_blas_thread:
+        with one_blas_thread:
             self._fill(result, ids)
         return result
 
