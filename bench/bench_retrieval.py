@@ -145,8 +145,11 @@ def _groups(q: dict[str, Any], per_agent: bool) -> tuple[str, ...]:
 def evaluate(journal: Journal, queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
     """``{mode: {group: {metric: value}}}`` with groups ``overall``, each category and, with several agents, each agent.
 
-    *arms*, when given, receives each query's lexical and semantic ``(id, score)`` lists.
+    *arms*, when given, receives each query's lexical and semantic ``(id, score)`` lists, and under
+    ``"partial"`` the lexical hits that lack one of the searched words (what evidence fusion's floor reads).
     """
+    from journal.index import Window
+
     depth = max(KS)
     per_agent = len({q["agent"] for q in queries}) > 1
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -156,6 +159,9 @@ def evaluate(journal: Journal, queries: Sequence[dict[str, Any]], arms: dict[str
             hits = journal.search(q["query"], k=depth, agent=q["agent"], mode=mode)
             if arms is not None and mode != "hybrid":
                 arms.setdefault(mode, []).append([(hit.entry_id, hit.score) for hit in hits])
+                if mode == "lexical":
+                    ids = [hit.entry_id for hit in hits]
+                    arms.setdefault("partial", []).append(journal._keeper.index.partial_matches(q["query"], ids, Window(agent=q["agent"])))
             ranked = [hit.entry_id for hit in hits]
             for group in _groups(q, per_agent):
                 for k in KS:
@@ -210,7 +216,8 @@ def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: s
 
 
 #: Fusions compared with the journal's own by ``--compare`` (on the same arm lists).
-ALTERNATIVES = {
+ALTERNATIVES: dict[str, FusionParams | None] = {
+    "evidence, short-list floor 0": None,  # the journal's fusion without the partial hits' floor (its former rule)
     "min-max 0.6/0.4 (former)": FusionParams(method="minmax", lexical_weight=0.6, semantic_weight=0.4),
     "RRF k=60": FusionParams(method="rrf", rrf_k=60, lexical_weight=1, semantic_weight=1),
     "RRF k=5, 0.6/0.4": FusionParams(method="rrf", rrf_k=5, lexical_weight=0.6, semantic_weight=0.4),
@@ -228,8 +235,9 @@ def compare_fusions(queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]
     print(f"  fusion alternatives (overall {' '.join(f'R@{k}' for k in KS)}; rows where hybrid falls behind an arm)")
     for label, params in ALTERNATIVES.items():
         sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for q, lexical, semantic in zip(queries, arms["lexical"], arms["semantic"], strict=True):
-            ranked = [entry_id for entry_id, _ in fuse(lexical, semantic, params)]
+        for q, lexical, semantic, partial in zip(queries, arms["lexical"], arms["semantic"], arms["partial"], strict=True):
+            fused = fuse(lexical, semantic) if params is None else fuse(lexical, semantic, params, partial=partial)
+            ranked = [entry_id for entry_id, _ in fused]
             for group in _groups(q, per_agent):
                 for k in KS:
                     sums[group][k].append(recall_at(ranked, q["relevant"], k))

@@ -1,11 +1,14 @@
 """Runner benchmarks (not tests): per-run overhead, a year of simulation, parallel agents, scheduler idle RSS.
 
-Run:  python bench/bench_runner.py [--quick]
+Run:  python bench/bench_runner.py [--quick] [--memory-only] [--baseline REV]
 
 Targets: <= 50 ms per run at a 5,000-entry journal; a 365-day simulation of
 one agent in <= 60 s; 50 agents x 30 days in parallel worker processes with
 its speed-up over one process; scheduler idle RSS <= 120 MB. The per-run and
 year figures are measured with lexical and with hybrid memory, side by side.
+With ``--baseline REV`` the hybrid year is also simulated by the journal,
+runner and routines of git revision REV, in fresh processes taking turns
+with this tree's, so both are measured under the same load.
 """
 
 from __future__ import annotations
@@ -81,10 +84,36 @@ def year_simulation(work: Path, days: int, memory: str) -> dict[str, float | str
     """Wall seconds to simulate *days* days of one agent (pulse-4h, evening, digest) with *memory*."""
     config = load_config(_config(work / f"year-{memory}", ["motoko"], memory=memory))
     start = datetime(2026, 1, 1, tzinfo=config.timezone)
-    began = time.perf_counter()
-    summary = simulate(config, ["motoko"], start, start + timedelta(days=days))[0]
-    seconds = time.perf_counter() - began
-    return {"memory": memory, "days": days, "runs": summary.runs, "seconds": round(seconds, 2), "runs_per_second": round(summary.runs / seconds, 1)}
+    began, cpu = time.perf_counter(), time.process_time()
+    summary = simulate(config, ["motoko"], start, start + timedelta(days=days))[0]  # one agent: in this process
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    # The CPU seconds (all of this process's threads) move less than the wall time when other work shares the cores.
+    return {"memory": memory, "days": days, "runs": summary.runs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+            "runs_per_second": round(summary.runs / seconds, 1), "load_average": round(os.getloadavg()[0], 1)}
+
+
+def export_tree(revision: str, into: Path) -> Path:
+    """The journal, runner and routines packages of git *revision*, extracted under *into*."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", revision, "journal", "runner", "routines"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def year_against_baseline(work: Path, days: int, revision: str, rounds: int) -> list[dict[str, Any]]:
+    """The hybrid year by *revision*'s packages and by this tree's, in fresh processes taking turns."""
+    commit = subprocess.run(["git", "rev-parse", "--short", revision], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    trees = {f"baseline {commit}": export_tree(commit, work / "baseline"), "this tree": REPO}
+    results = []
+    for round_ in range(rounds):
+        for name, tree in list(trees.items())[:: 1 if round_ % 2 == 0 else -1]:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            spec = json.dumps({"work": str(work / f"year-{round_}-{name.split()[0]}"), "days": days})
+            out = subprocess.run([sys.executable, __file__, "--year-child", spec], env=env, capture_output=True, text=True, check=True)
+            result = json.loads(out.stdout.splitlines()[-1])
+            assert Path(result.pop("package")).is_relative_to(tree), f"{name} did not run its own packages"
+            results.append({"tree": name, **result})
+    return results
 
 
 def parallel_agents(work: Path, agents: int, days: int) -> dict[str, float]:
@@ -122,8 +151,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--memory-only", action="store_true", help="only the per-run and year figures, lexical and hybrid")
+    parser.add_argument("--baseline", help="git revision whose packages also simulate the hybrid year, taking turns with this tree's")
+    parser.add_argument("--rounds", type=int, default=1, help="--baseline: years per tree (default 1)")
+    parser.add_argument("--year-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     configure_logging(level="warning")
+    if args.year_child:
+        import journal
+
+        spec = json.loads(args.year_child)
+        print(json.dumps({**year_simulation(Path(spec["work"]), spec["days"], "hybrid"), "package": str(Path(journal.__file__).parent.parent)}))
+        return
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         work = Path(tmp)
         memories = ("lexical", "hybrid")
@@ -131,14 +169,19 @@ def main() -> None:
             "per_run_overhead": [per_run_overhead(work, 500 if args.quick else 5000, 50 if args.quick else 200, memory) for memory in memories],
             "year_simulation": [year_simulation(work, 30 if args.quick else 365, memory) for memory in memories],
         }
+        if args.baseline:
+            report["year_against_baseline"] = year_against_baseline(work, 30 if args.quick else 365, args.baseline, args.rounds)
         if not args.memory_only:
             report["parallel_agents"] = parallel_agents(work, 6 if args.quick else 50, 5 if args.quick else 30)
             report["scheduler_idle"] = scheduler_idle_rss(work)
     print(json.dumps(report, indent=2))
     lines = [f"per run, {run['memory']} memory: {run['mean_ms']} ms mean, {run['p95_ms']} ms p95 at {run['entries']} entries (target <= 50 ms); "
              f"as a `ghostrunner run` process: {run['cli_process_ms']} ms" for run in report["per_run_overhead"]]
-    lines += [f"{year['days']}-day simulation, {year['memory']} memory: {year['runs']} runs in {year['seconds']} s (target <= 60 s)"
+    lines += [f"{year['days']}-day simulation, {year['memory']} memory: {year['runs']} runs in {year['seconds']} s (target <= 60 s), "
+              f"{year['cpu_seconds']} s of CPU, load average {year['load_average']}"
               for year in report["year_simulation"]]
+    lines += [f"{year['days']}-day hybrid simulation, {year['tree']}: {year['runs']} runs in {year['seconds']} s, {year['cpu_seconds']} s of CPU, "
+              f"load average {year['load_average']}" for year in report.get("year_against_baseline", [])]
     if not args.memory_only:
         fleet = report["parallel_agents"]
         lines.append(f"{fleet['agents']} agents x {fleet['days']} days: {fleet['one_process_s']} s in one process, "

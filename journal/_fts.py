@@ -30,6 +30,8 @@ _STOPWORDS: Final = frozenset(
 )
 _TOKEN: Final = re.compile(r"[^\W_]+")
 _MAX_QUERY_TERMS: Final = 64
+# A quoted word of an FTS5 expression built by _any_of (a word never holds a quote).
+_QUOTED: Final = re.compile(r'"([^"]+)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,26 @@ class TextSearch:
         rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
         found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
         return {entry_id: text for entry_id, text in found.items() if text}
+
+    def partial(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+        """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on.
+
+        One lookup per searched word, restricted to the given entries' rows
+        (the fusion asks only when BM25 matched few entries).
+        """
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return set()
+        table, match, _ = plan
+        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
+        marks = ",".join("?" * len(rowids))
+        searched = _QUOTED.findall(match)
+        lacking: set[str] = set()
+        for term in searched:
+            holding = {row[0] for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids])}
+            lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
+        return lacking
 
     def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
         """The text table to search, the FTS5 expression for *terms* there and whether to rank only the newest matches."""

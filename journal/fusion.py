@@ -14,6 +14,14 @@ Each arm's rise is then put on a 0..1 scale that keeps the arm's confidence:
   weight as with min-max scaling.
 - A cosine's ceiling is 1, so a rise is divided by the way from the floor to 1.
 
+When BM25 matched fewer entries than its floor rank, the entries it left out
+score 0, but the floor is not always 0: if some hits hold only part of the
+searched words (*partial*), the lowest of those scores is the floor. In a small
+journal a word that occurs once gets a high BM25 weight, so an entry sharing
+just that word with the question ("adopted" in "the animal that adopted me")
+would otherwise get the lexical arm's full weight and outrank the cosine arm's
+clear first; a hit holding every searched word still rises from 0.
+
 An entry an arm did not return is below that arm's floor and gets 0 from it.
 The weighted sum ranks; ties go to the better semantic rank, then the better
 lexical rank. Min-max fusion (the former default) and reciprocal rank fusion
@@ -22,11 +30,11 @@ are kept for comparison (``method="minmax"`` or ``"rrf"``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["FUSION", "METHODS", "FusionParams", "fuse"]
+__all__ = ["FUSION", "METHODS", "FusionParams", "fuse", "needs_partial"]
 
 #: The fusion methods :class:`FusionParams` accepts.
 METHODS: Final = ("evidence", "minmax", "rrf")
@@ -68,28 +76,39 @@ class FusionParams:
 FUSION: Final = FusionParams()
 
 
-def _floor(ranked: Sequence[tuple[str, float]], rank: int, window: int) -> float:
+def _floor(ranked: Sequence[tuple[str, float]], rank: int, window: int, partial: Collection[str] = ()) -> float:
     """The score of the *rank*-th candidate, counting a window smaller than *rank* as its last entry.
 
     When the list stops before that rank although the window holds more
-    entries, the entries it left out score at most 0 (no BM25 match).
+    entries, the entries it left out score at most 0 (no BM25 match), and
+    the floor is the lowest score of a *partial* hit, or 0 without one.
     """
     if not ranked:
         return 0.0
     position = min(rank, window)
-    return ranked[position - 1][1] if len(ranked) >= position else min(0.0, ranked[-1][1])
+    if len(ranked) >= position:
+        return ranked[position - 1][1]
+    partial_scores = [score for entry_id, score in ranked if entry_id in partial]
+    return min(0.0, ranked[-1][1]) if not partial_scores else min(partial_scores)
 
 
-def _evidence(lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams) -> tuple[dict[str, float], dict[str, float]]:
+def _evidence(
+    lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams, partial: Collection[str],
+) -> tuple[dict[str, float], dict[str, float]]:
     # Every entry of the window has a cosine, so the longer list bounds the window's size.
     window = max(len(lexical), len(semantic))
-    lex_floor = _floor(lexical, params.lexical_floor_rank, window)
+    lex_floor = _floor(lexical, params.lexical_floor_rank, window, partial)
     best = lexical[0][1] if lexical else 0.0
     lex = {entry_id: max(0.0, score - lex_floor) / best if best > 0 else 0.0 for entry_id, score in lexical}
     sem_floor = _floor(semantic, params.semantic_floor_rank, window)
     room = 1.0 - sem_floor
     sem = {entry_id: max(0.0, score - sem_floor) / room if room > 0 else 0.0 for entry_id, score in semantic}
     return lex, sem
+
+
+def needs_partial(lexical_hits: int, semantic_hits: int, params: FusionParams = FUSION) -> bool:
+    """Whether :func:`fuse` would read *partial* for lists of these lengths: the lexical one stops before its floor rank."""
+    return params.method == "evidence" and 0 < lexical_hits < min(params.lexical_floor_rank, max(lexical_hits, semantic_hits))
 
 
 def _minmax(ranked: Sequence[tuple[str, float]]) -> dict[str, float]:
@@ -106,15 +125,21 @@ def _rrf(ranked: Sequence[tuple[str, float]], k: float) -> dict[str, float]:
     return {entry_id: 1.0 / (k + rank) for rank, (entry_id, _) in enumerate(ranked, start=1)}
 
 
-def fuse(lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams = FUSION) -> list[tuple[str, float]]:
+def fuse(
+    lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams = FUSION, *, partial: Collection[str] = (),
+) -> list[tuple[str, float]]:
     """Fuse two best-first ``(id, score)`` lists (BM25 and cosine, higher is better) into one.
+
+    *partial*: ids of lexical hits that hold only some of the words searched
+    (see the module; only ``"evidence"`` uses them, and only when the lexical
+    list is shorter than its floor rank: :func:`needs_partial` tells).
 
     Returns ``(id, fused_score)`` for every id in either list, best first;
     ties go to the better semantic rank, then the better lexical rank, so the
     order is deterministic.
     """
     if params.method == "evidence":
-        lex, sem = _evidence(lexical, semantic, params)
+        lex, sem = _evidence(lexical, semantic, params, partial)
     else:
         lexical, semantic = lexical[: params.depth], semantic[: params.depth]
         if params.method == "rrf":

@@ -333,6 +333,11 @@ class Index(Database):
         with corruption_guard():
             return self._text.snippets(self.conn, query, entry_ids, window)
 
+    def partial_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+        """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on."""
+        with corruption_guard():
+            return self._text.partial(self.conn, query, entry_ids, window)
+
     def links_from(self, entry_id: str) -> list[str]:
         with corruption_guard():
             return [r[0] for r in self.conn.execute("SELECT dst FROM links WHERE src = ? ORDER BY dst", (entry_id,))]

@@ -18,7 +18,7 @@ from journal._scope import Scope, bound, cutoff, positive
 from journal.context import PromptContext, build_prompt_context
 from journal.entry import Entry, check_text_arguments, show_value
 from journal.errors import SemanticUnavailableError
-from journal.fusion import FUSION, fuse
+from journal.fusion import FUSION, fuse, needs_partial
 from journal.index import Index, IndexRow, Window
 from journal.retrieval import Hit
 
@@ -104,7 +104,12 @@ class Ranker:
         if vector is None:
             vector = self._semantic.query_vector(query)
         semantic = self._semantic.rank(vector, depth, window, exclude=exclude)
-        ranked = semantic[:k] if mode == "semantic" else fuse([(r.row.id, r.score) for r in lexical], semantic)[:k]
+        if mode == "semantic":
+            ranked = semantic[:k]
+        else:
+            lexical_ranked = [(r.row.id, r.score) for r in lexical]
+            partial = self._index.partial_matches(query, [i for i, _ in lexical_ranked], window) if needs_partial(len(lexical), len(semantic)) else set()
+            ranked = fuse(lexical_ranked, semantic, partial=partial)[:k]
         rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
         matched = {r.row.id for r in lexical}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)

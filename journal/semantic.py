@@ -17,6 +17,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from journal._minilm import one_blas_thread
 from journal.embed import Encoder, describe, document_text
 from journal.entry import Entry
 from journal.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
@@ -70,7 +71,11 @@ class _Block:
 
     def scores(self, query: Vector, window: Window, exclude: Sequence[str]) -> Vector:
         """Cosine of every row with *query* (rows are unit length); rows outside *window*'s kind and time, or excluded, get -inf."""
-        scores = self.matrix[: self.size] @ query
+        # On one BLAS thread, as the encoder's products: on two, a product this small wakes
+        # OpenBLAS's second thread, which then spins for milliseconds after it, taking the core
+        # the next encode needs (it burned 32 s of CPU in a simulated year of hybrid runs).
+        with one_blas_thread:
+            scores = self.matrix[: self.size] @ query
         if window.kind is not None:
             scores[self.kinds[: self.size] != window.kind] = -np.inf
         if window.since is not None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from journal.fusion import FUSION, FusionParams, fuse
+from journal.fusion import FUSION, FusionParams, fuse, needs_partial
 
 Ranked = list[tuple[str, float]]
 
@@ -156,3 +156,20 @@ def test_bad_fusion_parameters_are_refused(kwargs: dict[str, object], message: s
     """Fusion parameters out of range raise a ValueError naming the bad value."""
     with pytest.raises(ValueError, match=message):
         FusionParams(**kwargs)  # type: ignore[arg-type]
+
+
+def test_in_a_small_journal_a_hit_on_one_searched_word_does_not_outrank_the_clear_cosine_first() -> None:
+    """BM25 matched two entries, each on only one of the searched words: the lower is the floor, the cosine arm's first leads."""
+    lexical = [("animals", 2.8), ("still", 2.1)]
+    semantic = [("tabby", 0.51), ("mother", 0.41), ("kitten", 0.40)] + [(f"other{n}", 0.3 - n * 0.01) for n in range(28)] + [("animals", 0.2), ("still", 0.1)]
+    assert fuse(lexical, semantic)[0][0] == "animals"  # without knowing the hits are partial, the floor is 0
+    fused = [entry_id for entry_id, _ in fuse(lexical, semantic, partial={"animals", "still"})]
+    assert fused[0] == "tabby" and fused.index("still") > fused.index("kitten")  # the floor hit itself keeps only its cosine
+
+
+def test_a_hit_holding_every_searched_word_keeps_its_rise_from_zero() -> None:
+    """Only partial hits set the floor: an exact match of the whole query still leads a short BM25 list."""
+    lexical = [("ticket", 6.0), ("partial", 2.0)]
+    semantic = [(f"other{n}", 0.35 - n * 0.01) for n in range(30)] + [("ticket", 0.2), ("partial", 0.1)]
+    assert fuse(lexical, semantic, partial={"partial"})[0][0] == "ticket"
+    assert needs_partial(len(lexical), len(semantic)) and not needs_partial(20, 50) and not needs_partial(0, 50)

@@ -86,3 +86,30 @@ def test_the_demo_journal_finds_the_puppy_note_in_hybrids_top_three() -> None:
         puppy = journal.append({"kind": "note", "agent": "motoko", "theme": "home", "voice": "I adopted a puppy last week; she chews my shoes."})
         assert journal.search("new canine companion", k=10, mode="lexical")  # the demo's pulses say "new"
         assert puppy.id in [hit.entry_id for hit in journal.search("new canine companion", k=3, mode="hybrid")]
+
+
+def test_in_a_small_journal_a_one_word_lexical_hit_does_not_bury_the_meaning_matches(root: Path) -> None:
+    """'the animal that adopted me' in a dozen notes: only the harbour note holds a searched word ("animals"),
+    and hybrid's top 3, with both notes about the adopted cat, is the vectors' own."""
+    notes = [
+        ("harbor light", "Night walk to the pier: sodium lamps turn the fog orange, and the cranes look like sleeping animals."),
+        ("cat", "The stray tabby from the garage now waits at the door every morning; I bought her a bowl."),
+        ("cat", "Named the tabby Kusanagi. She sleeps on the enlarger now."),
+        ("mother", "Called my mother. She talks about the garden in Nagano as if I had never left it."),
+        ("work", "The payment queue stalled again after the release; rolled back at midnight."),
+        ("darkroom", "Printed the harbour series on fibre paper; the grain is finally right."),
+        ("running", "Ran along the canal before work; my knee held up for ten kilometres."),
+        ("cooking", "Made miso soup with dashi from scratch and ate it on the balcony."),
+        ("reading", "Finished the second volume of the detective novel on the night train."),
+        ("sleep", "Woke at four again and watched the ceiling until the birds started."),
+        ("studio", "Moved the studio to the third floor of the old textile building."),
+        ("phone", "Changed my phone number; the old one kept getting vendor calls."),
+    ]
+    with Journal(root, enable_nn=True) as journal:
+        ids = [journal.append({"kind": "note", "agent": "motoko", "theme": theme, "voice": voice}).id for theme, voice in notes]
+        query = "the animal that adopted me"
+        assert [hit.entry_id for hit in journal.search(query, k=10, mode="lexical")] == [ids[0]]
+        by_meaning = [hit.entry_id for hit in journal.search(query, k=3, mode="semantic")]
+        assert set(by_meaning) >= {ids[1], ids[2]}
+        # Before the partial hit set the floor, it took the whole lexical weight and came first, pushing a cat note out of the top 3.
+        assert [hit.entry_id for hit in journal.search(query, k=3, mode="hybrid")] == by_meaning
