@@ -21,14 +21,14 @@ from typing import IO, Any
 import click
 
 from journal import _modelfetch, _views
-from journal.api import MAX_K, MAX_LIMIT, MODES, Journal, SkippedFile
-from journal.clikit import CommandGroup, TimeParam, output_option, terminal_width, version_option, wants_json, warn
+from journal._cli_options import K_RANGE, KIND, TEXT, RootPath, as_of_option, current_only_option, read_input, window_options
+from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
+from journal.clikit import CommandGroup, output_option, terminal_width, version_option, wants_json, warn
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
-from journal.entry import KINDS, MAX_INPUT_BYTES, parse_json_payload
-from journal.errors import EntryValidationError, JournalError, JournalStorageError
+from journal.entry import parse_json_payload
+from journal.errors import JournalError, JournalStorageError
 from journal.progress import StderrProgress, progress_after, reporting_slow
-from journal.timeinput import local_zone
 
 __all__ = ["cli", "main"]
 
@@ -96,74 +96,9 @@ def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
     _echo(json.dumps(value, ensure_ascii=False, indent=2) if wants_json() else view(value, terminal_width()))
 
 
-class _Text(click.types.StringParamType):
-    """A string argument that can be written as UTF-8.
-
-    Bytes of argv that are not UTF-8 reach Python as lone surrogates
-    (surrogateescape); SQLite, JSON output and the terminal would each fail on
-    them with a traceback, so they are refused here as a usage error.
-    """
-
-    name = "text"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        text = super().convert(value, param, ctx)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            self.fail(f"expected UTF-8 text, got an invalid byte at character {exc.start}", param, ctx)
-        return text
-
-
-_TEXT = _Text()
-_K_RANGE = click.IntRange(min=1, max=MAX_K)
-_KIND = click.Choice(KINDS)
-
-
-def _read_input(source: IO[bytes]) -> bytes:
-    """At most MAX_INPUT_BYTES of *source*; one byte more is read only to tell that the input is too long."""
-    raw = source.read(MAX_INPUT_BYTES + 1)
-    if len(raw) > MAX_INPUT_BYTES:
-        # Exit 65 like an oversized entry: the data is wrong, not the command line.
-        raise EntryValidationError("(entry)", f"at most {MAX_INPUT_BYTES} bytes of JSON input (the entry file itself at most 1 MiB)", "more")
-    return raw
-
-
-#: Dates and times without an offset are read in the system's local zone (TZ, else /etc/localtime).
-_TIME = TimeParam(lambda ctx: local_zone())
-
-
-def _window_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    function = click.option("--until", type=_TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")(function)
-    function = click.option("--since", type=_TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(function)
-    return click.option("--agent", type=_TEXT, help="Only this agent's entries.")(function)
-
-
-def _as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--as-of", "as_of", type=_TIME,
-                        help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.")(function)
-
-
-def _current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--current-only", is_flag=True, help="Leave out entries that a later entry supersedes.")(function)
-
-
-class _RootPath(click.Path):
-    """A journal directory; an empty or blank value is refused, never read as the current directory.
-
-    Path("") is ".", so `--root "$UNSET_VARIABLE"` would otherwise create or write a journal wherever the
-    command happens to run.
-    """
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.strip():
-            self.fail(f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx)
-        return super().convert(value, param, ctx)
-
-
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--root", type=_RootPath(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
+    "--root", type=RootPath(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
     help="The journal directory.",
 )
 @click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")
@@ -205,7 +140,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
-    payload = parse_json_payload(_read_input(source))
+    payload = parse_json_payload(read_input(source))
     result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 
@@ -224,10 +159,10 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
 
 
 @cli.command(name="list")
-@click.option("--kind", type=_KIND)
-@_window_options
-@_as_of_option
-@_current_only_option
+@click.option("--kind", type=KIND)
+@window_options
+@as_of_option
+@current_only_option
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
 @output_option
 @pass_settings
@@ -244,12 +179,12 @@ def list_(
 
 
 @cli.command()
-@click.argument("query", type=_TEXT)
-@click.option("-k", "k", type=_K_RANGE, default=8, show_default=True, help="How many hits.")
-@click.option("--kind", type=_KIND)
-@_window_options
-@_as_of_option
-@_current_only_option
+@click.argument("query", type=TEXT)
+@click.option("-k", "k", type=K_RANGE, default=8, show_default=True, help="How many hits.")
+@click.option("--kind", type=KIND)
+@window_options
+@as_of_option
+@current_only_option
 @click.option(
     "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
     help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
@@ -272,8 +207,8 @@ def search(
 
 @cli.command()
 @click.argument("entry_id")
-@click.option("-k", "k", type=_K_RANGE, default=8, show_default=True)
-@click.option("--agent", type=_TEXT, help="Only this agent's entries.")
+@click.option("-k", "k", type=K_RANGE, default=8, show_default=True)
+@click.option("--agent", type=TEXT, help="Only this agent's entries.")
 @output_option
 @pass_settings
 def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
@@ -285,8 +220,8 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
 
 
 @cli.command()
-@_window_options
-@_as_of_option
+@window_options
+@as_of_option
 @output_option
 @pass_settings
 def digest(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None) -> None:
@@ -298,11 +233,11 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 
 
 @cli.command(name="prompt-context")
-@click.argument("query", type=_TEXT)
-@click.option("-k", "k", type=_K_RANGE, default=6, show_default=True)
-@_window_options
-@_as_of_option
-@_current_only_option
+@click.argument("query", type=TEXT)
+@click.option("-k", "k", type=K_RANGE, default=6, show_default=True)
+@window_options
+@as_of_option
+@current_only_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
 @output_option
@@ -380,10 +315,10 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
 
 
 @cli.command()
-@click.option("--agent", type=_TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
+@click.option("--agent", type=TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
 @click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
 @click.option(
-    "--http", "address", type=_TEXT, default=None, metavar="HOST:PORT",
+    "--http", "address", type=TEXT, default=None, metavar="HOST:PORT",
     help="Serve Streamable HTTP on this address instead of stdio (a non-loopback one needs GHOSTJOURNAL_MCP_TOKEN).",
 )
 @pass_settings

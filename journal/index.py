@@ -338,23 +338,27 @@ class Index(Database):
         with corruption_guard():
             return self._text.partial(self.conn, query, entry_ids, window)
 
-    def links_from(self, entry_id: str) -> list[str]:
-        with corruption_guard():
-            return [r[0] for r in self.conn.execute("SELECT dst FROM links WHERE src = ? ORDER BY dst", (entry_id,))]
-
     def links_to(self, entry_id: str) -> list[str]:
         with corruption_guard():
             return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
 
     def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Continuity links whose source is among *ids*."""
+        return self._pairs_among(ids, "SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")
+
+    def _pairs_among(self, ids: Sequence[str], sql: str) -> list[tuple[str, str]]:
+        """The ``(src, dst)`` rows of *sql*, which reads *ids* from the temporary table ``window_ids``.
+
+        A window's ids can outnumber SQLite's bound parameters, so they go
+        through a table rather than an ``IN (?, ...)`` list.
+        """
         if not ids:
             return []
         with corruption_guard():
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS window_ids (id TEXT PRIMARY KEY)")
             self.conn.execute("DELETE FROM window_ids")
             self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
-            return [(s, d) for s, d in self.conn.execute("SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")]
+            return [(src, dst) for src, dst in self.conn.execute(sql)]
 
     # -- corrections -----------------------------------------------------------------
 
@@ -391,13 +395,5 @@ class Index(Database):
 
     def corrections_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Supersession pairs ``(src, dst)`` whose source is among *ids* and whose target is an entry of the same agent."""
-        if not ids:
-            return []
-        with corruption_guard():
-            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS window_ids (id TEXT PRIMARY KEY)")
-            self.conn.execute("DELETE FROM window_ids")
-            self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
-            return [(s, d) for s, d in self.conn.execute(
-                "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
-                " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent"
-            )]
+        return self._pairs_among(ids, "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+                                      " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent")

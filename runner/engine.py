@@ -44,7 +44,7 @@ import structlog
 from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner._memory import memory_in_use, open_journal
-from runner.backends import Backend, ReflectionRequest, build_backend, check_reply
+from runner.backends import Backend, ReflectionRequest, build_backend, check_reply, keep_shown_ids
 from runner.backends.base import one_line
 from runner.config import AgentConfig, RunnerConfig
 from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunInterrupted, RunnerError
@@ -142,16 +142,7 @@ def _fields_from_backend(
     )
 
     def attempt(request: ReflectionRequest) -> dict[str, Any]:
-        fields = check_reply(backend.reflect(request), backend.name)
-        signals = fields.get("signals")
-        if isinstance(signals, dict):
-            # A reply may only cite, or correct, entries it was shown; invented ids are dropped.
-            shown = {record.id for record in context.records}
-            for field in ("continuity_refs", "supersedes"):
-                if isinstance(signals.get(field), list):
-                    refs = [ref for ref in signals[field] if ref in shown]
-                    signals = {k: v for k, v in signals.items() if k != field} | ({field: refs} if refs else {})
-            fields["signals"] = signals
+        fields = keep_shown_ids(check_reply(backend.reflect(request), backend.name), {record.id for record in context.records})
         try:
             # The reply's field values are the backend's: a bad one is its failure, and the error says so.
             validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})

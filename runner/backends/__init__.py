@@ -16,6 +16,7 @@ from runner.backends.base import (
     Backend,
     ReflectionRequest,
     check_reply,
+    keep_shown_ids,
     parse_reply_text,
 )
 from runner.config import AgentConfig
@@ -29,6 +30,7 @@ __all__ = [
     "ReflectionRequest",
     "build_backend",
     "check_reply",
+    "keep_shown_ids",
     "parse_reply_text",
 ]
 

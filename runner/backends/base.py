@@ -73,6 +73,7 @@ REPLY_SCHEMA: Final = {
                 "focus": _LABEL,
                 "novelty": {"type": "number", "minimum": 0, "maximum": 1},
                 "continuity_refs": {"type": "array", "items": {"type": "string"}},
+                "supersedes": {"type": "array", "items": {"type": "string"}},
             },
             "additionalProperties": False,
             "description": REPLY_FIELDS["signals"],
@@ -230,6 +231,22 @@ def load_reply_json(data: bytes | str, backend: str, what: str = "the reply") ->
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise BackendReplyError(backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}") from None
+
+
+def keep_shown_ids(fields: dict[str, Any], shown: set[str]) -> dict[str, Any]:
+    """*fields* with only the ids of entries the reply was *shown* left in ``signals.continuity_refs`` and ``signals.supersedes``.
+
+    A reply may cite, or correct, only entries it was shown; ids it invented
+    (or remembered from elsewhere) are dropped, and an emptied list with them.
+    """
+    signals = fields.get("signals")
+    if isinstance(signals, dict):
+        for field in ("continuity_refs", "supersedes"):
+            if isinstance(signals.get(field), list):
+                refs = [ref for ref in signals[field] if ref in shown]
+                signals = {k: v for k, v in signals.items() if k != field} | ({field: refs} if refs else {})
+        fields["signals"] = signals
+    return fields
 
 
 def check_reply(reply: object, backend: str) -> dict[str, Any]:

@@ -54,13 +54,14 @@ def test_the_schema_is_valid_and_names_exactly_the_reply_fields() -> None:
 @pytest.mark.parametrize("reply", [
     GOOD_REPLY,
     {"voice": "v", "theme": "t", "signals": {"focus": "f", "novelty": 0.0, "continuity_refs": ["e-1"]}, "anchors": [{"type": "url", "ref": "x"}]},
+    {"voice": "v", "theme": "t", "signals": {"supersedes": ["e-1"]}},
     {"voice": "v", "theme": "t", "anchors": [{"type": "file", "ref": "a.txt", "label": "notes"}], "tags": []},
     {"voice": "v"},
     {"voice": "v", "theme": "t", "extra": 1},
     {"voice": "v", "theme": "t", "signals": {"novelty": 2}},
     {"voice": "v", "theme": "x" * 201},
     {"voice": "v", "theme": "t", "anchors": [{"type": "url"}]},
-], ids=["good", "full", "anchors-with-label", "no-theme", "extra-field", "novelty-out-of-range", "long-theme", "anchor-without-ref"])
+], ids=["good", "full", "a-correction", "anchors-with-label", "no-theme", "extra-field", "novelty-out-of-range", "long-theme", "anchor-without-ref"])
 def test_the_schema_never_refuses_a_reply_the_runner_accepts(reply: dict[str, Any]) -> None:
     """What the schema accepts and what check_reply plus the journal's validator accept agree on these replies: never stricter."""
     accepted = True
