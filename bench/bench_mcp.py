@@ -118,9 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Journal(root) as journal:
             assert journal.reindex() == args.entries
         started = time.perf_counter()
-        # Every entry gets its vector now, so no server pays for it in a call.
-        with Journal(root, enable_nn=True, encoder=None if args.real_vectors else _RandomDocuments(args.seed)):
-            pass
+        # Every entry gets its vector now, so no server pays for it in a call (an open embeds nothing; a ranking would).
+        with Journal(root, enable_nn=True, encoder=None if args.real_vectors else _RandomDocuments(args.seed)) as journal:
+            journal.embed()
         embed_s = time.perf_counter() - started
         vectors = "embedded by the model" if args.real_vectors else "random unit vectors under the model's identity"
         queries = [(text, agent) for text, agent, _ in synth.queries(args.queries + 1)]
