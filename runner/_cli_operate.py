@@ -17,6 +17,7 @@ from typing import IO, Final
 
 import click
 
+from journal.clikit import output_option, wants_json
 from runner._cli_support import Settings, config_option, echo, echo_json, parse_time, raise_storage_failure
 from runner.history import History, build_history
 from runner.pauses import PauseBook, PauseChange
@@ -35,20 +36,31 @@ def _change(settings: Settings, config_path: Path | None, act: Callable[[PauseBo
     except OSError as exc:
         raise_storage_failure(exc, book.path, "write the pause file")
         raise
-    echo_json(change.to_dict())
+    if wants_json():
+        echo_json(change.to_dict())
+    else:
+        echo(_show_change(change))
+
+
+def _show_change(change: PauseChange) -> str:
+    """What a pause or resume did, for a person: the change (or that there was none), then what is paused now."""
+    what = change.agent if change.routine is None else f"{change.agent} {change.routine}"
+    done = f"{change.action}d {what}" if change.changed else f"{what}: nothing to {change.action}"
+    return f"{done}; {change.agent}'s paused routines: {', '.join(change.paused_routines) or 'none'}"
 
 
 @click.command()
 @click.argument("agent")
 @click.argument("routine", required=False)
 @config_option
+@output_option
 @click.pass_obj
 def pause(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Pause AGENT (all its routines) or its ROUTINE: its runs are skipped, reason "paused", until resumed.
 
     Kept in the runner's state directory; every run checks it when it starts,
     so serve and the timers honour it at their next fire, without a restart.
-    Prints what changed as JSON.
+    Prints what changed: as text on a terminal, as JSON when piped.
 
     Example: ghostrunner pause motoko evening
     """
@@ -59,6 +71,7 @@ def pause(settings: Settings, agent: str, routine: str | None, config_path: Path
 @click.argument("agent")
 @click.argument("routine", required=False)
 @config_option
+@output_option
 @click.pass_obj
 def resume(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Resume AGENT (all its routines, however paused) or its ROUTINE (also out of a pause of the whole agent).

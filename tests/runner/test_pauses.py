@@ -66,6 +66,17 @@ def test_pause_and_resume_persist_and_report_what_changed(tmp_path: Path) -> Non
     assert oct((tmp_path / "serve.state").stat().st_mode & 0o777) == "0o700"
 
 
+def test_pause_and_resume_speak_text_to_a_person_and_json_to_a_pipe(tmp_path: Path) -> None:
+    """Piped, the change is JSON; with --text (what a terminal gets), one line saying what changed and what is paused now."""
+    config = _config(tmp_path)
+    assert _cli(config, "pause", "motoko", "evening")["changed"] is True
+    again = ghostrunner("pause", "motoko", "evening", "--text", "--config", str(config), cwd=tmp_path)
+    assert (again.returncode, again.stdout) == (0, "motoko evening: nothing to pause; motoko's paused routines: evening\n")
+    resumed = ghostrunner("resume", "motoko", "--text", "--config", str(config), cwd=tmp_path)
+    assert (resumed.returncode, resumed.stdout) == (0, "resumed motoko; motoko's paused routines: none\n")
+    assert json.loads(ghostrunner("pause", "motoko", "--json", "--config", str(config), cwd=tmp_path).stdout)["action"] == "pause"
+
+
 def test_an_unknown_agent_or_routine_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     """Pausing or resuming a name the configuration does not define exits 2 with one line, and writes no pause file."""
     config = _config(tmp_path)
