@@ -90,7 +90,9 @@ def config_path(tmp_path: Path) -> Path:
 def test_a_dry_run_or_a_later_slot_never_covers_the_due_slot(config_path: Path, tmp_path: Path) -> None:
     """Real dry runs (of the due slot and of a future one) and a real success of a later slot leave the due slots overdue, exit 3."""
     config = load_config(config_path)
-    judged = datetime.now(UTC) + timedelta(days=1)
+    # Judged a day and a grace after now, each due slot lies an hour or more after the runs below,
+    # so the log reaches back to it whatever the wall clock says.
+    judged = datetime.now(UTC) + timedelta(days=1, hours=1) + default_grace(config)
     due = {name: latest_fire_time(cron_trigger(config.routines[name].schedule, UTC), judged - default_grace(config))
            for name in ("pulse-4h", "evening")}
     future = judged + timedelta(days=2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import load_config
-from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, read_log
+from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, default_grace, read_log
 from tests._support import ghostrunner, write_config
 
 BODY = """
@@ -131,7 +131,8 @@ def test_status_reads_real_run_logs_from_stdin(config_path: Path, tmp_path: Path
     assert {p["routine"]: (p["state"], p["last_success"]["outcome"]) for p in report["pairs"]} == {
         "evening": ("ok", "appended"), "pulse-4h": ("ok", "appended")}
     assert report["input"]["malformed"] == 1 and report["input"]["runs"] == 2 and report["exit_code"] == 0
-    tomorrow = (datetime.now(UTC) + timedelta(days=1, hours=1)).isoformat()
+    # A day and a grace after the slots run, the next ones are due, and they lie after the log's start.
+    tomorrow = (max(scheduled) + timedelta(days=1, minutes=1) + default_grace(load_config(config_path))).isoformat()
     overdue = ghostrunner("status", "--config", str(config_path), "--now", tomorrow, "--log", str(_write(tmp_path, text)), "--text")
     assert overdue.returncode == EXIT_OVERDUE
     assert "evening   OVERDUE" in overdue.stdout and "pulse-4h  OVERDUE" in overdue.stdout
