@@ -19,6 +19,17 @@ shared image's caption); each question is a query; recall@k is the paper's
 turn-level recall (fraction of evidence turns in the top k, 1 when a question
 has no evidence). MRR and NDCG@10 are over the questions that have evidence.
 
+Freshness (``bench/freshness.py``): the updated-fact and recency-trap
+suites of ``bench/freshness_set.json``, pass rates per mode:
+
+    python bench/bench_retrieval.py freshness
+
+Abstention (``bench/abstention.py``): the relevance floor's calibration, how
+well the top cosine separates answerable from unanswerable questions
+(AUROC), and the floor's recall cost:
+
+    python bench/bench_retrieval.py abstention --locomo ../shared/data/locomo-dev
+
 Speed (one run, side by side):
 
     python bench/bench_retrieval.py speed --entries 100000
@@ -156,7 +167,7 @@ def evaluate(journal: Journal, queries: Sequence[dict[str, Any]], arms: dict[str
     for mode in MODES:
         sums: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for q in queries:
-            hits = journal.search(q["query"], k=depth, agent=q["agent"], mode=mode)
+            hits = journal.search(q["query"], k=depth, agent=q["agent"], mode=mode, floor=False)  # ranking quality; the floor has its own figures
             if arms is not None and mode != "hybrid":
                 arms.setdefault(mode, []).append([(hit.entry_id, hit.score) for hit in hits])
                 if mode == "lexical":
@@ -392,6 +403,15 @@ def main() -> None:
     quality.add_argument("--seed", type=int, default=11, help="seed of the planted entries of --runner (default 11)")
     quality.add_argument("--compare", action="store_true", help="also score other fusions of the same two arm lists")
     quality.add_argument("--model", help="model name or directory (default: the journal's default)")
+    fresh = sub.add_parser("freshness", help="updated facts and recency traps: does the newest version win, is the old truth kept?")
+    fresh.add_argument("--set", type=Path, default=Path(__file__).resolve().parent / "freshness_set.json", help="the suites (bench/freshness_set.json)")
+    fresh.add_argument("--background", type=int, default=1000, help="entries of the runner-written journal beneath them (0: none)")
+    fresh.add_argument("--show-failed", action="store_true", help="list the probes that fail")
+    abstain = sub.add_parser("abstention", help="the relevance floor: its calibration, AUROC on unanswerable questions, recall cost")
+    abstain.add_argument("--locomo", type=Path, required=True, help="the locomo-dev directory (or its JSON file)")
+    abstain.add_argument("--journal-set", type=Path, default=Path(__file__).resolve().parent / "journal_set.json")
+    abstain.add_argument("--runner", type=int, default=1000, help="size of the runner-written journal with planted questions")
+    abstain.add_argument("--seed", type=int, default=11)
     speed = sub.add_parser("speed", help="embedding throughput, search latency, append latency")
     speed.add_argument("--entries", type=int, default=100_000)
     speed.add_argument("--embed-entries", type=int, default=4000)
@@ -406,6 +426,14 @@ def main() -> None:
             run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo), args.model, args.compare)
         if args.runner:
             run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare)
+    elif args.command == "freshness":
+        from freshness import run_freshness
+
+        run_freshness(args.set, args.background, show_failed=args.show_failed)
+    elif args.command == "abstention":
+        from abstention import run_abstention
+
+        run_abstention(args.locomo, args.journal_set, args.runner, args.seed)
     else:
         run_speed(args.entries, args.embed_entries, args.model)
 

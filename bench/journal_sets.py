@@ -85,8 +85,8 @@ def _rare_words(rng: random.Random, taken: set[str]) -> list[str]:
             return words
 
 
-def _simulate(root: Path, entries: int) -> None:
-    """Fill *root* with a runner-written journal of about *entries* entries."""
+def simulate_background(root: Path, entries: int) -> None:
+    """Fill *root* with a runner-written journal of about *entries* entries (the default agent, simulated backend)."""
     work = root.parent
     persona = Path(__file__).resolve().parent.parent / "runner" / "data" / "motoko.toml"
     config_file = work / "ghostrunner.toml"
@@ -106,7 +106,7 @@ def build_runner_set(root: Path, entries: int, *, seed: int = 11) -> list[dict[s
 
     Each query is ``{agent, query, category, relevant: {entry_id: 1.0}}``.
     """
-    _simulate(root, entries)
+    simulate_background(root, entries)
     rng = random.Random(seed)
     queries: list[dict[str, Any]] = []
     with Journal(root) as journal:

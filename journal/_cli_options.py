@@ -13,7 +13,7 @@ from journal.entry import KINDS, MAX_INPUT_BYTES
 from journal.errors import EntryValidationError
 from journal.timeinput import local_zone
 
-__all__ = ["KIND", "K_RANGE", "TEXT", "RootPath", "as_of_option", "current_only_option", "read_input", "window_options"]
+__all__ = ["KIND", "K_RANGE", "TEXT", "RootPath", "as_of_option", "current_only_option", "floor_option", "read_input", "window_options"]
 
 
 class _Text(click.types.StringParamType):
@@ -66,6 +66,13 @@ def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--current-only", is_flag=True, help="Leave out entries that a later entry supersedes.")(function)
+
+
+def floor_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--floor/--no-floor", default=True, show_default=True,
+        help="With --nn, leave out entries found by meaning alone below the model's relevance floor (cosine 0.30 for the default model).",
+    )(function)
 
 
 class RootPath(click.Path):

@@ -105,13 +105,18 @@ def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
     until = {"type": "string", "description": f"Only entries before this time. {_TIME}"}
     as_of = {"type": "string", "description": f"Answer from the journal as it stood at this time: entries written later, and the corrections they make, are left out. {_TIME}"}
     current_only = {"type": "boolean", "default": False, "description": "Leave out entries that a later entry corrects (supersedes)."}
+    floor = {
+        "type": "boolean", "default": True,
+        "description": "Leave out entries found by meaning alone that fall below the relevance floor, so that nothing relevant means no hits; "
+                       "false keeps every candidate.",
+    }
     kind = {"type": "string", "enum": list(KINDS), "description": "Only entries of this kind."}
     entry_id = {"type": "string", "minLength": 1, "maxLength": 128, "description": "An entry id, as returned by the other tools."}
     scope = _agent_property(agent)
     return {
         "journal_search": _object({
             "query": _query("What to look for: any text (words, a question, a name, a code); quotes and operators are read as words."),
-            "k": _k(8), "kind": kind, "since": since, "until": until, "as_of": as_of, "current_only": current_only,
+            "k": _k(8), "kind": kind, "since": since, "until": until, "as_of": as_of, "current_only": current_only, "floor": floor,
             "mode": {
                 "type": "string", "enum": list(MODES), "default": "auto",
                 "description": "auto: by words and meaning when the server has semantic search, else by words; "
@@ -127,7 +132,7 @@ def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
         }),
         "journal_context": _object({
             "query": _query("The question the next piece of work is about, e.g. 'what did I decide about the deploy?'."),
-            "k": _k(6), "since": since, "until": until, "as_of": as_of, "current_only": current_only,
+            "k": _k(6), "since": since, "until": until, "as_of": as_of, "current_only": current_only, "floor": floor,
             "max_chars": {
                 "type": "integer", "minimum": 600, "maximum": MAX_CONTEXT_CHARS, "default": DEFAULT_CONTEXT_CHARS,
                 "description": "Most characters of the framed block.",

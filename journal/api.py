@@ -122,6 +122,11 @@ class Journal:
         return None if self._keeper.semantic is None else self._keeper.semantic.encoder
 
     @property
+    def relevance_floor(self) -> float | None:
+        """The cosine an entry found by meaning alone must reach in :meth:`search` (see its *floor*); None with NN off or a model without one."""
+        return None if self._keeper.semantic is None else self._keeper.semantic.relevance_floor
+
+    @property
     def skipped(self) -> builtins.list[SkippedFile]:
         """Files the last rebuild left out, and indexed entries a read found unusable since."""
         return self._keeper.skipped
@@ -243,7 +248,7 @@ class Journal:
     def search(
         self, query: str, *, k: int = 8, kind: str | None = None, agent: str | None = None,
         since: datetime | str | None = None, until: datetime | str | None = None, mode: str = "auto",
-        as_of: datetime | str | None = None, current_only: bool = False,
+        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
@@ -260,11 +265,19 @@ class Journal:
                 entries written at or before it, and only the supersessions
                 those entries declare.
             current_only: leave superseded entries out.
+            floor: leave out an entry found by meaning alone (no searched word
+                matched it) whose cosine is below the model's calibrated
+                relevance floor (:data:`journal.semantic.RELEVANCE_FLOORS`;
+                0.30 for the default model), so that a question about nothing
+                the journal holds can return no hits. False keeps every
+                candidate. Lexical ranking and models without a floor are unaffected.
 
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode without NN.
         """
-        return self._ranker.search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only)
+        return self._ranker.search(
+            query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
+        )
 
     @recovering
     def relate(self, entry_id: str, k: int = 8, agent: str | None = None) -> builtins.list[Hit]:
@@ -310,7 +323,7 @@ class Journal:
     def context(
         self, query: str, *, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
-        current_only: bool = False,
+        current_only: bool = False, floor: bool = True,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -320,21 +333,27 @@ class Journal:
         *max_chars*; its records (``.records``, oldest first) are the same
         entries as values, cut where the block cuts them. A superseded entry
         follows its correction as in :meth:`search`, and its record says
-        ``superseded_by``; *as_of* and *current_only* work as there.
+        ``superseded_by``; *as_of*, *current_only* and *floor* work as
+        there. The header's ``matched`` says how many records the query found;
+        the rest are the recent fill.
 
         Raises:
             ValueError: *max_chars* is below the smallest block (600).
         """
-        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only)
+        return self._ranker.context(
+            query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+        )
 
     @recovering
     def prompt_context(
         self, query: str, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
         until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
-        current_only: bool = False,
+        current_only: bool = False, floor: bool = True,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
         It frames entries as data; it is not a full defence against prompt injection.
         """
-        return self._ranker.context(query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only).text
+        return self._ranker.context(
+            query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+        ).text

@@ -21,7 +21,7 @@ from typing import IO, Any
 import click
 
 from journal import _modelfetch, _views
-from journal._cli_options import K_RANGE, KIND, TEXT, RootPath, as_of_option, current_only_option, read_input, window_options
+from journal._cli_options import K_RANGE, KIND, TEXT, RootPath, as_of_option, current_only_option, floor_option, read_input, window_options
 from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.clikit import CommandGroup, output_option, terminal_width, version_option, wants_json, warn
 from journal.embed import DEFAULT_MODEL
@@ -185,6 +185,7 @@ def list_(
 @window_options
 @as_of_option
 @current_only_option
+@floor_option
 @click.option(
     "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
     help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
@@ -193,15 +194,18 @@ def list_(
 @pass_settings
 def search(
     settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None,
-    as_of: datetime | None, current_only: bool, mode: str,
+    as_of: datetime | None, current_only: bool, floor: bool, mode: str,
 ) -> None:
     """Search entries by words, and with --nn by meaning too; any text is a valid query.
 
     A superseded entry comes right after the entry correcting it, and its hit lists that entry in superseded_by.
+    With --nn, an entry found by meaning alone must reach the relevance floor, so a search can find nothing.
 
     Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
-    hits = settings.journal().search(query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only)
+    hits = settings.journal().search(
+        query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
+    )
     _emit([hit.to_dict() for hit in hits], _views.show_hits)
 
 
@@ -238,20 +242,21 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 @window_options
 @as_of_option
 @current_only_option
+@floor_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
 @output_option
 @pass_settings
 def prompt_context(
     settings: _Settings, query: str, k: int, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
-    current_only: bool, max_chars: int, raw: bool,
+    current_only: bool, floor: bool, max_chars: int, raw: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
     Example: ghostjournal prompt-context "what keeps returning?" --agent motoko --raw
     """
     block = settings.journal().prompt_context(
-        query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only,
+        query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
     )
     if raw:
         _echo(block)

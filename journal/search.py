@@ -63,10 +63,17 @@ class Ranker:
             )
         return mode
 
-    def _rank(self, query: str, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None) -> list[Hit]:
+    def _floor(self, floor: bool) -> float | None:
+        """The cosine an entry found by meaning alone must reach: the encoder's calibrated floor, or None (no floor)."""
+        return self._semantic.relevance_floor if floor and self._semantic is not None else None
+
+    def _rank(
+        self, query: str, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None, floor: float | None = None,
+    ) -> list[Hit]:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.fusion`).
 
-        *vector* replaces the query's embedding (``relate`` passes the entry's own).
+        *vector* replaces the query's embedding (``relate`` passes the entry's own). With a
+        *floor*, an entry the words did not match and whose cosine is below it is left out.
         """
         mode = self._resolve_mode(mode)
         if scope.current_only:
@@ -74,7 +81,7 @@ class Ranker:
         bad: set[str] = set()
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope)
+            hits = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor)
             if len(hits) >= k or len(bad) == known:
                 return hits
 
@@ -91,7 +98,9 @@ class Ranker:
 
         return order_corrections(hits, superseders, bring)[:k]
 
-    def _rank_once(self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope) -> list[Hit]:
+    def _rank_once(
+        self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
+    ) -> list[Hit]:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
         window = scope.window
@@ -104,14 +113,18 @@ class Ranker:
         if vector is None:
             vector = self._semantic.query_vector(query)
         semantic = self._semantic.rank(vector, depth, window, exclude=exclude)
+        matched = {r.row.id for r in lexical}
         if mode == "semantic":
             ranked = semantic[:k]
         else:
             lexical_ranked = [(r.row.id, r.score) for r in lexical]
             partial = self._index.partial_matches(query, [i for i, _ in lexical_ranked], window) if needs_partial(len(lexical), len(semantic)) else set()
-            ranked = fuse(lexical_ranked, semantic, partial=partial)[:k]
+            ranked = fuse(lexical_ranked, semantic, partial=partial)
+        if floor is not None:
+            cosines = dict(semantic)
+            ranked = [(entry_id, score) for entry_id, score in ranked if entry_id in matched or cosines.get(entry_id, -1.0) >= floor]
+        ranked = ranked[:k]
         rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
-        matched = {r.row.id for r in lexical}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
         hits = []
         for entry_id, score in ranked:
@@ -121,13 +134,13 @@ class Ranker:
 
     def search(
         self, query: str, *, k: int, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, mode: str,
-        as_of: datetime | str | None = None, current_only: bool = False,
+        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
     ) -> list[Hit]:
         """See :meth:`journal.Journal.search`."""
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        return self._corrected(self._rank(query, k=k, mode=mode, scope=scope), k, scope)
+        return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=self._floor(floor)), k, scope)
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -174,13 +187,13 @@ class Ranker:
 
     def context(
         self, query: str, *, k: int, agent: str | None, since: datetime | str | None, until: datetime | str | None, max_chars: int,
-        as_of: datetime | str | None = None, current_only: bool = False,
+        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
     ) -> PromptContext:
         """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        found = self._corrected(self._rank(query, k=k, mode="auto", scope=scope), k, scope)
+        found = self._corrected(self._rank(query, k=k, mode="auto", scope=scope, floor=self._floor(floor)), k, scope)
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}

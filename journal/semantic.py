@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -22,12 +22,19 @@ from journal.embed import Encoder, describe, document_text
 from journal.entry import Entry
 from journal.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
 
-__all__ = ["FILL_BATCH", "SemanticIndex", "from_blob", "to_blob"]
+__all__ = ["FILL_BATCH", "RELEVANCE_FLOORS", "SemanticIndex", "from_blob", "to_blob"]
 
 #: Entries committed per transaction when filling vectors: a killed fill loses at most this many.
 FILL_BATCH: Final = 256
 #: Texts per encode call while filling: progress is reported after each.
 _CHUNK: Final = 32
+
+#: The cosine below which an entry found by meaning alone is not relevant, per model, keyed by
+#: the hash of the model's files in its identity (the default model's here). It is calibrated, by
+#: ``bench/bench_retrieval.py abstention``, as the highest cosine (in steps of 0.01) that at most 1 %
+#: of answerable questions' best relevant entry falls below, on LoCoMo's dev split and the
+#: journal-shaped sets. A model not listed has no floor: each model's cosines have their own scale.
+RELEVANCE_FLOORS: Final[Mapping[str, float]] = {"sha256:022b83e0644b646c": 0.30}
 
 Vector = npt.NDArray[np.float32]
 
@@ -117,6 +124,12 @@ class SemanticIndex:
         # Entries up to this rowid are known to have a vector from this encoder (within the epoch of _state).
         self._checked_to = 0
         self._lock = threading.Lock()
+
+    @property
+    def relevance_floor(self) -> float | None:
+        """This encoder's calibrated relevance floor (see :data:`RELEVANCE_FLOORS`), None without one."""
+        weights = ":".join(self.model.rsplit(":", 2)[-2:])
+        return RELEVANCE_FLOORS.get(weights)
 
     # -- writing -------------------------------------------------------------------
 

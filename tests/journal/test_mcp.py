@@ -94,7 +94,7 @@ def test_tools_and_their_schemas(everyone: McpServer, motoko: McpServer) -> None
         assert tool.input_schema["additionalProperties"] is False
         assert tool.annotations is not None and tool.annotations.read_only_hint is (tool.name != "journal_append")
     assert listed["journal_search"].input_schema["required"] == ["query"]
-    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "mode", "agent"}
+    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "floor", "mode", "agent"}
     append = listed["journal_append"].input_schema
     assert set(append["properties"]) == {"kind", "voice", "theme", "tags", "mood", "signals", "anchors", "client_key", "meta", "agent"}
     assert set(append["required"]) == {"kind", "agent", "voice", "theme"}

@@ -1,0 +1,98 @@
+"""The relevance floor with the real model: a question about nothing the journal holds finds nothing by meaning."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal
+from journal.embed import Encoder
+from journal.semantic import RELEVANCE_FLOORS
+from tests.journal._fakes import FakeEncoder
+
+Payload = Callable[..., dict[str, Any]]
+
+LIFE = (
+    ("pets", "I adopted a puppy last week; she chews my shoes."),
+    ("cooking", "Made miso soup from scratch; the dashi took an hour but the kitchen smelled like my grandmother's house."),
+    ("work", "Rolled back release 4.12.3 after the payment queue stalled; incident ticket OPS-7731 is still open."),
+    ("running", "Ran along the canal before dawn, 6 km, lungs burning in the cold air."),
+    ("family", "Called my mother. She talks about the garden in Nagano as if I had never left it."),
+)
+UNRELATED = "lattice gauge theory of quark confinement"
+
+
+def _fill(journal: Journal, make_payload: Payload) -> dict[str, str]:
+    return {theme: journal.append(make_payload(theme=theme, tags=[], voice=voice)).id for theme, voice in LIFE}
+
+
+def test_a_question_about_nothing_in_the_journal_finds_nothing_by_meaning(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """Below the calibrated floor, semantic and hybrid search return no hits; floor=False ranks every entry; a paraphrase still passes."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        ids = _fill(journal, make_payload)
+        floor = journal.relevance_floor
+        assert floor == RELEVANCE_FLOORS[real_encoder.identity.split(":l2:", 1)[1]]
+        unfloored = journal.search(UNRELATED, k=10, mode="semantic", floor=False)
+        assert len(unfloored) == len(LIFE) and max(hit.score for hit in unfloored) < floor  # the floor, not a lack of entries, decides
+        assert journal.search(UNRELATED, k=10, mode="semantic") == []
+        assert journal.search(UNRELATED, k=10) == []  # hybrid: no word matches either
+        [puppy] = journal.search("new canine companion", k=1, mode="semantic")
+        assert puppy.entry_id == ids["pets"] and puppy.score >= floor
+
+
+def test_hybrid_keeps_an_entry_the_words_matched_whatever_its_cosine(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """The floor is for the semantic arm: a ticket number found by BM25 stays, though its cosine is below the floor."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        ids = _fill(journal, make_payload)
+        query = "OPS-7731 quark confinement"
+        cosines = {hit.entry_id: hit.score for hit in journal.search(query, k=10, mode="semantic", floor=False)}
+        assert cosines[ids["work"]] < journal.relevance_floor  # type: ignore[operator]  # NN is on: a float
+        assert [hit.entry_id for hit in journal.search(query, k=10)] == [ids["work"]]
+        assert journal.search(query, k=10, mode="semantic") == []
+
+
+def test_the_prompt_context_fills_with_recent_entries_and_says_none_matched(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """With nothing relevant, the block still holds the recent fill, and its header counts 0 matches; without the floor, k."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        _fill(journal, make_payload)
+        context = journal.context(UNRELATED, k=3)
+        assert [record.found_by for record in context.records] == ["recent"] * 3
+        assert json.loads(context.text.splitlines()[2])["matched"] == 0
+        unfloored = journal.context(UNRELATED, k=3, floor=False)
+        assert json.loads(unfloored.text.splitlines()[2])["matched"] == 3
+
+
+def test_no_floor_without_nn_or_for_a_model_without_one(root: Path, make_payload: Payload) -> None:
+    """Lexical journals and uncalibrated models have no floor, and rank as before."""
+    with Journal(root) as journal:
+        _fill(journal, make_payload)
+        assert journal.relevance_floor is None
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        assert journal.relevance_floor is None
+        assert len(journal.search(UNRELATED, k=10, mode="semantic")) == len(LIFE)
+
+
+@pytest.mark.parametrize("command", ["search", "prompt-context"])
+def test_the_cli_applies_the_floor_and_no_floor_lifts_it(root: Path, make_payload: Payload, command: str) -> None:
+    """`--nn search` finds nothing for an unrelated question and `--no-floor` ranks every entry; prompt-context counts its matches."""
+    with Journal(root) as journal:
+        _fill(journal, make_payload)
+
+    def run(*extra: str) -> Any:
+        args = [sys.executable, "-m", "journal.cli", "--root", str(root), "--nn", command, UNRELATED, "-k", "3", "--json", *extra]
+        result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    if command == "search":
+        assert run() == []
+        assert len(run("--no-floor")) == 3
+    else:
+        header = [json.loads(run(*extra)["context"].splitlines()[2])["matched"] for extra in ((), ("--no-floor",))]
+        assert header == [0, 3]
