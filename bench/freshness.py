@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from journal import Journal
 
-__all__ = ["DEPTH", "build_journal", "evaluate", "load_scenarios", "print_results", "probe_passes", "run_freshness"]
+__all__ = ["DEPTH", "build_journal", "evaluate", "load_scenarios", "pair_cosines", "print_results", "print_separation", "probe_passes", "run_freshness"]
 
 AGENT: Final = "motoko"
 #: How many hits a probe reads: an answer below this rank is not found.
@@ -102,6 +102,35 @@ def print_results(title: str, results: dict[str, dict[str, Any]], *, show_failed
                 print(f"  {mode} failed: {line}")
 
 
+def pair_cosines(journal: Journal, scenarios: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Cosines between the entries a rule would have to tell apart: (each older version, its newest), (each old truth, a distractor)."""
+    from journal.embed import document_text
+
+    encoder = journal.encoder
+    assert encoder is not None  # the suites' journal is opened with NN
+    versions: list[float] = []
+    distractors: list[float] = []
+    for scenario in scenarios:
+        entries = scenario["entries"]
+        vectors = encoder.encode([document_text(e["theme"], e["tags"], None, e["voice"]) for e in entries])
+        answer = [e["id"] for e in entries].index(scenario["answer"])
+        others = [float(vectors[answer] @ vectors[i]) for i in range(len(entries)) if i != answer]
+        (versions if scenario["shape"] == "updated-fact" else distractors).extend(others)
+    return versions, distractors
+
+
+def print_separation(versions: Sequence[float], distractors: Sequence[float]) -> None:
+    """How well the cosine between two entries tells a newer version of a fact from a newer entry about something else."""
+    from abstention import auroc
+
+    print(f"\ncosine between an old entry and a newer one: {len(versions)} version pairs, {len(distractors)} distractor pairs, "
+          f"AUROC {auroc(versions, distractors):.3f}")
+    for threshold in (0.5, 0.6, 0.7):
+        above_v = sum(1 for c in versions if c >= threshold) / len(versions)
+        above_d = sum(1 for c in distractors if c >= threshold) / len(distractors)
+        print(f"  cosine >= {threshold}: {above_v:6.1%} of version pairs, {above_d:6.1%} of distractor pairs")
+
+
 def run_freshness(path: Path, background: int, *, show_failed: bool = False) -> None:
     """Build the suites' journal and print their pass rates in lexical, semantic and hybrid mode."""
     import tempfile
@@ -113,5 +142,7 @@ def run_freshness(path: Path, background: int, *, show_failed: bool = False) -> 
         with Journal(root, enable_nn=True) as journal:
             count = journal.digest().count
             results = evaluate(journal, scenarios, ("lexical", "semantic", "hybrid"))
+            separation = pair_cosines(journal, scenarios)
     print_results(f"freshness suites: {len(scenarios)} scenarios in a journal of {count} entries "
                   f"(pass: the answer ranks above every other entry of its scenario within the top {DEPTH})", results, show_failed=show_failed)
+    print_separation(*separation)
