@@ -205,5 +205,7 @@ class Ranker:
             hidden = set(self._index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
             recent = self._reader.usable_rows(lambda extra: [row for row in fetch(extra + len(hidden)) if row.id not in hidden], k - len(picks), scope)
             picks += [(entry, "recent") for entry in recent]
-        corrected = self._index.superseders([entry.id for entry, _ in picks], before=scope.as_of)
+        # The matches already carry their correctors; only the recent fill is asked for its own.
+        corrected = {hit.entry_id: list(hit.superseded_by) for hit in found if hit.superseded_by}
+        corrected.update(self._index.superseders([entry.id for entry, why in picks if why == "recent"], before=scope.as_of))
         return build_prompt_context(query, picks, max_chars=max_chars, superseded_by=corrected)

@@ -145,6 +145,15 @@ def test_the_prompt_context_says_superseded_by_and_how_many_matched(facts: dict[
     assert next(line for line in lines[1:] if line["id"] == facts["old"].id)["superseded_by"] == [facts["new"].id]
 
 
+def test_a_superseded_entry_of_the_recent_fill_says_superseded_by_too(facts: dict[str, Entry], journal: Journal) -> None:
+    """Nothing matches the query: every record is recent fill, and the corrected one still names its correction."""
+    context = journal.context("zeppelin", agent="motoko", k=3)
+    records = {record.id: record for record in context.records}
+    assert {record.found_by for record in context.records} == {"recent"}
+    assert records[facts["old"].id].superseded_by == (facts["new"].id,)
+    assert records[facts["new"].id].superseded_by == () and records[facts["other"].id].superseded_by == ()
+
+
 def test_relate_shows_the_link_both_ways_and_digest_counts_corrections(facts: dict[str, Entry], journal: Journal) -> None:
     from_new = journal.relate(facts["new"].id, agent="motoko")
     assert (from_new[0].entry_id, from_new[0].reason) == (facts["old"].id, "supersedes")
