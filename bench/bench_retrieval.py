@@ -407,6 +407,7 @@ def main() -> None:
     fresh.add_argument("--set", type=Path, default=Path(__file__).resolve().parent / "freshness_set.json", help="the suites (bench/freshness_set.json)")
     fresh.add_argument("--background", type=int, default=1000, help="entries of the runner-written journal beneath them (0: none)")
     fresh.add_argument("--show-failed", action="store_true", help="list the probes that fail")
+    fresh.add_argument("--locomo", type=Path, help="also try the newer-near-duplicates-first rule on the suites and on LoCoMo's recall")
     abstain = sub.add_parser("abstention", help="the relevance floor: its calibration, AUROC on unanswerable questions, recall cost")
     abstain.add_argument("--locomo", type=Path, required=True, help="the locomo-dev directory (or its JSON file)")
     abstain.add_argument("--journal-set", type=Path, default=Path(__file__).resolve().parent / "journal_set.json")
@@ -429,7 +430,7 @@ def main() -> None:
     elif args.command == "freshness":
         from freshness import run_freshness
 
-        run_freshness(args.set, args.background, show_failed=args.show_failed)
+        run_freshness(args.set, args.background, show_failed=args.show_failed, locomo=args.locomo)
     elif args.command == "abstention":
         from abstention import run_abstention
 

@@ -15,8 +15,12 @@ other entry of its scenario that is (an entry left out ranks below all).
 Every scenario goes into one journal, on top of a runner-written background
 (``ghostrunner simulate`` of the default agent) unless ``background`` is 0,
 so the scenarios compete with each other and with a year of reflections.
-The scenarios of split ``tune`` were used to choose the journal's rule;
-split ``check`` was written apart and held out.
+The two splits, ``tune`` and ``check``, were written apart over disjoint
+subjects, so that a rule chosen on one can be checked on the other.
+
+With ``--locomo``, the bench also tries the rule every link-free approach
+here comes down to, a newer hit very similar to an older one goes above it
+(:func:`newer_first`), on the suites and on LoCoMo's recall.
 """
 
 from __future__ import annotations
@@ -131,7 +135,88 @@ def print_separation(versions: Sequence[float], distractors: Sequence[float]) ->
         print(f"  cosine >= {threshold}: {above_v:6.1%} of version pairs, {above_d:6.1%} of distractor pairs")
 
 
-def run_freshness(path: Path, background: int, *, show_failed: bool = False) -> None:
+class _Vectors:
+    """Entry vectors by id, embedded once from the hits' entries (the journal's own document text)."""
+
+    def __init__(self, journal: Journal) -> None:
+        assert journal.encoder is not None  # opened with NN
+        self._encoder = journal.encoder
+        self._by_id: dict[str, Any] = {}
+
+    def of(self, hits: Sequence[Any]) -> dict[str, Any]:
+        from journal.embed import document_text
+
+        missing = [hit for hit in hits if hit.entry_id not in self._by_id]
+        if missing:
+            texts = [document_text(h.entry.theme, h.entry.tags, (h.entry.signals or {}).get("focus"), h.entry.voice) for h in missing]
+            self._by_id.update(zip([h.entry_id for h in missing], self._encoder.encode(texts), strict=True))
+        return {hit.entry_id: self._by_id[hit.entry_id] for hit in hits}
+
+
+def newer_first(hits: Sequence[Any], vectors: dict[str, Any], threshold: float) -> list[str]:
+    """The rule every link-free approach here comes down to: a newer hit at least *threshold* similar to an older one goes above it."""
+    ids = [hit.entry_id for hit in hits]
+    ts = {hit.entry_id: hit.entry.ts for hit in hits}
+    newer = {x: sorted((y for y in ids if ts[y] > ts[x] and float(vectors[x] @ vectors[y]) >= threshold), key=lambda y: ts[y], reverse=True)
+             for x in ids}
+    order: list[str] = []
+    placed: set[str] = set()
+
+    def place(x: str, path: frozenset[str]) -> None:
+        if x in placed or x in path:
+            return
+        for y in newer[x]:
+            place(y, path | {x})
+        placed.add(x)
+        order.append(x)
+
+    for x in ids:
+        place(x, frozenset())
+    return order
+
+
+THRESHOLDS: Final = (0.6, 0.7, 0.8)
+
+
+def rule_on_suites(journal: Journal, scenarios: Sequence[dict[str, Any]], vectors: _Vectors) -> dict[float, dict[str, float]]:
+    """Hybrid pass rates per shape with :func:`newer_first` at each threshold."""
+    passed: dict[float, dict[str, list[bool]]] = {t: defaultdict(list) for t in THRESHOLDS}
+    for scenario in scenarios:
+        for probe in scenario["probes"]:
+            hits = journal.search(probe["query"], k=DEPTH, agent=AGENT, mode="hybrid")
+            by_id = vectors.of(hits)
+            for threshold in THRESHOLDS:
+                passed[threshold][scenario["shape"]].append(probe_passes(newer_first(hits, by_id, threshold), scenario))
+    return {t: {shape: statistics.fmean(v) for shape, v in shapes.items()} for t, shapes in passed.items()}
+
+
+def rule_on_locomo(locomo: Path) -> dict[float | None, dict[str, float]]:
+    """LoCoMo's hybrid Recall@3/@10 and MRR without the rule (None) and with it at each threshold."""
+    import tempfile
+
+    from bench_retrieval import load_locomo, recall_at, reciprocal_rank
+
+    payloads, queries = load_locomo(locomo)
+    queries = [q for q in queries if q["relevant"]]
+    results: dict[float | None, dict[str, list[float]]] = {t: defaultdict(list) for t in (None, *THRESHOLDS)}
+    with tempfile.TemporaryDirectory() as tmp:
+        with Journal(Path(tmp) / "j") as writer:
+            for payload in payloads:
+                writer.append(payload)
+        with Journal(Path(tmp) / "j", enable_nn=True) as journal:
+            vectors = _Vectors(journal)
+            for q in queries:
+                hits = journal.search(q["query"], k=50, agent=q["agent"], mode="hybrid", floor=False)
+                by_id = vectors.of(hits)
+                for threshold in results:
+                    ranked = [h.entry_id for h in hits] if threshold is None else newer_first(hits, by_id, threshold)
+                    for k in (3, 10):
+                        results[threshold][f"R@{k}"].append(recall_at(ranked, q["relevant"], k))
+                    results[threshold]["MRR"].append(reciprocal_rank(ranked, q["relevant"]))
+    return {t: {m: statistics.fmean(v) for m, v in metrics.items()} for t, metrics in results.items()}
+
+
+def run_freshness(path: Path, background: int, *, show_failed: bool = False, locomo: Path | None = None) -> None:
     """Build the suites' journal and print their pass rates in lexical, semantic and hybrid mode."""
     import tempfile
 
@@ -143,6 +228,18 @@ def run_freshness(path: Path, background: int, *, show_failed: bool = False) -> 
             count = journal.digest().count
             results = evaluate(journal, scenarios, ("lexical", "semantic", "hybrid"))
             separation = pair_cosines(journal, scenarios)
+            rule = rule_on_suites(journal, scenarios, _Vectors(journal)) if locomo else None
     print_results(f"freshness suites: {len(scenarios)} scenarios in a journal of {count} entries "
                   f"(pass: the answer ranks above every other entry of its scenario within the top {DEPTH})", results, show_failed=show_failed)
     print_separation(*separation)
+    if locomo is not None and rule is not None:
+        on_locomo = rule_on_locomo(locomo)
+        base = on_locomo[None]
+        print("\nnewer near-duplicates first (a newer hit with cosine >= t to an older one goes above it), hybrid:")
+        print(f"  {'rule':<12} {'updated-fact':>12} {'recency-trap':>12}   LoCoMo R@3 / R@10 / MRR")
+        print(f"  {'none':<12} {results['hybrid']['updated-fact all']:12.1%} {results['hybrid']['recency-trap all']:12.1%}   "
+              f"{base['R@3']:.3f} / {base['R@10']:.3f} / {base['MRR']:.3f}")
+        for threshold in THRESHOLDS:
+            row, loc = rule[threshold], on_locomo[threshold]
+            print(f"  {'t = ' + str(threshold):<12} {row['updated-fact']:12.1%} {row['recency-trap']:12.1%}   "
+                  f"{loc['R@3']:.3f} / {loc['R@10']:.3f} / {loc['MRR']:.3f}")
