@@ -96,3 +96,20 @@ def test_the_cli_applies_the_floor_and_no_floor_lifts_it(root: Path, make_payloa
     else:
         header = [json.loads(run(*extra)["context"].splitlines()[2])["matched"] for extra in ((), ("--no-floor",))]
         assert header == [0, 3]
+
+
+@pytest.mark.parametrize("question", [
+    "What's the status of quark confinement?",
+    "Where’s the lattice gauge theory paper? It's due",
+    "I don't know anything about quark confinement, didn't you?",
+])
+def test_a_contraction_in_the_question_is_no_word_match(root: Path, make_payload: Payload, real_encoder: Encoder, question: str) -> None:
+    """'what's' is split into 'what' and 's' like 'grandmother's' in the entry: the clitic alone must not lift the floor."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        _fill(journal, make_payload)
+        assert journal.search(question, k=10) == []
+        assert journal.search(question, k=10, mode="lexical") == []
+        # The word before the apostrophe is still searched.
+        [cooking] = journal.search("my grandmother’s place", k=1, mode="lexical")
+        assert cooking.entry.theme == "cooking"
+
