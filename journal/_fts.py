@@ -29,6 +29,20 @@ _STOPWORDS: Final = frozenset(
     ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
 )
 _TOKEN: Final = re.compile(r"[^\W_]+")
+# An English clitic after an apostrophe ("what's", "don't", "I'll"). The index's
+# tokenizer splits it off as a word of its own ("s", "t"), so searched, it would
+# match every possessive and contraction in the journal; it is dropped from a
+# query (with the "n" of "n't"), the word before it kept.
+_CLITIC: Final = re.compile(r"([^\W_]+)(?:n['\u2019]t|['\u2019](?:s|d|ll|m|re|ve))(?![^\W_])", re.IGNORECASE)
+# What is left of "won't", "can't" and "shan't" once "n't" is gone: function words, dropped whole.
+_NEGATED_STEMS: Final = frozenset(["wo", "ca", "sha"])
+
+
+def _without_clitic(match: re.Match[str]) -> str:
+    stem = match.group(1)
+    return "" if stem.lower() in _NEGATED_STEMS and match.group(0)[len(stem)] in "nN" else stem
+
+
 _MAX_QUERY_TERMS: Final = 64
 # A quoted word of an FTS5 expression built by _any_of (a word never holds a quote).
 _QUOTED: Final = re.compile(r'"([^"]+)"')
@@ -58,7 +72,7 @@ COMMON_WORDS = CommonWords()
 
 def query_terms(text: str) -> list[str]:
     """The distinct searchable words of any user text, function words left out unless nothing else is left."""
-    words = [w.lower() for w in _TOKEN.findall(text)]
+    words = [w.lower() for w in _TOKEN.findall(_CLITIC.sub(_without_clitic, text))]
     meaningful = [w for w in words if w not in _STOPWORDS] or words
     return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
 

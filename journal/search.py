@@ -76,8 +76,6 @@ class Ranker:
         *floor*, an entry the words did not match and whose cosine is below it is left out.
         """
         mode = self._resolve_mode(mode)
-        if scope.current_only:
-            exclude = [*exclude, *self._index.superseded_in(scope.window, before=scope.as_of)]
         bad: set[str] = set()
         while True:
             known = len(bad)
@@ -85,8 +83,8 @@ class Ranker:
             if len(hits) >= k or len(bad) == known:
                 return hits
 
-    def _corrected(self, hits: list[Hit], k: int, scope: Scope) -> list[Hit]:
-        """*hits* with each superseded entry right after what superseded it (see :mod:`journal._corrections`), cut to *k*."""
+    def _corrected(self, hits: list[Hit], scope: Scope) -> list[Hit]:
+        """*hits* with each superseded entry right after what superseded it (see :mod:`journal._corrections`)."""
 
         def superseders(ids: Sequence[str]) -> dict[str, list[str]]:
             return self._index.superseders(ids, before=scope.as_of)
@@ -96,7 +94,27 @@ class Ranker:
             entry = self._reader.usable(rows[0], set(), scope) if rows else None
             return None if entry is None else Hit(entry_id, corrected.score, _preview(entry.voice), entry, corrected.reason)
 
-        return order_corrections(hits, superseders, bring)[:k]
+        return order_corrections(hits, superseders, bring)
+
+    def _found(self, query: str, *, k: int, mode: str, scope: Scope, floor: float | None) -> list[Hit]:
+        """The best *k* hits of search and prompt context, corrections in place.
+
+        With ``current_only``, superseded entries are ranked too, so that one the
+        query found (by its old words, or above the floor) still brings in its
+        correction; then they are left out, and the ranking goes deeper while
+        they kept it from *k* hits.
+        """
+        if not scope.current_only:
+            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor), scope)[:k]
+        hidden = set(self._index.superseded_in(scope.window, before=scope.as_of))
+        depth = k
+        while True:
+            ranked = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor)
+            current = [hit for hit in self._corrected(ranked, scope) if hit.entry_id not in hidden]
+            if len(current) >= k or len(ranked) < depth:
+                return current[:k]
+            # Fewer than k of the ranked entries are current: rank as many more as were left out.
+            depth = k + sum(1 for hit in ranked if hit.entry_id in hidden)
 
     def _rank_once(
         self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
@@ -140,7 +158,7 @@ class Ranker:
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=self._floor(floor)), k, scope)
+        return self._found(query, k=k, mode=mode, scope=scope, floor=self._floor(floor))
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -193,7 +211,7 @@ class Ranker:
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        found = self._corrected(self._rank(query, k=k, mode="auto", scope=scope, floor=self._floor(floor)), k, scope)
+        found = self._found(query, k=k, mode="auto", scope=scope, floor=self._floor(floor))
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}

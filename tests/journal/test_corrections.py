@@ -228,3 +228,10 @@ def test_the_cli_takes_as_of_and_current_only(facts: dict[str, Entry], root: Pat
     assert json.loads(run("list", "--agent", "motoko", "--as-of", "-1d").stdout)[0]["id"] == facts["new"].id
     garbled = run("search", "tern", "--as-of", "last spring")
     assert garbled.returncode == 2 and "--as-of" in garbled.stderr and "Traceback" not in garbled.stderr
+
+
+def test_current_only_shows_the_correction_of_an_entry_only_its_old_words_find(facts: dict[str, Entry], journal: Journal) -> None:
+    """Only the old entry holds "tern": current_only leaves it out but still brings in its correction, and k counts it."""
+    assert [hit.entry_id for hit in journal.search("tern", agent="motoko", current_only=True)] == [facts["new"].id]
+    context = journal.context("tern", agent="motoko", k=1, current_only=True)
+    assert [(record.id, record.found_by) for record in context.records] == [(facts["new"].id, "match")]

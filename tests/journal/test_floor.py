@@ -96,3 +96,36 @@ def test_the_cli_applies_the_floor_and_no_floor_lifts_it(root: Path, make_payloa
     else:
         header = [json.loads(run(*extra)["context"].splitlines()[2])["matched"] for extra in ((), ("--no-floor",))]
         assert header == [0, 3]
+
+
+@pytest.mark.parametrize("question", [
+    "What's the status of quark confinement?",
+    "Where’s the lattice gauge theory paper? It's due",
+    "I don't know anything about quark confinement, didn't you?",
+])
+def test_a_contraction_in_the_question_is_no_word_match(root: Path, make_payload: Payload, real_encoder: Encoder, question: str) -> None:
+    """'what's' is split into 'what' and 's' like 'grandmother's' in the entry: the clitic alone must not lift the floor."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        _fill(journal, make_payload)
+        assert journal.search(question, k=10) == []
+        assert journal.search(question, k=10, mode="lexical") == []
+        # The word before the apostrophe is still searched.
+        [cooking] = journal.search("my grandmother’s place", k=1, mode="lexical")
+        assert cooking.entry.theme == "cooking"
+
+
+def test_current_only_keeps_the_correction_of_an_entry_above_the_floor(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """A correction in other words is below the floor on its own; what it corrects is not, so current_only shows the correction."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        _fill(journal, make_payload)
+        old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
+        new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
+        question = "what is the office wifi password?"
+        cosines = {hit.entry_id: hit.score for hit in journal.search(question, k=10, mode="semantic", floor=False)}
+        assert cosines[new.id] < journal.relevance_floor <= cosines[old.id]  # type: ignore[operator]  # NN is on: a float
+        assert [hit.entry_id for hit in journal.search(question, k=10)] == [new.id, old.id]
+        for mode in ("hybrid", "semantic", "lexical"):
+            assert [hit.entry_id for hit in journal.search(question, k=10, mode=mode, current_only=True)] == [new.id], mode
+        context = journal.context(question, k=3, current_only=True)
+        assert [(record.id, record.found_by) for record in context.records if record.found_by == "match"] == [(new.id, "match")]
+        assert old.id not in [record.id for record in context.records]

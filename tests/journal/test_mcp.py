@@ -270,6 +270,8 @@ SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("semantic-without-nn", {"mode": "semantic"}, "semantic search is not available"),
     ("agent-number", {"agent": 7}, "agent must be a string, got a number 7"),
     ("current-only-string", {"current_only": "yes"}, 'current_only must be true or false, got a string "yes"'),
+    ("floor-string", {"floor": "false"}, 'floor must be true or false, got a string "false"'),
+    ("floor-number", {"floor": 0}, "floor must be true or false, got a number 0"),
     ("naive-as-of", {"as_of": "2026-09-05T16:00:00"}, "as_of must be an ISO 8601 time with seconds and a timezone"),
 ]
 

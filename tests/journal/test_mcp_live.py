@@ -219,6 +219,14 @@ def test_nn_server_ranks_by_meaning_with_one_warm_encoder(tmp_path: Path) -> Non
             expected = [hit.to_dict() for hit in journal.search("new canine companion", k=3, agent="motoko")]
         assert server.ok("journal_search", query="new canine companion", k=3)["hits"] == expected
         assert [e["event"] for e in server.events()].count("mcp.started") == 1
+        # Below the relevance floor nothing is found by meaning alone; floor: false keeps every candidate.
+        unrelated = "lattice gauge theory of quark confinement"
+        assert server.ok("journal_search", query=unrelated, k=10)["hits"] == []
+        assert len(server.ok("journal_search", query=unrelated, k=10, floor=False)["hits"]) == 4
+        counts = [json.loads(server.ok("journal_context", query=unrelated, k=2, **extra)["text"].splitlines()[2])["matched"]
+                  for extra in ({}, {"floor": False})]
+        assert counts == [0, 2]
+        assert "floor must be true or false" in server.error("journal_context", query=unrelated, floor="no")
 
 
 def test_a_broken_stdout_ends_the_server_with_exit_74(tmp_path: Path) -> None:
