@@ -5,8 +5,10 @@ Steps: ``"good"`` (a valid entry), ``"broken"`` (content that is not JSON),
 ``"reset"`` (the connection is reset without an answer), ``"refuse-format"``
 (HTTP 400 naming response_format, as a server without structured replies
 answers), an HTTP status as an int (``503``, ``401``), or ``(429, "2")``: a
-status with its Retry-After header. Once the script is used up every request
-gets ``"good"``.
+status with its Retry-After header, or a :class:`Reply` (HTTP 200 with that
+content). Once the script is used up every request gets *default*
+(``"good"`` unless given). A *gated* server holds each request, after
+recording it and setting ``arrived``, until the test sets ``release``.
 """
 
 from __future__ import annotations
@@ -16,22 +18,38 @@ import socket
 import struct
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["GOOD_REPLY", "ChatServer"]
+__all__ = ["GOOD_REPLY", "ChatServer", "Reply", "Step"]
 
 GOOD_REPLY = {"voice": "The harbour lights again.", "theme": "the city at night", "tags": ["night"], "mood": "calm"}
 
-Step = str | int | tuple[int, str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A step answering HTTP 200 with *content* as the assistant message."""
+
+    content: str
+
+
+Step = str | int | tuple[int, str] | Reply
 
 
 class ChatServer:
-    """The server; use as a context manager. ``requests`` holds each request's JSON body, in order."""
+    """The server; use as a context manager. ``requests``, ``paths`` and ``headers`` hold each request's JSON body, path and headers, in order."""
 
-    def __init__(self, script: Sequence[Step] = ()) -> None:
+    def __init__(self, script: Sequence[Step] = (), *, default: Step = "good", gated: bool = False) -> None:
         self.script: list[Step] = list(script)
+        self.default = default
+        self.gated = gated
         self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.arrived = threading.Event()
+        self.release = threading.Event()
         self.closing = threading.Event()
         self._lock = threading.Lock()
         server = self
@@ -44,7 +62,12 @@ class ChatServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server._lock:
                     server.requests.append(body)
-                    step: Step = server.script.pop(0) if server.script else "good"
+                    server.paths.append(self.path)
+                    server.headers.append(dict(self.headers))
+                    step: Step = server.script.pop(0) if server.script else server.default
+                server.arrived.set()
+                if server.gated:
+                    server.release.wait(60)
                 if step == "hang":
                     server.closing.wait(10)
                     return
@@ -60,6 +83,7 @@ class ChatServer:
 
     def __exit__(self, *exc: object) -> None:
         self.closing.set()
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -79,8 +103,8 @@ class ChatServer:
         if step == "refuse-format":
             step = 400
             payload = b'{"error": {"message": "response_format is not supported by this server"}}'
-        elif isinstance(step, str):
-            content = json.dumps(GOOD_REPLY) if step == "good" else "Sure! Here is your entry: {voice: nope"
+        elif isinstance(step, Reply | str):
+            content = step.content if isinstance(step, Reply) else json.dumps(GOOD_REPLY) if step == "good" else "Sure! Here is your entry: {voice: nope"
             payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
             step = 200
         else:

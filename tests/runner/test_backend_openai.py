@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,66 +15,18 @@ from journal import Journal
 from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
+from tests._chat_server import ChatServer, Reply, Step
 from tests._support import write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night", "tags": ["night"], "mood": "calm", "signals": {"novelty": 0.4}}
-
-
-class _Server:
-    """A chat-completions stand-in whose next answer the test sets."""
-
-    def __init__(self) -> None:
-        self.mode = "good"
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, **body})
-                server.headers.append(dict(self.headers))
-                if server.mode == "timeout":
-                    server.release.wait(10)
-                    return
-                if server.mode == "http500":
-                    self.send_response(500)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": "model crashed"}')
-                    return
-                content = {
-                    "good": json.dumps(GOOD),
-                    "fenced": "```json\n" + json.dumps(GOOD) + "\n```",
-                    "malformed": "Sure! Here is your entry: {voice: nope",
-                    "missing": json.dumps({"theme": "no voice here"}),
-                }[server.mode]
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
+#: The server's step for each bad reply of test_bad_replies_fail_the_run_and_append_nothing.
+BAD_REPLIES: dict[str, Step] = {"malformed": "broken", "missing": Reply(json.dumps({"theme": "no voice here"})), "http500": 500, "timeout": "hang"}
 
 
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    instance = _Server()
-    yield instance
-    instance.close()
+def server() -> Iterator[ChatServer]:
+    with ChatServer(default=Reply(json.dumps(GOOD))) as instance:
+        yield instance
 
 
 def _config(tmp_path: Path, url: str) -> Any:
@@ -105,13 +55,13 @@ def _run(config: Any) -> Any:
     return result, count
 
 
-def test_good_reply_is_appended_and_context_travels_as_data(server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_good_reply_is_appended_and_context_travels_as_data(server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A JSON reply becomes the entry; the request carries model, key, and the context inside the user message."""
     monkeypatch.setenv("GHOSTRUNNER_TEST_KEY", "sk-test")
     result, count = _run(_config(tmp_path, server.url))
     assert (result.outcome, count) == ("appended", 1), result.error
     request = server.requests[0]
-    assert request["path"] == "/v1/chat/completions" and request["model"] == "tiny-test-model"
+    assert server.paths[0] == "/v1/chat/completions" and request["model"] == "tiny-test-model"
     assert server.headers[0]["Authorization"] == "Bearer sk-test"
     system, user = request["messages"]
     assert system["role"] == "system" and "never follow" in system["content"]
@@ -119,10 +69,10 @@ def test_good_reply_is_appended_and_context_travels_as_data(server: _Server, tmp
     assert user["content"].count("</past_journal_entries>") == 1  # the entry's fake closing tag stays escaped
 
 
-def test_fenced_json_reply_is_accepted(server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fenced_json_reply_is_accepted(server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A reply wrapped in a Markdown code fence is still read as JSON."""
     monkeypatch.setenv("GHOSTRUNNER_TEST_KEY", "sk-test")
-    server.mode = "fenced"
+    server.script.append(Reply("```json\n" + json.dumps(GOOD) + "\n```"))
     result, count = _run(_config(tmp_path, server.url))
     assert (result.outcome, count) == ("appended", 1)
 
@@ -137,10 +87,10 @@ def test_fenced_json_reply_is_accepted(server: _Server, tmp_path: Path, monkeypa
     ],
     ids=["malformed-json", "missing-fields", "http-500", "timeout"],
 )
-def test_bad_replies_fail_the_run_and_append_nothing(server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str) -> None:
+def test_bad_replies_fail_the_run_and_append_nothing(server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, message: str) -> None:
     """Malformed JSON, missing fields, HTTP 500 and a timeout each fail the run with a clear logged error and no entry."""
     monkeypatch.setenv("GHOSTRUNNER_TEST_KEY", "sk-test")
-    server.mode = mode
+    server.script.append(BAD_REPLIES[mode])
     with capture_logs() as logs:
         result, count = _run(_config(tmp_path, server.url))
     assert (result.outcome, count) == ("failed", 0)
@@ -149,7 +99,7 @@ def test_bad_replies_fail_the_run_and_append_nothing(server: _Server, tmp_path: 
     assert len(finished) == 1 and finished[0]["log_level"] == "error" and finished[0]["error"] == result.error
 
 
-def test_missing_api_key_variable_fails_clearly(server: _Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_api_key_variable_fails_clearly(server: ChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A configured api_key_env that is not set fails the run without calling the server."""
     monkeypatch.delenv("GHOSTRUNNER_TEST_KEY", raising=False)
     result, count = _run(_config(tmp_path, server.url))

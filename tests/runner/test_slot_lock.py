@@ -11,7 +11,6 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,53 +18,18 @@ import pytest
 
 from runner.config import load_config
 from runner.errors import ConfigError
+from tests._chat_server import ChatServer, Reply
 from tests._support import SIMPLE_AGENT, ghostrunner, with_key, write_config
 
 KEY = "motoko:evening:2026-09-05"
 REPLY = {"voice": "The harbour lights came on one by one.", "theme": "harbour at dusk", "tags": ["harbour"]}
 
 
-class _GatedServer:
-    """A chat-completions server on 127.0.0.1 that counts requests and holds each one until the test releases it."""
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.arrived = threading.Event()
-        self.release = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["Content-Length"]))
-                server.requests += 1  # handler threads: += under the GIL is enough for a count the test reads after they end
-                server.arrived.set()
-                server.release.wait(60)
-                content = json.dumps(REPLY)
-                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def server() -> Iterator[_GatedServer]:
-    instance = _GatedServer()
-    yield instance
-    instance.close()
+def server() -> Iterator[ChatServer]:
+    """A chat-completions server on 127.0.0.1 that holds each request until the test releases it."""
+    with ChatServer(default=Reply(json.dumps(REPLY)), gated=True) as instance:
+        yield instance
 
 
 class _Run:
@@ -115,7 +79,7 @@ def _wait_for(events: queue.Queue[dict[str, Any]], name: str, count: int) -> lis
     return found
 
 
-def test_six_racing_runs_make_one_backend_call_and_the_losers_report_duplicate(tmp_path: Path, server: _GatedServer, processes: list) -> None:
+def test_six_racing_runs_make_one_backend_call_and_the_losers_report_duplicate(tmp_path: Path, server: ChatServer, processes: list) -> None:
     """Six runs of one slot at once: one asks the server and appends; the five that waited at the slot lock find its entry, asking nothing."""
     config = _config(tmp_path, server.url, "60s")
     events: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -128,14 +92,14 @@ def test_six_racing_runs_make_one_backend_call_and_the_losers_report_duplicate(t
     results = [run.result() for run in runs]
     assert sorted(result["outcome"] for _, result in results) == ["appended"] + ["duplicate"] * 5
     assert [code for code, _ in results] == [0] * 6
-    assert server.requests == 1
+    assert len(server.requests) == 1
     [entry] = with_key(tmp_path / "journal", KEY)
     assert {result["entry_id"] for _, result in results} == {entry.id}
     assert {event["client_key"] for event in waiting} == {KEY} and all(event["wait_s"] == 60 for event in waiting)
     assert all(Path(event["lock"]).name == "motoko+evening.lock" for event in waiting)
 
 
-def test_a_run_that_waits_past_the_bound_is_busy_and_status_counts_it_as_no_failure(tmp_path: Path, server: _GatedServer, processes: list) -> None:
+def test_a_run_that_waits_past_the_bound_is_busy_and_status_counts_it_as_no_failure(tmp_path: Path, server: ChatServer, processes: list) -> None:
     """While one run holds the slot, two more wait 1 s, report busy (exit 75, no backend call), and status stays all well."""
     config = _config(tmp_path, server.url, "1s")
     events: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -151,7 +115,7 @@ def test_a_run_that_waits_past_the_bound_is_busy_and_status_counts_it_as_no_fail
     for code, result in busy:
         assert (code, result["outcome"], result["reason"], result["entry_id"], result["error"]) == (75, "busy", "slot_locked", None, None)
         assert result["duration_ms"] >= 1000  # the documented bound was waited for
-    assert server.requests == 1
+    assert len(server.requests) == 1
     assert len(with_key(tmp_path / "journal", KEY)) == 1
     log = tmp_path / "runs.log"
     log.write_text("".join(line for run in (*losers, winner) for line in run.log), encoding="utf-8")
@@ -193,7 +157,7 @@ def test_slot_lock_wait_defaults_to_five_seconds_and_must_be_shorter_than_run_ti
         load_config(path)
 
 
-def test_sigterm_while_waiting_for_the_slot_lock_ends_the_run_once(tmp_path: Path, server: _GatedServer, processes: list) -> None:
+def test_sigterm_while_waiting_for_the_slot_lock_ends_the_run_once(tmp_path: Path, server: ChatServer, processes: list) -> None:
     """A run stopped by SIGTERM while it waits for the slot lock logs one failed run.finished, prints it, and asks nothing."""
     config = _config(tmp_path, server.url, "60s")
     events: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -209,4 +173,4 @@ def test_sigterm_while_waiting_for_the_slot_lock_ends_the_run_once(tmp_path: Pat
     assert (code, result["outcome"]) == (128 + signal.SIGTERM, "failed")
     assert "interrupted by a signal while waiting for the slot lock" in result["error"]
     assert [json.loads(line)["event"] for line in waiter.log] == ["run.waiting", "run.finished"]
-    assert winner.result()[1]["outcome"] == "appended" and server.requests == 1
+    assert winner.result()[1]["outcome"] == "appended" and len(server.requests) == 1
