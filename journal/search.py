@@ -96,17 +96,21 @@ class Ranker:
 
         return order_corrections(hits, superseders, bring)
 
-    def _found(self, query: str, *, k: int, mode: str, scope: Scope, floor: float | None) -> list[Hit]:
+    def _hidden(self, scope: Scope) -> set[str]:
+        """The entries ``current_only`` leaves out of *scope*: those superseded (within its ``as_of``); none without it."""
+        return set(self._index.superseded_in(scope.window, before=scope.as_of)) if scope.current_only else set()
+
+    def _found(self, query: str, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str]) -> list[Hit]:
         """The best *k* hits of search and prompt context, corrections in place.
 
         With ``current_only``, superseded entries are ranked too, so that one the
         query found (by its old words, or above the floor) still brings in its
         correction; then they are left out, and the ranking goes deeper while
-        they kept it from *k* hits.
+        they kept it from *k* hits. *hidden* is :meth:`_hidden` of *scope*, which
+        the prompt context's recent fill leaves out too.
         """
         if not scope.current_only:
             return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor), scope)[:k]
-        hidden = set(self._index.superseded_in(scope.window, before=scope.as_of))
         depth = k
         while True:
             ranked = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor)
@@ -158,7 +162,7 @@ class Ranker:
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        return self._found(query, k=k, mode=mode, scope=scope, floor=self._floor(floor))
+        return self._found(query, k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope))
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -211,7 +215,8 @@ class Ranker:
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        found = self._found(query, k=k, mode="auto", scope=scope, floor=self._floor(floor))
+        hidden = self._hidden(scope)
+        found = self._found(query, k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden)
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
@@ -220,7 +225,6 @@ class Ranker:
                 rows = self._index.rows(scope.window, limit=k + len(seen) + extra)
                 return [row for row in rows if row.id not in seen]
 
-            hidden = set(self._index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
             recent = self._reader.usable_rows(lambda extra: [row for row in fetch(extra + len(hidden)) if row.id not in hidden], k - len(picks), scope)
             picks += [(entry, "recent") for entry in recent]
         # The matches already carry their correctors; only the recent fill is asked for its own.
