@@ -16,8 +16,10 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from journal import Entry, Journal
 
@@ -26,6 +28,7 @@ __all__ = [
     "PERSONA",
     "REPO",
     "SIMPLE_AGENT",
+    "TEST_ZONE",
     "LineReader",
     "entries",
     "entry_files",
@@ -46,11 +49,36 @@ REPO = Path(__file__).resolve().parents[1]
 PERSONA = REPO / "examples" / "agents" / "motoko.toml"
 
 
-def write_config(directory: Path, body: str, *, runner: str = "", name: str = "ghostrunner.toml") -> Path:
-    """Write a config with a [runner] table (journal in ./journal, UTC, catch-up unspread), the persona copied beside it, and *body*."""
+def _afternoon_zone(now: datetime) -> ZoneInfo:
+    """A fixed-offset zone, never UTC's, in which *now* falls in the 14:00 hour (the 13:00 hour when that zone is UTC).
+
+    The runner's tests run real serves on the wall clock: in UTC, a run of the suite
+    near midnight saw a slot's rerun fall past the next fire, or "today" change under
+    it. In this zone the suite starts between 13:00 and 15:00, an hour or more from
+    every fire of the tests' routines (midnight, 21:00, every 4 hours), whenever it
+    starts; and a test that takes its dates in UTC instead of the config's zone fails
+    at every hour, not once a day.
+    """
+    offset = 14 - now.astimezone(UTC).hour
+    offset = offset or -1
+    # Etc/GMT names count the other way: Etc/GMT-9 is nine hours ahead of UTC.
+    return ZoneInfo(f"Etc/GMT{-offset:+d}")
+
+
+#: The zone of every config write_config writes without one of its own.
+TEST_ZONE = _afternoon_zone(datetime.now(UTC))
+
+
+def write_config(directory: Path, body: str, *, runner: str = "", name: str = "ghostrunner.toml", wall_clock: bool = False) -> Path:
+    """Write a config with a [runner] table (journal in ./journal, UTC, catch-up unspread), the persona copied beside it, and *body*.
+
+    *wall_clock*: the config drives a real serve, which schedules on the wall clock: its zone is
+    TEST_ZONE rather than UTC (start_serve refuses a config in UTC).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(PERSONA, directory / "motoko.toml")
-    defaults = "" if "timezone" in runner else 'timezone = "UTC"\n'
+    zone = TEST_ZONE.key if wall_clock else "UTC"
+    defaults = "" if "timezone" in runner else f'timezone = "{zone}"\n'
     # Catch-up runs start at once unless a test spreads them: a spread of minutes would only slow tests down.
     defaults += "" if "catchup_spread" in runner else 'catchup_spread = "0s"\n'
     text = '[runner]\njournal_root = "./journal"\n' + defaults + textwrap.dedent(runner) + "\n" + textwrap.dedent(body)
@@ -189,6 +217,8 @@ class LineReader:
 
 def start_serve(path: Path, cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], LineReader]:
     """Start a real ``ghostrunner serve`` with config *path*; its log events are read on a thread."""
+    # A UTC config puts the tests' midnight routines wherever the wall clock happens to be.
+    assert 'timezone = "UTC"' not in path.read_text(encoding="utf-8"), f"{path}: write it with write_config(..., wall_clock=True)"
     process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "serve", "--config", str(path)], cwd=cwd, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return process, LineReader(process)

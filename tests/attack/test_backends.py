@@ -230,7 +230,7 @@ def test_under_serve_the_worker_ends_its_own_run_before_run_timeout(servers: Cal
     routines = ["nightly"]
     backend = {{ type = "openai", base_url = "{server.url}", timeout = "120s" }}
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "3s"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "3s"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     try:
         reader.wait(event_named("run.started"))

@@ -208,7 +208,7 @@ def test_serve_logs_one_run_finished_for_a_worker_killed_by_a_real_time_signal(t
     [agents.motoko]
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps([sys.executable, str(killer)])} }}
-    """, runner='catchup_grace = "2d"\n')
+    """, runner='catchup_grace = "2d"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     try:
         finished = reader.wait(event_named("run.finished", agent="motoko"))

@@ -371,7 +371,7 @@ def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "120s" }}
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "2s"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "2s"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     helper = None
     try:

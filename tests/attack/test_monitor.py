@@ -497,7 +497,7 @@ def _unusable_journals_config(tmp_path: Path) -> Path:
     routines = ["nightly"]
     journal_root = "./filed/journal"
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n', wall_clock=True)
     (tmp_path / "filed").write_text("a file where a journal directory should be\n", encoding="utf-8")
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "manifest.json").write_text(json.dumps({"format": "another-app", "version": 3}), encoding="utf-8")
@@ -557,7 +557,7 @@ def test_an_unusable_agent_clears_after_a_success_or_a_serve_of_it(config_path: 
 
 def _lock_config(tmp_path: Path, lock: Path) -> Path:
     return write_config(tmp_path, NIGHTLY + '\n[agents.motoko]\npersona = "motoko.toml"\nroutines = ["nightly"]\n',
-                        runner=f'catchup_grace = "0s"\nlock_file = {json.dumps(str(lock))}\n')
+                        runner=f'catchup_grace = "0s"\nlock_file = {json.dumps(str(lock))}\n', wall_clock=True)
 
 
 @pytest.mark.parametrize("kind", ["symlink-to-persona", "dangling-symlink", "file-with-content", "hard-link", "fifo", "directory"])

@@ -19,7 +19,7 @@ from runner.errors import ConfigError
 from runner.scheduler import Scheduler
 from runner.simulate import simulate
 from runner.status import EXIT_MISSED, build_report, read_log
-from tests._support import NIGHTLY, SIMPLE_AGENT, LineReader, event_named, ghostrunner, start_serve, write_config
+from tests._support import NIGHTLY, SIMPLE_AGENT, TEST_ZONE, LineReader, event_named, ghostrunner, start_serve, write_config
 
 NOW = datetime(2026, 9, 9, 13, 30, tzinfo=UTC)
 TWO_AGENTS = SIMPLE_AGENT + """
@@ -90,8 +90,8 @@ def test_serve_spreads_its_catchup_and_records_the_misses(tmp_path: Path, proces
     [agents.batou]
     persona = "motoko.toml"
     routines = ["nightly"]
-    """, runner='catchup_grace = "2d"\ncatchup_spread = "2h"\n')
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    """, runner='catchup_grace = "2d"\ncatchup_spread = "2h"\n', wall_clock=True)
+    today = datetime.now(TEST_ZONE).replace(hour=0, minute=0, second=0, microsecond=0)
     for day in (6, 5):  # both wrote six days ago; motoko also five days ago
         for agent in ("motoko", "batou")[: 2 if day == 6 else 1]:
             done = ghostrunner("run", "nightly", "--agent", agent, "--at", (today - timedelta(days=day)).isoformat(), "--config", str(path), cwd=tmp_path)

@@ -144,7 +144,7 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
     routines = ["nightly"]
     journal_root = "./not-a-directory"
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n', wall_clock=True)
     (tmp_path / "not-a-directory").write_text("a file where a journal should be\n")
     process, reader = start_serve(path, tmp_path)
     try:

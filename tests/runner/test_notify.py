@@ -115,7 +115,7 @@ def test_serve_sends_ready_watchdog_and_stopping(tmp_path: Path, datagram_socket
     persona = "motoko.toml"
     routines = ["minutely"]
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "0s"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "0s"\n', wall_clock=True)
     env = {**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"}
     env.pop("WATCHDOG_PID", None)
     process, reader = start_serve(path, tmp_path, env)

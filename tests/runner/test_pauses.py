@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ import pytest
 from runner.config import load_config
 from runner.pauses import PauseBook
 from runner.scheduler import Scheduler
-from tests._support import NIGHTLY, entries, event_named, ghostrunner, script, start_serve, with_key, write_config
+from tests._support import NIGHTLY, TEST_ZONE, entries, event_named, ghostrunner, script, start_serve, with_key, write_config
 
 NOBODY = 65534
 
@@ -35,7 +35,7 @@ def _config(tmp_path: Path, *, agents: tuple[str, ...] = ("motoko",), runner: st
     routines = ["nightly", "evening"]
     backend = {{ type = "command", command = {json.dumps(argv)} }}
     """ for name in agents)
-    return write_config(tmp_path, body, runner='lock_file = "serve.lock"\n' + runner)
+    return write_config(tmp_path, body, runner='lock_file = "serve.lock"\n' + runner, wall_clock=True)
 
 
 def _calls(tmp_path: Path) -> int:
@@ -184,7 +184,7 @@ def test_status_shows_a_paused_pair_as_paused_not_overdue(tmp_path: Path) -> Non
     """A pair whose due slot has no run is overdue (exit 3); paused, it is paused (exit 0); the log decides when the file cannot."""
     config = _config(tmp_path)
     # status judges at noon two days from now, so that the log (written now) reaches back to every due slot.
-    noon = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) + timedelta(days=2)
+    noon = datetime.now(TEST_ZONE).replace(hour=12, minute=0, second=0, microsecond=0) + timedelta(days=2)
     log = tmp_path / "runs.log"
     lines = []
     for routine, at in (("nightly", noon - timedelta(hours=1)), ("evening", noon - timedelta(days=2))):

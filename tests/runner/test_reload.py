@@ -48,14 +48,14 @@ def test_sighup_adds_and_removes_pairs_and_raises_the_cap_while_a_run_is_in_flig
     """A valid new configuration takes effect at SIGHUP: the removed agent's waiting run is dropped, the added agent is
     caught up, a larger cap starts it beside the run in flight, and that run finishes."""
     gated = _gated(tmp_path)
-    path = write_config(tmp_path, NEWYEAR + _agent("motoko", gated) + _agent("batou"), runner=RUNNER.format(cap=1))
+    path = write_config(tmp_path, NEWYEAR + _agent("motoko", gated) + _agent("batou"), runner=RUNNER.format(cap=1), wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
     in_flight = reader.wait(event_named("run.started", agent="motoko"))
     reader.wait(event_named("scheduler.run_queued", agent="batou"))
     wait_for_marker(tmp_path, "arrived-")
 
-    write_config(tmp_path, NEWYEAR + _agent("motoko", gated) + _agent("kusanagi"), runner=RUNNER.format(cap=2))
+    write_config(tmp_path, NEWYEAR + _agent("motoko", gated) + _agent("kusanagi"), runner=RUNNER.format(cap=2), wall_clock=True)
     process.send_signal(signal.SIGHUP)
     reloaded = reader.wait(event_named("scheduler.reloaded"))
     assert (reloaded["added"], reloaded["removed"], reloaded["rescheduled"]) == (["kusanagi:newyear"], ["batou:newyear"], [])
@@ -78,7 +78,7 @@ def test_sighup_adds_and_removes_pairs_and_raises_the_cap_while_a_run_is_in_flig
 def test_an_invalid_configuration_is_refused_and_the_old_one_keeps_serving(tmp_path: Path, processes: list) -> None:
     """SIGHUP with a broken file logs scheduler.reload_failed naming the key; the waiting run then starts under the old
     configuration (not the broken file), and a later valid reload is taken."""
-    path = write_config(tmp_path, NEWYEAR + _agent("motoko", _gated(tmp_path)) + _agent("batou"), runner=RUNNER.format(cap=1))
+    path = write_config(tmp_path, NEWYEAR + _agent("motoko", _gated(tmp_path)) + _agent("batou"), runner=RUNNER.format(cap=1), wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
     reader.wait(event_named("run.started", agent="motoko"))

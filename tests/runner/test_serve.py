@@ -37,7 +37,7 @@ def _stop(process: subprocess.Popen[str], reader: LineReader) -> list[dict]:
 
 
 def _downtime_config(tmp_path: Path) -> Path:
-    return write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "8d"\n')
+    return write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "8d"\n', wall_clock=True)
 
 
 def test_missed_slots_after_downtime_are_one_per_pair(tmp_path: Path) -> None:
@@ -91,7 +91,7 @@ def _gated_serve_config(tmp_path: Path, shutdown_timeout: str) -> Path:
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "60s" }}
     """
-    return write_config(tmp_path, body, runner=f'catchup_grace = "2d"\nshutdown_timeout = "{shutdown_timeout}"\n')
+    return write_config(tmp_path, body, runner=f'catchup_grace = "2d"\nshutdown_timeout = "{shutdown_timeout}"\n', wall_clock=True)
 
 
 def test_sigterm_during_a_run_lets_it_finish_and_exits_zero(tmp_path: Path, processes: list) -> None:
@@ -142,7 +142,7 @@ def test_crashed_worker_is_reported_and_the_scheduler_goes_on(tmp_path: Path, pr
     persona = "motoko.toml"
     routines = ["nightly"]
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
     crashed = reader.wait(event_named("scheduler.worker_crashed"))
@@ -156,7 +156,7 @@ def test_crashed_worker_is_reported_and_the_scheduler_goes_on(tmp_path: Path, pr
 
 def test_a_second_scheduler_is_refused(tmp_path: Path, processes: list) -> None:
     """While one serve holds the deployment lock another exits 75 with one line on stderr."""
-    path = write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n')
+    path = write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
     reader.wait(event_named("scheduler.started"))

@@ -43,7 +43,7 @@ def test_serve_reruns_a_transiently_failed_slot_with_backoff_and_never_a_permane
     routines = ["nightly"]
     backend = {backend}
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nslot_retry_delay = "1s"\n')
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nslot_retry_delay = "1s"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
     refused = reader.wait(event_named("run.finished", agent="batou"))
