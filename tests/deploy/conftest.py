@@ -18,6 +18,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "live_systemd: boots the machine's systemd in private namespaces (root only; ~1 minute)")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of the booted system runs on one xdist worker, so the session boots it once, not once per worker."""
+    for item in items:
+        if "system" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("live_systemd"))
+
+
 def _cannot_boot() -> str | None:
     """Why this machine cannot boot a private systemd, or None."""
     if os.geteuid() != 0:

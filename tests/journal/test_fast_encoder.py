@@ -98,10 +98,10 @@ def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path
 
 
 def test_vectors_match_sentence_transformers_on_texts_of_every_length(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Cosine >= 0.999 against the reference on 1,200 texts, over 100 of them truncated."""
-    texts = _varied_texts(1200)
+    """Cosine >= 0.999 against the reference on 480 texts, over 40 of them truncated; the dev-split test below adds every turn of its conversations."""
+    texts = _varied_texts(480)
     pieces = [len(fast_encoder._tokenizer.encode(text).ids) for text in texts]
-    assert sum(count == 256 for count in pieces) > 100  # the truncated ones
+    assert sum(count == 256 for count in pieces) > 40  # the truncated ones
     assert min(pieces) == 2  # [CLS] [SEP] alone
     cosines = _cosines(fast_encoder.encode(texts), real_encoder.encode(texts))
     worst = int(np.argmin(cosines))

@@ -1,8 +1,8 @@
 """One Journal shared by many threads: calls behave as if run one after another, close() and fork are defined.
 
-The stress test runs 16 threads x 200 mixed calls on one instance, lexical
-and hybrid (with the real model: the NumPy encoder, and sentence-transformers
-once), under faulthandler, then checks that no call failed, that each client
+The stress test runs 16 threads of mixed calls on one instance, lexical
+(200 calls each) and hybrid with the real model (100 each on the NumPy encoder,
+50 on sentence-transformers), under faulthandler, then checks that no call failed, that each client
 key has exactly one entry, and that the index equals a fresh rebuild.
 """
 
@@ -143,7 +143,7 @@ def test_sixteen_threads_share_one_hybrid_journal(tmp_path: Path, fast_encoder: 
     # encode, 16 threads took 3-4 times as long on a busy two-core machine.
     # The number of BLAS threads changes no result.
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
-        _stress(tmp_path / "journal", 4, fast_encoder)
+        _stress(tmp_path / "journal", 4, fast_encoder, ops=100)
 
 
 def test_sixteen_threads_share_one_journal_on_sentence_transformers(tmp_path: Path, real_encoder: Encoder) -> None:
