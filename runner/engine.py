@@ -315,9 +315,11 @@ def run_slot(
         fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
         if fault is not None:
             error = str(exc)  # names the path, the errno and the fix already
-        else:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        elif isinstance(exc, OSError):
+            reason = exc.strerror or str(exc)
             error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
+        else:  # the journal's own error (a foreign manifest, an unsafe path) says what is wrong: no guess about permissions
+            error = f"cannot open the journal at {str(agent.journal_root)!r}: {exc}"
         return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
     except (KeyboardInterrupt, SystemExit) as exc:
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"

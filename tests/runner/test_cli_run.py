@@ -84,6 +84,23 @@ def test_user_errors_are_one_line_without_traceback(tmp_path: Path) -> None:
     assert result.stderr == "ghostrunner: error: no agent 'batou' in the configuration; configured: motoko\n"
 
 
+def test_a_journal_the_runner_cannot_use_is_named_with_its_own_reason(tmp_path: Path) -> None:
+    """A foreign manifest fails the run with the journal's words; only a filesystem refusal gets the hint about the directory."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    (tmp_path / "journal").mkdir()
+    manifest = tmp_path / "journal" / "manifest.json"
+    manifest.write_text('{"format": "something-else"}\n')
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path), cwd=tmp_path)
+    error = json.loads(result.stdout)["error"]
+    assert result.returncode == 1 and f"manifest {str(manifest)!r}: not a ghostjournal manifest" in error
+    assert "writable" not in error and manifest.read_text() == '{"format": "something-else"}\n'
+    manifest.unlink()
+    (tmp_path / "journal").rmdir()
+    (tmp_path / "journal").write_text("a file where the journal directory should be\n")
+    result = ghostrunner("run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 1 and "check that the directory exists and is writable" in json.loads(result.stdout)["error"]
+
+
 @pytest.mark.parametrize(("status", "code"), [(75, 1), (2, 78)], ids=["transient-exits-1", "permanent-exits-78"])
 def test_failed_run_exits_one_or_78_and_prints_the_outcome(tmp_path: Path, status: int, code: int) -> None:
     """A backend failure prints outcome failed as JSON; it exits 1, or 78 when the failure is permanent (a helper's exit other than 75)."""
