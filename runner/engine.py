@@ -318,7 +318,7 @@ def run_slot(
         elif isinstance(exc, OSError):
             reason = exc.strerror or str(exc)
             error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        else:  # the journal's own error (a foreign manifest, an unsafe path) says what is wrong: no guess about permissions
+        else:  # the journal's own error (a foreign manifest, an unsupported format) says what is wrong: no guess about permissions
             error = f"cannot open the journal at {str(agent.journal_root)!r}: {exc}"
         return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
     except (KeyboardInterrupt, SystemExit) as exc:

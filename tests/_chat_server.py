@@ -27,7 +27,6 @@ __all__ = ["GOOD_REPLY", "ChatServer", "Reply", "Step"]
 GOOD_REPLY = {"voice": "The harbour lights again.", "theme": "the city at night", "tags": ["night"], "mood": "calm"}
 
 
-
 @dataclass(frozen=True)
 class Reply:
     """A step answering HTTP 200 with *content* as the assistant message."""

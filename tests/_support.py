@@ -65,7 +65,7 @@ def _afternoon_zone(now: datetime) -> ZoneInfo:
     return ZoneInfo(f"Etc/GMT{-offset:+d}")
 
 
-#: The zone of every config write_config writes without one of its own.
+#: The zone of a config written with write_config(..., wall_clock=True) and no zone of its own.
 TEST_ZONE = _afternoon_zone(datetime.now(UTC))
 
 
