@@ -1,0 +1,74 @@
+"""Writing a command's output file whole or not at all: ``--out FILE`` of both reports, or ``-`` for stdout.
+
+The file is written to a temporary name in its own directory, fsynced, and
+renamed over *path*, and the directory is fsynced: a reader (or a crash)
+sees the old file or the new one, never a part. A symlink, FIFO, device or
+directory at *path* is refused before anything is written, as the journal
+refuses them at its own paths (:mod:`journal._safefs`); the file is created
+``0600``, like the journal's files, since it holds their text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from journal._safefs import FILE_MODE, check_regular
+from journal.errors import JournalStorageError
+
+__all__ = ["STDOUT", "write_output"]
+
+#: The ``--out`` value that means standard output.
+STDOUT = "-"
+
+
+def write_output(target: str, data: bytes, *, what: str = "the report", stdout: BinaryIO | None = None) -> Path | None:
+    """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
+
+    Raises:
+        UnsafePathError: a symlink or anything but a regular file is at *target*.
+        JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
+    """
+    if target == STDOUT:
+        stream = stdout if stdout is not None else sys.stdout.buffer
+        try:
+            stream.write(data)
+            stream.flush()
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise
+            raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
+        return None
+    path = Path(target)
+    check_regular(path, f"the output file for {what}")
+    directory = path.parent
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into") from None
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+        directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory_fd)  # the rename itself survives a crash
+        finally:
+            os.close(directory_fd)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to") from None
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    return path
