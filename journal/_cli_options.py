@@ -13,7 +13,7 @@ from journal.entry import KINDS, MAX_INPUT_BYTES
 from journal.errors import EntryValidationError
 from journal.timeinput import local_zone
 
-__all__ = ["KIND", "K_RANGE", "TEXT", "TIME", "RootPath", "as_of_option", "checked_out", "current_only_option", "floor_option", "read_input", "window_options"]
+__all__ = ["KIND", "K_RANGE", "TEXT", "TIME", "RootPath", "as_of_option", "current_only_option", "floor_option", "read_input", "window_options"]
 
 
 class _Text(click.types.StringParamType):
@@ -53,25 +53,6 @@ def read_input(source: IO[bytes]) -> bytes:
 TIME = TimeParam(lambda ctx: local_zone())
 
 
-
-def checked_out(value: str, stdout: IO[Any]) -> str:
-    """An ``--out`` value: a path, or ``-`` for stdout when stdout is not a terminal (a page of HTML is no text for one).
-
-    Raises:
-        click.BadParameter: an empty value, or ``-`` with stdout a terminal.
-    """
-    if not value.strip():
-        raise click.BadParameter(f"expected a file name or - for stdout, got {value!r} (an empty value is not stdout)", param_hint="--out")
-    if value == "-" and _is_terminal(stdout):
-        raise click.BadParameter("stdout is a terminal, and the report is an HTML file: pass --out FILE, or pipe the output", param_hint="--out")
-    return value
-
-
-def _is_terminal(stream: IO[Any]) -> bool:
-    try:
-        return stream.isatty()
-    except ValueError:  # a closed stream
-        return False
 
 
 def window_options(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -46,6 +46,7 @@ svg text { fill: var(--muted); }
 #detail dt { font-weight: 600; color: var(--muted); margin-top: .5rem; }
 #detail dd { margin: 0; overflow-wrap: anywhere; }
 #detail pre { white-space: pre-wrap; font: inherit; margin: 0; }
+.scroll { overflow-x: auto; }
 table.grid { border-collapse: collapse; }
 table.grid th, table.grid td { border: 1px solid var(--line); padding: 2px 3px; vertical-align: top; }
 table.grid th { font-weight: 600; text-align: left; white-space: nowrap; }

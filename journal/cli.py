@@ -28,19 +28,18 @@ from journal._cli_options import (
     TIME,
     RootPath,
     as_of_option,
-    checked_out,
     current_only_option,
     floor_option,
     read_input,
     window_options,
 )
 from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
-from journal.clikit import CommandGroup, output_option, terminal_width, version_option, wants_json, warn
+from journal.clikit import CommandGroup, out_option, output_option, terminal_width, version_option, wants_json, warn
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
 from journal.errors import JournalError, JournalStorageError
-from journal.outfile import STDOUT, write_output
+from journal.outfile import write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
 from journal.timeinput import local_zone
@@ -255,17 +254,15 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 @click.option("--agent", type=TEXT, required=True, help="The agent whose entries the report shows (no other agent's are read).")
 @click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
 @click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
-@click.option("--out", "out_text", default=STDOUT, show_default=True,
-              help="The HTML file to write (replaced whole, never through a symlink), or - for stdout.")
+@out_option("the report")
 @pass_settings
-def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out_text: str) -> None:
+def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out: str) -> None:
     """Write one agent's entries as one self-contained HTML page: timeline, charts, search; nothing fetched from the network.
 
     Days are those of the local time zone. Progress goes to stderr when the build takes a while.
 
     Example: ghostjournal report --agent motoko --since -30d --out motoko.html
     """
-    out = checked_out(out_text, sys.stdout)
     zone = local_zone()
     built = build_journal_report(settings.journal(), agent, since=since, until=until, zone=zone,
                                  on_progress=StderrProgress("building the report (entries)", after=progress_after()))

@@ -33,7 +33,7 @@ from click.core import ParameterSource
 
 from journal.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "after_command", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = ["CommandGroup", "TimeParam", "after_command", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
 
 _JSON_KEY: Final = "clikit.json"
 
@@ -185,6 +185,23 @@ def output_option(function: Any) -> Any:
         "--json/--text", "output_json", default=None, expose_value=False, callback=remember,
         help="Print JSON, or text for a person. Default: text on a terminal, JSON when piped.",
     )(function)
+
+
+def out_option(what: str) -> Callable[[Any], Any]:
+    """``--out FILE|-``: where a command writes *what* (a page of HTML); ``-`` (the default) is stdout, unless stdout is a terminal.
+
+    The value reaches the command as ``out``; an empty one, or ``-`` onto a terminal, is a usage error.
+    """
+
+    def checked(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if not value.strip():
+            raise click.BadParameter(f"expected a file name or - for stdout, got {value!r} (an empty value is not stdout)")
+        if value == "-" and _is_terminal():
+            raise click.BadParameter(f"stdout is a terminal and {what} is an HTML file: pass --out FILE, or pipe the output")
+        return value
+
+    return click.option("--out", "out", default="-", show_default=True, callback=checked,
+                        help=f"The file to write {what} to (replaced whole, never through a symlink or into a FIFO), or - for stdout.")
 
 
 def wants_json() -> bool:

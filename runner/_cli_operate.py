@@ -18,7 +18,7 @@ from typing import IO, Final
 import click
 
 from journal.clikit import output_option, wants_json
-from runner._cli_support import Settings, config_option, echo, echo_json, parse_time, raise_storage_failure
+from runner._cli_support import Settings, config_option, echo, echo_json, log_input, parse_time, raise_storage_failure
 from runner.history import History, build_history
 from runner.pauses import PauseBook, PauseChange
 
@@ -128,11 +128,7 @@ def history(settings: Settings, config_path: Path | None, log_file: IO[str] | No
     """
     config = settings.config(config_path)
     since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
-    if log_file is None:
-        if sys.stdin.isatty():
-            raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner history) or pass --log FILE")
-        log_file = click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
-    found = build_history(log_file, agent=agent, routine=routine, since=since)
+    found = build_history(log_input(log_file, "history"), agent=agent, routine=routine, since=since)
     text = render_history(found, config.timezone, as_table=not as_json and sys.stdout.isatty(), as_array=as_json)
     if text:
         echo(text)

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import click
 
@@ -38,6 +38,7 @@ __all__ = [
     "echo_json",
     "fault_exit_code",
     "is_date_only",
+    "log_input",
     "parse_duration_option",
     "parse_time",
     "raise_storage_failure",
@@ -99,6 +100,15 @@ def config_option(function: Any) -> Any:
         "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, callback=after_command,
         help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults). Given before the command too, it must be the same file.",
     )(function)
+
+
+def log_input(log_file: IO[str] | None, command: str) -> IO[str]:
+    """The log a command reads: --log FILE, else stdin when it is a pipe; a terminal's stdin is a usage error."""
+    if log_file is not None:
+        return log_file
+    if sys.stdin.isatty():
+        raise click.UsageError(f"no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner {command}) or pass --log FILE")
+    return click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
 
 
 class TimeOptionError(click.BadParameter):

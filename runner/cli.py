@@ -32,7 +32,8 @@ from typing import IO, Any
 
 import click
 
-from journal.clikit import output_option, terminal_width, version_option, wants_json
+from journal.clikit import out_option, output_option, terminal_width, version_option, wants_json
+from journal.outfile import write_output
 from runner import (
     CONFIG_ENVVAR,
     NoScheduledTimeError,
@@ -63,6 +64,7 @@ from runner._cli_support import (
     echo_json,
     fault_exit_code,
     is_date_only,
+    log_input,
     parse_duration_option,
     parse_time,
     raise_storage_failure,
@@ -74,6 +76,7 @@ from runner.demo import DEMO_DAYS, DEMO_START
 from runner.errors import quoted
 from runner.pauses import paused_or_unknown
 from runner.provenance import allow_mixing, describe_calls
+from runner.report import build_run_report
 from runner.run_contract import Outcome
 from runner.simulate import check_backends
 
@@ -299,10 +302,7 @@ def _render_status(report: StatusReport, tz: Any) -> str:
               + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else "")]
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
-    verdict = {0: "all well", 1: "something failed", 3: "something is overdue", 4: "no runner events in the input",
-               6: "a due slot was missed (recorded by serve, not run)",
-               5: "unknown: the log does not reach back to a due slot (feed more log)"}[report.exit_code]
-    lines.append(f"status: {verdict} (exit {report.exit_code})")
+    lines.append(f"status: {report.verdict} (exit {report.exit_code})")
     return "\n".join(lines)
 
 
@@ -328,15 +328,42 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """
     config = settings.config(config_path)
-    if log_file is None:
-        if sys.stdin.isatty():
-            raise click.UsageError("no log to read: pipe it in (journalctl -u ghostrunner -o cat | ghostrunner status) or pass --log FILE")
-        log_file = click.open_file("-", errors="replace")  # stdin in its own encoding, a bad byte read as U+FFFD
+    log_file = log_input(log_file, "status")
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(log_file), now, grace, paused_or_unknown(config))
     echo(json.dumps(report.to_dict(), ensure_ascii=False) if wants_json() else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
+
+
+@cli.command(name="report")
+@config_option
+@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
+              help="JSON log lines to read ('-' for stdin, the default when it is a pipe): what status and history read.")
+@click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (a date, a time in runner.timezone, an ISO 8601 time, or -7d).")
+@click.option("--now", "now_text", default=None, help="Judge as of this time, as status does (default now).")
+@click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is late or overdue (status's default).")
+@out_option("the report")
+@click.pass_obj
+def report_command(settings: Settings, config_path: Path | None, log_file: IO[str] | None, since_text: str | None, now_text: str | None,
+                   grace_text: str | None, out: str) -> None:
+    """Write the runs in the runner's logs as one self-contained HTML page: agent x routine by slot, each slot's runs.
+
+    Reads the same input as status and history. The page's overall state and the exit code are
+    status's (0 all well, 1 failed, 3 overdue, 6 missed, 4 no runner events, 5 unknown).
+
+    Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html
+    """
+    config = settings.config(config_path)
+    since = parse_time(since_text, config, "--since") if since_text is not None else None
+    now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
+    grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
+    lines = log_input(log_file, "report --out runs.html")
+    built = build_run_report(config, lines, now=now, since=since, grace=grace, paused=paused_or_unknown(config))
+    written = write_output(out, built.html)
+    if written is not None:
+        click.echo(f"wrote {written} ({sum(built.states.values())} slots, {len(built.html)} bytes); status: {built.status.verdict}", err=True)
+    sys.exit(built.status.exit_code)
 
 
 @cli.command()

@@ -63,6 +63,7 @@ __all__ = [
     "MAX_LINE_CHARS",
     "MISSED_SHOWN",
     "SUCCESS_OUTCOMES",
+    "VERDICTS",
     "LogDigest",
     "PairStatus",
     "RunRecord",
@@ -79,6 +80,12 @@ EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
 EXIT_MISSED: Final = 6
 _STATE_ORDER: Final = ("failed", "overdue", "missed", "unknown", "paused", "ok")
+#: What each exit code means, in the words ``status`` and ``report`` print.
+VERDICTS: Final = {
+    EXIT_OK: "all well", EXIT_FAILED: "something failed", EXIT_OVERDUE: "something is overdue", EXIT_NO_EVENTS: "no runner events in the input",
+    EXIT_MISSED: "a due slot was missed (recorded by serve, not run)",
+    EXIT_UNKNOWN: "unknown: the log does not reach back to a due slot (feed more log)",
+}
 #: How many missed slots a pair lists (the newest).
 MISSED_SHOWN: Final = 20
 
@@ -134,6 +141,11 @@ class StatusReport:
         if "unknown" in states:
             return EXIT_UNKNOWN  # not known to be well is not "all well"
         return EXIT_OK
+
+    @property
+    def verdict(self) -> str:
+        """The exit code in words (:data:`VERDICTS`)."""
+        return VERDICTS[self.exit_code]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what ``status --json`` prints)."""
