@@ -33,8 +33,7 @@ def _tick_every(columns: int) -> int:
 
 
 def _svg(height: float, label: str, inner: list[str]) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:.0f}" role="img" aria-label="{text(label)}" '
-            f'xmlns="http://www.w3.org/2000/svg">' + "".join(inner) + "</svg>")
+    return (f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:.0f}" role="img" aria-label="{text(label)}">' + "".join(inner) + "</svg>")
 
 
 def stacked_bars(columns: Sequence[str], counts: Mapping[str, Mapping[str, int]], series: Sequence[str], label: str) -> str:

@@ -40,7 +40,8 @@ svg text { fill: var(--muted); }
 .entry .links a { margin-right: .4em; }
 .tag { color: var(--muted); }
 .superseded .voice { text-decoration: line-through; color: var(--muted); }
-#detail { position: fixed; top: 0; right: 0; width: min(34rem, 100%); height: 100vh; overflow: auto; background: var(--panel);
+body:has(#detail:not([hidden])) { padding-right: calc(min(34rem, 50%) + 1.5rem); }
+#detail { position: fixed; top: 0; right: 0; width: min(34rem, 50%); height: 100vh; overflow: auto; background: var(--panel);
   border-left: 1px solid var(--line); padding: 1rem 1.25rem; box-shadow: -4px 0 16px rgba(0,0,0,.08); }
 #detail .close { float: right; }
 #detail dt { font-weight: 600; color: var(--muted); margin-top: .5rem; }

@@ -230,7 +230,7 @@ def _summary(agent: str, digest: dict[str, Any], timeline: _Timeline, window: st
     if corrections.get("correcting"):
         parts.append(f"{corrections['correcting']} corrections")
     if timeline.hidden_links:
-        parts.append(f"{timeline.hidden_links} links to entries not in this report")
+        parts.append(f"{timeline.hidden_links} link{'' if timeline.hidden_links == 1 else 's'} to entries not in this report")
     return f'<h1>{text(agent)}</h1>\n<p class="summary">' + " \u00b7 ".join(text(part) for part in parts if part) + "</p>"
 
 

@@ -1,0 +1,203 @@
+"""`ghostjournal report`: one agent's page, checked in a real headless Chromium, and its output file's conventions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal
+from tests._browser import Browser, launched
+
+pytestmark = pytest.mark.xdist_group("report-browser")  # one browser for the module, on one worker
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    yield from launched(tmp_path_factory.mktemp("chromium"))
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ghostjournal", *args], check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TZ": "UTC", **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def journal_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """motoko's entries over five days (the fourth empty), with links and a correction; bob's beside them, one linked from motoko's."""
+    root = tmp_path_factory.mktemp("report") / "journal"
+    known: dict[str, Any] = {"motoko": [], "bob": []}
+    with Journal(root) as journal:
+        bob = journal.append({"kind": "note", "agent": "bob", "theme": "bobs orchard", "voice": "Pears ripen slowly in the bobsorchard.",
+                              "ts": "2026-08-02T09:00:00+00:00", "tags": ["orchard"]})
+        known["bob"].append(bob.id)
+        previous: str | None = None
+        for day, hours in ((1, (8, 20)), (2, (8, 12, 20)), (3, (9,)), (5, (7, 21))):
+            for hour in hours:
+                signals: dict[str, Any] = {"novelty": round(hour / 24, 3), "focus": f"focus {hour}"}
+                if previous is not None:
+                    signals["continuity_refs"] = [previous] + ([bob.id] if day == 3 else [])
+                entry = journal.append({
+                    "kind": "evening" if hour >= 20 else "pulse", "agent": "motoko", "theme": "harbour lights" if hour < 12 else "the net",
+                    "voice": f"Day {day} at {hour}: the tide{' kestrelwing' if day == 2 and hour == 8 else ''}.\nSecond line only in the entry.",
+                    "ts": f"2026-08-0{day}T{hour:02d}:00:00+00:00", "mood": "calm" if hour < 12 else "uneasy", "tags": ["harbour"],
+                    "signals": signals,
+                })
+                known["motoko"].append(entry.id)
+                previous = entry.id
+        correction = journal.append({
+            "kind": "note", "agent": "motoko", "theme": "harbour lights", "voice": "Correction: the tide came at seven, kestrelwing.",
+            "ts": "2026-08-05T22:00:00+00:00", "signals": {"supersedes": [known["motoko"][0]]},
+        })
+        known["motoko"].append(correction.id)
+        digest = journal.append({
+            "kind": "digest", "agent": "motoko", "theme": "digest: harbour lights", "voice": "Digest of the week.",
+            "ts": "2026-08-05T23:00:00+00:00",
+            "meta": {"digest": {"focus": [{"focus": "the harbour lights", "count": 4}, {"focus": "tide tables", "count": 2}]}},
+        })
+        known["motoko"].append(digest.id)
+        known["correction"], known["corrected"] = correction.id, known["motoko"][0]
+    return root, known
+
+
+@pytest.fixture(scope="module")
+def report_file(journal_root: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root, _ = journal_root
+    out = tmp_path_factory.mktemp("out") / "motoko.html"
+    done = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_the_page_loads_without_a_console_error_or_any_request(browser: Browser, report_file: Path) -> None:
+    opened = browser.open(report_file)
+    assert opened.problems() == []
+    assert opened.requests == [opened.url]
+
+
+def test_the_timeline_shows_each_entry_of_the_agent_by_day(browser: Browser, report_file: Path, journal_root: tuple[Path, dict[str, Any]]) -> None:
+    _, known = journal_root
+    page = browser.open(report_file).page
+    shown = page.eval_on_selector_all("li.entry", "items => items.map(item => item.id)")
+    assert sorted(shown) == sorted(f"e-{entry_id}" for entry_id in known["motoko"])
+    days = page.eval_on_selector_all("li.day h3", "heads => heads.map(head => head.textContent)")
+    assert days == ["2026-08-01 (2)", "2026-08-02 (3)", "2026-08-03 (1)", "2026-08-05 (4)"]
+    first = page.text_content(f"#e-{known['motoko'][0]}")
+    assert first is not None and "pulse" in first and "harbour lights" in first and "calm" in first and "Day 1 at 8: the tide." in first
+    assert "Second line" not in first  # the first line only; the whole entry opens on a click
+
+
+def test_the_search_box_filters_the_entries_on_the_page(browser: Browser, report_file: Path) -> None:
+    page = browser.open(report_file).page
+    page.fill("#search", "KestrelWing")
+    visible = page.eval_on_selector_all("li.entry:not([hidden])", "items => items.map(item => item.textContent)")
+    assert len(visible) == 2 and all("kestrelwing" in item.lower() for item in visible)
+    assert page.text_content("#shown") == "2"
+    assert page.eval_on_selector_all("li.day:not([hidden]) h3", "heads => heads.map(head => head.textContent)") == [
+        "2026-08-02 (3)", "2026-08-05 (4)"]
+    page.fill("#search", "kestrelwing correction")  # every word must match
+    assert page.eval_on_selector_all("li.entry:not([hidden])", "items => items.length") == 1
+    page.fill("#search", "")
+    assert page.eval_on_selector_all("li.entry:not([hidden])", "items => items.length") == 10
+
+
+def test_a_link_opens_the_whole_entry_and_links_follow_continuity_and_corrections(
+    browser: Browser, report_file: Path, journal_root: tuple[Path, dict[str, Any]],
+) -> None:
+    _, known = journal_root
+    page = browser.open(report_file).page
+    assert page.is_hidden("#detail")
+    page.click(f"#e-{known['motoko'][1]} .open")
+    assert page.is_visible("#detail")
+    panel = page.text_content("#detail")
+    assert panel is not None and "Second line only in the entry." in panel and "focus 20" in panel and known["motoko"][1] in panel
+    page.click(f"#detail a[href='#e-{known['motoko'][0]}']")  # "continues": the entry before it
+    assert page.text_content("#detail-title") == "2026-08-01 08:00 pulse: harbour lights"
+    corrected = page.text_content("#detail")
+    assert corrected is not None and "corrected by" in corrected
+    assert page.get_attribute(f"#e-{known['corrected']}", "class") == "entry superseded"
+    page.click(f"#e-{known['correction']} a[href='#e-{known['corrected']}']")
+    assert page.text_content("#detail-title") == "2026-08-01 08:00 pulse: harbour lights"
+
+
+def test_the_charts_hold_one_point_per_day(browser: Browser, report_file: Path) -> None:
+    page = browser.open(report_file).page
+    days = [(date(2026, 8, 1) + timedelta(days=offset)).isoformat() for offset in range(5)]
+    bars = page.eval_on_selector_all("#chart-kinds svg g.col", "cols => cols.map(col => [col.dataset.col, col.dataset.count])")
+    assert bars == [[days[0], "2"], [days[1], "3"], [days[2], "1"], [days[3], "0"], [days[4], "4"]]
+    points = page.eval_on_selector_all("#chart-novelty svg g.col circle", "marks => marks.map(mark => mark.parentNode.dataset.col)")
+    assert points == [days[0], days[1], days[2], days[4]]  # a day without an entry has no point, not a zero
+    assert page.eval_on_selector_all("#chart-moods svg g.col", "cols => cols.map(col => col.dataset.col)") == days
+    assert page.eval_on_selector_all("#chart-themes svg g.col", "cols => cols.map(col => col.dataset.col)") == ["2026-W31", "2026-W32"]
+    focus = page.eval_on_selector_all("#chart-focus svg rect title", "titles => titles.map(title => title.textContent)")
+    assert focus == ["2026-08-05, the harbour lights: 4 mentions", "2026-08-05, tide tables: 2 mentions"]
+
+
+def test_nothing_of_another_agent_is_in_the_file(browser: Browser, report_file: Path, journal_root: tuple[Path, dict[str, Any]]) -> None:
+    _, known = journal_root
+    raw = report_file.read_text(encoding="utf-8")
+    assert known["bob"][0] not in raw and "bob" not in raw.lower() and "orchard" not in raw
+    assert "1 link to entries not in this report" in raw  # motoko's link to bob's entry, counted, never shown
+    page = browser.open(report_file).page
+    assert known["bob"][0] not in page.content()
+
+
+def test_the_page_carries_a_strict_policy_and_its_data_as_escaped_json(report_file: Path) -> None:
+    raw = report_file.read_text(encoding="utf-8")
+    policy = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', raw)
+    assert policy is not None
+    directives = dict(part.strip().split(" ", 1) for part in policy.group(1).split(";"))
+    assert directives["default-src"] == "'none'" and directives["connect-src"] == "'none'" and directives["img-src"] == "'none'"
+    assert re.fullmatch(r"'sha256-[A-Za-z0-9+/=]+'", directives["script-src"]) and re.fullmatch(r"'sha256-[A-Za-z0-9+/=]+'", directives["style-src"])
+    assert "http:" not in raw and "https:" not in raw
+    data = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', raw, re.DOTALL)
+    assert data is not None and len(json.loads(data.group(1))) == 10
+
+
+def test_out_replaces_a_file_whole_and_refuses_a_symlink_or_a_fifo(journal_root: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    root, _ = journal_root
+    out = tmp_path / "page.html"
+    out.write_text("old", encoding="utf-8")
+    done = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes().startswith(b"<!DOCTYPE html>") and sorted(path.name for path in tmp_path.iterdir()) == ["page.html"]
+    assert out.stat().st_mode & 0o777 == 0o600
+    target = tmp_path / "target.txt"
+    target.write_text("keep", encoding="utf-8")
+    (tmp_path / "link.html").symlink_to(target)
+    os.mkfifo(tmp_path / "fifo.html")
+    for name, kind in (("link.html", "a symlink"), ("fifo.html", "a FIFO")):
+        refused = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(tmp_path / name))
+        assert refused.returncode != 0 and refused.stdout == ""
+        assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("ghostjournal: error: ") and kind in refused.stderr, refused.stderr
+    assert target.read_text(encoding="utf-8") == "keep"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo.html", "link.html", "page.html", "target.txt"]
+
+
+def test_out_dash_writes_the_page_to_stdout_and_an_empty_out_is_a_usage_error(journal_root: tuple[Path, dict[str, Any]]) -> None:
+    root, _ = journal_root
+    piped = _run("--root", str(root), "report", "--agent", "motoko", "--out", "-")
+    assert piped.returncode == 0 and piped.stdout.startswith("<!DOCTYPE html>") and piped.stdout.rstrip().endswith("</html>")
+    empty = _run("--root", str(root), "report", "--agent", "motoko", "--out", "")
+    assert empty.returncode == 2 and empty.stderr.count("\n") == 1 and "--out" in empty.stderr
+
+
+def test_a_slow_build_reports_its_progress_on_stderr(journal_root: tuple[Path, dict[str, Any]]) -> None:
+    root, _ = journal_root
+    done = _run("--root", str(root), "report", "--agent", "motoko", "--out", "-", env={"GHOSTJOURNAL_PROGRESS_AFTER": "0"})
+    assert done.returncode == 0
+    assert "building the report (entries): 10/10" in done.stderr
+
+
+def test_an_agent_without_entries_gets_an_empty_page_and_a_warning(journal_root: tuple[Path, dict[str, Any]]) -> None:
+    root, _ = journal_root
+    done = _run("--root", str(root), "report", "--agent", "nobody", "--out", "-")
+    assert done.returncode == 0 and "No entries of this agent in this window." in done.stdout
+    assert done.stderr == "ghostjournal: warning: no entries of agent 'nobody' in this window; the report is empty\n"
