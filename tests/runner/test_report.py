@@ -1,0 +1,158 @@
+"""`ghostrunner report`: the runs of a fleet's log as one page, checked in a real headless Chromium; its exit code is status's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._browser import Browser, launched
+from tests._support import ghostrunner, write_config
+
+pytestmark = pytest.mark.xdist_group("report-browser")
+
+FLEET = """
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["pulse-4h", "evening"]
+
+[agents.batou]
+persona = "motoko.toml"
+routines = ["evening"]
+"""
+NOW = "2026-09-03T23:00:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    yield from launched(tmp_path_factory.mktemp("chromium"))
+
+
+def _line(event: str, timestamp: str, **fields: Any) -> str:
+    return json.dumps({"event": event, "level": "info", "timestamp": timestamp, **fields})
+
+
+def _finished(agent: str, routine: str, slot: str, scheduled: str, outcome: str, finished: str, **fields: Any) -> str:
+    return _line("run.finished", finished, run_id=f"run-{agent}-{slot}-{finished[11:19]}", agent=agent, routine=routine, slot=slot,
+                 client_key=f"{agent}:{routine}:{slot}", scheduled=scheduled, outcome=outcome, dry_run=False, duration_ms=fields.pop("duration_ms", 1200.0),
+                 entry_id=fields.pop("entry_id", None if outcome in {"failed", "busy", "skipped"} else f"entry-{slot}"), error=fields.pop("error", None),
+                 **fields)
+
+
+def _log() -> list[str]:
+    """Three days of evenings and one day of pulses: one slot of every state, and a journald record around one line."""
+    return [
+        _line("scheduler.started", "2026-09-01T00:00:00Z", agents=["motoko", "batou"]),
+        _finished("motoko", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-01T21:00:03Z"),
+        _finished("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "failed", "2026-09-02T21:00:09Z",
+                  error="openai backend: HTTP 503 from the model server", attempts=3, duration_ms=9000.0),
+        _finished("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "appended", "2026-09-02T21:06:00Z"),
+        _finished("motoko", "evening", "2026-09-03", "2026-09-03T21:00:00+00:00", "failed", "2026-09-03T21:00:05Z",
+                  error="openai backend: HTTP 500", attempts=2),
+        _finished("batou", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-02T03:00:00Z"),  # six hours late
+        _finished("batou", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "skipped", "2026-09-02T21:00:01Z", reason="paused"),
+        _line("scheduler.missed", "2026-09-03T22:00:00Z", agent="batou", routine="evening", slot="2026-09-03",
+              scheduled="2026-09-03T21:00:00+00:00", reason="downtime"),
+        _finished("motoko", "pulse-4h", "2026-09-03T00", "2026-09-03T00:00:00+00:00", "appended", "2026-09-03T00:00:02Z"),
+        _finished("motoko", "pulse-4h", "2026-09-03T04", "2026-09-03T04:00:00+00:00", "duplicate", "2026-09-03T04:00:02Z"),
+        _finished("motoko", "pulse-4h", "2026-09-03T08", "2026-09-03T08:00:00+00:00", "busy", "2026-09-03T08:00:06Z", reason="slot_locked"),
+        # 12:00 has no line at all: absent
+        json.dumps({"MESSAGE": _finished("motoko", "pulse-4h", "2026-09-03T16", "2026-09-03T16:00:00+00:00", "appended", "2026-09-03T16:00:02Z"),
+                    "_SYSTEMD_UNIT": "ghostrunner.service"}),
+        _finished("motoko", "pulse-4h", "2026-09-03T20", "2026-09-03T20:00:00+00:00", "appended", "2026-09-03T20:00:02Z"),
+        "not json at all",
+    ]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    directory = tmp_path_factory.mktemp("fleet")
+    log = directory / "runs.log"
+    log.write_text("\n".join(_log()) + "\n", encoding="utf-8")
+    return write_config(directory, FLEET), log
+
+
+@pytest.fixture(scope="module")
+def report_file(fleet: tuple[Path, Path]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    config, log = fleet
+    out = log.with_name("runs.html")
+    done = ghostrunner("report", "--config", str(config), "--log", str(log), "--now", NOW, "--since", "2026-09-01", "--out", str(out))
+    return out, done
+
+
+def _cells(page: Any) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Each pair's cells in the grid, as (slot, state), in the grid's order."""
+    return {tuple(row[0].split(":", 1)): [tuple(cell) for cell in row[1]] for row in page.eval_on_selector_all(
+        "table.grid tbody tr[data-pair]", "rows => rows.map(row => [row.dataset.pair, Array.from(row.querySelectorAll('a.cell'))"
+        ".map(cell => [cell.title.split(': ')[0], cell.className.split(' ')[1]])])")}
+
+
+def test_the_grid_shows_every_slot_of_every_pair_in_its_state(browser: Browser, report_file: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _done = report_file
+    opened = browser.open(out)
+    assert opened.problems() == []
+    assert opened.requests == [opened.url]
+    assert _cells(opened.page) == {
+        ("motoko", "pulse-4h"): [(f"2026-09-0{day}T{hour:02d}", "absent") for day in (1, 2) for hour in range(0, 24, 4)] + [
+                                 ("2026-09-03T00", "appended"), ("2026-09-03T04", "duplicate"), ("2026-09-03T08", "busy"),
+                                 ("2026-09-03T12", "absent"), ("2026-09-03T16", "appended"), ("2026-09-03T20", "appended")],
+        ("motoko", "evening"): [("2026-09-01", "appended"), ("2026-09-02", "appended"), ("2026-09-03", "failed")],
+        ("batou", "evening"): [("2026-09-01", "late"), ("2026-09-02", "paused"), ("2026-09-03", "missed")],
+    }
+
+
+def test_a_cell_opens_to_its_runs_attempts_error_and_duration(browser: Browser, report_file: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    out, _ = report_file
+    page = browser.open(out).page
+    page.click("tr[data-pair='motoko:evening'] a.cell[title='2026-09-02: appended']")
+    assert page.text_content("#detail-title") == "motoko evening 2026-09-02: appended"
+    panel = page.text_content("#detail-fields")
+    assert panel is not None
+    assert "runs2" in panel  # two runs: the failure, then the rerun that appended
+    assert "openai backend: HTTP 503 from the model server" in panel and "backend attempts 3" in panel and "duration 9.0 s" in panel
+    assert panel.index("outcome appended") < panel.index("outcome failed")  # newest first
+    page.click("tr[data-pair='batou:evening'] a.cell[title='2026-09-03: missed']")
+    missed = page.text_content("#detail-fields")
+    assert missed is not None and "downtime" in missed
+
+
+def test_the_overall_state_and_the_exit_code_are_those_of_status(report_file: tuple[Path, subprocess.CompletedProcess[str]],
+                                                                 fleet: tuple[Path, Path]) -> None:
+    out, done = report_file
+    config, log = fleet
+    status = ghostrunner("status", "--config", str(config), "--log", str(log), "--now", NOW, "--json")
+    judged = json.loads(status.stdout)
+    assert done.returncode == status.returncode == judged["exit_code"] == 1
+    raw = out.read_text(encoding="utf-8")
+    assert '<span class="verdict" id="verdict">status: something failed (exit 1)</span>' in raw
+    for pair in judged["pairs"]:
+        assert f"<tr><th>{pair['agent']}</th><th>{pair['routine']}</th><td>{pair['state']}</td>" in raw
+    assert done.stderr.startswith(f"wrote {out} (") and done.stderr.count("\n") == 1
+
+
+def test_stdin_and_stdout_work_as_for_status(fleet: tuple[Path, Path]) -> None:
+    config, log = fleet
+    healthy = "\n".join(line for line in _log() if '"failed"' not in line and "pulse-4h" not in line and "batou" not in line) + "\n"
+    done = subprocess.run(["ghostrunner", "report", "--config", str(config), "--now", "2026-09-02T23:00:00+00:00", "--out", "-"],
+                          input=healthy, capture_output=True, text=True, check=False, timeout=60)
+    status = subprocess.run(["ghostrunner", "status", "--config", str(config), "--now", "2026-09-02T23:00:00+00:00"],
+                            input=healthy, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == status.returncode != 1
+    assert done.stdout.startswith("<!DOCTYPE html>") and f"(exit {status.returncode})" in done.stdout
+    empty = ghostrunner("report", "--config", str(config), "--log", str(log), "--out", " ")
+    assert empty.returncode == 2 and empty.stderr.startswith("ghostrunner: error: ") and empty.stderr.count("\n") == 1
+
+
+def test_out_refuses_a_symlink_and_writes_nothing(fleet: tuple[Path, Path], tmp_path: Path) -> None:
+    config, log = fleet
+    target = tmp_path / "keep.txt"
+    target.write_text("keep", encoding="utf-8")
+    (tmp_path / "runs.html").symlink_to(target)
+    done = ghostrunner("report", "--config", str(config), "--log", str(log), "--now", NOW, "--out", str(tmp_path / "runs.html"))
+    assert done.returncode != 0 and done.stderr.startswith("ghostrunner: error: refused ") and "a symlink" in done.stderr
+    assert done.stderr.count("\n") == 1 and target.read_text(encoding="utf-8") == "keep"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.txt", "runs.html"]
