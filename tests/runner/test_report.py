@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,3 +157,34 @@ def test_out_refuses_a_symlink_and_writes_nothing(fleet: tuple[Path, Path], tmp_
     assert done.returncode != 0 and done.stderr.startswith("ghostrunner: error: refused ") and "a symlink" in done.stderr
     assert done.stderr.count("\n") == 1 and target.read_text(encoding="utf-8") == "keep"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.txt", "runs.html"]
+
+
+def _readme_block(heading: str) -> list[str]:
+    """The lines of the first ```sh block after *heading* in the README."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = text[text.index(heading):].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
+    """Both README blocks, in a fresh home: a simulated week, its page, and the runs page from a log on stdin, exiting as status."""
+    env = {key: value for key, value in os.environ.items() if key not in {"XDG_STATE_HOME", "GHOSTRUNNER_CONFIG"}}
+    env |= {"HOME": str(tmp_path), "TZ": "UTC"}
+    for line in _readme_block("### A picture of one agent: `ghostjournal report`"):
+        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+    page = (tmp_path / "motoko.html").read_text(encoding="utf-8")
+    assert page.count('<li class="entry') == 7 * 6 + 7 + 1  # a week of pulses, evenings and one digest
+    log = tmp_path / "ghostrunner.log"
+    simulated = subprocess.run(["ghostrunner", "--log-level", "info", "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
+    log.write_text(simulated.stderr, encoding="utf-8")
+    (command,) = _readme_block("### The runs as a page: `ghostrunner report`")
+    source, report = command.split(" | ", 1)
+    assert source.startswith("journalctl -u ghostrunner -o cat")
+    done = subprocess.run(["bash", "-c", f"cat ghostrunner.log | {report}"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+                          timeout=120)
+    status = subprocess.run(["bash", "-c", "cat ghostrunner.log | ghostrunner status"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            check=False, timeout=120)
+    assert done.returncode == status.returncode and done.stderr.startswith("wrote runs.html (")
+    assert (tmp_path / "runs.html").read_text(encoding="utf-8").count('class="cell ') >= 2 * 7
