@@ -31,7 +31,8 @@ svg text { fill: var(--muted); }
 .swatch { display: inline-block; width: .8em; height: .8em; margin-right: .3em; vertical-align: -.05em; border-radius: 2px; }
 #search { width: min(36rem, 100%); padding: .4rem .6rem; font: inherit; border: 1px solid var(--line); border-radius: 4px; }
 .timeline { list-style: none; padding: 0; margin: 0; }
-.day > h3 { position: sticky; top: 0; background: #fff; padding: .2rem 0; }
+.day { content-visibility: auto; contain-intrinsic-size: auto 10rem; }  /* a year of days: only those on screen are laid out */
+.day > h3 { padding: .2rem 0; margin-top: .6rem; }
 .entries { list-style: none; padding: 0 0 0 .5rem; margin: 0; border-left: 2px solid var(--line); }
 .entry { padding: .2rem .5rem; }
 .entry .open { font-weight: 600; text-decoration: none; color: var(--ink); }

@@ -93,6 +93,13 @@ class _Settings:
 pass_settings = click.make_pass_decorator(_Settings)
 
 
+def _named(value: str, expected: str) -> str:
+    """*value* unless it is empty or blank, which names nothing (a script's variable that came out empty)."""
+    if not value.strip():
+        raise click.BadParameter(f"expected {expected}, got {value!r}")
+    return value
+
+
 def _echo(text: str) -> None:
     """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
     try:
@@ -251,7 +258,8 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 
 
 @cli.command()
-@click.option("--agent", type=TEXT, required=True, help="The agent whose entries the report shows (no other agent's are read).")
+@click.option("--agent", type=TEXT, required=True, callback=lambda ctx, param, value: _named(value, "an agent's name"),
+              help="The agent whose entries the report shows (no other agent's are read).")
 @click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
 @click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
 @out_option("the report")

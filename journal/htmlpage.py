@@ -70,8 +70,8 @@ def content_security_policy() -> str:
 def page(title: str, body: str, records: dict[str, Any]) -> bytes:
     """The whole page as UTF-8: *body* (HTML already escaped) and *records* (what the script shows and searches).
 
-    *records* maps an element id to ``{"title": ..., "fields": [[label, value, form], ...]}`` where form
-    is ``"text"``, ``"long"`` (kept as written, line breaks and all) or ``"links"`` (a list of
+    *records* maps an element id to ``{"title": ..., "fields": [[label, value, form?], ...]}`` where form
+    is absent (text), ``"long"`` (kept as written, line breaks and all) or ``"links"`` (a list of
     ``[id, label]`` of other records on the page).
     """
     document = (

@@ -50,7 +50,9 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into") from None
+        missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
+        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into",
+                                            "create that directory first, or name a file in one that exists" if missing else None) from None
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as stream:

@@ -33,6 +33,8 @@ __all__ = ["JournalReport", "build_journal_report"]
 
 #: How many themes, tags, moods and focus items the charts show (the most frequent).
 TOP: Final = 8
+#: Moods are charted per day up to this many days (a quarter), per week beyond: a year of days would be a grid of thousands of cells.
+MOODS_BY_DAY: Final = 92
 _PROGRESS_EVERY: Final = 200
 
 
@@ -121,14 +123,14 @@ def _record(entry: Entry, timeline: _Timeline) -> dict[str, Any]:
     """What the side panel shows of an entry: all of it, links only to entries on the page."""
     signals = entry.signals or {}
     fields: list[list[Any]] = [
-        ["time", timeline.local[entry.id].isoformat(), "text"], ["kind", entry.kind, "text"], ["theme", entry.theme, "text"],
-        ["mood", entry.mood or "-", "text"], ["tags", ", ".join(entry.tags) or "-", "text"],
+        ["time", timeline.local[entry.id].isoformat()], ["kind", entry.kind], ["theme", entry.theme],
+        ["mood", entry.mood or "-"], ["tags", ", ".join(entry.tags) or "-"],
     ]
     if isinstance(signals.get("focus"), str):
-        fields.append(["focus", signals["focus"], "text"])
+        fields.append(["focus", signals["focus"]])
     novelty = _novelty(entry)
     if novelty is not None:
-        fields.append(["novelty", f"{novelty:.3f}", "text"])
+        fields.append(["novelty", f"{novelty:.3f}"])
     fields.append(["voice", entry.voice, "long"])
     for name, links in (("continues", timeline.continues), ("corrects", timeline.corrects),
                         ("continued by", timeline.continued_by), ("corrected by", timeline.corrected_by)):
@@ -139,7 +141,7 @@ def _record(entry: Entry, timeline: _Timeline) -> dict[str, Any]:
     scalars = {name: value for name, value in entry.meta.items() if isinstance(value, str | int | float | bool)}
     if scalars:
         fields.append(["meta", "\n".join(f"{name}: {value}" for name, value in sorted(scalars.items())), "long"])
-    fields.append(["id", entry.id, "text"])
+    fields.append(["id", entry.id])
     return {"title": f"{timeline.local[entry.id]:%Y-%m-%d %H:%M} {entry.kind}: {entry.theme}", "fields": fields}
 
 
@@ -172,7 +174,8 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
     moods: Counter[str] = Counter()
     themes: Counter[str] = Counter()
     tags: Counter[str] = Counter()
-    mood_days: Counter[tuple[str, str]] = Counter()
+    mood_cells: Counter[tuple[str, str]] = Counter()
+    by_day = len(days) <= MOODS_BY_DAY
     theme_weeks: Counter[tuple[str, str]] = Counter()
     tag_weeks: Counter[tuple[str, str]] = Counter()
     digests: list[tuple[str, dict[str, int]]] = []
@@ -188,7 +191,7 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
             continue
         if entry.mood:
             moods[entry.mood] += 1
-            mood_days[entry.mood, day] += 1
+            mood_cells[entry.mood, day if by_day else week] += 1
         themes[entry.theme] += 1
         theme_weeks[entry.theme, week] += 1
         for tag in entry.tags:
@@ -208,7 +211,7 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
         ("Entries per day, by kind", _legend(kinds) + stacked_bars(days, per_day, kinds, "entries per day by kind"), "chart-kinds"),
         ("Novelty, mean per day", line_chart(days, {day: sum(values) / len(values) for day, values in novelty.items()}, "novelty per day"),
          "chart-novelty"),
-        ("Moods per day", heat_grid(days, _top(moods), mood_days, "moods per day"), "chart-moods"),
+        (f"Moods per {'day' if by_day else 'week'}", heat_grid(days if by_day else weeks, _top(moods), mood_cells, "moods"), "chart-moods"),
         ("Top themes per week", heat_grid(weeks, _top(themes), theme_weeks, "themes per week"), "chart-themes"),
         ("Top tags per week", heat_grid(weeks, _top(tags), tag_weeks, "tags per week"), "chart-tags"),
         ("The digests' focus", heat_grid(columns, _top(focus_total), focus_cells, "focus of each digest", unit="mentions") if columns

@@ -201,3 +201,12 @@ def test_an_agent_without_entries_gets_an_empty_page_and_a_warning(journal_root:
     done = _run("--root", str(root), "report", "--agent", "nobody", "--out", "-")
     assert done.returncode == 0 and "No entries of this agent in this window." in done.stdout
     assert done.stderr == "ghostjournal: warning: no entries of agent 'nobody' in this window; the report is empty\n"
+
+
+def test_a_blank_agent_or_a_missing_directory_is_one_line_and_writes_nothing(journal_root: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    root, _ = journal_root
+    blank = _run("--root", str(root), "report", "--agent", " ", "--out", str(tmp_path / "page.html"))
+    assert blank.returncode == 2 and blank.stderr == "ghostjournal: error: Invalid value for '--agent': expected an agent's name, got ' '\n"
+    missing = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(tmp_path / "gone" / "page.html"))
+    assert missing.returncode == 74 and missing.stderr.count("\n") == 1 and "create that directory first" in missing.stderr
+    assert list(tmp_path.iterdir()) == []
