@@ -88,10 +88,10 @@ def _run_cell(slot: SlotHistory, grace: timedelta, zone: Any) -> _Cell:
     data = slot.to_dict()
     scheduled = next((run.scheduled for run in slot.runs if run.scheduled is not None), None)
     fields: list[list[Any]] = [
-        ["state", state, "text"], ["scheduled", scheduled.astimezone(zone).isoformat() if scheduled else "-", "text"],
-        ["runs", str(data["attempts"]), "text"], ["backend attempts", "-" if data["backend_attempts"] is None else str(data["backend_attempts"]), "text"],
-        ["duration", _duration(data["duration_ms"]), "text"], ["error", data["error"] or "-", "long"],
-        ["entry", data["entry_id"] or "-", "text"],
+        ["state", state], ["scheduled", scheduled.astimezone(zone).isoformat() if scheduled else "-"],
+        ["runs", str(data["attempts"])], ["backend attempts", "-" if data["backend_attempts"] is None else str(data["backend_attempts"])],
+        ["duration", _duration(data["duration_ms"])], ["error", data["error"] or "-", "long"],
+        ["entry", data["entry_id"] or "-"],
     ]
     for number, run in enumerate(slot.runs, start=1):
         lines = [f"finished {run.finished.astimezone(zone).isoformat()}", f"outcome {run.outcome.value}", f"duration {_duration(run.duration_ms)}"]
@@ -103,16 +103,16 @@ def _run_cell(slot: SlotHistory, grace: timedelta, zone: Any) -> _Cell:
 
 
 def _missed_cell(agent: str, routine: str, missed: MissedRecord, zone: Any) -> _Cell:
-    fields = [["state", "missed", "text"], ["scheduled", missed.scheduled.astimezone(zone).isoformat() if missed.scheduled else "-", "text"],
-              ["recorded", missed.logged.astimezone(zone).isoformat(), "text"], ["reason", missed.reason or "-", "text"],
-              ["runs", "0: serve recorded the slot missed, and no run covered it", "text"]]
+    fields = [["state", "missed"], ["scheduled", missed.scheduled.astimezone(zone).isoformat() if missed.scheduled else "-"],
+              ["recorded", missed.logged.astimezone(zone).isoformat()], ["reason", missed.reason or "-"],
+              ["runs", "0: serve recorded the slot missed, and no run covered it"]]
     return _Cell(agent, routine, missed.slot, "missed", missed.scheduled or missed.logged,
                  {"title": f"{agent} {routine} {missed.slot}: missed", "fields": fields})
 
 
 def _absent_cell(agent: str, routine: str, slot: str, due: datetime, zone: Any) -> _Cell:
-    fields = [["state", "absent", "text"], ["scheduled", due.astimezone(zone).isoformat(), "text"],
-              ["runs", "0: the log holds no run of this slot, and no record of it being missed", "text"]]
+    fields = [["state", "absent"], ["scheduled", due.astimezone(zone).isoformat()],
+              ["runs", "0: the log holds no run of this slot, and no record of it being missed"]]
     return _Cell(agent, routine, slot, "absent", due, {"title": f"{agent} {routine} {slot}: absent", "fields": fields})
 
 

@@ -11,6 +11,7 @@ import pytest
 import structlog
 
 from journal import Journal
+from tests._browser import Browser, launched
 from tests._support import reap
 
 
@@ -71,3 +72,9 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
     yield started
     for process in started:
         reap(process)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One headless Chromium per test module (see tests._browser): skipped without it, failed under CI."""
+    yield from launched(tmp_path_factory.mktemp("chromium"))

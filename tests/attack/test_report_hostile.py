@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from journal import Journal
 from journal.errors import EntryValidationError
 from journal.htmlpage import embed_json
-from tests._browser import Browser, Opened, launched
+from tests._browser import Browser, Opened
 from tests._support import write_config
 
 pytestmark = pytest.mark.xdist_group("report-browser")
@@ -38,10 +37,6 @@ ATTACKS = (
     'line\u2028separator\u2029paragraph</textarea><iframe src="http://127.0.0.1:9/frame"></iframe>',
 )
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    yield from launched(tmp_path_factory.mktemp("chromium"))
 
 
 def _assert_inert(opened: Opened) -> None:

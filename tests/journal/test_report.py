@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,14 +13,10 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from tests._browser import Browser, launched
+from tests._browser import Browser
 
 pytestmark = pytest.mark.xdist_group("report-browser")  # one browser for the module, on one worker
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    yield from launched(tmp_path_factory.mktemp("chromium"))
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

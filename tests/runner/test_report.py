@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests._browser import Browser, launched
+from tests._browser import Browser
 from tests._support import ghostrunner, write_config
 
 pytestmark = pytest.mark.xdist_group("report-browser")
@@ -27,10 +26,6 @@ routines = ["evening"]
 """
 NOW = "2026-09-03T23:00:00+00:00"
 
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    yield from launched(tmp_path_factory.mktemp("chromium"))
 
 
 def _line(event: str, timestamp: str, **fields: Any) -> str:
