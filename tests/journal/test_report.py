@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal
 from tests._browser import Browser
+from tests._terminal import in_terminal
 
 pytestmark = pytest.mark.xdist_group("report-browser")  # one browser for the module, on one worker
 
@@ -205,3 +206,10 @@ def test_a_blank_agent_or_a_missing_directory_is_one_line_and_writes_nothing(jou
     missing = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(tmp_path / "gone" / "page.html"))
     assert missing.returncode == 74 and missing.stderr.count("\n") == 1 and "create that directory first" in missing.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_page_is_never_written_onto_a_terminal(journal_root: tuple[Path, dict[str, Any]]) -> None:
+    root, _ = journal_root
+    shown = in_terminal(["ghostjournal", "--root", str(root), "report", "--agent", "motoko"])
+    assert shown.returncode == 2 and shown.stdout == ""
+    assert shown.stderr.startswith("ghostjournal: error: Invalid value for '--out': stdout is a terminal") and shown.stderr.count("\n") == 1
