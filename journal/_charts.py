@@ -14,7 +14,7 @@ from typing import Final
 
 from journal.htmlpage import text
 
-__all__ = ["heat_grid", "line_chart", "stacked_bars"]
+__all__ = ["heat_grid", "line_chart", "link_chart", "stacked_bars"]
 
 _WIDTH: Final = 720
 _LEFT: Final = 34
@@ -114,4 +114,25 @@ def heat_grid(columns: Sequence[str], rows: Sequence[str], counts: Mapping[tuple
         inner.extend(parts)
         if index % every == 0:
             inner.append(f'<text x="{x + step / 2:.1f}" y="{height - 6}" text-anchor="middle">{text(column[5:] if column[4:5] == "-" else column)}</text>')
+    return _svg(height, label, inner)
+
+
+def link_chart(points: Sequence[tuple[str, float, float, int, str]], links: Sequence[tuple[str, str, str]], label: str) -> str:
+    """Entries as dots (x: time across the window, 0 to 1; y: hour of the day, 0 to 24) and links as lines between them.
+
+    *points* are ``(key, x, hour, colour index, title)``, each dot a link to ``#key``; *links* are
+    ``(from key, to key, kind)`` with kind ``continues`` or ``corrects`` (drawn red and thicker).
+    """
+    height = _HEIGHT + 30
+    plot = height - 22
+    place = {key: (_LEFT + x * (_WIDTH - _LEFT - 8), 6 + (plot - 6) * hour / 24) for key, x, hour, _, _ in points}
+    inner = [f'<text x="{_LEFT - 4}" y="12" text-anchor="end">0h</text>', f'<text x="{_LEFT - 4}" y="{plot}" text-anchor="end">24h</text>']
+    for source, target, kind in links:
+        (x1, y1), (x2, y2) = place[source], place[target]
+        colour, width = ("#e15759", 1.6) if kind == "corrects" else ("#4e79a7", 0.8)
+        inner.append(f'<line class="link {kind}" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+                     f'stroke-width="{width}" stroke-opacity="0.6"/>')
+    for key, _, _, colour_index, title in points:
+        x, y = place[key]
+        inner.append(f'<a href="#{key}"><circle class="k{colour_index % 6}" cx="{x:.1f}" cy="{y:.1f}" r="2.4"><title>{text(title)}</title></circle></a>')
     return _svg(height, label, inner)

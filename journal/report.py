@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any, Final
 
-from journal._charts import heat_grid, line_chart, stacked_bars
+from journal._charts import heat_grid, line_chart, link_chart, stacked_bars
 from journal.api import Journal
 from journal.entry import KINDS, Entry
 from journal.htmlpage import first_line, page, text
@@ -33,6 +33,8 @@ __all__ = ["JournalReport", "build_journal_report"]
 
 #: How many themes, tags, moods and focus items the charts show (the most frequent).
 TOP: Final = 8
+#: Links between entries are drawn for windows up to this many days (a quarter); a year of dots and lines would not be read.
+LINKS_DRAWN: Final = 92
 #: Moods are charted per day up to this many days (a quarter), per week beyond: a year of days would be a grid of thousands of cells.
 MOODS_BY_DAY: Final = 92
 _PROGRESS_EVERY: Final = 200
@@ -217,7 +219,24 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
         ("The digests' focus", heat_grid(columns, _top(focus_total), focus_cells, "focus of each digest", unit="mentions") if columns
          else '<p class="summary">No digest entry in this window.</p>', "chart-focus"),
     ]
+    sections.insert(0, ("Continuity links (blue) and corrections (red)", _links(timeline, days, kinds), "chart-links"))
     return '<div class="charts">' + "".join(f'<section id="{anchor}"><h2>{title}</h2>{chart}</section>' for title, chart, anchor in sections) + "</div>"
+
+
+def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> str:
+    """The entries on their days and hours, with their links drawn; for windows of a quarter at most."""
+    if len(days) > LINKS_DRAWN:
+        return f'<p class="summary">Drawn for windows of {LINKS_DRAWN} days at most: narrow --since and --until to see them.</p>'
+    start = date.fromisoformat(days[0])
+    points = []
+    for entry in timeline.entries:
+        local = timeline.local[entry.id]
+        hour = local.hour + local.minute / 60
+        x = ((local.date() - start).days + hour / 24) / len(days)
+        points.append((_key(entry.id), x, hour, kinds.index(entry.kind), timeline.label(entry.id)))
+    links = [(_key(source), _key(target), kind) for kind, found in (("continues", timeline.continues), ("corrects", timeline.corrects))
+             for source, targets in found.items() for target in targets]
+    return _legend(kinds) + link_chart(points, links, "links between entries")
 
 
 def _summary(agent: str, digest: dict[str, Any], timeline: _Timeline, window: str) -> str:

@@ -213,3 +213,15 @@ def test_a_page_is_never_written_onto_a_terminal(journal_root: tuple[Path, dict[
     shown = in_terminal(["ghostjournal", "--root", str(root), "report", "--agent", "motoko"])
     assert shown.returncode == 2 and shown.stdout == ""
     assert shown.stderr.startswith("ghostjournal: error: Invalid value for '--out': stdout is a terminal") and shown.stderr.count("\n") == 1
+
+
+def test_links_and_corrections_are_drawn_between_the_entries_on_the_page(browser: Browser, report_file: Path,
+                                                                          journal_root: tuple[Path, dict[str, Any]]) -> None:
+    _, known = journal_root
+    page = browser.open(report_file).page
+    assert page.eval_on_selector_all("#chart-links line.continues", "lines => lines.length") == 7  # the chain of 8; not day 3's link to bob
+    assert page.eval_on_selector_all("#chart-links line.corrects", "lines => lines.length") == 1
+    dots = page.eval_on_selector_all("#chart-links a", "links => links.map(link => link.getAttribute('href'))")
+    assert sorted(dots) == sorted(f"#e-{entry_id}" for entry_id in known["motoko"])
+    page.click(f"#chart-links a[href='#e-{known['correction']}'] circle")
+    assert page.text_content("#detail-title") == "2026-08-05 22:00 note: harbour lights"
