@@ -1,7 +1,8 @@
 """``ghostjournal report``: one agent's entries as one self-contained HTML page.
 
 The page holds a summary (the agent's :meth:`~journal.api.Journal.digest`
-of the window), charts computed here as inline SVG (entries per day by kind,
+of the window), charts computed here as inline SVG (the entries with the
+links between them, for windows of a quarter at most; entries per day by kind,
 novelty per day, moods per day, the top themes and tags per week, and the
 focus of the agent's digest entries), and a timeline of the entries by day:
 kind, theme, mood and the first line of the voice, each opening to the whole
