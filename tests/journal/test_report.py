@@ -225,3 +225,13 @@ def test_links_and_corrections_are_drawn_between_the_entries_on_the_page(browser
     assert sorted(dots) == sorted(f"#e-{entry_id}" for entry_id in known["motoko"])
     page.click(f"#chart-links a[href='#e-{known['correction']}'] circle")
     assert page.text_content("#detail-title") == "2026-08-05 22:00 note: harbour lights"
+
+
+def test_since_and_until_bound_the_page_and_links_out_of_the_window_are_counted_not_shown(journal_root: tuple[Path, dict[str, Any]]) -> None:
+    root, known = journal_root
+    done = _run("--root", str(root), "report", "--agent", "motoko", "--since", "2026-08-02", "--until", "2026-08-04", "--out", "-")
+    assert done.returncode == 0, done.stderr
+    shown = re.findall(r'<li class="entry[^"]*" id="e-([0-9a-f-]+)"', done.stdout)
+    assert shown == known["motoko"][2:6]  # the three of 08-02 and the one of 08-03, oldest first
+    assert known["motoko"][1] not in done.stdout  # the entry 08-02's first continues, outside the window
+    assert "2 links to entries not in this report" in done.stdout  # that one, and day 3's link to bob
