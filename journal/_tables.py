@@ -19,7 +19,7 @@ __all__ = [
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 6
+INDEX_SCHEMA_VERSION: Final = 7
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -46,7 +46,8 @@ CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)
 CREATE INDEX links_dst ON links (dst);
 CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX supersessions_dst ON supersessions (dst);
-CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE vectors (model TEXT NOT NULL, entry INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, entry));
+CREATE INDEX vectors_entry ON vectors (entry);
 CREATE VIRTUAL TABLE fts USING fts5 (
     theme, voice, tags, focus, mood,
     tokenize = 'porter unicode61 remove_diacritics 2'

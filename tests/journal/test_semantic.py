@@ -22,7 +22,7 @@ Payload = Callable[..., dict[str, Any]]
 
 def _vector_models(root: Path) -> list[str]:
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
-        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY rowid")]
+        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY entry, model")]
 
 
 def test_append_with_nn_stores_a_vector_tagged_with_the_encoder_identity(root: Path, make_payload: Payload) -> None:
@@ -60,15 +60,21 @@ def test_an_entry_appended_by_a_process_without_nn_is_embedded_before_the_next_s
         assert journal.search("kettle midnight", k=1, mode="semantic")[0].entry.voice == "kettle whistles at midnight"
 
 
-def test_another_model_identity_triggers_re_embedding(root: Path, make_payload: Payload) -> None:
-    """Vectors stored by one encoder are replaced, before the first ranking, when the journal is opened with a different one."""
-    with Journal(root, enable_nn=True, encoder=FakeEncoder("old", 16)) as journal:
+def test_another_model_identity_embeds_beside_the_first_and_neither_embeds_again(root: Path, make_payload: Payload) -> None:
+    """Opened with a different encoder, the journal embeds its entries for it before the first ranking, keeping the first one's vectors."""
+    old = FakeEncoder("old", 16)
+    with Journal(root, enable_nn=True, encoder=old) as journal:
         journal.append(make_payload())
     new = FakeEncoder("new", 24)
     with Journal(root, enable_nn=True, encoder=new) as journal:
         journal.search("harbor", k=1)
-    assert _vector_models(root) == ["new:24"]
+    assert sorted(_vector_models(root)) == ["new:24", "old:16"]
     assert new.calls == 2  # the entry, then the query
+    for encoder in (old, new):
+        encoder.calls = 0
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            journal.search("harbor", k=1)
+        assert encoder.calls == 1  # the query alone
 
 
 def test_reindex_re_embeds_every_entry_in_batches_with_progress(root: Path, make_payload: Payload) -> None:
