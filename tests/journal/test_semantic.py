@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal, ModelNotFoundError, SemanticUnavailableError
 from journal.index import INDEX_SCHEMA_VERSION
+from journal.semantic import QUERY_MEMO_SIZE, QueryMemo
 
 from ._fakes import FakeEncoder
 
@@ -184,3 +185,55 @@ def test_hybrid_hits_carry_word_snippets_or_a_preview(root: Path, make_payload: 
         hits = {h.entry_id: h.snippet for h in journal.search("lighthouse", k=5, mode="hybrid")}
         assert "lighthouse" in hits[worded.id]
         assert hits.get(other.id, "a quiet day").startswith("a quiet day")
+
+
+def test_an_open_journal_embeds_a_repeated_question_once(root: Path, make_payload: Payload) -> None:
+    """Asked again, by a search or a prompt context, a recent question is recalled, not embedded; a new one is embedded."""
+    encoder = FakeEncoder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        journal.append(make_payload(voice="the harbor at dusk"))
+        journal.search("harbor lights", k=1)
+        encoder.calls = 0
+        journal.search("harbor lights", k=1, mode="semantic")
+        journal.prompt_context("harbor lights", k=1)
+        assert encoder.calls == 0
+        journal.search("another question", k=1)
+        assert encoder.calls == 1
+
+
+def test_the_query_memo_keeps_the_most_recently_used_and_hands_out_copies() -> None:
+    """The memo holds at most its size, forgets the least recently used first, and a caller's change to a vector never reaches it."""
+    encoder = FakeEncoder()
+    memo = QueryMemo(encoder.encode, size=2)
+    first = memo("what keeps returning?")
+    kept = first.copy()
+    first[:] = 0.0
+    assert memo("what keeps returning?").tolist() == kept.tolist()
+    memo("a")
+    memo("what keeps returning?")  # the most recently used stays
+    memo("b")  # forgets "a"
+    assert len(memo) == 2 and encoder.calls == 3
+    memo("what keeps returning?")
+    assert encoder.calls == 3
+    memo("a")
+    assert encoder.calls == 4
+
+
+def test_a_journal_remembers_at_most_query_memo_size_questions(root: Path, make_payload: Payload) -> None:
+    """After QUERY_MEMO_SIZE other questions, the first is embedded again: an open journal's memory of queries is bounded."""
+    encoder = FakeEncoder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        journal.append(make_payload(voice="the harbor at dusk"))
+        for n in range(QUERY_MEMO_SIZE + 1):
+            journal.search(f"question {n}", k=1, mode="semantic")
+        encoder.calls = 0
+        journal.search(f"question {QUERY_MEMO_SIZE}", k=1, mode="semantic")
+        assert encoder.calls == 0
+        journal.search("question 0", k=1, mode="semantic")
+        assert encoder.calls == 1
+
+
+def test_a_query_memo_of_no_room_is_refused_naming_the_size() -> None:
+    """A memo must hold at least one vector."""
+    with pytest.raises(ValueError, match="size must be at least 1, got 0"):
+        QueryMemo(FakeEncoder().encode, size=0)
