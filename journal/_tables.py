@@ -1,7 +1,9 @@
 """The index's tables: their definitions, the rows read from them, and the window a read is scoped by.
 
 Every table is derived from the entry files; :data:`INDEX_SCHEMA_VERSION`
-names their layout, and an index of another version is rebuilt from the files.
+names their layout, and an index of another version is rebuilt from the files,
+keeping the vectors of unchanged text (see :mod:`journal._kept_vectors`). The
+``vectors`` table holds one vector per entry and encoder identity.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ __all__ = [
     "Window", "agent_text_table", "create_tables", "scoped_text_table",
 ]
 
-#: Bump when the tables change; an index of another version is rebuilt from files.
+#: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
 INDEX_SCHEMA_VERSION: Final = 7
 
 _TABLES: Final = """
