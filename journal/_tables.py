@@ -190,9 +190,11 @@ class IndexRow:
 class VectorState:
     """What a vector cache needs to know to stay in step with the ``vectors`` table.
 
-    ``epoch`` changes whenever vectors are removed or written below the
-    highest rowid (a rebuild, a deletion, a re-embedding); otherwise new
-    vectors only ever appear above ``max_vector_rowid``.
+    ``epoch`` changes whenever vectors are removed, or written for an entry
+    below the highest one holding a vector of the same encoder (a rebuild, a
+    deletion, a fill of older entries); otherwise an encoder's new vectors
+    only ever appear above the entries it already has vectors for.
+    ``max_vector_rowid`` is the highest entry rowid holding any encoder's vector.
     """
 
     epoch: str
