@@ -92,6 +92,8 @@ def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     ``memory.model_loading`` then, and ``memory.model_loaded`` with its
     seconds. Embedding passes (entries a ranking finds without a vector from
     the model) log ``memory.embedding`` as they go (see :class:`EmbeddingProgress`).
+    The journal remembers its recent queries' vectors (``journal.semantic.QueryMemo``),
+    so a journal kept open across runs (a simulation) embeds each routine's question once.
 
     Raises:
         MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
