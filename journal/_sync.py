@@ -328,8 +328,12 @@ class IndexKeeper:
 
     def rebuild_locked(
         self, *, corrupt: bool, preloaded: dict[str, Entry] | None = None, on_skip: Callable[[SkippedFile], None] | None = None,
+        keep_vectors: bool = True,
     ) -> int:
-        """Under the lock: rebuild every table from the entry files; return how many entries the index holds."""
+        """Under the lock: rebuild every table from the entry files; return how many entries the index holds.
+
+        The vectors of entries whose text is unchanged are kept unless *keep_vectors* is false (an explicit reindex).
+        """
         skipped: list[SkippedFile] = []
         report = on_skip or skipped.append
         if corrupt:
@@ -340,7 +344,7 @@ class IndexKeeper:
         loaded.update(load_many(self.store, [p for p in paths if p not in loaded], report))
         unique = first_of_each(loaded, report)
         generation = self._generation_locked()
-        count = self.index.rebuild(((entry, path) for path, entry in unique), generation, self.boot_id or "")
+        count = self.index.rebuild(((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors)
         self.caught_up = generation
         self.store.remove_temp_files()
         for item in skipped:
@@ -376,7 +380,8 @@ class IndexKeeper:
 
         preloaded = load_many(self.store, scan(self.store, lambda item: None), lambda item: None)
         with self.lock:
-            count = self.rebuild_locked(corrupt=self.is_corrupt(self.state()), preloaded=preloaded, on_skip=report)
+            # An explicit reindex re-embeds every entry, as documented: it is how a hybrid journal starts its vectors afresh.
+            count = self.rebuild_locked(corrupt=self.is_corrupt(self.state()), preloaded=preloaded, on_skip=report, keep_vectors=False)
         self.skipped = skipped
         if on_skip is not None:
             for item in skipped:

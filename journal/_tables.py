@@ -1,7 +1,9 @@
 """The index's tables: their definitions, the rows read from them, and the window a read is scoped by.
 
 Every table is derived from the entry files; :data:`INDEX_SCHEMA_VERSION`
-names their layout, and an index of another version is rebuilt from the files.
+names their layout, and an index of another version is rebuilt from the files,
+keeping the vectors of unchanged text (see :mod:`journal._kept_vectors`). The
+``vectors`` table holds one vector per entry and encoder identity.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ __all__ = [
     "Window", "agent_text_table", "create_tables", "scoped_text_table",
 ]
 
-#: Bump when the tables change; an index of another version is rebuilt from files.
-INDEX_SCHEMA_VERSION: Final = 6
+#: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
+INDEX_SCHEMA_VERSION: Final = 7
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -46,7 +48,8 @@ CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)
 CREATE INDEX links_dst ON links (dst);
 CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX supersessions_dst ON supersessions (dst);
-CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
+CREATE TABLE vectors (model TEXT NOT NULL, entry INTEGER NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, entry));
+CREATE INDEX vectors_entry ON vectors (entry);
 CREATE VIRTUAL TABLE fts USING fts5 (
     theme, voice, tags, focus, mood,
     tokenize = 'porter unicode61 remove_diacritics 2'
@@ -187,9 +190,11 @@ class IndexRow:
 class VectorState:
     """What a vector cache needs to know to stay in step with the ``vectors`` table.
 
-    ``epoch`` changes whenever vectors are removed or written below the
-    highest rowid (a rebuild, a deletion, a re-embedding); otherwise new
-    vectors only ever appear above ``max_vector_rowid``.
+    ``epoch`` changes whenever vectors are removed, or written for an entry
+    below the highest one holding a vector of the same encoder (a rebuild, a
+    deletion, a fill of older entries); otherwise an encoder's new vectors
+    only ever appear above the entries it already has vectors for.
+    ``max_vector_rowid`` is the highest entry rowid holding any encoder's vector.
     """
 
     epoch: str

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal._fts import SearchRow, TextSearch, fts_query, query_terms
+from journal._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal._safefs import Owner
 from journal._sqlite import Database, IndexCorruptError, corruption_guard
 from journal._tables import (
@@ -41,8 +42,6 @@ __all__ = [
 ]
 
 _IDS_PER_QUERY: Final = 1000
-_ENCODER_PREFIX: Final = "encoder:"
-_ENCODER_RANGE: Final = (_ENCODER_PREFIX, "encoder;")  # every state key starting with the prefix (";" follows ":")
 
 
 class Index(Database):
@@ -108,24 +107,31 @@ class Index(Database):
             conn.execute("UPDATE agents SET entries = entries - 1, writes = writes + 1 WHERE name = ?", (row[1],))
         conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
         conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
-        if conn.execute("DELETE FROM vectors WHERE rowid = ?", (row[0],)).rowcount:
+        if conn.execute("DELETE FROM vectors WHERE entry = ?", (row[0],)).rowcount:
             self.bump_vectors_epoch(conn)
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
         conn.execute("DELETE FROM supersessions WHERE src = ?", (entry_id,))
 
-    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str) -> int:
+    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str, *, keep_vectors: bool = True) -> int:
         """Replace every table with rows for *entries*, in one transaction.
 
-        Readers keep their old snapshot until the commit, then see the new one.
+        With *keep_vectors*, every encoder's vectors of the entries whose text
+        is unchanged are kept (see :mod:`journal._kept_vectors`); without, the
+        index holds no vector afterwards. Readers keep their old snapshot
+        until the commit, then see the new one.
         """
         count = 0
         with self.transaction() as conn:
+            if keep_vectors:
+                set_vectors_aside(conn)
             create_tables(conn)
             self.bump_vectors_epoch(conn)
             self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
                 self.insert_entry(conn, entry, rel_path)
                 count += 1
+            if keep_vectors:
+                restore_vectors(conn)
         with contextlib.suppress(sqlite3.OperationalError):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return count
@@ -140,7 +146,7 @@ class Index(Database):
     @staticmethod
     def insert_vector(conn: sqlite3.Connection, entry_id: str, model: str, vector: bytes) -> None:
         """Store the vector of an entry inserted in the same open transaction."""
-        conn.execute("INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE id = ?", (model, vector, entry_id))
+        conn.execute("INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE id = ?", (model, vector, entry_id))
 
     def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]], described: dict[str, Any] | None = None) -> None:
         """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped.
@@ -150,9 +156,10 @@ class Index(Database):
         with self.transaction() as conn:
             if described is not None:
                 self.record_encoder(conn, described)
-            top = conn.execute("SELECT max(rowid) FROM vectors").fetchone()[0] or 0
+            # Another encoder's vectors are no concern of this one's cache: only a write below this model's top is.
+            top = conn.execute("SELECT max(entry) FROM vectors WHERE model = ?", (model,)).fetchone()[0] or 0
             conn.executemany(
-                "INSERT OR REPLACE INTO vectors (rowid, model, vector) SELECT rowid, ?, ? FROM entries WHERE rowid = ? AND id = ?",
+                "INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE rowid = ? AND id = ?",
                 ((model, vector, rowid, entry_id) for rowid, entry_id, vector in rows),
             )
             if any(rowid <= top for rowid, _, _ in rows):
@@ -162,7 +169,7 @@ class Index(Database):
         """The vectors table's epoch and high-water marks."""
         with corruption_guard():
             row = self.conn.execute(
-                "SELECT (SELECT value FROM state WHERE key = 'vectors_epoch'), (SELECT max(rowid) FROM entries), (SELECT max(rowid) FROM vectors)"
+                "SELECT (SELECT value FROM state WHERE key = 'vectors_epoch'), (SELECT max(rowid) FROM entries), (SELECT max(entry) FROM vectors)"
             ).fetchone()
         return VectorState(row[0] or "", row[1] or 0, row[2] or 0)
 
@@ -171,7 +178,7 @@ class Index(Database):
         with corruption_guard():
             return int(
                 self.conn.execute(
-                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ? WHERE v.rowid IS NULL", (model,)
+                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid WHERE v.entry IS NULL", (model,)
                 ).fetchone()[0]
             )
 
@@ -181,8 +188,8 @@ class Index(Database):
             return [
                 r[0]
                 for r in self.conn.execute(
-                    "SELECT e.rowid FROM entries e LEFT JOIN vectors v ON v.rowid = e.rowid AND v.model = ?"
-                    " WHERE e.rowid > ? AND v.rowid IS NULL ORDER BY e.rowid",
+                    "SELECT e.rowid FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid"
+                    " WHERE e.rowid > ? AND v.entry IS NULL ORDER BY e.rowid",
                     (model, after),
                 )
             ]
@@ -205,7 +212,7 @@ class Index(Database):
     @staticmethod
     def record_encoder(conn: sqlite3.Connection, described: dict[str, Any]) -> None:
         """Record (once) that the encoder *described* (``EncoderIdentity.to_dict()``) stores vectors, inside an open transaction."""
-        name = f"{_ENCODER_PREFIX}{described['key']}\n{described.get('implementation', '')}"
+        name = f"{ENCODER_PREFIX}{described['key']}\n{described.get('implementation', '')}"
         conn.execute("INSERT OR IGNORE INTO state (key, value) VALUES (?, ?)", (name, json.dumps(described, sort_keys=True)))
 
     def encoders(self) -> list[dict[str, Any]]:
@@ -216,7 +223,7 @@ class Index(Database):
         """
         with corruption_guard():
             counts = dict(self.conn.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall())
-            records = self.conn.execute("SELECT value FROM state WHERE key >= ? AND key < ? ORDER BY key", _ENCODER_RANGE).fetchall()
+            records = self.conn.execute("SELECT value FROM state WHERE key >= ? AND key < ? ORDER BY key", ENCODER_RANGE).fetchall()
         found: dict[str, dict[str, Any]] = {}
         for (value,) in records:
             described = json.loads(value)
@@ -233,8 +240,8 @@ class Index(Database):
         """Forget the records of encoders none of whose vectors remain."""
         with self.transaction() as conn:
             live = {row[0] for row in conn.execute("SELECT DISTINCT model FROM vectors")}
-            for (name,) in conn.execute("SELECT key FROM state WHERE key >= ? AND key < ?", _ENCODER_RANGE).fetchall():
-                if name[len(_ENCODER_PREFIX):].rsplit("\n", 1)[0] not in live:
+            for (name,) in conn.execute("SELECT key FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE).fetchall():
+                if name[len(ENCODER_PREFIX):].rsplit("\n", 1)[0] not in live:
                     conn.execute("DELETE FROM state WHERE key = ?", (name,))
 
     def vectors_after(self, model: str, after_rowid: int) -> list[VectorRow]:
@@ -243,9 +250,9 @@ class Index(Database):
             return [
                 VectorRow(*r)
                 for r in self.conn.execute(
-                    "SELECT v.rowid, e.id, e.agent, e.kind, e.ts_utc, v.vector FROM vectors v JOIN entries e ON e.rowid = v.rowid"
-                    " WHERE v.rowid > ? AND v.model = ? ORDER BY v.rowid",
-                    (after_rowid, model),
+                    "SELECT v.entry, e.id, e.agent, e.kind, e.ts_utc, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry"
+                    " WHERE v.model = ? AND v.entry > ? ORDER BY v.entry",
+                    (model, after_rowid),
                 )
             ]
 
@@ -253,7 +260,7 @@ class Index(Database):
         """The stored *model* vector of one entry."""
         with corruption_guard():
             row = self.conn.execute(
-                "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.rowid WHERE e.id = ? AND v.model = ?", (entry_id, model)
+                "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE e.id = ? AND v.model = ?", (entry_id, model)
             ).fetchone()
         return row[0] if row else None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
@@ -22,12 +23,15 @@ from journal.embed import Encoder, describe, document_text
 from journal.entry import Entry
 from journal.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
 
-__all__ = ["FILL_BATCH", "RELEVANCE_FLOORS", "SemanticIndex", "from_blob", "to_blob"]
+__all__ = ["FILL_BATCH", "QUERY_MEMO_SIZE", "RELEVANCE_FLOORS", "QueryMemo", "SemanticIndex", "from_blob", "to_blob"]
 
 #: Entries committed per transaction when filling vectors: a killed fill loses at most this many.
 FILL_BATCH: Final = 256
 #: Texts per encode call while filling: progress is reported after each.
 _CHUNK: Final = 32
+#: Query vectors an open journal remembers, the most recently used kept: 256 of the default
+#: model's 384 floats are 384 KiB, and a routine or a client asks far fewer distinct questions.
+QUERY_MEMO_SIZE: Final = 256
 
 #: The cosine below which an entry found by meaning alone is not relevant, per model, keyed by
 #: the hash of the model's files in its identity (the default model's here). It is calibrated, by
@@ -96,14 +100,50 @@ class _Block:
         return scores
 
 
+class QueryMemo:
+    """The vectors of the last *size* queries embedded, least recently used forgotten first; safe to share between threads.
+
+    A journal kept open (an MCP server, a simulation's thousands of runs) is
+    asked the same questions again and again: each is embedded once.
+    """
+
+    def __init__(self, encode: Callable[[Sequence[str]], Vector], size: int = QUERY_MEMO_SIZE) -> None:
+        if size < 1:
+            raise ValueError(f"size must be at least 1, got {size!r}")
+        self._encode = encode
+        self.size = size
+        self._vectors: OrderedDict[str, Vector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    def __call__(self, text: str) -> Vector:
+        """*text*'s vector, embedded unless it is remembered (a copy: a caller may change it)."""
+        with self._lock:
+            kept = self._vectors.get(text)
+            if kept is not None:
+                self._vectors.move_to_end(text)
+                return kept.copy()
+        vector: Vector = self._encode([text])[0]  # outside the lock: another thread's query need not wait for this one
+        with self._lock:
+            self._vectors[text] = vector.copy()
+            self._vectors.move_to_end(text)
+            while len(self._vectors) > self.size:
+                self._vectors.popitem(last=False)
+        return vector
+
+
 class SemanticIndex:
     """Entry vectors for one encoder: embedding, filling and cosine ranking.
 
     Only vectors stored under the encoder's identity are ever ranked. An
-    entry without one (appended without NN, or embedded by another encoder)
-    is embedded before the next ranking sees the entries: a journal opened
-    with another encoder is embedded again, a batch at a time, never ranked
-    with a mix of vectors.
+    entry without one (appended without NN, or embedded by another encoder
+    only) is embedded before the next ranking sees the entries, a batch at a
+    time, never ranked with a mix of vectors. Each encoder keeps its own
+    vectors beside the others': a journal opened in turn with two encoders
+    embeds each entry once per encoder. Query vectors are remembered
+    (:class:`QueryMemo`, :data:`QUERY_MEMO_SIZE` of them).
 
     Args:
         index: the journal's index.
@@ -124,6 +164,7 @@ class SemanticIndex:
         # Entries up to this rowid are known to have a vector from this encoder (within the epoch of _state).
         self._checked_to = 0
         self._lock = threading.Lock()
+        self._queries = QueryMemo(encoder.encode)
 
     @property
     def relevance_floor(self) -> float | None:
@@ -211,9 +252,8 @@ class SemanticIndex:
         self._state = state
 
     def query_vector(self, text: str) -> Vector:
-        """Embed a query."""
-        vector: Vector = self.encoder.encode([text])[0]  # numpy types an element of an array as Any
-        return vector
+        """Embed a query, or recall its vector if it was among the last :data:`QUERY_MEMO_SIZE` asked."""
+        return self._queries(text)
 
     def vector_of(self, entry_id: str) -> Vector | None:
         """The stored vector of *entry_id* under this encoder."""

@@ -13,18 +13,14 @@ A slow start under a timer is never silent.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import Final
 
 import structlog
 
 from journal import (
     PROGRESS_ENVVAR,
-    Encoder,
-    EncoderIdentity,
     Journal,
     ProgressGate,
     SemanticUnavailableError,
@@ -36,11 +32,7 @@ from runner._configmodel import AgentConfig
 from runner.errors import ConfigError, RunnerError
 from runner.provenance import check_journal
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
-__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "RecallingEncoder", "memory_in_use", "open_journal"]
+__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "memory_in_use", "open_journal"]
 
 #: Seconds a model load or an embedding pass may take before it reports progress.
 PROGRESS_AFTER: Final = 1.0  # journal.progress.PROGRESS_AFTER: the runner's default is the journal commands'
@@ -84,50 +76,6 @@ class EmbeddingProgress:
             log.info("memory.embedding", agent=self.agent, done=done, total=total, seconds=round(seconds, 3))
 
 
-class RecallingEncoder:
-    """An Encoder that keeps the vectors of the last *size* texts it embedded one at a time.
-
-    A routine asks its journal the same question at every run, so a journal
-    kept open across runs (a simulation: thousands of them) embeds each
-    question once instead of at every run. The vectors are the wrapped
-    encoder's, under its identity.
-    """
-
-    def __init__(self, encoder: Encoder, size: int = 32) -> None:
-        self.encoder = encoder
-        self.size = size
-        self._vectors: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def identity(self) -> str:
-        """The wrapped encoder's identity."""
-        return self.encoder.identity
-
-    def describe(self) -> EncoderIdentity | None:
-        """The wrapped encoder's full identity, if it gives one (the index records it)."""
-        described = getattr(self.encoder, "describe", None)
-        found = described() if callable(described) else None
-        return found if isinstance(found, EncoderIdentity) else None
-
-    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        """The wrapped encoder's vectors of *texts*; a single text seen lately is not embedded again."""
-        if len(texts) != 1:
-            return self.encoder.encode(texts)
-        text = texts[0]
-        with self._lock:
-            kept = self._vectors.get(text)
-            if kept is not None:
-                self._vectors.move_to_end(text)
-                return kept.copy()
-        vectors = self.encoder.encode(texts)
-        with self._lock:
-            self._vectors[text] = vectors.copy()
-            while len(self._vectors) > self.size:
-                self._vectors.popitem(last=False)
-        return vectors
-
-
 def memory_in_use(journal: Journal) -> str:
     """``hybrid`` when *journal* was opened with NN, else ``lexical``: what a run's context ranks by."""
     return "lexical" if journal.encoder is None else "hybrid"
@@ -144,6 +92,8 @@ def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     ``memory.model_loading`` then, and ``memory.model_loaded`` with its
     seconds. Embedding passes (entries a ranking finds without a vector from
     the model) log ``memory.embedding`` as they go (see :class:`EmbeddingProgress`).
+    The journal remembers its recent queries' vectors (``journal.semantic.QueryMemo``),
+    so a journal kept open across runs (a simulation) embeds each routine's question once.
 
     Raises:
         MemoryUnavailableError: hybrid memory without the nn extra or the model, unless the
@@ -172,7 +122,7 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
         with reporting_slow(seconds, lambda: log.info("memory.model_loading", **fields),
                             lambda took: log.info("memory.model_loaded", **fields, seconds=round(took, 3))):
             # The journal's models/ remembers the hash of the model files (see journal.EncoderIdentity).
-            encoder = RecallingEncoder(load_encoder(cache_dir=agent.journal_root / "models"))
+            encoder = load_encoder(cache_dir=agent.journal_root / "models")
     except SemanticUnavailableError as exc:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None

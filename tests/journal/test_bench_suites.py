@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -84,3 +85,15 @@ def test_auroc_and_the_floor_calibration(bench: dict[str, ModuleType]) -> None:
     answerable = [0.25] + [0.5] * 99  # one in a hundred may fall below
     assert calibrate(answerable) == 0.5
     assert calibrate([0.25, 0.26] + [0.5] * 98) == 0.26  # two below 0.27 would be two in a hundred
+
+
+def test_the_long_lived_bench_runs_as_the_readme_gives_it_and_prints_each_ways_figures(tmp_path: Path) -> None:
+    """``python bench/bench_long_lived.py`` (on 4 journals here) prints an RSS row (anonymous + file pages) every --every journals and each way's growth."""
+    completed = subprocess.run([sys.executable, str(BENCH / "bench_long_lived.py"), "--journals", "4", "--entries", "1", "--every", "2"],
+                               check=False, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("RSS (MiB")))
+    rows = [line.split() for line in lines[header + 2:header + 5]]
+    assert [row[0] for row in rows] == ["0", "2", "4"] and all(float(value) > 0 for row in rows for value in row[1:] if value != "+")
+    assert [line.split(":")[0] for line in lines[header + 5:]] == ["shared encoder", "own encoder"]

@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal, ModelNotFoundError, SemanticUnavailableError
 from journal.index import INDEX_SCHEMA_VERSION
+from journal.semantic import QUERY_MEMO_SIZE, QueryMemo
 
 from ._fakes import FakeEncoder
 
@@ -22,7 +23,7 @@ Payload = Callable[..., dict[str, Any]]
 
 def _vector_models(root: Path) -> list[str]:
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
-        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY rowid")]
+        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY entry, model")]
 
 
 def test_append_with_nn_stores_a_vector_tagged_with_the_encoder_identity(root: Path, make_payload: Payload) -> None:
@@ -60,15 +61,21 @@ def test_an_entry_appended_by_a_process_without_nn_is_embedded_before_the_next_s
         assert journal.search("kettle midnight", k=1, mode="semantic")[0].entry.voice == "kettle whistles at midnight"
 
 
-def test_another_model_identity_triggers_re_embedding(root: Path, make_payload: Payload) -> None:
-    """Vectors stored by one encoder are replaced, before the first ranking, when the journal is opened with a different one."""
-    with Journal(root, enable_nn=True, encoder=FakeEncoder("old", 16)) as journal:
+def test_another_model_identity_embeds_beside_the_first_and_neither_embeds_again(root: Path, make_payload: Payload) -> None:
+    """Opened with a different encoder, the journal embeds its entries for it before the first ranking, keeping the first one's vectors."""
+    old = FakeEncoder("old", 16)
+    with Journal(root, enable_nn=True, encoder=old) as journal:
         journal.append(make_payload())
     new = FakeEncoder("new", 24)
     with Journal(root, enable_nn=True, encoder=new) as journal:
         journal.search("harbor", k=1)
-    assert _vector_models(root) == ["new:24"]
+    assert sorted(_vector_models(root)) == ["new:24", "old:16"]
     assert new.calls == 2  # the entry, then the query
+    for encoder in (old, new):
+        encoder.calls = 0
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            journal.search("harbor", k=1)
+        assert encoder.calls == 1  # the query alone
 
 
 def test_reindex_re_embeds_every_entry_in_batches_with_progress(root: Path, make_payload: Payload) -> None:
@@ -178,3 +185,55 @@ def test_hybrid_hits_carry_word_snippets_or_a_preview(root: Path, make_payload: 
         hits = {h.entry_id: h.snippet for h in journal.search("lighthouse", k=5, mode="hybrid")}
         assert "lighthouse" in hits[worded.id]
         assert hits.get(other.id, "a quiet day").startswith("a quiet day")
+
+
+def test_an_open_journal_embeds_a_repeated_question_once(root: Path, make_payload: Payload) -> None:
+    """Asked again, by a search or a prompt context, a recent question is recalled, not embedded; a new one is embedded."""
+    encoder = FakeEncoder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        journal.append(make_payload(voice="the harbor at dusk"))
+        journal.search("harbor lights", k=1)
+        encoder.calls = 0
+        journal.search("harbor lights", k=1, mode="semantic")
+        journal.prompt_context("harbor lights", k=1)
+        assert encoder.calls == 0
+        journal.search("another question", k=1)
+        assert encoder.calls == 1
+
+
+def test_the_query_memo_keeps_the_most_recently_used_and_hands_out_copies() -> None:
+    """The memo holds at most its size, forgets the least recently used first, and a caller's change to a vector never reaches it."""
+    encoder = FakeEncoder()
+    memo = QueryMemo(encoder.encode, size=2)
+    first = memo("what keeps returning?")
+    kept = first.copy()
+    first[:] = 0.0
+    assert memo("what keeps returning?").tolist() == kept.tolist()
+    memo("a")
+    memo("what keeps returning?")  # the most recently used stays
+    memo("b")  # forgets "a"
+    assert len(memo) == 2 and encoder.calls == 3
+    memo("what keeps returning?")
+    assert encoder.calls == 3
+    memo("a")
+    assert encoder.calls == 4
+
+
+def test_a_journal_remembers_at_most_query_memo_size_questions(root: Path, make_payload: Payload) -> None:
+    """After QUERY_MEMO_SIZE other questions, the first is embedded again: an open journal's memory of queries is bounded."""
+    encoder = FakeEncoder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        journal.append(make_payload(voice="the harbor at dusk"))
+        for n in range(QUERY_MEMO_SIZE + 1):
+            journal.search(f"question {n}", k=1, mode="semantic")
+        encoder.calls = 0
+        journal.search(f"question {QUERY_MEMO_SIZE}", k=1, mode="semantic")
+        assert encoder.calls == 0
+        journal.search("question 0", k=1, mode="semantic")
+        assert encoder.calls == 1
+
+
+def test_a_query_memo_of_no_room_is_refused_naming_the_size() -> None:
+    """A memo must hold at least one vector."""
+    with pytest.raises(ValueError, match="size must be at least 1, got 0"):
+        QueryMemo(FakeEncoder().encode, size=0)

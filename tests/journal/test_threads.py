@@ -90,7 +90,7 @@ def _index_snapshot(journal: Journal) -> dict[str, Any]:
     with contextlib.closing(sqlite3.connect(journal.root / "index" / "journal.sqlite3")) as conn:
         entries = sorted(conn.execute("SELECT id, path, ts_utc, kind, agent, theme, tags, client_key FROM entries").fetchall())
         links = sorted(conn.execute("SELECT src, dst FROM links").fetchall())
-        vectors = sorted(conn.execute("SELECT e.id, v.model FROM vectors v JOIN entries e ON e.rowid = v.rowid").fetchall())
+        vectors = sorted(conn.execute("SELECT e.id, v.model FROM vectors v JOIN entries e ON e.rowid = v.entry").fetchall())
     hits = {query: [hit.entry.id for hit in journal.search(query, k=50, mode="lexical")] for query in (*QUERIES, *WORDS)}
     return {"entries": entries, "links": links, "vectors": vectors, "hits": hits}
 

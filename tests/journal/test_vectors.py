@@ -14,7 +14,9 @@ import pytest
 
 from journal import EncoderIdentity, Journal, ProgressGate, SemanticUnavailableError, StderrProgress, progress_after, reporting_slow
 from journal._identity import CACHE_FILE, forget_hashes, model_files, weights_hash
+from journal._json import canonical_json
 from journal.embed import document_text
+from journal.index import INDEX_SCHEMA_VERSION
 
 from ._fakes import FakeEncoder
 
@@ -23,7 +25,7 @@ Payload = Callable[..., dict[str, Any]]
 
 def _vector_models(root: Path) -> list[str]:
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
-        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY rowid")]
+        return [r[0] for r in conn.execute("SELECT model FROM vectors ORDER BY entry, model")]
 
 
 class _Described(FakeEncoder):
@@ -57,7 +59,7 @@ def test_a_journal_opened_with_another_encoder_ranks_only_its_own_vectors(root: 
     with Journal(root, enable_nn=True, encoder=new, on_progress=lambda d, t: progress.append((d, t))) as journal:
         hits = journal.search("dog", k=3, mode="semantic")
     assert progress[0] == (0, 3) and progress[-1] == (3, 3)
-    assert _vector_models(root) == ["new:64"] * 3
+    assert _vector_models(root) == ["new:64", "old:64"] * 3  # the old encoder keeps its own
     query = new.encode(["dog"])[0]
     expected = {voice: float(new.encode([document_text("home", (), None, voice)])[0] @ query) for voice in voices}
     assert hits[0].entry.voice == "a puppy chewed my shoes"
@@ -74,7 +76,7 @@ def test_an_entry_another_encoder_embedded_after_the_cache_loaded_is_embedded_ag
             late = other.append(make_payload(voice="kettle whistles at midnight"))
         assert _vector_models(root) == ["mine:64", "theirs:64"]
         assert journal.search("kettle midnight", k=1, mode="semantic")[0].entry_id == late.id
-    assert _vector_models(root) == ["mine:64", "mine:64"]
+    assert _vector_models(root) == ["mine:64", "mine:64", "theirs:64"]
 
 
 def test_the_fill_lists_the_missing_entries_once_then_reads_each_batch_by_rowid(root: Path, make_payload: Payload) -> None:
@@ -122,11 +124,23 @@ def test_two_implementations_of_one_identity_share_vectors_and_both_are_recorded
     assert [(e["vectors"], sorted(e["implementations"])) for e in encoders] == [(2, ["numpy", "sentence-transformers"])]
 
 
-def test_re_embedding_forgets_the_identity_no_vector_is_left_of(root: Path, make_payload: Payload) -> None:
-    """Once every vector is of the new encoder, the old encoder's record is gone from the index."""
+def test_another_encoder_embeds_beside_the_first_whose_record_stays(root: Path, make_payload: Payload) -> None:
+    """A second encoder stores its vectors beside the first one's: the index lists both, each with its own count and record."""
+    first = _described("numpy")
+    with Journal(root, enable_nn=True, encoder=first) as journal:
+        journal.append(make_payload())
+    with Journal(root, enable_nn=True, encoder=FakeEncoder("new", 32)) as journal:
+        journal.append(make_payload(voice="only the new encoder saw this one"))
+        encoders = journal.embed().encoders
+    assert [(e["key"], e["vectors"], e["implementations"]) for e in encoders] == [("new:32", 2, ["FakeEncoder"]), (first.identity, 1, ["numpy"])]
+
+
+def test_the_records_of_an_encoder_whose_vectors_all_went_are_forgotten(root: Path, make_payload: Payload) -> None:
+    """An explicit reindex drops every vector: the next fill leaves the index describing the encoder in use alone."""
     with Journal(root, enable_nn=True, encoder=_described("numpy")) as journal:
         journal.append(make_payload())
     with Journal(root, enable_nn=True, encoder=FakeEncoder("new", 32)) as journal:
+        journal.reindex()
         encoders = journal.embed().encoders
     assert [(e["key"], e["implementations"]) for e in encoders] == [("new:32", ["FakeEncoder"])]
 
@@ -268,3 +282,79 @@ def test_the_command_refuses_a_bad_progress_threshold_as_a_usage_error(root: Pat
     assert result.exit_code == 2
     assert "GHOSTJOURNAL_PROGRESS_AFTER must be a number of seconds, 0 or more, got 'soon'" in result.stderr
     assert not root.exists()
+
+
+# -- vectors survive an upgrade of the index --------------------------------------------
+
+
+def _index(root: Path) -> contextlib.closing[sqlite3.Connection]:
+    return contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3"))
+
+
+def _stored_vectors(root: Path) -> dict[tuple[str, str], bytes]:
+    """Every stored vector by its encoder's identity and its entry's id."""
+    with _index(root) as conn:
+        return {(model, entry_id): vector for model, entry_id, vector in
+                conn.execute("SELECT v.model, e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry")}
+
+
+def _as_older_schema(root: Path) -> None:
+    """Mark the index as written by the schema before this one: the next open rebuilds every table from the files."""
+    with _index(root) as conn, conn:
+        conn.execute("UPDATE state SET value = ? WHERE key = 'schema_version'", (str(INDEX_SCHEMA_VERSION - 1),))
+
+
+def _rewrite_voice(root: Path, entry_id: str, voice: str) -> None:
+    """Edit an entry file by hand, as a user fixing a typo would, keeping its path."""
+    with _index(root) as conn:
+        [path] = conn.execute("SELECT path FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    file = root / "entries" / path
+    data = json.loads(file.read_text())
+    file.chmod(0o644)
+    file.write_text(canonical_json({**data, "voice": voice}) + "\n")
+
+
+def test_an_upgrade_of_the_index_keeps_every_encoders_vectors_of_unchanged_text(root: Path, make_payload: Payload) -> None:
+    """Rebuilt for a new schema, the index keeps both encoders' vectors and their records; only the entry edited meanwhile is embedded again."""
+    first, second = _described("numpy"), FakeEncoder("second", 32)
+    with Journal(root, enable_nn=True, encoder=first) as journal:
+        ids = [journal.append(make_payload(voice=f"harbor note {i}")).id for i in range(4)]
+    with Journal(root, enable_nn=True, encoder=second) as journal:
+        assert journal.embed().embedded == 4
+    before = _stored_vectors(root)
+    _rewrite_voice(root, ids[2], "harbor note, corrected")
+    _as_older_schema(root)
+    for encoder in (first, second):
+        encoder.calls = 0
+        with Journal(root, enable_nn=True, encoder=encoder) as journal:
+            hits = journal.search("harbor note corrected", k=4, mode="semantic")
+            result = journal.embed()
+        assert encoder.calls == 2  # the edited entry and the query: nothing else was embedded again
+        assert {hit.entry_id for hit in hits} == set(ids) and result.missing == 0
+    with _index(root) as conn:
+        assert conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone()[0] == str(INDEX_SCHEMA_VERSION)
+    after = _stored_vectors(root)
+    assert after.keys() == before.keys()
+    assert {key for key in after if after[key] != before[key]} == {(first.identity, ids[2]), (second.identity, ids[2])}
+    assert sorted((e["key"], e["vectors"], e["implementations"]) for e in result.encoders) == [
+        (first.identity, 4, ["numpy"]), (second.identity, 4, ["FakeEncoder"])]
+
+
+def test_an_index_of_the_layout_with_one_vector_per_entry_keeps_its_vectors(root: Path, make_payload: Payload) -> None:
+    """An index of schema 6 (a vectors table keyed by the entry's rowid, one model each) is upgraded without embedding anything again."""
+    encoder = FakeEncoder("old", 16)
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        ids = [journal.append(make_payload(voice=f"lighthouse {i}")).id for i in range(3)]
+    with _index(root) as conn, conn:
+        # The tables of schema 6, as journal/_tables.py defined them: only the vectors table differs.
+        conn.execute("ALTER TABLE vectors RENAME TO today")
+        conn.execute("CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL)")
+        conn.execute("INSERT INTO vectors (rowid, model, vector) SELECT entry, model, vector FROM today")
+        conn.execute("DROP TABLE today")
+        conn.execute("UPDATE state SET value = '6' WHERE key = 'schema_version'")
+    encoder.calls = 0
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        assert {hit.entry_id for hit in journal.search("lighthouse", k=3, mode="semantic")} == set(ids)
+        assert journal.embed().embedded == 0
+    assert encoder.calls == 1  # the query alone
+    assert _vector_models(root) == ["old:16"] * 3

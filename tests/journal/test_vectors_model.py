@@ -34,7 +34,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _vectors(root: Path) -> list[tuple[int, str]]:
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
-        return conn.execute("SELECT rowid, model FROM vectors ORDER BY rowid").fetchall()
+        return conn.execute("SELECT entry, model FROM vectors ORDER BY entry, model").fetchall()
 
 
 def _fill(root: Path, count: int) -> None:
@@ -80,7 +80,7 @@ def test_other_weights_under_the_same_name_re_embed_the_journal_before_any_ranki
     with Journal(root, enable_nn=True, encoder=changed, on_progress=lambda d, t: progress.append((d, t))) as journal:
         hits = journal.search("new canine companion", k=3, mode="semantic")
     assert progress == [(0, 3), (3, 3)]
-    assert {model for _, model in _vectors(root)} == {changed.identity}
+    assert sorted(model for _, model in _vectors(root)) == sorted([changed.identity, packaged.identity] * 3)  # each keeps its own
     query = "new canine companion"
     new = {v: float(changed.encode([document_text("day", (), None, v)])[0] @ changed.encode([query])[0]) for v in voices}
     old = {v: float(packaged.encode([document_text("day", (), None, v)])[0] @ packaged.encode([query])[0]) for v in voices}
@@ -173,3 +173,31 @@ def test_a_search_that_embeds_a_backlog_shows_its_progress_off_a_terminal(tmp_pa
     again = subprocess.run([*_CLI, "--root", str(root), "--nn", "search", "tide 7", "-k", "1"], check=False, capture_output=True, text=True,
                            cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
     assert [line for line in again.stderr.splitlines() if line.startswith("embedding")] == []  # nothing left to embed
+
+
+def _search_in_a_process(root: Path, *model: str) -> tuple[list[str], dict[str, Any]]:
+    """``ghostjournal --nn [--model M] search`` in a process of its own: its embedding lines, and what ``embed`` says the index holds."""
+    options = [*_CLI, "--root", str(root), "--nn", *(("--model", model[0]) if model else ())]
+    searched = subprocess.run([*options, "search", "tide 3", "-k", "1"], check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
+                              env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert searched.returncode == 0, searched.stderr
+    embedded = subprocess.run([*options, "embed"], check=False, capture_output=True, text=True, cwd=REPO, timeout=300, env=_env())
+    assert embedded.returncode == 0, embedded.stderr
+    shown = [re.sub(r" \(.*\)$", "", line) for line in searched.stderr.splitlines() if line.startswith("embedding entries")]
+    return shown, json.loads(embedded.stdout)
+
+
+def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_embed_each_others(tmp_path: Path) -> None:
+    """The NumPy encoder, sentence-transformers with the model's directory (another identity), then NumPy again: the third embeds nothing."""
+    root = tmp_path / "journal"
+    _fill(root, 40)
+    first, numpy_holds = _search_in_a_process(root)
+    second, torch_holds = _search_in_a_process(root, str(resolve_model(DEFAULT_MODEL)))
+    third, numpy_again = _search_in_a_process(root)
+    assert first == second == ["embedding entries: 0/40", "embedding entries: 32/40", "embedding entries: 40/40"]
+    assert third == []
+    assert numpy_again["embedded"] == 0 and numpy_again["missing"] == 0
+    assert numpy_holds["encoder"]["key"] != torch_holds["encoder"]["key"]
+    assert torch_holds["encoder"]["implementation"] == "sentence-transformers"
+    held = sorted((e["key"], e["vectors"], e["implementations"]) for e in numpy_again["encoders"])
+    assert held == sorted([(numpy_holds["encoder"]["key"], 40, ["numpy"]), (torch_holds["encoder"]["key"], 40, ["sentence-transformers"])])

@@ -7,6 +7,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from typing import Any
 import pytest
 import structlog
 
-from journal import Journal
-from runner._memory import EmbeddingProgress, MemoryUnavailableError, RecallingEncoder
+from journal import Journal, load_encoder
+from runner._memory import EmbeddingProgress, MemoryUnavailableError
 from runner.config import load_config
 from runner.errors import ConfigError
 from runner.simulate import simulate_agent
@@ -191,20 +192,38 @@ class _Counting:
         return np.array([[len(text), 1.0] for text in texts], dtype=np.float32)
 
 
-def test_the_recalling_encoder_embeds_a_repeated_question_once() -> None:
-    inner = _Counting()
-    encoder = RecallingEncoder(inner, size=2)
-    assert encoder.identity == "counting:2"
-    first = encoder.encode(["what keeps returning?"])
-    first[0, 0] = -1.0  # a caller's change to its array does not reach the kept vector
-    assert encoder.encode(["what keeps returning?"]).tolist() == [[21.0, 1.0]]
-    assert inner.embedded == ["what keeps returning?"]
-    encoder.encode(["a", "bb"])  # batches are never kept
-    encoder.encode(["a"])
-    encoder.encode(["what keeps returning?"])  # the most recently used stays
-    encoder.encode(["ccc"])  # evicts "a", the least recently used
-    encoder.encode(["a"])
-    assert inner.embedded == ["what keeps returning?", "a", "bb", "a", "ccc", "a"]
+class _Recording:
+    """The real encoder, recording every text it is asked to embed."""
+
+    def __init__(self, encoder: Any) -> None:
+        self.encoder = encoder
+        self.identity = encoder.identity
+        self.texts: list[str] = []
+
+    def describe(self) -> Any:
+        return self.encoder.describe()
+
+    def encode(self, texts: Any) -> Any:
+        self.texts += texts
+        return self.encoder.encode(texts)
+
+
+def test_a_hybrid_simulation_embeds_each_question_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulation keeps one journal open across its runs: the journal remembers the question each routine asks at every run."""
+    recorded: list[_Recording] = []
+
+    def recording(**options: Any) -> _Recording:
+        recorded.append(_Recording(load_encoder(**options)))
+        return recorded[-1]
+
+    monkeypatch.setattr("runner._memory.load_encoder", recording)
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
+    summary = simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 8, tzinfo=UTC))
+    [encoder] = recorded
+    questions = {config.routine_for(config.agent("motoko"), name).question for name in config.agent("motoko").routines}
+    asked = Counter(text for text in encoder.texts if text in questions)
+    assert summary.runs > 40 and not summary.failures
+    assert len(asked) >= 2 and set(asked.values()) == {1}  # the pulse's and the evening's questions, asked at each of their runs
 
 
 # -- the nn extra missing -----------------------------------------------------------
