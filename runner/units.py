@@ -23,7 +23,9 @@ compared and written only after lexical normalisation. Symbolic links are not
 resolved into the units: units are often rendered before the directories
 exist or on another host, and systemd follows links itself when it sets up
 ``ReadWritePaths=``. Where a path exists on this host, its resolved target is
-classified too, so a link into ``/home`` or ``/tmp`` still gets its warning.
+classified too, so a link into ``/home`` or ``/tmp`` still gets its warning,
+and the programs the units start are followed to what they need to start
+(:mod:`runner._unitreach`: links, ``#!`` interpreters, a venv's base Python).
 """
 
 from __future__ import annotations

@@ -25,20 +25,19 @@ class Host:
     def path(self, relative: str) -> Path:
         return self.base / relative
 
-    def binary(self, relative: str) -> str:
-        """An executable that is not a script (an ELF header is enough: nothing here runs it)."""
+    def executable(self, relative: str, content: bytes) -> str:
         path = self.path(relative)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"\x7fELF\x02\x01\x01\x00")
+        path.write_bytes(content)
         path.chmod(0o755)
         return str(path)
 
+    def binary(self, relative: str) -> str:
+        """An executable that is not a script (an ELF header is enough: nothing here runs it)."""
+        return self.executable(relative, b"\x7fELF\x02\x01\x01\x00")
+
     def script(self, relative: str, shebang: str) -> str:
-        path = self.path(relative)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"#!{shebang}\nimport sys\nfrom runner.cli import main\nsys.exit(main())\n")
-        path.chmod(0o755)
-        return str(path)
+        return self.executable(relative, f"#!{shebang}\nimport sys\nfrom runner.cli import main\nsys.exit(main())\n".encode())
 
     def link(self, relative: str, target: str) -> str:
         path = self.path(relative)
