@@ -303,7 +303,7 @@ def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal:
     """What the sandbox would hide from the service (under /home, /root, /run/user, /tmp, /var/tmp), and a unit running as root.
 
     The programs the units start (--exec, a command backend) are followed to what they need on this host: links,
-    #! interpreters, a venv's base installation (:mod:`runner._unitreach`).
+    #! interpreters, a venv's base installation (:mod:`runner._unitreach`), and the files their arguments name.
     """
     paths = [("the --exec program", exec_argv[0], program_normal), ("the configuration", config_path, installed)]
     programs = [("the --exec program", list(exec_argv))]
@@ -318,6 +318,9 @@ def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal:
     for what, argv in programs:  # an absolute program's own path is warned about above; a bare name's, found on the PATH, is not
         known = [normal_path(argv[0]), os.path.realpath(argv[0])] if argv[0].startswith("/") else []
         warnings += startup_warnings(what, argv, known=known)
+        # An argument naming a file here is one the program opens (a backend script): hidden, the start fails all the same.
+        warnings += [warning for word in argv[1:] if word.startswith("/") and os.path.exists(word)
+                     for warning in _location_warnings(f"{what}'s argument", word, normal_path(word))]
     if config.config_file is not None and normal_path(str(config.config_file)) != installed:
         # Relative paths in the configuration resolve beside the file that is read: render read this one, the service reads *installed*.
         here = PurePosixPath(normal_path(str(config.config_file))).parent

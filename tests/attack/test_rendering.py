@@ -524,6 +524,21 @@ def test_tmp_lock_file_and_configuration_warn_and_the_units_are_still_written(tm
     assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == ["/tmp"]
 
 
+def test_a_command_backends_script_in_tmp_warns_and_a_word_naming_no_file_does_not(tmp_path: Path) -> None:
+    """A backend program given "/tmp/.../backend.py": the program is visible, the script it is to run is not (PrivateTmp=yes)."""
+    script = tmp_path / "backend.py"
+    script.write_text("print('{}')\n")
+    backend = f'backend = {{ type = "command", command = ["/bin/true", "{script}", "/v1/not-a-file"] }}\n'
+    path = write_config(tmp_path / "etc", ONE_AGENT + 'journal_root = "/var/lib/ghostrunner/motoko"\n' + backend,
+                        runner='lock_file = "/var/lib/ghostrunner/serve.lock"\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", "/bin/true",
+                         "--installed-config", "/etc/ghostrunner/ghostrunner.toml")
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result) == [(f"ghostrunner: warning: agent 'motoko''s command backend's argument '{script}' is under /tmp, which "
+                                    "PrivateTmp=yes replaces with the service's own empty directory, removed when it stops (what it writes "
+                                    "there is lost); keep it elsewhere (e.g. /var/lib/ghostrunner)")]
+
+
 def test_a_write_path_that_opens_a_system_directory_warns(tmp_path: Path) -> None:
     """A lock file at /serve.lock makes ReadWritePaths=/ (the whole file system writable for the service): render warns."""
     result, out = render_cli(tmp_path, "/var/lib/ghostrunner/motoko", runner='lock_file = "/serve.lock"\n')
