@@ -5,7 +5,9 @@ runner's first line runs: every symbolic link on the program's way, then for
 a script its ``#!`` interpreter (a script itself, a few levels deep), found
 through the units' ``PATH`` when the line is ``#!/usr/bin/env python3``, and
 that interpreter's own links. A virtual environment's ``python`` reads the
-``home`` of its ``pyvenv.cfg`` for the base installation's standard library.
+``home`` of its ``pyvenv.cfg`` for the base installation's standard library,
+and its ``.pth`` files add directories to ``sys.path`` (an editable install's
+source tree).
 A console script of a venv made from a Python under ``/root`` (pyenv's, say)
 therefore fails at every start with 203/EXEC, however plain its own path.
 
@@ -17,6 +19,7 @@ sandbox hides, by which setting, and what makes the start work.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,21 +133,42 @@ def _on_path(command: str, search: str) -> str | None:
     return None
 
 
-def _venv_home(executable: str) -> str | None:
-    """The ``home`` of the pyvenv.cfg that Python started as *executable* reads (beside it or one directory up), or None."""
+def _venv(executable: str) -> tuple[str, str | None] | None:
+    """(the venv's directory, its pyvenv.cfg ``home``) for a Python started as *executable*, or None outside a venv.
+
+    Python reads the first pyvenv.cfg beside *executable* or one directory up, with or without a home.
+    """
     directory = os.path.dirname(executable)
-    for config in (os.path.join(directory, "pyvenv.cfg"), os.path.join(os.path.dirname(directory), "pyvenv.cfg")):
+    for root in (directory, os.path.dirname(directory)):
         try:
-            with open(config, encoding="utf-8") as file:
+            with open(os.path.join(root, "pyvenv.cfg"), encoding="utf-8") as file:
                 lines = file.read().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
         for line in lines:
             key, equals, value = line.partition("=")
             if equals and key.strip() == "home" and value.strip().startswith("/"):
-                return _normal(value.strip())
-        return None  # Python reads the first pyvenv.cfg it finds, with or without a home
+                return root, _normal(value.strip())
+        return root, None
     return None
+
+
+def _pth_paths(venv: str) -> list[Step]:
+    """The directories the venv's .pth files add to ``sys.path`` (an editable install's source tree), where they exist."""
+    steps = []
+    for site in sorted(glob.glob(os.path.join(glob.escape(venv), "lib", "python3*", "site-packages"))):
+        for pth in sorted(glob.glob(os.path.join(glob.escape(site), "*.pth"))):
+            try:
+                with open(pth, encoding="utf-8") as file:
+                    lines = file.read().splitlines()
+            except (OSError, UnicodeDecodeError):
+                continue
+            # As site.py reads them: a line starting with "import" is code, '#' a comment, anything else a path relative to site.
+            for line in dict.fromkeys(line.strip() for line in lines):
+                path = _normal(os.path.join(site, line)) if line and not line.startswith(("#", "import ", "import\t")) else None
+                if path is not None and os.path.isdir(path):
+                    steps.append(Step(path, f"a directory its {os.path.basename(pth)} puts on sys.path"))
+    return steps
 
 
 def startup_chain(argv: Sequence[str], *, unit_path: str = UNIT_PATH) -> list[Step]:
@@ -152,7 +176,7 @@ def startup_chain(argv: Sequence[str], *, unit_path: str = UNIT_PATH) -> list[St
 
     Followed: the symbolic links on each path's way, a script's ``#!`` interpreter, a ``/usr/bin/env``
     command (the program's or the ``#!`` line's) looked up on *unit_path*, and a venv interpreter's
-    base installation (pyvenv.cfg ``home``). A step whose file does not exist here ends the chain;
+    base installation (pyvenv.cfg ``home``) and the directories its .pth files add. A step whose file does not exist here ends the chain;
     a bare name found nowhere on *unit_path* makes it empty.
     """
     program = argv[0] if argv[0].startswith("/") else None if "/" in argv[0] else _on_path(argv[0], unit_path)
@@ -172,11 +196,13 @@ def startup_chain(argv: Sequence[str], *, unit_path: str = UNIT_PATH) -> list[St
             executable, words = found, []
             continue
         shebang = _shebang(real)
-        if shebang is None:  # a binary: if it is a venv's Python, it loads the base installation's standard library
-            home = _venv_home(executable)
-            if home is not None:
-                chain.append(Step(home, _VENV_HOME))
-                chain += _links(home)[0]
+        if shebang is None:  # a binary: if it is a venv's Python, it loads the base installation's standard library, then the .pth paths
+            venv = _venv(executable)
+            if venv is not None and venv[1] is not None:
+                chain.append(Step(venv[1], _VENV_HOME))
+                chain += _links(venv[1])[0]
+            if venv is not None:
+                chain += _pth_paths(venv[0])
             break
         if not shebang[0].startswith("/"):
             break
@@ -213,7 +239,9 @@ def startup_warnings(what: str, argv: Sequence[str], *, known: Sequence[str] = (
         if expose in warnings:
             continue
         # A venv's own python outside the sandbox's hiding starts, then finds no standard library where its home is.
-        fails = "every start fails (Python finds no standard library)" if step.how == _VENV_HOME else "every start fails (203/EXEC)"
+        fails = ("every start fails (Python finds no standard library)" if step.how == _VENV_HOME else
+                 "every start fails (what it imports from there is missing)" if step.how.endswith("sys.path") else
+                 "every start fails (203/EXEC)")
         reached = f"{what} {chain[0].path!r} needs {step.path!r} to start ({_route(chain, index)}), which is under {directory}"
         if setting == "ProtectHome=yes":
             warnings[expose] = (f"{reached}, which {setting} hides from the service: {fails}; install the project "

@@ -183,3 +183,25 @@ def test_a_bare_command_backend_is_found_on_the_units_path(host: Host) -> None:
     [warning] = host.warnings("backend", "--reply")
     assert warning.startswith(f"the --exec program '{host.base}/usr/local/bin/backend' needs '{host.base}/home/dev/backend/run' to start")
     assert host.chain("nowhere-on-the-path") == []
+
+
+def test_an_editable_install_from_a_source_tree_under_home_warns(host: Host) -> None:
+    """The venv's Python is visible, but a .pth file puts a source tree under /home on sys.path: the import fails in the sandbox."""
+    host.binary("usr/bin/python3")
+    host.venv("opt/venv", f"{host.base}/usr/bin")
+    host.link("opt/venv/bin/python3", f"{host.base}/usr/bin/python3")
+    (host.path("home/dev/src/ghostjournal")).mkdir(parents=True)
+    site = host.path("opt/venv/lib/python3.11/site-packages")
+    site.mkdir(parents=True)
+    (site / "_ghostjournal.pth").write_text(f"# a comment\n{host.base}/home/dev/src/ghostjournal\n{host.base}/home/dev/gone\n"
+                                            "import os; os.environ\n")
+    (site / "relative.pth").write_text("local-dir\n")
+    (site / "local-dir").mkdir()
+    program = host.script("opt/venv/bin/ghostrunner", f"{host.base}/opt/venv/bin/python3")
+    # Only the directories that exist, a relative one from site-packages; comments and import lines are no paths.
+    assert [step.path for step in host.chain(program)][-2:] == [f"{host.base}/home/dev/src/ghostjournal", str(site / "local-dir")]
+    [warning] = host.warnings(program)
+    assert f"needs '{host.base}/home/dev/src/ghostjournal' to start" in warning
+    assert "-> a directory its _ghostjournal.pth puts on sys.path" in warning
+    assert "every start fails (what it imports from there is missing)" in warning
+    assert f"BindReadOnlyPaths={host.base}/home/dev/src/ghostjournal " in warning
