@@ -7,9 +7,9 @@ through the units' ``PATH`` when the line is ``#!/usr/bin/env python3``, and
 that interpreter's own links. A virtual environment's ``python`` reads the
 ``home`` of its ``pyvenv.cfg`` for the base installation's standard library,
 and its ``.pth`` files add directories to ``sys.path`` (an editable install's
-source tree).
-A console script of a venv made from a Python under ``/root`` (pyenv's, say)
-therefore fails at every start with 203/EXEC, however plain its own path.
+source tree). A console script of a venv made from a Python under ``/root``
+(pyenv's, say) therefore fails at every start with 203/EXEC, however plain
+its own path.
 
 :func:`startup_chain` follows all of that on the rendering host, where the
 files exist (units rendered for another host find nothing to follow, and
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Final
 
-__all__ = ["HIDDEN", "UNIT_PATH", "Step", "hidden_root", "startup_chain", "startup_warnings"]
+__all__ = ["HIDDEN", "UNIT_PATH", "Step", "startup_chain", "startup_warnings"]
 
 #: What the sandbox hides from the service, and which setting hides it.
 HIDDEN: Final = (
@@ -58,7 +58,7 @@ class Step:
     how: str
 
 
-def hidden_root(path: str, hidden: Sequence[tuple[str, str]] = HIDDEN) -> tuple[str, str] | None:
+def _hidden_root(path: str, hidden: Sequence[tuple[str, str]] = HIDDEN) -> tuple[str, str] | None:
     """The (directory, setting) of *hidden* that *path* lies under, or None."""
     for directory, setting in hidden:
         if PurePosixPath(path).is_relative_to(directory):
@@ -231,7 +231,7 @@ def startup_warnings(what: str, argv: Sequence[str], *, known: Sequence[str] = (
     chain = startup_chain(argv, unit_path=unit_path)
     warnings: dict[str, str] = {}
     for index, step in enumerate(chain):
-        root = hidden_root(step.path, hidden)
+        root = _hidden_root(step.path, hidden)
         if root is None or step.path in known:
             continue
         directory, setting = root
