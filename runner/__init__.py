@@ -32,7 +32,7 @@ from runner.run_contract import OUTCOMES
 from runner.scheduler import Scheduler
 from runner.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
 from runner.status import StatusReport, build_report, read_log
-from runner.units import Rendering, default_exec_argv, render_units, write_units
+from runner.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
 
 __all__ = [
     "CONFIG_ENVVAR",
@@ -72,6 +72,7 @@ __all__ = [
     "load_config",
     "parse_duration",
     "read_log",
+    "refuse_warnings",
     "render_units",
     "run_at",
     "run_demo",

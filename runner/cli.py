@@ -45,6 +45,7 @@ from runner import (
     configure_logging,
     default_exec_argv,
     read_log,
+    refuse_warnings,
     render_units,
     run_at,
     run_demo,
@@ -235,9 +236,10 @@ def systemd() -> None:
 @click.option("--installed-config", default=None, help="The --config path the units use (default: the configuration file's absolute path).")
 @click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
 @click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
+@click.option("--strict", is_flag=True, help="Write nothing and exit 78 if render has any warning.")
 @click.pass_obj
 def render(settings: Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
-           delay_text: str) -> None:
+           delay_text: str, strict: bool) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
 
     Cron schedules become OnCalendar= in the configured timezone; a schedule
@@ -245,8 +247,10 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
     safely (control characters, relative paths, a user name systemd would
     ignore) are refused: exit 78 for a configuration key, 2 for an option.
     Files in OUT that are symbolic links or were not written by render are
-    never replaced. Warnings (paths the sandbox hides, such as /home or /tmp)
-    go to stderr, one line each; the units are still written.
+    never replaced. Warnings (paths the sandbox hides, such as /home or /tmp,
+    on the way to the program too: its links, its #! interpreter, a venv's
+    base Python) go to stderr, one line each; the units are still written,
+    unless --strict, which then writes none and exits 78.
 
     Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
     """
@@ -265,6 +269,10 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
         raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
     rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
                              randomized_delay=delay)
+    warnings = [f"ghostrunner: warning: {warning}" for warning in rendering.warnings]
+    if strict and warnings:
+        click.echo("\n".join(warnings), err=True)
+        refuse_warnings(rendering)
     try:
         written = write_units(rendering, out)
     except OSError as exc:
@@ -272,8 +280,8 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
         raise
     for path in written:
         click.echo(f"wrote {path}")
-    for warning in rendering.warnings:
-        click.echo(f"ghostrunner: warning: {warning}", err=True)
+    for warning in warnings:  # after the units are written: a refused --out is the one line of its error
+        click.echo(warning, err=True)
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
 

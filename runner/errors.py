@@ -285,11 +285,11 @@ class UnitRenderError(RunnerError, ValueError):
         source: the configuration file, when *field* is one of its keys; None for an option.
     """
 
-    def __init__(self, field: str, reason: str, source: str | None = None) -> None:
+    def __init__(self, field: str, reason: str, source: str | None = None, *, exit_code: int | None = None) -> None:
         self.field = field
         self.source = source
         # A configuration key that cannot go into a unit is a configuration error (EX_CONFIG); a bad option is usage.
-        self.exit_code = 78 if source else 2
+        self.exit_code = exit_code if exit_code is not None else 78 if source else 2
         super().__init__(f"{source}: {field}: {reason}" if source else f"{field}: {reason}")
 
 

@@ -23,7 +23,9 @@ compared and written only after lexical normalisation. Symbolic links are not
 resolved into the units: units are often rendered before the directories
 exist or on another host, and systemd follows links itself when it sets up
 ``ReadWritePaths=``. Where a path exists on this host, its resolved target is
-classified too, so a link into ``/home`` or ``/tmp`` still gets its warning.
+classified too, so a link into ``/home`` or ``/tmp`` still gets its warning,
+and the programs the units start are followed to what they need to start
+(:mod:`runner._unitreach`: links, ``#!`` interpreters, a venv's base Python).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from runner._unitfiles import RENDERED_MARKER, write_unit_files
+from runner._unitreach import HIDDEN, startup_warnings
 from runner._unitrestart import restart_plan, shortest_gap
 from runner._unitsyntax import (
     STATE_DIRECTORY,
@@ -59,16 +62,11 @@ from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 
-__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "render_units", "systemd_escape", "write_units"]
+__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
 
 WATCHDOG_SECONDS: Final = 60
 _STOP_MARGIN: Final = timedelta(seconds=30)
 _PLACEHOLDER: Final = re.compile(r"@([A-Z_]+)@")
-#: What the sandbox hides from the service, and which setting hides it.
-_HIDDEN: Final = (
-    ("/home", "ProtectHome=yes"), ("/root", "ProtectHome=yes"), ("/run/user", "ProtectHome=yes"),
-    ("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"),  # noqa: S108 - directories the sandbox hides, not files written there
-)
 #: User names systemd accepts in User= in every mode (its strict rule); anything else it ignores, running the unit as root.
 _USER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,30}")
 #: Directories a ReadWritePaths= entry should never open whole (a journal root of "/etc", a lock file "/serve.lock").
@@ -202,7 +200,7 @@ def _location_warnings(what: str, raw: str, normal: str) -> list[str]:
                         "write the path without '..'")
     seen = set()
     for location in dict.fromkeys([normal, real]):
-        for hidden, setting in _HIDDEN:
+        for hidden, setting in HIDDEN:
             if hidden in seen or not PurePosixPath(location).is_relative_to(hidden):
                 continue
             seen.add(hidden)
@@ -261,7 +259,7 @@ def render_units(
     files = {"ghostrunner.service": _fill(_template("ghostrunner.service"), {
         **common, "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s", "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),
     })}
-    warnings = _warnings(config, exec_argv[0], program_normal=absolute_path(exec_argv[0], "--exec"), config_path=config_path, installed=installed,
+    warnings = _warnings(config, exec_argv, program_normal=absolute_path(exec_argv[0], "--exec"), config_path=config_path, installed=installed,
                          roots=roots, lock_file=lock_file, user=user)
     warnings += [f"ReadWritePaths={path} (for a journal root or the lock file's directory) opens {path} to the service for writing, "
                  "undoing much of ProtectSystem=strict; give the journal and the lock file directories of their own"
@@ -300,16 +298,29 @@ def render_units(
     return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
 
 
-def _warnings(config: RunnerConfig, program: str, *, program_normal: str, config_path: str, installed: str, roots: dict[str, str],
+def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal: str, config_path: str, installed: str, roots: dict[str, str],
               lock_file: str, user: str) -> list[str]:
-    """What the sandbox would hide from the service (under /home, /root, /run/user, /tmp, /var/tmp), and a unit running as root."""
-    paths = [("the --exec program", program, program_normal), ("the configuration", config_path, installed)]
+    """What the sandbox would hide from the service (under /home, /root, /run/user, /tmp, /var/tmp), and a unit running as root.
+
+    The programs the units start (--exec, a command backend) are followed to what they need on this host: links,
+    #! interpreters, a venv's base installation (:mod:`runner._unitreach`), and the files their arguments name.
+    """
+    paths = [("the --exec program", exec_argv[0], program_normal), ("the configuration", config_path, installed)]
+    programs = [("the --exec program", list(exec_argv))]
     for name, agent in sorted(config.agents.items()):
         paths.append((f"agent {name!r}'s journal", str(agent.journal_root), roots[name]))
+        if agent.backend.type == "command":
+            programs.append((f"agent {name!r}'s command backend", list(agent.backend.command)))
         if agent.backend.type == "command" and agent.backend.command[0].startswith("/"):
             paths.append((f"agent {name!r}'s command backend", agent.backend.command[0], normal_path(agent.backend.command[0])))
     paths.append(("the lock file", str(config.lock_file), lock_file))
     warnings = [warning for what, raw, normal in paths for warning in _location_warnings(what, raw, normal)]
+    for what, argv in programs:  # an absolute program's own path is warned about above; a bare name's, found on the PATH, is not
+        known = [normal_path(argv[0]), os.path.realpath(argv[0])] if argv[0].startswith("/") else []
+        warnings += startup_warnings(what, argv, known=known)
+        # An argument naming a file here is one the program opens (a backend script): hidden, the start fails all the same.
+        warnings += [warning for word in argv[1:] if word.startswith("/") and os.path.exists(word)
+                     for warning in _location_warnings(f"{what}'s argument", word, normal_path(word))]
     if config.config_file is not None and normal_path(str(config.config_file)) != installed:
         # Relative paths in the configuration resolve beside the file that is read: render read this one, the service reads *installed*.
         here = PurePosixPath(normal_path(str(config.config_file))).parent
@@ -321,6 +332,18 @@ def _warnings(config: RunnerConfig, program: str, *, program_normal: str, config
         warnings.append("--user root: the units would run as root; create a system user (useradd --system ghostrunner) "
                         "and render without --user")
     return warnings
+
+
+def refuse_warnings(rendering: Rendering) -> None:
+    """``--strict``: a rendering with warnings is refused whole, since each names a unit that would not work as meant.
+
+    Raises:
+        UnitRenderError: with exit code 78 (EX_CONFIG), when *rendering* has warnings.
+    """
+    if rendering.warnings:
+        count = len(rendering.warnings)
+        raise UnitRenderError("--strict", f"render found {count} problem{'s' if count > 1 else ''} (the warning{'s' if count > 1 else ''} "
+                              "above) and wrote no unit; fix them, or render without --strict", exit_code=78)
 
 
 def write_units(rendering: Rendering, out: Path) -> list[Path]:

@@ -524,6 +524,21 @@ def test_tmp_lock_file_and_configuration_warn_and_the_units_are_still_written(tm
     assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == ["/tmp"]
 
 
+def test_a_command_backends_script_in_tmp_warns_and_a_word_naming_no_file_does_not(tmp_path: Path) -> None:
+    """A backend program given "/tmp/.../backend.py": the program is visible, the script it is to run is not (PrivateTmp=yes)."""
+    script = tmp_path / "backend.py"
+    script.write_text("print('{}')\n")
+    backend = f'backend = {{ type = "command", command = ["/bin/true", "{script}", "/v1/not-a-file"] }}\n'
+    path = write_config(tmp_path / "etc", ONE_AGENT + 'journal_root = "/var/lib/ghostrunner/motoko"\n' + backend,
+                        runner='lock_file = "/var/lib/ghostrunner/serve.lock"\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", "/bin/true",
+                         "--installed-config", "/etc/ghostrunner/ghostrunner.toml")
+    assert result.returncode == 0, result.stderr
+    assert warnings_of(result) == [(f"ghostrunner: warning: agent 'motoko''s command backend's argument '{script}' is under /tmp, which "
+                                    "PrivateTmp=yes replaces with the service's own empty directory, removed when it stops (what it writes "
+                                    "there is lost); keep it elsewhere (e.g. /var/lib/ghostrunner)")]
+
+
 def test_a_write_path_that_opens_a_system_directory_warns(tmp_path: Path) -> None:
     """A lock file at /serve.lock makes ReadWritePaths=/ (the whole file system writable for the service): render warns."""
     result, out = render_cli(tmp_path, "/var/lib/ghostrunner/motoko", runner='lock_file = "/serve.lock"\n')
@@ -554,6 +569,42 @@ def test_a_link_into_home_warns_with_where_it_leads(tmp_path: Path) -> None:
     [line] = [line for line in warnings_of(result) if "is under /home" in line]
     assert "(that is '/home/ghostrunner-attack-test/motoko')" in line
     assert path_list(only((out / "ghostrunner.service").read_text(), "ReadWritePaths")) == [f"{tmp_path}/srv/data/motoko"]
+
+
+def test_a_program_whose_interpreter_leads_under_home_warns_and_strict_refuses(tmp_path: Path) -> None:
+    """The --exec script's #! python links into /home: render says so, naming the setting and the fix; --strict writes nothing, exit 78."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python3").symlink_to("/home/ghostrunner-attack-test/python3")
+    program = tmp_path / "venv" / "bin" / "ghostrunner"
+    program.write_text(f"#!{tmp_path}/venv/bin/python3\n")
+    program.chmod(0o755)
+    path = write_config(tmp_path / "etc", ONE_AGENT + 'journal_root = "/var/lib/ghostrunner/motoko"\n',
+                        runner='lock_file = "/var/lib/ghostrunner/serve.lock"\n')
+    options = ["systemd", "render", "--config", str(path), "--exec", str(program), "--installed-config", "/etc/ghostrunner/ghostrunner.toml"]
+    result = ghostrunner(*options, "--out", str(tmp_path / "units"))
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in warnings_of(result) if "/home" in line]
+    assert line.startswith(f"ghostrunner: warning: the --exec program '{program}' needs '/home/ghostrunner-attack-test/python3' to start "
+                           f"('{program}' -> #! interpreter '{tmp_path}/venv/bin/python3' -> symbolic link "
+                           "'/home/ghostrunner-attack-test/python3'), which is under /home, which ProtectHome=yes hides from the service")
+    assert "BindReadOnlyPaths=/home/ghostrunner-attack-test " in line
+    strict = ghostrunner(*options, "--out", str(tmp_path / "strict-units"), "--strict")
+    assert strict.returncode == 78
+    assert warnings_of(strict) == warnings_of(result)
+    assert strict.stderr.splitlines()[-1] == (f"ghostrunner: error: --strict: render found {len(warnings_of(result))} problems (the warnings "
+                                              "above) and wrote no unit; fix them, or render without --strict")
+    assert not (tmp_path / "strict-units").exists()
+
+
+def test_strict_writes_the_units_when_render_has_no_warning(tmp_path: Path) -> None:
+    """--strict refuses warnings only: a program, configuration, journal and lock file all visible to the service render as without it."""
+    path = write_config(tmp_path / "etc", ONE_AGENT + 'journal_root = "/var/lib/ghostrunner/motoko"\n',
+                        runner='lock_file = "/var/lib/ghostrunner/serve.lock"\n')
+    result = ghostrunner("systemd", "render", "--config", str(path), "--exec", "/bin/true", "--installed-config",
+                         "/etc/ghostrunner/ghostrunner.toml", "--out", str(tmp_path / "units"), "--strict")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert sorted(path.name for path in (tmp_path / "units").iterdir()) == sorted(
+        ["ghostrunner.service", "ghostrunner-run-evening@.service", "ghostrunner-run-evening@.timer", "ghostrunner-timers.target"])
 
 
 def test_dotdot_after_a_link_warns_that_the_kernel_reads_it_otherwise(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ DOCUMENTED: list[tuple[RunnerError | JournalError, int]] = [
     (ScheduleNotExpressibleError("evening", "0 21 L * *", "'L'"), 78),
     (UnitRenderError("agents.motoko.journal_root", "expected an absolute path", "ghostrunner.toml"), 78),
     (UnitRenderError("--user", "expected a system user name"), 2),
+    (UnitRenderError("--strict", "render found 1 problem (the warning above) and wrote no unit", exit_code=78), 78),
     (UnknownNameError("agent", "batou", ["motoko"]), 2),
     (NoScheduledTimeError("evening", "0 21 * * *", datetime(1970, 1, 1, tzinfo=UTC)), 2),
     (SchedulerBusyError(Path("/run/ghostrunner.lock")), 75),
