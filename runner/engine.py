@@ -55,7 +55,7 @@ from runner.slot_lock import SlotLock, run_in_turn
 from runner.slots import cron_trigger, latest_fire_time
 from runner.state_dir import state_dir
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_at", "run_slot"]
+__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "process_age", "run_at", "run_slot"]
 
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -349,6 +349,22 @@ def run_slot(
     return result
 
 
+def held_by_pause(
+    config: RunnerConfig, identity: RunIdentity, *, dry_run: bool = False, on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult | None:
+    """The end of *identity*'s run when the pause file holds it back, or None when it may go on.
+
+    A paused pair is ``skipped`` (reason ``paused``); a pause file that cannot
+    be read fails the run with its error (the run cannot know whether it may
+    call its backend). Either way its one ``run.finished`` is logged here.
+    """
+    paused, error, fault = pause_of(config, identity.agent, identity.routine)
+    if not paused and error is None:
+        return None
+    return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
+                   dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
+
+
 def run_at(
     config: RunnerConfig, agent: str, routine: str, *, at: datetime | None = None, dry_run: bool = False, run_id: str | None = None,
     on_result: Callable[[RunResult], object] | None = None,
@@ -381,11 +397,9 @@ def run_at(
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
-    paused, error, fault = pause_of(config, agent, routine)
-    if paused or error:  # checked at every run, so a pause or resume needs no restart of serve
-        identity = RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id)
-        return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
-                       dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
+    held = held_by_pause(config, RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
+        return held
     backend = None if routine_config.is_digest else build_backend(agent_config)
     run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
