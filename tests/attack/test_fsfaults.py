@@ -166,11 +166,17 @@ def file_ids(root: Path) -> set[str]:
     return {Path(name).stem for name in entry_files(root)}
 
 
-def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, runner_run: bool = False) -> None:
+def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, runner_run: bool = False, simulation: bool = False) -> None:
     """Exit code of the fault, no traceback, and the errno named in one line."""
     assert result.returncode == EXIT_CODES[fault], (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout and "Exception ignored" not in result.stderr, result.stderr
-    if runner_run:
+    if simulation:
+        # ghostrunner simulate prints its summary: the agent's first run failed with the one-line error, and the simulation stopped there.
+        [agent] = json.loads(result.stdout)["agents"]
+        assert (agent["runs"], agent["outcomes"], agent["fault"]) == (1, {"failed": 1}, ERRNO_NAMES[fault]), result.stdout
+        [failure] = agent["failures"]
+        assert ERRNO_NAMES[fault] in failure and "cannot " in failure and "\n" not in failure
+    elif runner_run:
         # ghostrunner run logs JSON lines; its run.finished carries the one-line error, stdout the result.
         finished = [json.loads(line) for line in result.stderr.splitlines() if '"run.finished"' in line]
         assert len(finished) == 1 and ERRNO_NAMES[fault] in finished[0]["error"], result.stderr
@@ -214,7 +220,7 @@ def test_fault_matrix(mounts: Mounts, fault: str, operation: str) -> None:
     else:
         days = ("--days", "1" if operation == "simulate" else "7")
         result = command("ghostrunner", operation, *days, "--start", DAY, "--config", str(base / config.name), as_nobody=as_nobody, cwd=base)
-    assert_clear_error(result, fault, runner_run=operation == "run")
+    assert_clear_error(result, fault, runner_run=operation == "run", simulation=operation == "simulate")
 
     assert stable(disk / "journal") == before
     assert leftovers(disk) == []
