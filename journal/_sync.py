@@ -82,20 +82,26 @@ def _guarded(method: Callable[Concatenate[K, P], R], *, write: bool) -> Callable
         keeper.check_open()  # before the lock: a forked child may have inherited it held by a thread it does not have
         with keeper.calls:
             keeper.check_open()  # close() may have run while this call waited
-            # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
-            with storage_errors(keeper.root, "read or write", index_path=keeper.index.path):
-                if keeper.unusable is not None:
-                    if write:
-                        keeper.reopen_on_disk()
-                    else:
-                        keeper.read_fallback()
-                try:
-                    return method(owner, *args, **kwargs)
-                except IndexCorruptError as exc:
-                    log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
-                    with keeper.lock:
-                        keeper.rebuild_locked(corrupt=True)
-                    return method(owner, *args, **kwargs)
+            keeper.depth += 1
+            try:
+                # A full disk, a read-only mount or a missing permission is one clear JournalStorageError.
+                with storage_errors(keeper.root, "read or write", index_path=keeper.index.path):
+                    if keeper.unusable is not None:
+                        if write:
+                            keeper.reopen_on_disk()
+                        else:
+                            keeper.read_fallback()
+                    try:
+                        return method(owner, *args, **kwargs)
+                    except IndexCorruptError as exc:
+                        log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
+                        with keeper.lock:
+                            keeper.rebuild_locked(corrupt=True)
+                        return method(owner, *args, **kwargs)
+            finally:
+                keeper.depth -= 1
+                if keeper.closed and not keeper.depth:
+                    keeper.release()  # a close() from a callback of this call waited for it to finish
 
     return wrapper
 
@@ -127,6 +133,8 @@ class IndexKeeper:
         # that makes another. Measured against per-thread connections, see
         # bench/bench_threads.py: the GIL leaves little for parallel reads to win.
         self.calls = threading.RLock()
+        # How many calls the thread holding *calls* is inside (a callback's call nests in its caller's).
+        self.depth = 0
         self.opened_in = os.getpid()
         self.closed = False
         watch_for_fork(self)
@@ -201,7 +209,13 @@ class IndexKeeper:
             raise JournalClosedError(self.root, "is closed; open a new Journal to use it again")
 
     def close(self) -> None:
-        """Release the index connection, the lock file and directory handles, once the calls in progress are done."""
+        """Release the index connection, the lock file and directory handles, once the calls in progress are done.
+
+        Another thread's call is waited for. A close from inside a call of this
+        thread (a callback such as ``on_progress``) lets that call finish first,
+        and the call releases everything as it returns: released under it, its
+        connection would only be opened again, and left open.
+        """
         if self.opened_in != os.getpid():
             # The parent's connection is not this process's to close (SQLite forbids
             # using a connection across fork), nor its lock to take for waiting.
@@ -209,9 +223,14 @@ class IndexKeeper:
             return
         with self.calls:
             self.closed = True
-            self.index.close()
-            self.store.close()
-            self.lock.close()
+            if not self.depth:
+                self.release()
+
+    def release(self) -> None:
+        """Release the index connection, the lock file and directory handles now (the caller holds *calls*, no call is running)."""
+        self.index.close()
+        self.store.close()
+        self.lock.close()
 
     def state(self) -> IndexState | None:
         """The index's state; None when unbuilt, schema_version -1 when corrupt."""

@@ -328,6 +328,7 @@ def download_model(
 
     Raises:
         SemanticUnavailableError: a library is missing, or the download failed or did not check out.
+        JournalStorageError: the filesystem refused the model's files under *to* (disk full, read-only, permission denied).
     """
     if model == DEFAULT_MODEL:
         packaged = _packaged_model_dir()

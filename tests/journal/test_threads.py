@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import faulthandler
 import multiprocessing as mp
+import os
 import random
 import shutil
 import sqlite3
@@ -207,6 +208,50 @@ def test_close_waits_for_the_call_in_progress_and_later_calls_raise(tmp_path: Pa
     with pytest.raises(JournalClosedError):
         journal.append({"kind": "note", "agent": "ada", "theme": "after", "voice": "after the close"})
     journal.close()  # a second close is harmless
+
+
+def _open_under(root: Path) -> list[str]:
+    """The files under *root* this process holds open, as /proc/self/fd names them."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == str(root) or target.startswith(f"{root}{os.sep}"):
+                held.append(target)
+    return held
+
+
+@pytest.mark.parametrize("call", ["reindex", "embed", "search"])
+def test_close_from_a_callback_lets_the_call_finish_and_then_leaves_no_file_open(tmp_path: Path, fast_encoder: Encoder, call: str) -> None:
+    """close() in an on_progress callback of a running call: the call completes its work, returns, and nothing of the journal stays open."""
+    root = tmp_path / "journal"
+    rng = random.Random(7)
+    with Journal(root) as lexical:  # entries without vectors: the NN call embeds them in batches, reporting each
+        for n in range(100):
+            lexical.append(_payload(rng, f"k-{n}"))
+    progress: list[tuple[int, int]] = []
+
+    def close_at_first_report(done: int, total: int) -> None:
+        progress.append((done, total))
+        if len(progress) == 1:
+            journal.close()
+            with pytest.raises(JournalClosedError, match="is closed"):
+                journal.list()  # a call made after the close, even from inside the running one, is refused
+
+    journal = Journal(root, enable_nn=True, encoder=fast_encoder, on_progress=close_at_first_report if call == "search" else None)
+    if call == "reindex":
+        assert journal.reindex(on_progress=close_at_first_report) == 100
+    elif call == "embed":
+        assert journal.embed(on_progress=close_at_first_report).embedded == 100
+    else:
+        assert len(journal.search("quiet river", k=3)) == 3
+    assert progress[0] == (0, 100) and progress[-1] == (100, 100) and len(progress) > 2  # closed at the first batch, finished all
+    assert _open_under(root) == []
+    with pytest.raises(JournalClosedError):
+        journal.search("quiet river")
+    assert _open_under(root) == []
+    with Journal(root, enable_nn=True, encoder=fast_encoder) as reopened:
+        assert reopened.embed().embedded == 0  # the closed call's work was all committed
 
 
 def _use_inherited(journal: Journal, out: Any) -> None:

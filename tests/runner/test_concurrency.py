@@ -18,7 +18,17 @@ from runner.errors import ConfigError
 from runner.run_contract import RunIdentity
 from runner.run_queue import QueuedRun, RunQueue
 from runner.slots import cron_trigger, latest_fire_time
-from tests._support import SIMPLE_AGENT, TEST_ZONE, event_named, ghostrunner, script, start_serve, with_key, write_config
+from tests._support import (
+    SIMPLE_AGENT,
+    TEST_ZONE,
+    catchup_planned_at,
+    event_named,
+    ghostrunner,
+    script,
+    start_serve,
+    with_key,
+    write_config,
+)
 
 #: A command backend that records, under a lock, how many worker processes its serve has at its start and end, then waits
 #: at a gate (the file "release") and replies. Its worker is its parent; serve is the worker's parent.
@@ -82,8 +92,8 @@ def _capped_config(tmp_path: Path) -> Path:
     return write_config(tmp_path, body, runner='catchup_grace = "400d"\nmax_concurrent_runs = 2\nrun_timeout = "2m"\n', wall_clock=True)
 
 
-def _latest(schedule: str) -> datetime:
-    latest = latest_fire_time(cron_trigger(schedule, TEST_ZONE), datetime.now(TEST_ZONE))
+def _latest(schedule: str, at: datetime) -> datetime:
+    latest = latest_fire_time(cron_trigger(schedule, TEST_ZONE), at)
     assert latest is not None
     return latest
 
@@ -108,6 +118,7 @@ def test_twelve_due_pairs_with_a_cap_of_two_never_run_more_than_two_workers(tmp_
     path = _capped_config(tmp_path)
     process, reader = start_serve(path, tmp_path)
     processes.append(process)
+    planned = catchup_planned_at(reader)  # the slots due are those of serve's start, not of the clock when the test checks them
     queued = [reader.wait(event_named("scheduler.run_queued")) for _ in range(10)]
     _wait_for_arrivals(tmp_path, 2)
     # Two helpers wait at the gate: serve has exactly their two workers, the other ten runs wait.
@@ -124,7 +135,7 @@ def test_twelve_due_pairs_with_a_cap_of_two_never_run_more_than_two_workers(tmp_
     assert max(record["workers"] for record in records) == 2  # measured by every helper, at its start and at its end
     assert Counter(record["what"] for record in records) == {"start": 12, "end": 12}
     config = load_config(path)
-    keys = {RunIdentity.of(agent, config.routines[routine], _latest(config.routines[routine].schedule), TEST_ZONE).client_key
+    keys = {RunIdentity.of(agent, config.routines[routine], _latest(config.routines[routine].schedule, planned), TEST_ZONE).client_key
             for agent in AGENTS for routine in ("newyear", "newyear-noon")}
     assert Counter(record["key"] for record in records if record["what"] == "start") == dict.fromkeys(keys, 1)
     assert sorted(e["client_key"] for e in finished) == sorted(keys) and {e["outcome"] for e in finished} == {"appended"}

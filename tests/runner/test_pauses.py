@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config
+from runner.config import RunnerConfig, load_config
+from runner.logs import configure_logging
 from runner.pauses import PauseBook
+from runner.run_contract import RunIdentity
 from runner.scheduler import Scheduler
+from runner.worker import Worker
 from tests._support import NIGHTLY, TEST_ZONE, entries, event_named, ghostrunner, script, start_serve, with_key, write_config
 
 NOBODY = 65534
@@ -142,8 +145,13 @@ def test_concurrent_pauses_serialise_on_the_change_lock_and_lose_none(tmp_path: 
             assert {pause.agent for pause in book.read()} == expected
 
 
-def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_without_a_restart(tmp_path: Path, processes: list) -> None:
-    """A real serve's catch-up of a paused pair is skipped; one Scheduler's fires follow pause and resume as they happen."""
+def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_without_a_restart(
+    tmp_path: Path, processes: list, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real serve's catch-up of a paused pair is skipped; one Scheduler's fires follow pause and resume as they happen.
+
+    A paused run starts no worker process: the scheduler logs its skip itself, in the same line a worker would.
+    """
     config_path = _config(tmp_path, runner='catchup_grace = "2d"\n')
     _cli(config_path, "pause", "motoko")
     process, reader = start_serve(config_path, tmp_path)
@@ -159,7 +167,16 @@ def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_withou
     config = load_config(config_path)
     clock = [datetime(2026, 9, 5, 1, 0, tzinfo=config.timezone)]
     workers_log = tmp_path / "workers.log"
+    started: list[str] = []
+
+    class CountedWorker(Worker):
+        def __init__(self, config: RunnerConfig, identity: RunIdentity, scheduled: datetime, stderr: int | None) -> None:
+            started.append(identity.slot)
+            super().__init__(config, identity, scheduled, stderr)
+
+    monkeypatch.setattr("runner.scheduler.Worker", CountedWorker)
     with workers_log.open("w") as log_stream:
+        configure_logging(stream=log_stream, level="info", json=True)  # as serve's own lines go to the stream its workers write to
         scheduler = Scheduler(config, now=lambda: clock[0], log_stream=log_stream)
         scheduler._queue.open()  # serve opens its run queue once its jobs are set; here the test hands it each run
 
@@ -176,6 +193,7 @@ def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_withou
     finished = [json.loads(line) for line in workers_log.read_text().splitlines() if '"run.finished"' in line]
     assert [(f["slot"], f["outcome"], f.get("reason")) for f in finished] == [
         ("2026-09-05", "skipped", "paused"), ("2026-09-05", "appended", None), ("2026-09-06", "skipped", "paused")]
+    assert started == ["2026-09-05"]  # the resumed run's worker only
     assert _calls(tmp_path) == 1
     assert len(with_key(tmp_path / "journal", "motoko:nightly:2026-09-05")) == 1 and len(entries(tmp_path / "journal")) == 1
 

@@ -7,10 +7,13 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from journal import Journal
 from runner.config import load_config
 from runner.simulate import schedule_for, simulate, simulation_window
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
+from tests.runner.test_memory import _without_nn
 
 
 def test_ninety_days_yield_recurring_themes_and_continuity_chains(tmp_path: Path) -> None:
@@ -85,3 +88,27 @@ def test_simulation_window_counts_local_days_from_a_day_a_time_or_today() -> Non
     assert simulation_window(1, berlin, moment)[0].isoformat() == "2026-03-28T06:30:00+01:00"
     now = datetime(2026, 9, 5, 23, 30, tzinfo=UTC)  # already 6 September in Berlin
     assert simulation_window(7, berlin, now=now)[0].isoformat() == "2026-08-30T00:00:00+02:00"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_an_agent_whose_hybrid_memory_cannot_load_fails_its_runs_and_the_summary_still_comes(tmp_path: Path, workers: str) -> None:
+    """One hybrid agent whose model cannot load (no nn extra): its runs are failed with the reason, the other agent's stand, the summary is printed."""
+    body = "".join(
+        f'[agents.{name}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening"]\njournal_root = "./journals/{{agent}}"\nmemory = "{memory}"\n'
+        for name, memory in (("motoko", "lexical"), ("batou", "hybrid"))
+    )
+    path = write_config(tmp_path, body)
+    # motoko first: in one process its runs are written before batou's journal is opened.
+    result = _without_nn("simulate", "--agent", "motoko", "--agent", "batou", "--days", "2", "--start", "2026-09-01", "--workers", workers,
+                         "--config", str(path), "--json", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["outcomes"] == {"appended": 2 * 7, "failed": 2 * 7}
+    motoko, batou = summary["agents"]
+    assert (motoko["agent"], motoko["outcomes"], motoko["failures"]) == ("motoko", {"appended": 14}, [])
+    assert (batou["agent"], batou["runs"], batou["outcomes"]) == ("batou", 14, {"failed": 14})
+    assert len(batou["failures"]) == 10 and batou["failures"][0].startswith("batou:pulse-4h:2026-09-01T00: ")
+    assert 'memory = "hybrid" (agents.batou.memory' in batou["failures"][0] and "ghostjournal[nn]" in batou["failures"][0]
+    assert len(entries(tmp_path / "journals" / "motoko", "motoko")) == 14
+    assert not (tmp_path / "journals" / "batou").exists()
