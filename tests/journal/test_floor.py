@@ -13,6 +13,7 @@ import pytest
 
 from journal import Journal
 from journal.embed import Encoder
+from journal.entry import Entry
 from journal.errors import SemanticUnavailableError
 from journal.semantic import RELEVANCE_FLOORS
 from tests.journal._fakes import FakeEncoder
@@ -115,13 +116,18 @@ def test_a_contraction_in_the_question_is_no_word_match(root: Path, make_payload
         assert cooking.entry.theme == "cooking"
 
 
+def _corrected_wifi(journal: Journal, make_payload: Payload) -> tuple[Entry, Entry, str]:
+    """The life entries, a fact the question is about, its correction in other words (below the floor on its own), and the question."""
+    _fill(journal, make_payload)
+    old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
+    new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
+    return old, new, "what is the office wifi password?"
+
+
 def test_current_only_keeps_the_correction_of_an_entry_above_the_floor(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
     """A correction in other words is below the floor on its own; what it corrects is not, so current_only shows the correction."""
     with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
-        _fill(journal, make_payload)
-        old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
-        new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
-        question = "what is the office wifi password?"
+        old, new, question = _corrected_wifi(journal, make_payload)
         cosines = {hit.entry_id: hit.score for hit in journal.search(question, k=10, mode="semantic", floor=False)}
         assert cosines[new.id] < journal.relevance_floor <= cosines[old.id]  # type: ignore[operator]  # NN is on: a float
         assert [hit.entry_id for hit in journal.search(question, k=10)] == [new.id, old.id]
@@ -135,10 +141,7 @@ def test_current_only_keeps_the_correction_of_an_entry_above_the_floor(root: Pat
 def test_a_correction_brought_in_below_the_floor_shows_its_own_score(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
     """The correction the floor left out comes back with the score the same ranking gives it, never the score of what it corrects."""
     with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
-        _fill(journal, make_payload)
-        old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
-        new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
-        question = "what is the office wifi password?"
+        old, new, question = _corrected_wifi(journal, make_payload)
         for mode in ("hybrid", "semantic"):
             own = {hit.entry_id: hit.score for hit in journal.search(question, k=10, mode=mode, floor=False)}
             assert own[new.id] != own[old.id], mode
