@@ -97,3 +97,20 @@ def test_a_common_words_query_ranks_the_same_entries_before_and_after_reindex(
         assert [sorted(int(h.entry.ts[8:10]) for h in journal.search(q, k=10)) for q in ("harbor", "harbor watch")] == [newest, newest]
         assert journal.reindex() == len(days)
         assert answers() == before
+
+
+def test_entries_of_one_text_rank_the_same_before_and_after_reindex(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:  # noqa: F811 - the imported fixture
+    """Equal cosines go to the newer entry, then the id: not to the order of the appends, which a rebuild from the files does not keep."""
+    days = [5, 9, 1, 7, 3]
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        for day in days:
+            journal.append(make_payload(ts=f"2026-09-{day:02d}T10:00:00Z", theme="harbor", tags=[], voice="Watched the ferry leave the harbor at dusk."))
+
+        def answers() -> list[list[str]]:
+            return [[hit.entry.ts for hit in journal.search("ferry at dusk", k=10, mode=mode)] for mode in ("semantic", "hybrid")]
+
+        before = answers()
+        by_time = sorted((entry.ts for entry in journal.list()), reverse=True)
+        assert before == [by_time, by_time]
+        journal.reindex()
+        assert answers() == before
