@@ -13,7 +13,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from journal._tables import COLUMNS, IndexRow, Window, scoped_text_table
 
@@ -21,6 +21,7 @@ __all__ = ["COMMON_WORDS", "CommonWords", "SearchRow", "TextSearch", "fts_query"
 
 #: BM25 column weights, in text table column order: a theme or tag match says more than prose.
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
+_WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
 _SNIPPET_WORDS: Final = 24
 
 # Words too common to carry meaning in a query; dropping them keeps BM25 from
@@ -140,29 +141,18 @@ class TextSearch:
             return []
         table, match, newest_only = plan
         clauses, params = window.where()
-        clauses.insert(0, f"{table} MATCH ?")
-        params.insert(0, match)
         if exclude:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
-        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
-        joined = f"FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {' AND '.join(clauses)}"
         if newest_only:
-            # Newest by the entries' own time, not by rowid: rowids follow the order of
-            # the appends, which a rebuild from the files does not keep. Only the
-            # chosen rows are scored.
-            newest = f"SELECT {table}.rowid {joined} ORDER BY e.ts_utc DESC, e.id DESC LIMIT {COMMON_WORDS.candidates}"
-            matches = f"SELECT rowid AS rid, bm25({table}, {weights}) AS rank FROM {table} WHERE {table} MATCH ? AND rowid IN ({newest})"
-            params.insert(0, match)
+            ranked = _newest_ranked(conn, table, match, clauses, params, k)
         else:
-            matches = f"SELECT {table}.rowid AS rid, bm25({table}, {weights}) AS rank {joined}"
-        # Ties go to the newer entry, then to the id, so equal scores come out in one order.
-        sql = (
-            f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
-            " ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
-        )
-        found = conn.execute(sql, [*params, k]).fetchall()
-        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found]
+            where = " AND ".join([f"{table} MATCH ?", *clauses])
+            matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
+            # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+            sql = f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            ranked = conn.execute(sql, [match, *params, k]).fetchall()
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in ranked]
 
     def snippets(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
         """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
@@ -201,9 +191,8 @@ class TextSearch:
         if plan is None:
             return {}
         table, match, _ = plan
-        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
         found = conn.execute(
-            f"SELECT e.id, -bm25({table}, {weights}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid"
+            f"SELECT e.id, -bm25({table}, {_WEIGHTS}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid"
             f" WHERE {table} MATCH ? AND e.id IN ({','.join('?' * len(entry_ids))})",
             [match, *entry_ids],
         )
@@ -256,6 +245,28 @@ def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int,
     # Scoring a common word would cost a pass over its whole posting list
     # (BM25's document frequency) for a term whose weight is small anyway.
     return _any_of(rare), False
+
+
+def _newest_ranked(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int) -> list[tuple[Any, ...]]:
+    """The best *k* of the newest :attr:`CommonWords.candidates` matches, as rows of :data:`COLUMNS`, score and rowid.
+
+    Newest by the entries' own time, then id, never by rowid: rowids follow the
+    order of the appends, which a rebuild from the files does not keep. Only the
+    chosen rows are scored, within their rowid range (mostly the latest rows): a
+    list of rowids would have FTS5 run the query once per row.
+    """
+    where = " AND ".join([*clauses, f"e.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)"])
+    newest = f"SELECT e.rowid FROM entries e WHERE {where} ORDER BY e.ts_utc DESC, e.id DESC LIMIT {COMMON_WORDS.candidates}"
+    picked = [row[0] for row in conn.execute(newest, [*params, match])]
+    if not picked:
+        return []
+    chosen = set(picked)
+    scored = conn.execute(f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(picked), max(picked)])
+    rank = {rowid: score for rowid, score in scored if rowid in chosen}
+    # picked is newest first, so a stable sort by score leaves ties to the newer entry, then the id, as the other plan does.
+    best = sorted(picked, key=lambda rowid: rank[rowid])[:k]
+    rows = {row[-1]: row for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)}
+    return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
 
 def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:
