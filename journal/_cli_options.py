@@ -73,7 +73,8 @@ def current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
 def floor_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--floor/--no-floor", default=True, show_default=True,
-        help="With --nn, leave out entries found by meaning alone below the model's relevance floor (cosine 0.30 for the default model).",
+        help="With --nn, leave out entries found by meaning alone below the model's relevance floor (cosine 0.30 for the default model);"
+             " --no-floor needs --nn.",
     )(function)
 
 

@@ -13,7 +13,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from journal._tables import COLUMNS, IndexRow, Window, scoped_text_table
 
@@ -21,12 +21,24 @@ __all__ = ["COMMON_WORDS", "CommonWords", "SearchRow", "TextSearch", "fts_query"
 
 #: BM25 column weights, in text table column order: a theme or tag match says more than prose.
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
+_WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
 _SNIPPET_WORDS: Final = 24
 
 # Words too common to carry meaning in a query; dropping them keeps BM25 from
 # scoring most of the journal for "what did I ...".
 _STOPWORDS: Final = frozenset(
     ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+)
+# Words that say when, not what: a journal is all dated entries, so "what's new
+# today?" or "last week" matching an entry is no sign that the entry is about
+# the question. They are searched and ranked like any word, but a match on them
+# alone does not keep an entry below the relevance floor (see telling()).
+_TIME_WORDS: Final = frozenset(
+    ["ago", "afternoon", "current", "currently", "daily", "day", "days", "earlier", "evening", "hour", "hours", "last", "lately", "later",
+     "latest", "minute", "minutes", "month", "monthly", "months", "morning", "new", "newer", "newest", "next", "night", "past", "previous",
+     "previously", "recent", "recently", "since", "soon", "time", "times", "today", "tomorrow", "tonight", "week", "weekend", "weekly", "weeks",
+     "year", "yearly", "years", "yesterday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january",
+     "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
 )
 _TOKEN: Final = re.compile(r"[^\W_]+")
 # An English clitic after an apostrophe ("what's", "don't", "I'll"). The index's
@@ -129,25 +141,18 @@ class TextSearch:
             return []
         table, match, newest_only = plan
         clauses, params = window.where()
-        clauses.insert(0, f"{table} MATCH ?")
-        params.insert(0, match)
         if exclude:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
-        weights = ", ".join(str(w) for w in _BM25_WEIGHTS)
-        matches = (
-            f"SELECT {table}.rowid AS rid, bm25({table}, {weights}) AS rank FROM {table}"
-            f" JOIN entries e ON e.rowid = {table}.rowid WHERE {' AND '.join(clauses)}"
-        )
         if newest_only:
-            matches += f" ORDER BY {table}.rowid DESC LIMIT {COMMON_WORDS.candidates}"
-        # Ties go to the newer entry, then to the id, so equal scores come out in one order.
-        sql = (
-            f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid"
-            " ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
-        )
-        found = conn.execute(sql, [*params, k]).fetchall()
-        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found]
+            ranked = _newest_ranked(conn, table, match, clauses, params, k)
+        else:
+            where = " AND ".join([f"{table} MATCH ?", *clauses])
+            matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
+            # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+            sql = f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            ranked = conn.execute(sql, [match, *params, k]).fetchall()
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in ranked]
 
     def snippets(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
         """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
@@ -179,6 +184,42 @@ class TextSearch:
             lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
         return lacking
 
+    def bm25(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
+        """The BM25 score :meth:`search` in *window* gives each of *entry_ids* that *query* matches, whether or not it ranks among the best."""
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return {}
+        table, match, _ = plan
+        found = conn.execute(
+            f"SELECT e.id, -bm25({table}, {_WEIGHTS}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid"
+            f" WHERE {table} MATCH ? AND e.id IN ({','.join('?' * len(entry_ids))})",
+            [match, *entry_ids],
+        )
+        return {entry_id: float(score) for entry_id, score in found}
+
+    def telling(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+        """Those of *entry_ids* (hits of a search of *query* in *window*) that hold a searched word saying what the query is about.
+
+        Such a word is neither a function word, a time word ("new", "today",
+        "last week") nor common in the entries searched (see :class:`CommonWords`):
+        a hit that matched only those is no lexical evidence of relevance.
+        """
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None or plan[2]:  # a plan of the newest matches only: every searched word is common
+            return set()
+        table, match, _ = plan
+        searched = _QUOTED.findall(match)
+        telling = [term for term in searched if term not in _STOPWORDS and term not in _TIME_WORDS]
+        if len(telling) == len(searched):
+            return set(entry_ids)
+        if not telling:
+            return set()
+        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
+        holding = conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({','.join('?' * len(rowids))})", [_any_of(telling), *rowids])
+        return {rowids[row[0]] for row in holding}
+
     def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
         """The text table to search, the FTS5 expression for *terms* there and whether to rank only the newest matches."""
         scoped = scoped_text_table(conn, agent)
@@ -204,6 +245,28 @@ def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int,
     # Scoring a common word would cost a pass over its whole posting list
     # (BM25's document frequency) for a term whose weight is small anyway.
     return _any_of(rare), False
+
+
+def _newest_ranked(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int) -> list[tuple[Any, ...]]:
+    """The best *k* of the newest :attr:`CommonWords.candidates` matches, as rows of :data:`COLUMNS`, score and rowid.
+
+    Newest by the entries' own time, then id, never by rowid: rowids follow the
+    order of the appends, which a rebuild from the files does not keep. Only the
+    chosen rows are scored, within their rowid range (mostly the latest rows): a
+    list of rowids would have FTS5 run the query once per row.
+    """
+    where = " AND ".join([*clauses, f"e.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)"])
+    newest = f"SELECT e.rowid FROM entries e WHERE {where} ORDER BY e.ts_utc DESC, e.id DESC LIMIT {COMMON_WORDS.candidates}"
+    picked = [row[0] for row in conn.execute(newest, [*params, match])]
+    if not picked:
+        return []
+    chosen = set(picked)
+    scored = conn.execute(f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(picked), max(picked)])
+    rank = {rowid: score for rowid, score in scored if rowid in chosen}
+    # picked is newest first, so a stable sort by score leaves ties to the newer entry, then the id, as the other plan does.
+    best = sorted(picked, key=lambda rowid: rank[rowid])[:k]
+    rows = {row[-1]: row for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)}
+    return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
 
 def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:

@@ -108,7 +108,7 @@ def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
     floor = {
         "type": "boolean", "default": True,
         "description": "Leave out entries found by meaning alone that fall below the relevance floor, so that nothing relevant means no hits; "
-                       "false keeps every candidate.",
+                       "false keeps every candidate, and needs semantic search.",
     }
     kind = {"type": "string", "enum": list(KINDS), "description": "Only entries of this kind."}
     entry_id = {"type": "string", "minLength": 1, "maxLength": 128, "description": "An entry id, as returned by the other tools."}

@@ -265,15 +265,19 @@ class Journal:
                 entries written at or before it, and only the supersessions
                 those entries declare.
             current_only: leave superseded entries out.
-            floor: leave out an entry found by meaning alone (no searched word
-                matched it) whose cosine is below the model's calibrated
-                relevance floor (:data:`journal.semantic.RELEVANCE_FLOORS`;
-                0.30 for the default model), so that a question about nothing
-                the journal holds can return no hits. False keeps every
-                candidate. Lexical ranking and models without a floor are unaffected.
+            floor: leave out an entry found by meaning alone whose cosine is
+                below the model's calibrated relevance floor
+                (:data:`journal.semantic.RELEVANCE_FLOORS`; 0.30 for the
+                default model), so that a question about nothing the journal
+                holds can return no hits. An entry the words matched counts as
+                found by meaning alone unless a word it matched says what the
+                query is about: not a time word ("new", "today", "last week"),
+                a function word or a word common to the entries searched.
+                False keeps every candidate. Lexical ranking and models without
+                a floor are unaffected.
 
         Raises:
-            SemanticUnavailableError: a semantic or hybrid mode without NN.
+            SemanticUnavailableError: a semantic or hybrid mode, or ``floor=False``, without NN.
         """
         return self._ranker.search(
             query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
@@ -339,6 +343,7 @@ class Journal:
 
         Raises:
             ValueError: *max_chars* is below the smallest block (600).
+            SemanticUnavailableError: ``floor=False`` without NN.
         """
         return self._ranker.context(
             query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,

@@ -345,6 +345,16 @@ class Index(Database):
         with corruption_guard():
             return self._text.partial(self.conn, query, entry_ids, window)
 
+    def bm25(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
+        """The BM25 score (higher is better) a search of *query* in *window* gives each of *entry_ids* it matches."""
+        with corruption_guard():
+            return self._text.bm25(self.conn, query, entry_ids, window)
+
+    def telling_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+        """Those of *entry_ids* (hits of a search of *query*) that matched a word saying what *query* is about, not just when or a common word."""
+        with corruption_guard():
+            return self._text.telling(self.conn, query, entry_ids, window)
+
     def links_to(self, entry_id: str) -> list[str]:
         with corruption_guard():
             return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]

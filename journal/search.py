@@ -9,6 +9,7 @@ out and the ranking runs again without it until *k* entries are found.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
@@ -43,6 +44,20 @@ def _preview(text: str) -> str:
     return " ".join(words[:_SNIPPET_WORDS]) + ("…" if len(words) > _SNIPPET_WORDS else "")
 
 
+@dataclass(frozen=True, slots=True)
+class _Ranking:
+    """The hits of one ranking, and the score it gave each candidate it weighed, kept or not (below the floor, past *k*).
+
+    *mode* is the resolved mode, *vector* the query's embedding (None for ``lexical``):
+    what scoring an entry the ranking did not weigh needs (see :meth:`Ranker._score`).
+    """
+
+    hits: list[Hit]
+    mode: str
+    vector: Vector | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+
+
 class Ranker:
     """Ranks the rows of *index* (and with NN on, the vectors of *semantic*); *reader* turns rows into entries."""
 
@@ -64,27 +79,56 @@ class Ranker:
         return mode
 
     def _floor(self, floor: bool) -> float | None:
-        """The cosine an entry found by meaning alone must reach: the encoder's calibrated floor, or None (no floor)."""
-        return self._semantic.relevance_floor if floor and self._semantic is not None else None
+        """The cosine an entry found by meaning alone must reach: the encoder's calibrated floor, or None (no floor).
+
+        ``floor=False`` without NN is refused: ranking by words alone has no floor, so
+        lifting it would change nothing while the caller expects more hits.
+        """
+        if self._semantic is None:
+            if not floor:
+                raise SemanticUnavailableError(
+                    "floor=False (--no-floor; floor: false over MCP) lifts the relevance floor of ranking by meaning,"
+                    " and this journal was opened without NN, whose ranking by words has no floor",
+                    "open it with Journal(root, enable_nn=True) or pass --nn, or leave the floor as it is",
+                )
+            return None
+        return self._semantic.relevance_floor if floor else None
 
     def _rank(
         self, query: str, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None, floor: float | None = None,
-    ) -> list[Hit]:
+    ) -> _Ranking:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.fusion`).
 
         *vector* replaces the query's embedding (``relate`` passes the entry's own). With a
-        *floor*, an entry the words did not match and whose cosine is below it is left out.
+        *floor*, an entry whose cosine is below it is left out unless the words matched it
+        by a word that says what the query is about (see :meth:`Index.telling_matches`).
         """
         mode = self._resolve_mode(mode)
         bad: set[str] = set()
         while True:
             known = len(bad)
-            hits = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor)
-            if len(hits) >= k or len(bad) == known:
-                return hits
+            ranking = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor)
+            if len(ranking.hits) >= k or len(bad) == known:
+                return ranking
 
-    def _corrected(self, hits: list[Hit], scope: Scope) -> list[Hit]:
-        """*hits* with each superseded entry right after what superseded it (see :mod:`journal._corrections`)."""
+    def _score(self, ranking: _Ranking, entry_id: str, query: str, window: Window) -> float:
+        """*entry_id*'s own score in *ranking*, also when the ranking did not weigh it.
+
+        Hybrid: an entry neither arm returned gets 0 from each. Semantic: its
+        cosine with the query. Lexical: its BM25 score, 0 when no searched word matches it.
+        """
+        if entry_id in ranking.scores or ranking.mode == "hybrid":
+            return ranking.scores.get(entry_id, 0.0)
+        if ranking.mode == "semantic":
+            stored = None if self._semantic is None else self._semantic.vector_of(entry_id)
+            return 0.0 if stored is None or ranking.vector is None else float(stored @ ranking.vector)
+        return self._index.bm25(query, [entry_id], window).get(entry_id, 0.0)
+
+    def _corrected(self, ranking: _Ranking, query: str, scope: Scope) -> list[Hit]:
+        """The hits of *ranking* with each superseded entry right after what superseded it (see :mod:`journal._corrections`).
+
+        A correction brought in carries its own score for *query*, never the score of the entry it corrects.
+        """
 
         def superseders(ids: Sequence[str]) -> dict[str, list[str]]:
             return self._index.superseders(ids, before=scope.as_of)
@@ -92,9 +136,11 @@ class Ranker:
         def bring(entry_id: str, corrected: Hit) -> Hit | None:
             rows = self._index.rows(scope.window, ids=[entry_id])
             entry = self._reader.usable(rows[0], set(), scope) if rows else None
-            return None if entry is None else Hit(entry_id, corrected.score, _preview(entry.voice), entry, corrected.reason)
+            if entry is None:
+                return None
+            return Hit(entry_id, self._score(ranking, entry_id, query, scope.window), _preview(entry.voice), entry, corrected.reason)
 
-        return order_corrections(hits, superseders, bring)
+        return order_corrections(ranking.hits, superseders, bring)
 
     def _hidden(self, scope: Scope) -> set[str]:
         """The entries ``current_only`` leaves out of *scope*: those superseded (within its ``as_of``); none without it."""
@@ -110,25 +156,26 @@ class Ranker:
         the prompt context's recent fill leaves out too.
         """
         if not scope.current_only:
-            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor), scope)[:k]
+            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor), query, scope)[:k]
         depth = k
         while True:
-            ranked = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor)
-            current = [hit for hit in self._corrected(ranked, scope) if hit.entry_id not in hidden]
-            if len(current) >= k or len(ranked) < depth:
+            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor)
+            current = [hit for hit in self._corrected(ranking, query, scope) if hit.entry_id not in hidden]
+            if len(current) >= k or len(ranking.hits) < depth:
                 return current[:k]
             # Fewer than k of the ranked entries are current: rank as many more as were left out.
-            depth = k + sum(1 for hit in ranked if hit.entry_id in hidden)
+            depth = k + sum(1 for hit in ranking.hits if hit.entry_id in hidden)
 
     def _rank_once(
         self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
-    ) -> list[Hit]:
+    ) -> _Ranking:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
         window = scope.window
         if mode == "lexical":
             found = self._index.search(query, k=k, window=window, exclude=exclude)
-            return [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
+            lexical_hits = [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
+            return _Ranking(lexical_hits, mode, scores={r.row.id: r.score for r in found})
         assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
@@ -142,9 +189,12 @@ class Ranker:
             lexical_ranked = [(r.row.id, r.score) for r in lexical]
             partial = self._index.partial_matches(query, [i for i, _ in lexical_ranked], window) if needs_partial(len(lexical), len(semantic)) else set()
             ranked = fuse(lexical_ranked, semantic, partial=partial)
+        scores = dict(ranked)
         if floor is not None:
             cosines = dict(semantic)
-            ranked = [(entry_id, score) for entry_id, score in ranked if entry_id in matched or cosines.get(entry_id, -1.0) >= floor]
+            # A match on time words or common words alone ("what's new today?") is no evidence: the floor decides.
+            telling = self._index.telling_matches(query, [r.row.id for r in lexical], window) if lexical else set()
+            ranked = [(entry_id, score) for entry_id, score in ranked if entry_id in telling or cosines.get(entry_id, -1.0) >= floor]
         ranked = ranked[:k]
         rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
@@ -152,7 +202,7 @@ class Ranker:
         for entry_id, score in ranked:
             if entry_id in rows and (entry := usable(rows[entry_id], bad, scope)) is not None:
                 hits.append(Hit(entry_id, score, snippets.get(entry_id) or _preview(entry.voice), entry))
-        return hits
+        return _Ranking(hits, mode, vector, scores)
 
     def search(
         self, query: str, *, k: int, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, mode: str,
@@ -193,14 +243,16 @@ class Ranker:
         # Only links in scope count towards how many similar entries are fetched.
         query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
-        similar = self._rank(query, k=k + len(linked), mode="auto", scope=scope, exclude=[entry_id], vector=vector)
-        scores = {hit.entry_id: hit for hit in similar}
+        ranking = self._rank(query, k=k + len(linked), mode="auto", scope=scope, exclude=[entry_id], vector=vector)
+        similar = {hit.entry_id: hit for hit in ranking.hits}
         hits = []
         for linked_id, (reason, entry) in linked.items():
-            scored = scores.get(linked_id)
-            hits.append(Hit(linked_id, scored.score if scored else 0.0, scored.snippet if scored else "", entry, reason))
+            scored = similar.get(linked_id)
+            # A link the ranking did not keep still shows how similar it is (its own score, not 0).
+            score = scored.score if scored else self._score(ranking, linked_id, query, scope.window)
+            hits.append(Hit(linked_id, score, scored.snippet if scored else "", entry, reason))
         hits.sort(key=lambda hit: _LINK_ORDER.index(hit.reason))
-        for found in similar:
+        for found in ranking.hits:
             if len(hits) >= k:
                 break
             if found.entry_id not in linked:

@@ -271,13 +271,16 @@ class SemanticIndex:
         with self._lock:
             self._refresh()
             blocks = [self._blocks[agent]] if agent is not None and agent in self._blocks else [] if agent is not None else list(self._blocks.values())
-            found: list[tuple[str, float]] = []
+            found: list[tuple[str, float, str]] = []
             for block in blocks:
                 if block.size == 0:
                     continue
                 scores = block.scores(query, window, exclude)
                 take = min(n, block.size)
                 top = np.argpartition(-scores, take - 1)[:take] if take < block.size else np.arange(block.size)
-                found.extend((block.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i]))
+                found.extend((block.ids[i], float(scores[i]), str(block.ts_utc[i])) for i in top if np.isfinite(scores[i]))
+        # Equal cosines (entries of one text) go to the newer entry, then the greater id, as
+        # lexical ties do; never to the order the vectors were loaded in, which a reindex changes.
+        found.sort(key=lambda item: (item[2], item[0]), reverse=True)
         found.sort(key=lambda item: -item[1])
-        return found[:n]
+        return [(entry_id, score) for entry_id, score, _ in found[:n]]

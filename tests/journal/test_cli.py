@@ -67,8 +67,13 @@ def test_root_from_environment(root: Path) -> None:
         (["--nn", "--model", "./no-such-model", "list"], 1, "embedding model './no-such-model' was not found offline"),
         (["download-model", "--model", "./not a hub id"], 1, "downloading './not a hub id' failed"),
         (["search", "x", "--mode", "semantic"], 1, "needs entry vectors and this journal was opened without NN; open it with"),
+        (["search", "x", "--no-floor"], 1, "--no-floor; floor: false over MCP) lifts the relevance floor of ranking by meaning, and this journal"),
+        (["prompt-context", "x", "--no-floor"], 1, "opened without NN, whose ranking by words has no floor; open it with"),
     ],
-    ids=["missing-root", "unknown-id", "path-id", "unreadable-since", "until-before-year-1", "bad-k", "nn-missing-model", "download-fails", "semantic-without-nn"],
+    ids=[
+        "missing-root", "unknown-id", "path-id", "unreadable-since", "until-before-year-1", "bad-k", "nn-missing-model", "download-fails",
+        "semantic-without-nn", "no-floor-without-nn", "context-no-floor-without-nn",
+    ],
 )
 def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str], code: int, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each user mistake prints one line on stderr, no traceback, and exits with its code."""

@@ -110,6 +110,25 @@ def test_k_counts_the_correction_brought_in(facts: dict[str, Entry], journal: Jo
     assert [hit.entry_id for hit in journal.search("tern", agent="motoko", k=1)] == [facts["new"].id]
 
 
+def test_a_correction_brought_in_past_k_or_linked_past_the_similar_carries_its_own_score(journal: Journal) -> None:
+    """By words, a correction that ranks below k comes in with its own BM25 score, and relate scores a link the similar ones pushed out."""
+    old = _note(journal, "The office wifi password is swordfish-12; the office router sits by the office door.", 0, tags=["wifi"])
+    for day in (1, 2, 3):
+        _note(journal, f"The office wifi password and the office router door, floor {day}.", day)
+    new = _note(journal, "Correction: the wifi password is heron-77.", 4, theme="misc", supersedes=[old.id])
+    for day in range(5, 15):  # entries without the words, so that BM25 weighs them
+        _note(journal, f"Ran along the canal, lap {day}.", day, theme="running")
+    query = "office wifi password"
+    own = {hit.entry_id: hit.score for hit in journal.search(query, k=10)}
+    assert min(score for entry_id, score in own.items() if entry_id != new.id) > own[new.id] > 0
+    [brought] = journal.search(query, k=1)
+    assert (brought.entry_id, brought.score) == (new.id, own[new.id])
+    related = {hit.entry_id: hit for hit in journal.relate(old.id, k=10)}
+    [link, *_] = journal.relate(old.id, k=1)
+    assert (link.entry_id, link.reason, link.score) == (new.id, "superseded_by", related[new.id].score)
+    assert link.score > 0
+
+
 def test_current_only_hides_superseded_entries_in_every_read(facts: dict[str, Entry], journal: Journal) -> None:
     assert facts["old"].id not in [hit.entry_id for hit in journal.search("wifi password tern", agent="motoko", current_only=True)]
     assert [entry.id for entry in journal.list(agent="motoko", current_only=True)] == [facts["new"].id, facts["other"].id]

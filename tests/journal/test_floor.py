@@ -13,6 +13,8 @@ import pytest
 
 from journal import Journal
 from journal.embed import Encoder
+from journal.entry import Entry
+from journal.errors import SemanticUnavailableError
 from journal.semantic import RELEVANCE_FLOORS
 from tests.journal._fakes import FakeEncoder
 
@@ -114,13 +116,18 @@ def test_a_contraction_in_the_question_is_no_word_match(root: Path, make_payload
         assert cooking.entry.theme == "cooking"
 
 
+def _corrected_wifi(journal: Journal, make_payload: Payload) -> tuple[Entry, Entry, str]:
+    """The life entries, a fact the question is about, its correction in other words (below the floor on its own), and the question."""
+    _fill(journal, make_payload)
+    old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
+    new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
+    return old, new, "what is the office wifi password?"
+
+
 def test_current_only_keeps_the_correction_of_an_entry_above_the_floor(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
     """A correction in other words is below the floor on its own; what it corrects is not, so current_only shows the correction."""
     with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
-        _fill(journal, make_payload)
-        old = journal.append(make_payload(theme="office", tags=[], voice="The office wifi password is swordfish-12."))
-        new = journal.append(make_payload(theme="misc", tags=[], voice="Correction: use heron-77 from now on.", signals={"supersedes": [old.id]}))
-        question = "what is the office wifi password?"
+        old, new, question = _corrected_wifi(journal, make_payload)
         cosines = {hit.entry_id: hit.score for hit in journal.search(question, k=10, mode="semantic", floor=False)}
         assert cosines[new.id] < journal.relevance_floor <= cosines[old.id]  # type: ignore[operator]  # NN is on: a float
         assert [hit.entry_id for hit in journal.search(question, k=10)] == [new.id, old.id]
@@ -129,3 +136,29 @@ def test_current_only_keeps_the_correction_of_an_entry_above_the_floor(root: Pat
         context = journal.context(question, k=3, current_only=True)
         assert [(record.id, record.found_by) for record in context.records if record.found_by == "match"] == [(new.id, "match")]
         assert old.id not in [record.id for record in context.records]
+
+
+def test_a_correction_brought_in_below_the_floor_shows_its_own_score(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
+    """The correction the floor left out comes back with the score the same ranking gives it, never the score of what it corrects."""
+    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+        old, new, question = _corrected_wifi(journal, make_payload)
+        for mode in ("hybrid", "semantic"):
+            own = {hit.entry_id: hit.score for hit in journal.search(question, k=10, mode=mode, floor=False)}
+            assert own[new.id] != own[old.id], mode
+            for current_only in (False, True):
+                floored = journal.search(question, k=10, mode=mode, current_only=current_only)
+                assert {hit.entry_id: hit.score for hit in floored} == {entry_id: own[entry_id] for entry_id in [new.id, old.id][: 1 if current_only else 2]}
+        # By words alone the correction matches nothing: it scores 0, not the BM25 score of the entry it corrects.
+        [brought, corrected] = journal.search(question, k=10, mode="lexical")
+        assert (brought.entry_id, brought.score) == (new.id, 0.0) and corrected.score > 0
+
+
+def test_no_floor_without_nn_is_an_error_naming_what_to_do(root: Path, make_payload: Payload) -> None:
+    """Ranking by words has no floor to lift: floor=False without NN is refused, in search and in both prompt-context calls."""
+    with Journal(root) as journal:
+        _fill(journal, make_payload)
+        message = r"floor=False \(--no-floor; floor: false over MCP\) lifts the relevance floor of ranking by meaning, and this journal was opened without NN"
+        for call in (journal.search, journal.context, journal.prompt_context):
+            with pytest.raises(SemanticUnavailableError, match=message):
+                call("puppy", floor=False)
+        assert [hit.entry.theme for hit in journal.search("puppy", floor=True)] == ["pets"]

@@ -272,6 +272,7 @@ SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("current-only-string", {"current_only": "yes"}, 'current_only must be true or false, got a string "yes"'),
     ("floor-string", {"floor": "false"}, 'floor must be true or false, got a string "false"'),
     ("floor-number", {"floor": 0}, "floor must be true or false, got a number 0"),
+    ("no-floor-without-nn", {"floor": False}, "floor=False (--no-floor; floor: false over MCP) lifts the relevance floor of ranking by meaning"),
     ("naive-as-of", {"as_of": "2026-09-05T16:00:00"}, "as_of must be an ISO 8601 time with seconds and a timezone"),
 ]
 
