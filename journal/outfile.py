@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from journal._safefs import FILE_MODE, check_regular
-from journal.errors import JournalStorageError
+from journal.errors import JournalStorageError, UnsafePathError
 
 __all__ = ["STDOUT", "write_output"]
 
@@ -31,7 +31,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
 
     Raises:
-        UnsafePathError: a symlink or anything but a regular file is at *target*.
+        UnsafePathError: a symlink or anything but a regular file is at *target*, or *target* names a directory (``dir/``).
         JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
     """
     if target == STDOUT:
@@ -44,6 +44,11 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return None
+    last = os.path.basename(target)
+    if last in ("", ".", ".."):
+        # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
+        raise UnsafePathError(target, f"the output file for {what} names a directory (it ends with {last or '/'!r}), "
+                                      "not a file; name a file in it, such as report.html")
     path = Path(target)
     check_regular(path, f"the output file for {what}")
     directory = path.parent
