@@ -27,6 +27,17 @@ __all__ = ["STDOUT", "write_output"]
 STDOUT = "-"
 
 
+def _fix(code: int | None) -> str | None:
+    """How to fix a refused output file, where the storage error's own hint would speak of the journal (it is no journal's)."""
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return "create that directory first, or name a file in one that exists"
+    if code in (errno.EACCES, errno.EPERM):
+        return "name a file in a directory this user may write, or give it write access to that one"
+    if code == errno.EROFS:
+        return "name a file on a filesystem mounted read-write"
+    return None  # a full disk's own hint (free space) holds for any file
+
+
 def write_output(target: str, data: bytes, *, what: str = "the report", stdout: BinaryIO | None = None) -> Path | None:
     """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
 
@@ -55,9 +66,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
-        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into",
-                                            "create that directory first, or name a file in one that exists" if missing else None) from None
+        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as stream:
@@ -73,7 +82,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to") from None
+        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
