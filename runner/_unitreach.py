@@ -154,7 +154,7 @@ def _env_command(words: Sequence[str]) -> str | None:
         if word.startswith("--"):
             taking_argument = word in _ENV_LONG_WITH_ARGUMENT  # --unset NAME; --unset=NAME carries its own
             continue
-        if word.startswith("-") and len(word) > 1:
+        if word.startswith("-"):  # "-" alone is -i
             # A cluster of short options (-iu NAME): the first that takes an argument takes the rest of the word, or the next word.
             for offset, option in enumerate(word[1:], start=2):
                 if option in _ENV_SHORT_WITH_ARGUMENT:

@@ -68,7 +68,7 @@ def test_a_shebang_split_by_a_tab_names_its_interpreter_as_the_kernel_reads_it(h
 
 
 @pytest.mark.parametrize("words", ["-u HOME python3", "-uHOME python3", "-iu HOME python3", "--unset HOME python3", "--unset=HOME python3",
-                                   "-C / python3", "--chdir / python3", "-- python3"])
+                                   "-C / python3", "--chdir / python3", "-- python3", "- python3"])
 def test_an_env_option_that_takes_an_argument_is_not_taken_for_the_command(host: Host, words: str) -> None:
     """--exec "/usr/bin/env -u HOME python3 ..." runs python3 (HOME is the option's argument): the python3 on the units' PATH is followed."""
     env = host.binary("usr/bin/env")
