@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from journal._safefs import FILE_MODE, check_regular
-from journal.errors import JournalStorageError
+from journal.errors import JournalStorageError, UnsafePathError
 
 __all__ = ["STDOUT", "write_output"]
 
@@ -27,11 +27,22 @@ __all__ = ["STDOUT", "write_output"]
 STDOUT = "-"
 
 
+def _fix(code: int | None) -> str | None:
+    """How to fix a refused output file, where the storage error's own hint would speak of the journal (it is no journal's)."""
+    if code in (errno.ENOENT, errno.ENOTDIR):
+        return "create that directory first, or name a file in one that exists"
+    if code in (errno.EACCES, errno.EPERM):
+        return "name a file in a directory this user may write, or give it write access to that one"
+    if code == errno.EROFS:
+        return "name a file on a filesystem mounted read-write"
+    return None  # a full disk's own hint (free space) holds for any file
+
+
 def write_output(target: str, data: bytes, *, what: str = "the report", stdout: BinaryIO | None = None) -> Path | None:
     """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
 
     Raises:
-        UnsafePathError: a symlink or anything but a regular file is at *target*.
+        UnsafePathError: a symlink or anything but a regular file is at *target*, or *target* names a directory (``dir/``).
         JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
     """
     if target == STDOUT:
@@ -44,15 +55,18 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return None
+    last = os.path.basename(target)
+    if last in ("", ".", ".."):
+        # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
+        raise UnsafePathError(target, f"the output file for {what} names a directory (it ends with {last or '/'!r}), "
+                                      "not a file; name a file in it, such as report.html")
     path = Path(target)
     check_regular(path, f"the output file for {what}")
     directory = path.parent
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
-        missing = exc.errno in (errno.ENOENT, errno.ENOTDIR)
-        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into",
-                                            "create that directory first, or name a file in one that exists" if missing else None) from None
+        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
     try:
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as stream:
@@ -68,7 +82,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to") from None
+        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)

@@ -38,6 +38,9 @@ TOP: Final = 8
 LINKS_DRAWN: Final = 92
 #: Moods are charted per day up to this many days (a quarter), per week beyond: a year of days would be a grid of thousands of cells.
 MOODS_BY_DAY: Final = 92
+#: The charts are drawn for windows up to this many days (ten years): one entry far off (a time of year 1 or 9999, which
+#: the journal accepts) would otherwise lay out every empty day between, millions of them, for a page of hundreds of megabytes.
+CHARTED_DAYS: Final = 3660
 _PROGRESS_EVERY: Final = 200
 
 
@@ -49,6 +52,14 @@ class JournalReport:
     entries: int
     days: int
     hidden_links: int  # references to entries that are not on the page (another agent's, or outside the window)
+
+
+def _local(moment: datetime, zone: tzinfo) -> datetime:
+    """*moment* in *zone*; a time at the edge of the calendar that has no date there (9999-12-31 23:00Z east of UTC) as written."""
+    try:
+        return moment.astimezone(zone)
+    except OverflowError:
+        return moment
 
 
 def _days(first: date, last: date) -> list[str]:
@@ -92,7 +103,7 @@ class _Timeline:
     def __init__(self, entries: Iterable[Entry], zone: tzinfo) -> None:
         self.entries = sorted(entries, key=lambda entry: (entry.timestamp, entry.id))
         self.zone = zone
-        self.local = {entry.id: entry.timestamp.astimezone(zone) for entry in self.entries}
+        self.local = {entry.id: _local(entry.timestamp, zone) for entry in self.entries}
         self.by_id = {entry.id: entry for entry in self.entries}
         on_page = set(self.local)
         self.hidden_links = 0
@@ -271,7 +282,9 @@ def build_journal_report(
     timeline = _Timeline(journal.list(agent=agent, since=since, until=until), zone)
     digest = journal.digest(agent=agent, since=since, until=until).to_dict()
     entries = timeline.entries
-    days = _days(timeline.local[entries[0].id].date(), timeline.local[entries[-1].id].date()) if entries else []
+    first, last = (timeline.local[entries[0].id].date(), timeline.local[entries[-1].id].date()) if entries else (date.min, date.min)
+    span = (last - first).days + 1 if entries else 0
+    days = _days(first, last) if entries and span <= CHARTED_DAYS else []
     window = (f"{since.isoformat() if since else 'the beginning'} to {until.isoformat() if until else 'now'}, days in {zone}")
     records: dict[str, Any] = {}
     sections: list[str] = []
@@ -295,9 +308,11 @@ def build_journal_report(
     close_day()
     body = "\n".join([
         _summary(agent, digest, timeline, window),
-        _charts(timeline, days) if entries else '<p class="summary">No entries of this agent in this window.</p>',
+        (_charts(timeline, days) if days else
+         f'<p class="summary">The entries span {span} days, from {first} to {last}: charts are drawn for windows of {CHARTED_DAYS} days '
+         "at most; narrow --since and --until to see them.</p>" if entries else '<p class="summary">No entries of this agent in this window.</p>'),
         ('<h2>Timeline</h2>\n<p><input id="search" type="search" placeholder="Filter entries: words of the voice, theme, tags, mood, kind" '
         f'aria-label="Filter entries" autocomplete="off"> <span id="shown">{len(entries)}</span> of {len(entries)} entries</p>'),
         '<ol class="timeline">' + "\n".join(sections) + "</ol>",
     ])
-    return JournalReport(page(f"{agent}: journal report", body, records), len(entries), len(days), timeline.hidden_links)
+    return JournalReport(page(f"{agent}: journal report", body, records), len(entries), span, timeline.hidden_links)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -43,6 +45,9 @@ _MAX_INTERPRETERS: Final = 5
 _VENV_HOME: Final = "its venv's base installation (pyvenv.cfg home)"
 #: The kernel reads at most this much of a ``#!`` line.
 _SHEBANG_MAX: Final = 256
+#: env's options that take an argument (GNU coreutils): short ones, and long ones when the argument is the next word.
+_ENV_SHORT_WITH_ARGUMENT: Final = frozenset("uCa")
+_ENV_LONG_WITH_ARGUMENT: Final = frozenset({"--unset", "--chdir", "--argv0"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,26 +105,63 @@ def _links(path: str) -> tuple[list[Step], str]:
     return steps, os.path.realpath(path)
 
 
-def _shebang(path: str) -> list[str] | None:
-    """The words of *path*'s ``#!`` line (the interpreter, then its one argument if any), or None if it has none."""
+def _read_regular(path: str, limit: int | None = None) -> bytes | None:
+    """Up to *limit* bytes of *path* (all of it without one) if it is a regular file, else None.
+
+    Opened without blocking and checked before reading: a FIFO where a script or a venv's file should
+    be would otherwise wait for a writer, and render with it, for ever.
+    """
     try:
-        with open(path, "rb") as file:
-            head = file.read(_SHEBANG_MAX)
-    except OSError:  # unreadable, a directory, missing: nothing more to follow
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # unreadable, missing: nothing more to follow
         return None
-    if not head.startswith(b"#!"):
+    with os.fdopen(fd, "rb") as file:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            return file.read(limit) if limit is not None else file.read()
+        except OSError:
+            return None
+
+
+def _shebang(path: str) -> list[str] | None:
+    """The words of *path*'s ``#!`` line (the interpreter, then its one argument if any), or None if it has none.
+
+    As the kernel reads it: the interpreter ends at the first space or tab, and the rest of the line is one argument.
+    """
+    head = _read_regular(path, _SHEBANG_MAX)
+    if head is None or not head.startswith(b"#!"):
         return None
     line = head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip()
-    interpreter, _, argument = line.partition(" ")
+    interpreter, _, argument = re.sub("[ \t]", " ", line, count=1).partition(" ")
     argument = argument.strip()
     return [interpreter, argument] if argument else [interpreter] if interpreter else None
 
 
 def _env_command(words: Sequence[str]) -> str | None:
-    """The command ``env WORDS...`` runs (its options and VAR=value assignments skipped); ``-S`` splits a one-word argument."""
+    """The command ``env WORDS...`` runs: its options (and the arguments of ``-u``, ``-C``, ``-a``) and VAR=value assignments skipped.
+
+    ``-S`` splits a one-word argument, so every word is split first.
+    """
     split = [piece for word in words for piece in word.split()]
-    for word in split:
-        if word.startswith("-") or "=" in word:
+    taking_argument = False
+    for position, word in enumerate(split):
+        if taking_argument:
+            taking_argument = False
+            continue
+        if word == "--":
+            return split[position + 1] if position + 1 < len(split) else None
+        if word.startswith("--"):
+            taking_argument = word in _ENV_LONG_WITH_ARGUMENT  # --unset NAME; --unset=NAME carries its own
+            continue
+        if word.startswith("-"):  # "-" alone is -i
+            # A cluster of short options (-iu NAME): the first that takes an argument takes the rest of the word, or the next word.
+            for offset, option in enumerate(word[1:], start=2):
+                if option in _ENV_SHORT_WITH_ARGUMENT:
+                    taking_argument = offset == len(word)
+                    break
+            continue
+        if "=" in word:
             continue
         return word
     return None
@@ -141,9 +183,11 @@ def _venv(executable: str) -> tuple[str, str | None] | None:
     directory = os.path.dirname(executable)
     for root in (directory, os.path.dirname(directory)):
         try:
-            with open(os.path.join(root, "pyvenv.cfg"), encoding="utf-8") as file:
-                lines = file.read().splitlines()
-        except (OSError, UnicodeDecodeError):
+            content = _read_regular(os.path.join(root, "pyvenv.cfg"))
+            if content is None:
+                continue
+            lines = content.decode("utf-8").splitlines()
+        except UnicodeDecodeError:
             continue
         for line in lines:
             key, equals, value = line.partition("=")
@@ -159,9 +203,11 @@ def _pth_paths(venv: str) -> list[Step]:
     for site in sorted(glob.glob(os.path.join(glob.escape(venv), "lib", "python3*", "site-packages"))):
         for pth in sorted(glob.glob(os.path.join(glob.escape(site), "*.pth"))):
             try:
-                with open(pth, encoding="utf-8") as file:
-                    lines = file.read().splitlines()
-            except (OSError, UnicodeDecodeError):
+                content = _read_regular(pth)
+                if content is None:
+                    continue
+                lines = content.decode("utf-8").splitlines()
+            except UnicodeDecodeError:
                 continue
             # As site.py reads them: a line starting with "import" is code, '#' a comment, anything else a path relative to site.
             for line in dict.fromkeys(line.strip() for line in lines):

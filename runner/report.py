@@ -42,7 +42,11 @@ from runner.run_contract import REASON_PAUSED, Outcome
 from runner.slots import cron_trigger, fire_times, slot_for
 from runner.status import StatusReport, build_report
 
-__all__ = ["STATES", "RunReport", "build_run_report"]
+__all__ = ["ABSENT_DAYS", "STATES", "RunReport", "build_run_report"]
+
+#: Absent slots are laid out for at most this many days (ten years) before the judgement: one line of a log far older
+#: (a stray timestamp of 1971) would otherwise make every slot since then a cell, hundreds of thousands of them.
+ABSENT_DAYS: Final = 3660
 
 #: The states of a slot, in the legend's order.
 STATES: Final = ("appended", "late", "duplicate", "failed", "busy", "paused", "skipped", "missed", "absent")
@@ -128,6 +132,7 @@ def _cells(config: RunnerConfig, status: StatusReport, slots: Iterable[SlotHisto
     if first is not None:
         start = max(datetime.fromisoformat(first), since) if since is not None else datetime.fromisoformat(first)
         end = status.now.astimezone(UTC) - status.grace
+        start = max(start, end - timedelta(days=ABSENT_DAYS))
         for agent in sorted(config.agents):
             for name in config.agents[agent].routines:
                 spec = config.routines[name]
@@ -175,6 +180,8 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
         f" \u00b7 judged at {text(status.now.astimezone(zone).isoformat())}, grace {text(status.grace)} \u00b7 {text(source)}</p>\n"
         f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>last error</th></tr></thead>'
         f"<tbody>{pairs}</tbody></table>\n<h2>Slots by day</h2>\n{legend}"
+        + (f'<p class="summary">The log reaches back beyond {ABSENT_DAYS} days: absent slots are shown for the last {ABSENT_DAYS} only.</p>'
+           if counts["first"] and status.now - datetime.fromisoformat(counts["first"]) > timedelta(days=ABSENT_DAYS) + status.grace else "")
     )
 
 
