@@ -141,7 +141,8 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     failures: list[str] = []
     fault = None
     total = sum(1 for _ in schedule_for(config, agent, start, end)) if on_progress is not None else 0
-    with open_journal(settings) as journal:
+    # Each run's new entry is embedded on a second core while the run stores it and the next one starts.
+    with open_journal(settings) as journal, journal.embedding_behind():
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())
