@@ -178,7 +178,8 @@ def test_a_search_that_embeds_a_backlog_shows_its_progress_off_a_terminal(tmp_pa
 
 
 def _blas_threads() -> int:
-    return max(pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas")
+    """The threads numpy's BLAS may use (another library's BLAS, such as one torch loads, is not the encoder's)."""
+    return max(pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas" and "numpy" in pool["filepath"])
 
 
 class _Watched(MiniLMEncoder):
