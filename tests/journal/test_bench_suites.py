@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -84,3 +86,13 @@ def test_auroc_and_the_floor_calibration(bench: dict[str, ModuleType]) -> None:
     answerable = [0.25] + [0.5] * 99  # one in a hundred may fall below
     assert calibrate(answerable) == 0.5
     assert calibrate([0.25, 0.26] + [0.5] * 98) == 0.26  # two below 0.27 would be two in a hundred
+
+
+def test_the_readme_reindex_bench_runs_both_trees_and_prints_their_ratio() -> None:
+    """``bench/bench_encoder.py --reindex-baseline REV`` (the README's command, on a small journal) reindexes with NN by both trees."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_encoder.py"), "--reindex-baseline", "HEAD", "--reindex-entries", "6"],
+                            cwd=BENCH.parent, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if " entries/s " in line]
+    assert [row.split()[0] for row in rows] == ["baseline", "this"]
+    assert re.search(r"this tree against the baseline: \d+\.\d\dx as fast", result.stdout)
