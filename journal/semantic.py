@@ -78,8 +78,9 @@ def _chunk_encoder(encoder: Encoder) -> Iterator[ChunkEncoder]:
     if threads < 2:
         yield lambda chunks: (encoder.encode(chunk) for chunk in chunks)
         return
-    # The limit to one BLAS thread is taken here, for the whole fill: OpenBLAS ignores a limit set
-    # from the pool's threads (their products would run on two BLAS threads, with other last bits).
+    # The limit to one BLAS thread is taken here, for the whole fill: once OpenBLAS's own threads have
+    # started, a limit set from one of the pool's threads did not take (OpenBLAS 0.3.31), and their
+    # products ran on two BLAS threads, with other last bits.
     with one_blas_thread, concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="journal-embed") as pool:
 
         def encode_chunks(chunks: Sequence[Sequence[str]]) -> Iterator[Vector]:
@@ -193,8 +194,9 @@ class SemanticIndex:
         """Within the block, :meth:`embed_behind` embeds each appended entry on a helper thread.
 
         BLAS is held to one thread for the whole block, from the thread that
-        enters it: OpenBLAS ignores a limit set from the helper thread, whose
-        products would then run on two BLAS threads and give other last bits.
+        enters it: once OpenBLAS's own threads have started, a limit set from
+        the helper thread did not take (OpenBLAS 0.3.31), and its products ran
+        on two BLAS threads, with other last bits.
         The caller stores what is pending with :meth:`settle` before leaving.
         """
         with one_blas_thread, concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-embed-behind") as pool:
