@@ -2,6 +2,7 @@
 
     python bench/bench_encoder.py                 # cold starts x5, 600 texts
     python bench/bench_encoder.py --repeat 9 --texts 2000
+    python bench/bench_encoder.py --reindex-baseline REV [--reindex-entries N] [--rounds R]
 
 One run prints, side by side:
 
@@ -14,13 +15,20 @@ One run prints, side by side:
 2. Encode throughput in texts per second, both encoders on the same texts
    (journal-shaped: 5 to 400 words), the better of two passes each, and how
    closely their vectors agree.
+
+With ``--reindex-baseline REV``, instead: ``reindex()`` with NN (every
+entry embedded again) of a journal of ``--reindex-entries`` journal-shaped
+entries, by the packages of git revision REV and by this tree's, in fresh
+processes taking turns, so both see the same load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -133,13 +141,68 @@ def bench_throughput(count: int) -> None:
     print(f"cosine NumPy vs sentence-transformers: min {float(np.min(cosines)):.6f}, mean {float(np.mean(cosines)):.7f}")
 
 
+REINDEX_CHILD = """
+import json, os, shutil, sys, time
+from pathlib import Path
+import journal
+from journal import Journal
+source, copy = sys.argv[1:]
+shutil.copytree(source, copy)
+with Journal(copy, enable_nn=True) as opened:  # the model loads here, outside the timing
+    began, cpu = time.perf_counter(), time.process_time()
+    count = opened.reindex()
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    assert opened.embed().missing == 0
+print(json.dumps({"entries": count, "seconds": seconds, "cpu_seconds": cpu, "load_average": os.getloadavg()[0],
+                  "package": str(Path(journal.__file__).parent.parent)}))
+"""
+
+
+def bench_reindex(entries: int, baseline: str, rounds: int) -> None:
+    """``reindex()`` with NN (every entry embedded again) by *baseline*'s packages and this tree's, fresh processes taking turns."""
+    from bench_runner import export_tree
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        source = work / "journal"
+        with Journal(source) as journal:
+            for n, text in enumerate(journal_texts(entries, seed=4)):
+                journal.append({"kind": "note", "agent": f"agent{n % 4}", "theme": f"day {n % 97}", "tags": [f"t{n % 13}"], "voice": text})
+        commit = subprocess.run(["git", "rev-parse", "--short", baseline], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+        trees = {f"baseline {commit}": export_tree(commit, work / "baseline"), "this tree": REPO}
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for round_ in range(rounds):
+            for name, tree in list(trees.items())[:: 1 if round_ % 2 == 0 else -1]:
+                copy = work / f"reindex-{round_}-{name.split()[0]}"
+                # Started in the work directory: python -c puts the current directory first on sys.path.
+                out = subprocess.run([sys.executable, "-c", REINDEX_CHILD, str(source), str(copy)], env={**os.environ, "PYTHONPATH": str(tree)},
+                                     cwd=work, capture_output=True, text=True, check=True)
+                result = json.loads(out.stdout.splitlines()[-1])
+                assert Path(result.pop("package")).is_relative_to(tree), f"{name} did not run its own packages"
+                results[name].append(result)
+                shutil.rmtree(copy)
+    print(f"\nreindex() with NN of {entries} journal-shaped entries (every one embedded again), {rounds} round(s), taking turns")
+    for name, runs in results.items():
+        for run in runs:
+            print(f"{name:<20}{run['seconds']:>9.1f} s{run['cpu_seconds']:>9.1f} s CPU{entries / run['seconds']:>9.1f} entries/s"
+                  f"   load average {run['load_average']:.1f}")
+    base, ours = (statistics.median(run["seconds"] for run in runs) for runs in results.values())
+    print(f"this tree against the baseline: {base / ours:.2f}x as fast (median wall time; target >= 1.6x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=5, help="cold-start processes per encoder (default 5)")
     parser.add_argument("--entries", type=int, default=300, help="entries in the cold-start journal (default 300)")
     parser.add_argument("--texts", type=int, default=600, help="texts for the throughput figures (default 600)")
+    parser.add_argument("--reindex-baseline", metavar="REV", help="only time reindex() with NN by git revision REV's packages and this tree's")
+    parser.add_argument("--reindex-entries", type=int, default=2000, help="--reindex-baseline: entries in the journal (default 2000)")
+    parser.add_argument("--rounds", type=int, default=1, help="--reindex-baseline: reindexes per tree (default 1)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    if args.reindex_baseline:
+        bench_reindex(args.reindex_entries, args.reindex_baseline, args.rounds)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "journal"
         build_journal(root, args.entries)

@@ -43,8 +43,10 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
     """Validate and durably store one entry (see :meth:`journal.Journal.append`)."""
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
-    # Embedded before the lock is taken, so other writers do not wait on the model.
-    vector = semantic.embed_entry(entry) if semantic is not None else None
+    # Embedded before the lock is taken, so other writers do not wait on the model; or, while the
+    # journal embeds behind, on a helper thread meanwhile, its vector stored before the next ranking.
+    behind = semantic.embed_behind(entry) if semantic is not None else None
+    vector = semantic.embed_entry(entry) if semantic is not None and behind is None else None
     index, store = keeper.index, keeper.store
     with keeper.lock:
         try:
@@ -117,6 +119,9 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
         finally:
             _end_transaction(keeper)  # nothing to undo after the commit
         keeper.caught_up = generation
+    if behind is not None:
+        assert semantic is not None  # noqa: S101 - narrows the type: only a semantic index embeds behind
+        semantic.pend(entry.id, behind)
     return AppendResult(entry, is_duplicate=False)
 
 

@@ -9,8 +9,9 @@ entry, :mod:`journal._reading` reads entries as their files hold them, and
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -197,6 +198,34 @@ class Journal:
                                            "open it with Journal(root, enable_nn=True) or pass --nn")
         embedded = semantic.fill(on_progress=on_progress) if batch is None else semantic.fill(batch=batch, on_progress=on_progress)
         return EmbedResult(embedded, self._keeper.index.count(), semantic.missing(), semantic.described, self._keeper.index.encoders())
+
+    @contextlib.contextmanager
+    def embedding_behind(self) -> Iterator[None]:
+        """Within the block, each append embeds its entry on a second thread while it stores the entry and returns.
+
+        For one writer appending entry after entry (a simulation): the vector
+        is stored before the next ranking, ``fill`` or vector read of this
+        object, and when the block ends, so every search, prompt context and
+        vector is what it would be if each append had embedded its entry
+        itself. What the second thread gains is the append's own disk work
+        and whatever the caller does before its next ranking. An entry whose
+        vector was not stored yet when the process died lacks one, like an
+        entry appended without NN: the next ranking embeds it. Without NN the
+        block changes nothing.
+        """
+        semantic = self._keeper.semantic
+        if semantic is None:
+            yield
+            return
+        with semantic.behind():
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(Exception), self._keeper.calls:  # the error in flight is the one to raise
+                    semantic.settle()
+                raise
+            with self._keeper.calls:
+                semantic.settle()
 
     # -- reading -------------------------------------------------------------------
 

@@ -291,6 +291,15 @@ class Index(Database):
             row = self.conn.execute(f"SELECT {COLUMNS} FROM entries e WHERE e.{column} = ?", (value,)).fetchone()
         return IndexRow.from_sql(row) if row else None
 
+    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """The rowid of each entry of *ids* still indexed."""
+        found: dict[str, int] = {}
+        with corruption_guard():
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                part = list(ids[start:start + _IDS_PER_QUERY])
+                found.update(self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+        return found
+
     def paths(self) -> dict[str, str]:
         """Map every indexed path to its entry id."""
         with corruption_guard():

@@ -9,10 +9,13 @@ matrix-vector product instead of reading every blob from SQLite.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import os
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -51,6 +54,49 @@ def to_blob(vector: Vector) -> bytes:
 def from_blob(blob: bytes) -> Vector:
     """The vector stored in *blob*."""
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+#: Chunks encoded at once while filling, each on its own thread: one per core, up to two.
+_FILL_THREADS: Final = 2
+
+ChunkEncoder = Callable[[Sequence[Sequence[str]]], Iterator[Vector]]
+
+
+def _cores() -> int:
+    """The CPUs this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _chunk_encoder(encoder: Encoder) -> Iterator[ChunkEncoder]:
+    """A function giving the vectors of each chunk of texts, in order, with up to :data:`_FILL_THREADS` chunks encoded at once.
+
+    Each chunk is still one ``encode`` call on one BLAS thread, so its vectors
+    are those a single thread gives, bit for bit; only whole chunks run side
+    by side. (BLAS's own threads split a product elsewhere, which changes the
+    last bits of the vectors, and switching their number per call is slow;
+    two chunks at once keep the second core busy without either.)
+    """
+    threads = min(_FILL_THREADS, _cores())
+    if threads < 2:
+        yield lambda chunks: (encoder.encode(chunk) for chunk in chunks)
+        return
+    # The limit to one BLAS thread is taken here, for the whole fill: once OpenBLAS's own threads have
+    # started, a limit set from one of the pool's threads did not take (OpenBLAS 0.3.31), and their
+    # products ran on two BLAS threads, with other last bits.
+    with one_blas_thread, concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="journal-embed") as pool:
+
+        def encode_chunks(chunks: Sequence[Sequence[str]]) -> Iterator[Vector]:
+            futures = [pool.submit(encoder.encode, chunk) for chunk in chunks]
+            try:
+                for future in futures:
+                    yield future.result()
+            finally:
+                for future in futures:  # an error or an interrupt: the chunks not started are dropped
+                    future.cancel()
+
+        yield encode_chunks
 
 
 class _Block:
@@ -165,6 +211,9 @@ class SemanticIndex:
         self._checked_to = 0
         self._lock = threading.Lock()
         self._queries = QueryMemo(encoder.encode)
+        # Embedding behind (see behind()): the helper thread's pool, and the stored entries whose vectors it computes.
+        self._behind: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: list[tuple[str, concurrent.futures.Future[bytes]]] = []
 
     @property
     def relevance_floor(self) -> float | None:
@@ -179,6 +228,49 @@ class SemanticIndex:
         text = document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice)
         return to_blob(self.encoder.encode([text])[0])
 
+    # -- embedding behind ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def behind(self) -> Iterator[None]:
+        """Within the block, :meth:`embed_behind` embeds each appended entry on a helper thread.
+
+        BLAS is held to one thread for the whole block, from the thread that
+        enters it: once OpenBLAS's own threads have started, a limit set from
+        the helper thread did not take (OpenBLAS 0.3.31), and its products ran
+        on two BLAS threads, with other last bits.
+        The caller stores what is pending with :meth:`settle` before leaving.
+        """
+        with one_blas_thread, concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-embed-behind") as pool:
+            self._behind = pool
+            try:
+                yield
+            finally:
+                self._behind = None
+
+    def embed_behind(self, entry: Entry) -> concurrent.futures.Future[bytes] | None:
+        """Start embedding *entry* on the helper thread of :meth:`behind`; None outside that block."""
+        pool = self._behind
+        return None if pool is None else pool.submit(self.embed_entry, entry)
+
+    def pend(self, entry_id: str, vector: concurrent.futures.Future[bytes]) -> None:
+        """Store *vector*, the vector of the stored entry *entry_id*, at the next :meth:`settle`."""
+        self._pending.append((entry_id, vector))
+
+    def settle(self) -> None:
+        """Store the vectors embedded behind, waiting for those still being computed (a call of the journal's own, under its call lock).
+
+        An entry whose vector is not stored (the process ended first) lacks
+        one, like an entry appended without NN: the next ranking embeds it.
+        """
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        blobs = {entry_id: vector.result() for entry_id, vector in pending}
+        rowids = self._index.rowids_of(list(blobs))
+        rows = sorted((rowid, entry_id, blobs[entry_id]) for entry_id, rowid in rowids.items())
+        if rows:
+            self._index.store_vectors(self.model, rows, self.described)
+
     def insert(self, conn: sqlite3.Connection, entry_id: str, vector: bytes) -> None:
         """Store the vector of an entry inserted in the same open transaction, and record the encoder."""
         self._index.insert_vector(conn, entry_id, self.model, vector)
@@ -186,6 +278,7 @@ class SemanticIndex:
 
     def missing(self) -> int:
         """How many entries lack a vector from this encoder."""
+        self.settle()
         return self._index.count_missing_vectors(self.model)
 
     def fill(self, *, on_progress: Callable[[int, int], None] | None = None, batch: int = FILL_BATCH, after: int = 0) -> int:
@@ -201,22 +294,23 @@ class SemanticIndex:
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch!r}")
         report = on_progress or self.on_progress
+        self.settle()
         rowids = self._index.missing_vectors(self.model, after=after)
         total = len(rowids)
         done = 0
         if report is not None and total:
             report(0, total)
-        for start in range(0, total, batch):
-            rows = self._index.texts_of(rowids[start:start + batch])  # entries removed meanwhile are left out
-            blobs: list[bytes] = []
-            for first in range(0, len(rows), _CHUNK):
-                chunk = rows[first:first + _CHUNK]
-                vectors = self.encoder.encode([document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in chunk])
-                blobs += [to_blob(vector) for vector in vectors]
-                done += len(chunk)
-                if report is not None:
-                    report(done, total)
-            self._index.store_vectors(self.model, [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)], self.described)
+        with _chunk_encoder(self.encoder) as encode_chunks:
+            for start in range(0, total, batch):
+                rows = self._index.texts_of(rowids[start:start + batch])  # entries removed meanwhile are left out
+                texts = [document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in rows]
+                blobs: list[bytes] = []
+                for vectors in encode_chunks([texts[first:first + _CHUNK] for first in range(0, len(texts), _CHUNK)]):
+                    blobs += [to_blob(vector) for vector in vectors]
+                    done += len(vectors)
+                    if report is not None:
+                        report(done, total)
+                self._index.store_vectors(self.model, [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)], self.described)
         if report is not None and done != total:
             report(done, done)  # some entries went away meanwhile: the pass still ends at its total
         if done and after == 0:
@@ -227,6 +321,7 @@ class SemanticIndex:
 
     def _refresh(self) -> None:
         """Bring the in-memory blocks in step with the index, embedding what lacks a vector from this encoder first."""
+        self.settle()
         state = self._index.vector_state()
         if state == self._state:
             return
@@ -257,6 +352,7 @@ class SemanticIndex:
 
     def vector_of(self, entry_id: str) -> Vector | None:
         """The stored vector of *entry_id* under this encoder."""
+        self.settle()
         blob = self._index.vector_of(entry_id, self.model)
         return None if blob is None else from_blob(blob)
 

@@ -167,7 +167,8 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
         if on_progress is not None:
             on_progress(agent, outcomes["failed"], outcomes["failed"])
         return _summary(agent, start, end, began, outcomes, failures, fault)
-    with journal:
+    # Each run's new entry is embedded on a second core while the run stores it and the next one starts.
+    with journal, journal.embedding_behind():
         for scheduled, routine in schedule_for(config, agent, start, end):
             result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
                                             run_timeout=config.run_timeout.total_seconds())

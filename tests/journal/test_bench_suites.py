@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -97,3 +98,13 @@ def test_the_long_lived_bench_runs_as_the_readme_gives_it_and_prints_each_ways_f
     rows = [line.split() for line in lines[header + 2:header + 5]]
     assert [row[0] for row in rows] == ["0", "2", "4"] and all(float(value) > 0 for row in rows for value in row[1:] if value != "+")
     assert [line.split(":")[0] for line in lines[header + 5:]] == ["shared encoder", "own encoder"]
+
+
+def test_the_readme_reindex_bench_runs_both_trees_and_prints_their_ratio() -> None:
+    """``bench/bench_encoder.py --reindex-baseline REV`` (the README's command, on a small journal) reindexes with NN by both trees."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_encoder.py"), "--reindex-baseline", "HEAD", "--reindex-entries", "6"],
+                            cwd=BENCH.parent, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if " entries/s " in line]
+    assert [row.split()[0] for row in rows] == ["baseline", "this"]
+    assert re.search(r"this tree against the baseline: \d+\.\d\dx as fast", result.stdout)

@@ -11,12 +11,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import threadpoolctl  # type: ignore[import-untyped]  # the library ships no type annotations
 
 from journal import Journal
 from journal._identity import CACHE_FILE, forget_hashes
@@ -201,3 +203,55 @@ def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_em
     assert torch_holds["encoder"]["implementation"] == "sentence-transformers"
     held = sorted((e["key"], e["vectors"], e["implementations"]) for e in numpy_again["encoders"])
     assert held == sorted([(numpy_holds["encoder"]["key"], 40, ["numpy"]), (torch_holds["encoder"]["key"], 40, ["sentence-transformers"])])
+
+
+def _blas_threads() -> int:
+    """The threads numpy's BLAS may use (another library's BLAS, such as one torch loads, is not the encoder's)."""
+    return max(pool["num_threads"] for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas" and "numpy" in pool["filepath"])
+
+
+class _Watched(MiniLMEncoder):
+    """The packaged model's encoder, noting for each forward pass its thread and how many threads BLAS may use there."""
+
+    def __init__(self) -> None:
+        super().__init__(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+        self.calls: list[tuple[int, int]] = []
+
+    def _fill(self, result: Any, ids: Any) -> None:
+        self.calls.append((threading.get_ident(), _blas_threads()))
+        super()._fill(result, ids)
+
+
+def test_embed_encodes_two_chunks_at_once_and_stores_the_vectors_one_thread_gives_bit_for_bit(tmp_path: Path) -> None:
+    """A bulk embed spreads its chunks over two threads; every vector is the one a single-threaded encode of the same chunk gives."""
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        for n in range(100):  # 32 texts per encode: three full chunks and a short one
+            journal.append({"kind": "note", "agent": "motoko", "theme": f"day {n}", "tags": [f"t{n % 7}"],
+                            "voice": " ".join(["harbor tide lantern ferry heron"] * (1 + n % 9)) + f" entry {n}"})
+    watched = _Watched()
+    with Journal(root, enable_nn=True, encoder=watched) as journal:
+        assert journal.embed().embedded == 100
+        ordered = journal.list(agent="motoko")[::-1]  # oldest first: the order the entries are embedded in
+    bulk = watched.calls[:]
+    assert len({thread for thread, _ in bulk}) == 2 and threading.get_ident() not in {thread for thread, _ in bulk}
+    texts = [document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice) for entry in ordered]
+    alone = np.vstack([watched.encode(texts[start:start + 32]) for start in range(0, len(texts), 32)])
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn:
+        stored = dict(conn.execute("SELECT e.id, v.vector FROM entries e JOIN vectors v ON v.entry = e.rowid").fetchall())
+    assert [stored[entry.id] for entry in ordered] == [row.astype("<f4").tobytes() for row in alone]
+
+
+def test_a_query_after_a_bulk_embed_runs_on_the_calling_thread_with_one_blas_thread(tmp_path: Path) -> None:
+    """After embed() used two threads, a search embeds its query on the caller's thread, BLAS held to one thread, the limit never left set."""
+    root = tmp_path / "journal"
+    _fill(root, 70)
+    before = _blas_threads()
+    watched = _Watched()
+    with Journal(root, enable_nn=True, encoder=watched) as journal:
+        journal.embed()
+        bulk = len(watched.calls)
+        journal.search("the tide came in", k=3, mode="semantic")
+    query = watched.calls[bulk:]
+    assert query == [(threading.get_ident(), 1)]
+    assert _blas_threads() == before

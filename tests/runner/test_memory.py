@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import re
 import sqlite3
 import subprocess
 import sys
+import threading
+import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 import structlog
 
-from journal import Journal, load_encoder
+from journal import Entry, Journal, load_encoder
 from runner._memory import EmbeddingProgress, MemoryUnavailableError
 from runner.config import load_config
 from runner.errors import ConfigError
@@ -154,6 +158,77 @@ def test_a_hybrid_simulation_embeds_every_entry_at_append(tmp_path: Path) -> Non
     assert summary.outcomes.get("appended", 0) > 50 and not summary.failures
     vectors, stored = _vectors_and_entries(tmp_path / "journal")
     assert vectors == stored == summary.outcomes["appended"]
+
+
+
+def _written(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Each entry of a simulated journal by client_key: its fields (links as client_keys) and its vector's bytes."""
+    with sqlite3.connect(root / "index" / "journal.sqlite3") as conn:
+        blobs = dict(conn.execute("SELECT e.id, v.vector FROM entries e JOIN vectors v ON v.entry = e.rowid").fetchall())
+    with Journal(root) as journal:
+        found = journal.list(agent="motoko")
+    keys = {entry.id: entry.client_key for entry in found}
+
+    def signals(entry: Entry) -> str:  # the ids differ from journal to journal: links are compared by client_key
+        return json.dumps({**(entry.signals or {}), "continuity_refs": [keys[ref] for ref in entry.continuity_refs]}, sort_keys=True)
+
+    return {entry.client_key or "": (entry.kind, entry.ts, entry.theme, entry.tags, entry.voice, signals(entry), blobs[entry.id]) for entry in found}
+
+
+def test_a_hybrid_simulation_embedding_behind_writes_what_embedding_at_each_append_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same days simulated with each entry embedded on a second thread, and in its own append: the same entries, contexts and vector bits."""
+    original_context = Journal.context
+    contexts: dict[str, list[list[str]]] = {"behind": [], "in append": []}
+    current: list[list[list[str]]] = []
+
+    def recording_context(journal: Journal, *args: Any, **kwargs: Any) -> Any:
+        context = original_context(journal, *args, **kwargs)
+        current[0].append([f"{record.theme}|{record.voice}" for record in context.records])
+        return context
+
+    monkeypatch.setattr(Journal, "context", recording_context)
+    written = {}
+    for way in ("behind", "in append"):
+        current[:] = [contexts[way]]
+        # The same ids in both journals: a digest breaks ties between entries by id.
+        numbers = itertools.count(1)
+        monkeypatch.setattr(uuid, "uuid4", lambda numbers=numbers: uuid.UUID(int=next(numbers), version=4))
+        if way == "in append":  # as before the journal could embed behind: each append embeds its own entry
+            monkeypatch.setattr(Journal, "embedding_behind", lambda journal: contextlib.nullcontext())
+        config = load_config(write_config(tmp_path / way.replace(" ", "-"), SIMPLE_AGENT + 'memory = "hybrid"\n'))
+        summary = simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 13, tzinfo=UTC))
+        assert summary.outcomes.get("appended", 0) > 70 and not summary.failures
+        written[way] = _written(config.agent("motoko").journal_root)
+    assert len(written["behind"]) == summary.outcomes["appended"]
+    assert written["behind"] == written["in append"]
+    assert contexts["behind"] == contexts["in append"] and any(contexts["behind"])
+
+
+def test_an_entry_appended_while_embedding_behind_is_embedded_off_the_caller_thread_and_found_by_the_next_search(tmp_path: Path) -> None:
+    """Within embedding_behind an append's encode runs on another thread; the next search ranks the entry by meaning; the block leaves none missing."""
+    from journal.embed import load_encoder
+
+    threads: list[int] = []
+
+    class Watched:
+        def __init__(self) -> None:
+            self.encoder = load_encoder()
+            self.identity = self.encoder.identity
+
+        def encode(self, texts: Any) -> Any:
+            threads.append(threading.get_ident())
+            return self.encoder.encode(texts)
+
+    with Journal(tmp_path / "j", enable_nn=True, encoder=Watched()) as journal:
+        with journal.embedding_behind():
+            journal.append({"kind": "note", "agent": "motoko", "theme": "pets", "voice": "I adopted a puppy last week; she chews my shoes."})
+            appended_on = threads[:]
+            hits = journal.search("new canine companion", k=1, mode="semantic")
+            journal.append({"kind": "note", "agent": "motoko", "theme": "tax", "voice": "Filed the quarterly taxes at last."})
+        missing = journal._keeper.semantic.missing() if journal._keeper.semantic else -1
+    assert appended_on and appended_on[0] != threading.get_ident()
+    assert [hit.entry.theme for hit in hits] == ["pets"]
+    assert missing == 0
 
 
 # -- progress -----------------------------------------------------------------------
