@@ -15,13 +15,14 @@ import errno
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from journal._safefs import FILE_MODE, check_regular
 from journal.errors import JournalStorageError, UnsafePathError
 
-__all__ = ["STDOUT", "write_output"]
+__all__ = ["STDOUT", "replace_durably", "write_output"]
 
 #: The ``--out`` value that means standard output.
 STDOUT = "-"
@@ -64,27 +65,47 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     check_regular(path, f"the output file for {what}")
     directory = path.parent
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        replace_durably(path, data, prepare=lambda fd: os.fchmod(fd, FILE_MODE))
     except OSError as exc:
-        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
+        into = exc.filename == str(directory)  # the temporary file could not be made there
+        raise JournalStorageError.for_errno(directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}",
+                                            _fix(exc.errno)) from None
+    return path
+
+
+def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] | None = None) -> None:
+    """Replace the file *path* with *data*: a temporary file in its directory (given to *prepare* first), fsynced, renamed, the directory fsynced.
+
+    A reader, or a crash, sees the old content or the new, never a part; nothing is left behind on failure.
+
+    Raises:
+        OSError: the filesystem refused; its ``filename`` is the directory when the temporary file could not be created there, else *path*.
+    """
     try:
-        os.fchmod(fd, FILE_MODE)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        exc.filename = str(path.parent)
+        raise
+    try:
+        if prepare is not None:
+            prepare(fd)
         with os.fdopen(fd, "wb") as stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
-        directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(directory_fd)  # the rename itself survives a crash
-        finally:
-            os.close(directory_fd)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+        if isinstance(exc, OSError):
+            exc.filename = str(path)  # not the temporary name, which is gone
         raise
-    return path
+    try:
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(directory)  # the rename itself survives a crash
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        exc.filename = str(path)
+        raise

@@ -19,12 +19,11 @@ service's own runs can still read the pause file and open the slot locks.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from journal.outfile import replace_durably
 from runner.config import RunnerConfig
 from runner.errors import StateFileError
 
@@ -74,27 +73,10 @@ def ensure_state_dir(path: Path) -> Path:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Replace the file *path* with *data* durably: a reader sees the old content or the new, never a part.
+    """Replace the file *path* with *data* durably, owned as :func:`hand_over` would own it: a reader sees the old content or the new, never a part.
 
     Raises:
         OSError: the filesystem refused the write.
     """
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        owner = _owner_of(path.parent)
-        if owner is not None:
-            os.fchown(fd, *owner)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)  # the rename itself survives a crash
-    finally:
-        os.close(directory)
+    owner = _owner_of(path.parent)
+    replace_durably(path, data, prepare=None if owner is None else lambda fd: os.fchown(fd, *owner))
