@@ -17,7 +17,7 @@ from routines import Routine
 from runner.errors import UnknownNameError
 from runner.persona import Persona
 
-__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "RunnerConfig"]
+__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "FleetConfig", "RunnerConfig"]
 
 OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
 #: What ``memory`` may be: ``lexical`` ranks an agent's past entries by words, ``hybrid`` by words and meaning.
@@ -71,6 +71,38 @@ class AgentConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetConfig:
+    """The ``[fleet]`` table: one schedule over several hosts, on Celery with Redis (see :mod:`runner.fleet`).
+
+    Every agent is in exactly one shard; a shard's worker holds its agents'
+    journals on its own disk and takes the tasks of its queue alone.
+    """
+
+    #: The Redis server (``redis://host:port/db`` or ``rediss://``) that is Celery's broker and result store,
+    #: RedBeat's schedule and lock, and the record of the fleet's runs. Never holds a password.
+    broker: str
+    #: shard name -> the agents it holds, in the order the file lists them.
+    shards: Mapping[str, tuple[str, ...]]
+    #: The environment variable that holds the Redis password, if the server wants one.
+    password_env: str | None = None
+    #: A task delivered but not acknowledged this long (its worker died) is delivered again: above run_timeout.
+    visibility_timeout: timedelta = timedelta(minutes=15)
+    #: How long the active beat's lock outlives it: a standby beat takes over within this.
+    beat_lock_timeout: timedelta = timedelta(seconds=30)
+    #: How long the runs record keeps what workers and beat recorded (``status --fleet``).
+    keep_runs: timedelta = timedelta(days=14)
+
+    def shard_of(self, agent: str) -> str:
+        """The shard that holds *agent* (every configured agent is in one)."""
+        return next(shard for shard, agents in self.shards.items() if agent in agents)
+
+    @staticmethod
+    def queue_of(shard: str) -> str:
+        """The Celery queue a shard's worker takes its tasks from."""
+        return f"ghostrunner.{shard}"
+
+
+@dataclass(frozen=True, slots=True)
 class RunnerConfig:
     """The whole validated configuration."""
 
@@ -102,6 +134,8 @@ class RunnerConfig:
     slot_retries: int = 3
     #: The wait before the first of them; under serve each next wait doubles.
     slot_retry_delay: timedelta = timedelta(minutes=5)
+    #: The ``[fleet]`` table, when the configuration has one.
+    fleet: FleetConfig | None = None
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

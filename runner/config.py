@@ -47,6 +47,11 @@ Layout::
                                # openai and command take attempts = 4 and retry_delay = "1s" (retries within a run)
     memory = "hybrid"          # this agent's, instead of the [runner] default
 
+    [fleet]                    # optional: one schedule over several hosts (runner._configfleet, runner.fleet)
+    broker = "redis://10.0.0.5:6379/0"
+    [fleet.shards]
+    east = ["motoko"]
+
 A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
 key and the fix. Only the embedded defaults (hybrid) fall back to lexical
 there, with a ``memory.fallback`` warning on each run.
@@ -62,7 +67,8 @@ from pathlib import Path
 from typing import Final
 
 from routines import BUILTIN_ROUTINES, Routine
-from runner._configmodel import AgentConfig, BackendSettings, RunnerConfig
+from runner._configfleet import read_fleet
+from runner._configmodel import AgentConfig, BackendSettings, FleetConfig, RunnerConfig
 from runner._configschema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner._host import local_zone_name, state_directory
 from runner._toml import loads_bounded, read_bounded
@@ -73,6 +79,7 @@ __all__ = [
     "EMBEDDED_SOURCE",
     "AgentConfig",
     "BackendSettings",
+    "FleetConfig",
     "RunnerConfig",
     "cpu_count",
     "load_config",
@@ -121,7 +128,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     """
     reader = FieldReader(source, files_base, state_base)
     data = loads_bounded(text, source)
-    reader.table(data, "", ("runner", "routines", "agents"))
+    reader.table(data, "", ("runner", "routines", "agents", "fleet"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
     tz = reader.timezone(runner.get("timezone", default_timezone))
     if "journal_root" in runner:
@@ -164,11 +171,12 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     else:
         first_root = reader.path(root_template.replace("{agent}", "all"), "runner.journal_root", state=True)
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
+    fleet = read_fleet(reader, data["fleet"], agents, durations["run_timeout"]) if "fleet" in data else None
     return RunnerConfig(
         source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
         config_file=config_file, **durations, catchup_max=catchup_max, catchup_spread=catchup_spread,
         max_concurrent_runs=max_concurrent_runs, config_text=text if config_file is not None else None,
-        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay,
+        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay, fleet=fleet,
     )
 
 
