@@ -60,7 +60,7 @@ def _broker(reader: FieldReader, value: object) -> str:
 def _shards(reader: FieldReader, value: object, agents: Mapping[str, AgentConfig]) -> dict[str, tuple[str, ...]]:
     table = reader.table(value, "fleet.shards", None)
     if not table:
-        raise reader.fail("fleet.shards", "at least one shard, such as east = [\"motoko\"]", "none")
+        raise reader.fail("fleet.shards", 'at least one shard, such as east = ["motoko"]', "none")
     shards: dict[str, tuple[str, ...]] = {}
     holder: dict[str, str] = {}
     for shard, members in table.items():
