@@ -18,7 +18,8 @@ from typing import IO, Final
 import click
 
 from journal.clikit import output_option, wants_json
-from runner._cli_support import Settings, config_option, echo, echo_json, log_input, parse_time, raise_storage_failure
+from runner._cli_fleet import fleet_option, runs_input
+from runner._cli_support import Settings, config_option, echo, echo_json, parse_time, raise_storage_failure
 from runner.history import History, build_history
 from runner.pauses import PauseBook, PauseChange
 
@@ -116,9 +117,10 @@ def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bo
 @click.option("--routine", default=None, help="Only this routine's slots.")
 @click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (ISO 8601).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array (default on a pipe: one JSON object per line).")
+@fleet_option
 @click.pass_obj
 def history(settings: Settings, config_path: Path | None, log_file: IO[str] | None, agent: str | None, routine: str | None,
-            since_text: str | None, as_json: bool) -> None:
+            since_text: str | None, as_json: bool, from_fleet: bool) -> None:
     """List each slot's runs from the runner's logs, newest first: outcome, attempts, duration and error.
 
     Reads the same input as status. A table on a terminal; JSON lines when
@@ -128,7 +130,7 @@ def history(settings: Settings, config_path: Path | None, log_file: IO[str] | No
     """
     config = settings.config(config_path)
     since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
-    found = build_history(log_input(log_file, "history"), agent=agent, routine=routine, since=since)
+    found = build_history(runs_input(config, log_file, from_fleet, "history"), agent=agent, routine=routine, since=since)
     text = render_history(found, config.timezone, as_table=not as_json and sys.stdout.isatty(), as_array=as_json)
     if text:
         echo(text)

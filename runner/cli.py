@@ -53,6 +53,7 @@ from runner import (
     simulation_window,
     write_units,
 )
+from runner._cli_fleet import fleet, fleet_option, runs_input
 from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner._cli_support import (
     LOG_LEVELS,
@@ -65,7 +66,6 @@ from runner._cli_support import (
     echo_json,
     fault_exit_code,
     is_date_only,
-    log_input,
     parse_duration_option,
     parse_time,
     raise_storage_failure,
@@ -321,8 +321,10 @@ def _render_status(report: StatusReport, tz: Any) -> str:
 @output_option
 @click.option("--now", "now_text", default=None, help="Judge as of this time (a date, a time in runner.timezone, an ISO 8601 time, or -1h; default now).")
 @click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).")
+@fleet_option
 @click.pass_obj
-def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, now_text: str | None, grace_text: str | None) -> None:
+def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, now_text: str | None, grace_text: str | None,
+           from_fleet: bool) -> None:
     """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
 
     A table on a terminal (or with --text), one JSON document when piped (or with --json).
@@ -336,10 +338,10 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """
     config = settings.config(config_path)
-    log_file = log_input(log_file, "status")
+    lines = runs_input(config, log_file, from_fleet, "status")
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
-    report = build_report(config, read_log(log_file), now, grace, paused_or_unknown(config))
+    report = build_report(config, read_log(lines), now, grace, paused_or_unknown(config))
     echo(json.dumps(report.to_dict(), ensure_ascii=False) if wants_json() else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
@@ -352,9 +354,10 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 @click.option("--now", "now_text", default=None, help="Judge as of this time, as status does (default now).")
 @click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is late or overdue (status's default).")
 @out_option("the report")
+@fleet_option
 @click.pass_obj
 def report_command(settings: Settings, config_path: Path | None, log_file: IO[str] | None, since_text: str | None, now_text: str | None,
-                   grace_text: str | None, out: str) -> None:
+                   grace_text: str | None, out: str, from_fleet: bool) -> None:
     """Write the runs in the runner's logs as one self-contained HTML page: agent x routine by slot, each slot's runs.
 
     Reads the same input as status and history. The page's overall state and the exit code are
@@ -366,7 +369,7 @@ def report_command(settings: Settings, config_path: Path | None, log_file: IO[st
     since = parse_time(since_text, config, "--since") if since_text is not None else None
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
-    lines = log_input(log_file, "report --out runs.html")
+    lines = runs_input(config, log_file, from_fleet, "report --out runs.html")
     built = build_run_report(config, lines, now=now, since=since, grace=grace, paused=paused_or_unknown(config))
     written = write_output(out, built.html)
     if written is not None:
@@ -411,7 +414,7 @@ def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) ->
         click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
 
 
-for _command in OPERATE_COMMANDS:
+for _command in (*OPERATE_COMMANDS, fleet):
     cli.add_command(_command)
 
 

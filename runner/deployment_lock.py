@@ -94,6 +94,22 @@ class DeploymentLock:
             raise
         self._fd = fd
 
+    def is_held(self) -> bool:
+        """Whether a running ``serve`` holds this lock now (without taking it; a missing or unreadable file is not held)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

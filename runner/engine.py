@@ -374,13 +374,14 @@ def held_by_pause(
 
 def run_at(
     config: RunnerConfig, agent: str, routine: str, *, at: datetime | None = None, dry_run: bool = False, run_id: str | None = None,
-    on_result: Callable[[RunResult], object] | None = None,
+    on_result: Callable[[RunResult], object] | None = None, run_timeout: float | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
 
-    The run gets the agent's backend (none for a digest routine) and
-    ``runner.run_timeout`` counted from this process's start (:func:`process_age`),
-    since under ``serve`` the process is the run's worker.
+    The run gets the agent's backend (none for a digest routine) and, unless
+    *run_timeout* says otherwise (a fleet worker's long-lived process gives
+    each run all of it), ``runner.run_timeout`` counted from this process's
+    start (:func:`process_age`), since under ``serve`` the process is the run's worker.
 
     Args:
         config: the runner configuration.
@@ -408,7 +409,8 @@ def run_at(
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held
     backend = None if routine_config.is_digest else build_backend(agent_config)
-    run_timeout = config.run_timeout.total_seconds() - process_age()
+    if run_timeout is None:
+        run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
     slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
     return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,

@@ -261,6 +261,21 @@ class SchedulerBusyError(RunnerError):
         )
 
 
+class FleetUnavailableError(RunnerError):
+    """A fleet command cannot start: its extra is not installed, its Redis cannot be reached, or ``serve`` runs these agents.
+
+    Exit 78 (EX_CONFIG), like every configuration problem: the fix is in the
+    configuration or the host, never in a retry of the same start.
+    """
+
+    exit_code = 78
+
+    def __init__(self, problem: str, fix: str) -> None:
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem}; {fix}")
+
+
 class StateFileError(RunnerError, ValueError):
     """A file of the runner's state directory (the pause file) cannot be read as the runner's own.
 

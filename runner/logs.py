@@ -35,6 +35,7 @@ import contextlib
 import logging
 import os
 import sys
+from collections.abc import Callable
 from typing import IO, Any, Final
 
 import structlog
@@ -116,13 +117,29 @@ class _DroppingStream:
             self._target.flush()  # now into /dev/null
 
 
-def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None) -> None:
+class _Tee:
+    """A structlog processor that hands a copy of some events to a callable, and the event on unchanged."""
+
+    def __init__(self, names: frozenset[str], sink: Callable[[dict[str, Any]], object]) -> None:
+        self._names = names
+        self._sink = sink
+
+    def __call__(self, logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("event") in self._names:
+            self._sink(dict(event))
+        return event
+
+
+def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None,
+                      tee: tuple[frozenset[str], Callable[[dict[str, Any]], object]] | None = None) -> None:
     """Send structlog and stdlib logs to *stream* as JSON lines (or console lines on a TTY).
 
     Args:
         stream: where lines go; stderr by default (``serve`` passes stdout).
         level: the lowest level written (debug, info, warning, error).
         json: force JSON (True) or console (False); None decides by ``stream.isatty()``.
+        tee: (event names, a callable): each event of those names is also handed, as its fields
+            with its timestamp and level, to the callable (the fleet's runs record).
     """
     original = stream if stream is not None else sys.stderr
     use_json = json if json is not None else not (hasattr(original, "isatty") and original.isatty())
@@ -141,8 +158,9 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
     )
     tracebacks = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
     tail: list[Any] = [tracebacks] if use_json else []
+    teed: list[Any] = [] if tee is None else [_Tee(*tee)]
     structlog.configure(
-        processors=[*shared, structlog.processors.StackInfoRenderer(), *tail, renderer],
+        processors=[*shared, *teed, structlog.processors.StackInfoRenderer(), *tail, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.WriteLoggerFactory(file=target),
         cache_logger_on_first_use=False,

@@ -55,7 +55,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import IO
 
@@ -68,19 +68,18 @@ from runner.catchup import LATE, CatchupPlan, MissedSlot, UnusableAgent, plan_ca
 from runner.config import RunnerConfig, load_config
 from runner.deployment_lock import DeploymentLock
 from runner.engine import held_by_pause
+from runner.firing import fires_since, is_late
 from runner.notify import WatchdogPinger
 from runner.reload import ConfigChange, pairs_of
 from runner.run_contract import RunIdentity, RunResult
 from runner.run_queue import QueuedRun, RunQueue
 from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
-from runner.slots import cron_trigger, fire_times, latest_fire_time
+from runner.slots import cron_trigger, latest_fire_time
 from runner.worker import Worker
 
 __all__ = ["MissedSlot", "Scheduler", "UnusableAgent", "missed_slots"]
 
 log = structlog.get_logger()
-#: A fire is late when it comes more than this after its time, whatever misfire_grace says (APScheduler wakes up to ms late).
-_LEAST_MISFIRE_GRACE = timedelta(seconds=1)
 #: How long a stop waits for the runs' threads to report, once their workers ended (or were killed).
 _HAND_OFF_SECONDS = 30.0
 _StoppableScheduler = StoppableScheduler  # its former name, for callers that import it from here
@@ -180,14 +179,12 @@ class Scheduler:
                 return  # removed by a reload
             routine_config = self.config.routines[routine]
             trigger = cron_trigger(routine_config.schedule, self.config.timezone)
-            since = self._last_fire[pair]
-            fires = list(fire_times(trigger, since + timedelta(microseconds=1), now + timedelta(microseconds=1),
-                                    granularity=routine_config.slot))
+            fires = fires_since(trigger, self._last_fire[pair], now, granularity=routine_config.slot)
             if fires:
                 self._last_fire[pair] = fires[-1]
-            grace = max(self.config.misfire_grace, _LEAST_MISFIRE_GRACE)
+            grace = self.config.misfire_grace
         for moment in fires:
-            if now.astimezone(UTC) - moment.astimezone(UTC) > grace:
+            if is_late(moment, now, grace):
                 identity = RunIdentity.of(agent, routine_config, moment, self.config.timezone)
                 _log_missed(MissedSlot(agent, routine, moment, identity.slot, LATE))
             else:

@@ -1,0 +1,111 @@
+"""The fleet's Celery application, built from the configuration: broker, result store, delivery rules, routes.
+
+Delivery is at least once and the run is idempotent, so a slot ends with one
+entry: a task is acknowledged after its run (``acks_late``), also when the
+run failed; a worker process that dies mid-run leaves it unacknowledged
+(``task_reject_on_worker_lost``), and Redis hands it out again once it has
+been out for ``fleet.visibility_timeout`` (longer than ``run_timeout``, so
+never while its run may still be going). Each worker process takes one task
+at a time (``worker_prefetch_multiplier = 1``): a task waits in Redis, not in
+a busy worker's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
+from celery import Celery
+
+from runner._configmodel import FleetConfig
+from runner.config import RunnerConfig
+from runner.errors import ConfigError
+from runner.fleet.tasks import run_slot_task
+
+__all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "broker_url", "fleet_app", "fleet_of"]
+
+#: The name of the task that runs one slot.
+RUN_TASK: Final = "ghostrunner.run"
+#: Where RedBeat keeps the schedule and its lock in Redis.
+BEAT_KEY_PREFIX: Final = "ghostrunner:beat:"
+#: How often a worker looks for tasks whose worker died (kombu's default is 10 s): at most a tenth of the visibility timeout.
+_RESTORE_INTERVALS: Final = 10
+
+
+def fleet_of(config: RunnerConfig) -> FleetConfig:
+    """The configuration's ``[fleet]`` table.
+
+    Raises:
+        ConfigError: it has none.
+    """
+    if config.fleet is None:
+        raise ConfigError(config.source, "fleet", "a [fleet] table with broker and shards (ghostrunner fleet needs one)", "none")
+    return config.fleet
+
+
+def broker_password(config: RunnerConfig) -> str | None:
+    """The Redis password from the variable ``fleet.password_env`` names, if any.
+
+    Raises:
+        ConfigError: that variable is not set.
+    """
+    fleet = fleet_of(config)
+    if fleet.password_env is None:
+        return None
+    password = os.environ.get(fleet.password_env)
+    if not password:
+        raise ConfigError(config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set")
+    return password
+
+
+def broker_url(config: RunnerConfig) -> str:
+    """The broker URL Celery connects to: ``fleet.broker`` with the password put in."""
+    fleet = fleet_of(config)
+    password = broker_password(config)
+    if password is None:
+        return fleet.broker
+    parts = urlsplit(fleet.broker)
+    return urlunsplit(parts._replace(netloc=f":{password}@{parts.netloc}"))
+
+
+def fleet_app(config: RunnerConfig) -> Celery:
+    """A Celery application for *config*'s fleet, with the run task registered (not the current app of the process)."""
+    fleet = fleet_of(config)
+    url = broker_url(config)
+    visibility = fleet.visibility_timeout.total_seconds()
+    transport = {
+        "visibility_timeout": visibility,
+        "unacked_restore_interval": max(1.0, min(10.0, visibility / _RESTORE_INTERVALS)),
+        "unacked_restore_throttle": 1,
+    }
+    app = Celery("ghostrunner", set_as_current=False)
+    app.conf.update(
+        broker_url=url,
+        result_backend=url,
+        broker_transport_options=transport,
+        result_backend_transport_options={"visibility_timeout": visibility},
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_acks_on_failure_or_timeout=True,
+        worker_prefetch_multiplier=1,
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_expires=fleet.keep_runs,
+        timezone="UTC",
+        enable_utc=True,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+        task_default_queue="ghostrunner.unrouted",
+        redbeat_redis_url=url,
+        redbeat_redis_options={},
+        redbeat_key_prefix=BEAT_KEY_PREFIX,
+        redbeat_lock_timeout=int(fleet.beat_lock_timeout.total_seconds()),
+        # A beat wakes at least this often: to extend its lock well within the lock's timeout, and to see a due fire soon.
+        beat_max_loop_interval=max(1.0, min(5.0, fleet.beat_lock_timeout.total_seconds() / 4)),
+    )
+    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=config.run_timeout.total_seconds() + 60)(run_slot_task)
+    return app

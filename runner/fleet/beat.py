@@ -1,0 +1,231 @@
+"""The fleet's beat: RedBeat's scheduler, publishing each due fire of each pair as one task that carries its time.
+
+RedBeat keeps one entry per agent x routine in Redis (its definition, and
+as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
+:class:`SlotScheduler` changes three things about it:
+
+* it takes the lock *before* it touches the schedule, so a standby beat
+  waits without writing anything, and it says so (``fleet.beat_standby``,
+  then ``fleet.beat_active`` and ``scheduler.started`` once it holds it);
+* each tick hands every fire since ``last_run_at`` to :func:`runner.firing.fires_since`,
+  the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
+  published (``scheduler.run_queued``) to its agent's shard queue with its
+  fire time; a later one is recorded as ``scheduler.missed`` (reason
+  ``late``). Only then does ``last_run_at`` move past it. A beat killed
+  between the publish and that step publishes the fire again when it (or
+  the standby) comes back: the run of that task finds the slot's entry by
+  its client key and ends ``duplicate``;
+* Redis going away is waited out (``fleet.broker_unreachable``, no fire is
+  passed over); a beat that finds its lock taken by another beat meanwhile
+  stops (exit 75), so that two beats never publish at once.
+
+A pair new to the schedule starts at the moment the beat installs it: no
+fire before that is run or recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+from zoneinfo import ZoneInfo
+
+import redis
+import structlog
+from celery import Celery
+from celery.schedules import BaseSchedule, schedstate
+from celery.signals import beat_init
+from kombu.exceptions import OperationalError
+from redbeat import schedulers as redbeat
+from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
+
+from routines import Routine
+from runner.config import RunnerConfig
+from runner.firing import fires_since, is_late
+from runner.fleet.app import RUN_TASK, fleet_of
+from runner.run_contract import RunIdentity
+from runner.slots import CronSchedule, cron_trigger
+
+__all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
+
+log = structlog.get_logger()
+#: The most fires of one pair handled in one tick: a beat back after a long gap catches up in bounded steps.
+_FIRES_PER_TICK: Final = 1000
+_SCHEDULE_TYPE: Final = "ghostrunner-cron"
+
+# RedBeat takes its lock in a beat_init handler, after Celery has built the scheduler, and so after a
+# standby has written the schedule it is not serving; SlotScheduler takes the lock itself, first.
+beat_init.disconnect(redbeat.acquire_distributed_beat_lock)
+
+
+class BeatLostLock(SystemExit):
+    """Another beat holds the lock this one had (it lapsed while Redis was away): this one stops, exit 75 (EX_TEMPFAIL)."""
+
+    code_of_exit: Final = 75
+
+    def __init__(self) -> None:
+        super().__init__(self.code_of_exit)
+
+
+class PairSchedule(BaseSchedule):  # type: ignore[misc]  # celery ships no type hints
+    """A pair's cron expression in the runner's zone, as beat stores and reads it."""
+
+    def __init__(self, expression: str, zone: str, granularity: str, app: Celery | None = None) -> None:
+        super().__init__(app=app)
+        self.expression, self.zone, self.granularity = expression, zone, granularity
+        self.trigger: CronSchedule = cron_trigger(expression, ZoneInfo(zone))
+
+    def next_after(self, moment: datetime) -> datetime | None:
+        """The first fire after *moment*."""
+        return self.trigger.get_next_fire_time(moment, moment)
+
+    def remaining_estimate(self, last_run_at: datetime) -> timedelta:
+        following = self.next_after(last_run_at)
+        return timedelta(days=36500) if following is None else following - self.now()
+
+    def is_due(self, last_run_at: datetime) -> schedstate:
+        following = self.next_after(last_run_at)
+        if following is None:
+            return schedstate(is_due=False, next=None)
+        wait = (following - self.now()).total_seconds()
+        return schedstate(is_due=wait <= 0, next=max(wait, 0.0))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PairSchedule) and (self.expression, self.zone, self.granularity) == (other.expression, other.zone, other.granularity)
+
+    def __hash__(self) -> int:
+        return hash((self.expression, self.zone, self.granularity))
+
+    def __repr__(self) -> str:
+        return f"<PairSchedule {self.expression!r} in {self.zone}>"
+
+
+class _Encoder(RedBeatJSONEncoder):  # type: ignore[misc]  # redbeat ships no type hints
+    def default(self, obj: Any) -> Any:
+        if isinstance(obj, PairSchedule):
+            return {"__type__": _SCHEDULE_TYPE, "expression": obj.expression, "zone": obj.zone, "granularity": obj.granularity}
+        return super().default(obj)
+
+
+class _Decoder(RedBeatJSONDecoder):  # type: ignore[misc]  # redbeat ships no type hints
+    def dict_to_object(self, d: dict[str, Any]) -> Any:
+        if d.get("__type__") == _SCHEDULE_TYPE:
+            return PairSchedule(d["expression"], d["zone"], d["granularity"])
+        return super().dict_to_object(d)
+
+
+class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat ships no type hints
+    """A pair's entry: due at its next fire after the last one handled (not at Celery's estimate of it)."""
+
+    @staticmethod
+    def decode_definition(definition: str) -> Any:
+        return json.loads(definition, cls=_Decoder)
+
+    @property
+    def due_at(self) -> datetime | None:
+        if self.last_run_at is None:
+            now: datetime = self._default_now()
+            return now
+        schedule: PairSchedule = self.schedule
+        return schedule.next_after(self.last_run_at)
+
+    def save(self) -> SlotEntry:
+        definition = {"name": self.name, "task": self.task, "args": self.args, "kwargs": self.kwargs, "options": self.options,
+                      "schedule": self.schedule, "enabled": self.enabled}
+        meta = {"last_run_at": self.last_run_at}
+        with redbeat.get_redis(self.app).pipeline() as pipe:
+            pipe.hset(self.key, "definition", json.dumps(definition, cls=_Encoder))
+            pipe.hsetnx(self.key, "meta", json.dumps(meta, cls=_Encoder))
+            pipe.zadd(self.app.redbeat_conf.schedule_key, {self.key: self.score})
+            pipe.execute()
+        return self
+
+
+def beat_schedule(config: RunnerConfig) -> dict[str, dict[str, Any]]:
+    """RedBeat's static entries for *config*: one per agent x routine, routed to the agent's shard queue."""
+    fleet = fleet_of(config)
+    zone = config.timezone.key
+    entries = {}
+    for agent in config.agents.values():
+        queue = fleet.queue_of(fleet.shard_of(agent.name))
+        for name in agent.routines:
+            routine = config.routines[name]
+            entries[f"{agent.name}:{name}"] = {
+                "task": RUN_TASK, "schedule": PairSchedule(routine.schedule, zone, routine.slot), "args": [agent.name, name],
+                "options": {"queue": queue},
+            }
+    return entries
+
+
+class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat ships no type hints
+    """RedBeat's scheduler, publishing fires by :mod:`runner.firing`'s rule (see the module's description)."""
+
+    Entry = SlotEntry
+    #: Set when another beat took the lock: this one stopped.
+    lost_lock = False
+
+    def __init__(self, app: Celery, **kwargs: Any) -> None:
+        self.runner_config: RunnerConfig = app.conf.ghostrunner_config
+        self._routines: dict[str, Routine] = dict(self.runner_config.routines)
+        super().__init__(app, **kwargs)
+
+    # -- the lock, before the schedule ---------------------------------------------------
+
+    def setup_schedule(self) -> None:
+        # Called from Celery's Scheduler.__init__, before RedBeat's __init__ has set these itself.
+        self.lock_key = self.app.redbeat_conf.lock_key
+        self.lock_timeout = self.app.redbeat_conf.lock_timeout
+        client = redbeat.get_redis(self.app)
+        lock = client.lock(self.lock_key, timeout=self.lock_timeout, sleep=min(1.0, self.max_interval))
+        lock.lua_extend = client.register_script(redbeat.LUA_EXTEND_TO_SCRIPT)
+        if not lock.acquire(blocking=False):
+            log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
+            lock.acquire()
+        self.lock = lock
+        log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
+        super().setup_schedule()
+        fleet = fleet_of(self.runner_config)
+        log.info("scheduler.started", agents=sorted(self.runner_config.agents), jobs=len(self.app.conf.beat_schedule),
+                 timezone=self.runner_config.timezone.key, shards=sorted(fleet.shards), role="beat")
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        try:
+            interval: float = super().tick(*args, **kwargs)
+        except redis.exceptions.LockError:
+            interval = -1.0
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError) as exc:
+            log.warning("fleet.broker_unreachable", error=str(exc))
+            return min(1.0, float(self.max_interval))
+        if interval < 0:  # the lock is another beat's now
+            log.error("fleet.beat_lost_lock", lock=self.lock_key, error="another beat holds the lock now; this one stops")
+            self.lock = None
+            self.lost_lock = True
+            raise BeatLostLock
+        return interval
+
+    # -- one pair's fires ------------------------------------------------------------------
+
+    def maybe_due(self, entry: SlotEntry, producer: Any = None, **kwargs: Any) -> float:
+        config = self.runner_config
+        agent, routine_name = entry.args
+        routine = self._routines.get(routine_name)
+        schedule: PairSchedule = entry.schedule
+        longest = float(self.max_interval)
+        if routine is None or entry.last_run_at is None:
+            return longest
+        now = self.app.now()
+        for moment in fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)[:_FIRES_PER_TICK]:
+            identity = RunIdentity.of(agent, routine, moment, config.timezone)
+            if is_late(moment, now, config.misfire_grace):
+                log.warning("scheduler.missed", agent=agent, routine=routine_name, slot=identity.slot, scheduled=moment.isoformat(),
+                            reason="late")
+            else:
+                queue = entry.options.get("queue")
+                task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
+                self.app.send_task(RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id,
+                                   producer=producer, retry=False)
+                log.info("scheduler.run_queued", agent=agent, routine=routine_name, slot=identity.slot, client_key=identity.client_key,
+                         scheduled=moment.isoformat(), trigger="cron", queue=queue, task_id=task_id)
+            entry = entry._next_instance(last_run_at=moment.astimezone(UTC))
+        following = schedule.next_after(entry.last_run_at)
+        return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())

@@ -1,0 +1,98 @@
+"""The fleet's runs record: the runner's own log lines, in one Redis stream that every worker and beat writes.
+
+A line is a ``run.finished`` or ``scheduler.missed`` event exactly as it is
+logged (the same JSON ``status`` and ``history`` read from a log), plus
+``shard`` and ``host``. The stream is trimmed to ``fleet.keep_runs`` on each
+write (``XADD ... MINID``): one record is about 600 bytes, so 500 agents x 8
+runs a day kept for 14 days is about 34 MB in Redis.
+
+A record that cannot be written (Redis restarting) waits in this process's
+memory, at most :data:`PENDING_KEPT`, and goes with the next write; a
+worker that dies meanwhile loses it, and ``status --fleet`` then shows that
+slot overdue or unknown, never well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any, Final
+
+import redis
+
+__all__ = ["PENDING_KEPT", "RECORDED_EVENTS", "RUNS_STREAM", "RunsRecord", "redis_client"]
+
+#: The stream's key in Redis.
+RUNS_STREAM: Final = "ghostrunner:runs"
+#: The events that go to the record: what status and history judge slots by.
+RECORDED_EVENTS: Final = frozenset({"run.finished", "scheduler.missed", "scheduler.started", "scheduler.agent_unusable"})
+#: Records held in memory while Redis cannot take them; the oldest go first past this.
+PENDING_KEPT: Final = 10_000
+_READ_BATCH: Final = 1000
+
+
+def redis_client(url: str, password: str | None = None, *, timeout: float = 10.0) -> redis.Redis:
+    """A client of the fleet's Redis at *url*, whose calls give up after *timeout* seconds."""
+    return redis.Redis.from_url(url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True)
+
+
+class RunsRecord:
+    """Appends log events to the runs stream, and reads them back as log lines.
+
+    One instance per process; a forked child (Celery's pool) gets its own
+    connection on its first write.
+    """
+
+    def __init__(self, url: str, password: str | None, keep: timedelta) -> None:
+        self._url = url
+        self._password = password
+        self._keep_ms = int(keep.total_seconds() * 1000)
+        self._pending: deque[str] = deque(maxlen=PENDING_KEPT)
+        self._lock = threading.Lock()
+        self._client: redis.Redis | None = None
+        self._pid = 0
+
+    def _connection(self) -> redis.Redis:
+        if self._client is None or self._pid != os.getpid():
+            self._client, self._pid = redis_client(self._url, self._password, timeout=5.0), os.getpid()
+        return self._client
+
+    def add(self, event: dict[str, Any]) -> None:
+        """Record *event* (a log event's fields), and any earlier record that is still waiting; never raises."""
+        line = json.dumps(event, ensure_ascii=False, default=str)
+        with self._lock:
+            self._pending.append(line)
+            try:
+                client = self._connection()
+                floor = int(time.time() * 1000) - self._keep_ms
+                while self._pending:
+                    client.xadd(RUNS_STREAM, {"line": self._pending[0]}, minid=floor, approximate=True)
+                    self._pending.popleft()
+            except redis.RedisError:
+                self._client = None  # reconnect on the next write; the line waits in _pending
+
+    @property
+    def waiting(self) -> int:
+        """How many records wait for Redis."""
+        return len(self._pending)
+
+    def lines(self) -> Iterator[str]:
+        """Every kept record, oldest first, as a JSON log line; read in batches, so memory stays flat.
+
+        Raises:
+            redis.RedisError: Redis cannot be read.
+        """
+        client = self._connection()
+        start = "-"
+        while True:
+            batch: list[tuple[str, dict[str, str]]] = client.xrange(RUNS_STREAM, min=start, max="+", count=_READ_BATCH)  # type: ignore[assignment]  # redis-py types the sync client's replies as Awaitable | Any
+            for _, fields in batch:
+                yield fields.get("line", "")
+            if len(batch) < _READ_BATCH:
+                return
+            start = "(" + batch[-1][0]

@@ -1,0 +1,136 @@
+"""Starting a fleet process: the checks every start makes, then ``fleet beat`` or ``fleet worker --shard S``.
+
+Each start refuses, with one line and exit 78, what would make the fleet
+unsafe or useless: no ``[fleet]`` table; a Redis that does not answer;
+``serve`` holding ``runner.lock_file`` for these agents (its runs and the
+fleet's would both run each slot). A worker also refuses a shard the
+configuration does not name.
+
+Both log as ``serve`` does, with ``shard`` (workers) and ``host`` on every
+line; the lines the runs record keeps (:mod:`runner.fleet.record`) also go
+to Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from types import FrameType
+from typing import Final
+
+import redis
+import structlog
+from celery.beat import Service
+
+from journal import JournalError
+from runner._memory import open_journal
+from runner.catchup import UnusableAgent
+from runner.config import RunnerConfig
+from runner.deployment_lock import DeploymentLock
+from runner.engine import open_failure
+from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
+from runner.fleet.app import broker_password, fleet_app, fleet_of
+from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
+from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
+from runner.fleet.tasks import hold_shard
+from runner.logs import configure_logging
+
+__all__ = ["check_start", "runs_record", "start_beat", "start_worker"]
+
+log = structlog.get_logger()
+_PING_SECONDS: Final = 5.0
+
+
+def runs_record(config: RunnerConfig) -> RunsRecord:
+    """The runs record of *config*'s fleet."""
+    fleet = fleet_of(config)
+    return RunsRecord(fleet.broker, broker_password(config), fleet.keep_runs)
+
+
+def check_start(config: RunnerConfig) -> None:
+    """Refuse a start this configuration cannot make safely (see the module's description).
+
+    Raises:
+        ConfigError: no [fleet] table, or its password variable is not set.
+        FleetUnavailableError: Redis does not answer, or serve runs these agents.
+    """
+    fleet = fleet_of(config)
+    try:
+        redis_client(fleet.broker, broker_password(config), timeout=_PING_SECONDS).ping()
+    except redis.RedisError as exc:
+        raise FleetUnavailableError(f"cannot reach the fleet's Redis at {fleet.broker} (fleet.broker): {exc}",
+                                    "start redis-server there, or correct fleet.broker in " + config.source) from None
+    if DeploymentLock(config.lock_file).is_held():
+        raise FleetUnavailableError(f"ghostrunner serve holds {str(config.lock_file)!r} (runner.lock_file) for these agents",
+                                    "stop serve before starting the fleet: both would run every slot")
+
+
+def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
+    structlog.contextvars.bind_contextvars(**context, host=socket.gethostname())
+    configure_logging(level=level, tee=(RECORDED_EVENTS, runs_record(config).add))
+
+
+def _unusable(config: RunnerConfig, agents: tuple[str, ...]) -> list[UnusableAgent]:
+    """The agents among *agents* whose journal this host cannot open (each of their runs will fail with the reason)."""
+    problems = []
+    for name in agents:
+        agent = config.agent(name)
+        try:
+            open_journal(agent).close()
+        except (RunnerError, JournalError, OSError) as exc:
+            problems.append(UnusableAgent(name, str(agent.journal_root), open_failure(agent, exc)[0]))
+    return problems
+
+
+def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = None, level: str = "info") -> int:
+    """Run a worker of *shard* until SIGTERM (warm: in-flight runs finish); its exit status.
+
+    Raises:
+        UnknownNameError: the configuration has no such shard.
+        FleetUnavailableError, ConfigError: see :func:`check_start`.
+    """
+    fleet = fleet_of(config)
+    if shard not in fleet.shards:
+        raise UnknownNameError("shard", shard, sorted(fleet.shards))
+    check_start(config)
+    _log_to(config, level, shard=shard)
+    for problem in _unusable(config, fleet.shards[shard]):
+        log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
+    hold_shard(config, shard)
+    app = fleet_app(config)
+    processes = concurrency or config.max_concurrent_runs
+    log.info("scheduler.started", agents=list(fleet.shards[shard]), timezone=config.timezone.key, pid=os.getpid(),
+             max_concurrent_runs=processes, role="worker", queue=fleet.queue_of(shard))
+    worker = app.Worker(queues=[fleet.queue_of(shard)], concurrency=processes, pool="prefork", quiet=True, without_gossip=True,
+                        without_mingle=True, optimization="fair", hostname=f"{shard}@{socket.gethostname()}.{os.getpid()}",
+                        loglevel=level.upper())
+    worker.start()
+    code: int = worker.exitcode or 0
+    return code
+
+
+def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
+    """Run a beat until SIGTERM: the active one while it holds the lock, a standby until it gets it.
+
+    Raises:
+        FleetUnavailableError, ConfigError: see :func:`check_start`.
+    """
+    check_start(config)
+    _log_to(config, level)
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    service = Service(app=app, scheduler_cls=SlotScheduler, max_interval=app.conf.beat_max_loop_interval)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("scheduler.stopping", signal=signal.Signals(signum).name, in_flight=0, waiting=0)
+        raise SystemExit(0)  # Service.start ends its loop on it, and releases the lock for the standby at once
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    service.start()  # returns on SystemExit, having closed the scheduler
+    if service.scheduler.lost_lock:
+        return BeatLostLock.code_of_exit
+    log.info("scheduler.stopped", killed=0)
+    return 0

@@ -1,0 +1,110 @@
+"""The task a fleet worker runs: one slot of one agent's routine, through :func:`runner.engine.run_at`.
+
+The task carries the fire time beat published it for, never "now": a task
+that waits in Redis (no worker of its shard was up) still runs its own
+slot. A worker runs only its shard's agents; a task for another agent (a
+configuration that differs between hosts) is refused with
+``fleet.task_refused`` and acknowledged, since no retry can fix it.
+
+A run that failed for a transient reason is run again, as under ``serve``
+(:mod:`runner.slot_retries`): at most ``runner.slot_retries`` times, the
+first ``runner.slot_retry_delay`` later and doubling, while the routine has
+not fired again. A rerun is a new task of the same slot, so its client key
+makes it find the entry if one got there meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from celery import Task
+
+from runner.config import RunnerConfig
+from runner.engine import run_at
+from runner.errors import NoScheduledTimeError, RunInterrupted, UnknownNameError
+from runner.run_contract import RunResult
+from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
+from runner.slots import cron_trigger
+
+__all__ = ["ShardWork", "hold_shard", "run_slot_task"]
+
+log = structlog.get_logger()
+
+
+@dataclass(frozen=True, slots=True)
+class ShardWork:
+    """What this worker process serves: the configuration and the shard whose agents it holds."""
+
+    config: RunnerConfig
+    shard: str
+
+    def holds(self, agent: str) -> bool:
+        return self.config.fleet is not None and agent in self.config.fleet.shards.get(self.shard, ())
+
+
+_work: ShardWork | None = None
+
+
+def hold_shard(config: RunnerConfig, shard: str) -> None:
+    """Make this process (and the pool processes it forks) run *shard*'s tasks under *config*."""
+    global _work  # noqa: PLW0603 - one worker process serves one shard: the pool's children inherit it at fork
+    _work = ShardWork(config, shard)
+
+
+def _scheduled(text: object) -> datetime | None:
+    """The fire time a task carries (an ISO 8601 time with its offset), or None for anything else."""
+    try:
+        moment = datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
+def _refuse(task: Task, agent: str, routine: str, scheduled: object, error: str) -> None:
+    """Log a task no run can come of (acknowledged all the same: no retry can fix it)."""
+    log.error("fleet.task_refused", agent=agent, routine=routine, scheduled=scheduled, task_id=task.request.id, error=error)
+
+
+def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: str, routine: str, scheduled: datetime) -> None:
+    """Publish the slot's next run after a transient failure, while retries and the slot's time last (raises celery's Retry)."""
+    if not needs_rerun(result):
+        return
+    config = work.config
+    rerun = int(task.request.retries or 0) + 1
+    trigger = cron_trigger(config.routines[routine].schedule, config.timezone)
+    now = datetime.now(UTC)
+    when = rerun_time(rerun=rerun, retries=config.slot_retries, delay=config.slot_retry_delay, failed_at=now,
+                      deadline=next_fire_after(trigger, scheduled))
+    if when is None:
+        return
+    slot = result.slot if result is not None else None
+    log.info("scheduler.retry_scheduled", agent=agent, routine=routine, slot=slot, scheduled=scheduled.isoformat(), rerun=rerun,
+             run_date=when.isoformat())
+    raise task.retry(countdown=max(0.0, (when - now).total_seconds()), max_retries=config.slot_retries)
+
+
+def run_slot_task(task: Task, agent: str, routine: str, scheduled: str) -> dict[str, Any] | None:
+    """Run *routine* of *agent* for the fire time *scheduled*; the run's result, or None when the task is refused."""
+    work = _work
+    if work is None:
+        raise RuntimeError("this process serves no shard: start it with ghostrunner fleet worker")
+    if not work.holds(agent):
+        _refuse(task, agent, routine, scheduled, f"agent {agent!r} is not in shard {work.shard!r} here: check that every host has the same [fleet.shards]")
+        return None
+    at = _scheduled(scheduled)
+    if at is None:
+        _refuse(task, agent, routine, scheduled, "the task's fire time is no ISO 8601 time with a UTC offset")
+        return None
+    try:
+        result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds())
+    except (UnknownNameError, NoScheduledTimeError) as exc:
+        _refuse(task, agent, routine, scheduled, str(exc))
+        return None
+    except RunInterrupted as exc:  # the worker is going down: the run logged its end; the slot may run again
+        _plan_rerun(task, work, exc.result, agent, routine, at)
+        raise
+    _plan_rerun(task, work, result, agent, routine, at)
+    return result.to_dict()
