@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-
 import pytest
 import structlog
 from structlog.testing import capture_logs
