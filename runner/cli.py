@@ -74,7 +74,7 @@ from runner._cli_support import (
 from runner._progress import TerminalProgress
 from runner._views import show_run, show_simulation
 from runner.demo import DEMO_DAYS, DEMO_START
-from runner.errors import quoted
+from runner.errors import ConfigError, quoted
 from runner.pauses import paused_or_unknown
 from runner.provenance import allow_mixing, describe_calls
 from runner.report import build_run_report
@@ -155,6 +155,9 @@ def serve(settings: Settings, config_path: Path | None) -> None:
     """
     configure_logging(stream=sys.stdout, level=settings.log_level or "info")
     config = settings.config(config_path)
+    if config.fleet is not None:
+        raise ConfigError(config.source, "fleet", "no [fleet] table for serve (the fleet's beat schedules these agents, and both would run "
+                                                  "every slot): run ghostrunner fleet beat and fleet worker, or remove [fleet]", "a [fleet] table")
     notifier = Notifier.from_environ()
     interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
     try:
