@@ -216,16 +216,20 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         now = self.app.now()
         for moment in fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)[:_FIRES_PER_TICK]:
             identity = RunIdentity.of(agent, routine, moment, config.timezone)
-            if is_late(moment, now, config.misfire_grace):
+            queue = entry.options.get("queue")
+            task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
+            late = is_late(moment, now, config.misfire_grace)
+            if not late:
+                self.app.send_task(RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id,
+                                   producer=producer, retry=False)
+            # Noted right after the publish, and logged only then: the one moment a kill makes the next
+            # beat publish the fire again is between these two Redis calls.
+            entry = entry._next_instance(last_run_at=moment.astimezone(UTC))
+            if late:
                 log.warning("scheduler.missed", agent=agent, routine=routine_name, slot=identity.slot, scheduled=moment.isoformat(),
                             reason="late")
             else:
-                queue = entry.options.get("queue")
-                task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
-                self.app.send_task(RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id,
-                                   producer=producer, retry=False)
                 log.info("scheduler.run_queued", agent=agent, routine=routine_name, slot=identity.slot, client_key=identity.client_key,
                          scheduled=moment.isoformat(), trigger="cron", queue=queue, task_id=task_id)
-            entry = entry._next_instance(last_run_at=moment.astimezone(UTC))
         following = schedule.next_after(entry.last_run_at)
         return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())
