@@ -27,3 +27,10 @@ Nothing here is imported by the rest of the runner: the ``fleet`` extra
 (Celery, RedBeat, redis-py) is needed only by the fleet's commands.
 Dependencies run one way: ``cli -> beat, tasks -> app -> record``.
 """
+
+from typing import Final
+
+__all__ = ["FLEET_EVENTS"]
+
+#: The log events only the fleet's processes write (the README's "The fleet's log lines" lists their fields).
+FLEET_EVENTS: Final = ("fleet.beat_standby", "fleet.beat_active", "fleet.beat_lost_lock", "fleet.broker_unreachable", "fleet.task_refused")

@@ -26,6 +26,7 @@ fire before that is run or recorded.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -166,6 +167,9 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
 
     def __init__(self, app: Celery, **kwargs: Any) -> None:
         self.runner_config: RunnerConfig = app.conf.ghostrunner_config
+        # Shared with whoever runs this beat (runner.fleet.service): set once the lock is held; set to ask for a stop.
+        self._active: threading.Event = app.conf.get("ghostrunner_active") or threading.Event()
+        self._stop: threading.Event = app.conf.get("ghostrunner_stop") or threading.Event()
         self._routines: dict[str, Routine] = dict(self.runner_config.routines)
         super().__init__(app, **kwargs)
 
@@ -182,6 +186,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
             lock.acquire()
         self.lock = lock
+        self._active.set()
         log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
         super().setup_schedule()
         fleet = fleet_of(self.runner_config)
@@ -189,6 +194,8 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                  timezone=self.runner_config.timezone.key, shards=sorted(fleet.shards), role="beat")
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self._stop.is_set():
+            raise SystemExit(0)  # celery's Service ends its loop on it, and closes the scheduler: the lock goes at once
         try:
             interval: float = super().tick(*args, **kwargs)
         except redis.exceptions.LockError:

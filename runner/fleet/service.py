@@ -13,9 +13,11 @@ to Redis.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import threading
 from types import FrameType
 from typing import Final
 
@@ -121,16 +123,24 @@ def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
     app = fleet_app(config)
     app.conf.beat_schedule = beat_schedule(config)
     app.conf.ghostrunner_config = config
+    active = app.conf.ghostrunner_active = threading.Event()
+    stop_asked = app.conf.ghostrunner_stop = threading.Event()
+    received: list[str] = []
     service = Service(app=app, scheduler_cls=SlotScheduler, max_interval=app.conf.beat_max_loop_interval)
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        log.info("scheduler.stopping", signal=signal.Signals(signum).name, in_flight=0, waiting=0)
-        raise SystemExit(0)  # Service.start ends its loop on it, and releases the lock for the standby at once
+        # Nothing is logged here: the signal may have come in the middle of writing a log line.
+        received.append(signal.Signals(signum).name)
+        stop_asked.set()  # the active beat stops at its next tick, between two Redis calls, and frees the lock
+        if not active.is_set():
+            raise SystemExit(0)  # a standby, waiting for the lock: it holds nothing and has written nothing
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    service.start()  # returns on SystemExit, having closed the scheduler
-    if service.scheduler.lost_lock:
+    with contextlib.suppress(SystemExit):  # raised by a standby, before Service.start's own loop (which catches it itself)
+        service.start()
+    if active.is_set() and service.scheduler.lost_lock:
         return BeatLostLock.code_of_exit
+    log.info("scheduler.stopping", signal=received[0] if received else None, in_flight=0, waiting=0)
     log.info("scheduler.stopped", killed=0)
     return 0

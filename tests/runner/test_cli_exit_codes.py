@@ -28,6 +28,7 @@ from journal.cli import cli as journal_cli
 from runner import (
     BackendError,
     ConfigError,
+    FleetUnavailableError,
     NoScheduledTimeError,
     RunnerError,
     ScheduleNotExpressibleError,
@@ -50,6 +51,7 @@ DOCUMENTED: list[tuple[RunnerError | JournalError, int]] = [
     (UnknownNameError("agent", "batou", ["motoko"]), 2),
     (NoScheduledTimeError("evening", "0 21 * * *", datetime(1970, 1, 1, tzinfo=UTC)), 2),
     (SchedulerBusyError(Path("/run/ghostrunner.lock")), 75),
+    (FleetUnavailableError("cannot reach the fleet's Redis at redis://10.0.0.5:6379/0 (fleet.broker): refused", "start redis-server there"), 78),
     (StateFileError(Path("/var/lib/ghostrunner/serve.state/pauses.json"), "the pause file is not JSON", "remove it"), 1),
     (JournalNotFoundError(Path("/srv/journal")), 3),
     (EntryNotFoundError("e1"), 3),
