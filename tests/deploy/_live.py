@@ -28,9 +28,10 @@ from typing import Any, TypeVar
 SYSTEMD = "/lib/systemd/systemd"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CGROUPS = Path("/sys/fs/cgroup")
-#: Host units the booted copy must not start: a database nobody here needs, a clock daemon that may
-#: set the (shared) system clock from a stamp file, and a getty for a console that is /dev/null.
-MASKED = ("postgresql.service", "systemd-timesyncd.service", "console-getty.service")
+#: Host units the booted copy must not start: databases nobody here needs (the fleet's tests start their
+#: own redis-server on the loopback), a clock daemon that may set the (shared) system clock from a stamp
+#: file, and a getty for a console that is /dev/null.
+MASKED = ("postgresql.service", "redis-server.service", "systemd-timesyncd.service", "console-getty.service")
 
 T = TypeVar("T")
 
