@@ -24,6 +24,7 @@ from runner.errors import (
     UnknownNameError,
 )
 from runner.history import build_history
+from runner.k8s import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
 from runner.logs import configure_logging
 from runner.notify import Notifier
 from runner.oncalendar import ScheduleNotExpressibleError
@@ -37,6 +38,7 @@ from runner.units import Rendering, default_exec_argv, refuse_warnings, render_u
 __all__ = [
     "CONFIG_ENVVAR",
     "DURATION_EXPECTED",
+    "KUBERNETES_VERSION",
     "OUTCOMES",
     "AgentConfig",
     "Backend",
@@ -46,6 +48,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "DemoReport",
+    "Manifests",
     "NoScheduledTimeError",
     "Notifier",
     "PauseBook",
@@ -73,6 +76,7 @@ __all__ = [
     "parse_duration",
     "read_log",
     "refuse_warnings",
+    "render_manifests",
     "render_units",
     "run_at",
     "run_demo",
@@ -80,5 +84,6 @@ __all__ = [
     "simulate",
     "simulate_agent",
     "simulation_window",
+    "write_manifests",
     "write_units",
 ]

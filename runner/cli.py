@@ -53,6 +53,7 @@ from runner import (
     simulation_window,
     write_units,
 )
+from runner._cli_k8s import K8S_COMMANDS
 from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner._cli_support import (
     LOG_LEVELS,
@@ -411,7 +412,7 @@ def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) ->
         click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
 
 
-for _command in OPERATE_COMMANDS:
+for _command in (*OPERATE_COMMANDS, *K8S_COMMANDS):
     cli.add_command(_command)
 
 

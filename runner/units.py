@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from runner._unitfiles import RENDERED_MARKER, write_unit_files
@@ -334,16 +334,21 @@ def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal:
     return warnings
 
 
-def refuse_warnings(rendering: Rendering) -> None:
-    """``--strict``: a rendering with warnings is refused whole, since each names a unit that would not work as meant.
+class _Warned(Protocol):
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+
+
+def refuse_warnings(rendering: _Warned, noun: str = "unit") -> None:
+    """``--strict``: a rendering with warnings is refused whole, since each names a *noun* that would not work as meant.
 
     Raises:
-        UnitRenderError: with exit code 78 (EX_CONFIG), when *rendering* has warnings.
+        UnitRenderError: with exit code 78 (EX_CONFIG), when *rendering* (units, or manifests) has warnings.
     """
     if rendering.warnings:
         count = len(rendering.warnings)
         raise UnitRenderError("--strict", f"render found {count} problem{'s' if count > 1 else ''} (the warning{'s' if count > 1 else ''} "
-                              "above) and wrote no unit; fix them, or render without --strict", exit_code=78)
+                              f"above) and wrote no {noun}; fix them, or render without --strict", exit_code=78)
 
 
 def write_units(rendering: Rendering, out: Path) -> list[Path]:
