@@ -141,6 +141,11 @@ def run_argv(routine: str, agent: str) -> list[str]:
     return ["ghostrunner", "run", f"--config={CONFIG_PATH}", f"--agent={agent}", "--", routine]
 
 
+def _key(table: str, name: str) -> str:
+    """The configuration key of *name*; a name that is not a plain word (only through the Python API) is quoted, so the key stays one line."""
+    return f"{table}.{name if re.fullmatch(r'[A-Za-z0-9_.@-]+', name) else repr(name)}"
+
+
 def _container_word(word: str, field: str) -> str:
     """*word* as a container's command carries it: Kubernetes expands ``$(NAME)`` there, and ``$$`` is one ``$``."""
     found = _UNSENDABLE.search(word)
@@ -288,7 +293,7 @@ def _claims(config: RunnerConfig, namespace: str, storage: str) -> tuple[dict[st
 def _pod_spec(config: RunnerConfig, agent: str, routine: str, *, image: str, mount: str, claim: str,
               items: list[dict[str, str]]) -> dict[str, Any]:
     hybrid = config.agents[agent].memory == "hybrid"  # the sentence model in memory
-    fields = {f"--agent={agent}": f"agents.{agent}", routine: f"routines.{routine}"}
+    fields = {f"--agent={agent}": _key("agents", agent), routine: _key("routines", routine)}
     container = {
         "name": _CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
         "command": [_container_word(word, fields.get(word, "--config")) for word in run_argv(routine, agent)],
@@ -358,7 +363,8 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
             name = dns_name("", routine_name, agent_name, limit=CRONJOB_NAME_MAX)
             plan = restart_plan(config, schedule, run_time, today)
             deadline = (plan.reruns + 1) * run_time
-            if config.misfire_grace + deadline >= plan.gap:
+            if config.misfire_grace + deadline >= plan.gap and agent_name == min(name for name, other in config.agents.items()
+                                                                                  if routine_name in other.routines):  # once a routine
                 warnings.append(f"routine {routine_name!r} ({schedule}) fires every {int(plan.gap.total_seconds())} s or more often, within "
                                 f"misfire_grace + run_timeout + 30 s ({int((config.misfire_grace + deadline).total_seconds())} s): a late pod "
                                 "could start after the next fire and run that slot instead of its own; shorten misfire_grace or run_timeout")
