@@ -7,10 +7,10 @@ from typing import Final
 
 import click
 
-from runner._cli_support import Settings, config_option, raise_storage_failure
+from runner._cli_support import Settings, config_option, write_rendered
 from runner.errors import quoted
 from runner.k8s import render_manifests, write_manifests
-from runner.units import STATE_DIRECTORY, refuse_warnings
+from runner.units import STATE_DIRECTORY
 
 __all__ = ["K8S_COMMANDS"]
 
@@ -54,19 +54,7 @@ def render(settings: Settings, config_path: Path | None, out_text: str, image: s
     if config.config_file is None:
         raise click.UsageError("Kubernetes manifests need a configuration file for the pods to read; pass --config FILE")
     manifests = render_manifests(config, image=image, namespace=namespace, journal_mount=journal_mount, storage=storage)
-    warnings = [f"ghostrunner: warning: {warning}" for warning in manifests.warnings]
-    if strict and warnings:
-        click.echo("\n".join(warnings), err=True)
-        refuse_warnings(manifests, "manifest")
-    try:
-        written = write_manifests(manifests, out)
-    except OSError as exc:
-        raise_storage_failure(exc, out, "write the manifests into")
-        raise
-    for path in written:
-        click.echo(f"wrote {path}")
-    for warning in warnings:  # after the files are written: a refused --out is the one line of its error
-        click.echo(warning, err=True)
+    write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict)
     click.echo(f"\napply: kubectl apply -f {out}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
 
 
