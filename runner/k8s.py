@@ -11,6 +11,9 @@
   ``[fleet]`` (one for all agents without it), mounted at ``--journal-mount``;
   ReadWriteOnce keeps a shard's journals on one node at a time, as the
   journal's writer lock and durable publish need a local filesystem;
+* ``networkpolicy-ghostrunner-runs.json``: no connection into the pods (they
+  serve nothing), and none out of them either when every agent is simulated,
+  as the systemd units' ``IPAddressDeny=any``;
 * ``cronjob-…json``: one per (agent, routine), running
   ``ghostrunner run --config=… --agent=AGENT -- ROUTINE``.
 
@@ -68,6 +71,7 @@ from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import ScheduleNotExpressibleError, expand_schedule
 from runner.state_dir import state_dir
+from runner.units import is_loopback
 
 __all__ = [
     "CONFIG_PATH",
@@ -275,6 +279,18 @@ def _config_files(text: str, directory: Path) -> tuple[dict[str, str], list[dict
     return data, items
 
 
+def _network_policy(config: RunnerConfig, namespace: str) -> dict[str, str]:
+    """The runs' NetworkPolicy: nothing in; nothing out either when no backend needs the network (simulated agents only)."""
+    offline = all(agent.backend.type == "simulated" for agent in config.agents.values())
+    spec: dict[str, Any] = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "ghostrunner", "app.kubernetes.io/component": "run"}},
+                            "policyTypes": ["Ingress", "Egress"] if offline else ["Ingress"], "ingress": []}
+    if offline:
+        spec["egress"] = []
+    manifest = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("ghostrunner-runs", namespace, "runs"),
+                "spec": spec}
+    return {"networkpolicy-ghostrunner-runs.json": _text(manifest)}
+
+
 def _claims(config: RunnerConfig, namespace: str, storage: str) -> tuple[dict[str, str], dict[str, str]]:
     """(file name to text of each PersistentVolumeClaim, agent to its claim's name)."""
     shards = dict(config.fleet.shards) if config.fleet is not None else {"": tuple(sorted(config.agents))}
@@ -352,6 +368,10 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
                                                          "data": data})}
     files["serviceaccount-ghostrunner.json"] = _text({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(_ACCOUNT, namespace, "runs"),
                                                       "automountServiceAccountToken": False})
+    files |= _network_policy(config, namespace)
+    warnings += [f"agent {name!r}'s openai backend {agent.backend.base_url!r} is on localhost, which in a pod is the pod itself; "
+                 "point base_url at the model server's Service" for name, agent in sorted(config.agents.items())
+                 if agent.backend.type == "openai" and is_loopback(agent.backend.base_url)]
     claim_files, claim_of = _claims(config, namespace, storage)
     files |= claim_files
     cronjobs: list[tuple[str, str]] = []

@@ -62,7 +62,7 @@ from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 
-__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
+__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "is_loopback", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
 
 WATCHDOG_SECONDS: Final = 60
 _STOP_MARGIN: Final = timedelta(seconds=30)
@@ -108,7 +108,8 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether *url*'s host is this host (localhost, or a loopback address)."""
     host = urlsplit(url).hostname or ""
     if host == "localhost":
         return True
@@ -125,7 +126,7 @@ def _network_lines(config: RunnerConfig) -> list[str]:
     lines = ["RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"]
     if any(backend.type == "command" for backend in backends):
         return [*lines, "# A command backend may need the network: no IP address restriction."]
-    if all(_is_loopback(backend.base_url) for backend in backends if backend.type == "openai"):
+    if all(is_loopback(backend.base_url) for backend in backends if backend.type == "openai"):
         return [*lines, "# Every openai backend is on this host: loopback only.", "IPAddressDeny=any", "IPAddressAllow=localhost"]
     return [*lines, "# An openai backend is on another host: no IP address restriction."]
 

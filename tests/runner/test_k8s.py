@@ -145,7 +145,7 @@ def test_every_rendered_file_validates_strictly_against_the_named_kubernetes_ver
         assert kubernetes_validate.validate(data, KUBERNETES_VERSION, strict=True) == KUBERNETES_VERSION.rsplit(".", 1)[0]
         kinds.append(data["kind"])
         assert path.name == f"{data['kind'].lower()}-{data['metadata']['name']}.json"
-    assert sorted(set(kinds)) == ["ConfigMap", "CronJob", "PersistentVolumeClaim", "ServiceAccount"]
+    assert sorted(set(kinds)) == ["ConfigMap", "CronJob", "NetworkPolicy", "PersistentVolumeClaim", "ServiceAccount"]
     assert kinds.count("CronJob") == len(SCHEDULES) * 2 and kinds.count("PersistentVolumeClaim") == 1
 
 
@@ -266,6 +266,25 @@ def test_the_pod_is_sandboxed_as_the_systemd_units_are(base_config: RunnerConfig
         mounts = {mount["name"]: mount for mount in _container(cronjob)["volumeMounts"]}
         assert mounts["config"] == {"name": "config", "mountPath": "/etc/ghostrunner", "readOnly": True}
         assert mounts["journals"]["mountPath"] == "/var/lib/ghostrunner" and "readOnly" not in mounts["journals"]
+
+
+@pytest.mark.parametrize(("backend", "offline", "warning"), [
+    ("", True, None),
+    ('backend = { type = "openai", base_url = "https://api.example.com/v1" }\n', False, None),
+    ('backend = { type = "openai", base_url = "http://127.0.0.1:11434/v1" }\n', False, "agent 'motoko''s openai backend 'http://127.0.0.1:11434/v1' is on localhost"),
+], ids=["simulated", "remote", "localhost"])
+def test_the_network_policy_follows_the_backends(tmp_path: Path, backend: str, offline: bool, warning: str | None) -> None:
+    """Nothing reaches into a run's pod; with simulated agents only nothing leaves it (IPAddressDeny=any); localhost in a pod warns."""
+    path = _config_file(tmp_path, routines={"evening": "30 21 * * *"}, agents=("motoko",), extra=backend)  # in motoko's table, the last
+    manifests = _render(load_config(path))
+    [policy] = [data for data in _objects(manifests).values() if data["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"] == []
+    assert policy["spec"]["policyTypes"] == (["Ingress", "Egress"] if offline else ["Ingress"])
+    assert policy["spec"].get("egress") == ([] if offline else None)
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    for cronjob in _cronjobs(manifests).values():
+        assert selector.items() <= cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"].items()
+    assert [item[:len(warning or "")] for item in manifests.warnings] == ([] if warning is None else [warning])
 
 
 def test_the_configmap_holds_the_configuration_and_its_persona_where_the_pod_looks(base_config: RunnerConfig) -> None:
