@@ -114,7 +114,8 @@ def _is_own(head: bytes) -> bool:
         data = json.loads(head.decode("utf-8"))
     except (ValueError, RecursionError):  # not JSON (or a truncated or deeply nested one): not render's
         return False
-    labels = data.get("metadata", {}).get("labels", {}) if isinstance(data, dict) else {}
+    metadata = data.get("metadata") if isinstance(data, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
     return isinstance(labels, dict) and labels.get(_MANAGED_LABEL) == MANAGED_BY
 
 

@@ -381,10 +381,12 @@ def test_a_bad_out_is_a_clear_error_and_nothing_is_written_through_it(tmp_path: 
     result = render(out)
     assert result.returncode == 2 and "is a symbolic link (to" in result.stderr and (tmp_path / "file").read_text(encoding="utf-8") == "keep"
     victim.unlink()
-    victim.write_text('{"kind": "ConfigMap", "metadata": {"labels": {"app.kubernetes.io/managed-by": "someone-else"}}}\n', encoding="utf-8")
-    result = render(out)
-    assert result.returncode == 2 and "exists and was not written by ghostrunner k8s render" in result.stderr
-    assert result.stderr.count("\n") == 1
+    for foreign in ('{"kind": "ConfigMap", "metadata": {"labels": {"app.kubernetes.io/managed-by": "someone-else"}}}\n', '{"metadata": []}',
+                    '{"metadata": {"labels": "app.kubernetes.io/managed-by"}}', "[" * 100_000, "kind: ConfigMap\n", "\xff"):
+        victim.write_text(foreign, encoding="utf-8")
+        result = render(out)
+        assert result.returncode == 2 and "exists and was not written by ghostrunner k8s render" in result.stderr, (foreign[:40], result.stderr)
+        assert result.stderr.count("\n") == 1 and victim.read_text(encoding="utf-8") == foreign
 
 
 def test_rendering_is_deterministic_and_replaces_its_own_files(tmp_path: Path, base_config: RunnerConfig) -> None:
