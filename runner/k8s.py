@@ -93,6 +93,8 @@ CONFIG_PATH: Final = PurePosixPath("/etc/ghostrunner/ghostrunner.toml")
 #: ``kubectl apply --prune -l app.kubernetes.io/managed-by=ghostrunner`` can remove the objects render no longer writes.
 MANAGED_BY: Final = "ghostrunner"
 _MANAGED_LABEL: Final = "app.kubernetes.io/managed-by"
+#: On a run's pod: the claim of its shard's journals.
+_JOURNALS_LABEL: Final = "ghostrunner/journals"
 #: The unprivileged user pods run as (the image need not know it: the journals' volume is given its group).
 RUN_AS_USER: Final = 10001
 _ACCOUNT: Final = "ghostrunner"
@@ -324,7 +326,11 @@ def _pod_spec(config: RunnerConfig, agent: str, routine: str, *, image: str, mou
                          {"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 - the pod's own empty /tmp, as PrivateTmp=yes gives
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    # A ReadWriteOnce volume is attached to one node at a time: a pod of the shard elsewhere waits (within its deadline) for the
+    # others to end, so the scheduler is asked to put a shard's pods beside each other.
+    beside = {"labelSelector": {"matchLabels": {_JOURNALS_LABEL: claim}}, "topologyKey": "kubernetes.io/hostname"}
     return {
+        "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": beside}]}},
         "serviceAccountName": _ACCOUNT, "automountServiceAccountToken": False,
         # No variables for every Service in the namespace: nothing the run reads, and nothing $(NAME) could pick up.
         "enableServiceLinks": False, "restartPolicy": "Never",
@@ -397,7 +403,7 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
                     {"action": "FailJob", "onExitCodes": {"containerName": _CONTAINER, "operator": "In", "values": list(NO_RESTART_STATUSES)}},
                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
                 ]},
-                "template": {"metadata": {"labels": _meta(name, namespace, "run")["labels"]},
+                "template": {"metadata": {"labels": _meta(name, namespace, "run")["labels"] | {_JOURNALS_LABEL: claim_of[agent_name]}},
                              "spec": _pod_spec(config, agent_name, routine_name, image=image, mount=mount, claim=claim_of[agent_name],
                                                items=items)},
             }

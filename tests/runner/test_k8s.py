@@ -311,7 +311,14 @@ def test_each_cronjob_mounts_the_claim_of_its_agents_shard(tmp_path: Path) -> No
     for (agent, _), cronjob in _cronjobs(_render(config)).items():
         volumes = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["volumes"]
         [journals] = [volume for volume in volumes if volume["name"] == "journals"]
-        assert journals["persistentVolumeClaim"]["claimName"] == claims[config.fleet.shard_of(agent)]["metadata"]["name"], agent
+        claim = claims[config.fleet.shard_of(agent)]["metadata"]["name"]
+        assert journals["persistentVolumeClaim"]["claimName"] == claim, agent
+        template = cronjob["spec"]["jobTemplate"]["spec"]["template"]
+        [preferred] = template["spec"]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        beside = preferred["podAffinityTerm"]  # the shard's pods on one node, where its ReadWriteOnce volume is attached
+        assert beside["topologyKey"] == "kubernetes.io/hostname"
+        assert beside["labelSelector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+        assert beside["labelSelector"]["matchLabels"] == {"ghostrunner/journals": claim}
     single = _objects(_render(replace(config, fleet=None)))
     assert [data["metadata"]["name"] for data in single.values() if data["kind"] == "PersistentVolumeClaim"] == ["ghostrunner-journals"]
 
