@@ -69,7 +69,7 @@ from runner._unitrestart import NO_RESTART_STATUSES, restart_plan
 from runner._unitsyntax import STATE_DIRECTORY, normal_path
 from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
-from runner.oncalendar import ScheduleNotExpressibleError, expand_schedule
+from runner.oncalendar import ScheduleNotExpressibleError, expand_schedule, skipped_local_times
 from runner.state_dir import state_dir
 from runner.units import is_loopback
 
@@ -384,6 +384,13 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
     cronjobs: list[tuple[str, str]] = []
     timezone = config.timezone.key
     run_time = config.run_timeout + _STOP_MARGIN
+    for routine_name in sorted({name for agent in config.agents.values() for name in agent.routines}):
+        # Kubernetes' cron library steps through the hours in real time, so it never meets a skipped one (as systemd's timers).
+        skipped = skipped_local_times(routine_name, config.routines[routine_name].schedule, config.timezone, today)
+        if skipped:
+            warnings.append(f"routine {routine_name!r} ({config.routines[routine_name].schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time "
+                            f"{timezone} skips for daylight saving: its CronJobs will not fire that day (serve runs it after the gap); "
+                            "pick a time outside the gap")
     for agent_name, agent in sorted(config.agents.items()):
         for routine_name in agent.routines:
             schedule = config.routines[routine_name].schedule

@@ -238,14 +238,23 @@ def test_a_schedule_whose_late_run_could_reach_the_next_fire_warns_and_strict_re
     """Every 10 minutes with misfire_grace 10m: a pod starting late could run the next slot as its own; --strict writes nothing."""
     path = _config_file(tmp_path, routines={"often": "*/10 * * * *", "evening": "30 21 * * *"})
     warnings = _render(load_config(path)).warnings
-    assert warnings == (("routine 'often' (*/10 * * * *) fires every 600 s or more often, within misfire_grace + run_timeout + 30 s (630 s): "
-                         "a late pod could start after the next fire and run that slot instead of its own; shorten misfire_grace or run_timeout"),)
+    gaps = [warning for warning in warnings if "skips for daylight saving" not in warning]  # 02:00-02:50 on the spring-forward day
+    assert gaps == [("routine 'often' (*/10 * * * *) fires every 600 s or more often, within misfire_grace + run_timeout + 30 s (630 s): "
+                     "a late pod could start after the next fire and run that slot instead of its own; shorten misfire_grace or run_timeout")]
     result = ghostrunner("k8s", "render", "--config", str(path), "--image", IMAGE, "--out", str(tmp_path / "out"), "--strict")
     assert result.returncode == 78 and not (tmp_path / "out").exists()
-    assert result.stderr.splitlines()[-1].startswith("ghostrunner: error: --strict: render found 1 problem (the warning above) and wrote no manifest")
+    assert result.stderr.splitlines()[-1].startswith("ghostrunner: error: --strict: render found 2 problems (the warnings above) and wrote no manifest")
     quick = _config_file(tmp_path / "quick", runner='journal_root = "/var/lib/ghostrunner/{agent}"\nmisfire_grace = "1m"\nrun_timeout = "1m"\n',
                          routines={"often": "*/10 * * * *"})
-    assert _render(load_config(quick)).warnings == ()
+    assert [warning for warning in _render(load_config(quick)).warnings if "skips for daylight saving" not in warning] == []
+
+
+def test_a_time_the_zone_skips_warns(tmp_path: Path) -> None:
+    """02:30 does not exist on Berlin's spring-forward day: the CronJob does not fire then, while serve runs it after the gap."""
+    path = _config_file(tmp_path, routines={"night": "30 2 * * *", "evening": "30 21 * * *"})
+    assert _render(load_config(path)).warnings == (
+        ("routine 'night' (30 2 * * *) is due at 2027-03-28 02:30, a time Europe/Berlin skips for daylight saving: its CronJobs will not fire "
+         "that day (serve runs it after the gap); pick a time outside the gap"),)
 
 
 def test_the_pod_is_sandboxed_as_the_systemd_units_are(base_config: RunnerConfig) -> None:
