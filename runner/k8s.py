@@ -121,8 +121,11 @@ def _is_own(head: bytes) -> bool:
     return isinstance(labels, dict) and labels.get(_MANAGED_LABEL) == MANAGED_BY
 
 
-#: A ConfigMap holds at most 1 MiB, so no file render writes is larger; a longer file is not its own.
-_MANIFEST_FILES: Final = RenderedKind("manifest", "ghostrunner k8s render", 1 << 20, _is_own)
+#: What a ConfigMap may hold: Kubernetes refuses more than 1 MiB of data.
+_CONFIG_MAP_MAX: Final = 1 << 20
+#: Escaped as JSON, a character of that data takes at most 6 bytes (\uXXXX) and a few kB hold the rest of the object:
+#: no file render writes is longer, and a longer one is not its own.
+_MANIFEST_FILES: Final = RenderedKind("manifest", "ghostrunner k8s render", 6 * _CONFIG_MAP_MAX + (64 << 10), _is_own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +282,11 @@ def _config_files(text: str, directory: Path) -> tuple[dict[str, str], list[dict
         key = dns_name("persona", path)
         data[key] = (directory / path).read_text(encoding="utf-8")  # read and checked by load_config already
         items.append({"key": key, "path": path})
+    size = sum(len(key.encode("utf-8")) + len(value.encode("utf-8")) for key, value in data.items())
+    if size > _CONFIG_MAP_MAX:
+        raise UnitRenderError("--config", f"the configuration and the persona files beside it hold {size} bytes, more than the "
+                              f"{_CONFIG_MAP_MAX} a ConfigMap holds; make them smaller, or put the personas in the image and name them "
+                              "by absolute paths", exit_code=78)
     return data, items
 
 

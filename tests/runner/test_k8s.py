@@ -416,6 +416,30 @@ def test_rendering_is_deterministic_and_replaces_its_own_files(tmp_path: Path, b
     assert all(not name.startswith(".") for name in files)
 
 
+def test_a_configuration_near_the_configmap_limit_renders_again_over_its_own_files(tmp_path: Path) -> None:
+    """A configuration of 200,000 CJK characters (600 kB, within a ConfigMap's 1 MiB) is 1.2 MB of escaped JSON: render still knows the
+    file for its own the next time and replaces it."""
+    path = _config_file(tmp_path, routines={"evening": "30 21 * * *"})
+    path.write_text("# " + "日" * 200_000 + "\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "out"
+    for _ in range(2):
+        result = ghostrunner("k8s", "render", "--config", str(path), "--image", IMAGE, "--out", str(out))
+        assert result.returncode == 0, result.stderr
+    assert (out / "configmap-ghostrunner-config.json").stat().st_size > 1 << 20
+
+
+def test_a_configuration_and_personas_beyond_a_configmap_are_refused_with_one_line(tmp_path: Path) -> None:
+    """Kubernetes stores at most 1 MiB in a ConfigMap: more is exit 78 naming the size, before anything is written."""
+    path = _config_file(tmp_path, routines={"evening": "30 21 * * *"})
+    persona = tmp_path / "motoko.toml"
+    persona.write_text("# " + "x" * 600_000 + "\n" + persona.read_text(encoding="utf-8"), encoding="utf-8")
+    path.write_text("# " + "y" * 500_000 + "\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    result = ghostrunner("k8s", "render", "--config", str(path), "--image", IMAGE, "--out", str(tmp_path / "out"))
+    assert result.returncode == 78, result.stderr
+    assert result.stderr.count("\n") == 1 and "more than the 1048576 a ConfigMap holds" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 # --- names -----------------------------------------------------------------------------------------------------------------
 
 AGENT_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}", fullmatch=True)
