@@ -266,7 +266,8 @@ def _path_warnings(config: RunnerConfig, mount: str) -> list[str]:
 def _beside(value: str) -> str | None:
     """The path of a relative persona file below the configuration's directory (None: it is not, as '../p.toml' is)."""
     normal = normal_path(value)
-    return None if normal.startswith(("/", "..")) or _UNSENDABLE.search(normal) else normal
+    # '~' is the home directory of whoever reads the configuration, not the configuration's directory.
+    return None if normal.startswith(("/", "..", "~")) or _UNSENDABLE.search(normal) else normal
 
 
 def _config_files(text: str, directory: Path) -> tuple[dict[str, str], list[dict[str, str]]]:

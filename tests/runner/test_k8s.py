@@ -308,6 +308,20 @@ def test_the_configmap_holds_the_configuration_and_its_persona_where_the_pod_loo
     assert laid_out == {"ghostrunner.toml": config_map["data"]["ghostrunner.toml"], "motoko.toml": PERSONA.read_text(encoding="utf-8")}
 
 
+def test_a_persona_named_from_the_home_directory_warns_and_is_not_read_from_beside_the_configuration(tmp_path: Path) -> None:
+    """persona = "~/…" is the reader's home, not the configuration's directory: it is not put in the ConfigMap, and render warns."""
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(PERSONA, home / "me.toml")
+    path = _config_file(tmp_path / "conf", routines={"evening": "30 21 * * *"}, agents=("motoko",))
+    path.write_text(path.read_text(encoding="utf-8").replace('persona = "motoko.toml"', 'persona = "~/me.toml"'), encoding="utf-8")
+    result = ghostrunner("k8s", "render", "--config", str(path), "--image", IMAGE, "--out", str(tmp_path / "out"), env={"HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("ghostrunner: warning: agents.motoko.persona '~/me.toml' is relative") and result.stderr.count("\n") == 1
+    config_map = json.loads((tmp_path / "out" / "configmap-ghostrunner-config.json").read_text(encoding="utf-8"))
+    assert list(config_map["data"]) == ["ghostrunner.toml"]
+
+
 def test_each_cronjob_mounts_the_claim_of_its_agents_shard(tmp_path: Path) -> None:
     """With [fleet], one ReadWriteOnce claim per shard, and each pair's pod mounts its agent's; without it, one claim for all."""
     fleet = '[fleet]\nbroker = "redis://127.0.0.1:6379/0"\n[fleet.shards]\neast = ["Batou.2@east"]\nwest = ["motoko", "togusa"]\n'
@@ -341,9 +355,10 @@ def test_each_cronjob_mounts_the_claim_of_its_agents_shard(tmp_path: Path) -> No
     ('journal_root = "/var/lib/ghostrunner/../srv/{agent}"\nlock_file = "/var/lib/ghostrunner/serve.lock"\n',
      ["agent 'Batou.2@east''s journal '/var/lib/srv/Batou.2@east' is outside", "agent 'motoko''s journal '/var/lib/srv/motoko' is outside"]),
     ('journal_root = "journals/{agent}"\n', ["runner.journal_root 'journals/{agent}' is relative: a pod resolves it beside /etc/ghostrunner"]),
+    ('journal_root = "~/journals/{agent}"\n', ["runner.journal_root '~/journals/{agent}' is relative: a pod resolves it beside /etc/ghostrunner"]),
     ('journal_root = "/var/lib/ghostrunner/{agent}"\nlock_file = "/run/serve.lock"\n', ["the state directory '/run/serve.state'"]),
     ("", []),  # the pods' default: $STATE_DIRECTORY/AGENT, the mount
-], ids=["outside", "dotdot", "relative", "lock-outside", "default"])
+], ids=["outside", "dotdot", "relative", "home", "lock-outside", "default"])
 def test_a_journal_or_state_directory_outside_the_mount_warns_and_strict_refuses(tmp_path: Path, runner: str, expected: list[str]) -> None:
     """What a pod would write outside --journal-mount (its root filesystem is read-only) is a warning, judged after normalisation."""
     path = _config_file(tmp_path, runner=runner, routines={"evening": "30 21 * * *"})
