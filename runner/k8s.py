@@ -214,8 +214,10 @@ def _checked_options(image: str, namespace: str, journal_mount: str, storage: st
                                              f"letter or digit), got {quoted(namespace)}")
     if not _QUANTITY.fullmatch(storage):
         raise UnitRenderError("--storage", f"expected a size such as 1Gi or 500Mi, got {quoted(storage)}")
-    if not journal_mount.startswith("/") or _UNSENDABLE.search(journal_mount):
-        raise UnitRenderError("--journal-mount", f"expected an absolute path in the container, got {quoted(journal_mount)}")
+    # A plain path: nothing in it that a container runtime, a shell or $(NAME) expansion could read otherwise (it is also a variable's value).
+    if not re.fullmatch(r"/[A-Za-z0-9._/-]*", journal_mount):
+        raise UnitRenderError("--journal-mount", f"expected an absolute path in the container, of letters, digits, '.', '_', '-' and '/', "
+                                                 f"got {quoted(journal_mount)}")
     mount = normal_path(journal_mount)
     if mount in _RESERVED_MOUNTS or PurePosixPath(mount).is_relative_to(CONFIG_PATH.parent):
         raise UnitRenderError("--journal-mount", f"{quoted(journal_mount)} would hide the container's own files or its configuration; "

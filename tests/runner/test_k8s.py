@@ -376,10 +376,13 @@ def test_a_journal_or_state_directory_outside_the_mount_warns_and_strict_refuses
     ("--image", "reg/gr:1\nx", "--image: expected a container image reference"),
     ("--namespace", "Ghost_Runner", "--namespace: expected a namespace name"),
     ("--journal-mount", "journals", "--journal-mount: expected an absolute path in the container"),
+    ("--journal-mount", "/var/lib/a:b", "--journal-mount: expected an absolute path in the container, of letters"),
+    ("--journal-mount", "/var/lib/$(HOME)", "--journal-mount: expected an absolute path in the container, of letters"),
     ("--journal-mount", "/etc/ghostrunner/j", "--journal-mount: '/etc/ghostrunner/j' would hide the container's own files"),
     ("--storage", "lots", "--storage: expected a size such as 1Gi or 500Mi, got 'lots'"),
     ("--out", "", "--out: expected a non-empty value"),
-], ids=["empty-image", "newline-image", "namespace", "relative-mount", "mount-over-config", "storage", "empty-out"])
+], ids=["empty-image", "newline-image", "namespace", "relative-mount", "colon-mount", "variable-mount", "mount-over-config", "storage",
+        "empty-out"])
 def test_a_bad_option_is_one_line_and_writes_nothing(tmp_path: Path, base_config: RunnerConfig, option: str, value: str, message: str) -> None:
     options = {"--image": IMAGE, "--out": str(tmp_path / "out")} | {option: value}
     result = ghostrunner("k8s", "render", "--config", str(base_config.config_file), *(word for pair in options.items() for word in pair))
