@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -64,13 +63,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from runner._k8snames import CRONJOB_NAME_MAX, DNS_LABEL, dns_name, unique_names
+from runner._k8spaths import CONFIG_MAP_MAX, CONFIG_PATH, UNSENDABLE, config_files, path_warnings
 from runner._unitfiles import RenderedKind, write_unit_files
 from runner._unitrestart import NO_RESTART_STATUSES, restart_plan
 from runner._unitsyntax import STATE_DIRECTORY, normal_path
 from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import ScheduleNotExpressibleError, expand_schedule, skipped_local_times
-from runner.state_dir import state_dir
 from runner.units import is_loopback
 
 __all__ = [
@@ -87,8 +86,6 @@ __all__ = [
 #: The Kubernetes release whose API the manifests are written for, and validated against in the tests (CronJob
 #: timeZone and podFailurePolicy are stable from 1.31 on).
 KUBERNETES_VERSION: Final = "1.32.0"
-#: Where pods read the configuration: the ConfigMap's one file.
-CONFIG_PATH: Final = PurePosixPath("/etc/ghostrunner/ghostrunner.toml")
 #: The label that marks an object (and so its file) as render's own: it replaces only such files, and
 #: ``kubectl apply --prune -l app.kubernetes.io/managed-by=ghostrunner`` can remove the objects render no longer writes.
 MANAGED_BY: Final = "ghostrunner"
@@ -106,8 +103,6 @@ _STOP_MARGIN: Final = timedelta(seconds=30)  # as under systemd: run_timeout, th
 #: The CronJob controller looks about every 10 s; a shorter starting deadline can miss a fire altogether.
 _CONTROLLER_PERIOD: Final = timedelta(seconds=10)
 _QUANTITY: Final = re.compile(r"[1-9][0-9]*(?:Ki|Mi|Gi|Ti|Pi)")
-#: What cannot reach a pod's argv as written: NUL ends an exec argument, and a lone surrogate is not UTF-8.
-_UNSENDABLE: Final = re.compile(r"[\x00\ud800-\udfff]")
 _RESERVED_MOUNTS: Final = ("/", "/etc", "/tmp", "/usr", "/bin", "/lib", "/proc", "/sys", "/dev")  # noqa: S108 - names, not files used
 
 
@@ -121,11 +116,9 @@ def _is_own(head: bytes) -> bool:
     return isinstance(labels, dict) and labels.get(_MANAGED_LABEL) == MANAGED_BY
 
 
-#: What a ConfigMap may hold: Kubernetes refuses more than 1 MiB of data.
-_CONFIG_MAP_MAX: Final = 1 << 20
 #: Escaped as JSON, a character of that data takes at most 6 bytes (\uXXXX) and a few kB hold the rest of the object:
 #: no file render writes is longer, and a longer one is not its own.
-_MANIFEST_FILES: Final = RenderedKind("manifest", "ghostrunner k8s render", 6 * _CONFIG_MAP_MAX + (64 << 10), _is_own)
+_MANIFEST_FILES: Final = RenderedKind("manifest", "ghostrunner k8s render", 6 * CONFIG_MAP_MAX + (64 << 10), _is_own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +151,7 @@ def _key(table: str, name: str) -> str:
 
 def _container_word(word: str, field: str) -> str:
     """*word* as a container's command carries it: Kubernetes expands ``$(NAME)`` there, and ``$$`` is one ``$``."""
-    found = _UNSENDABLE.search(word)
+    found = UNSENDABLE.search(word)
     if found:
         raise UnitRenderError(field, f"{quoted(word)} holds U+{ord(found.group()):04X}, which no container argument can carry; remove it")
     return word.replace("$", "$$")
@@ -223,74 +216,6 @@ def _checked_options(image: str, namespace: str, journal_mount: str, storage: st
         raise UnitRenderError("--journal-mount", f"{quoted(journal_mount)} would hide the container's own files or its configuration; "
                                                  f"mount the journals on a directory of their own such as {STATE_DIRECTORY}")
     return mount
-
-
-def _path_warnings(config: RunnerConfig, mount: str) -> list[str]:
-    """Where the pods would write outside the journals' volume (a read-only root filesystem there), or read files they do not have.
-
-    Paths are judged as a pod resolves them: a relative one beside ``/etc/ghostrunner``, which holds the configuration
-    alone, and a journal without ``journal_root`` under ``$STATE_DIRECTORY``, which the pods set to the mount.
-    """
-    raw = tomllib.loads(config.config_text or "")
-    runner_table, agents_table = raw.get("runner", {}), raw.get("agents", {})
-    volume = PurePosixPath(mount)
-    warnings = []
-
-    def relative(value: object) -> bool:
-        return isinstance(value, str) and not value.startswith("/")
-
-    for key, value in [("runner.journal_root", runner_table.get("journal_root")), ("runner.lock_file", runner_table.get("lock_file")),
-                       *((f"agents.{name}.{item}", table.get(item)) for name, table in sorted(agents_table.items())
-                         for item in ("journal_root", "persona"))]:
-        if relative(value):
-            if key.endswith(".persona") and _beside(value) is not None:
-                continue  # in the ConfigMap, beside the configuration (_config_files)
-            warnings.append(f"{key} {value!r} is relative: a pod resolves it beside {CONFIG_PATH}, where only the configuration "
-                            f"and the persona files beside it are; write it absolute ({'under ' + mount if not key.endswith('persona') else 'where the image holds it'})")
-    configured = "journal_root" in runner_table
-    for name, agent in sorted(config.agents.items()):
-        own = agents_table.get(name, {}).get("journal_root")
-        if not configured and own is None:
-            continue  # the pod's default: $STATE_DIRECTORY/AGENT, on the volume
-        root = normal_path(str(agent.journal_root))
-        if not relative(own if own is not None else runner_table["journal_root"]) and not PurePosixPath(root).is_relative_to(volume):
-            warnings.append(f"agent {name!r}'s journal {root!r} is outside --journal-mount {mount!r}, on the pod's read-only root "
-                            f"filesystem: its runs would fail; set its journal_root under {mount}")
-    lock = runner_table.get("lock_file")
-    if (configured or lock is not None) and not relative(lock if lock is not None else runner_table.get("journal_root")):
-        state = normal_path(str(state_dir(config)))
-        if not PurePosixPath(state).is_relative_to(volume):
-            warnings.append(f"the state directory {state!r} (beside runner.lock_file: pauses and slot locks) is outside --journal-mount "
-                            f"{mount!r}, on the pod's read-only root filesystem: every run would fail; set runner.lock_file under {mount}")
-    return warnings
-
-
-def _beside(value: str) -> str | None:
-    """The path of a relative persona file below the configuration's directory (None: it is not, as '../p.toml' is)."""
-    normal = normal_path(value)
-    # '~' is the home directory of whoever reads the configuration, not the configuration's directory.
-    return None if normal.startswith(("/", "..", "~")) or _UNSENDABLE.search(normal) else normal
-
-
-def _config_files(text: str, directory: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """The ConfigMap's data: the configuration's *text* and each persona file it names relatively, below its *directory*,
-    so a pod finds them where the runner looks (and the volume's items, which lay them out there)."""
-    data = {CONFIG_PATH.name: text}
-    items = [{"key": CONFIG_PATH.name, "path": CONFIG_PATH.name}]
-    agents = tomllib.loads(text).get("agents", {})
-    for value in sorted({table["persona"] for table in agents.values() if isinstance(table.get("persona"), str)}):
-        path = _beside(value)
-        if path is None:
-            continue
-        key = dns_name("persona", path)
-        data[key] = (directory / path).read_text(encoding="utf-8")  # read and checked by load_config already
-        items.append({"key": key, "path": path})
-    size = sum(len(key.encode("utf-8")) + len(value.encode("utf-8")) for key, value in data.items())
-    if size > _CONFIG_MAP_MAX:
-        raise UnitRenderError("--config", f"the configuration and the persona files beside it hold {size} bytes, more than the "
-                              f"{_CONFIG_MAP_MAX} a ConfigMap holds; make them smaller, or put the personas in the image and name them "
-                              "by absolute paths", exit_code=78)
-    return data, items
 
 
 def _network_policy(config: RunnerConfig, namespace: str) -> dict[str, str]:
@@ -375,13 +300,13 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
         raise UnitRenderError("--config", "manifests need a configuration file for the pods to read; pass --config FILE")
     mount = _checked_options(image, namespace, journal_mount, storage)
     today = today or date.today()  # noqa: DTZ011 - the host's date only picks where the gaps between fires are measured
-    warnings = _path_warnings(config, mount)
+    warnings = path_warnings(config, mount)
     if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
         warnings.append(f"--image {image!r} has no tag or digest, so each node pulls whatever 'latest' is then; name a version")
     if config.misfire_grace < _CONTROLLER_PERIOD:
         warnings.append(f"runner.misfire_grace is {int(config.misfire_grace.total_seconds())} s, the CronJobs' startingDeadlineSeconds: "
                         "the controller looks about every 10 s and can miss a fire altogether; allow at least 10s")
-    data, items = _config_files(config.config_text, config.config_file.parent)
+    data, items = config_files(config.config_text, config.config_file.parent)
     files = {"configmap-ghostrunner-config.json": _text({"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(_CONFIG_MAP, namespace, "config"),
                                                          "data": data})}
     files["serviceaccount-ghostrunner.json"] = _text({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(_ACCOUNT, namespace, "runs"),
