@@ -25,6 +25,7 @@ from runner.errors import (
     UnknownNameError,
 )
 from runner.history import build_history
+from runner.k8s import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
 from runner.logs import configure_logging
 from runner.notify import Notifier
 from runner.oncalendar import ScheduleNotExpressibleError
@@ -38,6 +39,7 @@ from runner.units import Rendering, default_exec_argv, refuse_warnings, render_u
 __all__ = [
     "CONFIG_ENVVAR",
     "DURATION_EXPECTED",
+    "KUBERNETES_VERSION",
     "OUTCOMES",
     "AgentConfig",
     "Backend",
@@ -48,6 +50,7 @@ __all__ = [
     "ConfigError",
     "DemoReport",
     "FleetUnavailableError",
+    "Manifests",
     "NoScheduledTimeError",
     "Notifier",
     "PauseBook",
@@ -75,6 +78,7 @@ __all__ = [
     "parse_duration",
     "read_log",
     "refuse_warnings",
+    "render_manifests",
     "render_units",
     "run_at",
     "run_demo",
@@ -82,5 +86,6 @@ __all__ = [
     "simulate",
     "simulate_agent",
     "simulation_window",
+    "write_manifests",
     "write_units",
 ]

@@ -14,7 +14,7 @@ import errno
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Final
@@ -24,7 +24,16 @@ import click
 from journal import JournalError, JournalStorageError
 from journal.clikit import CommandGroup, after_command
 from journal.timeinput import parse_time_input
-from runner import CONFIG_ENVVAR, DURATION_EXPECTED, RunnerConfig, RunnerError, SimulationSummary, load_config, parse_duration
+from runner import (
+    CONFIG_ENVVAR,
+    DURATION_EXPECTED,
+    RunnerConfig,
+    RunnerError,
+    SimulationSummary,
+    load_config,
+    parse_duration,
+    refuse_warnings,
+)
 from runner.errors import quoted
 
 __all__ = [
@@ -43,6 +52,7 @@ __all__ = [
     "parse_time",
     "raise_storage_failure",
     "simulation_exit_code",
+    "write_rendered",
 ]
 
 #: The values of ``--log-level``.
@@ -163,6 +173,24 @@ def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     if exc.errno in _REFUSALS:
         named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
         raise JournalStorageError.for_errno(named, exc.errno, action) from exc
+
+
+def write_rendered(rendering: Any, out: Path, write: Callable[[Any, Path], list[Path]], *, noun: str, strict: bool) -> None:
+    """What both render commands do with a rendering: refuse it under --strict if it warns, else write it into *out*,
+    say what was written, then warn on stderr (after the files: a refused --out is the one line of its error)."""
+    warnings = [f"ghostrunner: warning: {warning}" for warning in rendering.warnings]
+    if strict and warnings:
+        click.echo("\n".join(warnings), err=True)
+        refuse_warnings(rendering, noun)
+    try:
+        written = write(rendering, out)
+    except OSError as exc:
+        raise_storage_failure(exc, out, f"write the {noun}s into")
+        raise
+    for path in written:
+        click.echo(f"wrote {path}")
+    for warning in warnings:
+        click.echo(warning, err=True)
 
 
 def echo(text: str) -> None:

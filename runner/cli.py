@@ -45,7 +45,6 @@ from runner import (
     configure_logging,
     default_exec_argv,
     read_log,
-    refuse_warnings,
     render_units,
     run_at,
     run_demo,
@@ -54,6 +53,7 @@ from runner import (
     write_units,
 )
 from runner._cli_fleet import fleet, fleet_option, runs_input
+from runner._cli_k8s import K8S_COMMANDS
 from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner._cli_support import (
     LOG_LEVELS,
@@ -70,6 +70,7 @@ from runner._cli_support import (
     parse_time,
     raise_storage_failure,
     simulation_exit_code,
+    write_rendered,
 )
 from runner._progress import TerminalProgress
 from runner._views import show_run, show_simulation
@@ -272,19 +273,7 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
         raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
     rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
                              randomized_delay=delay)
-    warnings = [f"ghostrunner: warning: {warning}" for warning in rendering.warnings]
-    if strict and warnings:
-        click.echo("\n".join(warnings), err=True)
-        refuse_warnings(rendering)
-    try:
-        written = write_units(rendering, out)
-    except OSError as exc:
-        raise_storage_failure(exc, out, "write the units into")
-        raise
-    for path in written:
-        click.echo(f"wrote {path}")
-    for warning in warnings:  # after the units are written: a refused --out is the one line of its error
-        click.echo(warning, err=True)
+    write_rendered(rendering, out, write_units, noun="unit", strict=strict)
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
 
@@ -417,7 +406,7 @@ def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) ->
         click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
 
 
-for _command in (*OPERATE_COMMANDS, fleet):
+for _command in (*OPERATE_COMMANDS, fleet, *K8S_COMMANDS):
     cli.add_command(_command)
 
 

@@ -14,7 +14,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── RealBackendsRefusedError          simulate or demo would call real backends without --real-backends
     ├── SchedulerBusyError                another scheduler holds the deployment lock
     ├── StateFileError (ValueError)       a file in the runner's state directory is not the runner's own (the pause file)
-    ├── UnitRenderError (ValueError)      systemd render refused a value or an --out file
+    ├── UnitRenderError (ValueError)      systemd or k8s render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
     RunInterrupted (SystemExit)           a signal ended a run; carries its RunResult
@@ -293,7 +293,7 @@ class StateFileError(RunnerError, ValueError):
 
 
 class UnitRenderError(RunnerError, ValueError):
-    """``systemd render`` refused: a value cannot go into a unit as it is, or a unit file cannot be written safely.
+    """``systemd render`` or ``k8s render`` refused: a value cannot go into a unit or manifest as it is, or a file cannot be written safely.
 
     Attributes:
         field: the configuration key (``agents.motoko.journal_root``) or the option (``--exec``, ``--out``) at fault.

@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 from runner.crontab import DAY_NAMES, MONTH_NAMES, day_of_week_names
 from runner.errors import RunnerError, quoted
 
-__all__ = ["ScheduleNotExpressibleError", "skipped_local_times", "to_on_calendar"]
+__all__ = ["CronFields", "ScheduleNotExpressibleError", "expand_schedule", "skipped_local_times", "to_on_calendar"]
 
 #: systemd orders weekdays from Monday, so "Sun..Tue" would run backwards; ranges are built in this order.
 _SYSTEMD_DAYS: Final = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -51,12 +51,12 @@ class ScheduleNotExpressibleError(RunnerError, ValueError):
 
     exit_code = 78  # EX_CONFIG: the configuration cannot be deployed as timers
 
-    def __init__(self, routine: str, schedule: str, reason: str) -> None:
+    def __init__(self, routine: str, schedule: str, reason: str, target: str = "a systemd OnCalendar= expression") -> None:
         self.routine = routine
         self.schedule = schedule
         self.reason = reason
         super().__init__(
-            f"routine {routine!r}: schedule {quoted(schedule)} cannot be written as a systemd OnCalendar= expression ({reason}); "
+            f"routine {routine!r}: schedule {quoted(schedule)} cannot be written as {target} ({reason}); "
             "use plain numbers, names, ranges, steps and lists, or deploy with `ghostrunner serve`"
         )
 
@@ -144,7 +144,9 @@ def _render(values: list[int], field: _Field, label: list[str] | None = None) ->
 
 
 @dataclass(frozen=True, slots=True)
-class _Expanded:
+class CronFields:
+    """The values each field of a cron schedule matches, with the runner's meaning."""
+
     minutes: list[int]
     hours: list[int]
     days: list[int]
@@ -152,16 +154,21 @@ class _Expanded:
     weekdays: list[int]  # 0 = Sunday
 
 
-def _expand(routine: str, schedule: str) -> _Expanded:
+def expand_schedule(routine: str, schedule: str, target: str = "a systemd OnCalendar= expression") -> CronFields:
+    """Each field of *schedule* as the sorted values it matches (day of week: 0 is Sunday).
+
+    Raises:
+        ScheduleNotExpressibleError: a part is not a number, name, range, step or list (its message names *target*).
+    """
     fields = schedule.split()
     if len(fields) != 5:
-        raise ScheduleNotExpressibleError(routine, schedule, f"a cron expression has 5 fields, got {len(fields)}")
+        raise ScheduleNotExpressibleError(routine, schedule, f"a cron expression has 5 fields, got {len(fields)}", target)
     minute, hour, day, month, weekday = fields
     try:
-        return _Expanded(_MINUTE.expand(minute), _HOUR.expand(hour), _DAY.expand(day), _MONTH.expand(month),
-                         _WEEKDAY.expand(day_of_week_names(weekday)))
+        return CronFields(_MINUTE.expand(minute), _HOUR.expand(hour), _DAY.expand(day), _MONTH.expand(month),
+                          _WEEKDAY.expand(day_of_week_names(weekday)))
     except ValueError as exc:
-        raise ScheduleNotExpressibleError(routine, schedule, str(exc)) from None
+        raise ScheduleNotExpressibleError(routine, schedule, str(exc), target) from None
 
 
 def to_on_calendar(routine: str, schedule: str, timezone: ZoneInfo) -> str:
@@ -175,7 +182,7 @@ def to_on_calendar(routine: str, schedule: str, timezone: ZoneInfo) -> str:
     Raises:
         ScheduleNotExpressibleError: the schedule uses syntax OnCalendar= cannot express exactly.
     """
-    fields = _expand(routine, schedule)
+    fields = expand_schedule(routine, schedule)
     monday_first = sorted((day + 6) % 7 for day in fields.weekdays)
     prefix = "" if len(monday_first) == 7 else _render(monday_first, _WEEKDAY, list(_SYSTEMD_DAYS)) + " "
     date = f"*-{_render(fields.months, _MONTH)}-{_render(fields.days, _DAY)}"
@@ -194,7 +201,7 @@ def skipped_local_times(routine: str, schedule: str, timezone: ZoneInfo, start: 
     Raises:
         ScheduleNotExpressibleError: as :func:`to_on_calendar`.
     """
-    fields = _expand(routine, schedule)
+    fields = expand_schedule(routine, schedule)
     skipped = []
     for offset in range(days):
         day = start + timedelta(days=offset)

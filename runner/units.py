@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, Protocol
 from urllib.parse import urlsplit
 
 from runner._unitfiles import RENDERED_MARKER, write_unit_files
@@ -62,7 +62,7 @@ from runner.config import RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 
-__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
+__all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "is_loopback", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
 
 WATCHDOG_SECONDS: Final = 60
 _STOP_MARGIN: Final = timedelta(seconds=30)
@@ -108,7 +108,8 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(replace, template)
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
+    """Whether *url*'s host is this host (localhost, or a loopback address)."""
     host = urlsplit(url).hostname or ""
     if host == "localhost":
         return True
@@ -125,7 +126,7 @@ def _network_lines(config: RunnerConfig) -> list[str]:
     lines = ["RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"]
     if any(backend.type == "command" for backend in backends):
         return [*lines, "# A command backend may need the network: no IP address restriction."]
-    if all(_is_loopback(backend.base_url) for backend in backends if backend.type == "openai"):
+    if all(is_loopback(backend.base_url) for backend in backends if backend.type == "openai"):
         return [*lines, "# Every openai backend is on this host: loopback only.", "IPAddressDeny=any", "IPAddressAllow=localhost"]
     return [*lines, "# An openai backend is on another host: no IP address restriction."]
 
@@ -334,16 +335,21 @@ def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal:
     return warnings
 
 
-def refuse_warnings(rendering: Rendering) -> None:
-    """``--strict``: a rendering with warnings is refused whole, since each names a unit that would not work as meant.
+class _Warned(Protocol):
+    @property
+    def warnings(self) -> tuple[str, ...]: ...
+
+
+def refuse_warnings(rendering: _Warned, noun: str = "unit") -> None:
+    """``--strict``: a rendering with warnings is refused whole, since each names a *noun* that would not work as meant.
 
     Raises:
-        UnitRenderError: with exit code 78 (EX_CONFIG), when *rendering* has warnings.
+        UnitRenderError: with exit code 78 (EX_CONFIG), when *rendering* (units, or manifests) has warnings.
     """
     if rendering.warnings:
         count = len(rendering.warnings)
         raise UnitRenderError("--strict", f"render found {count} problem{'s' if count > 1 else ''} (the warning{'s' if count > 1 else ''} "
-                              "above) and wrote no unit; fix them, or render without --strict", exit_code=78)
+                              f"above) and wrote no {noun}; fix them, or render without --strict", exit_code=78)
 
 
 def write_units(rendering: Rendering, out: Path) -> list[Path]:
