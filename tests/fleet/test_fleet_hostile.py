@@ -1,0 +1,57 @@
+"""The fleet against a hostile user: records forged into the runs stream, a password full of URL syntax, forged tasks.
+
+Anyone who can write to the fleet's Redis can add records to the runs stream
+and tasks to a shard's queue; a reader or a worker must skip what is not a
+runner's own, with no traceback, and go on.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import redis
+
+from runner.fleet.record import RUNS_STREAM, RunsRecord
+from tests._redis import RedisServer
+from tests._support import ghostrunner
+from tests.fleet._fleet import fleet_body, routine, write_fleet
+
+AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
+
+#: What a writer with access to Redis can put in the stream besides the runner's own records.
+FORGED: tuple[bytes, ...] = (
+    b"\xff\xfe not UTF-8",
+    b"not JSON",
+    b"[1, 2]",
+    b"[" * 50_000 + b"]" * 50_000,
+    b'{"event": "run.finished", "agent": "motoko", "routine": "tick", "slot": "\\ud800", "outcome": "appended"}',
+    json.dumps({"event": "run.finished", "agent": ["motoko"], "routine": {"a": 1}, "slot": 5, "outcome": None}).encode(),
+    json.dumps({"event": "run.finished"}).encode(),
+    json.dumps({"event": "scheduler.started", "agents": 7}).encode(),
+    b"x" * 2_000_000,
+)
+
+
+def test_forged_records_in_the_runs_stream_are_skipped_and_the_runners_own_still_read(tmp_path: Path, redis_server: RedisServer) -> None:
+    slot = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=5)
+    config = write_fleet(tmp_path, routine("tick", f"{slot.minute} * * * *") + fleet_body(redis_server.url, {"east": ["motoko"]}, AGENT))
+    RunsRecord(redis_server.url, None, timedelta(days=1)).add({
+        "event": "run.finished", "agent": "motoko", "routine": "tick", "slot": f"{slot:%Y-%m-%dT%H:%M}", "client_key": f"motoko:tick:{slot:%Y-%m-%dT%H:%M}",
+        "scheduled": slot.isoformat(), "outcome": "appended", "error": None, "dry_run": False, "level": "info",
+        "timestamp": (slot + timedelta(seconds=2)).isoformat(), "shard": "east", "host": "here",
+    })
+    raw = redis.Redis(host="127.0.0.1", port=redis_server.port)
+    for line in FORGED:
+        raw.xadd(RUNS_STREAM, {"line": line})
+    raw.xadd(RUNS_STREAM, {"not-a-line": b"\xff"})
+
+    history = ghostrunner("--config", str(config), "history", "--fleet", "--json")
+    assert history.returncode == 0, history.stderr
+    assert [run["slot"] for run in json.loads(history.stdout)] == [f"{slot:%Y-%m-%dT%H:%M}"]
+    status = ghostrunner("--config", str(config), "status", "--fleet", "--json", "--now", (slot + timedelta(minutes=1)).isoformat())
+    assert "Traceback" not in status.stderr, status.stderr
+    assert json.loads(status.stdout)["input"]["malformed"] >= len(FORGED) - 1, status.stdout
+    report = ghostrunner("--config", str(config), "report", "--fleet", "--out", str(tmp_path / "report.html"))
+    assert "Traceback" not in report.stderr and (tmp_path / "report.html").exists(), report.stderr
