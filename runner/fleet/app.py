@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from celery import Celery
 
@@ -60,13 +60,17 @@ def broker_password(config: RunnerConfig) -> str | None:
 
 
 def broker_url(config: RunnerConfig) -> str:
-    """The broker URL Celery connects to: ``fleet.broker`` with the password put in."""
+    """The broker URL Celery connects to: ``fleet.broker`` with the password put in, percent-encoded.
+
+    Kombu, RedBeat and redis-py each decode it again; unencoded, a password holding ``@``, ``/``,
+    ``#``, ``?`` or ``%`` would be read as part of the host, path or fragment.
+    """
     fleet = fleet_of(config)
     password = broker_password(config)
     if password is None:
         return fleet.broker
     parts = urlsplit(fleet.broker)
-    return urlunsplit(parts._replace(netloc=f":{password}@{parts.netloc}"))
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
 
 
 def fleet_app(config: RunnerConfig) -> Celery:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
 from runner.fleet.record import RUNS_STREAM, RunsRecord
 from tests._redis import RedisServer
 from tests._support import ghostrunner
-from tests.fleet._fleet import fleet_body, routine, write_fleet
+from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
 AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
 
@@ -55,3 +56,30 @@ def test_forged_records_in_the_runs_stream_are_skipped_and_the_runners_own_still
     assert json.loads(status.stdout)["input"]["malformed"] >= len(FORGED) - 1, status.stdout
     report = ghostrunner("--config", str(config), "report", "--fleet", "--out", str(tmp_path / "report.html"))
     assert "Traceback" not in report.stderr and (tmp_path / "report.html").exists(), report.stderr
+
+
+def test_a_password_with_url_syntax_in_it_authenticates_beat_worker_and_status_and_is_never_shown(tmp_path: Path) -> None:
+    password = "p@ss/w#rd?%41:x"  # noqa: S105 - a made-up password for a server that lives for one test; each of @ / # ? % : means something in a URL
+    server = RedisServer(tmp_path / "redis", password=password)
+    schedule, fires = minutes_back(1)
+    extra = 'password_env = "GHOSTRUNNER_REDIS_PASSWORD"'
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(server.url, {"east": ["motoko"]}, AGENT, extra=extra))
+    env = {"GHOSTRUNNER_REDIS_PASSWORD": password}
+    beat = FleetProcess(config, "beat", env=env)
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1", env=env)
+    try:
+        beat.wait_for("scheduler.started", role="beat")
+        worker.wait_for("scheduler.started", role="worker")
+        rewind(server, "motoko", "tick", schedule, fires[0] - timedelta(minutes=1))
+        finished = worker.wait_for("run.finished", agent="motoko")
+    finally:
+        codes = worker.stop(), beat.stop()
+    try:
+        assert codes == (0, 0)
+        assert finished["outcome"] == "appended"
+        history = ghostrunner("--config", str(config), "history", "--fleet", "--json", env=env)
+        assert history.returncode == 0, history.stderr
+        assert [run["slot"] for run in json.loads(history.stdout)] == [f"{fires[0]:%Y-%m-%dT%H:%M}"]
+    finally:
+        server.stop()
+    assert not any(secret in line for line in [*beat.log.raw, *worker.log.raw] for secret in (password, quote(password, safe="")))
