@@ -14,6 +14,8 @@ from urllib.parse import quote
 
 import redis
 
+from runner.config import load_config
+from runner.fleet.app import RUN_TASK, fleet_app
 from runner.fleet.record import RUNS_STREAM, RunsRecord
 from tests._redis import RedisServer
 from tests._support import ghostrunner
@@ -83,3 +85,41 @@ def test_a_password_with_url_syntax_in_it_authenticates_beat_worker_and_status_a
     finally:
         server.stop()
     assert not any(secret in line for line in [*beat.log.raw, *worker.log.raw] for secret in (password, quote(password, safe="")))
+
+
+def test_forged_tasks_are_each_refused_with_one_line_and_acknowledged_and_the_worker_goes_on(tmp_path: Path, redis_server: RedisServer) -> None:
+    schedule, fires = minutes_back(1)
+    agents = AGENT + '[agents.batou]\npersona = "motoko.toml"\nroutines = ["other"]\n'
+    config = write_fleet(tmp_path, routine("tick", schedule) + routine("other", schedule) + fleet_body(redis_server.url, {"east": ["motoko"], "west": ["batou"]}, agents))
+    fire = fires[0].isoformat()
+    forged: dict[str, tuple[list[object], dict[str, object]]] = {
+        "too-few": (["motoko", "tick"], {}),
+        "too-many": (["motoko", "tick", fire, "more"], {}),
+        "none": ([], {}),
+        "a-keyword": (["motoko", "tick", fire], {"at": fire}),
+        "a-list-routine": (["motoko", ["tick"], fire], {}),
+        "a-dict-agent": ([{"name": "motoko"}, "tick", fire], {}),
+        "another-shards-agent": (["batou", "other", fire], {}),
+        "a-routine-it-lacks": (["motoko", "other", fire], {}),
+        "a-naive-time": (["motoko", "tick", fires[0].replace(tzinfo=None).isoformat()], {}),
+        "a-number-time": (["motoko", "tick", 5], {}),
+        "before-year-1-in-utc": (["motoko", "tick", "0001-01-01T00:00:00+14:00"], {}),
+        "past-year-9999-in-utc": (["motoko", "tick", "9999-12-31T23:59:00-14:00"], {}),
+        "the-last-minute": (["motoko", "tick", "9999-12-31T23:59:00+00:00"], {}),
+        "the-first-minute": (["motoko", "tick", "0001-01-01T00:00:00+00:00"], {}),
+    }
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
+    try:
+        worker.wait_for("scheduler.started", role="worker")
+        app = fleet_app(load_config(config))
+        for task_id, (args, kwargs) in forged.items():
+            app.send_task(RUN_TASK, args=args, kwargs=kwargs, queue="ghostrunner.east", task_id=task_id)
+        app.send_task(RUN_TASK, args=["motoko", "tick", fire], queue="ghostrunner.east", task_id="the-real-one")
+        finished = worker.wait_for("run.finished", agent="motoko")  # one worker process: the tasks run in the order sent
+    finally:
+        assert worker.stop() == 0
+    refused = [event["task_id"] for event in worker.log.events if event.get("event") == "fleet.task_refused"]
+    assert sorted(refused) == sorted(forged)
+    assert not [event for event in worker.log.events if event.get("level") == "error" and event.get("event") != "fleet.task_refused"]
+    assert finished["outcome"] == "appended"
+    assert redis_server.client().llen("ghostrunner.east") == 0  # each acknowledged, none left to come back
