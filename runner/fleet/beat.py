@@ -15,7 +15,8 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   between the publish and that step publishes the fire again when it (or
   the standby) comes back: the run of that task finds the slot's entry by
   its client key and ends ``duplicate``;
-* Redis going away is waited out (``fleet.broker_unreachable``, no fire is
+* Redis going away is waited out, by the active beat and a standby alike
+  (``fleet.broker_unreachable``, no fire is
   passed over); a beat that finds its lock taken by another beat meanwhile
   stops (exit 75), so that two beats never publish at once.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -182,9 +184,12 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         client = redbeat.get_redis(self.app)
         lock = client.lock(self.lock_key, timeout=self.lock_timeout, sleep=min(1.0, self.max_interval))
         lock.lua_extend = client.register_script(redbeat.LUA_EXTEND_TO_SCRIPT)
-        if not lock.acquire(blocking=False):
-            log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
-            lock.acquire()
+        standby = False
+        while not self._acquire(lock):
+            if not standby:
+                log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
+                standby = True
+            time.sleep(lock.sleep)
         self.lock = lock
         self._active.set()
         log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
@@ -192,6 +197,15 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         fleet = fleet_of(self.runner_config)
         log.info("scheduler.started", agents=sorted(self.runner_config.agents), jobs=len(self.app.conf.beat_schedule),
                  timezone=self.runner_config.timezone.key, shards=sorted(fleet.shards), role="beat")
+
+    @staticmethod
+    def _acquire(lock: redis.lock.Lock) -> bool:
+        """Whether this beat got *lock* now; a Redis that is away is waited out, as the active beat waits it out in tick."""
+        try:
+            return bool(lock.acquire(blocking=False))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            log.warning("fleet.broker_unreachable", error=str(exc))
+            return False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self._stop.is_set():

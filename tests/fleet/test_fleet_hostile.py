@@ -123,3 +123,25 @@ def test_forged_tasks_are_each_refused_with_one_line_and_acknowledged_and_the_wo
     assert not [event for event in worker.log.events if event.get("level") == "error" and event.get("event") != "fleet.task_refused"]
     assert finished["outcome"] == "appended"
     assert redis_server.client().llen("ghostrunner.east") == 0  # each acknowledged, none left to come back
+
+
+def test_a_standby_beat_waits_out_a_redis_restart_and_takes_over_after_it(tmp_path: Path, redis_server: RedisServer) -> None:
+    schedule, _ = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, AGENT))
+    active = FleetProcess(config, "beat")
+    standby: FleetProcess | None = None
+    try:
+        active.wait_for("scheduler.started", role="beat")
+        standby = FleetProcess(config, "beat")
+        standby.wait_for("fleet.beat_standby")
+        redis_server.stop()
+        standby.wait_for("fleet.broker_unreachable")
+        redis_server.start()
+        active.stop()  # 0, or 75 if its lock lapsed while Redis was away
+        standby.wait_for("fleet.beat_active")
+        standby.wait_for("scheduler.started", role="beat")
+    finally:
+        active.stop()
+        code = standby.stop() if standby is not None else None
+    assert code == 0
+    assert not [line for line in standby.log.raw if "Traceback" in line]
