@@ -50,6 +50,8 @@ def test_a_configuration_without_a_fleet_table_has_none(tmp_path: Path) -> None:
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://:hunter2@127.0.0.1:6399/0"), "fleet.broker", "without user:password@"),
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1:99999/0"), "fleet.broker", "port is a number"),
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1:6399/queue"), "fleet.broker", "a database number"),
+        (fleet().replace("redis://127.0.0.1:6399/0", "redis://h\u00e9st\u2028:6399/0"), "fleet.broker", "an ASCII name"),
+        (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1%2F:6399/0"), "fleet.broker", "an ASCII name"),
         (fleet(extra='visibility_timeout = "1m"'), "fleet.visibility_timeout", "longer than runner.run_timeout"),
         (fleet(extra='beat_lock_timeout = "1s"'), "fleet.beat_lock_timeout", "from 2s to 1h"),
         (fleet(extra='keep_runs = "10m"'), "fleet.keep_runs", "at least 1h"),
