@@ -21,7 +21,8 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   stops (exit 75), so that two beats never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
-fire before that is run or recorded.
+fire before that is run or recorded. So does a pair whose entry in Redis
+is garbled (``fleet.beat_entry_reset``): one bad key stops no other pair.
 """
 
 from __future__ import annotations
@@ -123,6 +124,38 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
     @staticmethod
     def decode_definition(definition: str) -> Any:
         return json.loads(definition, cls=_Decoder)
+
+    @classmethod
+    def from_key(cls, key: str, app: Celery | None = None) -> SlotEntry:
+        """The entry stored at *key*; one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
+
+        A new entry starts now, as a pair new to the schedule does: the fires since its last handled
+        one are neither run nor recorded, so status shows them as not known to have run, never as well.
+        An entry the configuration does not have is removed (KeyError, as for a missing one).
+        """
+        try:
+            entry: SlotEntry = super().from_key(key, app=app)
+            agent, routine = entry.args
+            if not (isinstance(agent, str) and isinstance(routine, str) and isinstance(entry.schedule, PairSchedule)
+                    and isinstance(entry.last_run_at, datetime) and entry.last_run_at.tzinfo is not None):
+                raise TypeError("not a pair's entry: [agent, routine], its schedule and an aware last_run_at")  # noqa: TRY301 - handled with the decoders' errors below
+        except (KeyError, redis.exceptions.RedisError):  # missing, or Redis away: as RedBeat handles them
+            raise
+        except Exception as exc:  # whatever a garbled entry makes RedBeat's decoders and ours raise
+            if app is None:
+                raise
+            name = key.removeprefix(app.redbeat_conf.key_prefix)
+            static = app.conf.beat_schedule.get(name)
+            redbeat.get_redis(app).delete(key)
+            if static is not None:
+                entry = cls(name=name, app=app, **static)
+                entry.last_run_at = app.now()
+                entry.save()
+            # Logged once the entry is new in Redis.
+            log.error("fleet.beat_entry_reset", key=key, error=f"{type(exc).__name__}: {exc}"[:500], installed=static is not None)  # noqa: TRY400 - garbled data, not a bug: one line, no traceback
+            if static is None:
+                raise KeyError(key) from None
+        return entry
 
     @property
     def due_at(self) -> datetime | None:

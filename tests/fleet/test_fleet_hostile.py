@@ -15,7 +15,7 @@ from urllib.parse import quote
 import redis
 
 from runner.config import load_config
-from runner.fleet.app import RUN_TASK, fleet_app
+from runner.fleet.app import BEAT_KEY_PREFIX, RUN_TASK, fleet_app
 from runner.fleet.record import RUNS_STREAM, RunsRecord
 from tests._redis import RedisServer
 from tests._support import ghostrunner
@@ -145,3 +145,30 @@ def test_a_standby_beat_waits_out_a_redis_restart_and_takes_over_after_it(tmp_pa
         code = standby.stop() if standby is not None else None
     assert code == 0
     assert not [line for line in standby.log.raw if "Traceback" in line]
+
+
+def test_a_garbled_schedule_entry_is_installed_anew_and_the_beat_goes_on(tmp_path: Path, redis_server: RedisServer) -> None:
+    schedule, fires = minutes_back(1)
+    agents = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick", "tock"]\n'
+    config = write_fleet(tmp_path, routine("tick", schedule) + routine("tock", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, agents))
+    client = redis_server.client()
+    first = FleetProcess(config, "beat")
+    first.wait_for("scheduler.started", role="beat")
+    assert first.stop() == 0
+    client.hset(f"{BEAT_KEY_PREFIX}motoko:tick", "meta", "{not json")  # read when the beat installs the schedule
+    beat = FleetProcess(config, "beat")
+    try:
+        reset = beat.wait_for("fleet.beat_entry_reset", key=f"{BEAT_KEY_PREFIX}motoko:tick")
+        beat.wait_for("scheduler.started", role="beat")
+        definition = json.loads(client.hget(f"{BEAT_KEY_PREFIX}motoko:tock", "definition") or "{}")
+        client.hset(f"{BEAT_KEY_PREFIX}motoko:tock", "definition", json.dumps({**definition, "args": [1, 2]}))
+        client.zadd(f"{BEAT_KEY_PREFIX}:schedule", {f"{BEAT_KEY_PREFIX}motoko:tock": 0})  # due: read at the next tick
+        beat.wait_for("fleet.beat_entry_reset", key=f"{BEAT_KEY_PREFIX}motoko:tock")
+        for name in ("tick", "tock"):
+            rewind(redis_server, "motoko", name, schedule, fires[0] - timedelta(minutes=1))
+        queued = {beat.wait_for("scheduler.run_queued")["routine"] for _ in range(2)}
+    finally:
+        code = beat.stop()
+    assert code == 0 and reset["installed"] is True
+    assert queued == {"tick", "tock"}
+    assert not [line for line in beat.log.raw if "Traceback" in line]
