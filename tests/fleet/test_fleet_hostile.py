@@ -172,3 +172,23 @@ def test_a_garbled_schedule_entry_is_installed_anew_and_the_beat_goes_on(tmp_pat
     assert code == 0 and reset["installed"] is True
     assert queued == {"tick", "tock"}
     assert not [line for line in beat.log.raw if "Traceback" in line]
+
+
+def _fields(line: str) -> dict[str, object]:
+    """The JSON object *line* holds, or {} when it holds none."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def test_every_line_a_worker_writes_from_start_to_sigterm_is_json_with_its_host_and_shard(tmp_path: Path, redis_server: RedisServer) -> None:
+    schedule, _ = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, AGENT))
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
+    worker.wait_for("scheduler.started", role="worker")
+    worker.log.wait(lambda line: str(line.get("event", "")).endswith(" ready."))  # Celery's own line: its signal handlers are set
+    assert worker.stop() == 0
+    lines = [line for line in worker.log.raw if line.strip()]
+    assert [line for line in lines if not {"event", "host", "shard"} <= _fields(line).keys()] == []
