@@ -31,6 +31,8 @@ RUN_TASK: Final = "ghostrunner.run"
 BEAT_KEY_PREFIX: Final = "ghostrunner:beat:"
 #: How often a worker looks for tasks whose worker died (kombu's default is 10 s): at most a tenth of the visibility timeout.
 _RESTORE_INTERVALS: Final = 10
+#: How long past run_timeout Celery kills a run's process, at most (half the time to visibility_timeout when that is nearer).
+_HARD_LIMIT_MARGIN: Final = 60.0
 
 
 def fleet_of(config: RunnerConfig) -> FleetConfig:
@@ -111,5 +113,9 @@ def fleet_app(config: RunnerConfig) -> Celery:
         # A beat wakes at least this often: to extend its lock well within the lock's timeout, and to see a due fire soon.
         beat_max_loop_interval=max(1.0, min(5.0, fleet.beat_lock_timeout.total_seconds() / 4)),
     )
-    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=config.run_timeout.total_seconds() + 60)(run_slot_task)
+    # Celery's hard limit, a backstop behind the run's own deadline (run_timeout): it kills the run's process before
+    # visibility_timeout hands the task to a second worker, so that a run is never delivered again while it may go on.
+    run_timeout = config.run_timeout.total_seconds()
+    time_limit = run_timeout + min(_HARD_LIMIT_MARGIN, (visibility - run_timeout) / 2)
+    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit)(run_slot_task)
     return app

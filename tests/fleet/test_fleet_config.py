@@ -9,6 +9,7 @@ import pytest
 
 from runner.config import load_config
 from runner.errors import ConfigError
+from runner.fleet.app import RUN_TASK, fleet_app
 from tests._support import SIMPLE_AGENT, ghostrunner, write_config
 
 TWO_AGENTS = SIMPLE_AGENT + """
@@ -70,3 +71,10 @@ def test_a_password_in_the_broker_url_is_never_shown(tmp_path: Path) -> None:
     result = ghostrunner("--config", str(path), "status", "--log", "-")
     assert result.returncode == 78
     assert "hunter2" not in result.stderr and "fleet.broker" in result.stderr
+
+
+def test_celerys_hard_limit_kills_a_run_before_its_task_is_delivered_again(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, fleet(extra='visibility_timeout = "25s"'), runner='run_timeout = "20s"'))
+    limit = fleet_app(config).tasks[RUN_TASK].time_limit
+    assert config.fleet is not None
+    assert config.run_timeout.total_seconds() < limit < config.fleet.visibility_timeout.total_seconds()
