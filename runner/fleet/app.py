@@ -117,5 +117,6 @@ def fleet_app(config: RunnerConfig) -> Celery:
     # visibility_timeout hands the task to a second worker, so that a run is never delivered again while it may go on.
     run_timeout = config.run_timeout.total_seconds()
     time_limit = run_timeout + min(_HARD_LIMIT_MARGIN, (visibility - run_timeout) / 2)
-    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit)(run_slot_task)
+    # shared=False: Celery would otherwise give every app the process makes later this app's task, with this time limit.
+    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit, shared=False)(run_slot_task)
     return app

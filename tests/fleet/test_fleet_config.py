@@ -74,7 +74,9 @@ def test_a_password_in_the_broker_url_is_never_shown(tmp_path: Path) -> None:
 
 
 def test_celerys_hard_limit_kills_a_run_before_its_task_is_delivered_again(tmp_path: Path) -> None:
+    other = fleet_app(load_config(write_config(tmp_path / "other", fleet())))  # another configuration's app, made first in this process
     config = load_config(write_config(tmp_path, fleet(extra='visibility_timeout = "25s"'), runner='run_timeout = "20s"'))
     limit = fleet_app(config).tasks[RUN_TASK].time_limit
+    assert other.tasks[RUN_TASK].time_limit > limit  # its own: run_timeout's default of 300 s
     assert config.fleet is not None
     assert config.run_timeout.total_seconds() < limit < config.fleet.visibility_timeout.total_seconds()
