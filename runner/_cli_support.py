@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -35,6 +35,7 @@ from runner import (
     refuse_warnings,
 )
 from runner.errors import quoted
+from runner.slots import EARLIEST_TIME, LATEST_TIME
 
 __all__ = [
     "LOG_LEVELS",
@@ -125,13 +126,7 @@ class TimeOptionError(click.BadParameter):
     """A bad time option: a usage error (exit 2), shown as one line by :class:`OneLineGroup` like every other."""
 
 
-#: Times the runner accepts on its command line (UTC). The schedules find no fire time before
-#: 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room for what a
-#: run computes from a time: a routine's window (at most 100 years) or a simulation of up
-#: to 100 years. Outside, datetime arithmetic would end in OverflowError.
-_EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
-#: Longest simulation or demo, in days (100 years; see _LATEST).
+#: Longest simulation or demo, in days (100 years; see runner.slots.LATEST_TIME).
 MAX_DAYS: Final = 36525
 
 
@@ -143,7 +138,7 @@ def parse_time(text: str, config: RunnerConfig, option: str, *, now: datetime | 
     not run another slot.
     """
     try:
-        return parse_time_input(text, zone=config.timezone, now=now or datetime.now(config.timezone), earliest=_EARLIEST, latest=_LATEST)
+        return parse_time_input(text, zone=config.timezone, now=now or datetime.now(config.timezone), earliest=EARLIEST_TIME, latest=LATEST_TIME)
     except ValueError as exc:
         raise TimeOptionError(str(exc), param_hint=option) from None
 

@@ -51,7 +51,14 @@ from apscheduler.triggers.cron import CronTrigger
 
 from runner.crontab import day_of_week_names
 
-__all__ = ["CronSchedule", "client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
+__all__ = ["EARLIEST_TIME", "LATEST_TIME", "CronSchedule", "client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
+
+#: The times a run may be asked for (``run --at``, a fleet task's fire time). The schedules find no
+#: fire time before 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room
+#: for what a run computes from a time: a routine's window (at most 100 years) or a simulation of
+#: up to 100 years. Outside, datetime arithmetic would end in OverflowError.
+EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST_TIME: Final = datetime(9000, 1, 1, tzinfo=UTC)
 
 #: How far back :func:`latest_fire_time` looks without a ``not_before``.
 _LOOKBACK_DAYS: Final = 5 * 366

@@ -27,9 +27,12 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process; ``url`` reaches it. *durable*: AOF with fsync on every write, so a restart keeps all."""
+    """One redis-server process; ``url`` reaches it. *durable*: AOF with fsync on every write, so a restart keeps all.
 
-    def __init__(self, directory: Path, *, durable: bool = False) -> None:
+    *password*: the server wants it (``requirepass``); ``url`` holds none, ``client()`` sends it.
+    """
+
+    def __init__(self, directory: Path, *, durable: bool = False, password: str | None = None) -> None:
         program = shutil.which("redis-server")
         if program is None:
             if os.environ.get("CI"):
@@ -40,6 +43,7 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.durable = durable
+        self.password = password
         self.process: subprocess.Popen[bytes] | None = None
         self.start()
 
@@ -48,13 +52,14 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, decode_responses=True, socket_timeout=10)
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, decode_responses=True, socket_timeout=10)
 
     def start(self) -> None:
+        secret = ["--requirepass", self.password] if self.password is not None else []
         persistence = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.durable else ["--save", "", "--appendonly", "no"]
         self.process = subprocess.Popen(
             [self.program, "--port", str(self.port), "--bind", "127.0.0.1", "--protected-mode", "yes", "--dir", str(self.directory),
-             "--daemonize", "no", "--loglevel", "warning", *persistence],
+             "--daemonize", "no", "--loglevel", "warning", *persistence, *secret],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30

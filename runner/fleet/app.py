@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from celery import Celery
 
@@ -31,6 +31,8 @@ RUN_TASK: Final = "ghostrunner.run"
 BEAT_KEY_PREFIX: Final = "ghostrunner:beat:"
 #: How often a worker looks for tasks whose worker died (kombu's default is 10 s): at most a tenth of the visibility timeout.
 _RESTORE_INTERVALS: Final = 10
+#: How long past run_timeout Celery kills a run's process, at most (half the time to visibility_timeout when that is nearer).
+_HARD_LIMIT_MARGIN: Final = 60.0
 
 
 def fleet_of(config: RunnerConfig) -> FleetConfig:
@@ -60,13 +62,17 @@ def broker_password(config: RunnerConfig) -> str | None:
 
 
 def broker_url(config: RunnerConfig) -> str:
-    """The broker URL Celery connects to: ``fleet.broker`` with the password put in."""
+    """The broker URL Celery connects to: ``fleet.broker`` with the password put in, percent-encoded.
+
+    Kombu, RedBeat and redis-py each decode it again; unencoded, a password holding ``@``, ``/``,
+    ``#``, ``?`` or ``%`` would be read as part of the host, path or fragment.
+    """
     fleet = fleet_of(config)
     password = broker_password(config)
     if password is None:
         return fleet.broker
     parts = urlsplit(fleet.broker)
-    return urlunsplit(parts._replace(netloc=f":{password}@{parts.netloc}"))
+    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
 
 
 def fleet_app(config: RunnerConfig) -> Celery:
@@ -107,5 +113,10 @@ def fleet_app(config: RunnerConfig) -> Celery:
         # A beat wakes at least this often: to extend its lock well within the lock's timeout, and to see a due fire soon.
         beat_max_loop_interval=max(1.0, min(5.0, fleet.beat_lock_timeout.total_seconds() / 4)),
     )
-    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=config.run_timeout.total_seconds() + 60)(run_slot_task)
+    # Celery's hard limit, a backstop behind the run's own deadline (run_timeout): it kills the run's process before
+    # visibility_timeout hands the task to a second worker, so that a run is never delivered again while it may go on.
+    run_timeout = config.run_timeout.total_seconds()
+    time_limit = run_timeout + min(_HARD_LIMIT_MARGIN, (visibility - run_timeout) / 2)
+    # shared=False: Celery would otherwise give every app the process makes later this app's task, with this time limit.
+    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit, shared=False)(run_slot_task)
     return app

@@ -15,18 +15,21 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   between the publish and that step publishes the fire again when it (or
   the standby) comes back: the run of that task finds the slot's entry by
   its client key and ends ``duplicate``;
-* Redis going away is waited out (``fleet.broker_unreachable``, no fire is
+* Redis going away is waited out, by the active beat and a standby alike
+  (``fleet.broker_unreachable``, no fire is
   passed over); a beat that finds its lock taken by another beat meanwhile
   stops (exit 75), so that two beats never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
-fire before that is run or recorded.
+fire before that is run or recorded. So does a pair whose entry in Redis
+is garbled (``fleet.beat_entry_reset``): one bad key stops no other pair.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -122,6 +125,38 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
     def decode_definition(definition: str) -> Any:
         return json.loads(definition, cls=_Decoder)
 
+    @classmethod
+    def from_key(cls, key: str, app: Celery | None = None) -> SlotEntry:
+        """The entry stored at *key*; one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
+
+        A new entry starts now, as a pair new to the schedule does: the fires since its last handled
+        one are neither run nor recorded, so status shows them as not known to have run, never as well.
+        An entry the configuration does not have is removed (KeyError, as for a missing one).
+        """
+        try:
+            entry: SlotEntry = super().from_key(key, app=app)
+            agent, routine = entry.args
+            if not (isinstance(agent, str) and isinstance(routine, str) and isinstance(entry.schedule, PairSchedule)
+                    and isinstance(entry.last_run_at, datetime) and entry.last_run_at.tzinfo is not None):
+                raise TypeError("not a pair's entry: [agent, routine], its schedule and an aware last_run_at")  # noqa: TRY301 - handled with the decoders' errors below
+        except (KeyError, redis.exceptions.RedisError):  # missing, or Redis away: as RedBeat handles them
+            raise
+        except Exception as exc:  # whatever a garbled entry makes RedBeat's decoders and ours raise
+            if app is None:
+                raise
+            name = key.removeprefix(app.redbeat_conf.key_prefix)
+            static = app.conf.beat_schedule.get(name)
+            redbeat.get_redis(app).delete(key)
+            if static is not None:
+                entry = cls(name=name, app=app, **static)
+                entry.last_run_at = app.now()
+                entry.save()
+            # Logged once the entry is new in Redis.
+            log.error("fleet.beat_entry_reset", key=key, error=f"{type(exc).__name__}: {exc}"[:500], installed=static is not None)  # noqa: TRY400 - garbled data, not a bug: one line, no traceback
+            if static is None:
+                raise KeyError(key) from None
+        return entry
+
     @property
     def due_at(self) -> datetime | None:
         if self.last_run_at is None:
@@ -182,9 +217,12 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         client = redbeat.get_redis(self.app)
         lock = client.lock(self.lock_key, timeout=self.lock_timeout, sleep=min(1.0, self.max_interval))
         lock.lua_extend = client.register_script(redbeat.LUA_EXTEND_TO_SCRIPT)
-        if not lock.acquire(blocking=False):
-            log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
-            lock.acquire()
+        standby = False
+        while not self._acquire(lock):
+            if not standby:
+                log.info("fleet.beat_standby", lock=self.lock_key, lock_timeout=self.lock_timeout)
+                standby = True
+            time.sleep(lock.sleep)
         self.lock = lock
         self._active.set()
         log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
@@ -192,6 +230,15 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         fleet = fleet_of(self.runner_config)
         log.info("scheduler.started", agents=sorted(self.runner_config.agents), jobs=len(self.app.conf.beat_schedule),
                  timezone=self.runner_config.timezone.key, shards=sorted(fleet.shards), role="beat")
+
+    @staticmethod
+    def _acquire(lock: redis.lock.Lock) -> bool:
+        """Whether this beat got *lock* now; a Redis that is away is waited out, as the active beat waits it out in tick."""
+        try:
+            return bool(lock.acquire(blocking=False))
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+            log.warning("fleet.broker_unreachable", error=str(exc))
+            return False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self._stop.is_set():

@@ -14,15 +14,20 @@ to Redis.
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
+import logging
 import os
 import signal
 import socket
 import threading
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Final
 
 import redis
 import structlog
+from celery.apps import worker as celery_worker
 from celery.beat import Service
 
 from journal import JournalError
@@ -69,8 +74,21 @@ def check_start(config: RunnerConfig) -> None:
 
 
 def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
-    structlog.contextvars.bind_contextvars(**context, host=socket.gethostname())
+    fields = {**context, "host": socket.gethostname()}
+    structlog.contextvars.bind_contextvars(**fields)
     configure_logging(level=level, tee=(RECORDED_EVENTS, runs_record(config).add))
+    # Celery's and its dependencies' warnings (SecurityWarning when run as root) go through logging, as JSON lines,
+    # and so do the lines Celery's worker prints in plain text from its signal handlers ("worker: Warm shutdown").
+    logging.captureWarnings(True)
+    celery_worker.safe_say = functools.partial(_say, fields)
+
+
+def _say(fields: dict[str, str], message: str, _stream: object = None) -> None:
+    """Celery's ``safe_say``, as one JSON line: called from a signal handler, so one ``os.write`` and no lock."""
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    line = json.dumps({"event": message.strip(), **fields, "level": "info", "timestamp": stamp}) + "\n"
+    with contextlib.suppress(OSError):
+        os.write(2, line.encode())
 
 
 def _unusable(config: RunnerConfig, agents: tuple[str, ...]) -> list[UnusableAgent]:

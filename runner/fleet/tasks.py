@@ -27,7 +27,7 @@ from runner.engine import run_at
 from runner.errors import NoScheduledTimeError, RunInterrupted, UnknownNameError
 from runner.run_contract import RunResult
 from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
-from runner.slots import cron_trigger
+from runner.slots import EARLIEST_TIME, LATEST_TIME, cron_trigger
 
 __all__ = ["ShardWork", "hold_shard", "run_slot_task"]
 
@@ -55,15 +55,17 @@ def hold_shard(config: RunnerConfig, shard: str) -> None:
 
 
 def _scheduled(text: object) -> datetime | None:
-    """The fire time a task carries (an ISO 8601 time with its offset), or None for anything else."""
+    """The fire time a task carries (an ISO 8601 time with its offset, within the times a run may be asked for), or None for anything else."""
     try:
         moment = datetime.fromisoformat(text) if isinstance(text, str) else None
-    except ValueError:
+        # astimezone: 0001-01-01T00:00+14:00 is a valid ISO time, yet in no year datetime holds.
+        within = moment is not None and moment.tzinfo is not None and EARLIEST_TIME <= moment.astimezone(UTC) < LATEST_TIME
+    except (ValueError, OverflowError):
         return None
-    return moment if moment is not None and moment.tzinfo is not None else None
+    return moment if within else None
 
 
-def _refuse(task: Task, agent: str, routine: str, scheduled: object, error: str) -> None:
+def _refuse(task: Task, agent: object, routine: object, scheduled: object, error: str) -> None:
     """Log a task no run can come of (acknowledged all the same: no retry can fix it)."""
     log.error("fleet.task_refused", agent=agent, routine=routine, scheduled=scheduled, task_id=task.request.id, error=error)
 
@@ -86,17 +88,26 @@ def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: st
     raise task.retry(countdown=max(0.0, (when - now).total_seconds()), max_retries=config.slot_retries)
 
 
-def run_slot_task(task: Task, agent: str, routine: str, scheduled: str) -> dict[str, Any] | None:
-    """Run *routine* of *agent* for the fire time *scheduled*; the run's result, or None when the task is refused."""
+def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any] | None:
+    """Run the routine of the agent for the fire time the task carries (agent, routine, scheduled); the run's result, or None when refused.
+
+    Any arguments are taken, not only those three, so that a task someone else put in the queue
+    (anyone who can write to Redis can) is refused with one line rather than failing in Celery's call.
+    """
     work = _work
     if work is None:
         raise RuntimeError("this process serves no shard: start it with ghostrunner fleet worker")
+    agent, routine, scheduled = (*args, None, None, None)[:3]
+    if len(args) != 3 or kwargs or not isinstance(agent, str) or not isinstance(routine, str):
+        _refuse(task, agent, routine, scheduled, f"the task's arguments are not [agent, routine, fire time] as strings: got {len(args)} "
+                                                 f"argument(s) and keyword(s) {sorted(kwargs)}")
+        return None
     if not work.holds(agent):
         _refuse(task, agent, routine, scheduled, f"agent {agent!r} is not in shard {work.shard!r} here: check that every host has the same [fleet.shards]")
         return None
     at = _scheduled(scheduled)
     if at is None:
-        _refuse(task, agent, routine, scheduled, "the task's fire time is no ISO 8601 time with a UTC offset")
+        _refuse(task, agent, routine, scheduled, f"the task's fire time is no ISO 8601 time with a UTC offset from {EARLIEST_TIME:%Y-%m-%d} to {LATEST_TIME:%Y-%m-%d}")
         return None
     try:
         result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds())

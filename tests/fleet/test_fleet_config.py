@@ -9,6 +9,7 @@ import pytest
 
 from runner.config import load_config
 from runner.errors import ConfigError
+from runner.fleet.app import RUN_TASK, fleet_app
 from tests._support import SIMPLE_AGENT, ghostrunner, write_config
 
 TWO_AGENTS = SIMPLE_AGENT + """
@@ -50,6 +51,8 @@ def test_a_configuration_without_a_fleet_table_has_none(tmp_path: Path) -> None:
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://:hunter2@127.0.0.1:6399/0"), "fleet.broker", "without user:password@"),
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1:99999/0"), "fleet.broker", "port is a number"),
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1:6399/queue"), "fleet.broker", "a database number"),
+        (fleet().replace("redis://127.0.0.1:6399/0", "redis://h\u00e9st\u2028:6399/0"), "fleet.broker", "an ASCII name"),
+        (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1%2F:6399/0"), "fleet.broker", "an ASCII name"),
         (fleet(extra='visibility_timeout = "1m"'), "fleet.visibility_timeout", "longer than runner.run_timeout"),
         (fleet(extra='beat_lock_timeout = "1s"'), "fleet.beat_lock_timeout", "from 2s to 1h"),
         (fleet(extra='keep_runs = "10m"'), "fleet.keep_runs", "at least 1h"),
@@ -68,3 +71,12 @@ def test_a_password_in_the_broker_url_is_never_shown(tmp_path: Path) -> None:
     result = ghostrunner("--config", str(path), "status", "--log", "-")
     assert result.returncode == 78
     assert "hunter2" not in result.stderr and "fleet.broker" in result.stderr
+
+
+def test_celerys_hard_limit_kills_a_run_before_its_task_is_delivered_again(tmp_path: Path) -> None:
+    other = fleet_app(load_config(write_config(tmp_path / "other", fleet())))  # another configuration's app, made first in this process
+    config = load_config(write_config(tmp_path, fleet(extra='visibility_timeout = "25s"'), runner='run_timeout = "20s"'))
+    limit = fleet_app(config).tasks[RUN_TASK].time_limit
+    assert other.tasks[RUN_TASK].time_limit > limit  # its own: run_timeout's default of 300 s
+    assert config.fleet is not None
+    assert config.run_timeout.total_seconds() < limit < config.fleet.visibility_timeout.total_seconds()
