@@ -5,7 +5,7 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, EmbedResult, Journal, SkippedFile
+from journal.api import MAX_K, MODES, AppendResult, EmbedResult, Journal, SkippedFile, VerifyReport
 from journal.context import ContextRecord, PromptContext
 from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
@@ -27,6 +27,7 @@ from journal.errors import (
     EntryNotFoundError,
     EntryValidationError,
     IndexStateError,
+    IntegrityError,
     InvalidEntryIdError,
     JournalClosedError,
     JournalError,
@@ -42,6 +43,7 @@ from journal.errors import (
 )
 from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
 from journal.retrieval import Digest, Hit
+from journal.verify import Problem
 
 __all__ = [
     "KINDS",
@@ -65,6 +67,7 @@ __all__ = [
     "EntryValidationError",
     "Hit",
     "IndexStateError",
+    "IntegrityError",
     "InvalidEntryIdError",
     "Journal",
     "JournalClosedError",
@@ -74,6 +77,7 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "Problem",
     "ProgressGate",
     "PromptContext",
     "ReadOnlyFilesystemError",
@@ -82,6 +86,7 @@ __all__ = [
     "StderrProgress",
     "StoragePermissionError",
     "UnsafePathError",
+    "VerifyReport",
     "canonical_json",
     "check_label",
     "json_nesting_depth",

@@ -12,7 +12,7 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex", "show_related"]
+__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex", "show_related", "show_verify"]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -123,3 +123,19 @@ def show_embed(document: Mapping[str, Any], width: int) -> str:
         ("embedded", _count(document["embedded"], "entry", "entries")), ("entries", str(document["entries"])),
         ("missing", str(document["missing"])), ("encoder", str(document["encoder"])),
     ])
+
+
+def show_verify(document: Mapping[str, Any], width: int) -> str:
+    """``verify``: what a repair did, each problem with its file and fix, then the sums."""
+    lines = [f"{printable(line)}" for line in document.get("repairs", [])]
+    for problem in document["problems"]:
+        lines.append(f"{printable(problem['path'])}: {problem['kind']}: {printable(problem['detail'])}")
+        lines.append(f"  fix: {printable(problem['fix'])}")
+    checked = f"checked {_count(document['files'], 'entry file', 'entry files')} ({_count(document['entries'], 'entry', 'entries')}) and the index"
+    if document["deep_checked"]:
+        checked += f", re-embedded {document['deep_checked']}"
+    counts = document["counts"]
+    lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
+    if document["unattributed"]:
+        lines.append(f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them")
+    return "\n".join(lines)

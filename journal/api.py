@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from journal import _append
+from journal import verify as _verify
 from journal._append import AppendResult
 from journal._opening import undone_on_failure
 from journal._reading import MAX_LIMIT, Reader, SkippedFile
@@ -29,8 +30,9 @@ from journal.entry import Entry
 from journal.errors import SemanticUnavailableError
 from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
+from journal.verify import DEEP_SAMPLE, VerifyReport
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "Journal", "SkippedFile"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "Journal", "SkippedFile", "VerifyReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,48 @@ class Journal:
                 raise
             with self._keeper.calls:
                 semantic.settle()
+
+    # -- checking ------------------------------------------------------------------
+
+    @recovering
+    def verify(self, *, agent: str | None = None, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+        """Check every entry file and the index, changing nothing; the report lists each problem with its file and fix.
+
+        Each entry file: schema v1, canonical bytes, id and path agree, a
+        regular file of mode 0600 with one name; no two files of one id or one
+        client_key; every ``continues``/``supersedes`` link names an entry of
+        its own agent. Then the index against a rebuild of those files (made
+        in a temporary directory): rows, text, links, each agent's text table;
+        every encoder's vectors named, of their dimension, one per entry.
+        *deep* re-embeds *sample* entries and compares cosines (needs NN).
+
+        The files and the index are taken at one instant (the writer lock is
+        held while the names are listed), so an entry appended during the
+        check is not reported. With *agent*, only that agent's files and rows.
+
+        Raises:
+            SemanticUnavailableError: *deep* without NN.
+        """
+        if deep and self._keeper.semantic is None:
+            raise SemanticUnavailableError("verify --deep re-embeds entries and this journal was opened without NN", "pass --nn (and --model)")
+        return _verify.verify(self._keeper, agent=agent, deep=deep, sample=sample)
+
+    @writing
+    def repair(self, *, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+        """Verify; if anything is wrong, move the files that are no entry to ``quarantine/<time>/`` and rebuild the index, then verify again.
+
+        Only what is safe: an entry file is never deleted or changed, and a
+        file moved keeps its bytes under the quarantine folder the report
+        names. The report is the second check's, with ``repairs`` and
+        ``fixed`` (what the first check found).
+        """
+        found = self.verify(deep=deep, sample=sample)
+        if found.is_clean:
+            return found
+        done = _verify.repair(self._keeper, found)
+        after = self.verify(deep=deep, sample=sample)
+        after.repairs, after.quarantine, after.fixed = done.repairs, done.quarantine, found.problems
+        return after
 
     # -- reading -------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The ``ghostjournal`` command: parse arguments, call the library, print JSON (text on a terminal).
 
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
-3 not found, 4 conflict, 65 invalid input data, 73 read-only filesystem,
+3 not found, 4 conflict (verify found problems), 65 invalid input data, 73 read-only filesystem,
 74 disk full or another I/O error, 75 writer lock busy, 77 permission denied.
 """
 
@@ -38,7 +38,7 @@ from journal.clikit import CommandGroup, out_option, output_option, terminal_wid
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
-from journal.errors import JournalError, JournalStorageError
+from journal.errors import IntegrityError, JournalError, JournalStorageError
 from journal.outfile import write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
@@ -324,6 +324,29 @@ def reindex(settings: _Settings) -> None:
     journal = settings.journal(writable=True)
     count = journal.reindex(on_skip=report_skip, on_progress=settings.progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
+
+
+@cli.command()
+@click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
+@click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
+@click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
+@click.option("--repair", is_flag=True, help="Rebuild the index and move files that are no entry to quarantine/ (never deletes an entry), then check again.")
+@output_option
+@pass_settings
+def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repair: bool) -> None:
+    """Check every entry file and the index; print each problem with its file and fix; exit 4 if any.
+
+    Changes nothing without --repair. Safe while agents append.
+
+    Example: ghostjournal verify --agent motoko
+    """
+    if repair and agent is not None:
+        raise click.UsageError("--repair rebuilds the whole index and takes no --agent; run 'ghostjournal verify --repair' alone")
+    journal = settings.journal(writable=repair)
+    report = journal.repair(deep=deep, sample=sample) if repair else journal.verify(agent=agent, deep=deep, sample=sample)
+    _emit(report.to_dict(), _views.show_verify)
+    if not report.is_clean:
+        raise IntegrityError(len(report.problems), report.counts(), repaired=repair)
 
 
 @cli.command(name="embed")

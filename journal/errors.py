@@ -14,6 +14,7 @@ either::
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     ├── ManifestError                         manifest.json unreadable or unsupported
     ├── IndexStateError                       the derived index could not be repaired
+    ├── IntegrityError                        verify found problems (files or index)
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
     ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
     ├── JournalClosedError (RuntimeError)     a call on a closed Journal, or one inherited through fork
@@ -48,6 +49,7 @@ __all__ = [
     "EntryNotFoundError",
     "EntryValidationError",
     "IndexStateError",
+    "IntegrityError",
     "InvalidEntryIdError",
     "JournalError",
     "JournalNotFoundError",
@@ -196,6 +198,25 @@ class ManifestError(JournalError):
 
 class IndexStateError(JournalError):
     """The derived index is in a state the journal could not repair."""
+
+
+class IntegrityError(JournalError):
+    """A check of the journal (``verify``) found problems; the report names each with its file and fix.
+
+    Attributes:
+        problems: how many.
+        counts: how many of each kind.
+    """
+
+    exit_code: ClassVar[int] = 4  # conflict: the files or the index are not what the journal wrote
+
+    def __init__(self, problems: int, counts: dict[str, int], *, repaired: bool = False) -> None:
+        self.problems = problems
+        self.counts = counts
+        kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items())
+        fix = ("these remain after the repair; each one's fix is in the report" if repaired
+               else "each one's fix is in the report; 'ghostjournal verify --repair' rebuilds the index and moves files that are no entry to quarantine/")
+        super().__init__(f"verify found {problems} problem{'s' if problems != 1 else ''} ({kinds}); {fix}")
 
 
 class EntryFileError(JournalError):

@@ -1,0 +1,98 @@
+"""Checking and carrying a journal: verify, export and import, their times and peak memory at several sizes.
+
+Each size's journal is written straight to its entry files (``fast_fill`` of
+``bench_journal.py``, the same synthetic agents) and indexed with
+``reindex()``, whose time is printed as the baseline of the same run. Every
+measured command then runs in a fresh child process, which reports its wall
+time and its own peak RSS, so that no figure carries another's memory:
+
+    python bench/bench_carry.py                  # sizes 10000,100000
+    python bench/bench_carry.py --sizes 2000     # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_journal import Synth, fast_fill
+
+from journal import Journal
+
+
+def _verify(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(root) as journal:
+        report = journal.verify()
+    return {"problems": len(report.problems), "entries": report.entries}
+
+
+#: What a child measures: name -> function of (journal root, a scratch directory) returning facts to print.
+OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify}
+
+
+def _child(operation: str, root: Path, scratch: Path) -> None:
+    started = time.perf_counter()
+    facts = OPERATIONS[operation](root, scratch)
+    seconds = time.perf_counter() - started
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak_kib / 1024, 1), **facts}))
+
+
+def _measure(operation: str, root: Path, scratch: Path) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--child", operation, str(root), str(scratch)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _build(root: Path, count: int, seed: int) -> float:
+    Journal(root).close()
+    fast_fill(root, Synth(seed=seed), count)
+    started = time.perf_counter()
+    with Journal(root) as journal:
+        journal.reindex()
+    return time.perf_counter() - started
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="journal sizes, comma-separated (default 10000,100000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--child", nargs=3, metavar=("OPERATION", "ROOT", "SCRATCH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        operation, root, scratch = args.child
+        _child(operation, Path(root), Path(scratch))
+        return 0
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    base = Path(tempfile.mkdtemp(prefix="ghostjournal-bench-carry-"))
+    try:
+        print(f"{'entries':>8}  {'reindex':>9}  " + "  ".join(f"{name + ' s, peak MiB':>24}" for name in OPERATIONS), flush=True)
+        for size in sizes:
+            root = base / f"j{size}"
+            reindex = _build(root, size, args.seed)
+            cells = []
+            for name in OPERATIONS:
+                scratch = base / f"{name}-{size}"
+                scratch.mkdir()
+                measured = _measure(name, root, scratch)
+                cells.append(measured.get("error") or f"{measured['seconds']:>8.1f} s {measured['peak_mib']:>8.1f} MiB")
+                print(f"  {name} at {size}: {json.dumps(measured)}", file=sys.stderr, flush=True)
+            print(f"{size:>8}  {reindex:>7.1f} s  " + "  ".join(f"{cell:>24}" for cell in cells), flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
