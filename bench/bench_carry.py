@@ -35,8 +35,14 @@ def _verify(root: Path, scratch: Path) -> dict[str, Any]:
     return {"problems": len(report.problems), "entries": report.entries}
 
 
+def _export(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(root) as journal, (scratch / "export.jsonl").open("wb") as out:
+        manifest = journal.export(out)
+    return {"entries": manifest.entries, "bytes": (scratch / "export.jsonl").stat().st_size}
+
+
 #: What a child measures: name -> function of (journal root, a scratch directory) returning facts to print.
-OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify}
+OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify, "export": _export}
 
 
 def _child(operation: str, root: Path, scratch: Path) -> None:

@@ -5,7 +5,7 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, EmbedResult, Journal, SkippedFile, VerifyReport
+from journal.api import MAX_K, MODES, AppendResult, EmbedResult, ExportManifest, Journal, SkippedFile, VerifyReport
 from journal.context import ContextRecord, PromptContext
 from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
@@ -65,6 +65,7 @@ __all__ = [
     "EntryFileError",
     "EntryNotFoundError",
     "EntryValidationError",
+    "ExportManifest",
     "Hit",
     "IndexStateError",
     "IntegrityError",

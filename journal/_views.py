@@ -12,7 +12,7 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex", "show_related", "show_verify"]
+__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_init", "show_reindex", "show_related", "show_verify"]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -138,4 +138,15 @@ def show_verify(document: Mapping[str, Any], width: int) -> str:
     lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
     if document["unattributed"]:
         lines.append(f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them")
+    return "\n".join(lines)
+
+
+def show_export(document: Mapping[str, Any], width: int) -> str:
+    """``export``: what the stream holds, by agent, and the links it leaves outside."""
+    lines = [f"exported {_count(document['entries'], 'entry', 'entries')} as of {document['exported_at']}  {document['sha256']}"]
+    lines += [f"  {printable(agent)}: {count}" for agent, count in document["agents"].items()]
+    if document["links_outside"]:
+        lines.append(f"{_count(len(document['links_outside']), 'link', 'links')} to entries outside the export")
+    if document["links_removed"]:
+        lines.append(f"links to another agent's entries taken out of {_count(len(document['links_removed']), 'entry', 'entries')}")
     return "\n".join(lines)

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 
 from journal import _append
+from journal import export as _export
 from journal import verify as _verify
 from journal._append import AppendResult
 from journal._opening import undone_on_failure
@@ -28,11 +29,12 @@ from journal.context import PromptContext
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
 from journal.errors import SemanticUnavailableError
+from journal.export import ExportManifest
 from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.verify import DEEP_SAMPLE, VerifyReport
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "Journal", "SkippedFile", "VerifyReport"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "ExportManifest", "Journal", "SkippedFile", "VerifyReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +272,29 @@ class Journal:
         after = self.verify(deep=deep, sample=sample)
         after.repairs, after.quarantine, after.fixed = done.repairs, done.quarantine, found.problems
         return after
+
+    # -- carrying ------------------------------------------------------------------
+
+    @recovering
+    def export(
+        self, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+        form: str = "jsonl",
+    ) -> ExportManifest:
+        """Write the entries (with *agent*: that agent's alone) to the binary stream *out*, oldest first, then a manifest line; return the manifest.
+
+        Each entry is its canonical file's bytes, in order of time then id.
+        The stream is consistent as of one instant: the entries published
+        before the export began, each whole, and none published after, while
+        other processes append. *form* is ``jsonl`` (one entry per line) or
+        ``tar`` (one member per entry file); see :mod:`journal.export` for
+        the manifest. With *agent*, no id of another agent's entry is in the
+        stream: a link to one is taken out of the entry and counted in
+        ``links_removed``. Memory does not grow with the journal.
+
+        Raises:
+            ValueError: *form* is not ``jsonl`` or ``tar``, or a window bound is out of range.
+        """
+        return _export.export(self._keeper, out, agent=agent, since=since, until=until, form=form)
 
     # -- reading -------------------------------------------------------------------
 

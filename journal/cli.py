@@ -39,7 +39,8 @@ from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
 from journal.errors import IntegrityError, JournalError, JournalStorageError
-from journal.outfile import write_output
+from journal.export import FORMATS
+from journal.outfile import STDOUT, streamed_output, write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
 from journal.timeinput import local_zone
@@ -347,6 +348,41 @@ def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repa
     _emit(report.to_dict(), _views.show_verify)
     if not report.is_clean:
         raise IntegrityError(len(report.problems), report.counts(), repaired=repair)
+
+
+def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """An --out for a stream of entries: a file, or - for stdout unless that is a terminal."""
+    if not value.strip():
+        raise click.BadParameter(f"expected a file name or - for stdout, got {value!r} (an empty value is not stdout)")
+    if value == STDOUT and sys.stdout.isatty():
+        raise click.BadParameter("stdout is a terminal and the export is a stream of entries: pass --out FILE, or pipe the output")
+    return value
+
+
+@cli.command()
+@window_options
+@click.option("--format", "form", type=click.Choice(FORMATS), default="jsonl", show_default=True,
+              help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.")
+@click.option("--out", "out", required=True, callback=_stream_target,
+              help="The file to write (replaced whole when done, never through a symlink or into a FIFO), or - for stdout.")
+@output_option
+@pass_settings
+def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str) -> None:
+    """Write the entries, oldest first, with their canonical bytes unchanged, then a manifest line; safe while agents append.
+
+    With --out FILE the manifest is printed; with --out - the stream goes to stdout and one summary line to stderr.
+
+    Example: ghostjournal export --agent motoko --out motoko.jsonl
+    """
+    journal = settings.journal()
+    with streamed_output(out, what="the export") as stream:
+        manifest = journal.export(stream, agent=agent, since=since, until=until, form=form)
+    if manifest.skipped:
+        warn("ghostjournal", f"{len(manifest.skipped)} entries could not be exported (damaged files); run 'ghostjournal verify'")
+    if out == STDOUT:
+        click.echo(f"exported {manifest.entries} entries ({manifest.sha256})", err=True)
+    else:
+        _emit(manifest.to_dict(), _views.show_export)
 
 
 @cli.command(name="embed")
