@@ -8,6 +8,7 @@ time and its own peak RSS, so that no figure carries another's memory:
 
     python bench/bench_carry.py                  # sizes 10000,100000
     python bench/bench_carry.py --sizes 2000     # a smoke run
+    python bench/bench_carry.py --import-up-to 10000   # import only at 10k
 """
 
 from __future__ import annotations
@@ -41,8 +42,15 @@ def _export(root: Path, scratch: Path) -> dict[str, Any]:
     return {"entries": manifest.entries, "bytes": (scratch / "export.jsonl").stat().st_size}
 
 
-#: What a child measures: name -> function of (journal root, a scratch directory) returning facts to print.
-OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify, "export": _export}
+def _import(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(scratch / "imported") as journal, (scratch / "export.jsonl").open("rb") as source:
+        summary = journal.import_stream(source)
+    return {"appended": summary.appended, "duplicate": summary.duplicate, "conflict": summary.conflict}
+
+
+#: What a child measures, in this order: name -> function of (journal root, the size's scratch directory) returning facts to print.
+#: The import reads the export's file into a new journal.
+OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify, "export": _export, "import": _import}
 
 
 def _child(operation: str, root: Path, scratch: Path) -> None:
@@ -74,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="journal sizes, comma-separated (default 10000,100000)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--import-up-to", type=int, default=None, metavar="N",
+                        help="measure import only at sizes up to N (each entry is a durable append: 100k take a while)")
     parser.add_argument("--child", nargs=3, metavar=("OPERATION", "ROOT", "SCRATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -88,9 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             root = base / f"j{size}"
             reindex = _build(root, size, args.seed)
             cells = []
+            scratch = base / f"work-{size}"
+            scratch.mkdir()
             for name in OPERATIONS:
-                scratch = base / f"{name}-{size}"
-                scratch.mkdir()
+                if name == "import" and args.import_up_to is not None and size > args.import_up_to:
+                    cells.append("not measured")
+                    continue
                 measured = _measure(name, root, scratch)
                 cells.append(measured.get("error") or f"{measured['seconds']:>8.1f} s {measured['peak_mib']:>8.1f} MiB")
                 print(f"  {name} at {size}: {json.dumps(measured)}", file=sys.stderr, flush=True)

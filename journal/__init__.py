@@ -5,7 +5,7 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, EmbedResult, ExportManifest, Journal, SkippedFile, VerifyReport
+from journal.api import MAX_K, MODES, AppendResult, EmbedResult, ExportManifest, ImportSummary, Journal, SkippedFile, VerifyReport
 from journal.context import ContextRecord, PromptContext
 from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
@@ -26,6 +26,7 @@ from journal.errors import (
     EntryFileError,
     EntryNotFoundError,
     EntryValidationError,
+    ImportStreamError,
     IndexStateError,
     IntegrityError,
     InvalidEntryIdError,
@@ -67,6 +68,8 @@ __all__ = [
     "EntryValidationError",
     "ExportManifest",
     "Hit",
+    "ImportStreamError",
+    "ImportSummary",
     "IndexStateError",
     "IntegrityError",
     "InvalidEntryIdError",

@@ -12,7 +12,7 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_init", "show_reindex", "show_related", "show_verify"]
+__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -149,4 +149,13 @@ def show_export(document: Mapping[str, Any], width: int) -> str:
         lines.append(f"{_count(len(document['links_outside']), 'link', 'links')} to entries outside the export")
     if document["links_removed"]:
         lines.append(f"links to another agent's entries taken out of {_count(len(document['links_removed']), 'entry', 'entries')}")
+    return "\n".join(lines)
+
+
+def show_import(document: Mapping[str, Any], width: int) -> str:
+    """``import``: the three counts, then each conflict and each line left out."""
+    lines = [(f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} "
+             f"(of {_count(document['lines'], 'entry line', 'entry lines')})")]
+    lines += [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+    lines += [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
     return "\n".join(lines)

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Self
+from typing import IO, Any, BinaryIO, Self
 
 from journal import _append
 from journal import export as _export
+from journal import importer as _importer
 from journal import verify as _verify
 from journal._append import AppendResult
 from journal._opening import undone_on_failure
@@ -30,11 +31,12 @@ from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
 from journal.errors import SemanticUnavailableError
 from journal.export import ExportManifest
+from journal.importer import ImportSummary
 from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.verify import DEEP_SAMPLE, VerifyReport
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "ExportManifest", "Journal", "SkippedFile", "VerifyReport"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +297,31 @@ class Journal:
             ValueError: *form* is not ``jsonl`` or ``tar``, or a window bound is out of range.
         """
         return _export.export(self._keeper, out, agent=agent, since=since, until=until, form=form)
+
+    def import_stream(
+        self, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+        on_entry: Callable[[int], None] | None = None,
+    ) -> ImportSummary:
+        """Import an export stream (the JSON Lines form of :meth:`export`) from the binary stream *source*; return what it did.
+
+        The whole stream is checked first (each line a valid entry, the
+        manifest last, its count and hash matching); a stream that fails
+        imports nothing and :class:`ImportStreamError` names the line, unless
+        *partial*, which imports the good lines and lists the others. Each
+        entry keeps its id, ts and client_key (its agent renamed by
+        *agent_map*, old to new): one already held with the same bytes is a
+        duplicate, one whose id or client_key is held with other bytes a
+        conflict, reported and skipped. Importing a stream twice stores
+        nothing the second time; an import killed at any point is finished by
+        running it again. *on_entry* gets the count of entries handled so far.
+
+        Raises:
+            ImportStreamError: a bad line, a missing manifest, a hash or count that does not match.
+            EntryValidationError: an *agent_map* name that is no valid agent name.
+            DiskFullError: the journal's filesystem clearly lacks the room (checked before anything is stored).
+        """
+        mapping = _importer.parse_agent_map(agent_map or {})
+        return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
 
     # -- reading -------------------------------------------------------------------
 

@@ -38,8 +38,9 @@ from journal.clikit import CommandGroup, out_option, output_option, terminal_wid
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
-from journal.errors import IntegrityError, JournalError, JournalStorageError
+from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalStorageError
 from journal.export import FORMATS
+from journal.importer import parse_agent_map
 from journal.outfile import STDOUT, streamed_output, write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
@@ -383,6 +384,29 @@ def export(settings: _Settings, agent: str | None, since: datetime | None, until
         click.echo(f"exported {manifest.entries} entries ({manifest.sha256})", err=True)
     else:
         _emit(manifest.to_dict(), _views.show_export)
+
+
+@cli.command(name="import")
+@click.argument("source", type=click.File("rb"))
+@click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
+@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), listing the rest.")
+@output_option
+@pass_settings
+def import_(settings: _Settings, source: IO[bytes], agent_map: tuple[str, ...], partial: bool) -> None:
+    """Import an export stream (FILE, or - for stdin) into the journal (created if missing): every entry with its id, ts and client_key; safe to repeat.
+
+    Prints how many were appended, were already held (duplicate) or clash with a held entry (conflict, skipped).
+
+    Example: ghostjournal --root ./copy import journal.jsonl --agent-map motoko=motoko2
+    """
+    try:
+        mapping = parse_agent_map(agent_map)  # a bad name is refused before anything is read
+    except EntryValidationError as exc:
+        raise click.BadParameter(f"expected OLD=NEW with agent names of {exc.expected}, got {exc.got}", param_hint="--agent-map") from None
+    summary = settings.journal(create=True, writable=True).import_stream(source, agent_map=mapping, partial=partial)
+    _emit(summary.to_dict(), _views.show_import)
+    if summary.conflict:
+        raise ImportConflictError(summary.conflict)
 
 
 @cli.command(name="embed")
