@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -57,7 +56,9 @@ def _child(operation: str, root: Path, scratch: Path) -> None:
     started = time.perf_counter()
     facts = OPERATIONS[operation](root, scratch)
     seconds = time.perf_counter() - started
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # VmHWM, not getrusage's ru_maxrss: after a vfork and exec, Linux's ru_maxrss still counts the parent's memory.
+    status = Path("/proc/self/status").read_text(encoding="ascii")
+    peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
     print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak_kib / 1024, 1), **facts}))
 
 

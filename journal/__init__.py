@@ -5,7 +5,18 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, EmbedResult, ExportManifest, ImportSummary, Journal, SkippedFile, VerifyReport
+from journal.api import (
+    MAX_K,
+    MODES,
+    AppendResult,
+    BackupReport,
+    EmbedResult,
+    ExportManifest,
+    ImportSummary,
+    Journal,
+    SkippedFile,
+    VerifyReport,
+)
 from journal.context import ContextRecord, PromptContext
 from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
@@ -54,6 +65,7 @@ __all__ = [
     "PROGRESS_ENVVAR",
     "SCHEMA_VERSION",
     "AppendResult",
+    "BackupReport",
     "ClientKeyTakenError",
     "ContextRecord",
     "Digest",

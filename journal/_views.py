@@ -12,7 +12,7 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
+__all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -159,3 +159,10 @@ def show_import(document: Mapping[str, Any], width: int) -> str:
     lines += [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
     lines += [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
     return "\n".join(lines)
+
+
+def show_backup(document: Mapping[str, Any], width: int) -> str:
+    """``backup``: where the copy is, what it holds, then the check of it."""
+    lines = [f"copied {_count(document['files'], 'entry file', 'entry files')} ({document['bytes']} bytes) to {printable(document['out'])}"]
+    lines += [f"  not copied: {printable(s['path'])}: {printable(s['reason'])}" for s in document["skipped"]]
+    return "\n".join([*lines, show_verify(document["verify"], width)])

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import IO, Any, BinaryIO, Self
 
 from journal import _append
+from journal import backup as _backup
 from journal import export as _export
 from journal import importer as _importer
 from journal import verify as _verify
@@ -26,6 +27,7 @@ from journal._append import AppendResult
 from journal._opening import undone_on_failure
 from journal._reading import MAX_LIMIT, Reader, SkippedFile
 from journal._sync import IndexKeeper, recovering, writing
+from journal.backup import BackupReport
 from journal.context import PromptContext
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
@@ -36,7 +38,7 @@ from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.verify import DEEP_SAMPLE, VerifyReport
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +324,28 @@ class Journal:
         """
         mapping = _importer.parse_agent_map(agent_map or {})
         return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
+
+    @recovering
+    def backup(self, out: str | os.PathLike[str]) -> BackupReport:
+        """Copy the journal, while agents append, into the new directory *out*, then verify the copy; return both.
+
+        The copy is a journal directory of its own (``Journal(out)`` opens
+        it; no restore step is needed): the manifest, every entry file
+        published before the backup began, and the index as of that instant,
+        copied through SQLite's online backup API (appends wait while it is
+        copied; readers never do). It is written beside *out* and renamed
+        to it only when complete, so a failure leaves no *out*.
+
+        Raises:
+            UnsafePathError: *out* exists (a directory, a journal, a file, a symlink or a FIFO) or is inside this journal.
+            JournalStorageError: the filesystem refused (full, read-only, denied); nothing is left behind.
+        """
+
+        def check(copy: Path) -> VerifyReport:
+            with Journal(copy, create=False) as journal:
+                return journal.verify()
+
+        return _backup.backup(self._keeper, Path(out), check)
 
     # -- reading -------------------------------------------------------------------
 

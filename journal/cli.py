@@ -409,6 +409,22 @@ def import_(settings: _Settings, source: IO[bytes], agent_map: tuple[str, ...], 
         raise ImportConflictError(summary.conflict)
 
 
+@cli.command()
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), callback=lambda ctx, param, value: _named(str(value), "a directory"),
+              help="The new directory to copy the journal into (it must not exist yet).")
+@output_option
+@pass_settings
+def backup(settings: _Settings, out: str) -> None:
+    """Copy the journal, while agents append, into a new directory that is itself a journal; then verify the copy (exit 4 on a problem).
+
+    Example: ghostjournal backup --out /var/backups/ghostjournal/motoko-2026-09-05
+    """
+    report = settings.journal().backup(out)
+    _emit(report.to_dict(), _views.show_backup)
+    if not report.verify.is_clean:
+        raise IntegrityError(len(report.verify.problems), report.verify.counts())
+
+
 @cli.command(name="embed")
 @click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
               help="Entries embedded and committed together: an interrupted run loses at most one batch.")

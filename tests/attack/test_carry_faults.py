@@ -46,3 +46,19 @@ def test_export_onto_a_full_disk_is_one_line_exit_74_and_leaves_no_file(tmp_path
     assert done.stderr.count("\n") == 1
     assert sorted(p.name for p in disk.iterdir()) == ["export.jsonl", "filler"] and earlier.read_bytes() == b"the earlier export\n"
     assert tree_digest(root) == before
+
+
+def test_backup_onto_a_full_disk_is_one_line_exit_74_and_leaves_nothing(tmp_path: Path, mounts: Mounts) -> None:
+    """A backup that cannot be written whole: exit 74, no backup directory and no partial one, the journal untouched."""
+    root = tmp_path / "j"
+    _journal(root)
+    disk = mounts.tmpfs(size_kib=256)
+    fill(disk, leave_pages=6)
+    before = tree_digest(root)
+    out = disk / "backup"
+    done = subprocess.run(["ghostjournal", "--root", str(root), "backup", "--out", str(out)], capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 74, done.stderr
+    assert done.stderr.startswith(f"ghostjournal: error: cannot write the backup to {str(out)!r}: no space left on device (ENOSPC)")
+    assert done.stderr.count("\n") == 1
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+    assert tree_digest(root) == before
