@@ -53,6 +53,7 @@ from runner import (
     simulation_window,
     write_units,
 )
+from runner._cli_backup import backup
 from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner._cli_support import (
     LOG_LEVELS,
@@ -413,6 +414,7 @@ def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) ->
 
 for _command in OPERATE_COMMANDS:
     cli.add_command(_command)
+cli.add_command(backup)
 
 
 def main() -> None:
