@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from journal._fsync import fsync_directory
 from journal._safefs import DIR_MODE, FILE_MODE, check_dir
 from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
 from journal.store import ScanProblem
@@ -70,14 +71,6 @@ def _check_target(out: Path, root: Path) -> None:
 def _mkdir(path: Path) -> None:
     os.mkdir(path, DIR_MODE)
     os.chmod(path, DIR_MODE)  # whatever the umask
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -149,11 +142,11 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
             _write(target, data)
             size += len(data)
         for directory in sorted(made, key=lambda p: -len(p.parts)):
-            _fsync_dir(directory)
+            fsync_directory(directory)
         for name in ("entries", "index", "models", ""):
-            _fsync_dir(work / name if name else work)
+            fsync_directory(work / name if name else work)
         os.rename(work, out)  # the target does not exist: the copy appears whole or not at all
-        _fsync_dir(parent)
+        fsync_directory(parent)
     except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
         if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):

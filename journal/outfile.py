@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from journal._fsync import fsync_directory
 from journal._safefs import FILE_MODE, check_regular
 from journal.errors import JournalStorageError, UnsafePathError
 
@@ -115,21 +116,13 @@ def streamed_output(target: str, *, what: str, stdout: BinaryIO | None = None) -
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
-        _fsync_directory(directory)
+        fsync_directory(directory)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
             raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
         raise
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)  # the rename itself survives a crash
-    finally:
-        os.close(fd)
 
 
 def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] | None = None) -> None:
@@ -160,7 +153,7 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
             exc.filename = str(path)  # not the temporary name, which is gone
         raise
     try:
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
     except OSError as exc:
         exc.filename = str(path)
         raise

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from journal._fsync import fsync_directory
 from journal._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE
 from journal._reading import SkippedFile, first_of_each
 from journal._safefs import FILE_MODE, make_dir
@@ -437,14 +438,6 @@ def _compare_with_rebuild(main: sqlite3.Connection, unique: Sequence[tuple[str, 
     return problems + _vector_problems(main, agent)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def repair(keeper: IndexKeeper, found: VerifyReport, *, now: datetime | None = None) -> VerifyReport:
     """Under the writer lock: move the files *found* names as no entry into ``quarantine/<time>/``, then rebuild the index.
 
@@ -464,8 +457,8 @@ def repair(keeper: IndexKeeper, found: VerifyReport, *, now: datetime | None = N
             for level in reversed(target.relative_to(keeper.root).parents[:-1]):
                 make_dir(keeper.root / level, f"{level}/", keeper.owner)
             os.rename(source, target)  # the same filesystem: a rename moves a symlink or FIFO itself, never its target
-            _fsync_dir(target.parent)
-            _fsync_dir(source.parent)
+            fsync_directory(target.parent)
+            fsync_directory(source.parent)
             done.repairs.append(f"moved {shown} to {target.relative_to(keeper.root)}")
         if moving:
             done.quarantine = str(folder.relative_to(keeper.root))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +13,9 @@ import pytest
 from journal import Journal
 from tests._support import entry_files, tree_digest
 
+from ._busy import busy_writer
 from ._fakes import FakeEncoder
-
-CHILD = Path(__file__).with_name("_child.py")
+from ._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice") -> dict[str, Any]:
@@ -53,35 +51,12 @@ def test_a_backup_while_another_process_appends_is_one_instants_copy(tmp_path: P
     with Journal(root) as journal:
         for n in range(20):
             journal.append(_payload(n))
-    writer = subprocess.Popen([sys.executable, str(CHILD), json.dumps({"mode": "busy", "root": str(root), "start": 0})],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    appended: list[str] = []
-    grew = threading.Condition()
-
-    def count() -> None:
-        assert writer.stdout is not None
-        for line in writer.stdout:
-            with grew:
-                appended.append(line)
-                grew.notify_all()
-
-    pump = threading.Thread(target=count, daemon=True)
-    pump.start()
-    try:
-        with Journal(root) as journal:
-            for round_ in range(4):
-                with grew:
-                    seen = len(appended)
-                    assert grew.wait_for(lambda: len(appended) > seen, timeout=60)  # noqa: B023 - called within this iteration
-                report = journal.backup(tmp_path / f"copy-{round_}")
-                assert report.verify.is_clean, report.verify.to_dict()
-                assert report.files >= 20 + seen
-    finally:
-        writer.kill()
-        writer.wait()
-        pump.join()
-        assert writer.stdout is not None
-        writer.stdout.close()
+    with busy_writer(root) as writer, Journal(root) as journal:
+        for round_ in range(4):
+            seen = len(writer.wait_for_more())
+            report = journal.backup(tmp_path / f"copy-{round_}")
+            assert report.verify.is_clean, report.verify.to_dict()
+            assert report.files >= 20 + seen
     source = entry_files(root)
     for round_ in range(4):
         copied = entry_files(tmp_path / f"copy-{round_}")
@@ -113,17 +88,9 @@ def test_a_target_that_exists_or_lies_inside_the_journal_is_refused(tmp_path: Pa
 
 def test_the_readme_backup_commands_run_as_written(tmp_path: Path) -> None:
     """The README's backup block: a backup whose verify is clean, and the copy opened as a journal."""
-    from .test_verify import _readme_block
-
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n))
-    lines = _readme_block("### Backing up while agents write: `ghostjournal backup`")
-    assert len(lines) == 2
-    outputs = []
-    for line in lines:
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, (line, done.stderr)
-        outputs.append(json.loads(done.stdout))
+    outputs = [json.loads(output) for output in run_readme_block("### Backing up while agents write: `ghostjournal backup`", tmp_path, lines=2)]
     assert outputs[0]["verify"]["ok"] is True and outputs[0]["files"] == 3
     assert len(outputs[1]) == 1

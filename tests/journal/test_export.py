@@ -7,10 +7,7 @@ import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
-import threading
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,8 @@ from journal import Journal
 from journal.export import MANIFEST_KEYS, MANIFEST_MEMBER
 from journal.store import EntryStore
 
-CHILD = Path(__file__).with_name("_child.py")
+from ._busy import busy_writer
+from ._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:
@@ -36,11 +34,6 @@ def _files(root: Path) -> dict[str, bytes]:
 def _split(stream: bytes) -> tuple[list[bytes], dict[str, Any]]:
     lines = stream.splitlines(keepends=True)
     return lines[:-1], json.loads(lines[-1])
-
-
-def _grown(items: list[str], seen: int) -> Callable[[], bool]:
-    """Whether *items* holds more than *seen* things now."""
-    return lambda: len(items) > seen
 
 
 def _cli(root: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -108,46 +101,23 @@ def test_an_export_while_another_process_appends_is_one_instants(tmp_path: Path)
     """Exports taken while a real process appends hold every entry appended before they began and a gapless run of the writer's keys, each line whole."""
     root = tmp_path / "j"
     Journal(root).close()
-    writer = subprocess.Popen([sys.executable, str(CHILD), json.dumps({"mode": "busy", "root": str(root), "start": 0})],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    appended: list[str] = []
-    grew = threading.Condition()
-
-    def count() -> None:
-        assert writer.stdout is not None
-        for line in writer.stdout:
-            with grew:
-                appended.append(line.split()[0])
-                grew.notify_all()
-
-    pump = threading.Thread(target=count, daemon=True)
-    pump.start()
     overlapped = 0
-    try:
-        with Journal(root) as journal:
-            for _ in range(300):
-                with grew:  # the writer gets the lock between exports: each export waits for one more append
-                    assert grew.wait_for(_grown(appended, len(appended)), timeout=60), "the writer stopped appending"
-                    before = list(appended)
-                out = io.BytesIO()
-                manifest = journal.export(out)
-                lines, last = _split(out.getvalue())
-                keys = [json.loads(line)["client_key"] for line in lines]  # every line a whole entry
-                assert set(before) <= set(keys)
-                assert sorted(keys, key=lambda k: int(k.split("-")[1])) == [f"key-{n}" for n in range(len(keys))]
-                assert last["entries"] == len(lines) == manifest.entries
-                # An entry's time is taken before it is published: one later than the export's instant was published after it began.
-                instant = datetime.fromisoformat(last["exported_at"])
-                assert all(datetime.fromisoformat(json.loads(line)["ts"]) <= instant for line in lines)
-                overlapped += len(appended) > len(before)
-                if overlapped >= 5:
-                    break
-    finally:
-        writer.kill()
-        writer.wait()
-        pump.join()
-        assert writer.stdout is not None
-        writer.stdout.close()
+    with busy_writer(root) as writer, Journal(root) as journal:
+        for _ in range(300):
+            before = writer.wait_for_more()
+            out = io.BytesIO()
+            manifest = journal.export(out)
+            lines, last = _split(out.getvalue())
+            keys = [json.loads(line)["client_key"] for line in lines]  # every line a whole entry
+            assert set(before) <= set(keys)
+            assert sorted(keys, key=lambda k: int(k.split("-")[1])) == [f"key-{n}" for n in range(len(keys))]
+            assert last["entries"] == len(lines) == manifest.entries
+            # An entry's time is taken before it is published: one later than the export's instant was published after it began.
+            instant = datetime.fromisoformat(last["exported_at"])
+            assert all(datetime.fromisoformat(json.loads(line)["ts"]) <= instant for line in lines)
+            overlapped += len(writer.appended) > len(before)
+            if overlapped >= 5:
+                break
     assert overlapped >= 5, "the writer never appended during an export"
 
 
@@ -186,18 +156,10 @@ def test_stdout_on_a_terminal_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_the_readme_export_commands_run_as_written(tmp_path: Path) -> None:
     """Each line of the README's export block runs on a journal in the working directory, exits 0, and writes what it says."""
-    from .test_verify import _readme_block
-
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n, agent="motoko"))
-    lines = _readme_block("### Carrying a journal: `ghostjournal export`")
-    assert len(lines) == 3
-    outputs = []
-    for line in lines:
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, (line, done.stderr)
-        outputs.append(done.stdout)
+    outputs = run_readme_block("### Carrying a journal: `ghostjournal export`", tmp_path, lines=3)
     assert json.loads(outputs[1])["entries"] == 3 and json.loads(outputs[1])["agent"] == "motoko"
     assert len((tmp_path / "journal.jsonl").read_bytes().splitlines()) == 4
     assert tarfile.is_tarfile(tmp_path / "journal.tar")

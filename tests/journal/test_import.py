@@ -20,6 +20,7 @@ from runner.simulate import simulate
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
 
 from ._fakes import FakeEncoder
+from ._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:
@@ -225,18 +226,10 @@ def test_an_import_the_disk_clearly_cannot_hold_stores_nothing(tmp_path: Path) -
 
 def test_the_readme_import_commands_run_as_written(tmp_path: Path) -> None:
     """The README's import block: an export, an import, the same import storing nothing, and one under another agent's name."""
-    from .test_verify import _readme_block
-
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n, agent="motoko"))
-    lines = _readme_block("### Bringing entries in: `ghostjournal import`")
-    assert len(lines) == 4
-    summaries = []
-    for line in lines:
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, (line, done.stderr)
-        summaries.append(json.loads(done.stdout))
+    summaries = [json.loads(output) for output in run_readme_block("### Bringing entries in: `ghostjournal import`", tmp_path, lines=4)]
     assert [(s["appended"], s["duplicate"]) for s in summaries[1:]] == [(3, 0), (0, 3), (3, 0)]
     with Journal(tmp_path / "renamed") as journal:
         assert {e.agent for e in journal.list()} == {"motoko-2"}

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +14,9 @@ from journal import Journal, SemanticUnavailableError
 from journal.store import EntryStore
 from tests._support import tree_digest
 
+from ._busy import busy_writer
 from ._fakes import FakeEncoder
-
-CHILD = Path(__file__).with_name("_child.py")
+from ._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:
@@ -201,51 +199,23 @@ def test_verify_while_another_process_appends_reports_no_problem(tmp_path: Path)
     """Verifies run while a real writer process appends without pause; each sees files and index of one instant, so none reports a problem."""
     root = tmp_path / "j"
     _journal(root, count=30)
-    writer = subprocess.Popen([sys.executable, str(CHILD), json.dumps({"mode": "busy", "root": str(root), "start": 0})],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    appended = [0]
-
-    def count() -> None:
-        assert writer.stdout is not None
-        for _ in writer.stdout:
-            appended[0] += 1
-
-    pump = threading.Thread(target=count, daemon=True)
-    pump.start()
     overlapped = 0
-    try:
-        with Journal(root) as journal:
-            for _ in range(200):
-                before = appended[0]
-                report = journal.verify()
-                assert report.is_clean, report.to_dict()["problems"]
-                overlapped += appended[0] > before
-                if overlapped >= 5:
-                    break
-    finally:
-        writer.kill()
-        writer.wait()
-        pump.join()
-        assert writer.stdout is not None
-        writer.stdout.close()
+    with busy_writer(root) as writer, Journal(root) as journal:
+        writer.wait_for_more()  # it has started
+        for _ in range(200):
+            before = len(writer.appended)
+            report = journal.verify()
+            assert report.is_clean, report.to_dict()["problems"]
+            overlapped += len(writer.appended) > before
+            if overlapped >= 5:
+                break
     assert overlapped >= 5, "the writer never appended during a verify"
     with Journal(root) as journal:
         assert journal.verify().is_clean
 
 
-def _readme_block(heading: str) -> list[str]:
-    """The lines of the first ```sh block after *heading* in the README."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = text[text.index(heading):].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
-
-
 def test_the_readme_verify_commands_run_as_written(tmp_path: Path) -> None:
     """Each line of the README's verify block runs on a journal in the working directory and exits 0."""
     _journal(tmp_path / "journal")
-    lines = _readme_block("### Checking a journal: `ghostjournal verify`")
-    assert len(lines) == 3
-    for line in lines:
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
-        assert done.returncode == 0, (line, done.stderr)
-        assert json.loads(done.stdout)["ok"] is True
+    for output in run_readme_block("### Checking a journal: `ghostjournal verify`", tmp_path, lines=3):
+        assert json.loads(output)["ok"] is True
