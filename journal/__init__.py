@@ -5,7 +5,18 @@
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
 """
 
-from journal.api import MAX_K, MODES, AppendResult, EmbedResult, Journal, SkippedFile
+from journal.api import (
+    MAX_K,
+    MODES,
+    AppendResult,
+    BackupReport,
+    EmbedResult,
+    ExportManifest,
+    ImportSummary,
+    Journal,
+    SkippedFile,
+    VerifyReport,
+)
 from journal.context import ContextRecord, PromptContext
 from journal.embed import Encoder, EncoderIdentity, load_encoder
 from journal.entry import (
@@ -26,7 +37,9 @@ from journal.errors import (
     EntryFileError,
     EntryNotFoundError,
     EntryValidationError,
+    ImportStreamError,
     IndexStateError,
+    IntegrityError,
     InvalidEntryIdError,
     JournalClosedError,
     JournalError,
@@ -42,6 +55,7 @@ from journal.errors import (
 )
 from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
 from journal.retrieval import Digest, Hit
+from journal.verify import Problem
 
 __all__ = [
     "KINDS",
@@ -51,6 +65,7 @@ __all__ = [
     "PROGRESS_ENVVAR",
     "SCHEMA_VERSION",
     "AppendResult",
+    "BackupReport",
     "ClientKeyTakenError",
     "ContextRecord",
     "Digest",
@@ -63,8 +78,12 @@ __all__ = [
     "EntryFileError",
     "EntryNotFoundError",
     "EntryValidationError",
+    "ExportManifest",
     "Hit",
+    "ImportStreamError",
+    "ImportSummary",
     "IndexStateError",
+    "IntegrityError",
     "InvalidEntryIdError",
     "Journal",
     "JournalClosedError",
@@ -74,6 +93,7 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "Problem",
     "ProgressGate",
     "PromptContext",
     "ReadOnlyFilesystemError",
@@ -82,6 +102,7 @@ __all__ = [
     "StderrProgress",
     "StoragePermissionError",
     "UnsafePathError",
+    "VerifyReport",
     "canonical_json",
     "check_label",
     "json_nesting_depth",

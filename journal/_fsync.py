@@ -14,9 +14,10 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["FsyncHelper"]
+__all__ = ["FsyncHelper", "fsync_directory"]
 
 T = TypeVar("T")
 
@@ -84,3 +85,12 @@ def _serve(jobs: queue.SimpleQueue[_Job | None]) -> None:
             job.error = exc
         finally:
             job.done.release()
+
+
+def fsync_directory(path: Path | str) -> None:
+    """Make the names in the directory *path* durable (a rename or a new file in it survives a crash)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

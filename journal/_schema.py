@@ -25,6 +25,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "MAX_INPUT_BYTES",
     "SCHEMA_VERSION",
+    "check_agent",
     "check_entry_id",
     "check_label",
     "check_text_arguments",
@@ -164,6 +165,17 @@ def check_label(value: object, path: str, label: str) -> str:
         raise EntryValidationError(path, f"{label} (a string)", json_type_name(value))
     if not value.strip() or _CONTROL.search(value) or len(value) > _SHORT:
         raise EntryValidationError(path, f"a non-empty {label} of at most {_SHORT} characters without control characters", show_value(value))
+    return value
+
+
+def check_agent(value: object, path: str) -> str:
+    """*value* if it is a valid agent name (the ``agent`` field's rule).
+
+    Raises:
+        EntryValidationError: naming *path*, with the rule.
+    """
+    if not isinstance(value, str) or not _AGENT_PATTERN.fullmatch(value):
+        raise EntryValidationError(path, "1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit", show_value(value))
     return value
 
 
@@ -318,10 +330,7 @@ def validate_and_encode(payload: object, *, now: datetime | None) -> tuple[dict[
     if kind not in KINDS or not isinstance(kind, str):
         raise EntryValidationError("kind", "one of " + ", ".join(repr(k) for k in KINDS), show_value(kind))
     data["kind"] = kind
-    agent = payload["agent"]
-    if not isinstance(agent, str) or not _AGENT_PATTERN.fullmatch(agent):
-        raise EntryValidationError("agent", "1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit", show_value(agent))
-    data["agent"] = agent
+    data["agent"] = check_agent(payload["agent"], "agent")
     data["voice"] = _require_string(payload, "voice", "voice", max_len=MAX_ENTRY_BYTES, label="voice")
     data["theme"] = check_label(payload["theme"], "theme", "theme")
     data["tags"] = _validate_tags(payload.get("tags", []))

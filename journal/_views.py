@@ -12,7 +12,7 @@ from typing import Any
 
 from journal.render import labelled, printable, table
 
-__all__ = ["show_append", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_hits", "show_init", "show_reindex", "show_related"]
+__all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -123,3 +123,46 @@ def show_embed(document: Mapping[str, Any], width: int) -> str:
         ("embedded", _count(document["embedded"], "entry", "entries")), ("entries", str(document["entries"])),
         ("missing", str(document["missing"])), ("encoder", str(document["encoder"])),
     ])
+
+
+def show_verify(document: Mapping[str, Any], width: int) -> str:
+    """``verify``: what a repair did, each problem with its file and fix, then the sums."""
+    lines = [f"{printable(line)}" for line in document.get("repairs", [])]
+    for problem in document["problems"]:
+        lines.append(f"{printable(problem['path'])}: {problem['kind']}: {printable(problem['detail'])}")
+        lines.append(f"  fix: {printable(problem['fix'])}")
+    checked = f"checked {_count(document['files'], 'entry file', 'entry files')} ({_count(document['entries'], 'entry', 'entries')}) and the index"
+    if document["deep_checked"]:
+        checked += f", re-embedded {document['deep_checked']}"
+    counts = document["counts"]
+    lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
+    if document["unattributed"]:
+        lines.append(f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them")
+    return "\n".join(lines)
+
+
+def show_export(document: Mapping[str, Any], width: int) -> str:
+    """``export``: what the stream holds, by agent, and the links it leaves outside."""
+    lines = [f"exported {_count(document['entries'], 'entry', 'entries')} as of {document['exported_at']}  {document['sha256']}"]
+    lines += [f"  {printable(agent)}: {count}" for agent, count in document["agents"].items()]
+    if document["links_outside"]:
+        lines.append(f"{_count(len(document['links_outside']), 'link', 'links')} to entries outside the export")
+    if document["links_removed"]:
+        lines.append(f"links to another agent's entries taken out of {_count(len(document['links_removed']), 'entry', 'entries')}")
+    return "\n".join(lines)
+
+
+def show_import(document: Mapping[str, Any], width: int) -> str:
+    """``import``: the three counts, then each conflict and each line left out."""
+    lines = [(f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} "
+             f"(of {_count(document['lines'], 'entry line', 'entry lines')})")]
+    lines += [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+    lines += [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
+    return "\n".join(lines)
+
+
+def show_backup(document: Mapping[str, Any], width: int) -> str:
+    """``backup``: where the copy is, what it holds, then the check of it."""
+    lines = [f"copied {_count(document['files'], 'entry file', 'entry files')} ({document['bytes']} bytes) to {printable(document['out'])}"]
+    lines += [f"  not copied: {printable(s['path'])}: {printable(s['reason'])}" for s in document["skipped"]]
+    return "\n".join([*lines, show_verify(document["verify"], width)])

@@ -16,21 +16,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import IO, Any, BinaryIO, Self
 
 from journal import _append
+from journal import backup as _backup
+from journal import export as _export
+from journal import importer as _importer
+from journal import verify as _verify
 from journal._append import AppendResult
 from journal._opening import undone_on_failure
 from journal._reading import MAX_LIMIT, Reader, SkippedFile
 from journal._sync import IndexKeeper, recovering, writing
+from journal.backup import BackupReport
 from journal.context import PromptContext
 from journal.embed import DEFAULT_MODEL, Encoder
 from journal.entry import Entry
 from journal.errors import SemanticUnavailableError
+from journal.export import ExportManifest
+from journal.importer import ImportSummary
 from journal.retrieval import Digest, Hit
 from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
+from journal.verify import DEEP_SAMPLE, VerifyReport
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "EmbedResult", "Journal", "SkippedFile"]
+__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +234,118 @@ class Journal:
                 raise
             with self._keeper.calls:
                 semantic.settle()
+
+    # -- checking ------------------------------------------------------------------
+
+    @recovering
+    def verify(self, *, agent: str | None = None, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+        """Check every entry file and the index, changing nothing; the report lists each problem with its file and fix.
+
+        Each entry file: schema v1, canonical bytes, id and path agree, a
+        regular file of mode 0600 with one name; no two files of one id or one
+        client_key; every ``continues``/``supersedes`` link names an entry of
+        its own agent. Then the index against a rebuild of those files (made
+        in a temporary directory): rows, text, links, each agent's text table;
+        every encoder's vectors named, of their dimension, one per entry.
+        *deep* re-embeds *sample* entries and compares cosines (needs NN).
+
+        The files and the index are taken at one instant (the writer lock is
+        held while the names are listed), so an entry appended during the
+        check is not reported. With *agent*, only that agent's files and rows.
+
+        Raises:
+            SemanticUnavailableError: *deep* without NN.
+        """
+        if deep and self._keeper.semantic is None:
+            raise SemanticUnavailableError("verify --deep re-embeds entries and this journal was opened without NN", "pass --nn (and --model)")
+        return _verify.verify(self._keeper, agent=agent, deep=deep, sample=sample)
+
+    @writing
+    def repair(self, *, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+        """Verify; if anything is wrong, move the files that are no entry to ``quarantine/<time>/`` and rebuild the index, then verify again.
+
+        Only what is safe: an entry file is never deleted or changed, and a
+        file moved keeps its bytes under the quarantine folder the report
+        names. The report is the second check's, with ``repairs`` and
+        ``fixed`` (what the first check found).
+        """
+        found = self.verify(deep=deep, sample=sample)
+        if found.is_clean:
+            return found
+        done = _verify.repair(self._keeper, found)
+        after = self.verify(deep=deep, sample=sample)
+        after.repairs, after.quarantine, after.fixed = done.repairs, done.quarantine, found.problems
+        return after
+
+    # -- carrying ------------------------------------------------------------------
+
+    @recovering
+    def export(
+        self, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+        form: str = "jsonl",
+    ) -> ExportManifest:
+        """Write the entries (with *agent*: that agent's alone) to the binary stream *out*, oldest first, then a manifest line; return the manifest.
+
+        Each entry is its canonical file's bytes, in order of time then id.
+        The stream is consistent as of one instant: the entries published
+        before the export began, each whole, and none published after, while
+        other processes append. *form* is ``jsonl`` (one entry per line) or
+        ``tar`` (one member per entry file); see :mod:`journal.export` for
+        the manifest. With *agent*, no id of another agent's entry is in the
+        stream: a link to one is taken out of the entry and counted in
+        ``links_removed``. Memory does not grow with the journal.
+
+        Raises:
+            ValueError: *form* is not ``jsonl`` or ``tar``, or a window bound is out of range.
+        """
+        return _export.export(self._keeper, out, agent=agent, since=since, until=until, form=form)
+
+    def import_stream(
+        self, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+        on_entry: Callable[[int], None] | None = None,
+    ) -> ImportSummary:
+        """Import an export stream (the JSON Lines form of :meth:`export`) from the binary stream *source*; return what it did.
+
+        The whole stream is checked first (each line a valid entry, the
+        manifest last, its count and hash matching); a stream that fails
+        imports nothing and :class:`ImportStreamError` names the line, unless
+        *partial*, which imports the good lines and lists the others. Each
+        entry keeps its id, ts and client_key (its agent renamed by
+        *agent_map*, old to new): one already held with the same bytes is a
+        duplicate, one whose id or client_key is held with other bytes a
+        conflict, reported and skipped. Importing a stream twice stores
+        nothing the second time; an import killed at any point is finished by
+        running it again. *on_entry* gets the count of entries handled so far.
+
+        Raises:
+            ImportStreamError: a bad line, a missing manifest, a hash or count that does not match.
+            EntryValidationError: an *agent_map* name that is no valid agent name.
+            DiskFullError: the journal's filesystem clearly lacks the room (checked before anything is stored).
+        """
+        mapping = _importer.parse_agent_map(agent_map or {})
+        return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
+
+    @recovering
+    def backup(self, out: str | os.PathLike[str]) -> BackupReport:
+        """Copy the journal, while agents append, into the new directory *out*, then verify the copy; return both.
+
+        The copy is a journal directory of its own (``Journal(out)`` opens
+        it; no restore step is needed): the manifest, every entry file
+        published before the backup began, and the index as of that instant,
+        copied through SQLite's online backup API (appends wait while it is
+        copied; readers never do). It is written beside *out* and renamed
+        to it only when complete, so a failure leaves no *out*.
+
+        Raises:
+            UnsafePathError: *out* exists (a directory, a journal, a file, a symlink or a FIFO) or is inside this journal.
+            JournalStorageError: the filesystem refused (full, read-only, denied); nothing is left behind.
+        """
+
+        def check(copy: Path) -> VerifyReport:
+            with Journal(copy, create=False) as journal:
+                return journal.verify()
+
+        return _backup.backup(self._keeper, Path(out), check)
 
     # -- reading -------------------------------------------------------------------
 

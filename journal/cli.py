@@ -1,7 +1,7 @@
 """The ``ghostjournal`` command: parse arguments, call the library, print JSON (text on a terminal).
 
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
-3 not found, 4 conflict, 65 invalid input data, 73 read-only filesystem,
+3 not found, 4 conflict (verify found problems), 65 invalid input data, 73 read-only filesystem,
 74 disk full or another I/O error, 75 writer lock busy, 77 permission denied.
 """
 
@@ -38,8 +38,10 @@ from journal.clikit import CommandGroup, out_option, output_option, terminal_wid
 from journal.embed import DEFAULT_MODEL
 from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
-from journal.errors import JournalError, JournalStorageError
-from journal.outfile import write_output
+from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalStorageError
+from journal.export import FORMATS
+from journal.importer import parse_agent_map
+from journal.outfile import STDOUT, streamed_output, write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
 from journal.timeinput import local_zone
@@ -324,6 +326,103 @@ def reindex(settings: _Settings) -> None:
     journal = settings.journal(writable=True)
     count = journal.reindex(on_skip=report_skip, on_progress=settings.progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
+
+
+@cli.command()
+@click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
+@click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
+@click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
+@click.option("--repair", is_flag=True, help="Rebuild the index and move files that are no entry to quarantine/ (never deletes an entry), then check again.")
+@output_option
+@pass_settings
+def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repair: bool) -> None:
+    """Check every entry file and the index; print each problem with its file and fix; exit 4 if any.
+
+    Changes nothing without --repair. Safe while agents append.
+
+    Example: ghostjournal verify --agent motoko
+    """
+    if repair and agent is not None:
+        raise click.UsageError("--repair rebuilds the whole index and takes no --agent; run 'ghostjournal verify --repair' alone")
+    journal = settings.journal(writable=repair)
+    report = journal.repair(deep=deep, sample=sample) if repair else journal.verify(agent=agent, deep=deep, sample=sample)
+    _emit(report.to_dict(), _views.show_verify)
+    if not report.is_clean:
+        raise IntegrityError(len(report.problems), report.counts(), repaired=repair)
+
+
+def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """An --out for a stream of entries: a file, or - for stdout unless that is a terminal."""
+    if not value.strip():
+        raise click.BadParameter(f"expected a file name or - for stdout, got {value!r} (an empty value is not stdout)")
+    if value == STDOUT and sys.stdout.isatty():
+        raise click.BadParameter("stdout is a terminal and the export is a stream of entries: pass --out FILE, or pipe the output")
+    return value
+
+
+@cli.command()
+@window_options
+@click.option("--format", "form", type=click.Choice(FORMATS), default="jsonl", show_default=True,
+              help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.")
+@click.option("--out", "out", required=True, callback=_stream_target,
+              help="The file to write (replaced whole when done, never through a symlink or into a FIFO), or - for stdout.")
+@output_option
+@pass_settings
+def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str) -> None:
+    """Write the entries, oldest first, with their canonical bytes unchanged, then a manifest line; safe while agents append.
+
+    With --out FILE the manifest is printed; with --out - the stream goes to stdout and one summary line to stderr.
+
+    Example: ghostjournal export --agent motoko --out motoko.jsonl
+    """
+    journal = settings.journal()
+    with streamed_output(out, what="the export") as stream:
+        manifest = journal.export(stream, agent=agent, since=since, until=until, form=form)
+    if manifest.skipped:
+        warn("ghostjournal", f"{len(manifest.skipped)} entries could not be exported (damaged files); run 'ghostjournal verify'")
+    if out == STDOUT:
+        click.echo(f"exported {manifest.entries} entries ({manifest.sha256})", err=True)
+    else:
+        _emit(manifest.to_dict(), _views.show_export)
+
+
+@cli.command(name="import")
+@click.argument("source", type=click.File("rb"))
+@click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
+@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), listing the rest.")
+@output_option
+@pass_settings
+def import_(settings: _Settings, source: IO[bytes], agent_map: tuple[str, ...], partial: bool) -> None:
+    """Import an export stream (FILE, or - for stdin) into the journal (created if missing): every entry with its id, ts and client_key; safe to repeat.
+
+    Prints how many were appended, were already held (duplicate) or clash with a held entry (conflict, skipped).
+
+    Example: ghostjournal --root ./copy import journal.jsonl --agent-map motoko=motoko2
+    """
+    try:
+        mapping = parse_agent_map(agent_map)  # a bad name is refused before anything is read
+    except EntryValidationError as exc:
+        raise click.BadParameter(f"expected OLD=NEW with agent names of {exc.expected}, got {exc.got}", param_hint="--agent-map") from None
+    summary = settings.journal(create=True, writable=True).import_stream(source, agent_map=mapping, partial=partial)
+    _emit(summary.to_dict(), _views.show_import)
+    if summary.conflict:
+        raise ImportConflictError(summary.conflict)
+
+
+@cli.command()
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), callback=lambda ctx, param, value: _named(str(value), "a directory"),
+              help="The new directory to copy the journal into (it must not exist yet).")
+@output_option
+@pass_settings
+def backup(settings: _Settings, out: str) -> None:
+    """Copy the journal, while agents append, into a new directory that is itself a journal; then verify the copy (exit 4 on a problem).
+
+    Example: ghostjournal backup --out /var/backups/ghostjournal/motoko-2026-09-05
+    """
+    report = settings.journal().backup(out)
+    _emit(report.to_dict(), _views.show_backup)
+    if not report.verify.is_clean:
+        raise IntegrityError(len(report.verify.problems), report.verify.counts())
 
 
 @cli.command(name="embed")

@@ -14,6 +14,9 @@ either::
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     ├── ManifestError                         manifest.json unreadable or unsupported
     ├── IndexStateError                       the derived index could not be repaired
+    ├── IntegrityError                        verify found problems (files or index)
+    ├── ImportStreamError (ValueError)        an import stream is truncated, changed or holds a bad line
+    ├── ImportConflictError                   imported entries clash with held ones (skipped, never overwritten)
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
     ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
     ├── JournalClosedError (RuntimeError)     a call on a closed Journal, or one inherited through fork
@@ -47,7 +50,10 @@ __all__ = [
     "EntryFileError",
     "EntryNotFoundError",
     "EntryValidationError",
+    "ImportConflictError",
+    "ImportStreamError",
     "IndexStateError",
+    "IntegrityError",
     "InvalidEntryIdError",
     "JournalError",
     "JournalNotFoundError",
@@ -196,6 +202,59 @@ class ManifestError(JournalError):
 
 class IndexStateError(JournalError):
     """The derived index is in a state the journal could not repair."""
+
+
+class IntegrityError(JournalError):
+    """A check of the journal (``verify``) found problems; the report names each with its file and fix.
+
+    Attributes:
+        problems: how many.
+        counts: how many of each kind.
+    """
+
+    exit_code: ClassVar[int] = 4  # conflict: the files or the index are not what the journal wrote
+
+    def __init__(self, problems: int, counts: dict[str, int], *, repaired: bool = False) -> None:
+        self.problems = problems
+        self.counts = counts
+        kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items())
+        fix = ("these remain after the repair; each one's fix is in the report" if repaired
+               else "each one's fix is in the report; 'ghostjournal verify --repair' rebuilds the index and moves files that are no entry to quarantine/")
+        super().__init__(f"verify found {problems} problem{'s' if problems != 1 else ''} ({kinds}); {fix}")
+
+
+class ImportStreamError(JournalError, ValueError):
+    """An import stream that cannot be imported whole: a bad line, no manifest at its end, or bytes its manifest's hash does not match.
+
+    Attributes:
+        line: the line (1-based) the problem is at.
+        reason: what is wrong there.
+    """
+
+    exit_code: ClassVar[int] = 65  # EX_DATAERR
+
+    def __init__(self, line: int, reason: str, fix: str | None = None) -> None:
+        self.line = line
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"import stream line {line}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
+
+
+class ImportConflictError(JournalError):
+    """An import found entries whose id or client_key the journal holds with other bytes; they were skipped.
+
+    Attributes:
+        conflicts: how many.
+    """
+
+    exit_code: ClassVar[int] = 4  # conflict
+
+    def __init__(self, conflicts: int) -> None:
+        self.conflicts = conflicts
+        super().__init__(
+            f"{conflicts} entr{'ies' if conflicts != 1 else 'y'} of the stream clash with entries this journal holds (listed in the summary); "
+            "they were skipped and nothing was overwritten: import into another journal, or rename the agent with --agent-map"
+        )
 
 
 class EntryFileError(JournalError):

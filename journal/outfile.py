@@ -1,4 +1,4 @@
-"""Writing a command's output file whole or not at all: ``--out FILE`` of both reports, or ``-`` for stdout.
+"""Writing a command's output file whole or not at all: ``--out FILE`` of both reports and of an export, or ``-`` for stdout.
 
 The file is written to a temporary name in its own directory, fsynced, and
 renamed over *path*, and the directory is fsynced: a reader (or a crash)
@@ -15,14 +15,15 @@ import errno
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from journal._fsync import fsync_directory
 from journal._safefs import FILE_MODE, check_regular
 from journal.errors import JournalStorageError, UnsafePathError
 
-__all__ = ["STDOUT", "replace_durably", "write_output"]
+__all__ = ["STDOUT", "replace_durably", "streamed_output", "write_output"]
 
 #: The ``--out`` value that means standard output.
 STDOUT = "-"
@@ -56,13 +57,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return None
-    last = os.path.basename(target)
-    if last in ("", ".", ".."):
-        # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
-        raise UnsafePathError(target, f"the output file for {what} names a directory (it ends with {last or '/'!r}), "
-                                      "not a file; name a file in it, such as report.html")
-    path = Path(target)
-    check_regular(path, f"the output file for {what}")
+    path = _checked_target(target, what)
     directory = path.parent
     try:
         replace_durably(path, data, prepare=lambda fd: os.fchmod(fd, FILE_MODE))
@@ -71,6 +66,63 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
         raise JournalStorageError.for_errno(directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}",
                                             _fix(exc.errno)) from None
     return path
+
+
+def _checked_target(target: str, what: str) -> Path:
+    """*target* as a path, refused when it names a directory or something other than a regular file is there."""
+    last = os.path.basename(target)
+    if last in ("", ".", ".."):
+        # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
+        raise UnsafePathError(target, f"the output file for {what} names a directory (it ends with {last or '/'!r}), "
+                                      "not a file; name a file in it, such as report.html")
+    path = Path(target)
+    check_regular(path, f"the output file for {what}")
+    return path
+
+
+@contextlib.contextmanager
+def streamed_output(target: str, *, what: str, stdout: BinaryIO | None = None) -> Iterator[BinaryIO]:
+    """A binary stream that becomes the file *target* whole when the block ends without error (``-``: *stdout* as it is).
+
+    The stream is a temporary file in the target's directory: written as the
+    block goes, then fsynced and renamed over *target*, the directory
+    fsynced; an error in the block (a full disk) removes it, and *target* is
+    as it was. For an output too large to hold in memory (an export).
+
+    Raises:
+        UnsafePathError: as :func:`write_output`.
+        JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
+    """
+    if target == STDOUT:
+        stream = stdout if stdout is not None else sys.stdout.buffer
+        try:
+            yield stream
+            stream.flush()
+        except OSError as exc:
+            if exc.errno == errno.EPIPE or isinstance(exc, JournalStorageError):
+                raise
+            raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
+        return
+    path = _checked_target(target, what)
+    directory = path.parent
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+        fsync_directory(directory)
+    except BaseException as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
+            raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
+        raise
 
 
 def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] | None = None) -> None:
@@ -101,11 +153,7 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
             exc.filename = str(path)  # not the temporary name, which is gone
         raise
     try:
-        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(directory)  # the rename itself survives a crash
-        finally:
-            os.close(directory)
+        fsync_directory(path.parent)
     except OSError as exc:
         exc.filename = str(path)
         raise

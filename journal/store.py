@@ -242,7 +242,11 @@ class EntryStore:
             self._fsync_helper.fsync_while(fd, meanwhile)
 
     def read(self, rel_path: str) -> bytes:
-        """Read the bytes of the entry file at *rel_path* (relative to entries/).
+        """Read the bytes of the entry file at *rel_path* (relative to entries/); see :meth:`read_with_stat`."""
+        return self.read_with_stat(rel_path)[0]
+
+    def read_with_stat(self, rel_path: str) -> tuple[bytes, os.stat_result]:
+        """Read the bytes of the entry file at *rel_path* (relative to entries/), with the ``fstat`` of the file read.
 
         The file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked with
         ``fstat`` before a byte is read: a FIFO or device could hang the reader
@@ -262,7 +266,8 @@ class EntryStore:
         finally:
             os.close(dir_fd)
         with os.fdopen(fd, "rb") as handle:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            size = info.st_size
             if size > _FILE_LIMIT:
                 raise EntryFileError(
                     f"entries/{rel_path}", f"{size} bytes, larger than an entry file can be ({_FILE_LIMIT} bytes); not read"
@@ -270,7 +275,7 @@ class EntryStore:
             data = handle.read(_FILE_LIMIT + 1)  # the file may have grown since the fstat
         if len(data) > _FILE_LIMIT:
             raise EntryFileError(f"entries/{rel_path}", f"larger than an entry file can be ({_FILE_LIMIT} bytes); not read")
-        return data
+        return data, info
 
     def check(self, rel_paths: Iterable[str]) -> dict[str, str]:
         """Why files at *rel_paths* cannot be entries, judged by ``lstat`` alone: ``{path: reason}`` for those that cannot.

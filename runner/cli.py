@@ -52,6 +52,7 @@ from runner import (
     simulation_window,
     write_units,
 )
+from runner._cli_backup import backup
 from runner._cli_fleet import fleet, fleet_option, runs_input
 from runner._cli_k8s import K8S_COMMANDS
 from runner._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
@@ -406,7 +407,7 @@ def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) ->
         click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
 
 
-for _command in (*OPERATE_COMMANDS, fleet, *K8S_COMMANDS):
+for _command in (*OPERATE_COMMANDS, fleet, *K8S_COMMANDS, backup):
     cli.add_command(_command)
 
 

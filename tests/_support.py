@@ -249,7 +249,7 @@ def event_named(name: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
 
 
 def tree_digest(path: Path) -> dict[str, str]:
-    """Map every file below *path* (relative name) to a hash of its bytes; symlinks by target."""
+    """Map every file below *path* (relative name) to a hash of its bytes; symlinks by target, FIFOs by their kind."""
     result = {}
     for dirpath, dirnames, filenames in os.walk(path):
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
@@ -257,6 +257,8 @@ def tree_digest(path: Path) -> dict[str, str]:
             rel = str(full.relative_to(path))
             if full.is_symlink():
                 result[rel] = "link:" + os.readlink(full)
+            elif full.is_fifo():
+                result[rel] = "fifo"  # reading one would wait for a writer for ever
             else:
                 result[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
     return result

@@ -563,6 +563,8 @@ def _sample(name: str, annotation: str) -> object:
         return 7
     if annotation.startswith("list"):
         return ["one", "two"]
+    if annotation.startswith("dict"):
+        return {"one": 1, "two": 2}
     if annotation == "datetime":
         return datetime(2026, 9, 5, 21, tzinfo=UTC)
     return f"{name} value"

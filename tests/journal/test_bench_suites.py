@@ -108,3 +108,13 @@ def test_the_readme_reindex_bench_runs_both_trees_and_prints_their_ratio() -> No
     rows = [line for line in result.stdout.splitlines() if " entries/s " in line]
     assert [row.split()[0] for row in rows] == ["baseline", "this"]
     assert re.search(r"this tree against the baseline: \d+\.\d\dx as fast", result.stdout)
+
+
+def test_the_carry_bench_prints_each_commands_time_and_memory_beside_the_reindex() -> None:
+    """``bench/bench_carry.py`` on a small journal prints one row: the reindex, then verify, export and import, each with seconds and MiB."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_carry.py"), "--sizes", "200"], capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    header, row = result.stdout.strip().splitlines()
+    assert header.split()[:3] == ["entries", "reindex", "verify"] and "import s, peak MiB" in header
+    assert row.split()[0] == "200" and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
+    assert '"appended": 200' in result.stderr and '"problems": 0' in result.stderr

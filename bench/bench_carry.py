@@ -1,0 +1,118 @@
+"""Checking and carrying a journal: verify, export and import, their times and peak memory at several sizes.
+
+Each size's journal is written straight to its entry files (``fast_fill`` of
+``bench_journal.py``, the same synthetic agents) and indexed with
+``reindex()``, whose time is printed as the baseline of the same run. Every
+measured command then runs in a fresh child process, which reports its wall
+time and its own peak RSS, so that no figure carries another's memory:
+
+    python bench/bench_carry.py                  # sizes 10000,100000
+    python bench/bench_carry.py --sizes 2000     # a smoke run
+    python bench/bench_carry.py --import-up-to 10000   # import only at 10k
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_journal import Synth, fast_fill
+
+from journal import Journal
+
+
+def _verify(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(root) as journal:
+        report = journal.verify()
+    return {"problems": len(report.problems), "entries": report.entries}
+
+
+def _export(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(root) as journal, (scratch / "export.jsonl").open("wb") as out:
+        manifest = journal.export(out)
+    return {"entries": manifest.entries, "bytes": (scratch / "export.jsonl").stat().st_size}
+
+
+def _import(root: Path, scratch: Path) -> dict[str, Any]:
+    with Journal(scratch / "imported") as journal, (scratch / "export.jsonl").open("rb") as source:
+        summary = journal.import_stream(source)
+    return {"appended": summary.appended, "duplicate": summary.duplicate, "conflict": summary.conflict}
+
+
+#: What a child measures, in this order: name -> function of (journal root, the size's scratch directory) returning facts to print.
+#: The import reads the export's file into a new journal.
+OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _verify, "export": _export, "import": _import}
+
+
+def _child(operation: str, root: Path, scratch: Path) -> None:
+    started = time.perf_counter()
+    facts = OPERATIONS[operation](root, scratch)
+    seconds = time.perf_counter() - started
+    # VmHWM, not getrusage's ru_maxrss: after a vfork and exec, Linux's ru_maxrss still counts the parent's memory.
+    status = Path("/proc/self/status").read_text(encoding="ascii")
+    peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+    print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak_kib / 1024, 1), **facts}))
+
+
+def _measure(operation: str, root: Path, scratch: Path) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--child", operation, str(root), str(scratch)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _build(root: Path, count: int, seed: int) -> float:
+    Journal(root).close()
+    fast_fill(root, Synth(seed=seed), count)
+    started = time.perf_counter()
+    with Journal(root) as journal:
+        journal.reindex()
+    return time.perf_counter() - started
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10000,100000", help="journal sizes, comma-separated (default 10000,100000)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--import-up-to", type=int, default=None, metavar="N",
+                        help="measure import only at sizes up to N (each entry is a durable append: 100k take a while)")
+    parser.add_argument("--child", nargs=3, metavar=("OPERATION", "ROOT", "SCRATCH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        operation, root, scratch = args.child
+        _child(operation, Path(root), Path(scratch))
+        return 0
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    base = Path(tempfile.mkdtemp(prefix="ghostjournal-bench-carry-"))
+    try:
+        print(f"{'entries':>8}  {'reindex':>9}  " + "  ".join(f"{name + ' s, peak MiB':>24}" for name in OPERATIONS), flush=True)
+        for size in sizes:
+            root = base / f"j{size}"
+            reindex = _build(root, size, args.seed)
+            cells = []
+            scratch = base / f"work-{size}"
+            scratch.mkdir()
+            for name in OPERATIONS:
+                if name == "import" and args.import_up_to is not None and size > args.import_up_to:
+                    cells.append("not measured")
+                    continue
+                measured = _measure(name, root, scratch)
+                cells.append(measured.get("error") or f"{measured['seconds']:>8.1f} s {measured['peak_mib']:>8.1f} MiB")
+                print(f"  {name} at {size}: {json.dumps(measured)}", file=sys.stderr, flush=True)
+            print(f"{size:>8}  {reindex:>7.1f} s  " + "  ".join(f"{cell:>24}" for cell in cells), flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

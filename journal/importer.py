@@ -1,0 +1,259 @@
+"""Importing an export stream: check all of it first, then append each entry with its own id, time and client_key.
+
+An import is all or nothing about the stream and idempotent about the
+journal. First every line is read and checked, at most one entry's size at a
+time (a line longer than an entry can be is refused without reading the rest
+of it): each must be a valid schema v1 entry with its ``id`` and ``ts``, and
+the stream must end with the manifest of :mod:`journal.export`, whose entry
+count and ``sha256`` must match the bytes read. The checked entries go to a
+private spool file meanwhile, so that standard input can be read only once
+and memory stays flat. A stream that fails any of this imports nothing and
+the error names the line (``partial`` imports the good lines anyway and lists
+the rest).
+
+Then each entry is appended as it is, keeping its id, ts and client_key.
+An entry already held with the same bytes is a *duplicate* and stores
+nothing; an id or a client_key already held with other bytes (or the
+client_key by another agent) is a *conflict*, reported and skipped, never
+overwritten. So an import killed at any point is finished by running it
+again, and the second run's summary counts as duplicates exactly the entries
+the first stored.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from journal._json import json_depth_exceeds, show_value
+from journal.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
+from journal.errors import (
+    ClientKeyTakenError,
+    DuplicateEntryError,
+    EntryNotFoundError,
+    EntryValidationError,
+    ImportStreamError,
+    JournalStorageError,
+)
+from journal.export import EXPORT_FORMAT_VERSION
+
+if TYPE_CHECKING:
+    from journal.api import Journal
+
+__all__ = ["ImportSummary", "import_stream", "parse_agent_map"]
+
+#: The longest line read as an entry: an entry file's size limit plus its newline.
+_LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
+_MANIFEST_KEY: Final = "ghostjournal_export"
+_PARTIAL: Final = "pass --partial to import the good lines anyway"
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """What an import did.
+
+    Attributes:
+        lines: entry lines read.
+        appended: entries stored by this import.
+        duplicate: entries the journal already held with the same bytes (nothing stored).
+        conflict: entries whose id or client_key the journal holds with other bytes (skipped, never overwritten).
+        conflicts: ``{"line", "id", "reason"}`` for each conflict.
+        bad_lines: with ``partial``, ``{"line", "reason"}`` for each line left out.
+        manifest: the stream's manifest, or None (a stream without one, imported with ``partial``).
+        agent_map: the agents renamed, old to new.
+    """
+
+    lines: int = 0
+    appended: int = 0
+    duplicate: int = 0
+    conflict: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    agent_map: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data."""
+        return {"lines": self.lines, "appended": self.appended, "duplicate": self.duplicate, "conflict": self.conflict,
+                "conflicts": self.conflicts, "bad_lines": self.bad_lines, "manifest": self.manifest, "agent_map": self.agent_map}
+
+
+def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``old=new`` pairs (or a mapping) as a dict, each name checked as an agent name.
+
+    Raises:
+        EntryValidationError: a pair without ``=``, or a name that is no valid agent name, naming it.
+    """
+    mapping: dict[str, str] = {}
+    items = pairs.items() if isinstance(pairs, Mapping) else [_split_pair(pair) for pair in pairs]
+    for old, new in items:
+        mapping[check_agent(old, "agent-map (old name)")] = check_agent(new, f"agent-map {old}=")
+    return mapping
+
+
+def _split_pair(pair: str) -> tuple[str, str]:
+    old, sep, new = pair.partition("=")
+    if not sep:
+        raise EntryValidationError("agent-map", "old=new", show_value(pair))
+    return old, new
+
+
+def _lines(source: IO[bytes], *, partial: bool) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines of *source*, each read at most an entry's size at a time.
+
+    A longer line raises at once; with *partial* it is read past in pieces
+    (never held whole) and given as an empty line, for the caller to report.
+    """
+    number = 0
+    while True:
+        line = source.readline(_LINE_LIMIT + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > _LINE_LIMIT:
+            if not partial:
+                raise ImportStreamError(number, f"longer than an entry can be ({_LINE_LIMIT} bytes); not read further", _PARTIAL)
+            while line and not line.endswith(b"\n"):
+                line = source.readline(_LINE_LIMIT)
+            line = b""
+        yield number, line
+
+
+def _manifest_of(line: bytes) -> dict[str, Any] | None:
+    """The manifest *line* holds, or None when it is no manifest (an entry, or not JSON)."""
+    if json_depth_exceeds(line.decode("utf-8", "replace")):
+        return None  # no manifest nests this deep, and json.loads would recurse until it dies
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and _MANIFEST_KEY in value else None
+
+
+def _check_stream(
+    source: IO[bytes], spool: IO[bytes], numbers: list[int], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool,
+) -> None:
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *numbers*, and check the manifest."""
+    digest = hashlib.sha256()
+    manifest: dict[str, Any] | None = None
+    last = 0
+
+    def bad(number: int, reason: str) -> None:
+        if not partial:
+            raise ImportStreamError(number, reason, _PARTIAL)
+        summary.bad_lines.append({"line": number, "reason": reason})
+
+    for number, line in _lines(source, partial=partial):
+        last = number
+        if manifest is not None:
+            bad(number - 1, "the manifest line is not the last line")
+            manifest = None
+        if not line:
+            bad(number, f"longer than an entry can be ({_LINE_LIMIT} bytes); not read")
+            continue
+        found = _manifest_of(line)
+        if found is not None:
+            manifest = found
+            continue
+        digest.update(line)
+        try:
+            entry = entry_from_json_bytes(line)
+        except EntryValidationError as exc:
+            bad(number, str(exc))
+            continue
+        if entry.agent in agent_map:
+            entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
+        spool.write(entry.to_json_bytes())
+        numbers.append(number)
+        summary.lines += 1
+    if manifest is None:
+        bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
+        return
+    summary.manifest = manifest
+    problem = _manifest_problem(manifest, digest.hexdigest(), summary.lines + len(summary.bad_lines))
+    if problem is not None:
+        bad(last, problem)
+
+
+def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) -> str | None:
+    if manifest.get(_MANIFEST_KEY) != EXPORT_FORMAT_VERSION:
+        return f"a manifest of export format {show_value(manifest.get(_MANIFEST_KEY))}, not {EXPORT_FORMAT_VERSION}; upgrade ghostjournal"
+    if manifest.get("sha256") != f"sha256:{sha256}":
+        return f"the entries hash to sha256:{sha256} and the manifest says {show_value(manifest.get('sha256'))}: the stream was changed"
+    if manifest.get("entries") != entries:
+        return f"{entries} entry lines and the manifest counts {show_value(manifest.get('entries'))}"
+    return None
+
+
+def _store(journal: Journal, entry: Entry, number: int, summary: ImportSummary) -> None:
+    """Append one entry as it is; count it appended, duplicate or conflict."""
+    data = entry.to_json_bytes()
+
+    def conflict(reason: str) -> None:
+        summary.conflict += 1
+        summary.conflicts.append({"line": number, "id": entry.id, "reason": reason})
+
+    try:
+        result = journal.append_with_result(entry.to_dict())
+    except ClientKeyTakenError:
+        conflict("its client_key is held by another agent's entry")
+        return
+    except DuplicateEntryError:
+        try:
+            held = journal.get(entry.id)
+        except EntryNotFoundError:
+            conflict("its id is taken by a file the index does not hold; run 'ghostjournal verify'")
+            return
+        if held.to_json_bytes() == data:
+            summary.duplicate += 1
+        else:
+            conflict("its id is held by an entry with other bytes")
+        return
+    except EntryValidationError as exc:  # a supersession of an entry the journal does not hold, say
+        conflict(str(exc))
+        return
+    if not result.is_duplicate:
+        summary.appended += 1
+    elif result.entry.to_json_bytes() == data:
+        summary.duplicate += 1
+    else:
+        conflict(f"its client_key {entry.client_key!r} is held by entry {result.entry.id!r} with other bytes")
+
+
+def import_stream(
+    journal: Journal, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    on_entry: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
+    summary = ImportSummary(agent_map=dict(agent_map or {}))
+    numbers: list[int] = []
+    with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+        _check_stream(source, spool, numbers, summary, summary.agent_map, partial=partial)
+        _check_space(journal, spool.tell(), summary.lines)
+        spool.seek(0)
+        for count, (number, line) in enumerate(zip(numbers, spool, strict=True), start=1):
+            _store(journal, entry_from_json_bytes(line), number, summary)
+            if on_entry is not None:
+                on_entry(count)
+    return summary
+
+
+def _check_space(journal: Journal, size: int, entries: int) -> None:
+    """Refuse, before anything is stored, an import the journal's filesystem clearly has no room for.
+
+    Each entry takes at least one block for its file, and the index about
+    twice its text again; a disk that fills anyway stops the import with its
+    error, the entries stored so far whole (a rerun finishes it).
+    """
+    info = os.statvfs(journal.root / "entries")
+    needed = entries * info.f_frsize + 3 * size
+    if info.f_bavail * info.f_frsize < needed:
+        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, "import the stream into",
+                                            f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; "
+                                            "free space on that filesystem, then import again")

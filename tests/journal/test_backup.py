@@ -1,0 +1,96 @@
+"""``backup``: a copy that is itself a journal, of one instant while a real process appends, verified, refusing any existing target."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import Journal
+from tests._support import entry_files, tree_digest
+
+from ._busy import busy_writer
+from ._fakes import FakeEncoder
+from ._readme import run_readme_block
+
+
+def _payload(n: int, agent: str = "alice") -> dict[str, Any]:
+    return {"kind": "note", "agent": agent, "theme": f"harbour {n}", "voice": f"The harbour lights, evening {n}.",
+            "ts": f"2026-09-{1 + n % 9:02d}T0{n % 3}:00:00Z", "client_key": f"{agent}:{n}"}
+
+
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ghostjournal", "--root", str(root), "backup", "--json", *args], capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_the_copy_is_a_journal_with_the_same_entries_vectors_and_answers(tmp_path: Path) -> None:
+    """The backup opens as a journal: the same entry files, every vector, the same hybrid hits, and its verify (in the report) is clean."""
+    root = tmp_path / "j"
+    with Journal(root, enable_nn=True, encoder=FakeEncoder()) as journal:
+        for n in range(12):
+            journal.append(_payload(n))
+        expected = [(h.entry.id, h.score) for h in journal.search("harbour lights", k=5, mode="hybrid")]
+    done = _cli(root, "--out", str(tmp_path / "copy"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["files"] == 12 and report["verify"]["ok"] is True
+    assert entry_files(tmp_path / "copy") == entry_files(root)
+    with Journal(tmp_path / "copy", enable_nn=True, encoder=FakeEncoder()) as copy:
+        assert copy.embed().embedded == 0  # every vector came with the index
+        assert [(h.entry.id, h.score) for h in copy.search("harbour lights", k=5, mode="hybrid")] == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy", "j"]  # no partial directory left beside it
+
+
+def test_a_backup_while_another_process_appends_is_one_instants_copy(tmp_path: Path) -> None:
+    """Backups taken while a real writer appends each verify clean: their index and files are of the same instant."""
+    root = tmp_path / "j"
+    with Journal(root) as journal:
+        for n in range(20):
+            journal.append(_payload(n))
+    with busy_writer(root) as writer, Journal(root) as journal:
+        for round_ in range(4):
+            seen = len(writer.wait_for_more())
+            report = journal.backup(tmp_path / f"copy-{round_}")
+            assert report.verify.is_clean, report.verify.to_dict()
+            assert report.files >= 20 + seen
+    source = entry_files(root)
+    for round_ in range(4):
+        copied = entry_files(tmp_path / f"copy-{round_}")
+        assert all(source[name] == digest for name, digest in copied.items())
+
+
+@pytest.mark.parametrize("planted", ["directory", "journal", "file", "symlink", "fifo", "inside"])
+def test_a_target_that_exists_or_lies_inside_the_journal_is_refused(tmp_path: Path, planted: str) -> None:
+    """A backup never writes into or over anything: an existing directory, journal, file, symlink or FIFO, or a path in the journal, is one line, exit 1."""
+    root = tmp_path / "j"
+    with Journal(root) as journal:
+        journal.append(_payload(1))
+    target = root / "backups" if planted == "inside" else tmp_path / "target"
+    if planted == "directory":
+        target.mkdir()
+    elif planted == "journal":
+        Journal(target).close()
+    elif planted == "file":
+        target.write_text("keep")
+    elif planted == "symlink":
+        target.symlink_to(tmp_path)
+    elif planted == "fifo":
+        os.mkfifo(target)
+    before = tree_digest(tmp_path)
+    done = _cli(root, "--out", str(target))
+    assert done.returncode == 1 and done.stderr.startswith("ghostjournal: error: refused ") and done.stderr.count("\n") == 1
+    assert tree_digest(tmp_path) == before
+
+
+def test_the_readme_backup_commands_run_as_written(tmp_path: Path) -> None:
+    """The README's backup block: a backup whose verify is clean, and the copy opened as a journal."""
+    with Journal(tmp_path / "journal") as journal:
+        for n in range(3):
+            journal.append(_payload(n))
+    outputs = [json.loads(output) for output in run_readme_block("### Backing up while agents write: `ghostjournal backup`", tmp_path, lines=2)]
+    assert outputs[0]["verify"]["ok"] is True and outputs[0]["files"] == 3
+    assert len(outputs[1]) == 1

@@ -1,0 +1,235 @@
+"""``import``: idempotent, all or nothing about the stream, conflicts skipped never overwritten, a kill at any point finished by a rerun."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import EntryValidationError, ImportStreamError, Journal
+from runner.config import load_config
+from runner.simulate import simulate
+from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
+
+from ._fakes import FakeEncoder
+from ._readme import run_readme_block
+
+
+def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:
+    return {"kind": "note", "agent": agent, "theme": f"harbour {n}", "voice": f"The harbour lights, evening {n}.",
+            "ts": f"2026-09-{1 + n % 9:02d}T0{n % 3}:00:00Z", "client_key": f"{agent}:{n}", **extra}
+
+
+def _exported(root: Path, count: int = 8, **kwargs: Any) -> bytes:
+    with Journal(root) as journal:
+        first = journal.append(_payload(0))
+        for n in range(1, count):
+            journal.append(_payload(n, signals={"continuity_refs": [first.id]}))
+        out = io.BytesIO()
+        journal.export(out, **kwargs)
+    return out.getvalue()
+
+
+def _cli(root: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["ghostjournal", "--root", str(root), "import", "--json", *args], input=stdin, capture_output=True, check=False, timeout=120)
+
+
+def _summary(done: subprocess.CompletedProcess[bytes]) -> dict[str, int]:
+    document = json.loads(done.stdout)
+    return {key: document[key] for key in ("appended", "duplicate", "conflict")}
+
+
+def test_an_import_keeps_every_byte_and_a_second_one_stores_nothing(tmp_path: Path) -> None:
+    """Into an empty journal the files are the source's byte for byte; the same stream again is all duplicates and changes nothing."""
+    stream = _exported(tmp_path / "a")
+    first = _cli(tmp_path / "b", "-", stdin=stream)
+    assert first.returncode == 0, first.stderr
+    assert _summary(first) == {"appended": 8, "duplicate": 0, "conflict": 0}
+    assert entry_files(tmp_path / "b") == entry_files(tmp_path / "a")
+    before = tree_digest(tmp_path / "b" / "entries")
+    second = _cli(tmp_path / "b", "-", stdin=stream)
+    assert second.returncode == 0 and _summary(second) == {"appended": 0, "duplicate": 8, "conflict": 0}
+    assert tree_digest(tmp_path / "b" / "entries") == before
+
+
+def test_an_id_or_key_held_with_other_bytes_is_a_conflict_never_overwritten(tmp_path: Path) -> None:
+    """An entry whose id, or whose client_key, the journal holds with other bytes is listed as a conflict, skipped, and exit 4."""
+    stream = _exported(tmp_path / "a", count=3)
+    lines = stream.splitlines()
+    first, second = json.loads(lines[0]), json.loads(lines[1])
+    with Journal(tmp_path / "b") as journal:
+        journal.append({**first, "voice": "another text under the same id"})
+        journal.append({**second, "id": "another-id"})  # the same client_key
+    before = entry_files(tmp_path / "b")
+    done = _cli(tmp_path / "b", "-", stdin=stream)
+    assert done.returncode == 4 and b"clash with entries this journal holds" in done.stderr
+    document = json.loads(done.stdout)
+    assert _summary(done) == {"appended": 1, "duplicate": 0, "conflict": 2}
+    assert [(c["line"], c["id"]) for c in document["conflicts"]] == [(1, first["id"]), (2, second["id"])]
+    after = entry_files(tmp_path / "b")
+    assert all(after[name] == digest for name, digest in before.items())  # nothing overwritten
+
+
+def _bad_streams(stream: bytes, tmp_path: Path) -> dict[str, tuple[bytes | Path, int]]:
+    lines = stream.splitlines(keepends=True)
+    changed = lines[2].replace(b"evening", b"morning")
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as handle:
+        handle.write(lines[0] + b'{"voice": "')
+        handle.truncate(2**30)  # a sparse 1 GiB line: never read whole
+    return {
+        "changed": (b"".join([*lines[:2], changed, *lines[3:]]), 9),
+        "truncated": (b"".join(lines[:-1]), 9),
+        "cut mid-line": (b"".join(lines)[: len(stream) - 40], 9),
+        "NUL": (b"".join([*lines[:3], b'{"a":"\x00"}\n', *lines[3:]]), 4),
+        "deep nesting": (b"".join([*lines[:1], b"[" * 100_000 + b"]" * 100_000 + b"\n", *lines[1:]]), 2),
+        "lone surrogate": (b"".join([*lines[:4], lines[4].replace(b"evening", b"\\ud800"), *lines[5:]]), 5),
+        "a 1 GiB line": (huge, 2),
+    }
+
+
+@pytest.mark.parametrize("kind", ["changed", "truncated", "cut mid-line", "NUL", "deep nesting", "lone surrogate", "a 1 GiB line"])
+def test_a_bad_stream_imports_nothing_and_names_the_line(tmp_path: Path, kind: str) -> None:
+    """A changed, truncated or hostile stream: exit 65, one line naming the line, no entry stored; --partial stores the good lines."""
+    stream = _exported(tmp_path / "a")
+    bad, line = _bad_streams(stream, tmp_path)[kind]
+    Journal(tmp_path / "b").close()
+    args = (str(bad),) if isinstance(bad, Path) else ("-",)
+    stdin = b"" if isinstance(bad, Path) else bad
+    done = _cli(tmp_path / "b", *args, stdin=stdin)
+    assert done.returncode == 65, done.stderr
+    assert done.stderr.decode().startswith(f"ghostjournal: error: import stream line {line}: ") and done.stderr.count(b"\n") == 1
+    assert b"nothing was imported (pass --partial" in done.stderr
+    assert entry_files(tmp_path / "b") == {}
+    partial = _cli(tmp_path / "b", *args, "--partial", stdin=stdin)
+    assert partial.returncode == 0, partial.stderr
+    document = json.loads(partial.stdout)
+    assert document["bad_lines"] and document["bad_lines"][0]["line"] == line
+    assert document["appended"] == len(entry_files(tmp_path / "b")) > 0
+
+
+def test_an_agent_map_renames_and_an_invalid_name_is_refused_before_reading(tmp_path: Path) -> None:
+    """--agent-map alice=carol stores carol's entries; a name that is no agent name is a usage error (exit 2) and nothing is stored."""
+    stream = _exported(tmp_path / "a", count=3)
+    refused = _cli(tmp_path / "b", "-", "--agent-map", "alice=no spaces", stdin=stream)
+    assert refused.returncode == 2 and b"--agent-map" in refused.stderr and b'"no spaces"' in refused.stderr
+    assert not (tmp_path / "b").exists()
+    done = _cli(tmp_path / "b", "-", "--agent-map", "alice=carol", stdin=stream)
+    assert done.returncode == 0, done.stderr
+    with Journal(tmp_path / "b") as journal:
+        assert {e.agent for e in journal.list(limit=10)} == {"carol"}
+        with pytest.raises(EntryValidationError, match="agent-map"):
+            journal.import_stream(io.BytesIO(stream), agent_map={"alice": "../x"})
+
+
+def test_the_python_import_raises_for_a_bad_stream(tmp_path: Path) -> None:
+    """Journal.import_stream raises ImportStreamError naming the line, as the command does."""
+    stream = _exported(tmp_path / "a", count=2)
+    with Journal(tmp_path / "b") as journal, pytest.raises(ImportStreamError, match=r"^import stream line 3: the stream has no manifest"):
+        journal.import_stream(io.BytesIO(b"".join(stream.splitlines(keepends=True)[:-1])))
+
+
+_KILLER = """
+import os, signal, sys
+import journal.store as store
+step, after = sys.argv[1], int(sys.argv[2])
+original = getattr(store.EntryStore, step)
+calls = [0]
+def wrapped(self, *args, **kwargs):
+    calls[0] += 1
+    if step == "write_temp" and calls[0] == after + 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # the entry's temporary file is not written yet
+    result = original(self, *args, **kwargs)
+    if step == "publish" and calls[0] == after:
+        os.kill(os.getpid(), signal.SIGKILL)  # the file is published, its index rows not committed
+    return result
+setattr(store.EntryStore, step, wrapped)
+from journal.cli import main
+sys.argv = ["ghostjournal", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(("step", "after"), [("write_temp", 0), ("write_temp", 5), ("publish", 1), ("publish", 13), ("publish", 20)])
+def test_an_import_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_path: Path, step: str, after: int) -> None:
+    """SIGKILL before an entry is written or right after one is published: the rerun's summary counts exactly the stored entries as duplicates."""
+    stream = _exported(tmp_path / "a", count=20)
+    stream_file = tmp_path / "stream.jsonl"
+    stream_file.write_bytes(stream)
+    killer = tmp_path / "killer.py"
+    killer.write_text(_KILLER)
+    killed = subprocess.run([sys.executable, str(killer), step, str(after), "--root", str(tmp_path / "b"), "import", str(stream_file)],
+                            capture_output=True, check=False, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    stored = len(entry_files(tmp_path / "b"))
+    assert stored == min(after, 20)
+    rerun = _cli(tmp_path / "b", str(stream_file))
+    assert rerun.returncode == 0, rerun.stderr
+    assert _summary(rerun) == {"appended": 20 - stored, "duplicate": stored, "conflict": 0}
+    assert entry_files(tmp_path / "b") == entry_files(tmp_path / "a")
+    with Journal(tmp_path / "b") as journal:
+        assert journal.verify().is_clean
+
+
+def test_a_simulated_year_round_trips_with_equal_entries_and_equal_search_results(tmp_path: Path) -> None:
+    """A runner-written year, exported, imported into an empty journal and verified: the same files, the same lexical and hybrid hits; again stores nothing."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    start = datetime(2025, 9, 1, tzinfo=config.timezone)
+    simulate(config, ["motoko"], start, start + timedelta(days=365))
+    source = config.agent("motoko").journal_root
+    out = io.BytesIO()
+    with Journal(source, enable_nn=True, encoder=FakeEncoder()) as journal:
+        manifest = journal.export(out, agent="motoko")
+        queries = ["what did I notice about light", "harbor rain", "what keeps returning?"]
+        expected = {(q, mode): [(h.entry.id, round(h.score, 9)) for h in journal.search(q, k=8, agent="motoko", mode=mode)]
+                    for q in queries for mode in ("lexical", "hybrid")}
+    assert manifest.entries > 2500 and manifest.links_removed == []
+    copy = tmp_path / "copy"
+    with Journal(copy, enable_nn=True, encoder=FakeEncoder()) as journal:
+        summary = journal.import_stream(io.BytesIO(out.getvalue()))
+        assert (summary.appended, summary.duplicate, summary.conflict) == (manifest.entries, 0, 0)
+        assert journal.verify().is_clean
+        found = {(q, mode): [(h.entry.id, round(h.score, 9)) for h in journal.search(q, k=8, agent="motoko", mode=mode)]
+                 for q in queries for mode in ("lexical", "hybrid")}
+        again = journal.import_stream(io.BytesIO(out.getvalue()))
+    assert entry_files(copy) == entry_files(source)
+    assert found == expected and all(expected.values())
+    assert (again.appended, again.duplicate, again.conflict) == (0, manifest.entries, 0)
+
+
+def test_an_import_the_disk_clearly_cannot_hold_stores_nothing(tmp_path: Path) -> None:
+    """The room an import needs is checked before anything is stored: a journal on a nearly full filesystem gets none of the stream."""
+    if os.geteuid() != 0 and not os.environ.get("CI"):
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    from tests.attack.test_fsfaults import Mounts, fill
+
+    mounts = Mounts()
+    try:
+        disk = mounts.tmpfs(size_kib=1024)
+        Journal(disk / "b").close()
+        fill(disk, leave_pages=8)
+        done = _cli(disk / "b", "-", stdin=_exported(tmp_path / "a", count=20))
+        assert done.returncode == 74, done.stderr
+        assert done.stderr.decode().startswith(f"ghostjournal: error: cannot import the stream into {str(disk / 'b' / 'entries')!r}: no space left")
+        assert entry_files(disk / "b") == {}
+    finally:
+        mounts.release()
+
+
+def test_the_readme_import_commands_run_as_written(tmp_path: Path) -> None:
+    """The README's import block: an export, an import, the same import storing nothing, and one under another agent's name."""
+    with Journal(tmp_path / "journal") as journal:
+        for n in range(3):
+            journal.append(_payload(n, agent="motoko"))
+    summaries = [json.loads(output) for output in run_readme_block("### Bringing entries in: `ghostjournal import`", tmp_path, lines=4)]
+    assert [(s["appended"], s["duplicate"]) for s in summaries[1:]] == [(3, 0), (0, 3), (3, 0)]
+    with Journal(tmp_path / "renamed") as journal:
+        assert {e.agent for e in journal.list()} == {"motoko-2"}

@@ -1,0 +1,29 @@
+"""``ghostrunner backup``: every configured agent's journal copied online and verified, with the configuration and the pause file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from journal import Journal
+from tests._support import SIMPLE_AGENT, entry_files, ghostrunner, write_config
+
+
+def test_backup_copies_each_journal_verified_the_config_and_the_pauses(tmp_path: Path) -> None:
+    """After a simulated week and a pause, the backup holds a journal that opens with the same files, the configuration and the pause file."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    assert ghostrunner("--config", str(config), "simulate", "--agent", "motoko", "--days", "3", "--start", "2026-09-01", cwd=tmp_path).returncode == 0
+    assert ghostrunner("--config", str(config), "pause", "motoko", "evening", cwd=tmp_path).returncode == 0
+    done = ghostrunner("--config", str(config), "backup", "--json", "--out", str(tmp_path / "backup"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and report["journals"]["motoko"]["verify"]["ok"] is True
+    copy = tmp_path / "backup" / "journals" / "motoko"
+    source = Path(report["journals"]["motoko"]["journal"])
+    assert entry_files(copy) == entry_files(source) and len(entry_files(copy)) == 3 * 7
+    assert (tmp_path / "backup" / "config" / "ghostrunner.toml").read_bytes() == config.read_bytes()
+    assert [Path(f).parent.name for f in report["files"]] == ["config", "state"]
+    with Journal(copy, create=False) as journal:
+        assert len(journal.list(limit=100)) == 21
+    again = ghostrunner("--config", str(config), "backup", "--out", str(tmp_path / "backup"), cwd=tmp_path)
+    assert again.returncode == 1 and again.stderr.startswith("ghostrunner: error: refused ") and again.stderr.count("\n") == 1
