@@ -1,6 +1,7 @@
 """Fleet scale (a benchmark, not a test): AGENTS agents x 3 routines over SHARDS fleet workers, then one serve for the same agents.
 
-Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--serve-agents N] [--serve-minutes 1] [--skip-serve]
+Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents N] [--serve-minutes 1]
+                                  [--skip-serve] [--lead 60] [--keep DIR]
 
 The compressed day: each agent's day of the three built-in routines, eight
 fires (pulse-4h six times, evening once, digest once), is laid out one fire
@@ -70,9 +71,11 @@ def cron_of(moments: Sequence[datetime]) -> str:
     """A cron expression that fires at each of *moments* (UTC, whole minutes, within an hour of each other).
 
     One expression names its minutes, hours and days separately, so a
-    window across an hour also names that hour's other minutes: those fires
-    lie an hour or more away from the window (before it: a pair installed
-    later never runs them; after it: the bench has stopped by then).
+    window across an hour also names those minutes in the other hour: the
+    fires that adds lie more than 50 minutes from the window (those before
+    it run neither on beat, which installs a pair just before the window,
+    nor on serve, whose catch-up grace is 0 s; by those after it the bench
+    has stopped).
     """
     def values(part: str) -> str:
         return ",".join(str(value) for value in sorted({getattr(moment, part) for moment in moments}))
@@ -267,6 +270,8 @@ class Side:
     fires: dict[str, list[datetime]]
     logs: list[LogFile] = field(default_factory=list)
     peaks: dict[str, Peak] = field(default_factory=dict)
+    #: The 1-minute load average when the side's window began and when its last run had finished: other work shares the cores.
+    load: list[float] = field(default_factory=list)
 
     @property
     def expected(self) -> set[str]:
@@ -292,10 +297,10 @@ class Side:
         ends = [datetime.fromisoformat(event["timestamp"]) for event in self.events("run.finished")]
         return (max(ends) - self.last_fire).total_seconds() if ends else float("nan")
 
-    def lags(self, before: datetime | None = None) -> list[float]:
-        """Seconds from each run's fire time to its first run.started (fires before *before* only, if given)."""
+    def lags(self, before: datetime | None = None, *, event_name: str = "run.started") -> list[float]:
+        """Seconds from each run's fire time to its first *event_name* line (fires before *before* only, if given)."""
         first: dict[str, float] = {}
-        for event in self.events("run.started"):
+        for event in self.events(event_name):
             scheduled = datetime.fromisoformat(event["scheduled"])
             if before is not None and scheduled >= before:
                 continue
@@ -328,6 +333,7 @@ def summarise(side: Side, work: Path, *, compare_minutes: int | None = None) -> 
     expected = side.expected
     outcomes = Counter(event.get("outcome") for event in side.events("run.finished"))
     lags = side.lags()
+    queued = side.lags(event_name="scheduler.run_queued")
     summary: dict[str, Any] = {
         "side": side.name, "agents": len(side.agents), "fires": len(expected), "minutes": len({m for ms in side.fires.values() for m in ms}),
         "drain_s": round(side.drain_s(), 1),
@@ -336,6 +342,8 @@ def summarise(side: Side, work: Path, *, compare_minutes: int | None = None) -> 
         "extra": sum(count for key, count in counts.items() if key not in expected),
         "run_finished": dict(outcomes), "starts": sum(1 for _ in side.events("run.started")),
         "lag_p50_s": round(percentile(lags, 0.50), 2), "lag_p99_s": round(percentile(lags, 0.99), 2), "lag_max_s": round(max(lags, default=0), 2),
+        "queued_p50_s": round(percentile(queued, 0.50), 2), "queued_p99_s": round(percentile(queued, 0.99), 2),
+        "load_average": "-".join(f"{load:.1f}" for load in side.load),
     }
     if compare_minutes is not None:
         early = side.lags(before=side.first_fire + timedelta(minutes=compare_minutes))
@@ -368,7 +376,8 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
             process = start(["fleet", "worker", "--shard", f"shard{shard}", "--concurrency", "1", "--config", str(path)], work, log, stream="stderr")
             processes.append(process)
             sampler.watch(f"worker shard{shard}", process.pid)
-        # A worker is ready once its pool process is up: it has forked after connecting to Redis.
+        # A worker has forked its pool process once it has read its shard's journals; it consumes from Redis moments later,
+        # well before the day: beat starts 45 s before the first minute at the earliest.
         wait_until(lambda: all(_children(process.pid) for process in processes), time.monotonic() + lead, "the workers' start", processes)
         # Beat installs each pair at its start and runs its fires from then on: it starts within the minute before the first.
         while datetime.now(UTC) < first - timedelta(seconds=45):
@@ -379,6 +388,7 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
         beat = start(["fleet", "beat", "--config", str(path)], work, beat_log, stream="stderr")
         processes.append(beat)
         sampler.watch("beat", beat.pid)
+        side.load.append(os.getloadavg()[0])
         deadline = time.monotonic() + (side.last_fire - datetime.now(UTC)).total_seconds() + DRAIN_LIMIT.total_seconds()
         fires = len(side.expected)
 
@@ -389,6 +399,7 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
             return sum(log.count("run.finished") for log in side.logs) >= fires
 
         wait_until(finished, deadline, "the fleet's day", processes)
+        side.load.append(os.getloadavg()[0])
         side.logs.append(beat_log)
     finally:
         side.peaks = sampler.stop()
@@ -414,7 +425,9 @@ def run_serve(work: Path, agents: list[str], minutes: int) -> Side:
             raise SystemExit("serve took too long to start for its first minute")
         fires = len(side.expected)
         deadline = time.monotonic() + (side.last_fire - datetime.now(UTC)).total_seconds() + DRAIN_LIMIT.total_seconds()
+        side.load.append(os.getloadavg()[0])
         wait_until(lambda: log.seen("run.finished", fires), deadline, "serve's window", [serve])
+        side.load.append(os.getloadavg()[0])
     finally:
         side.peaks = sampler.stop()
         stop(serve)
@@ -446,13 +459,16 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
     row("doubles (a key with two entries)", *(side["doubles"] for side in sides))
     row("entries of no fire in the window", *(side["extra"] for side in sides))
     row("run.started lines", *(side["starts"] for side in sides))
+    row("fire to queued p50 (s)", *(side["queued_p50_s"] for side in sides))
+    row("fire to queued p99 (s)", *(side["queued_p99_s"] for side in sides))
     row("publish lag p50 (s)", *(side["lag_p50_s"] for side in sides))
     row("publish lag p99 (s)", *(side["lag_p99_s"] for side in sides))
     early = fleet.get("first_minutes_lag")
     if serve is not None and early is not None:
-        row(f"  over serve's {early['minutes']} minute(s): p50 (s)", early["p50_s"], serve["lag_p50_s"])
-        row(f"  over serve's {early['minutes']} minute(s): p99 (s)", early["p99_s"], serve["lag_p99_s"])
+        row("  in serve's minutes: p50 (s)", early["p50_s"], serve["lag_p50_s"])
+        row("  in serve's minutes: p99 (s)", early["p99_s"], serve["lag_p99_s"])
     row("last fire to last run (s)", *(side["drain_s"] for side in sides))
+    row("load average, start-end", *(side["load_average"] for side in sides))
     lines += ["", "peak memory (MB): VmHWM of the process and of its largest child; the tree's PSS at its peak"]
     for side in sides:
         for name, peak in side["peaks_mb"].items():
@@ -475,7 +491,7 @@ def main() -> None:
     parser.add_argument("--serve-minutes", type=int, default=1, choices=range(1, DAY_MINUTES + 1), metavar="1-8",
                         help="minutes of the compressed day serve runs (default 1: its first pulse-4h)")
     parser.add_argument("--skip-serve", action="store_true", help="the fleet only")
-    parser.add_argument("--lead", type=float, default=90.0, help="seconds allowed for the workers' start before the day (default 90)")
+    parser.add_argument("--lead", type=float, default=60.0, help="seconds allowed for the workers' start before the day (default 60)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the journals and logs in this directory")
     args = parser.parse_args()
     if shutil.which("redis-server") is None:
@@ -492,7 +508,7 @@ def main() -> None:
             serve = {**summarise(serve_side, work / "serve"), "minutes": args.serve_minutes}
     print(json.dumps({"fleet": fleet, "serve": serve, "load_average": os.getloadavg()}, indent=2), file=sys.stderr)
     print("\n".join(render(fleet, serve, args.shards)))
-    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"\n{os.cpu_count()} CPUs, shared with whatever else runs: the load averages above say how much")
 
 
 if __name__ == "__main__":
