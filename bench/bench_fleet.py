@@ -139,6 +139,19 @@ def _pss_kb(pid: int) -> int:
     return next((int(line.split()[1]) for line in text.splitlines() if line.startswith("Pss:")), 0)
 
 
+_TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int, *, reaped: bool) -> float:
+    """CPU seconds (user and system) of a process so far, with those of its children it has waited for if *reaped*."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    ticks = sum(int(value) for value in fields[11:15 if reaped else 13])  # utime, stime (, cutime, cstime)
+    return ticks / _TICKS
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     try:
@@ -151,14 +164,17 @@ def _children(pid: int) -> list[int]:
 
 @dataclass
 class Peak:
-    """The peaks of one process tree, as sampled: VmHWM of the main process and of its children, and the tree's PSS."""
+    """The peaks of one process tree, as sampled: VmHWM of the main process and of its children, the tree's PSS, its CPU time."""
 
     main_hwm_kb: int = 0
     child_hwm_kb: int = 0
     tree_pss_kb: int = 0
     children_at_once: int = 0
+    cpu_s: float = 0.0
 
     def sample(self, pid: int) -> None:
+        cpu = _cpu_s(pid, reaped=True) + sum(_cpu_s(child, reaped=False) for child in _children(pid))
+        self.cpu_s = max(self.cpu_s, cpu)
         self.main_hwm_kb = max(self.main_hwm_kb, _status_kb(pid, "VmHWM"))
         children = _children(pid)
         self.children_at_once = max(self.children_at_once, len(children))
@@ -350,7 +366,8 @@ def summarise(side: Side, work: Path, *, compare_minutes: int | None = None) -> 
         summary["first_minutes_lag"] = {"minutes": compare_minutes, "runs": len(early), "p50_s": round(percentile(early, 0.50), 2),
                                         "p99_s": round(percentile(early, 0.99), 2)}
     summary["peaks_mb"] = {name: {"main_hwm": round(peak.main_hwm_kb / 1024, 1), "child_hwm": round(peak.child_hwm_kb / 1024, 1),
-                                  "tree_pss": round(peak.tree_pss_kb / 1024, 1), "children_at_once": peak.children_at_once}
+                                  "tree_pss": round(peak.tree_pss_kb / 1024, 1), "children_at_once": peak.children_at_once,
+                                  "cpu_s": round(peak.cpu_s, 1)}
                            for name, peak in side.peaks.items()}
     return summary
 
@@ -368,6 +385,8 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
     side = Side("fleet", agents, day_fires(first, minutes))
     path = write_config(work, agents, side.fires, fleet=(redis.url, shards))
     sampler = Sampler()
+    assert redis.process is not None
+    sampler.watch("redis-server", redis.process.pid)
     processes: list[subprocess.Popen[bytes]] = []
     try:
         for shard in range(shards):
@@ -469,12 +488,15 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
         row("  in serve's minutes: p99 (s)", early["p99_s"], serve["lag_p99_s"])
     row("last fire to last run (s)", *(side["drain_s"] for side in sides))
     row("load average, start-end", *(side["load_average"] for side in sides))
-    lines += ["", "peak memory (MB): VmHWM of the process and of its largest child; the tree's PSS at its peak"]
+    cpu = [sum(peak["cpu_s"] for peak in side["peaks_mb"].values()) for side in sides]
+    row("CPU s, all its processes", *(f"{seconds:.1f}" for seconds in cpu))
+    row("CPU ms a run, start-up in", *(f"{1000 * seconds / max(1, side['fires']):.0f}" for seconds, side in zip(cpu, sides, strict=True)))
+    lines += ["", "peak memory (MB): VmHWM of the process and of its largest child; the tree's PSS at its peak; the tree's CPU time"]
     for side in sides:
         for name, peak in side["peaks_mb"].items():
             children = (f", child {peak['child_hwm']}, tree {peak['tree_pss']} ({peak['children_at_once']} children at most)"
                         if peak["children_at_once"] else "")
-            lines.append(f"  {side['side']:6} {name:16} main {peak['main_hwm']}{children}")
+            lines.append(f"  {side['side']:6} {name:16} main {peak['main_hwm']}{children}; CPU {peak['cpu_s']} s")
     if serve is not None and early is not None and early["p50_s"] > 0:
         lines += ["", (f"serve's lag against the fleet's over the same minutes: p50 {serve['lag_p50_s'] / early['p50_s']:.1f}x, "
                       f"p99 {serve['lag_p99_s'] / early['p99_s']:.1f}x")]

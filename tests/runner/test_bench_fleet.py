@@ -52,5 +52,5 @@ def test_the_readme_fleet_bench_runs_both_sides_and_counts_one_entry_per_fire(tm
         assert rows[row] == ["0", "0"], row
     assert all(float(value) >= 0 for value in rows["publish lag p99 (s)"])
     memory = re.findall(r"^ {2}(fleet|serve) +(\S+(?: shard\d)?) +main (\d+\.\d)", result.stdout, re.MULTILINE)
-    assert [(side, name) for side, name, _ in memory] == [("fleet", "worker shard0"), ("fleet", "worker shard1"), ("fleet", "beat"), ("serve", "serve")]
+    assert [(side, name) for side, name, _ in memory] == [("fleet", "redis-server"), ("fleet", "worker shard0"), ("fleet", "worker shard1"), ("fleet", "beat"), ("serve", "serve")]
     assert all(float(mb) > 0 for _, _, mb in memory)
