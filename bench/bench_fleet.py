@@ -19,18 +19,26 @@ before the day's first minute; it runs the whole day. The serve side is one
 own journals, ``max_concurrent_runs`` = CPU count), whose day is cut to its
 first SERVE_MINUTES minutes: each of its runs is a ``ghostrunner run``
 process, and a whole day of 500 agents would take it far longer than the
-fleet's. Both sides never run at once. The figures, side by side:
+fleet's. The two sides run one after the other, never at once. At the
+default sizes the bench takes some 20-30 minutes on two shared cores, most
+of it serve's 500 run processes (``--serve-agents 100`` shortens that, at
+a smaller burst). The figures, side by side:
 
 * publish lag: a fire's time (the run's ``scheduled``) to its
   ``run.started`` line, from the workers' logs (stderr) and serve's
   (stdout), p50 and p99; for the fleet also over the minutes serve ran;
+  and the part of it up to ``scheduler.run_queued`` (beat's publish,
+  serve's queueing);
 * runs, doubles and losses, counted from the journals: every fire of the
   window must have exactly one entry of its client key; an entry of a key
   outside the window is counted too (extra);
 * peak RSS (VmHWM) of the beat, of each worker's main process and pool
   process and of serve, and the most resident memory (PSS, so the pages a
   fork shares count once) of a worker's tree and of serve's with its run
-  processes, sampled twice a second.
+  processes, sampled twice a second;
+* the CPU time of all of a side's processes (start-up included), and per
+  run; with the 1-minute load average at each side's start and end, since
+  other work shares the cores.
 """
 
 from __future__ import annotations
