@@ -1,6 +1,6 @@
 """Fleet scale (a benchmark, not a test): AGENTS agents x 3 routines over SHARDS fleet workers, then one serve for the same agents.
 
-Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents N] [--serve-minutes 1]
+Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents 100] [--serve-minutes 1]
                                   [--skip-serve] [--lead 60] [--keep DIR]
 
 The compressed day: each agent's day of the three built-in routines, eight
@@ -16,13 +16,15 @@ The fleet side starts a real redis-server on a loopback port,
 shards (agents dealt round-robin), and ``ghostrunner fleet beat`` just
 before the day's first minute; it runs the whole day. The serve side is one
 ``ghostrunner serve`` (its own configuration with no ``[fleet]`` table, its
-own journals, ``max_concurrent_runs`` = CPU count), whose day is cut to its
-first SERVE_MINUTES minutes: each of its runs is a ``ghostrunner run``
-process, and a whole day of 500 agents would take it far longer than the
-fleet's. The two sides run one after the other, never at once. At the
-default sizes the bench takes some 20-30 minutes on two shared cores, most
-of it serve's 500 run processes (``--serve-agents 100`` shortens that, at
-a smaller burst). The figures, side by side:
+own journals, ``max_concurrent_runs`` = CPU count) for the first
+SERVE_AGENTS of those agents, whose day is cut to its first SERVE_MINUTES
+minutes: each of its runs is a ``ghostrunner run`` process, about a second
+of CPU, so one fire of all 500 agents takes it 10 to 30 minutes on two
+shared cores (``--serve-agents 0`` runs that; the whole bench then takes
+most of an hour, against some 15 minutes at the defaults). The fleet's lags
+are also given for serve's fires (the same agents, the same minutes), which
+on the fleet came in a burst of all its agents. The two sides run one
+after the other, never at once. The figures, side by side:
 
 * publish lag: a fire's time (the run's ``scheduled``) to its
   ``run.started`` line, from the workers' logs (stderr) and serve's
@@ -68,6 +70,8 @@ PERSONA: Final = REPO / "examples" / "agents" / "motoko.toml"
 #: Minutes of the compressed day at which each routine fires.
 DAY: Final = {"pulse-4h": (0, 1, 2, 3, 4, 5), "evening": (6,), "digest": (7,)}
 DAY_MINUTES: Final = 8
+#: Agents under serve by default: a serve's run is a process (about a second of CPU), so 500 at once would take it most of an hour here.
+SERVE_AGENTS: Final = 100
 #: How long after the last fire of a side its runs may take to finish before the bench gives up on them.
 DRAIN_LIMIT: Final = timedelta(minutes=30)
 
@@ -321,12 +325,12 @@ class Side:
         ends = [datetime.fromisoformat(event["timestamp"]) for event in self.events("run.finished")]
         return (max(ends) - self.last_fire).total_seconds() if ends else float("nan")
 
-    def lags(self, before: datetime | None = None, *, event_name: str = "run.started") -> list[float]:
-        """Seconds from each run's fire time to its first *event_name* line (fires before *before* only, if given)."""
+    def lags(self, before: datetime | None = None, *, agents: set[str] | None = None, event_name: str = "run.started") -> list[float]:
+        """Seconds from each run's fire time to its first *event_name* line (fires before *before*, of *agents*, if given)."""
         first: dict[str, float] = {}
         for event in self.events(event_name):
             scheduled = datetime.fromisoformat(event["scheduled"])
-            if before is not None and scheduled >= before:
+            if (before is not None and scheduled >= before) or (agents is not None and event["agent"] not in agents):
                 continue
             lag = (datetime.fromisoformat(event["timestamp"]) - scheduled).total_seconds()
             key = event["client_key"]
@@ -352,7 +356,8 @@ def percentile(values: Sequence[float], share: float) -> float:
     return values[min(len(values) - 1, max(0, round(share * len(values)) - 1))]
 
 
-def summarise(side: Side, work: Path, *, compare_minutes: int | None = None) -> dict[str, Any]:
+def summarise(side: Side, work: Path, *, compare: tuple[int, list[str]] | None = None) -> dict[str, Any]:
+    """*side*'s figures; with *compare* (serve's minutes and agents) the lags of the same fires too."""
     counts = side.journal_counts(work)
     expected = side.expected
     outcomes = Counter(event.get("outcome") for event in side.events("run.finished"))
@@ -369,9 +374,10 @@ def summarise(side: Side, work: Path, *, compare_minutes: int | None = None) -> 
         "queued_p50_s": round(percentile(queued, 0.50), 2), "queued_p99_s": round(percentile(queued, 0.99), 2),
         "load_average": "-".join(f"{load:.1f}" for load in side.load),
     }
-    if compare_minutes is not None:
-        early = side.lags(before=side.first_fire + timedelta(minutes=compare_minutes))
-        summary["first_minutes_lag"] = {"minutes": compare_minutes, "runs": len(early), "p50_s": round(percentile(early, 0.50), 2),
+    if compare is not None:
+        minutes, agents = compare
+        early = side.lags(before=side.first_fire + timedelta(minutes=minutes), agents=set(agents))
+        summary["first_minutes_lag"] = {"minutes": minutes, "runs": len(early), "p50_s": round(percentile(early, 0.50), 2),
                                         "p99_s": round(percentile(early, 0.99), 2)}
     summary["peaks_mb"] = {name: {"main_hwm": round(peak.main_hwm_kb / 1024, 1), "child_hwm": round(peak.child_hwm_kb / 1024, 1),
                                   "tree_pss": round(peak.tree_pss_kb / 1024, 1), "children_at_once": peak.children_at_once,
@@ -471,8 +477,11 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
              (f"fleet: {fleet['agents']} agents, {fleet['minutes']} minute(s) of the day = {fleet['fires']} runs, "
               f"{shards} shards of one worker process each (--concurrency 1), a run in the worker's pool process")]
     if serve is not None:
-        lines.append(f"serve: {serve['agents']} agents, the day's first {serve['minutes']} minute(s) = {serve['fires']} runs, "
-                     f"each a ghostrunner run process, max_concurrent_runs = {os.cpu_count() or 1}")
+        lines.append(f"serve: {serve['agents']} agents (the fleet's first, in a configuration of their own), the day's first "
+                     f"{serve['minutes']} minute(s) = {serve['fires']} runs, each a ghostrunner run process, max_concurrent_runs = {os.cpu_count() or 1}")
+        if serve["agents"] < fleet["agents"]:
+            lines.append(f"       (not all {fleet['agents']}: one fire of 500 agents takes a serve 10 to 30 minutes on 2 cores; "
+                         "--serve-agents 0 runs it)")
     sides = [fleet] + ([serve] if serve is not None else [])
     width = 34
     lines += ["", f"{'':{width}}" + "".join(f"{side['side']:>10}" for side in sides)]
@@ -492,8 +501,8 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
     row("publish lag p99 (s)", *(side["lag_p99_s"] for side in sides))
     early = fleet.get("first_minutes_lag")
     if serve is not None and early is not None:
-        row("  in serve's minutes: p50 (s)", early["p50_s"], serve["lag_p50_s"])
-        row("  in serve's minutes: p99 (s)", early["p99_s"], serve["lag_p99_s"])
+        row("  serve's fires, p50 (s)", early["p50_s"], serve["lag_p50_s"])
+        row("  serve's fires, p99 (s)", early["p99_s"], serve["lag_p99_s"])
     row("last fire to last run (s)", *(side["drain_s"] for side in sides))
     row("load average, start-end", *(side["load_average"] for side in sides))
     cpu = [sum(peak["cpu_s"] for peak in side["peaks_mb"].values()) for side in sides]
@@ -506,7 +515,7 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
                         if peak["children_at_once"] else "")
             lines.append(f"  {side['side']:6} {name:16} main {peak['main_hwm']}{children}; CPU {peak['cpu_s']} s")
     if serve is not None and early is not None and early["p50_s"] > 0:
-        lines += ["", (f"serve's lag against the fleet's over the same minutes: p50 {serve['lag_p50_s'] / early['p50_s']:.1f}x, "
+        lines += ["", (f"serve's lag against the fleet's, the same agents' fires in the same minutes: p50 {serve['lag_p50_s'] / early['p50_s']:.1f}x, "
                       f"p99 {serve['lag_p99_s'] / early['p99_s']:.1f}x")]
     return lines
 
@@ -517,7 +526,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=4, help="shards, one worker process each (default 4)")
     parser.add_argument("--minutes", type=int, default=DAY_MINUTES, choices=range(1, DAY_MINUTES + 1), metavar="1-8",
                         help="minutes of the compressed day the fleet runs (default 8: all of it)")
-    parser.add_argument("--serve-agents", type=int, default=None, help="agents under serve (default: the fleet's)")
+    parser.add_argument("--serve-agents", type=int, default=SERVE_AGENTS,
+                        help=f"the first this many of the fleet's agents go under serve (default {SERVE_AGENTS}; 0: all of them)")
     parser.add_argument("--serve-minutes", type=int, default=1, choices=range(1, DAY_MINUTES + 1), metavar="1-8",
                         help="minutes of the compressed day serve runs (default 1: its first pulse-4h)")
     parser.add_argument("--skip-serve", action="store_true", help="the fleet only")
@@ -531,7 +541,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         work = args.keep or Path(tmp)
         fleet_side = run_fleet(work / "fleet", agents, args.shards, args.minutes, args.lead)
-        fleet = summarise(fleet_side, work / "fleet", compare_minutes=None if args.skip_serve else args.serve_minutes)
+        fleet = summarise(fleet_side, work / "fleet", compare=None if args.skip_serve else (args.serve_minutes, serve_agents))
         serve = None
         if not args.skip_serve:
             serve_side = run_serve(work / "serve", serve_agents, args.serve_minutes)
