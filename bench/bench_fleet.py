@@ -539,6 +539,10 @@ def main() -> None:
     parser.add_argument("--lead", type=float, default=60.0, help="seconds allowed for the workers' start before the day (default 60)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the journals and logs in this directory")
     args = parser.parse_args()
+    if args.agents < 1 or not 1 <= args.shards <= args.agents:
+        parser.error(f"--agents must be at least 1 and --shards from 1 to --agents (each shard holds an agent), got {args.agents} and {args.shards}")
+    if args.serve_agents < 0:
+        parser.error(f"--serve-agents must be 0 (all) or more, got {args.serve_agents}")
     if shutil.which("redis-server") is None:
         raise SystemExit("redis-server is not installed (Debian package redis-server)")
     agents = [f"agent{n:03d}" for n in range(args.agents)]
