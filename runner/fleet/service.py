@@ -81,6 +81,10 @@ def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
     # and so do the lines Celery's worker prints in plain text from its signal handlers ("worker: Warm shutdown").
     logging.captureWarnings(True)
     celery_worker.safe_say = functools.partial(_say, fields)
+    # Celery narrates every task at INFO ("Task ghostrunner.run[...] received", "... succeeded in ...: {result}"),
+    # two lines a run whose event is free text; the run's own run.started and run.finished say what matters.
+    for narrator in ("celery.app.trace", "celery.worker.strategy"):
+        logging.getLogger(narrator).setLevel(max(logging.getLogger().level, logging.WARNING))
 
 
 def _say(fields: dict[str, str], message: str, _stream: object = None) -> None:
