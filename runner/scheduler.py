@@ -73,7 +73,7 @@ from runner.notify import WatchdogPinger
 from runner.reload import ConfigChange, pairs_of
 from runner.run_contract import RunIdentity, RunResult
 from runner.run_queue import QueuedRun, RunQueue
-from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
+from runner.slot_retries import needs_rerun, slot_rerun_time
 from runner.slots import cron_trigger, latest_fire_time
 from runner.worker import Worker
 
@@ -234,9 +234,7 @@ class Scheduler:
                 self._reruns.pop(key, None)
                 return
             rerun = self._reruns.get(key, 0) + 1
-            routine = self.config.routines[identity.routine]
-            when = rerun_time(rerun=rerun, retries=self.config.slot_retries, delay=self.config.slot_retry_delay, failed_at=self._now(),
-                              deadline=next_fire_after(cron_trigger(routine.schedule, self.config.timezone), scheduled))
+            when = slot_rerun_time(self.config, identity.routine, scheduled, rerun=rerun, failed_at=self._now())
             if when is None:
                 self._reruns.pop(key, None)
                 return

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from runner._configmodel import RunnerConfig
 from runner.run_contract import Outcome, RunResult
-from runner.slots import CronSchedule
+from runner.slots import CronSchedule, cron_trigger
 
-__all__ = ["needs_rerun", "next_fire_after", "rerun_time"]
+__all__ = ["needs_rerun", "next_fire_after", "rerun_time", "slot_rerun_time"]
 
 
 def needs_rerun(result: RunResult | None) -> bool:
@@ -47,3 +48,14 @@ def rerun_time(*, rerun: int, retries: int, delay: timedelta, failed_at: datetim
     if deadline is not None and at >= deadline:
         return None
     return at
+
+
+def slot_rerun_time(config: RunnerConfig, routine: str, scheduled: datetime, *, rerun: int, failed_at: datetime) -> datetime | None:
+    """When rerun number *rerun* of *routine*'s slot at *scheduled*, failed at *failed_at*, starts under *config*; None when there is none.
+
+    The rule of serve and of the fleet's workers: ``runner.slot_retries`` reruns, the first
+    ``runner.slot_retry_delay`` after the failure and doubling, each before the routine's next fire.
+    """
+    trigger = cron_trigger(config.routines[routine].schedule, config.timezone)
+    return rerun_time(rerun=rerun, retries=config.slot_retries, delay=config.slot_retry_delay, failed_at=failed_at,
+                      deadline=next_fire_after(trigger, scheduled))

@@ -43,7 +43,6 @@ from kombu.exceptions import OperationalError
 from redbeat import schedulers as redbeat
 from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-from routines import Routine
 from runner.config import RunnerConfig
 from runner.firing import fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
@@ -205,7 +204,6 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         # Shared with whoever runs this beat (runner.fleet.service): set once the lock is held; set to ask for a stop.
         self._active: threading.Event = app.conf.get("ghostrunner_active") or threading.Event()
         self._stop: threading.Event = app.conf.get("ghostrunner_stop") or threading.Event()
-        self._routines: dict[str, Routine] = dict(self.runner_config.routines)
         super().__init__(app, **kwargs)
 
     # -- the lock, before the schedule ---------------------------------------------------
@@ -262,7 +260,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
     def maybe_due(self, entry: SlotEntry, producer: Any = None, **kwargs: Any) -> float:
         config = self.runner_config
         agent, routine_name = entry.args
-        routine = self._routines.get(routine_name)
+        routine = config.routines.get(routine_name)
         schedule: PairSchedule = entry.schedule
         longest = float(self.max_interval)
         if routine is None or entry.last_run_at is None:

@@ -26,8 +26,8 @@ from runner.config import RunnerConfig
 from runner.engine import run_at
 from runner.errors import NoScheduledTimeError, RunInterrupted, UnknownNameError
 from runner.run_contract import RunResult
-from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
-from runner.slots import EARLIEST_TIME, LATEST_TIME, cron_trigger
+from runner.slot_retries import needs_rerun, slot_rerun_time
+from runner.slots import EARLIEST_TIME, LATEST_TIME
 
 __all__ = ["ShardWork", "hold_shard", "run_slot_task"]
 
@@ -76,10 +76,8 @@ def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: st
         return
     config = work.config
     rerun = int(task.request.retries or 0) + 1
-    trigger = cron_trigger(config.routines[routine].schedule, config.timezone)
     now = datetime.now(UTC)
-    when = rerun_time(rerun=rerun, retries=config.slot_retries, delay=config.slot_retry_delay, failed_at=now,
-                      deadline=next_fire_after(trigger, scheduled))
+    when = slot_rerun_time(config, routine, scheduled, rerun=rerun, failed_at=now)
     if when is None:
         return
     slot = result.slot if result is not None else None
