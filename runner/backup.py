@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from journal import Journal
+from journal import Journal, JournalNotFoundError
 from journal.errors import UnsafePathError
+from journal.outfile import replace_durably
 from runner._configmodel import RunnerConfig
 from runner.pauses import PauseBook
 
@@ -46,13 +47,7 @@ class DeploymentBackup:
 
 def _copy_file(source: Path, target: Path) -> None:
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    data = source.read_bytes()
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
 
 
 def backup_deployment(config: RunnerConfig, out: Path) -> DeploymentBackup:
@@ -75,10 +70,12 @@ def backup_deployment(config: RunnerConfig, out: Path) -> DeploymentBackup:
             if root.resolve() in copied:  # agents sharing one journal: copied once
                 report.journals[name] = {"same_as": copied[root.resolve()]}
                 continue
-            if not (root / "manifest.json").exists():
+            try:
+                journal = Journal(root, create=False)
+            except JournalNotFoundError:
                 report.journals[name] = {"journal": str(root), "missing": True}
                 continue
-            with Journal(root, create=False) as journal:
+            with journal:
                 made = journal.backup(work / "journals" / name)
             copied[root.resolve()] = name
             report.journals[name] = {"journal": str(root), **made.to_dict(), "out": f"journals/{name}"}

@@ -27,3 +27,15 @@ def test_backup_copies_each_journal_verified_the_config_and_the_pauses(tmp_path:
         assert len(journal.list(limit=100)) == 21
     again = ghostrunner("--config", str(config), "backup", "--out", str(tmp_path / "backup"), cwd=tmp_path)
     assert again.returncode == 1 and again.stderr.startswith("ghostrunner: error: refused ") and again.stderr.count("\n") == 1
+
+
+def test_an_agent_whose_journal_does_not_exist_yet_is_reported_missing_and_the_others_are_copied(tmp_path: Path) -> None:
+    """A configured agent that never ran has no journal: the backup says so for it, copies the rest, and creates none."""
+    body = SIMPLE_AGENT + '\n[agents.batou]\npersona = "motoko.toml"\nroutines = ["evening"]\njournal_root = "./batou"\n'
+    config = write_config(tmp_path, body)
+    assert ghostrunner("--config", str(config), "simulate", "--agent", "motoko", "--days", "1", "--start", "2026-09-01", cwd=tmp_path).returncode == 0
+    done = ghostrunner("--config", str(config), "backup", "--json", "--out", str(tmp_path / "backup"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["journals"]["batou"]["missing"] is True and report["journals"]["motoko"]["verify"]["ok"] is True
+    assert not (tmp_path / "batou").exists() and not (tmp_path / "backup" / "journals" / "batou").exists()
