@@ -39,13 +39,15 @@ def fleet_option(function: Any) -> Any:
 def _record_lines(config: RunnerConfig) -> Iterator[str]:
     import redis
 
+    from runner.fleet.app import fleet_of
     from runner.fleet.service import runs_record
 
+    broker = fleet_of(config).broker
     record = runs_record(config)
     try:
         yield from record.lines()
     except redis.RedisError as exc:
-        raise FleetUnavailableError(f"cannot read the fleet's runs record in Redis at {config.fleet.broker if config.fleet else '?'}: {exc}",
+        raise FleetUnavailableError(f"cannot read the fleet's runs record in Redis at {broker}: {exc}",
                                     "check that redis-server runs there and fleet.broker names it") from None
 
 
@@ -58,7 +60,7 @@ def runs_input(config: RunnerConfig, log_file: IO[str] | None, from_fleet: bool,
     _require_extra()
     from runner.fleet.app import fleet_of
 
-    fleet_of(config)
+    fleet_of(config)  # a configuration without [fleet] fails now, not when the generator below is first read
     return _record_lines(config)
 
 
