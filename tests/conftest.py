@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,15 @@ import structlog
 from journal import Journal
 from tests._browser import Browser, launched
 from tests._support import reap
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Put this interpreter's scripts first on PATH.
+
+    The tests run ``ghostjournal`` and ``ghostrunner`` as a user does, by name. Found on an unrelated PATH
+    entry (another checkout's install, a version manager's shim), they would test another copy of the code.
+    """
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 @pytest.fixture(autouse=True)
