@@ -28,7 +28,8 @@ from typing import Any, Final
 
 from journal._json import show_value
 from journal._safefs import describe, open_regular
-from journal.entry import MAX_INPUT_BYTES, Entry, json_depth_exceeds, parse_json_payload, parse_timestamp, require_object
+from journal._schema import require_object
+from journal.entry import MAX_INPUT_BYTES, Entry, json_depth_exceeds, parse_json_payload, parse_timestamp
 from journal.errors import EntryValidationError, ImportSourceError, UnsafePathError
 
 __all__ = ["PEER_FILE_LIMIT", "PEER_FORMAT", "PeerFile", "check_peer_agent", "peer_entry", "peer_files", "read_peer_manifest"]
