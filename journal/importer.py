@@ -49,7 +49,7 @@ from journal.export import EXPORT_FORMAT_VERSION
 if TYPE_CHECKING:
     from journal.api import Journal
 
-__all__ = ["ImportSummary", "import_peer_dir", "import_stream", "parse_agent_map"]
+__all__ = ["ImportSummary", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 
 #: The longest line read as an entry: an entry file's size limit plus its newline.
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
@@ -270,6 +270,35 @@ def _store_spooled(
             on_entry(count)
 
 
+def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:
+    """The manifest of the ghostjournal 0.1.1 journal directory *root*, checked before a journal at *into* is opened (or created) to import it.
+
+    Raises:
+        ImportSourceError: *root* is no such journal, or *into* is inside it (nothing may be written there).
+    """
+    fd = _open_peer_dir(root)
+    try:
+        return _peer_manifest(root, fd, into)
+    finally:
+        os.close(fd)
+
+
+def _open_peer_dir(root: Path) -> int:
+    """A descriptor of the directory *root* (reached through a link if the caller named one; nothing inside it is)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ImportSourceError(root, f"cannot be opened as a directory ({exc.strerror})") from None
+
+
+def _peer_manifest(root: Path, root_fd: int, into: Path) -> dict[str, Any]:
+    manifest = read_peer_manifest(root, root_fd)
+    if into.resolve().is_relative_to(root.resolve()):
+        raise ImportSourceError(root, f"holds the journal to import into ({into}), and nothing may be written into the directory it reads",
+                                "import into a journal outside it")
+    return manifest
+
+
 def import_peer_dir(
     journal: Journal, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
@@ -283,12 +312,9 @@ def import_peer_dir(
     """
     summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
     wheres: list[dict[str, Any]] = []
+    root_fd = _open_peer_dir(root)
     try:
-        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)  # the directory named may be reached through a link; nothing in it is
-    except OSError as exc:
-        raise ImportSourceError(root, f"cannot be opened as a directory ({exc.strerror})") from None
-    try:
-        summary.manifest = read_peer_manifest(root, root_fd)
+        summary.manifest = _peer_manifest(root, root_fd, journal.root)
         with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
             for rel, content in peer_files(root, root_fd):
                 reason = content if isinstance(content, str) else None
