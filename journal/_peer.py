@@ -218,5 +218,6 @@ def peer_entry(raw: bytes, rel: str, agent_map: Mapping[str, str]) -> Entry:
     local = datetime.fromisoformat(str(original_ts))
     expected = f"entries/{local.year:04d}/{local.month:02d}/{local.day:02d}/{entry.id}.json"
     if rel != expected:
-        raise EntryValidationError("(entry)", f"its file at {expected}, where ghostjournal 0.1.1 keeps an entry of this id and ts", rel)
+        raise EntryValidationError("(entry)", f"its file at {expected}, where ghostjournal 0.1.1 keeps the entry of this id and ts",
+                                   f"a stray copy at {rel}")
     return entry
