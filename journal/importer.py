@@ -18,6 +18,11 @@ client_key by another agent) is a *conflict*, reported and skipped, never
 overwritten. So an import killed at any point is finished by running it
 again, and the second run's summary counts as duplicates exactly the entries
 the first stored.
+
+A journal directory of ghostjournal 0.1.1 (another project of the same
+name, read by :mod:`journal._peer`) goes the same way: each entry file is
+read, mapped onto schema v1 and spooled, a bad one named by its path, and
+the spool is stored by the same code, with the same counts.
 """
 
 from __future__ import annotations

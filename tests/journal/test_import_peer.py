@@ -158,6 +158,12 @@ def test_a_directory_that_is_no_peer_journal_is_refused_before_a_journal_is_crea
     manifest = json.loads((newer / "manifest.json").read_text())
     (newer / "manifest.json").write_text(json.dumps({**manifest, "manifest_version": 2}))
     assert "manifest_version is 2" in _one_line_error(_cli(tmp_path / "j", str(newer)), 65)
+    (newer / "manifest.json").unlink()
+    (newer / "manifest.json").symlink_to(SAMPLE / "manifest.json")
+    assert "manifest.json is a symlink" in _one_line_error(_cli(tmp_path / "j", str(newer)), 65)
+    (newer / "manifest.json").unlink()
+    os.mkfifo(newer / "manifest.json")
+    assert "a FIFO" in _one_line_error(_cli(tmp_path / "j", str(newer)), 65)  # refused at once: the subprocess would time out on a wait
     assert not (tmp_path / "j").exists()
 
 
