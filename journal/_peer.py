@@ -97,9 +97,10 @@ def peer_files(root: Path, root_fd: int) -> Iterator[PeerFile]:
     """Each ``entries/*/*/*/*.json`` of the peer journal, in path order, with its bytes or the reason it cannot be read.
 
     The same names the peer itself reads (hidden names and others, such as its
-    ``*.tmp`` files of a write in progress, are not entries); a symlink, or
-    anything but a directory where a directory is, or anything but a regular
-    file named like an entry, is reported, never followed or opened.
+    ``*.tmp`` files of a write in progress, are not entries, and a plain file
+    where a directory belongs is none of its entries either); a symlink where
+    a directory belongs, or anything but a regular file named like an entry,
+    is reported, never followed or opened.
     """
     try:
         entries_fd = os.open("entries", _DIR_FLAGS, dir_fd=root_fd)

@@ -199,6 +199,11 @@ def test_an_entry_held_with_other_bytes_is_a_conflict_listed_by_file(tmp_path: P
     assert document["conflicts"][0]["file"] == "entries/2026/03/01/peer-001.json" and document["conflicts"][0]["id"] == "peer-001"
     with Journal(tmp_path / "j") as journal:
         assert journal.get("peer-001").theme == "other"
+    text = subprocess.run(["ghostjournal", "--root", str(tmp_path / "j"), "import", "--text", str(SAMPLE), "--partial", *ADA],
+                          capture_output=True, text=True, check=False, timeout=120)
+    lines = text.stdout.splitlines()
+    assert lines[0] == "appended 0, duplicate 10, conflict 1 (of 12 entry files of a ghostjournal-0.1.1 journal)"
+    assert lines[1].startswith("  entries/2026/03/01/peer-001.json: peer-001: its id is held") and "peer-008.json left out" in lines[2]
 
 
 def test_the_readme_peer_import_commands_run_as_written(tmp_path: Path) -> None:
