@@ -57,6 +57,9 @@ def load_manifest(path: Path) -> Manifest:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ManifestError(path, f'not a {FORMAT} manifest (expected "format": "{FORMAT}")')
     version = data.get("format_version")
+    if version is None and "manifest_version" in data:
+        raise ManifestError(path, "is the manifest of a ghostjournal 0.1.1 journal (another project's format), not of this ghostjournal; "
+                                  f"bring its entries into a journal of this one with 'ghostjournal --root NEW import {path.parent}'")
     if type(version) is not int:
         raise ManifestError(path, f"format_version must be an integer, got {version!r}")
     if version > FORMAT_VERSION:

@@ -153,12 +153,17 @@ def show_export(document: Mapping[str, Any], width: int) -> str:
 
 
 def show_import(document: Mapping[str, Any], width: int) -> str:
-    """``import``: the three counts, then each conflict and each line left out."""
-    lines = [(f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} "
-             f"(of {_count(document['lines'], 'entry line', 'entry lines')})")]
-    lines += [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
-    lines += [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
-    return "\n".join(lines)
+    """``import``: the three counts, then each conflict and each line (or entry file of a directory) left out."""
+    if "from" in document:
+        read = f"{_count(document['files'], 'entry file', 'entry files')} of a {document['from']} journal"
+        conflicts = [f"  {printable(c['file'])}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+        left_out = [f"  {printable(b['file'])} left out: {printable(b['reason'])}" for b in document["bad_files"]]
+    else:
+        read = _count(document["lines"], "entry line", "entry lines")
+        conflicts = [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+        left_out = [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
+    head = f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} (of {read})"
+    return "\n".join([head, *conflicts, *left_out])
 
 
 def show_backup(document: Mapping[str, Any], width: int) -> str:

@@ -325,6 +325,33 @@ class Journal:
         mapping = _importer.parse_agent_map(agent_map or {})
         return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
 
+    def import_dir(
+        self, path: str | os.PathLike[str], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+        on_entry: Callable[[int], None] | None = None,
+    ) -> ImportSummary:
+        """Import the journal directory *path* of ghostjournal 0.1.1 (another project on PyPI); return what it did.
+
+        Mirrors :meth:`import_stream`: every entry file is read and mapped
+        onto schema v1 first (the mapping is in the README), and a directory
+        with a file that cannot be imported imports nothing and
+        :class:`ImportSourceError` names the file, unless *partial*, which
+        imports the others and lists it under ``bad_files``. Each entry keeps
+        its id, ts and client_key; duplicates and conflicts are counted as a
+        stream's are, so importing a directory twice stores nothing the
+        second time. Nothing in *path* is written, locked or followed (a
+        symlink or FIFO in it is refused); the directory may belong to a
+        running peer, whose entries published later a rerun brings in. An
+        *agent_map* old name may be any agent name the peer accepts.
+
+        Raises:
+            ImportSourceError: *path* is no ghostjournal 0.1.1 journal (our own journal is refused with what to use
+                instead), or holds an entry file that cannot be imported.
+            EntryValidationError: an *agent_map* name that is no valid agent name.
+            DiskFullError: the journal's filesystem clearly lacks the room (checked before anything is stored).
+        """
+        mapping = _importer.parse_agent_map(agent_map or {}, peer=True)
+        return _importer.import_peer_dir(self, Path(path), agent_map=mapping, partial=partial, on_entry=on_entry)
+
     @recovering
     def backup(self, out: str | os.PathLike[str]) -> BackupReport:
         """Copy the journal, while agents append, into the new directory *out*, then verify the copy; return both.

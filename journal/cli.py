@@ -40,7 +40,7 @@ from journal.embed import download_model as fetch_model
 from journal.entry import parse_json_payload
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalStorageError
 from journal.export import FORMATS
-from journal.importer import parse_agent_map
+from journal.importer import check_peer_dir, parse_agent_map
 from journal.outfile import STDOUT, streamed_output, write_output
 from journal.progress import StderrProgress, progress_after, reporting_slow
 from journal.report import build_journal_report
@@ -386,24 +386,41 @@ def export(settings: _Settings, agent: str | None, since: datetime | None, until
         _emit(manifest.to_dict(), _views.show_export)
 
 
+def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO[bytes] | Path:
+    """A directory as its path (a journal directory to read), anything else opened as a stream file (``-`` for stdin)."""
+    if value != "-" and os.path.isdir(value):
+        return Path(value)
+    opened: IO[bytes] = click.File("rb").convert(value, param, ctx)
+    return opened
+
+
 @cli.command(name="import")
-@click.argument("source", type=click.File("rb"))
+@click.argument("source", metavar="FILE|-|DIR", callback=_import_source)
 @click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
-@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), listing the rest.")
+@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
+                                              "or the good entry files of a directory, listing the rest.")
 @output_option
 @pass_settings
-def import_(settings: _Settings, source: IO[bytes], agent_map: tuple[str, ...], partial: bool) -> None:
-    """Import an export stream (FILE, or - for stdin) into the journal (created if missing): every entry with its id, ts and client_key; safe to repeat.
+def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool) -> None:
+    """Import an export stream (FILE, or - for stdin), or a ghostjournal 0.1.1 journal directory (DIR), into the journal (created if missing).
 
-    Prints how many were appended, were already held (duplicate) or clash with a held entry (conflict, skipped).
+    Every entry keeps its id, ts and client_key; safe to repeat. Prints how many
+    were appended, were already held (duplicate) or clash with a held entry (conflict, skipped).
 
     Example: ghostjournal --root ./copy import journal.jsonl --agent-map motoko=motoko2
     """
+    from_dir = isinstance(source, Path)
     try:
-        mapping = parse_agent_map(agent_map)  # a bad name is refused before anything is read
+        mapping = parse_agent_map(agent_map, peer=from_dir)  # a bad name is refused before anything is read
     except EntryValidationError as exc:
         raise click.BadParameter(f"expected OLD=NEW with agent names of {exc.expected}, got {exc.got}", param_hint="--agent-map") from None
-    summary = settings.journal(create=True, writable=True).import_stream(source, agent_map=mapping, partial=partial)
+    if isinstance(source, Path) and settings.root is not None:
+        check_peer_dir(source, settings.root)  # refused before a journal is created to import it into
+    journal = settings.journal(create=True, writable=True)
+    if isinstance(source, Path):
+        summary = journal.import_dir(source, agent_map=mapping, partial=partial)
+    else:
+        summary = journal.import_stream(source, agent_map=mapping, partial=partial)
     _emit(summary.to_dict(), _views.show_import)
     if summary.conflict:
         raise ImportConflictError(summary.conflict)

@@ -16,6 +16,7 @@ either::
     ├── IndexStateError                       the derived index could not be repaired
     ├── IntegrityError                        verify found problems (files or index)
     ├── ImportStreamError (ValueError)        an import stream is truncated, changed or holds a bad line
+    ├── ImportSourceError (ValueError)        a journal directory to import is no ghostjournal 0.1.1 one, or holds a bad entry file
     ├── ImportConflictError                   imported entries clash with held ones (skipped, never overwritten)
     ├── EntryFileError                        a canonical entry file is corrupt or foreign
     ├── LockTimeoutError (TimeoutError)       the writer lock stayed busy
@@ -51,6 +52,7 @@ __all__ = [
     "EntryNotFoundError",
     "EntryValidationError",
     "ImportConflictError",
+    "ImportSourceError",
     "ImportStreamError",
     "IndexStateError",
     "IntegrityError",
@@ -238,6 +240,24 @@ class ImportStreamError(JournalError, ValueError):
         self.reason = reason
         self.fix = fix
         super().__init__(f"import stream line {line}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
+
+
+class ImportSourceError(JournalError, ValueError):
+    """A journal directory that cannot be imported whole: not a ghostjournal 0.1.1 journal, or an entry file in it that cannot be read or mapped.
+
+    Attributes:
+        path: the directory, or the file (below the directory) the problem is at.
+        reason: what is wrong there.
+        fix: what to do about it, or None.
+    """
+
+    exit_code: ClassVar[int] = 65  # EX_DATAERR
+
+    def __init__(self, path: Path | str, reason: str, fix: str | None = None) -> None:
+        self.path = path
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{path}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
 
 
 class ImportConflictError(JournalError):

@@ -18,6 +18,11 @@ client_key by another agent) is a *conflict*, reported and skipped, never
 overwritten. So an import killed at any point is finished by running it
 again, and the second run's summary counts as duplicates exactly the entries
 the first stored.
+
+A journal directory of ghostjournal 0.1.1 (another project of the same
+name, read by :mod:`journal._peer`) goes the same way: each entry file is
+read, mapped onto schema v1 and spooled, a bad one named by its path, and
+the spool is stored by the same code, with the same counts.
 """
 
 from __future__ import annotations
@@ -29,15 +34,18 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from journal._json import json_depth_exceeds, show_value
+from journal._peer import PEER_FORMAT, check_peer_agent, peer_entry, peer_files, read_peer_manifest
 from journal.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
 from journal.errors import (
     ClientKeyTakenError,
     DuplicateEntryError,
     EntryNotFoundError,
     EntryValidationError,
+    ImportSourceError,
     ImportStreamError,
     JournalStorageError,
 )
@@ -46,7 +54,7 @@ from journal.export import EXPORT_FORMAT_VERSION
 if TYPE_CHECKING:
     from journal.api import Journal
 
-__all__ = ["ImportSummary", "import_stream", "parse_agent_map"]
+__all__ = ["ImportSummary", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 
 #: The longest line read as an entry: an entry file's size limit plus its newline.
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
@@ -59,14 +67,17 @@ class ImportSummary:
     """What an import did.
 
     Attributes:
-        lines: entry lines read.
+        lines: entry lines read (0 from a journal directory).
         appended: entries stored by this import.
         duplicate: entries the journal already held with the same bytes (nothing stored).
         conflict: entries whose id or client_key the journal holds with other bytes (skipped, never overwritten).
-        conflicts: ``{"line", "id", "reason"}`` for each conflict.
+        conflicts: ``{"line", "id", "reason"}`` for each conflict (``"file"`` for ``"line"`` from a journal directory).
         bad_lines: with ``partial``, ``{"line", "reason"}`` for each line left out.
-        manifest: the stream's manifest, or None (a stream without one, imported with ``partial``).
+        manifest: the stream's manifest, or None (a stream without one, imported with ``partial``); a directory's ``manifest.json``.
         agent_map: the agents renamed, old to new.
+        source: None for an export stream; for a journal directory, its format (``ghostjournal-0.1.1``).
+        files: entry files read from a journal directory.
+        bad_files: with ``partial``, ``{"file", "reason"}`` for each entry file of a directory left out.
     """
 
     lines: int = 0
@@ -77,23 +88,35 @@ class ImportSummary:
     bad_lines: list[dict[str, Any]] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
     agent_map: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+    files: int = 0
+    bad_files: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """As JSON data."""
+        """As JSON data: a stream's summary counts and lists lines, a directory's files."""
+        if self.source is not None:
+            return {"from": self.source, "files": self.files, "appended": self.appended, "duplicate": self.duplicate,
+                    "conflict": self.conflict, "conflicts": self.conflicts, "bad_files": self.bad_files,
+                    "manifest": self.manifest, "agent_map": self.agent_map}
         return {"lines": self.lines, "appended": self.appended, "duplicate": self.duplicate, "conflict": self.conflict,
                 "conflicts": self.conflicts, "bad_lines": self.bad_lines, "manifest": self.manifest, "agent_map": self.agent_map}
 
 
-def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...]) -> dict[str, str]:
+def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, peer: bool = False) -> dict[str, str]:
     """``old=new`` pairs (or a mapping) as a dict, each name checked as an agent name.
+
+    With *peer* (a map for a ghostjournal 0.1.1 journal) an old name need only
+    be one that journal accepts, so that a name our schema refuses (one with a
+    space, say) can be renamed into one it accepts.
 
     Raises:
         EntryValidationError: a pair without ``=``, or a name that is no valid agent name, naming it.
     """
     mapping: dict[str, str] = {}
     items = pairs.items() if isinstance(pairs, Mapping) else [_split_pair(pair) for pair in pairs]
+    check_old = check_peer_agent if peer else check_agent
     for old, new in items:
-        mapping[check_agent(old, "agent-map (old name)")] = check_agent(new, f"agent-map {old}=")
+        mapping[check_old(old, "agent-map (old name)")] = check_agent(new, f"agent-map {old}=")
     return mapping
 
 
@@ -137,9 +160,9 @@ def _manifest_of(line: bytes) -> dict[str, Any] | None:
 
 
 def _check_stream(
-    source: IO[bytes], spool: IO[bytes], numbers: list[int], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool,
+    source: IO[bytes], spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool,
 ) -> None:
-    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *numbers*, and check the manifest."""
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres*, and check the manifest."""
     digest = hashlib.sha256()
     manifest: dict[str, Any] | None = None
     last = 0
@@ -170,7 +193,7 @@ def _check_stream(
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
         spool.write(entry.to_json_bytes())
-        numbers.append(number)
+        wheres.append({"line": number})
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -191,13 +214,13 @@ def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) ->
     return None
 
 
-def _store(journal: Journal, entry: Entry, number: int, summary: ImportSummary) -> None:
-    """Append one entry as it is; count it appended, duplicate or conflict."""
+def _store(journal: Journal, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
+    """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file)."""
     data = entry.to_json_bytes()
 
     def conflict(reason: str) -> None:
         summary.conflict += 1
-        summary.conflicts.append({"line": number, "id": entry.id, "reason": reason})
+        summary.conflicts.append({**where, "id": entry.id, "reason": reason})
 
     try:
         result = journal.append_with_result(entry.to_dict())
@@ -232,15 +255,90 @@ def import_stream(
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
     summary = ImportSummary(agent_map=dict(agent_map or {}))
-    numbers: list[int] = []
+    wheres: list[dict[str, Any]] = []
     with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
-        _check_stream(source, spool, numbers, summary, summary.agent_map, partial=partial)
-        _check_space(journal, spool.tell(), summary.lines)
-        spool.seek(0)
-        for count, (number, line) in enumerate(zip(numbers, spool, strict=True), start=1):
-            _store(journal, entry_from_json_bytes(line), number, summary)
-            if on_entry is not None:
-                on_entry(count)
+        _check_stream(source, spool, wheres, summary, summary.agent_map, partial=partial)
+        _store_spooled(journal, spool, wheres, summary, summary.lines, on_entry)
+    return summary
+
+
+def _store_spooled(
+    journal: Journal, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
+    on_entry: Callable[[int], None] | None,
+) -> None:
+    """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
+    _check_space(journal, spool.tell(), entries)
+    spool.seek(0)
+    for count, (where, line) in enumerate(zip(wheres, spool, strict=True), start=1):
+        _store(journal, entry_from_json_bytes(line), where, summary)
+        if on_entry is not None:
+            on_entry(count)
+
+
+def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:
+    """The manifest of the ghostjournal 0.1.1 journal directory *root*, checked before a journal at *into* is opened (or created) to import it.
+
+    Raises:
+        ImportSourceError: *root* is no such journal, or *into* is inside it (nothing may be written there).
+    """
+    fd = _open_peer_dir(root)
+    try:
+        return _peer_manifest(root, fd, into)
+    finally:
+        os.close(fd)
+
+
+def _open_peer_dir(root: Path) -> int:
+    """A descriptor of the directory *root* (reached through a link if the caller named one; nothing inside it is)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ImportSourceError(root, f"cannot be opened as a directory ({exc.strerror})") from None
+
+
+def _peer_manifest(root: Path, root_fd: int, into: Path) -> dict[str, Any]:
+    manifest = read_peer_manifest(root, root_fd)
+    if into.resolve().is_relative_to(root.resolve()):
+        raise ImportSourceError(root, f"holds the journal to import into ({into}), and nothing may be written into the directory it reads",
+                                "import into a journal outside it")
+    return manifest
+
+
+def import_peer_dir(
+    journal: Journal, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    on_entry: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Import the ghostjournal 0.1.1 journal directory *root* into *journal* (see :meth:`journal.Journal.import_dir`).
+
+    As with a stream, every entry file is read, mapped and checked (spooled
+    as our canonical line) before anything is stored, so a directory with an
+    unimportable file imports nothing unless *partial*; the same storing
+    then makes a second import all duplicates.
+    """
+    summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
+    wheres: list[dict[str, Any]] = []
+    root_fd = _open_peer_dir(root)
+    try:
+        summary.manifest = _peer_manifest(root, root_fd, journal.root)
+        with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+            for rel, content in peer_files(root, root_fd):
+                reason = content if isinstance(content, str) else None
+                if isinstance(content, bytes):
+                    summary.files += 1
+                    try:
+                        entry = peer_entry(content, rel, summary.agent_map)
+                    except EntryValidationError as exc:
+                        reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
+                    else:
+                        spool.write(entry.to_json_bytes())
+                        wheres.append({"file": rel})
+                if reason is not None:
+                    if not partial:
+                        raise ImportSourceError(root / rel, reason, "pass --partial to import the other entry files anyway")
+                    summary.bad_files.append({"file": rel, "reason": reason})
+            _store_spooled(journal, spool, wheres, summary, len(wheres), on_entry)
+    finally:
+        os.close(root_fd)
     return summary
 
 
