@@ -140,7 +140,7 @@ def _write_paths(paths: Sequence[str]) -> list[str]:
     return sorted(str(path) for path in outside if not any(path != other and path.is_relative_to(other) for other in outside))
 
 
-_NO_NETWORK: Final = ["# Simulated agents only: no network at all.", "RestrictAddressFamilies=AF_UNIX", "IPAddressDeny=any"]
+_NO_NETWORK: Final = ("# Simulated agents only: no network at all.", "RestrictAddressFamilies=AF_UNIX", "IPAddressDeny=any")
 
 
 def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool = False) -> str:

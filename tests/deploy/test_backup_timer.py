@@ -91,7 +91,7 @@ def test_the_timer_is_enabled_apart_from_the_timers_target(system: LiveSystem, b
 def test_a_copy_that_does_not_verify_fails_the_unit_with_4_once_and_removes_nothing(system: LiveSystem, backed_up: str) -> None:
     """A damaged entry file in the journal: the copy does not verify, the oneshot fails with status 4, is not restarted, and the earlier
     backup stays beside the failed one (kept for a look)."""
-    [entry] = [path for path in system.path(f"{STATE}/tachikoma/entries").rglob("*.json")]
+    [entry] = list(system.path(f"{STATE}/tachikoma/entries").rglob("*.json"))
     original = entry.read_bytes()
     entry.write_bytes(original.replace(b'"voice"', b'"voicX"', 1))
     try:
