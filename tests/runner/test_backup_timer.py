@@ -171,6 +171,7 @@ def test_a_backup_that_did_not_verify_is_kept_while_newer_than_the_kept_clean_on
 
 
 def test_two_backups_in_one_second_get_their_own_names_and_a_linked_parent_is_refused(tmp_path: Path) -> None:
+    """Runs within one second are -2, -3 (pruned in that order); a parent that is a symbolic link is refused, by backup and by pruning."""
     config = load_config(_simulated(tmp_path))
     parent = tmp_path / "backups"
     names = [Path(backup_into(config, parent, now=AT).out).name for _ in range(3)]
@@ -184,12 +185,19 @@ def test_two_backups_in_one_second_get_their_own_names_and_a_linked_parent_is_re
     assert _made(parent) == names[2:]
 
 
-def test_the_cli_refuses_keep_without_into_and_both_targets(tmp_path: Path) -> None:
+def test_the_cli_refuses_keep_without_into_both_targets_and_a_linked_parent(tmp_path: Path) -> None:
+    """Usage errors exit 2, a --into that is a symbolic link exits 1: one line each, nothing written."""
     config = _simulated(tmp_path)
     before = tree_digest(tmp_path)
     for args in (["--out", "x", "--keep", "2"], ["--out", "x", "--into", "y"], [], ["--into", "y", "--keep", "0"]):
         done = ghostrunner("--config", str(config), "backup", *args, cwd=tmp_path)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    before = tree_digest(tmp_path)
+    linked = ghostrunner("--config", str(config), "backup", "--into", "link", "--keep", "1", cwd=tmp_path)
+    assert linked.returncode == 1 and linked.stderr.count("\n") == 1
+    assert linked.stderr.startswith("ghostrunner: error: refused 'link': the backups' directory is a symbolic link")
     assert tree_digest(tmp_path) == before
 
 
