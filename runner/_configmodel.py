@@ -17,7 +17,7 @@ from routines import Routine
 from runner.errors import UnknownNameError
 from runner.persona import Persona
 
-__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "FleetConfig", "RunnerConfig"]
+__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "BackupConfig", "FleetConfig", "RunnerConfig"]
 
 OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
 #: What ``memory`` may be: ``lexical`` ranks an agent's past entries by words, ``hybrid`` by words and meaning.
@@ -103,6 +103,18 @@ class FleetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BackupConfig:
+    """The ``[backup]`` table: ``ghostrunner backup`` on a timer of its own (see :mod:`runner._configbackup`)."""
+
+    #: Where each run makes its new dated backup directory (``ghostrunner backup --into``).
+    dir: Path
+    #: When the timer fires: a five-field cron expression in ``runner.timezone``, like a routine's.
+    schedule: str = "30 3 * * *"
+    #: After a clean backup, the newest this many clean backups stay and older ones are removed; None keeps them all.
+    keep: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunnerConfig:
     """The whole validated configuration."""
 
@@ -136,6 +148,8 @@ class RunnerConfig:
     slot_retry_delay: timedelta = timedelta(minutes=5)
     #: The ``[fleet]`` table, when the configuration has one.
     fleet: FleetConfig | None = None
+    #: The ``[backup]`` table, when the configuration has one: render then writes the backup timer.
+    backup: BackupConfig | None = None
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

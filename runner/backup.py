@@ -6,17 +6,27 @@ file is copied as it was read, and the pause file as it is. Everything goes
 into a hidden directory beside the target, renamed to it when complete, so
 a failure leaves no target. Restoring is copying a journal directory back (it
 is a journal as it stands) and putting the files back in place.
+
+Every backup holds ``ghostrunner-backup.json``, what it copied and whether
+each copy verified. :func:`backup_into` names a new dated directory inside a
+parent (the backup timer's ``--into``) and, with ``keep``, removes older
+backups there; it removes only what this module made: a real directory (no
+symbolic link is followed) with a dated name and that file in it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import UnsafePathError
@@ -24,7 +34,16 @@ from journal.outfile import replace_durably
 from runner._configmodel import RunnerConfig
 from runner.pauses import PauseBook
 
-__all__ = ["DeploymentBackup", "backup_deployment"]
+__all__ = ["MARKER", "DeploymentBackup", "backup_deployment", "backup_into", "prune_backups"]
+
+#: The file every backup holds: its report, and the sign (for pruning) that ``ghostrunner backup`` made the directory.
+MARKER: Final = "ghostrunner-backup.json"
+_MADE_BY: Final = "ghostrunner backup"
+#: The directories backup_into makes: the UTC time of the run, and a counter when two runs share a second.
+_DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<n>[2-9]|[1-9]\d{1,2}))?")
+_MAX_SAME_SECOND: Final = 100
+#: A marker larger than this is not one backup wrote.
+_MARKER_MAX: Final = 1 << 20
 
 
 @dataclass(slots=True)
@@ -34,6 +53,8 @@ class DeploymentBackup:
     out: str
     journals: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+    #: The older backups backup_into removed (their names), for ``keep``.
+    pruned: list[str] = field(default_factory=list)
 
     @property
     def is_clean(self) -> bool:
@@ -42,7 +63,7 @@ class DeploymentBackup:
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
-        return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files}
+        return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files, "pruned": self.pruned}
 
 
 def _copy_file(source: Path, target: Path) -> None:
@@ -86,9 +107,113 @@ def backup_deployment(config: RunnerConfig, out: Path) -> DeploymentBackup:
         if pauses.is_file():
             _copy_file(pauses, work / "state" / pauses.name)
             report.files.append(f"state/{pauses.name}")
+        replace_durably(work / MARKER, json.dumps({"made_by": _MADE_BY, **report.to_dict()}, indent=2).encode("utf-8") + b"\n")
         os.rename(work, out)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(work)
         raise
     return report
+
+
+def _open_parent(parent: Path) -> int:
+    try:
+        return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(parent):
+            raise UnsafePathError(parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)") from None
+        if os.path.lexists(parent):
+            raise UnsafePathError(parent, "the backups' directory is not a directory") from None
+        raise exc from None
+
+
+def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, now: datetime | None = None) -> DeploymentBackup:
+    """Back up into a new ``ghostrunner-backup-YYYYMMDDTHHMMSSZ`` directory of *parent* (made if missing); then, with *keep*, prune.
+
+    Pruning happens only after a backup that verified clean, so a run that found a problem never removes
+    an older backup: it removes, through :func:`prune_backups`, what lies beyond the newest *keep* clean ones.
+
+    Raises:
+        UnsafePathError: *parent* is a symbolic link or not a directory.
+        JournalStorageError: the filesystem refused; nothing is left behind.
+    """
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(_open_parent(parent))
+    stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
+    names = [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))]
+    name = next((name for name in names if not os.path.lexists(parent / name)), names[-1])  # the last one taken: refused below
+    report = backup_deployment(config, parent / name)
+    if keep is not None and report.is_clean:
+        report.pruned = prune_backups(parent, keep)
+    return report
+
+
+def _marker(parent: int, name: str) -> dict[str, Any] | None:
+    """The marker of the directory *name* in *parent*, if it is a real directory holding a regular marker file backup wrote."""
+    try:
+        directory = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        descriptor = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return None
+    finally:
+        os.close(directory)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = os.read(descriptor, _MARKER_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    try:
+        marker = json.loads(data) if len(data) <= _MARKER_MAX else None
+    except ValueError:
+        return None
+    if not isinstance(marker, dict) or marker.get("made_by") != _MADE_BY or not isinstance(marker.get("ok"), bool):
+        return None
+    return marker
+
+
+def prune_backups(parent: Path, keep: int) -> list[str]:
+    """Remove the backups of *parent* older than its newest *keep* clean ones; return the names removed, oldest first.
+
+    Only a directory :func:`backup_into` made counts: a dated name, a real directory (a symbolic link,
+    to a backup or anything else, is left alone and never followed) and a marker file backup wrote.
+    Anything else in *parent* is never looked into or removed. A backup that did not verify is kept while it
+    is newer than the *keep*-th clean one. Each is renamed to a hidden name before its removal, so that one
+    removed halfway is never taken for a backup.
+
+    Raises:
+        UnsafePathError: *parent* is a symbolic link or not a directory.
+        OSError: a removal failed (what was removed before stays removed).
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    fd = _open_parent(parent)
+    try:
+        found = []
+        for entry in os.scandir(fd):
+            match = _DATED.fullmatch(entry.name)
+            if match is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            marker = _marker(fd, entry.name)
+            if marker is not None:
+                found.append(((match.group("stamp"), int(match.group("n") or 1)), entry.name, marker["ok"]))
+        found.sort(reverse=True)
+        clean, doomed = 0, []
+        for _key, name, ok in found:
+            if clean >= keep:
+                doomed.append(name)
+            clean += ok
+        removed = []
+        for name in reversed(doomed):
+            hidden = f".{name}.removing"
+            os.rename(name, hidden, src_dir_fd=fd, dst_dir_fd=fd)
+            shutil.rmtree(hidden, dir_fd=fd)  # fd-based: a symbolic link inside is removed, never followed
+            removed.append(name)
+        return removed
+    finally:
+        os.close(fd)

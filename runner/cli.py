@@ -245,7 +245,7 @@ def systemd() -> None:
 @click.pass_obj
 def render(settings: Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
            delay_text: str, strict: bool) -> None:
-    """Write ghostrunner.service, a timer and oneshot template per routine, and ghostrunner-timers.target into OUT.
+    """Write ghostrunner.service, a timer and oneshot template per routine, ghostrunner-timers.target and, with a [backup] table, ghostrunner-backup.service and .timer into OUT.
 
     Cron schedules become OnCalendar= in the configured timezone; a schedule
     that cannot be expressed is refused. Values that cannot go into a unit
@@ -277,6 +277,8 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
     write_rendered(rendering, out, write_units, noun="unit", strict=strict)
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
+    if config.backup is not None:
+        click.echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
 
 
 def _render_status(report: StatusReport, tz: Any) -> str:

@@ -52,6 +52,10 @@ Layout::
     [fleet.shards]
     east = ["motoko"]
 
+    [backup]                   # optional: a timer for `ghostrunner backup` among the rendered units (runner._configbackup)
+    dir = "/var/backups/ghostrunner"
+    keep = 7
+
 A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
 key and the fix. Only the embedded defaults (hybrid) fall back to lexical
 there, with a ``memory.fallback`` warning on each run.
@@ -67,8 +71,9 @@ from pathlib import Path
 from typing import Final
 
 from routines import BUILTIN_ROUTINES, Routine
+from runner._configbackup import read_backup
 from runner._configfleet import read_fleet
-from runner._configmodel import AgentConfig, BackendSettings, FleetConfig, RunnerConfig
+from runner._configmodel import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
 from runner._configschema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner._host import local_zone_name, state_directory
 from runner._toml import loads_bounded, read_bounded
@@ -79,6 +84,7 @@ __all__ = [
     "EMBEDDED_SOURCE",
     "AgentConfig",
     "BackendSettings",
+    "BackupConfig",
     "FleetConfig",
     "RunnerConfig",
     "cpu_count",
@@ -128,7 +134,7 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     """
     reader = FieldReader(source, files_base, state_base)
     data = loads_bounded(text, source)
-    reader.table(data, "", ("runner", "routines", "agents", "fleet"))
+    reader.table(data, "", ("runner", "routines", "agents", "fleet", "backup"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
     tz = reader.timezone(runner.get("timezone", default_timezone))
     if "journal_root" in runner:
@@ -172,11 +178,12 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
         first_root = reader.path(root_template.replace("{agent}", "all"), "runner.journal_root", state=True)
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
     fleet = read_fleet(reader, data["fleet"], agents, durations["run_timeout"]) if "fleet" in data else None
+    backup = read_backup(reader, data["backup"], agents, tz) if "backup" in data else None
     return RunnerConfig(
         source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
         config_file=config_file, **durations, catchup_max=catchup_max, catchup_spread=catchup_spread,
         max_concurrent_runs=max_concurrent_runs, config_text=text if config_file is not None else None,
-        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay, fleet=fleet,
+        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay, fleet=fleet, backup=backup,
     )
 
 

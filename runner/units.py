@@ -8,7 +8,10 @@ placeholders) from a validated configuration:
   a oneshot service and a timer template per routine; the instance is the
   agent (``ghostrunner-run-evening@motoko.timer``), so each (agent, routine)
   gets its own timer, activating ``ghostrunner run ROUTINE --agent AGENT``;
-* ``ghostrunner-timers.target``: wants every configured timer instance.
+* ``ghostrunner-timers.target``: wants every configured timer instance;
+* with a ``[backup]`` table only, ``ghostrunner-backup.service`` (oneshot
+  ``ghostrunner backup --into DIR``) and ``ghostrunner-backup.timer``, apart
+  from the target: backups suit both deployments.
 
 Both styles run as the dedicated system user ``ghostrunner`` (not
 ``DynamicUser=``: journals are long-lived data an operator reads and backs
@@ -58,7 +61,7 @@ from runner._unitsyntax import (
     systemd_escape,
     unit_name,
 )
-from runner.config import RunnerConfig
+from runner.config import BackupConfig, RunnerConfig
 from runner.errors import UnitRenderError, quoted
 from runner.oncalendar import skipped_local_times, to_on_calendar
 
@@ -122,7 +125,7 @@ def is_loopback(url: str) -> bool:
 def _network_lines(config: RunnerConfig) -> list[str]:
     backends = [agent.backend for agent in config.agents.values()]
     if all(backend.type == "simulated" for backend in backends):
-        return ["# Simulated agents only: no network at all.", "RestrictAddressFamilies=AF_UNIX", "IPAddressDeny=any"]
+        return list(_NO_NETWORK)
     lines = ["RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"]
     if any(backend.type == "command" for backend in backends):
         return [*lines, "# A command backend may need the network: no IP address restriction."]
@@ -137,8 +140,12 @@ def _write_paths(paths: Sequence[str]) -> list[str]:
     return sorted(str(path) for path in outside if not any(path != other and path.is_relative_to(other) for other in outside))
 
 
-def _sandbox(config: RunnerConfig, write_paths: Sequence[str]) -> str:
-    has_command = any(agent.backend.type == "command" for agent in config.agents.values())
+_NO_NETWORK: Final = ("# Simulated agents only: no network at all.", "RestrictAddressFamilies=AF_UNIX", "IPAddressDeny=any")
+
+
+def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool = False) -> str:
+    """The sandbox settings; *offline* for a unit that runs no backend (the backup): no network, and only CPython runs."""
+    has_command = not offline and any(agent.backend.type == "command" for agent in config.agents.values())
     lines = [
         "ProtectSystem=strict",
         *(["ReadWritePaths=" + " ".join(path_word(path) for path in write_paths)] if write_paths else []),
@@ -164,7 +171,7 @@ def _sandbox(config: RunnerConfig, write_paths: Sequence[str]) -> str:
         "CapabilityBoundingSet=",
         "AmbientCapabilities=",
         "RemoveIPC=yes",
-        *_network_lines(config),
+        *(["# No backend runs here: no network at all.", *_NO_NETWORK[1:]] if offline else _network_lines(config)),
     ]
     return "\n".join(lines)
 
@@ -296,7 +303,38 @@ def render_units(
             unit_name(f"{instance}.service", _key("agents", agent), source)  # the timer starts this name, two bytes longer
             timers.append(unit_name(f"{instance}.timer", _key("agents", agent), source))
     files["ghostrunner-timers.target"] = _fill(_template("ghostrunner-timers.target"), {**common, "TIMERS": " ".join(timers)})
+    if config.backup is not None:
+        files |= _backup_units(config, config.backup, common, write_paths=[*roots.values(), str(PurePosixPath(lock_file).parent)],
+                               warnings=warnings, today=today)
     return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
+
+
+def _backup_units(config: RunnerConfig, backup: BackupConfig, common: dict[str, str], *, write_paths: list[str], warnings: list[str],
+                  today: date) -> dict[str, str]:
+    """``ghostrunner-backup.service`` and ``.timer`` for the ``[backup]`` table; what the sandbox would hide is added to *warnings*.
+
+    The service opens each journal as the runs do (it takes the journal's lock and brings its index up to date
+    before copying), so it writes where they write, and into the backup directory.
+    """
+    source = config.source
+    directory = absolute_path(str(backup.dir), "backup.dir", source)
+    paths = _write_paths([*write_paths, directory])
+    warnings += _location_warnings("the backup directory", str(backup.dir), directory)
+    if directory in _SYSTEM_DIRECTORIES:
+        warnings.append(f"backup.dir {directory!r} is a system directory: ReadWritePaths={directory} would open it to the backup service "
+                        "for writing; give the backups a directory of their own (e.g. /var/backups/ghostrunner)")
+    values = {
+        **common, "SANDBOX": _sandbox(config, paths, offline=True),
+        "BACKUP_DIR": exec_word(directory, "backup.dir", source), "BACKUP_DIR_DESCRIPTION": description(directory),
+        "KEEP": "" if backup.keep is None else f" --keep {backup.keep}",
+        "SCHEDULE": checked_text(backup.schedule, "backup.schedule", source), "TIMEZONE": config.timezone.key,
+        "ON_CALENDAR": checked_lines("OnCalendar=" + to_on_calendar("backup", backup.schedule, config.timezone), "backup.schedule", source),
+    }
+    skipped = skipped_local_times("backup", backup.schedule, config.timezone, today)
+    if skipped:
+        warnings.append(f"backup.schedule ({backup.schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time {config.timezone.key} skips "
+                        "for daylight saving: the backup timer will not fire that day; pick a time outside the gap")
+    return {name: _fill(_template(name), values) for name in ("ghostrunner-backup.service", "ghostrunner-backup.timer")}
 
 
 def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal: str, config_path: str, installed: str, roots: dict[str, str],
