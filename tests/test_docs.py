@@ -322,12 +322,16 @@ def _check_ghostrunner_synopsis(block: Block, tmp_path: Path) -> None:
 
 
 def _check_on_disk(block: Block, tmp_path: Path) -> None:
-    """Each path of the tree is there in a journal opened with NN that holds one entry."""
+    """Each path of the tree is there in a journal opened with NN twice, one entry appended.
+
+    Twice: the first open loads the model before it creates ``models/``, so the hash cache is first written by the next process.
+    """
     root = tmp_path / "journal"
     env = _doc_env(tmp_path)
     code = ("import sys; from journal import Journal\n"
             "with Journal(sys.argv[1], enable_nn=True) as j: j.append({'kind': 'note', 'agent': 'motoko', 'theme': 't', 'voice': 'v'})")
-    subprocess.run([sys.executable, "-c", code, str(root)], env=env, check=True, timeout=300)
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", code, str(root)], env=env, check=True, timeout=300)
     paths = [line.split()[0] for line in block.text.splitlines()[1:] if line.strip()]
     for path in paths:
         pattern = path.replace("YYYY/MM/DD/<id>.json", "*/*/*/*.json")
