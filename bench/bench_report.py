@@ -21,7 +21,7 @@ the driving process sees it (median of the loads). Targets: under 5 MB and
 under 2 s for a year (about 2,600 entries).
 
 With ``--screenshots DIR`` the shortest run's pages are photographed into
-DIR (the README's pictures).
+DIR (the pictures in docs/ghostjournal.md and docs/monitoring.md).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ followed), a FIFO or device refused without hanging, and no file is read
 past :data:`PEER_FILE_LIMIT`.
 
 :func:`peer_entry` maps one peer entry onto our entry schema v1 (the table
-is in the README, "Bringing in a ghostjournal 0.1.1 journal").
+is in docs/ghostjournal.md, "Bringing in a ghostjournal 0.1.1 journal").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every file the journal opens by name is opened with ``O_NOFOLLOW`` (a symlink
 is refused, never followed into another application's data) and
 ``O_NONBLOCK`` (a FIFO or device cannot hang the open), then ``fstat``-ed:
 anything that is not a regular file is refused with :class:`UnsafePathError`
-naming the path. What the journal creates gets the modes the README states
+naming the path. What the journal creates gets the modes docs/python-api.md states
 (directories ``0700``, files ``0600``) whatever the umask, and, when root
 works on a journal that another user owns, that user as owner, so that a
 root-run read or repair never leaves files the service user cannot open.

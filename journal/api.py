@@ -332,7 +332,7 @@ class Journal:
         """Import the journal directory *path* of ghostjournal 0.1.1 (another project on PyPI); return what it did.
 
         Mirrors :meth:`import_stream`: every entry file is read and mapped
-        onto schema v1 first (the mapping is in the README), and a directory
+        onto schema v1 first (the mapping is in docs/ghostjournal.md), and a directory
         with a file that cannot be imported imports nothing and
         :class:`ImportSourceError` names the file, unless *partial*, which
         imports the others and lists it under ``bad_files``. Each entry keeps

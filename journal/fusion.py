@@ -1,7 +1,7 @@
 """Fusing the lexical (BM25) and semantic (cosine) rankings into one.
 
 Every tunable number of hybrid ranking lives in :data:`FUSION`; the figures
-that chose them are in the README (``bench/bench_retrieval.py``).
+that chose them are in docs/retrieval.md (``bench/bench_retrieval.py``).
 
 The default, evidence fusion, scores each candidate by how far it rises above
 what its arm gives an unrelated entry, the arm's *floor*: the score of the

@@ -37,9 +37,9 @@ from runner.status import (
     default_grace,
     read_log,
 )
+from tests._docs import page_text
 from tests._support import (
     NIGHTLY,
-    REPO,
     SIMPLE_AGENT,
     entries,
     event_named,
@@ -177,9 +177,8 @@ def test_unknown_exits_5_never_0(config_path: Path, tmp_path: Path) -> None:
 
 
 def test_readme_documents_every_status_exit_code() -> None:
-    """The README's status exit-code table lists exactly the codes status can exit with (its own, usage 2 and configuration 78)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("`ghostrunner status` turns these lines into a check:", 1)[1].split("\n## ", 1)[0]
+    """The status exit-code table of docs/monitoring.md lists exactly the codes status can exit with (its own, usage 2 and configuration 78)."""
+    section = page_text("docs/monitoring.md").split("`ghostrunner status` turns these lines into a check:", 1)[1].split("\n## ", 1)[0]
     table = section.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
     documented = {int(code) for cell in re.findall(r"^\| ([\d, ]+) \|", table, flags=re.MULTILINE) for code in cell.split(",")}
     assert documented == {EXIT_OK, EXIT_FAILED, EXIT_OVERDUE, EXIT_NO_EVENTS, EXIT_UNKNOWN, EXIT_MISSED, 2, 78}

@@ -1,11 +1,11 @@
-"""The README's "Deploying" steps, run in a booted system (:class:`tests.deploy._live.LiveSystem`).
+"""The steps of docs/deploying.md, run in a booted system (:class:`tests.deploy._live.LiveSystem`).
 
-Step 1 of the README creates a virtual environment and ``pip install``s the project into it. The
+Its step 1 creates a virtual environment and ``pip install``s the project into it. The
 tests cannot download, so :func:`install` does what that ``pip install`` leaves behind, from this
 machine: it creates the environment with the system's ``/usr/bin/python3`` (an interpreter under
 ``/root`` or ``/home``, such as pyenv's, would be hidden from the units by ``ProtectHome=yes``),
 copies in the installed distributions the project depends on, the project's packages from the
-checkout under test, and its console scripts. Every other step runs as the README writes it.
+checkout under test, and its console scripts. Every other step runs as the page writes it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The backup timer under a live systemd: the README's [backup] table and lines, and a backup that opens as a journal and verifies."""
+"""The backup timer under a live systemd: the [backup] table and lines of docs/deploying.md, and a backup that opens as a journal and verifies."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests._docs import page_text
 from tests.deploy._deploy import CONFIG, STAGE, STATE, VENV, configure, entries
 from tests.deploy._live import LiveSystem
-from tests.journal._readme import README, readme_block
+from tests.journal._readme import readme_block
 
 pytestmark = pytest.mark.live_systemd
 
-HEADING = "### Backups on a timer"
+HEADING = "Backups on a timer"
+PAGE = "docs/deploying.md"
 BACKUPS = "/var/backups/ghostrunner"
 DEPLOYMENT = """
 [runner]
@@ -30,21 +32,21 @@ backend = "simulated"
 
 
 def _readme_table() -> str:
-    """The ```toml block after the heading: the [backup] table as the README gives it."""
-    text = README.read_text(encoding="utf-8")
-    return text[text.index(HEADING):].split("```toml\n", 1)[1].split("```", 1)[0]
+    """The ```toml block after the heading: the [backup] table as docs/deploying.md gives it."""
+    text = page_text(PAGE)
+    return text[text.index("## " + HEADING):].split("```toml\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.fixture(scope="module")
 def backed_up(system: LiveSystem) -> Iterator[str]:
-    """A journal with one entry, then the README's backup lines run as written; the new backup's directory."""
+    """A journal with one entry, then the docs' backup lines run as written; the new backup's directory."""
     table = _readme_table()
     assert f'dir = "{BACKUPS}"' in table
     configure(system, DEPLOYMENT)  # no [backup] yet: one run, so that the journal has an entry to copy
     system.systemctl("start", "ghostrunner-run-evening@tachikoma.service")
     system.path(f"{STAGE}/ghostrunner.toml").write_text(DEPLOYMENT + table, encoding="utf-8")
     system.run("install", "-m", "0644", f"{STAGE}/ghostrunner.toml", CONFIG)
-    lines = readme_block(HEADING)
+    lines = readme_block(HEADING, page=PAGE)
     assert len(lines) == 5, lines
     try:
         for line in lines:

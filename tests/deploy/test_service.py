@@ -68,7 +68,7 @@ print(json.dumps({{"voice": "held, then released, for " + request["slot"], "them
 
 @pytest.fixture(scope="module")
 def service(system: LiveSystem) -> Iterator[None]:
-    """The service deployment (README step 3a), with a short watchdog."""
+    """The service deployment (step 3a of docs/deploying.md), with a short watchdog."""
     configure(system, SERVICE_CONFIG)
     dropin = system.path("/etc/systemd/system/ghostrunner.service.d")
     dropin.mkdir(exist_ok=True)

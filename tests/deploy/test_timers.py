@@ -45,7 +45,7 @@ backend = "simulated"
 
 @pytest.fixture(scope="module")
 def timers(system: LiveSystem) -> Iterator[None]:
-    """The timers deployment (README step 3b), without RandomizedDelaySec so that elapses are exact."""
+    """The timers deployment (step 3b of docs/deploying.md), without RandomizedDelaySec so that elapses are exact."""
     configure(system, TIMERS_CONFIG, randomized_delay="0s")
     system.systemctl("enable", "--now", "ghostrunner-timers.target")
     try:
@@ -59,7 +59,7 @@ def _timer(routine: str) -> str:
 
 
 def _list_timers(system: LiveSystem) -> dict[str, dict[str, Any]]:
-    """`systemctl list-timers 'ghostrunner-*'` as the README lists them: unit -> next and last elapse (µs since the epoch)."""
+    """`systemctl list-timers 'ghostrunner-*'` as docs/deploying.md lists them: unit -> next and last elapse (µs since the epoch)."""
     listed = json.loads(system.systemctl("list-timers", "--all", "--output=json", "ghostrunner-*").stdout)
     return {timer["unit"]: timer for timer in listed}
 

@@ -1,4 +1,4 @@
-"""The README's fleet section as written: its configuration loads, its three commands run against a real redis-server, its event table is the code's."""
+"""docs/fleet.md as written: its configuration loads, its three commands run against a real redis-server, its event table is the code's."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 from runner.config import load_config
 from runner.fleet import FLEET_EVENTS
 from runner.slots import cron_trigger, latest_fire_time
+from tests._docs import page_text
 from tests._redis import RedisServer
-from tests._support import PERSONA, REPO, LineReader, reap
+from tests._support import PERSONA, LineReader, reap
 from tests.fleet._fleet import rewind
 
-SECTION = (REPO / "README.md").read_text(encoding="utf-8").split("\n## Beyond one machine\n", 1)[1].split("\n## ", 1)[0]
+SECTION = page_text("docs/fleet.md")
 
 
 def _block(language: str) -> str:
@@ -67,5 +68,5 @@ def test_the_readme_commands_run_as_written(tmp_path: Path, redis_server: RedisS
 
 
 def test_the_readme_lists_exactly_the_fleets_own_events() -> None:
-    table = SECTION.split("### The fleet's log lines", 1)[1]
+    table = SECTION.split("## The fleet's log lines\n", 1)[1]
     assert re.findall(r"^\| `(fleet\.[a-z_]+)` \|", table, flags=re.MULTILINE) == list(FLEET_EVENTS)

@@ -87,10 +87,10 @@ def test_a_target_that_exists_or_lies_inside_the_journal_is_refused(tmp_path: Pa
 
 
 def test_the_readme_backup_commands_run_as_written(tmp_path: Path) -> None:
-    """The README's backup block: a backup whose verify is clean, and the copy opened as a journal."""
+    """The backup block of docs/ghostjournal.md: a backup whose verify is clean, and the copy opened as a journal."""
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n))
-    outputs = [json.loads(output) for output in run_readme_block("### Backing up while agents write: `ghostjournal backup`", tmp_path, lines=2)]
+    outputs = [json.loads(output) for output in run_readme_block("Backing up while agents write: `ghostjournal backup`", tmp_path, lines=2, page="docs/ghostjournal.md")]
     assert outputs[0]["verify"]["ok"] is True and outputs[0]["files"] == 3
     assert len(outputs[1]) == 1

@@ -165,7 +165,7 @@ def test_digest_of_an_empty_window_on_a_terminal_shows_no_none(filled: Path) -> 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_script_is_emitted(shell: str) -> None:
-    """`_GHOSTJOURNAL_COMPLETE=<shell>_source ghostjournal` prints the script the README tells a shell to load."""
+    """`_GHOSTJOURNAL_COMPLETE=<shell>_source ghostjournal` prints the script docs/ghostjournal.md tells a shell to load."""
     result = subprocess.run(GHOSTJOURNAL, capture_output=True, text=True, check=False, env={**os.environ, "_GHOSTJOURNAL_COMPLETE": f"{shell}_source"})
     assert result.returncode == 0 and "_GHOSTJOURNAL_COMPLETE" in result.stdout, result.stderr
     if shell == "bash":

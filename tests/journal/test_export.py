@@ -155,11 +155,11 @@ def test_stdout_on_a_terminal_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_the_readme_export_commands_run_as_written(tmp_path: Path) -> None:
-    """Each line of the README's export block runs on a journal in the working directory, exits 0, and writes what it says."""
+    """Each line of the export block of docs/ghostjournal.md runs on a journal in the working directory, exits 0, and writes what it says."""
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n, agent="motoko"))
-    outputs = run_readme_block("### Carrying a journal: `ghostjournal export`", tmp_path, lines=3)
+    outputs = run_readme_block("Carrying a journal: `ghostjournal export`", tmp_path, lines=3, page="docs/ghostjournal.md")
     assert json.loads(outputs[1])["entries"] == 3 and json.loads(outputs[1])["agent"] == "motoko"
     assert len((tmp_path / "journal.jsonl").read_bytes().splitlines()) == 4
     assert tarfile.is_tarfile(tmp_path / "journal.tar")

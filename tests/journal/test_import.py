@@ -225,11 +225,11 @@ def test_an_import_the_disk_clearly_cannot_hold_stores_nothing(tmp_path: Path) -
 
 
 def test_the_readme_import_commands_run_as_written(tmp_path: Path) -> None:
-    """The README's import block: an export, an import, the same import storing nothing, and one under another agent's name."""
+    """The import block of docs/ghostjournal.md: an export, an import, the same import storing nothing, and one under another agent's name."""
     with Journal(tmp_path / "journal") as journal:
         for n in range(3):
             journal.append(_payload(n, agent="motoko"))
-    summaries = [json.loads(output) for output in run_readme_block("### Bringing entries in: `ghostjournal import`", tmp_path, lines=4)]
+    summaries = [json.loads(output) for output in run_readme_block("Bringing entries in: `ghostjournal import`", tmp_path, lines=4, page="docs/ghostjournal.md")]
     assert [(s["appended"], s["duplicate"]) for s in summaries[1:]] == [(3, 0), (0, 3), (3, 0)]
     with Journal(tmp_path / "renamed") as journal:
         assert {e.agent for e in journal.list()} == {"motoko-2"}

@@ -1,6 +1,6 @@
 """``import DIR``: a journal directory written by the real ghostjournal 0.1.1 (tests/data/peer-0.1.1) mapped onto schema v1.
 
-The mapping is checked against an independent reading of the README's table
+The mapping is checked against an independent reading of the table in docs/ghostjournal.md
 (:func:`_mapped`), not against the importer's own code; the peer directory is
 hashed before and after every import, which must never change it.
 """
@@ -39,7 +39,7 @@ def _peer_entries() -> dict[str, dict[str, Any]]:
 
 
 def _mapped(peer: dict[str, Any], agent_map: dict[str, str]) -> dict[str, Any]:
-    """What the README's table says the peer entry *peer* becomes."""
+    """What the docs' table says the peer entry *peer* becomes."""
     data = {key: value for key, value in peer.items() if key != "embedding" and not (key in _NULLABLE[""] and value is None)}
     for key in ("signals", "meta"):
         if key in data:
@@ -207,9 +207,9 @@ def test_an_entry_held_with_other_bytes_is_a_conflict_listed_by_file(tmp_path: P
 
 
 def test_the_readme_peer_import_commands_run_as_written(tmp_path: Path) -> None:
-    """The README's block: an import, the same import storing nothing, and a search finding the imported entries."""
+    """The docs' block: an import, the same import storing nothing, and a search finding the imported entries."""
     shutil.copytree(SAMPLE, tmp_path / "peer-journal")
-    outputs = run_readme_block("### Bringing in a ghostjournal 0.1.1 journal: `ghostjournal import DIR`", tmp_path, lines=3)
+    outputs = run_readme_block("Bringing in a ghostjournal 0.1.1 journal: `ghostjournal import DIR`", tmp_path, lines=3, page="docs/ghostjournal.md")
     first, second = (json.loads(output) for output in outputs[:2])
     assert (first["appended"], first["duplicate"], len(first["bad_files"])) == (11, 0, 1)
     assert (second["appended"], second["duplicate"]) == (0, 11)

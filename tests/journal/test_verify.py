@@ -215,7 +215,7 @@ def test_verify_while_another_process_appends_reports_no_problem(tmp_path: Path)
 
 
 def test_the_readme_verify_commands_run_as_written(tmp_path: Path) -> None:
-    """Each line of the README's verify block runs on a journal in the working directory and exits 0."""
+    """Each line of the verify block of docs/ghostjournal.md runs on a journal in the working directory and exits 0."""
     _journal(tmp_path / "journal")
-    for output in run_readme_block("### Checking a journal: `ghostjournal verify`", tmp_path, lines=3):
+    for output in run_readme_block("Checking a journal: `ghostjournal verify`", tmp_path, lines=3, page="docs/ghostjournal.md"):
         assert json.loads(output)["ok"] is True

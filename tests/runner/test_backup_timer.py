@@ -202,9 +202,9 @@ def test_the_cli_refuses_keep_without_into_both_targets_and_a_linked_parent(tmp_
 
 
 def test_the_readme_backup_into_block_runs_as_written(tmp_path: Path) -> None:
-    """The README's `backup --into` lines, run in order: two dated backups, then the older pruned by --keep 1."""
+    """The `backup --into` lines of docs/runner.md, run in order: two dated backups, then the older pruned by --keep 1."""
     _simulated(tmp_path)
-    block = readme_block("**Backups on a schedule.**")
+    block = readme_block("Backups on a schedule", page="docs/runner.md")
     assert len(block) == 2, block
     bin_dir = str(Path(_exec_path()).parent)
     outputs = []

@@ -37,6 +37,7 @@ from runner.errors import UnitRenderError
 from runner.k8s import CONFIG_PATH, kubernetes_schedule, run_argv
 from runner.oncalendar import ScheduleNotExpressibleError
 from runner.slots import cron_trigger, fire_times
+from tests._docs import block_after
 from tests._support import PERSONA, REPO, ghostrunner
 
 IMAGE = "registry.example/ghostrunner:0.1.0"
@@ -529,22 +530,20 @@ def test_hostile_agent_and_routine_names_are_refused_or_reach_run_exactly(base_c
     assert kubernetes_validate.validate(cronjob, KUBERNETES_VERSION, strict=True)
 
 
-# --- the README ------------------------------------------------------------------------------------------------------------
+# --- the documentation ---------------------------------------------------------------------------------------------------
 
 def _readme_block(heading: str) -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    block = text[text.index(heading):].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [line for line in block_after(heading, page="docs/deploying.md") if not line.lstrip().startswith("#")]
 
 
 def test_the_readme_kubernetes_render_runs_as_written(tmp_path: Path) -> None:
-    """The README's render command, on the example deployment configuration, writes manifests that validate; kubectl is not run here."""
+    """The render command of docs/deploying.md, on the example deployment configuration, writes manifests that validate; kubectl is not run here."""
     deploy = tmp_path / "etc"
     deploy.mkdir()
     shutil.copy(REPO / "systemd" / "ghostrunner.toml", deploy / "ghostrunner.toml")
     (deploy / "agents").mkdir()
     shutil.copy(PERSONA, deploy / "agents" / "motoko.toml")
-    lines = _readme_block("### Kubernetes")
+    lines = _readme_block("Kubernetes")
     [render] = [line for line in lines if line.startswith("ghostrunner k8s render")]
     env = {key: value for key, value in os.environ.items() if key != "GHOSTRUNNER_CONFIG"}
     done = ghostrunner(*shlex.split(render.removeprefix("ghostrunner ")), cwd=deploy, env=env)

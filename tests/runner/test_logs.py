@@ -26,22 +26,21 @@ from runner.run_queue import QueuedRun, RunQueue
 from runner.scheduler import Scheduler
 from runner.simulate import simulate_agent
 from runner.slot_lock import SlotLock
-from tests._support import NIGHTLY, REPO, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
+from tests._docs import page_text
+from tests._support import NIGHTLY, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
 
 ALWAYS = {"event", "level", "timestamp"}
 
 
 def _documented() -> dict[str, set[str]]:
-    """Event name -> documented fields, from the table in the README's "Logs and monitoring" section."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Logs and monitoring\n", 1)[1].split("\n## ", 1)[0]
+    """Event name -> documented fields, from the event table of docs/monitoring.md."""
+    section = page_text("docs/monitoring.md")
     rows = re.findall(r"^\| `([a-z_]+\.[a-z_.]+)` \| [^|]+ \| (.+) \|$", section, flags=re.MULTILINE)
     return {event: set(re.findall(r"`([a-z_]+)`", fields)) for event, fields in rows}
 
 
 def _documented_fields() -> set[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Logs and monitoring\n", 1)[1].split("\n## ", 1)[0]
+    section = page_text("docs/monitoring.md")
     names: set[str] = set()
     for cell in re.findall(r"^\| ((?:`[a-z_]+`(?:, )?)+) \| ", section, flags=re.MULTILINE):
         names |= set(re.findall(r"`([a-z_]+)`", cell))

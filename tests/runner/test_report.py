@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests._browser import Browser
+from tests._docs import block_after
 from tests._support import ghostrunner, write_config
 
 pytestmark = pytest.mark.xdist_group("report-browser")
@@ -154,18 +155,11 @@ def test_out_refuses_a_symlink_and_writes_nothing(fleet: tuple[Path, Path], tmp_
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.txt", "runs.html"]
 
 
-def _readme_block(heading: str) -> list[str]:
-    """The lines of the first ```sh block after *heading* in the README."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = text[text.index(heading):].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line for line in block.splitlines() if line.strip()]
-
-
 def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
-    """Both README blocks, in a fresh home: a simulated week, its page, and the runs page from a log on stdin, exiting as status."""
+    """Both report blocks (docs/ghostjournal.md, docs/monitoring.md), in a fresh home: a simulated week, its page, and the runs page from a log on stdin, exiting as status."""
     env = {key: value for key, value in os.environ.items() if key not in {"XDG_STATE_HOME", "GHOSTRUNNER_CONFIG"}}
     env |= {"HOME": str(tmp_path), "TZ": "UTC"}
-    for line in _readme_block("### A picture of one agent: `ghostjournal report`"):
+    for line in block_after("A picture of one agent: `ghostjournal report`", page="docs/ghostjournal.md"):
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
         assert done.returncode == 0, (line, done.stderr)
     page = (tmp_path / "motoko.html").read_text(encoding="utf-8")
@@ -174,7 +168,7 @@ def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
     simulated = subprocess.run(["ghostrunner", "--log-level", "info", "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01"],
                                cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
     log.write_text(simulated.stderr, encoding="utf-8")
-    (command,) = _readme_block("### The runs as a page: `ghostrunner report`")
+    (command,) = block_after("The runs as a page: `ghostrunner report`", page="docs/monitoring.md")
     source, report = command.split(" | ", 1)
     assert source.startswith("journalctl -u ghostrunner -o cat")
     done = subprocess.run(["bash", "-c", f"cat ghostrunner.log | {report}"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
