@@ -169,7 +169,7 @@ def _finish(
     """
     with _signals_deferred():
         run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason, attempts=attempts)
-        result = RunResult(**run.fields(), outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
+        result = RunResult(run, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
                            reason=reason, attempts=attempts, permanent=permanent)
         if on_result is not None:
             on_result(result)

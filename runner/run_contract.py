@@ -127,14 +127,12 @@ class RunResult:
     ``attempts`` counts the backend calls the run made. ``permanent`` marks a
     failure that another attempt cannot fix (the backend refused the request
     for good): the slot gets no later attempts, and ``run`` exits 78.
+
+    The run's identity is held whole; its JSON form stays flat, the identity's
+    fields first, as every result line has always been.
     """
 
-    run_id: str
-    agent: str
-    routine: str
-    slot: str
-    client_key: str
-    scheduled: str
+    identity: RunIdentity
     outcome: Outcome
     entry_id: str | None
     duration_ms: float
@@ -146,6 +144,30 @@ class RunResult:
     permanent: bool = False
 
     @property
+    def run_id(self) -> str:
+        return self.identity.run_id
+
+    @property
+    def agent(self) -> str:
+        return self.identity.agent
+
+    @property
+    def routine(self) -> str:
+        return self.identity.routine
+
+    @property
+    def slot(self) -> str:
+        return self.identity.slot
+
+    @property
+    def client_key(self) -> str:
+        return self.identity.client_key
+
+    @property
+    def scheduled(self) -> str:
+        return self.identity.scheduled
+
+    @property
     def is_ok(self) -> bool:
         """Whether the run did not fail (a ``busy`` run did not fail either)."""
         return not self.outcome.is_failure
@@ -153,6 +175,8 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data."""
         data = asdict(self)
+        identity: dict[str, Any] = data.pop("identity")
+        data = identity | data
         data["outcome"] = self.outcome.value
         if self.entry is None:
             del data["entry"]  # only a dry run has one
@@ -191,9 +215,10 @@ class RunResult:
             outcome = Outcome(data["outcome"])
         except ValueError:
             raise MalformedResultError(f"field 'outcome' is {data['outcome']!r}, not one of {', '.join(OUTCOMES)}") from None
+        identity = RunIdentity(run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"],
+                               client_key=data["client_key"], scheduled=data["scheduled"])
         return cls(
-            run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"], client_key=data["client_key"],
-            scheduled=data["scheduled"], outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
+            identity=identity, outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
             error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"), reason=data.get("reason"),
             attempts=data.get("attempts") or 0, permanent=data.get("permanent") is True,
         )

@@ -20,7 +20,7 @@ EVENING = Routine(name="evening", kind="evening", schedule="0 21 * * *", slot="d
 def _result(**changes: object) -> RunResult:
     identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
     fields: dict[str, object] = {"outcome": Outcome.APPENDED, "entry_id": "e-1", "duration_ms": 12.5, **changes}
-    return RunResult(**identity.fields(), **fields)
+    return RunResult(identity, **fields)
 
 
 def test_outcome_values_are_the_logged_strings() -> None:
@@ -47,8 +47,9 @@ def test_result_line_round_trips() -> None:
                    _result(outcome=Outcome.FAILED, entry_id=None, error="HTTP 401", attempts=1, permanent=True), _result(attempts=3)):
         line = result.to_json_line()
         assert "\n" not in line and RunResult.from_json_line(line) == result
-    assert set(json.loads(_result().to_json_line())) == {"run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "entry_id",
-                                                         "duration_ms", "error", "attempts"}
+    # Flat, the identity's fields first, in the order result lines have always had.
+    assert list(json.loads(_result().to_json_line())) == ["run_id", "agent", "routine", "slot", "client_key", "scheduled", "outcome", "entry_id",
+                                                          "duration_ms", "error", "attempts"]
 
 
 def test_a_result_line_without_attempts_reads_as_none_made() -> None:

@@ -8,7 +8,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runner.run_contract import Outcome, RunResult
+from runner.run_contract import Outcome, RunIdentity, RunResult
 from runner.slot_retries import needs_rerun, next_fire_after, rerun_time
 from runner.slots import cron_trigger
 from tests._support import NIGHTLY, event_named, script, start_serve, with_key, write_config
@@ -67,8 +67,8 @@ def test_serve_reruns_a_transiently_failed_slot_with_backoff_and_never_a_permane
 
 
 def _result(outcome: Outcome, *, permanent: bool = False) -> RunResult:
-    return RunResult(run_id="r", agent="a", routine="r", slot="s", client_key="a:r:s", scheduled="2026-09-05T00:00:00+00:00", outcome=outcome,
-                     entry_id=None, duration_ms=1.0, permanent=permanent)
+    identity = RunIdentity(run_id="r", agent="a", routine="r", slot="s", client_key="a:r:s", scheduled="2026-09-05T00:00:00+00:00")
+    return RunResult(identity, outcome=outcome, entry_id=None, duration_ms=1.0, permanent=permanent)
 
 
 def test_only_a_transient_failure_or_a_crash_needs_a_rerun() -> None:
