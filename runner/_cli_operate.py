@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 import click
 
@@ -50,12 +50,16 @@ def _show_change(change: PauseChange) -> str:
     return f"{done}; {change.agent}'s paused routines: {', '.join(change.paused_routines) or 'none'}"
 
 
-@click.command()
-@click.argument("agent")
-@click.argument("routine", required=False)
-@config_option
-@output_option
-@click.pass_obj
+def _pause_command(function: Callable[[Settings, str, str | None, Path | None], None]) -> click.Command:
+    """The one form of ``pause`` and ``resume``: AGENT [ROUTINE], ``--config``, ``--json/--text``, the group's settings."""
+    command: Any = click.pass_obj(function)
+    for decorate in (output_option, config_option, click.argument("routine", required=False), click.argument("agent")):
+        command = decorate(command)
+    made: click.Command = click.command()(command)
+    return made
+
+
+@_pause_command
 def pause(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Pause AGENT (all its routines) or its ROUTINE: its runs are skipped, reason "paused", until resumed.
 
@@ -68,12 +72,7 @@ def pause(settings: Settings, agent: str, routine: str | None, config_path: Path
     _change(settings, config_path, lambda book: book.pause(agent, routine))
 
 
-@click.command()
-@click.argument("agent")
-@click.argument("routine", required=False)
-@config_option
-@output_option
-@click.pass_obj
+@_pause_command
 def resume(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Resume AGENT (all its routines, however paused) or its ROUTINE (also out of a pause of the whole agent).
 
