@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,6 +92,12 @@ SIMPLE_AGENT = """
 persona = "motoko.toml"
 routines = ["pulse-4h", "evening", "digest"]
 """
+
+
+def openai_agent(url: str, *, routines: Sequence[str] = ("evening",), model: str = "tiny", timeout: str = "10s", backend: str = "") -> str:
+    """A config body whose one agent, motoko, asks the chat-completions server at *url*; *backend* adds lines to its backend table."""
+    return (f'\n[agents.motoko]\npersona = "motoko.toml"\nroutines = {json.dumps(list(routines))}\n[agents.motoko.backend]\n'
+            f'type = "openai"\nbase_url = "{url}"\nmodel = "{model}"\ntimeout = "{timeout}"\n') + textwrap.dedent(backend)
 
 
 #: A nightly note routine, for serve tests that need one run per day.

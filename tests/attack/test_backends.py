@@ -35,7 +35,7 @@ from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
 from runner.logs import configure_logging
-from tests._support import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
+from tests._support import NIGHTLY, entries, event_named, ghostrunner, openai_agent, reap, script, start_serve, write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night"}
 KEY = "sk-attack-0123456789abcdef"
@@ -124,20 +124,9 @@ def servers() -> Iterator[Callable[..., _Server]]:
 
 
 def _openai_config(tmp_path: Path, url: str, *, timeout: str = "1s", runner: str = "", key_env: bool = True) -> Path:
-    key_line = 'api_key_env = "GHOSTRUNNER_ATTACK_KEY"' if key_env else ""
-    body = f"""
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["evening"]
-    [agents.motoko.backend]
-    type = "openai"
-    base_url = "{url}"
-    model = "attack-model"
-    timeout = "{timeout}"
-    attempts = 1  # each test here is about one call's failure; retries are tests/runner/test_retries.py's
-    {key_line}
-    """
-    return write_config(tmp_path, body, runner=runner)
+    # Each test here is about one call's failure; retries are tests/runner/test_retries.py's.
+    backend = "attempts = 1\n" + ('api_key_env = "GHOSTRUNNER_ATTACK_KEY"\n' if key_env else "")
+    return write_config(tmp_path, openai_agent(url, model="attack-model", timeout=timeout, backend=backend), runner=runner)
 
 
 def _command_config(tmp_path: Path, argv: list[str], *, timeout: str = "1s", runner: str = "") -> Path:

@@ -16,7 +16,7 @@ from runner.backends import build_backend
 from runner.config import load_config
 from runner.engine import execute_run
 from tests._chat_server import ChatServer, Reply, Step
-from tests._support import write_config
+from tests._support import openai_agent, write_config
 
 GOOD = {"voice": "The harbour lights again.", "theme": "the city at night", "tags": ["night"], "mood": "calm", "signals": {"novelty": 0.4}}
 #: The server's step for each bad reply of test_bad_replies_fail_the_run_and_append_nothing.
@@ -30,19 +30,9 @@ def server() -> Iterator[ChatServer]:
 
 
 def _config(tmp_path: Path, url: str) -> Any:
-    body = f"""
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["evening"]
-    [agents.motoko.backend]
-    type = "openai"
-    base_url = "{url}"
-    model = "tiny-test-model"
-    timeout = "1s"
-    attempts = 1  # one call per run here; tests/runner/test_retries.py retries
-    api_key_env = "GHOSTRUNNER_TEST_KEY"
-    """
-    return load_config(write_config(tmp_path, body))
+    # One call per run here; tests/runner/test_retries.py retries.
+    backend = 'attempts = 1\napi_key_env = "GHOSTRUNNER_TEST_KEY"\n'
+    return load_config(write_config(tmp_path, openai_agent(url, model="tiny-test-model", timeout="1s", backend=backend)))
 
 
 def _run(config: Any) -> Any:

@@ -16,26 +16,14 @@ from runner.backends.base import REPLY_SCHEMA, ReflectionRequest
 from runner.errors import BackendError, BackendReplyError, BackendTimeoutError, BackendUnavailableError
 from runner.retries import MAX_RETRY_WAIT, MIN_ATTEMPT_SECONDS, Retrier, RetryPolicy
 from tests._chat_server import ChatServer
-from tests._support import entries, ghostrunner, script, write_config
+from tests._support import entries, ghostrunner, openai_agent, script, write_config
 
 AT = "2026-09-05T21:00"
 KEY = "motoko:evening:2026-09-05"
 
 
 def _config(tmp_path: Path, url: str, extra: str = "", timeout: str = "10s") -> Path:
-    body = f"""
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["evening"]
-    [agents.motoko.backend]
-    type = "openai"
-    base_url = "{url}"
-    model = "tiny"
-    timeout = "{timeout}"
-    retry_delay = 0.01
-    {extra}
-    """
-    return write_config(tmp_path, body)
+    return write_config(tmp_path, openai_agent(url, timeout=timeout, backend=f"retry_delay = 0.01\n{extra}\n"))
 
 
 def _run(path: Path) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:

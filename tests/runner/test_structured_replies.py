@@ -17,22 +17,11 @@ from runner.config import load_config
 from runner.engine import execute_run
 from runner.errors import BackendError
 from tests._chat_server import GOOD_REPLY, ChatServer
-from tests._support import write_config
+from tests._support import openai_agent, write_config
 
 
 def _config(tmp_path: Path, url: str, extra: str = "") -> Any:
-    return load_config(write_config(tmp_path, f"""
-    [agents.motoko]
-    persona = "motoko.toml"
-    routines = ["evening", "pulse-4h"]
-    [agents.motoko.backend]
-    type = "openai"
-    base_url = "{url}"
-    model = "tiny"
-    timeout = "10s"
-    retry_delay = 0.01
-    {extra}
-    """))
+    return load_config(write_config(tmp_path, openai_agent(url, routines=("evening", "pulse-4h"), backend=f"retry_delay = 0.01\n{extra}\n")))
 
 
 def _runs(config: Any, *routines: str) -> list[Any]:
