@@ -273,3 +273,19 @@ def tree_digest(path: Path) -> dict[str, str]:
 def entry_files(root: Path) -> dict[str, str]:
     """Hashes of the canonical entry files only."""
     return {k: v for k, v in tree_digest(root / "entries").items() if not Path(k).name.startswith(".")}
+
+
+#: A command backend that announces itself, then waits for a release file (or for as many peers as BARRIER says).
+GATED = """
+import json, os, sys, time
+request = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(__file__))
+open(os.path.join(here, "arrived-%d" % os.getpid()), "w").close()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    arrived = [n for n in os.listdir(here) if n.startswith("arrived-")]
+    if os.path.exists(os.path.join(here, "release")) or len(arrived) >= int(os.environ.get("BARRIER", "99")):
+        break
+    time.sleep(0.02)
+print(json.dumps({"voice": "written by " + str(os.getpid()), "theme": "t"}))
+"""

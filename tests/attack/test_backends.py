@@ -8,16 +8,14 @@ correctness bounds (a run must end near its timeout), not benchmarks.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -34,99 +32,15 @@ from runner.backends.openai_chat import reply_from_completion
 from runner.config import load_config
 from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
-from runner.logs import configure_logging
-from tests._support import NIGHTLY, entries, event_named, ghostrunner, openai_agent, reap, script, start_serve, write_config
+from tests._support import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
+from tests.attack._http import AT, GOOD, KEY, Answer, HostileServer, envelope, json_logging, openai_config
 
-GOOD = {"voice": "The harbour lights again.", "theme": "the city at night"}
-KEY = "sk-attack-0123456789abcdef"
-AT = "2026-09-05T21:00"
 #: Slack on top of a timeout for starting, killing and logging (a bound, not a measurement).
 MARGIN = 2.5
 #: The same for a `ghostrunner run` process, which also starts Python and imports the runner.
 CLI_MARGIN = 5.0
 #: How long a hostile server or helper keeps going at most, so that old code fails a bound instead of hanging the suite.
 HOSTILE_FOR = 20.0
-
-
-def _envelope(content: Any) -> bytes:
-    return json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-
-
-Answer = Callable[["_Server", BaseHTTPRequestHandler], None]
-
-
-class _Server:
-    """A real HTTP server on 127.0.0.1 whose answer the test sets; it records every request it gets."""
-
-    def __init__(self, answer: Answer | None = None) -> None:
-        self.answer: Answer = answer or (lambda server, handler: server.respond(handler, _envelope(json.dumps(GOOD))))
-        self.requests: list[dict[str, Any]] = []
-        self.stop = threading.Event()
-        self.answered = threading.Event()  # set when an answer has ended (sent, or cut off by the client)
-        self.sent = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                server._handle(self)
-
-            do_GET = do_POST  # noqa: N815 - the name http.server looks up
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(length) if length else b""
-        self.requests.append({"method": handler.command, "path": handler.path, "headers": dict(handler.headers), "body": body})
-        handler.close_connection = True
-        try:
-            self.answer(self, handler)
-        except OSError:  # the client hung up: what a client that gives up does
-            pass
-        finally:
-            self.answered.set()
-
-    def write(self, handler: BaseHTTPRequestHandler, data: bytes) -> None:
-        handler.wfile.write(data)
-        self.sent += len(data)
-
-    def respond(self, handler: BaseHTTPRequestHandler, body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> None:
-        head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-        self.write(handler, head.encode() + b"\r\n" + body)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def servers() -> Iterator[Callable[..., _Server]]:
-    """Start servers on demand; all are stopped when the test ends."""
-    started: list[_Server] = []
-
-    def start(answer: Answer | None = None) -> _Server:
-        started.append(_Server(answer))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.close()
-
-
-def _openai_config(tmp_path: Path, url: str, *, timeout: str = "1s", runner: str = "", key_env: bool = True) -> Path:
-    # Each test here is about one call's failure; retries are tests/runner/test_retries.py's.
-    backend = "attempts = 1\n" + ('api_key_env = "GHOSTRUNNER_ATTACK_KEY"\n' if key_env else "")
-    return write_config(tmp_path, openai_agent(url, model="attack-model", timeout=timeout, backend=backend), runner=runner)
 
 
 def _command_config(tmp_path: Path, argv: list[str], *, timeout: str = "1s", runner: str = "") -> Path:
@@ -162,7 +76,7 @@ def _assert_one_clear_failure(result: RunResult, logs: list[dict[str, Any]], bac
 # -- 1. wall-clock deadlines --------------------------------------------------------------
 
 
-def _trickle_headers(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+def _trickle_headers(server: HostileServer, handler: BaseHTTPRequestHandler) -> None:
     """A status line, then one header that grows by one byte every quarter second (urllib's per-read timeout never fires)."""
     server.write(handler, b"HTTP/1.1 200 OK\r\nX-Slow: ")
     ends = time.monotonic() + HOSTILE_FOR
@@ -170,7 +84,7 @@ def _trickle_headers(server: _Server, handler: BaseHTTPRequestHandler) -> None:
         server.write(handler, b"a")
 
 
-def _trickle_body(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+def _trickle_body(server: HostileServer, handler: BaseHTTPRequestHandler) -> None:
     """Headers promising a body, then the body one byte every quarter second."""
     server.write(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
     ends = time.monotonic() + HOSTILE_FOR
@@ -179,21 +93,21 @@ def _trickle_body(server: _Server, handler: BaseHTTPRequestHandler) -> None:
 
 
 @pytest.mark.parametrize("answer", [_trickle_headers, _trickle_body], ids=["headers", "body"])
-def test_trickling_server_is_cut_off_at_the_backend_timeout(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_trickling_server_is_cut_off_at_the_backend_timeout(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             answer: Answer) -> None:
     """A server sending a byte every 0.25 s never holds a run with a 1 s backend timeout for more than that timeout."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     server = servers(answer)
-    result, elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="1s"))
+    result, elapsed, logs = _run(openai_config(tmp_path, server.url, timeout="1s"))
     assert elapsed < 1 + MARGIN, f"the run took {elapsed:.1f} s"
     _assert_one_clear_failure(result, logs, "openai")
     assert "no reply within 1 s (the backend's timeout)" in result.error
 
 
-def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: Callable[..., _Server], tmp_path: Path) -> None:
+def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: Callable[..., HostileServer], tmp_path: Path) -> None:
     """`ghostrunner run` with run_timeout 3 s (backend timeout 120 s) ends within 3 s plus start-up, logs run.finished, exits 1."""
     server = servers(_trickle_body)
-    path = _openai_config(tmp_path, server.url, timeout="120s", runner='run_timeout = "3s"\n')
+    path = openai_config(tmp_path, server.url, timeout="120s", runner='run_timeout = "3s"\n')
     began = time.monotonic()
     result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, timeout=60,
                          env={"GHOSTRUNNER_ATTACK_KEY": KEY})
@@ -209,7 +123,7 @@ def test_run_timeout_cuts_off_a_trickling_server_under_ghostrunner_run(servers: 
     assert entries(tmp_path / "journal") == []
 
 
-def test_under_serve_the_worker_ends_its_own_run_before_run_timeout(servers: Callable[..., _Server], tmp_path: Path) -> None:
+def test_under_serve_the_worker_ends_its_own_run_before_run_timeout(servers: Callable[..., HostileServer], tmp_path: Path) -> None:
     """Under `serve` a run against a trickling server fails by itself within run_timeout (3 s): the worker logs
     run.finished with the reason, and the scheduler never has to kill it."""
     server = servers(_trickle_body)
@@ -371,7 +285,7 @@ def test_run_timeout_bounds_a_detaching_helper_under_ghostrunner_run(tmp_path: P
 _FLOOD = 12 * MAX_REPLY_BYTES
 
 
-def _flood(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+def _flood(server: HostileServer, handler: BaseHTTPRequestHandler) -> None:
     """A 200 answer whose body (no Content-Length) streams far past the cap."""
     server.write(handler, b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{"choices": [{"message": {"content": "')
     chunk = b"a" * 65536
@@ -379,13 +293,13 @@ def _flood(server: _Server, handler: BaseHTTPRequestHandler) -> None:
         server.write(handler, chunk)
 
 
-def test_an_oversized_http_reply_is_refused_after_the_cap(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_oversized_http_reply_is_refused_after_the_cap(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A body streaming 96 MiB is cut off after MAX_REPLY_BYTES: the run fails clearly and memory stays near the cap."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     server = servers(_flood)
     tracemalloc.start()
     try:
-        result, _elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="20s"))
+        result, _elapsed, logs = _run(openai_config(tmp_path, server.url, timeout="20s"))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -421,15 +335,15 @@ def test_an_oversized_helper_output_is_refused_after_the_cap(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
 @pytest.mark.parametrize("where", ["other-origin", "same-origin"])
-def test_no_redirect_is_followed_and_the_key_goes_nowhere_else(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_no_redirect_is_followed_and_the_key_goes_nowhere_else(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                code: int, where: str) -> None:
     """A 3xx answer fails the run naming its target; the other origin (another port) gets no request, so never the key."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
-    impostor = servers(lambda server, handler: server.respond(handler, _envelope(json.dumps({**GOOD, "voice": "the impostor's words"}))))
+    impostor = servers(lambda server, handler: server.respond(handler, envelope(json.dumps({**GOOD, "voice": "the impostor's words"}))))
     first = servers()
     target = f"{impostor.url}/chat/completions" if where == "other-origin" else f"{first.url}/elsewhere"
     first.answer = lambda server, handler: server.respond(handler, b"", status=code, headers={"Location": target})
-    result, _elapsed, logs = _run(_openai_config(tmp_path, first.url))
+    result, _elapsed, logs = _run(openai_config(tmp_path, first.url))
     _assert_one_clear_failure(result, logs, "openai")
     assert f"answered HTTP {code}, a redirect to " in result.error and "redirects are not followed" in result.error
     assert impostor.requests == []
@@ -454,19 +368,19 @@ BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
     "choices-an-object": (_body(b'{"choices": {"0": 1}}'), 'no "choices" list'),
     "message-missing": (_body(b'{"choices": [{"text": "hi"}]}'), 'no "message" object'),
     "choice-a-string": (_body(b'{"choices": ["hi"]}'), 'no "message" object'),
-    "content-null": (_body(_envelope(None)), "content is null"),
-    "content-a-number": (_body(_envelope(7)), "content is a number"),
-    "content-an-object": (_body(_envelope({"voice": "v"})), "content is an object"),
-    "content-a-list-of-images": (_body(_envelope([{"type": "image_url", "image_url": "x"}])), "a list without text parts"),
+    "content-null": (_body(envelope(None)), "content is null"),
+    "content-a-number": (_body(envelope(7)), "content is a number"),
+    "content-an-object": (_body(envelope({"voice": "v"})), "content is an object"),
+    "content-a-list-of-images": (_body(envelope([{"type": "image_url", "image_url": "x"}])), "a list without text parts"),
     "refusal": (_body(json.dumps({"choices": [{"message": {"content": None, "refusal": "I can't\nhelp"}}]}).encode()), "the model refused: I can't help"),
     "envelope-nested-100000-deep": (_body(b"[" * 100_000 + b"]" * 100_000), f"at most {MAX_REPLY_DEPTH} are allowed"),
-    "content-nested-5000-deep": (_body(_envelope('{"voice": ' + "[" * 5000 + "]" * 5000 + "}")), f"at most {MAX_REPLY_DEPTH} are allowed"),
+    "content-nested-5000-deep": (_body(envelope('{"voice": ' + "[" * 5000 + "]" * 5000 + "}")), f"at most {MAX_REPLY_DEPTH} are allowed"),
     "non-utf8-body": (_body(b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'), "not UTF-8 text"),
-    "utf16-body": (_body(_envelope(json.dumps(GOOD)).decode().encode("utf-16")), "not UTF-8 text"),
-    "nan-in-reply": (_body(_envelope('{"voice": "v", "theme": "t", "signals": {"novelty": NaN}}')), "NaN is not a JSON number"),
-    "huge-number": (_body(_envelope('{"voice": "v", "theme": "t", "signals": {"novelty": 1e999}}')), "too large for a float"),
-    "wrong-field-type": (_body(_envelope('{"voice": "v", "theme": "t", "tags": {"a": 1}}')), "the reply is not a valid entry"),
-    "closed-mid-reply": (_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + _envelope("x")[:30]), "in the middle of its answer"),
+    "utf16-body": (_body(envelope(json.dumps(GOOD)).decode().encode("utf-16")), "not UTF-8 text"),
+    "nan-in-reply": (_body(envelope('{"voice": "v", "theme": "t", "signals": {"novelty": NaN}}')), "NaN is not a JSON number"),
+    "huge-number": (_body(envelope('{"voice": "v", "theme": "t", "signals": {"novelty": 1e999}}')), "too large for a float"),
+    "wrong-field-type": (_body(envelope('{"voice": "v", "theme": "t", "tags": {"a": 1}}')), "the reply is not a valid entry"),
+    "closed-mid-reply": (_raw(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + envelope("x")[:30]), "in the middle of its answer"),
     "closed-mid-chunk": (_raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1000\r\n" + b"a" * 30), "in the middle of its answer"),
     "closed-without-answer": (_raw(b""), "closed the connection without answering"),
     "not-http": (_raw(b"SSH-2.0-OpenSSH_9.6\r\n"), "did not answer with valid HTTP"),
@@ -476,24 +390,24 @@ BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
 
 
 @pytest.mark.parametrize("mode", list(BAD_ANSWERS))
-def test_every_bad_answer_fails_the_run_with_one_clear_line(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_every_bad_answer_fails_the_run_with_one_clear_line(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            mode: str) -> None:
     """Wrong JSON shapes, deep nesting, non-UTF-8, a connection closed mid-reply, an HTTP error with a huge body: one line naming the backend."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     answer, message = BAD_ANSWERS[mode]
     server = servers(answer)
-    result, _elapsed, logs = _run(_openai_config(tmp_path, server.url, timeout="10s"))
+    result, _elapsed, logs = _run(openai_config(tmp_path, server.url, timeout="10s"))
     _assert_one_clear_failure(result, logs, "openai")
     assert message in result.error
     assert entries(tmp_path / "journal") == []
 
 
-def test_content_given_as_text_parts_is_accepted(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_content_given_as_text_parts_is_accepted(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Content sent as a list of text parts (as some servers do) is joined and read as the reply."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     text = json.dumps(GOOD)
-    server = servers(_body(_envelope([{"type": "text", "text": text[:10]}, {"type": "text", "text": text[10:]}])))
-    result, _elapsed, _logs = _run(_openai_config(tmp_path, server.url))
+    server = servers(_body(envelope([{"type": "text", "text": text[:10]}, {"type": "text", "text": text[10:]}])))
+    result, _elapsed, _logs = _run(openai_config(tmp_path, server.url))
     assert result.outcome == "appended", result.error
 
 
@@ -541,10 +455,10 @@ def test_every_bad_helper_fails_the_run_with_one_clear_line(tmp_path: Path, mode
     assert message in result.error
 
 
-def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(servers: Callable[..., _Server], tmp_path: Path) -> None:
+def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(servers: Callable[..., HostileServer], tmp_path: Path) -> None:
     """Where a BackendError ends up: `ghostrunner run` prints the failed outcome, logs run.finished with it, and exits 1."""
     server = servers(_body(b"[" * 100_000 + b"]" * 100_000))
-    path = _openai_config(tmp_path, server.url)
+    path = openai_config(tmp_path, server.url)
     result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, env={"GHOSTRUNNER_ATTACK_KEY": KEY})
     assert result.returncode == 1, result.stderr
     printed = json.loads(result.stdout)
@@ -608,8 +522,8 @@ _texts = st.one_of(
 _bodies = st.one_of(
     st.binary(max_size=300),
     _texts.map(str.encode),
-    _texts.map(_envelope),
-    _json_values.map(_envelope),
+    _texts.map(envelope),
+    _json_values.map(envelope),
     _json_values.map(lambda value: json.dumps({"choices": value}, allow_nan=True).encode()),
     _depths.map(lambda depth: b'{"choices": ' * depth + b"1" + b"}" * depth),
     _texts.map(lambda text: text.encode("utf-16")),
@@ -653,9 +567,9 @@ def test_hostile_helper_output_gives_a_reply_or_a_named_backend_error(output: by
 def _echo_headers(status: int) -> Answer:
     """An answer that quotes the request's headers back, as debugging proxies and some error pages do."""
 
-    def answer(server: _Server, handler: BaseHTTPRequestHandler) -> None:
+    def answer(server: HostileServer, handler: BaseHTTPRequestHandler) -> None:
         quoted = "x" * 60 + " headers were: " + json.dumps(dict(handler.headers))
-        body = quoted.encode() if status >= 400 else _envelope(json.dumps({**GOOD, "voice": quoted}))
+        body = quoted.encode() if status >= 400 else envelope(json.dumps({**GOOD, "voice": quoted}))
         server.respond(handler, body, status=status)
 
     return answer
@@ -664,26 +578,20 @@ def _echo_headers(status: int) -> Answer:
 LEAKY_ANSWERS: dict[str, tuple[Answer, str]] = {
     "401-quoting-the-headers": (_echo_headers(401), "HTTP 401 from"),
     "reply-quoting-the-headers": (_echo_headers(200), "contains the API key"),
-    "bad-json-quoting-the-key": (_body(_envelope("not json: Bearer " + KEY)), "contains the API key"),
+    "bad-json-quoting-the-key": (_body(envelope("not json: Bearer " + KEY)), "contains the API key"),
     "redirect-carrying-the-key": (lambda server, handler: server.respond(handler, b"", status=302, headers={"Location": f"http://127.0.0.1:1/?k={KEY}"}),
                                   "a redirect to"),
 }
 
 
-def _json_logging(json_lines: bool = True) -> io.StringIO:
-    buffer = io.StringIO()
-    configure_logging(stream=buffer, json=json_lines)
-    return buffer
-
-
 @pytest.mark.parametrize("mode", list(LEAKY_ANSWERS))
-def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     """A server quoting the key (in an error page, a reply, broken JSON, a redirect) never gets it into the error, the logs or the journal."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     answer, message = LEAKY_ANSWERS[mode]
     server = servers(answer)
-    path = _openai_config(tmp_path, server.url)
-    buffer = _json_logging()
+    path = openai_config(tmp_path, server.url)
+    buffer = json_logging()
     config = load_config(path)
     agent = config.agent("motoko")
     with Journal(agent.journal_root) as journal:
@@ -697,10 +605,10 @@ def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., _Se
 
 
 @pytest.mark.parametrize("bad_key", [KEY + "\nX-Injected: 1", "Bearer " + KEY, KEY + "\u20ac"], ids=["newline", "space", "non-ascii"])
-def test_a_malformed_key_fails_clearly_without_quoting_it(servers: Callable[..., _Server], tmp_path: Path, bad_key: str) -> None:
+def test_a_malformed_key_fails_clearly_without_quoting_it(servers: Callable[..., HostileServer], tmp_path: Path, bad_key: str) -> None:
     """A key HTTP cannot carry fails the run for good (exit 78) with one line naming the variable; neither the output nor the logs quote it."""
     server = servers()
-    path = _openai_config(tmp_path, server.url)
+    path = openai_config(tmp_path, server.url)
     result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path, env={"GHOSTRUNNER_ATTACK_KEY": bad_key})
     assert result.returncode == 78, result.stderr
     printed = json.loads(result.stdout)
@@ -709,10 +617,10 @@ def test_a_malformed_key_fails_clearly_without_quoting_it(servers: Callable[...,
     assert server.requests == []
 
 
-def test_a_base_url_with_credentials_is_a_config_error_that_does_not_quote_them(servers: Callable[..., _Server], tmp_path: Path) -> None:
+def test_a_base_url_with_credentials_is_a_config_error_that_does_not_quote_them(servers: Callable[..., HostileServer], tmp_path: Path) -> None:
     """user:password@ in base_url is refused as configuration (exit 78) without echoing the secret, and nothing is sent."""
     server = servers()
-    path = _openai_config(tmp_path, f"http://motoko:{KEY}@127.0.0.1:{server.port}/v1", key_env=False)
+    path = openai_config(tmp_path, f"http://motoko:{KEY}@127.0.0.1:{server.port}/v1", key_env=False)
     result = ghostrunner("run", "evening", "--agent", "motoko", "--at", AT, "--config", str(path), cwd=tmp_path)
     assert result.returncode == 78, (result.stdout, result.stderr)
     assert "base_url" in result.stderr and "api_key_env" in result.stderr
@@ -736,14 +644,13 @@ def test_a_traceback_in_the_logs_shows_no_local_variables(tmp_path: Path, monkey
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     config = load_config(_command_config(tmp_path, ["true"]))
     agent = config.agent("motoko")
-    buffer = _json_logging(json_lines)
+    buffer = json_logging(json_lines)
     with Journal(agent.journal_root) as journal:
         result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone),
                              backend=_BuggyBackend(), tz=config.timezone)
     assert result.outcome == "failed"
     assert "run.error" in buffer.getvalue() and "TypeError: a bug with 1 header" in buffer.getvalue()
     assert KEY not in buffer.getvalue()
-
 
 
 class _Replying:

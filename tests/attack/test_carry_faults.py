@@ -13,10 +13,7 @@ import pytest
 
 from journal import Journal
 from tests._support import tree_digest
-
-from .test_fsfaults import Mounts, fill, mounts
-
-__all__ = ["mounts"]  # the fixture, used by name
+from tests.attack._faults import Mounts, fill
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 and not os.environ.get("CI"),

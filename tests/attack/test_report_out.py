@@ -17,7 +17,7 @@ import pytest
 from journal import Journal
 from journal.errors import UnsafePathError
 from journal.outfile import write_output
-from tests.attack.test_fsfaults import AS_NOBODY, NOBODY
+from tests.attack._faults import AS_NOBODY, NOBODY
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runner._unitreach import Step
-from tests.runner.test_unitreach import Host, pyenv_python
+from tests.runner._hosts import Host, pyenv_python
 
 #: Far beyond what reading a few small files takes: only a chain blocked on a FIFO reaches it.
 _BLOCKED: float = 30.0

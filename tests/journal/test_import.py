@@ -209,7 +209,7 @@ def test_an_import_the_disk_clearly_cannot_hold_stores_nothing(tmp_path: Path) -
     """The room an import needs is checked before anything is stored: a journal on a nearly full filesystem gets none of the stream."""
     if os.geteuid() != 0 and not os.environ.get("CI"):
         pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    from tests.attack.test_fsfaults import Mounts, fill
+    from tests.attack._faults import Mounts, fill
 
     mounts = Mounts()
     try:

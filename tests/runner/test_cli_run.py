@@ -10,22 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._support import SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
-
-#: A command backend that announces itself, then waits for a release file (or for as many peers as BARRIER says).
-GATED = """
-import json, os, sys, time
-request = json.load(sys.stdin)
-here = os.path.dirname(os.path.abspath(__file__))
-open(os.path.join(here, "arrived-%d" % os.getpid()), "w").close()
-deadline = time.monotonic() + 30
-while time.monotonic() < deadline:
-    arrived = [n for n in os.listdir(here) if n.startswith("arrived-")]
-    if os.path.exists(os.path.join(here, "release")) or len(arrived) >= int(os.environ.get("BARRIER", "99")):
-        break
-    time.sleep(0.02)
-print(json.dumps({"voice": "written by " + str(os.getpid()), "theme": "t"}))
-"""
+from tests._support import GATED, SIMPLE_AGENT, entries, ghostrunner, script, wait_for_marker, with_key, write_config
 
 
 def _gated_config(tmp_path: Path) -> Path:

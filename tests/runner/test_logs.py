@@ -28,15 +28,7 @@ from runner.simulate import simulate_agent
 from runner.slot_lock import SlotLock
 from tests._docs import page_text
 from tests._support import NIGHTLY, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
-
-ALWAYS = {"event", "level", "timestamp"}
-
-
-def _documented() -> dict[str, set[str]]:
-    """Event name -> documented fields, from the event table of docs/monitoring.md."""
-    section = page_text("docs/monitoring.md")
-    rows = re.findall(r"^\| `([a-z_]+\.[a-z_.]+)` \| [^|]+ \| (.+) \|$", section, flags=re.MULTILINE)
-    return {event: set(re.findall(r"`([a-z_]+)`", fields)) for event, fields in rows}
+from tests.runner._events import ALWAYS, documented_events
 
 
 def _documented_fields() -> set[str]:
@@ -163,18 +155,18 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
 
 def test_readme_table_lists_exactly_the_declared_events() -> None:
     """Every event in runner.logs.EVENTS has a README row, and the README documents no other event."""
-    assert set(_documented()) == set(EVENTS)
+    assert set(documented_events()) == set(EVENTS)
 
 
 def test_every_field_in_the_event_table_is_explained() -> None:
     """Each field named in the event table also has a row in the README's field table."""
-    used = set().union(*_documented().values())
+    used = set().union(*documented_events().values())
     assert used <= _documented_fields()
 
 
 def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]], emitted_by_serve: list[dict[str, Any]]) -> None:
     """Each event real code emits is documented with exactly the fields it carries, plus event, level and UTC timestamp."""
-    documented = _documented()
+    documented = documented_events()
     emitted = [*emitted_in_process, *emitted_by_serve]
     # Dotted lowercase names are the runner's; stdlib messages (APScheduler, journal) are free text.
     runner_events = [event for event in emitted if re.fullmatch(r"[a-z_]+\.[a-z_.]+", event["event"])]
@@ -211,4 +203,4 @@ def test_a_journal_that_cannot_be_opened_still_ends_the_run_with_one_line(tmp_pa
     [finished] = [json.loads(line) for line in result.stderr.splitlines()]
     assert (finished["event"], finished["outcome"], finished["client_key"]) == ("run.finished", "failed", "motoko:evening:2026-09-05")
     assert finished["error"].startswith(f"cannot open the journal at {str(tmp_path / 'journal')!r}: ")
-    assert set(finished) == _documented()["run.finished"] | ALWAYS
+    assert set(finished) == documented_events()["run.finished"] | ALWAYS

@@ -7,8 +7,6 @@ import itertools
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -25,10 +23,8 @@ from runner.config import load_config
 from runner.errors import ConfigError
 from runner.simulate import simulate_agent
 from tests._support import REPO, SIMPLE_AGENT, ghostrunner, script, write_config
-from tests.runner.test_logs import ALWAYS, _documented
-
-#: Python run before the CLI, making the nn extra's libraries really absent from the process.
-WITHOUT_NN = "import sys\nfor name in ('numpy', 'tokenizers'):\n    sys.modules[name] = None\nfrom runner.cli import main\nsys.exit(main())\n"
+from tests.runner._events import ALWAYS, documented_events
+from tests.runner._no_nn import without_nn
 
 RECALL = """
 [routines.recall]
@@ -158,7 +154,6 @@ def test_a_hybrid_simulation_embeds_every_entry_at_append(tmp_path: Path) -> Non
     assert summary.outcomes.get("appended", 0) > 50 and not summary.failures
     vectors, stored = _vectors_and_entries(tmp_path / "journal")
     assert vectors == stored == summary.outcomes["appended"]
-
 
 
 def _written(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -304,15 +299,9 @@ def test_a_hybrid_simulation_embeds_each_question_once(tmp_path: Path, monkeypat
 # -- the nn extra missing -----------------------------------------------------------
 
 
-def _without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``ghostrunner`` in a process where numpy and tokenizers cannot be imported."""
-    return subprocess.run([sys.executable, "-c", WITHOUT_NN, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(cwd / "state")})
-
-
 def test_configured_hybrid_memory_without_the_extra_fails_the_run_naming_key_and_fix(tmp_path: Path) -> None:
     path = write_config(tmp_path, RECALL + _agent("hybrid", _recording_backend(tmp_path)))
-    completed = _without_nn("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path), cwd=tmp_path)
+    completed = without_nn("run", "recall", "--agent", "motoko", "--at", "2026-09-10T12:00:00+00:00", "--config", str(path), cwd=tmp_path)
     assert completed.returncode == 1, completed.stderr
     [finished] = [event for event in _events(completed.stderr) if event["event"] == "run.finished"]
     assert finished["outcome"] == "failed"
@@ -322,11 +311,11 @@ def test_configured_hybrid_memory_without_the_extra_fails_the_run_naming_key_and
 
 
 def test_the_embedded_defaults_fall_back_to_lexical_without_the_extra_and_say_so(tmp_path: Path) -> None:
-    completed = _without_nn("run", "evening", "--agent", "motoko", "--at", "2026-09-10T21:00:00+09:00", cwd=tmp_path)
+    completed = without_nn("run", "evening", "--agent", "motoko", "--at", "2026-09-10T21:00:00+09:00", cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
     events = _events(completed.stderr)
     [fallback] = [event for event in events if event["event"] == "memory.fallback"]
-    assert set(fallback) == _documented()["memory.fallback"] | ALWAYS
+    assert set(fallback) == documented_events()["memory.fallback"] | ALWAYS
     assert (fallback["level"], fallback["memory"]) == ("warning", "lexical")
     assert "cannot be imported" in fallback["reason"] and "ghostjournal[nn]" in fallback["reason"]
     assert [event["memory"] for event in events if event["event"] == "run.started"] == ["lexical"]

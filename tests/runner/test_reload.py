@@ -13,9 +13,7 @@ from structlog.testing import capture_logs
 from runner.config import load_config
 from runner.reload import ConfigChange
 from runner.scheduler import Scheduler
-from tests._support import LineReader, event_named, script, start_serve, wait_for_marker, with_key, write_config
-
-from .test_cli_run import GATED
+from tests._support import GATED, LineReader, event_named, script, start_serve, wait_for_marker, with_key, write_config
 
 NEWYEAR = """
 [routines.newyear]

@@ -13,63 +13,16 @@ import pytest
 from tests._browser import Browser
 from tests._docs import block_after
 from tests._support import ghostrunner, write_config
+from tests.runner._runlogs import FLEET, NOW, run_log
 
 pytestmark = pytest.mark.xdist_group("report-browser")
-
-FLEET = """
-[agents.motoko]
-persona = "motoko.toml"
-routines = ["pulse-4h", "evening"]
-
-[agents.batou]
-persona = "motoko.toml"
-routines = ["evening"]
-"""
-NOW = "2026-09-03T23:00:00+00:00"
-
-
-
-def _line(event: str, timestamp: str, **fields: Any) -> str:
-    return json.dumps({"event": event, "level": "info", "timestamp": timestamp, **fields})
-
-
-def _finished(agent: str, routine: str, slot: str, scheduled: str, outcome: str, finished: str, **fields: Any) -> str:
-    return _line("run.finished", finished, run_id=f"run-{agent}-{slot}-{finished[11:19]}", agent=agent, routine=routine, slot=slot,
-                 client_key=f"{agent}:{routine}:{slot}", scheduled=scheduled, outcome=outcome, dry_run=False, duration_ms=fields.pop("duration_ms", 1200.0),
-                 entry_id=fields.pop("entry_id", None if outcome in {"failed", "busy", "skipped"} else f"entry-{slot}"), error=fields.pop("error", None),
-                 **fields)
-
-
-def _log() -> list[str]:
-    """Three days of evenings and one day of pulses: one slot of every state, and a journald record around one line."""
-    return [
-        _line("scheduler.started", "2026-09-01T00:00:00Z", agents=["motoko", "batou"]),
-        _finished("motoko", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-01T21:00:03Z"),
-        _finished("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "failed", "2026-09-02T21:00:09Z",
-                  error="openai backend: HTTP 503 from the model server", attempts=3, duration_ms=9000.0),
-        _finished("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "appended", "2026-09-02T21:06:00Z"),
-        _finished("motoko", "evening", "2026-09-03", "2026-09-03T21:00:00+00:00", "failed", "2026-09-03T21:00:05Z",
-                  error="openai backend: HTTP 500", attempts=2),
-        _finished("batou", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-02T03:00:00Z"),  # six hours late
-        _finished("batou", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "skipped", "2026-09-02T21:00:01Z", reason="paused"),
-        _line("scheduler.missed", "2026-09-03T22:00:00Z", agent="batou", routine="evening", slot="2026-09-03",
-              scheduled="2026-09-03T21:00:00+00:00", reason="downtime"),
-        _finished("motoko", "pulse-4h", "2026-09-03T00", "2026-09-03T00:00:00+00:00", "appended", "2026-09-03T00:00:02Z"),
-        _finished("motoko", "pulse-4h", "2026-09-03T04", "2026-09-03T04:00:00+00:00", "duplicate", "2026-09-03T04:00:02Z"),
-        _finished("motoko", "pulse-4h", "2026-09-03T08", "2026-09-03T08:00:00+00:00", "busy", "2026-09-03T08:00:06Z", reason="slot_locked"),
-        # 12:00 has no line at all: absent
-        json.dumps({"MESSAGE": _finished("motoko", "pulse-4h", "2026-09-03T16", "2026-09-03T16:00:00+00:00", "appended", "2026-09-03T16:00:02Z"),
-                    "_SYSTEMD_UNIT": "ghostrunner.service"}),
-        _finished("motoko", "pulse-4h", "2026-09-03T20", "2026-09-03T20:00:00+00:00", "appended", "2026-09-03T20:00:02Z"),
-        "not json at all",
-    ]
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     directory = tmp_path_factory.mktemp("fleet")
     log = directory / "runs.log"
-    log.write_text("\n".join(_log()) + "\n", encoding="utf-8")
+    log.write_text("\n".join(run_log()) + "\n", encoding="utf-8")
     return write_config(directory, FLEET), log
 
 
@@ -133,7 +86,7 @@ def test_the_overall_state_and_the_exit_code_are_those_of_status(report_file: tu
 
 def test_stdin_and_stdout_work_as_for_status(fleet: tuple[Path, Path]) -> None:
     config, log = fleet
-    healthy = "\n".join(line for line in _log() if '"failed"' not in line and "pulse-4h" not in line and "batou" not in line) + "\n"
+    healthy = "\n".join(line for line in run_log() if '"failed"' not in line and "pulse-4h" not in line and "batou" not in line) + "\n"
     done = subprocess.run(["ghostrunner", "report", "--config", str(config), "--now", "2026-09-02T23:00:00+00:00", "--out", "-"],
                           input=healthy, capture_output=True, text=True, check=False, timeout=60)
     status = subprocess.run(["ghostrunner", "status", "--config", str(config), "--now", "2026-09-02T23:00:00+00:00"],

@@ -16,6 +16,7 @@ from runner.config import load_config
 from runner.scheduler import missed_slots
 from runner.simulate import simulate
 from tests._support import (
+    GATED,
     NIGHTLY,
     SIMPLE_AGENT,
     LineReader,
@@ -29,8 +30,6 @@ from tests._support import (
     with_key,
     write_config,
 )
-
-from .test_cli_run import GATED
 
 
 def _stop(process: subprocess.Popen[str], reader: LineReader) -> list[dict]:

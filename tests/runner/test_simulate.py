@@ -13,7 +13,7 @@ from journal import Journal
 from runner.config import load_config
 from runner.simulate import schedule_for, simulate, simulation_window
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
-from tests.runner.test_memory import _without_nn
+from tests.runner._no_nn import without_nn
 
 
 def test_ninety_days_yield_recurring_themes_and_continuity_chains(tmp_path: Path) -> None:
@@ -99,7 +99,7 @@ def test_an_agent_whose_hybrid_memory_cannot_load_fails_its_runs_and_the_summary
     )
     path = write_config(tmp_path, body)
     # motoko first: in one process its runs are written before batou's journal is opened.
-    result = _without_nn("simulate", "--agent", "motoko", "--agent", "batou", "--days", "2", "--start", "2026-09-01", "--workers", workers,
+    result = without_nn("simulate", "--agent", "motoko", "--agent", "batou", "--days", "2", "--start", "2026-09-01", "--workers", workers,
                          "--config", str(path), "--json", cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr

@@ -18,8 +18,8 @@ from runner.oncalendar import ScheduleNotExpressibleError, skipped_local_times, 
 from runner.slots import cron_trigger, fire_times
 from runner.units import render_units, systemd_escape
 from tests._support import PERSONA, REPO, ghostrunner, write_config
+from tests.runner._units import ANALYZE, exec_path, render, verify
 
-ANALYZE = shutil.which("systemd-analyze")
 if ANALYZE is None:  # the check is a requirement, not an option: fail loudly instead of skipping
     raise RuntimeError("systemd-analyze is required by these tests (Debian/Ubuntu: apt-get install systemd)")
 
@@ -60,58 +60,37 @@ def _analyze(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.run([ANALYZE, *args], check=False, capture_output=True, text=True, timeout=60, cwd=cwd, env={**os.environ, "TZ": "UTC", "SYSTEMD_COLORS": "0"})
 
 
-def _exec_path() -> str:
-    found = shutil.which("ghostrunner")
-    assert found is not None, "the ghostrunner console script must be installed (pip install -e .)"
-    return str(Path(found).resolve())
-
-
-def _render(tmp_path: Path, config: Path, *extra: str) -> Path:
-    out = tmp_path / "units"
-    result = ghostrunner("systemd", "render", "--config", str(config), "--out", str(out), "--exec", _exec_path(), *extra, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    return out
-
-
-def _verify(units: Path, names: list[str]) -> subprocess.CompletedProcess[str]:
-    # Units are found through SYSTEMD_UNIT_PATH (the trailing ':' keeps the system path for targets
-    # like timers.target); --recursive-errors=yes also fails on errors in what they pull in.
-    env_args = ["verify", "--man=no", "--generators=no", "--recursive-errors=yes", *(str(units / name) for name in names)]
-    return subprocess.run([ANALYZE, *env_args], check=False, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:", "SYSTEMD_COLORS": "0"})
-
-
 def test_rendered_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     """Every rendered unit, each timer instance and its service included, verifies with no message at all."""
-    out = _render(tmp_path, _schedules_config(tmp_path))
+    out = render(tmp_path, _schedules_config(tmp_path))
     names = sorted(path.name for path in out.iterdir())
     assert "ghostrunner.service" in names and "ghostrunner-timers.target" in names
     instances = [f"ghostrunner-run-{name}@motoko.{suffix}" for name in SCHEDULES for suffix in ("timer", "service")]
     instances += [r"ghostrunner-run-evening@batou\x2d2.timer"]
-    result = _verify(out, [name for name in names if "@." not in name] + instances)
+    result = verify(out, [name for name in names if "@." not in name] + instances)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
 
 
 def test_verify_would_catch_a_broken_unit(tmp_path: Path) -> None:
     """The verify check is meaningful: a bad OnCalendar= or a missing ExecStart program makes it fail."""
-    out = _render(tmp_path, _schedules_config(tmp_path))
+    out = render(tmp_path, _schedules_config(tmp_path))
     timer = out / "ghostrunner-run-evening@.timer"
     timer.write_text(re.sub(r"OnCalendar=.*", "OnCalendar=*-*-* 25:00:00", timer.read_text()))
     service = out / "ghostrunner.service"
     service.write_text(re.sub(r"ExecStart=\S+", "ExecStart=/nonexistent/ghostrunner", service.read_text()))
-    result = _verify(out, ["ghostrunner.service", "ghostrunner-run-evening@motoko.timer"])
+    result = verify(out, ["ghostrunner.service", "ghostrunner-run-evening@motoko.timer"])
     assert result.returncode != 0
     assert "Failed to parse calendar specification" in result.stderr and "/nonexistent/ghostrunner" in result.stderr
 
 
 def test_serve_unit_settings_and_security_exposure(tmp_path: Path) -> None:
     """The serve unit is Type=notify with watchdog and reload by SIGHUP, KillMode=mixed, a stop timeout past shutdown_timeout, and rates OK in systemd-analyze security."""
-    out = _render(tmp_path, _schedules_config(tmp_path))
+    out = render(tmp_path, _schedules_config(tmp_path))
     text = (out / "ghostrunner.service").read_text()
     for line in ("Type=notify", "ExecReload=/bin/kill -HUP $MAINPID", "KillMode=mixed", "Restart=on-failure", "User=ghostrunner", "ProtectSystem=strict", "NoNewPrivileges=yes",
                  "PrivateTmp=yes", "ProtectHome=yes", "UMask=0077", "CapabilityBoundingSet=", "WatchdogSec=60s", "TimeoutStopSec=150s"):
         assert f"\n{line}\n" in text, line
-    assert f"ExecStart={_exec_path()} serve --config {tmp_path / 'ghostrunner.toml'}\n" in text
+    assert f"ExecStart={exec_path()} serve --config {tmp_path / 'ghostrunner.toml'}\n" in text
     result = subprocess.run([ANALYZE, "security", "--offline=true", "--man=no", "--threshold=20", str(out / "ghostrunner.service")],
                             check=False, capture_output=True, text=True, timeout=60, env={**os.environ, "SYSTEMD_UNIT_PATH": f"{out}:", "SYSTEMD_COLORS": "0"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr
@@ -132,7 +111,7 @@ def _calendar_times(expression: str, base: datetime, count: int) -> list[datetim
 ], ids=["berlin-spring", "new-york-fall", "tokyo-new-year"])
 def test_on_calendar_fires_when_the_runner_would(tmp_path: Path, timezone: str, base: datetime) -> None:
     """For every routine, systemd-analyze calendar's next 25 elapses equal the runner's own next 25 fire times (one per slot)."""
-    out = _render(tmp_path, _schedules_config(tmp_path, timezone))
+    out = render(tmp_path, _schedules_config(tmp_path, timezone))
     config = load_config(tmp_path / "ghostrunner.toml")
     for name, (schedule, slot) in SCHEDULES.items():
         [line] = [line for line in (out / f"ghostrunner-run-{name}@.timer").read_text().splitlines() if line.startswith("OnCalendar=")]
@@ -148,7 +127,7 @@ def test_inexpressible_schedule_is_refused_naming_routine_and_schedule(tmp_path:
     """A schedule using the runner's `last` day is refused with exit 78 and one line naming the routine and the schedule."""
     body = '[routines.month-end]\nkind = "note"\nschedule = "0 9 last * *"\nslot = "month"\nquestion = "q?"\nprompt = "p"\n'
     path = write_config(tmp_path, body + '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["month-end"]\n')
-    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", _exec_path())
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", exec_path())
     assert result.returncode == 78
     assert result.stderr.startswith("ghostrunner: error: routine 'month-end': schedule '0 9 last * *' cannot be written as a systemd OnCalendar=")
     assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "units").exists()
@@ -163,7 +142,7 @@ def test_render_warns_about_a_time_the_timezone_skips(tmp_path: Path) -> None:
     assert skipped_local_times("r", "0 */4 * * *", ZoneInfo("Europe/Berlin"), date(2026, 1, 1), 365) == []
     body = '[routines.night]\nkind = "note"\nschedule = "30 2 * * *"\nslot = "day"\nquestion = "q?"\nprompt = "p"\n'
     path = write_config(tmp_path, body + '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["night"]\n', runner='timezone = "Europe/Berlin"\n')
-    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", _exec_path())
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", exec_path())
     assert result.returncode == 0
     assert "ghostrunner: warning: routine 'night' (30 2 * * *) is due at" in result.stderr
     assert "a time Europe/Berlin skips for daylight saving" in result.stderr
@@ -221,7 +200,7 @@ def _restart_settings(text: str) -> dict[str, str]:
 
 def test_oneshot_services_restart_a_failed_run_within_start_limits_that_end_before_the_next_fire(tmp_path: Path) -> None:
     """A daily or 4-hourly run restarts on failure (never on 2, 73, 77, 78) within a start limit; a 15-minute schedule gets no restarts."""
-    out = _render(tmp_path, _schedules_config(tmp_path))
+    out = render(tmp_path, _schedules_config(tmp_path))
     # run_timeout 5m + 30 s margin, slot_retry_delay 5m, slot_retries 3: 4 starts within 4 x 630 s.
     daily = {"StartLimitIntervalSec": "2520s", "StartLimitBurst": "4", "Restart": "on-failure", "RestartSec": "300s", "RestartPreventExitStatus": "2 73 77 78"}
     for name in ("every-4h", "evening", "weekly", "monthly"):

