@@ -44,6 +44,8 @@ import shlex
 from pathlib import Path
 from typing import ClassVar
 
+from journal.render import printable
+
 __all__ = [
     "ClientKeyTakenError",
     "DiskFullError",
@@ -257,7 +259,8 @@ class ImportSourceError(JournalError, ValueError):
         self.path = path
         self.reason = reason
         self.fix = fix
-        super().__init__(f"{path}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
+        # A name in the directory may hold a line break or a terminal escape: the message stays one printable line.
+        super().__init__(f"{printable(str(path))}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
 
 
 class ImportConflictError(JournalError):
