@@ -72,6 +72,8 @@ def read_peer_manifest(root: Path, root_fd: int) -> dict[str, Any]:
                                 "import reads an export stream file, or the directory of a ghostjournal 0.1.1 journal") from None
     except UnsafePathError as exc:
         raise ImportSourceError(shown, exc.reason) from None
+    except OSError as exc:  # this user may not read it, or may not search the directory
+        raise ImportSourceError(shown, f"cannot be read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as handle:
         raw = handle.read(_MANIFEST_LIMIT + 1)
     text = raw.decode("utf-8", "replace")
@@ -107,8 +109,11 @@ def peer_files(root: Path, root_fd: int) -> Iterator[PeerFile]:
     except FileNotFoundError:
         return  # a peer journal before its first append
     except OSError as exc:
-        kind = describe(os.stat("entries", dir_fd=root_fd, follow_symlinks=False).st_mode)
-        yield "entries", f"is {kind}, not a directory ({exc.strerror}); not followed"
+        mode = os.stat("entries", dir_fd=root_fd, follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):  # a directory this user may not open
+            yield "entries", f"cannot be opened ({exc.strerror})"
+        else:
+            yield "entries", f"is {describe(mode)}, not a directory ({exc.strerror}); not followed"
         return
     try:
         yield from _walk(entries_fd, "entries", depth=3)
@@ -121,13 +126,17 @@ def _walk(dir_fd: int, rel: str, *, depth: int) -> Iterator[PeerFile]:
         names = sorted(item.name for item in listing if not item.name.startswith("."))
     for name in names:
         path = f"{rel}/{name}"
+        if depth == 0 and not name.endswith(".json"):
+            continue  # the peer's *.tmp of a write in progress, or anything else it does not read
         try:
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue  # gone since the listing
+        except OSError as exc:  # a directory that may be listed but not searched
+            yield path, f"cannot be read ({exc.strerror})"
+            continue
         if depth == 0:
-            if name.endswith(".json"):
-                yield path, _read(dir_fd, name)
+            yield path, _read(dir_fd, name)
             continue
         if stat.S_ISLNK(info.st_mode):
             yield path, "is a symlink; links in the journal directory are never followed"
