@@ -1,0 +1,181 @@
+"""`ghostrunner backup --into PARENT --keep N` and the `[backup]` table, attacked as an operator's mistakes and a busy host would.
+
+The promises (docs/runner.md "Backups on a schedule", docs/deploying.md "Backups on a timer"): a new dated
+directory per run, `-2`, `-3` for runs within one second; only what backup made is removed, after a clean
+backup; a failure leaves no target; a `dir` inside a journal is refused when the file is read; every
+mistake is one line with its exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.backup import MARKER, backup_into, prune_backups
+from runner.config import load_config
+from runner.errors import ConfigError
+from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
+
+AT = datetime(2026, 9, 5, 3, 30, tzinfo=UTC)
+_FORK = multiprocessing.get_context("fork")
+
+
+def _simulated(tmp_path: Path, body: str = "") -> Path:
+    config = write_config(tmp_path, SIMPLE_AGENT + body)
+    done = ghostrunner("--config", str(config), "simulate", "--agent", "motoko", "--days", "1", "--start", "2026-09-01", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return config
+
+
+def _together(count: int, work: Any, *args: Any) -> list[Any]:
+    """Run *work(*args)* in *count* forked processes released at one instant; what each returned, or its error as text."""
+    barrier = _FORK.Barrier(count)
+    results = _FORK.Queue()
+
+    def child() -> None:
+        barrier.wait()
+        try:
+            results.put(("ok", work(*args)))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which asserts there was none
+            results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+    processes = [_FORK.Process(target=child) for _ in range(count)]
+    for process in processes:
+        process.start()
+    got = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    return got
+
+
+def _backup_name(config_path: Path, parent: Path) -> str:
+    return Path(backup_into(load_config(config_path), parent, now=AT).out).name
+
+
+def test_two_backups_started_in_the_same_second_both_succeed_under_their_own_names(tmp_path: Path) -> None:
+    """Two processes racing into one PARENT within one second: one gets the plain name, the other -2; both are whole and verified."""
+    config = _simulated(tmp_path)
+    parent = tmp_path / "backups"
+    parent.mkdir()
+    got = _together(2, _backup_name, config, parent)
+    assert all(status == "ok" for status, _ in got), got
+    assert sorted(name for _, name in got) == ["ghostrunner-backup-20260905T033000Z", "ghostrunner-backup-20260905T033000Z-2"]
+    assert sorted(path.name for path in parent.iterdir()) == sorted(name for _, name in got)
+    for _, name in got:
+        assert json.loads((parent / name / MARKER).read_text())["ok"] is True
+
+
+def _fake_backups(parent: Path, count: int) -> list[str]:
+    names = [f"ghostrunner-backup-20260101T{hour:02d}{minute:02d}00Z" for hour in range(3) for minute in range(count // 3 + 1)][:count]
+    for name in names:
+        (parent / name / "journals").mkdir(parents=True)
+        (parent / name / MARKER).write_text(json.dumps({"made_by": "ghostrunner backup", "ok": True}))
+    return names
+
+
+def test_two_prunes_at_once_remove_each_old_backup_once_and_neither_fails(tmp_path: Path) -> None:
+    """Two --keep runs pruning one PARENT at the same moment: no error from either, each old backup removed by exactly one of them."""
+    parent = tmp_path / "backups"
+    names = _fake_backups(parent, 30)
+    got = _together(2, prune_backups, parent, 1)
+    assert all(status == "ok" for status, _ in got), got
+    removed = [name for _, pruned in got for name in pruned]
+    assert sorted(removed) == names[:-1]
+    assert sorted(path.name for path in parent.iterdir()) == names[-1:]
+
+
+def test_a_backup_dated_in_the_future_never_makes_keep_remove_the_backup_just_made(tmp_path: Path) -> None:
+    """A backup made while the clock was years ahead stays the newest by name; --keep 1 keeps it and the one this run made, removing the rest."""
+    config = load_config(_simulated(tmp_path))
+    parent = tmp_path / "backups"
+    old = Path(backup_into(config, parent, now=AT - timedelta(days=1)).out).name
+    future = Path(backup_into(config, parent, now=AT + timedelta(days=3650)).out).name
+    fresh = backup_into(config, parent, keep=1, now=AT)
+    assert Path(fresh.out).is_dir(), "the run removed the backup it had just made"
+    assert fresh.pruned == [old]
+    assert sorted(path.name for path in parent.iterdir()) == sorted([future, Path(fresh.out).name])
+
+
+def test_look_alikes_with_a_copied_marker_but_no_date_backup_could_write_are_left_alone(tmp_path: Path) -> None:
+    """Dated names backup never writes (month 13, non-ASCII digits), each holding a copy of a real marker: neither counted nor removed."""
+    config = load_config(_simulated(tmp_path))
+    parent = tmp_path / "backups"
+    first = Path(backup_into(config, parent, now=AT).out)
+    foreign = ["ghostrunner-backup-20261301T000000Z", "ghostrunner-backup-\u0662\u0660\u0662\u0666\u0660\u0669\u0660\u0665T000000Z"]
+    for name in foreign:
+        shutil.copytree(first, parent / name)
+    second = backup_into(config, parent, keep=1, now=AT + timedelta(days=1))
+    assert second.pruned == [first.name]
+    assert sorted(path.name for path in parent.iterdir()) == sorted([*foreign, Path(second.out).name])
+
+
+def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
+    """systemctl stop (SIGTERM) while the backup waits for the journal's lock: exit 143 and nothing left in PARENT, hidden or not."""
+    config = _simulated(tmp_path)
+    parent = tmp_path / "backups"
+    parent.mkdir()
+    lock = os.open(tmp_path / "journal" / ".write.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a run appending: the backup waits for it
+        process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "--config", str(config), "backup", "--into", str(parent)],
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_marker(parent, ".ghostrunner-backup-")
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        os.close(lock)
+    assert process.returncode == 143, process.stderr.read() if process.stderr else ""
+    assert list(parent.iterdir()) == []
+
+
+def test_a_backup_dir_inside_a_journal_through_dot_dot_or_a_link_is_refused_when_read(tmp_path: Path) -> None:
+    """`other/../journal/b` and `link/b` (link -> journal) are inside the journal: refused naming backup.dir, as `journal/b` is."""
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to("journal", target_is_directory=True)
+    (tmp_path / "journal").mkdir()
+    for directory in ("./other/../journal/b", "./link/b", "./link/.."):
+        config = write_config(tmp_path, SIMPLE_AGENT + f'\n[backup]\ndir = "{directory}"\n')
+        with pytest.raises(ConfigError) as raised:
+            load_config(config)
+        assert raised.value.key == "backup.dir" and "a directory outside agent 'motoko''s journal" in str(raised.value), directory
+
+
+def test_backup_into_a_parent_inside_the_journal_writes_nothing_there(tmp_path: Path) -> None:
+    """`--into journal/../journal/b` on the command line: one line, exit 1, and no directory made inside the journal."""
+    config = _simulated(tmp_path)
+    before = tree_digest(tmp_path / "journal")
+    names = sorted(os.listdir(tmp_path / "journal"))
+    done = ghostrunner("--config", str(config), "backup", "--into", "other/../journal/b", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "inside" in done.stderr, done.stderr
+    assert sorted(os.listdir(tmp_path / "journal")) == names
+    assert tree_digest(tmp_path / "journal") == before
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "fifo", "file", "below-a-file", "out-below-a-file", "out-missing-parent"])
+def test_a_target_that_cannot_hold_backups_is_one_line(tmp_path: Path, kind: str) -> None:
+    """--into a dangling link, a FIFO, a file or a path below a file; --out below a file or in a missing directory: one line, no traceback."""
+    config = _simulated(tmp_path)
+    made = {"dangling-link": lambda p: p.symlink_to(tmp_path / "nowhere"), "fifo": os.mkfifo, "file": lambda p: p.write_text("x")}
+    target = tmp_path / "target"
+    made.get(kind, lambda p: p.write_text("x") if kind != "out-missing-parent" else None)(target)
+    option, where = ("--out", "target/new") if kind.startswith("out-") else ("--into", "target/new" if kind == "below-a-file" else "target")
+    before = tree_digest(tmp_path)
+    done = ghostrunner("--config", str(config), "backup", option, where, cwd=tmp_path)
+    assert done.returncode in (1, 74), done.stderr
+    assert done.stderr.startswith("ghostrunner: error: ") and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert tree_digest(tmp_path) == before
