@@ -17,6 +17,7 @@ symbolic link is followed) with a dated name and that file in it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -71,15 +72,20 @@ def _copy_file(source: Path, target: Path) -> None:
     replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
 
 
-def backup_deployment(config: RunnerConfig, out: Path) -> DeploymentBackup:
+_EXISTS: Final = "the backup directory exists; name a directory that does not exist yet (a backup never writes into or over anything)"
+
+
+def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False) -> DeploymentBackup:
     """Copy every configured agent's journal into ``out/journals/<agent>``, the configuration into ``out/config/``, the pause file into ``out/state/``.
 
+    *reserved*: *out* is an empty directory the caller made to claim its name; the finished copy replaces it.
+
     Raises:
-        UnsafePathError: *out* exists already.
+        UnsafePathError: *out* exists already (or, when *reserved*, was filled meanwhile).
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
-    if os.path.lexists(out):
-        raise UnsafePathError(out, "the backup directory exists; name a directory that does not exist yet (a backup never writes into or over anything)")
+    if not reserved and os.path.lexists(out):
+        raise UnsafePathError(out, _EXISTS)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     report = DeploymentBackup(str(out))
     try:
@@ -108,7 +114,12 @@ def backup_deployment(config: RunnerConfig, out: Path) -> DeploymentBackup:
             _copy_file(pauses, work / "state" / pauses.name)
             report.files.append(f"state/{pauses.name}")
         replace_durably(work / MARKER, json.dumps({"made_by": _MADE_BY, **report.to_dict()}, indent=2).encode("utf-8") + b"\n")
-        os.rename(work, out)
+        try:
+            os.rename(work, out)  # over nothing, or over the empty directory that reserved the name
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise UnsafePathError(out, _EXISTS) from None  # made meanwhile, by another backup or anyone
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(work)
@@ -138,14 +149,33 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
     parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(_open_parent(parent))
-    stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
-    names = [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))]
-    name = next((name for name in names if not os.path.lexists(parent / name)), names[-1])  # the last one taken: refused below
-    report = backup_deployment(config, parent / name)
+    fd = _open_parent(parent)
+    try:
+        stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
+        try:
+            report = backup_deployment(config, parent / name, reserved=True)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)  # the reservation, still empty: the backup never arrived
+            raise
+    finally:
+        os.close(fd)
     if keep is not None and report.is_clean:
         report.pruned = prune_backups(parent, keep)
     return report
+
+
+def _reserve(parent_fd: int, parent: Path, names: list[str]) -> str:
+    """The first of *names* not yet in *parent*, claimed by making it (an empty directory): two runs started
+    within one second, in two processes, cannot both take it, as they could by looking first."""
+    for name in names:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            continue
+        return name
+    raise UnsafePathError(parent / names[-1], f"{len(names)} backups were started within one second; {_EXISTS}")
 
 
 def _marker(parent: int, name: str) -> dict[str, Any] | None:
