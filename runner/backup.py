@@ -241,7 +241,10 @@ def prune_backups(parent: Path, keep: int) -> list[str]:
         removed = []
         for name in reversed(doomed):
             hidden = f".{name}.removing"
-            os.rename(name, hidden, src_dir_fd=fd, dst_dir_fd=fd)
+            try:
+                os.rename(name, hidden, src_dir_fd=fd, dst_dir_fd=fd)
+            except FileNotFoundError:
+                continue  # another run pruning at the same moment took it first, and removes it
             shutil.rmtree(hidden, dir_fd=fd)  # fd-based: a symbolic link inside is removed, never followed
             removed.append(name)
         return removed
