@@ -41,7 +41,7 @@ __all__ = ["MARKER", "DeploymentBackup", "backup_deployment", "backup_into", "pr
 MARKER: Final = "ghostrunner-backup.json"
 _MADE_BY: Final = "ghostrunner backup"
 #: The directories backup_into makes: the UTC time of the run, and a counter when two runs share a second.
-_DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>\d{8}T\d{6}Z)(?:-(?P<n>[2-9]|[1-9]\d{1,2}))?")
+_DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<n>[2-9]|[1-9][0-9]{1,2}))?")
 _MAX_SAME_SECOND: Final = 100
 #: A marker larger than this is not one backup wrote.
 _MARKER_MAX: Final = 1 << 20
@@ -162,7 +162,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     finally:
         os.close(fd)
     if keep is not None and report.is_clean:
-        report.pruned = prune_backups(parent, keep)
+        report.pruned = prune_backups(parent, keep, made=name)
     return report
 
 
@@ -207,13 +207,26 @@ def _marker(parent: int, name: str) -> dict[str, Any] | None:
     return marker
 
 
-def prune_backups(parent: Path, keep: int) -> list[str]:
+def _is_dated(name: str) -> re.Match[str] | None:
+    """The match of *name* if it is one backup_into writes: ASCII digits of a real UTC time (``strftime`` writes no other)."""
+    match = _DATED.fullmatch(name)
+    if match is None:
+        return None
+    try:
+        datetime.strptime(match.group("stamp"), "%Y%m%dT%H%M%SZ")
+    except ValueError:
+        return None
+    return match
+
+
+def prune_backups(parent: Path, keep: int, *, made: str | None = None) -> list[str]:
     """Remove the backups of *parent* older than its newest *keep* clean ones; return the names removed, oldest first.
 
     Only a directory :func:`backup_into` made counts: a dated name, a real directory (a symbolic link,
     to a backup or anything else, is left alone and never followed) and a marker file backup wrote.
     Anything else in *parent* is never looked into or removed. A backup that did not verify is kept while it
-    is newer than the *keep*-th clean one. Each is renamed to a hidden name before its removal, so that one
+    is newer than the *keep*-th clean one. *made*, the backup the calling run just made, is never removed, even when
+    backups dated later (made while the clock was ahead) outnumber *keep*. Each is renamed to a hidden name before its removal, so that one
     removed halfway is never taken for a backup.
 
     Raises:
@@ -226,7 +239,7 @@ def prune_backups(parent: Path, keep: int) -> list[str]:
     try:
         found = []
         for entry in os.scandir(fd):
-            match = _DATED.fullmatch(entry.name)
+            match = _is_dated(entry.name)
             if match is None or not entry.is_dir(follow_symlinks=False):
                 continue
             marker = _marker(fd, entry.name)
@@ -235,7 +248,7 @@ def prune_backups(parent: Path, keep: int) -> list[str]:
         found.sort(reverse=True)
         clean, doomed = 0, []
         for _key, name, ok in found:
-            if clean >= keep:
+            if clean >= keep and name != made:
                 doomed.append(name)
             clean += ok
         removed = []
