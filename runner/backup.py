@@ -67,6 +67,15 @@ class DeploymentBackup:
         return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files, "pruned": self.pruned}
 
 
+def _refuse_inside_journals(config: RunnerConfig, path: Path, what: str) -> None:
+    """Refuse, before anything is made, a *path* inside a configured journal (as it resolves here: '..' and links included)."""
+    real = Path(os.path.realpath(path))
+    for name, agent in sorted(config.agents.items()):
+        root = Path(os.path.realpath(agent.journal_root))
+        if real == root or root in real.parents:
+            raise UnsafePathError(path, f"{what} is inside agent {name!r}'s journal ({str(agent.journal_root)!r}); name one outside it")
+
+
 def _copy_file(source: Path, target: Path) -> None:
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
@@ -86,6 +95,7 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
     """
     if not reserved and os.path.lexists(out):
         raise UnsafePathError(out, _EXISTS)
+    _refuse_inside_journals(config, out, "the backup directory")
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     report = DeploymentBackup(str(out))
     try:
@@ -148,6 +158,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         UnsafePathError: *parent* is a symbolic link or not a directory.
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
+    _refuse_inside_journals(config, parent, "the backups' directory")
     parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = _open_parent(parent)
     try:
