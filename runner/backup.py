@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
-from journal.errors import UnsafePathError
+from journal.errors import JournalStorageError, UnsafePathError
 from journal.outfile import replace_durably
 from runner._configmodel import RunnerConfig
 from runner.pauses import PauseBook
@@ -76,6 +76,13 @@ def _refuse_inside_journals(config: RunnerConfig, path: Path, what: str) -> None
             raise UnsafePathError(path, f"{what} is inside agent {name!r}'s journal ({str(agent.journal_root)!r}); name one outside it")
 
 
+def _fix(exc: OSError) -> str | None:
+    """What to do about a target whose path does not lead to a directory; None for the filesystem's own refusals (their hint fits)."""
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "name a path whose directories exist (a file is in the way, or a directory is missing)"
+    return None
+
+
 def _copy_file(source: Path, target: Path) -> None:
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
@@ -96,7 +103,10 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
     if not reserved and os.path.lexists(out):
         raise UnsafePathError(out, _EXISTS)
     _refuse_inside_journals(config, out, "the backup directory")
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
+        raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
     report = DeploymentBackup(str(out))
     try:
         os.chmod(work, 0o700)
@@ -159,7 +169,12 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
     _refuse_inside_journals(config, parent, "the backups' directory")
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # something that is no directory (a link, a FIFO, a file): _open_parent says what
+    except OSError as exc:  # a file where a directory above it belongs, a full or read-only disk
+        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
     fd = _open_parent(parent)
     try:
         stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
