@@ -239,7 +239,7 @@ def _is_dated(name: str) -> re.Match[str] | None:
     if match is None:
         return None
     try:
-        datetime.strptime(match.group("stamp"), "%Y%m%dT%H%M%SZ")
+        datetime.strptime(match.group("stamp").replace("Z", "+0000"), "%Y%m%dT%H%M%S%z")  # the Z is UTC
     except ValueError:
         return None
     return match

@@ -46,7 +46,7 @@ def shared() -> Iterator[Path]:
         yield place
     finally:
         for dirpath, _, _ in os.walk(place):
-            os.chmod(dirpath, 0o755)
+            Path(dirpath).chmod(0o755)
         shutil.rmtree(place)
 
 
@@ -69,9 +69,9 @@ def test_parts_of_the_peer_dir_this_user_may_not_read_are_one_line_each(shared: 
     peer = shared / "peer"
     shutil.copytree(SAMPLE, peer)
     for dirpath, _, filenames in os.walk(peer):
-        os.chmod(dirpath, 0o755)
+        Path(dirpath).chmod(0o755)
         for name in filenames:
-            os.chmod(Path(dirpath) / name, 0o644)
+            (Path(dirpath) / name).chmod(0o644)
     (shared / "j").mkdir()
     os.chown(shared / "j", 65534, 65534)
 
