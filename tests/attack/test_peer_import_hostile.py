@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from journal import Journal
 from tests._support import entry_files, tree_digest
+from tests.attack.test_fsfaults import Mounts, fill
+from tests.journal.test_import import _KILLER
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "peer-0.1.1"
 AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
@@ -99,3 +103,41 @@ def test_parts_of_the_peer_dir_this_user_may_not_read_are_one_line_each(shared: 
     assert done.returncode == 0, done.stderr
     [bad] = json.loads(done.stdout)["bad_files"]
     assert bad == {"file": "entries", "reason": "cannot be opened (Permission denied)"}
+
+
+@pytest.mark.parametrize(("step", "after"), [("write_temp", 0), ("publish", 1), ("publish", 6), ("publish", 11)])
+def test_an_import_dir_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_path: Path, step: str, after: int) -> None:
+    """SIGKILL before an entry file is written or right after one is published (its index rows not committed): the rerun counts exactly
+    the stored entries as duplicates, stores the rest once, lists the same bad file, and the journal equals one imported whole."""
+    whole = _import(tmp_path / "whole", SAMPLE, "--partial")
+    assert whole.returncode == 0, whole.stderr
+    killer = tmp_path / "killer.py"
+    killer.write_text(_KILLER)
+    killed = subprocess.run([sys.executable, str(killer), step, str(after), "--root", str(tmp_path / "j"), "import", str(SAMPLE), "--partial", *ADA],
+                            capture_output=True, check=False, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    stored = len(entry_files(tmp_path / "j"))
+    assert stored == after
+    rerun = _import(tmp_path / "j", SAMPLE, "--partial")
+    assert rerun.returncode == 0, rerun.stderr
+    summary = json.loads(rerun.stdout)
+    assert (summary["appended"], summary["duplicate"], summary["conflict"]) == (11 - stored, stored, 0)
+    assert [bad["file"] for bad in summary["bad_files"]] == ["entries/2026/03/04/peer-008.json"]
+    assert entry_files(tmp_path / "j") == entry_files(tmp_path / "whole")
+    with Journal(tmp_path / "j") as journal:
+        assert journal.verify().is_clean
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+def test_an_import_dir_onto_a_disk_that_clearly_cannot_hold_it_stores_nothing(tmp_path: Path) -> None:
+    """A journal on a nearly full tmpfs: exit 74, one line naming the journal's entries/ and the directory import, no entry stored."""
+    mounts = Mounts()
+    try:
+        disk = mounts.tmpfs(size_kib=1024)
+        Journal(disk / "j").close()
+        fill(disk, leave_pages=8)
+        text = _one_line(_import(disk / "j", SAMPLE, "--partial"), 74)
+        assert text.startswith(f"ghostjournal: error: cannot import the journal directory into {str(disk / 'j' / 'entries')!r}: no space left"), text
+        assert entry_files(disk / "j") == {}
+    finally:
+        mounts.release()
