@@ -267,7 +267,7 @@ def _store_spooled(
     on_entry: Callable[[int], None] | None,
 ) -> None:
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
-    _check_space(journal, spool.tell(), entries)
+    _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
     spool.seek(0)
     for count, (where, line) in enumerate(zip(wheres, spool, strict=True), start=1):
         _store(journal, entry_from_json_bytes(line), where, summary)
@@ -342,7 +342,7 @@ def import_peer_dir(
     return summary
 
 
-def _check_space(journal: Journal, size: int, entries: int) -> None:
+def _check_space(journal: Journal, size: int, entries: int, what: str) -> None:
     """Refuse, before anything is stored, an import the journal's filesystem clearly has no room for.
 
     Each entry takes at least one block for its file, and the index about
@@ -352,6 +352,6 @@ def _check_space(journal: Journal, size: int, entries: int) -> None:
     info = os.statvfs(journal.root / "entries")
     needed = entries * info.f_frsize + 3 * size
     if info.f_bavail * info.f_frsize < needed:
-        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, "import the stream into",
+        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, f"import {what} into",
                                             f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; "
                                             "free space on that filesystem, then import again")
