@@ -141,3 +141,17 @@ def test_an_import_dir_onto_a_disk_that_clearly_cannot_hold_it_stores_nothing(tm
         assert entry_files(disk / "j") == {}
     finally:
         mounts.release()
+
+
+def test_two_peer_entries_with_one_client_key_are_a_conflict_named_as_from_the_directory(tmp_path: Path) -> None:
+    """The peer refuses a repeated client_key; a hostile copy holding one: the later file is a conflict (exit 4), listed by its path, and
+    the error line speaks of the journal directory, not of a stream; a rerun counts the same."""
+    peer = tmp_path / "peer"
+    shutil.copytree(SAMPLE, peer)
+    first = peer / "entries/2026/03/01/peer-001.json"
+    first.write_text(json.dumps({**json.loads(first.read_text()), "client_key": "motoko:2026-03-01:2"}))  # peer-002's key
+    for _ in range(2):
+        done = _import(tmp_path / "j", peer, "--partial")
+        assert done.returncode == 4, done.stderr
+        assert [(c["file"], c["id"]) for c in json.loads(done.stdout)["conflicts"]] == [("entries/2026/03/01/peer-002.json", "peer-002")]
+        assert done.stderr.startswith("ghostjournal: error: 1 entry of the journal directory clashes with entries this journal holds"), done.stderr
