@@ -268,14 +268,16 @@ class ImportConflictError(JournalError):
 
     Attributes:
         conflicts: how many.
+        (*source* names what was imported: "the stream", or "the journal directory" of ghostjournal 0.1.1.)
     """
 
     exit_code: ClassVar[int] = 4  # conflict
 
-    def __init__(self, conflicts: int) -> None:
+    def __init__(self, conflicts: int, source: str = "the stream") -> None:
         self.conflicts = conflicts
         super().__init__(
-            f"{conflicts} entr{'ies' if conflicts != 1 else 'y'} of the stream clash with entries this journal holds (listed in the summary); "
+            f"{conflicts} entr{'ies' if conflicts != 1 else 'y'} of {source} clash{'' if conflicts != 1 else 'es'} with entries this journal holds "
+            "(listed in the summary); "
             "they were skipped and nothing was overwritten: import into another journal, or rename the agent with --agent-map"
         )
 
