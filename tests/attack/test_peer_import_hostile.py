@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -155,3 +156,24 @@ def test_two_peer_entries_with_one_client_key_are_a_conflict_named_as_from_the_d
         assert done.returncode == 4, done.stderr
         assert [(c["file"], c["id"]) for c in json.loads(done.stdout)["conflicts"]] == [("entries/2026/03/01/peer-002.json", "peer-002")]
         assert done.stderr.startswith("ghostjournal: error: 1 entry of the journal directory clashes with entries this journal holds"), done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root (CI runs as root)")
+def test_a_fifo_or_device_where_a_directory_belongs_is_reported_never_opened(tmp_path: Path) -> None:
+    """A FIFO as a day directory and a character device (/dev/null's numbers) as a year: each named, none opened (no wait on the FIFO);
+    a plain file there stays what the peer makes of it, no entry, unreported."""
+    peer = tmp_path / "peer"
+    shutil.copytree(SAMPLE, peer)
+    os.mkfifo(peer / "entries/2026/03/07")
+    os.mknod(peer / "entries/2027", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    (peer / "entries/2026/03/README").write_text("notes")
+    before = tree_digest(peer)
+    text = _one_line(_import(tmp_path / "j", peer), 65)
+    assert "entries/2026/03/07: is a FIFO, not a directory" in text
+    done = _import(tmp_path / "j", peer, "--partial")
+    assert done.returncode == 0, done.stderr
+    reasons = {bad["file"]: bad["reason"] for bad in json.loads(done.stdout)["bad_files"]}
+    assert reasons.pop("entries/2026/03/07").startswith("is a FIFO, not a directory")
+    assert reasons.pop("entries/2027").startswith("is a character device, not a directory")
+    assert set(reasons) == {"entries/2026/03/04/peer-008.json"}
+    assert tree_digest(peer) == before
