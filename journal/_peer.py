@@ -100,9 +100,9 @@ def peer_files(root: Path, root_fd: int) -> Iterator[PeerFile]:
 
     The same names the peer itself reads (hidden names and others, such as its
     ``*.tmp`` files of a write in progress, are not entries, and a plain file
-    where a directory belongs is none of its entries either); a symlink where
-    a directory belongs, or anything but a regular file named like an entry,
-    is reported, never followed or opened.
+    where a directory belongs is none of its entries either); a symlink, FIFO,
+    device or socket where a directory belongs, or anything but a regular
+    file named like an entry, is reported, never followed or opened.
     """
     try:
         entries_fd = os.open("entries", _DIR_FLAGS, dir_fd=root_fd)
@@ -141,8 +141,11 @@ def _walk(dir_fd: int, rel: str, *, depth: int) -> Iterator[PeerFile]:
         if stat.S_ISLNK(info.st_mode):
             yield path, "is a symlink; links in the journal directory are never followed"
             continue
-        if not stat.S_ISDIR(info.st_mode):
+        if stat.S_ISREG(info.st_mode):
             continue  # the peer reads only entries/*/*/*/*.json; a stray file up here is none of its entries
+        if not stat.S_ISDIR(info.st_mode):
+            yield path, f"is {describe(info.st_mode)}, not a directory; not opened"
+            continue
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
