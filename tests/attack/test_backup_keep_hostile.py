@@ -179,3 +179,14 @@ def test_a_target_that_cannot_hold_backups_is_one_line(tmp_path: Path, kind: str
     assert done.returncode in (1, 74), done.stderr
     assert done.stderr.startswith("ghostrunner: error: ") and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert tree_digest(tmp_path) == before
+
+
+def test_a_backup_dir_that_is_a_symbolic_link_here_is_warned_about_at_render(tmp_path: Path) -> None:
+    """backup --into refuses a PARENT that is a link, so a [backup] dir that is one would fail every timer run: render says so (as a
+    warning, which --strict turns into a refusal)."""
+    (tmp_path / "real-backups").mkdir()
+    (tmp_path / "backups").symlink_to(tmp_path / "real-backups", target_is_directory=True)
+    config = write_config(tmp_path, SIMPLE_AGENT + '\n[backup]\ndir = "./backups"\n')
+    done = ghostrunner("systemd", "render", "--config", str(config), "--out", str(tmp_path / "units"), "--exec", "/usr/bin/true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"ghostrunner: warning: backup.dir {str(tmp_path / 'backups')!r} is a symbolic link" in done.stderr, done.stderr
