@@ -15,11 +15,14 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runner.backup import MARKER, backup_into, prune_backups
 from runner.config import load_config
@@ -190,3 +193,45 @@ def test_a_backup_dir_that_is_a_symbolic_link_here_is_warned_about_at_render(tmp
     done = ghostrunner("systemd", "render", "--config", str(config), "--out", str(tmp_path / "units"), "--exec", "/usr/bin/true", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"ghostrunner: warning: backup.dir {str(tmp_path / 'backups')!r} is a symbolic link" in done.stderr, done.stderr
+
+
+_STATES = st.sampled_from(["clean", "failed", "no-marker", "link"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(states=st.lists(st.tuples(st.integers(0, 5), st.integers(1, 3), _STATES), min_size=1, max_size=12, unique_by=lambda t: t[:2]),
+       keep=st.integers(1, 4), made_at=st.integers(0, 11))
+def test_keep_removes_exactly_what_the_docs_say_whatever_parent_holds(states: list[tuple[int, int, str]], keep: int, made_at: int) -> None:
+    """Any mix of clean and failed backups, look-alikes without a marker and links: the newest *keep* clean ones stay, so does every
+    look-alike, link and the run's own, and nothing newer than the keep-th clean one goes; everything removed was an older backup."""
+    with tempfile.TemporaryDirectory() as place:
+        parent = Path(place) / "backups"
+        parent.mkdir()
+        kinds = {}
+        for day, n, state in states:
+            name = f"ghostrunner-backup-2026090{day}T033000Z" + (f"-{n}" if n > 1 else "")
+            kinds[name] = state
+            if state == "link":
+                (parent / name).symlink_to(place, target_is_directory=True)
+                continue
+            (parent / name).mkdir()
+            if state != "no-marker":
+                (parent / name / MARKER).write_text(json.dumps({"made_by": "ghostrunner backup", "ok": state == "clean"}))
+        backups = sorted((name for name, state in kinds.items() if state in ("clean", "failed")), key=_order, reverse=True)
+        made = backups[made_at % len(backups)] if backups else None
+        removed = prune_backups(parent, keep, made=made)
+        left = {path.name for path in parent.iterdir()}
+    newest_clean = [name for name in backups if kinds[name] == "clean"][:keep]
+    assert set(removed) | left == set(kinds) and not set(removed) & left
+    assert all(kinds[name] in ("clean", "failed") for name in removed)
+    assert set(newest_clean) <= left and (made is None or made in left)
+    if len(newest_clean) == keep:
+        assert all(_order(name) < _order(newest_clean[-1]) for name in removed)
+    else:
+        assert removed == []
+    assert removed == sorted(removed, key=_order)
+
+
+def _order(name: str) -> tuple[str, int]:
+    stamp, _, n = name.removeprefix("ghostrunner-backup-").partition("-")
+    return stamp, int(n or 1)

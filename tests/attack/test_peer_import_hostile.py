@@ -17,11 +17,17 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from journal import Journal
+from journal import EntryValidationError, Journal
+from journal._peer import peer_entry
+from journal.entry import entry_from_json_bytes
 from tests._support import entry_files, tree_digest
+from tests.attack.hostile import hostile_json_bytes, hostile_values
 from tests.attack.test_fsfaults import Mounts, fill
 from tests.journal.test_import import _KILLER
 
@@ -178,3 +184,24 @@ def test_a_fifo_or_device_where_a_directory_belongs_is_reported_never_opened(tmp
     assert reasons.pop("entries/2027").startswith("is a character device, not a directory")
     assert reasons == {}
     assert tree_digest(peer) == before
+
+
+_SAMPLE_ENTRY = json.loads((SAMPLE / "entries/2026/03/01/peer-001.json").read_text(encoding="utf-8"))
+_PEER_KEYS = (*_SAMPLE_ENTRY, "signals", "anchors", "embedding", "client_key", "ts", "id")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(changes=st.dictionaries(st.sampled_from(_PEER_KEYS), hostile_values(), max_size=4), raw=st.one_of(st.none(), hostile_json_bytes()))
+def test_any_peer_entry_file_is_mapped_or_refused_naming_a_field(changes: dict[str, Any], raw: bytes | None) -> None:
+    """Hostile values in a peer entry's fields, or hostile bytes for the whole file: an entry whose canonical bytes read back as the
+    same entry, or EntryValidationError, never another exception."""
+    if raw is None:
+        try:
+            raw = json.dumps({**_SAMPLE_ENTRY, **changes}).encode("utf-8", "surrogatepass")
+        except (ValueError, RecursionError):
+            return  # no JSON text holds it (NaN is written, a 4,301-digit integer or a 10,000-deep value is not)
+    try:
+        entry = peer_entry(raw, "entries/2026/03/01/peer-001.json", {})
+    except EntryValidationError:
+        return
+    assert entry_from_json_bytes(entry.to_json_bytes()) == entry
