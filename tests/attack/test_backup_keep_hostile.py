@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.backup import MARKER, backup_into, prune_backups
 from runner.config import load_config
 from runner.errors import ConfigError
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
+from tests.attack.hostile import hostile_json_bytes
 
 AT = datetime(2026, 9, 5, 3, 30, tzinfo=UTC)
 _FORK = multiprocessing.get_context("fork")
@@ -235,3 +236,29 @@ def test_keep_removes_exactly_what_the_docs_say_whatever_parent_holds(states: li
 def _order(name: str) -> tuple[str, int]:
     stamp, _, n = name.removeprefix("ghostrunner-backup-").partition("-")
     return stamp, int(n or 1)
+
+
+def _prune_beside(marker: bytes) -> None:
+    """An old dated directory whose marker holds *marker*: not ours, so neither counted nor removed, and the prune goes on."""
+    with tempfile.TemporaryDirectory() as place:
+        parent = Path(place)
+        names = _fake_backups(parent, 2)
+        (parent / "ghostrunner-backup-20000101T000000Z").mkdir()
+        (parent / "ghostrunner-backup-20000101T000000Z" / MARKER).write_bytes(marker)
+        assert prune_backups(parent, 1) == names[:1]
+        assert sorted(path.name for path in parent.iterdir()) == ["ghostrunner-backup-20000101T000000Z", names[1]]
+
+
+@pytest.mark.parametrize("marker", [b"[" * 200_000 + b"]" * 200_000, b'{"x":' * 100_000 + b"1" + b"}" * 100_000,
+                                    b'{"made_by": "ghostrunner backup", "ok": NaN}', b'{"made_by": "ghostrunner backup", "ok": 1}',
+                                    b"\xff\xfe", b"1" * 5000], ids=["deep-array", "deep-object", "nan", "ok-not-bool", "not-utf8", "huge-int"])
+def test_a_look_alike_with_a_hostile_marker_is_left_alone_and_fails_no_prune(marker: bytes) -> None:
+    """Nested 200,000 deep, NaN, a number for ok, bytes that are no UTF-8, a 5,000-digit number: no error, the look-alike stays."""
+    _prune_beside(marker)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(marker=hostile_json_bytes())
+def test_a_look_alike_with_any_hostile_json_marker_is_left_alone(marker: bytes) -> None:
+    """Hypothesis's hostile JSON as the marker of a look-alike: the same."""
+    _prune_beside(marker)
