@@ -226,7 +226,7 @@ def _marker(parent: int, name: str) -> dict[str, Any] | None:
         os.close(descriptor)
     try:
         marker = json.loads(data) if len(data) <= _MARKER_MAX else None
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes, which no marker backup wrote is
         return None
     if not isinstance(marker, dict) or marker.get("made_by") != _MADE_BY or not isinstance(marker.get("ok"), bool):
         return None
@@ -264,13 +264,14 @@ def prune_backups(parent: Path, keep: int, *, made: str | None = None) -> list[s
     fd = _open_parent(parent)
     try:
         found = []
-        for entry in os.scandir(fd):
-            match = _is_dated(entry.name)
-            if match is None or not entry.is_dir(follow_symlinks=False):
-                continue
-            marker = _marker(fd, entry.name)
-            if marker is not None:
-                found.append(((match.group("stamp"), int(match.group("n") or 1)), entry.name, marker["ok"]))
+        with os.scandir(fd) as listing:
+            for entry in listing:
+                match = _is_dated(entry.name)
+                if match is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                marker = _marker(fd, entry.name)
+                if marker is not None:
+                    found.append(((match.group("stamp"), int(match.group("n") or 1)), entry.name, marker["ok"]))
         found.sort(reverse=True)
         clean, doomed = 0, []
         for _key, name, ok in found:
