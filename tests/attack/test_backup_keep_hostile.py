@@ -24,11 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.backup import MARKER, backup_into, prune_backups
+from runner.backup import MARKER, backup_deployment, backup_into, prune_backups
 from runner.config import load_config
 from runner.errors import ConfigError
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
 from tests.attack.hostile import hostile_json_bytes
+from tests.attack.test_fsfaults import Mounts, fill
 
 AT = datetime(2026, 9, 5, 3, 30, tzinfo=UTC)
 _FORK = multiprocessing.get_context("fork")
@@ -262,3 +263,39 @@ def test_a_look_alike_with_a_hostile_marker_is_left_alone_and_fails_no_prune(mar
 def test_a_look_alike_with_any_hostile_json_marker_is_left_alone(marker: bytes) -> None:
     """Hypothesis's hostile JSON as the marker of a look-alike: the same."""
     _prune_beside(marker)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root (CI runs as root)")
+@pytest.mark.parametrize("leave_pages", [0, 6])
+def test_backup_into_a_full_disk_leaves_no_claimed_name_and_no_partial_copy(tmp_path: Path, leave_pages: int) -> None:
+    """PARENT on a tmpfs with no room (or too little for the copy): exit 74 in one line, and PARENT holds what it held: neither the dated
+    name the run claimed nor its hidden copy; an older backup there is untouched."""
+    config = _simulated(tmp_path)
+    mounts = Mounts()
+    try:
+        disk = mounts.tmpfs(size_kib=2048)
+        parent = disk / "backups"
+        old = Path(backup_into(load_config(config), parent, now=AT - timedelta(days=1)).out)
+        before = tree_digest(parent)
+        fill(disk, leave_pages=leave_pages)
+        done = ghostrunner("--config", str(config), "backup", "--into", str(parent), "--keep", "1", cwd=tmp_path)
+        assert done.returncode == 74, done.stderr
+        assert done.stderr.startswith("ghostrunner: error: ") and done.stderr.count("\n") == 1, done.stderr
+        assert sorted(os.listdir(parent)) == [old.name] and tree_digest(parent) == before
+    finally:
+        mounts.release()
+
+
+def _backup_out(config_path: Path, out: Path) -> str:
+    return backup_deployment(load_config(config_path), out).out
+
+
+def test_two_backups_racing_for_one_out_directory_give_one_backup_and_one_clear_refusal(tmp_path: Path) -> None:
+    """Two --out runs naming the same new directory at the same moment: one backup, whole; the other refused as 'exists', never a traceback."""
+    config = _simulated(tmp_path)
+    got = _together(2, _backup_out, config, tmp_path / "copy")
+    assert sorted(status for status, _ in got) == ["error", "ok"], got
+    [error] = [text for status, text in got if status == "error"]
+    assert error.startswith("UnsafePathError: ") and "the backup directory exists" in error
+    assert json.loads((tmp_path / "copy" / MARKER).read_text())["ok"] is True
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".copy.")] == []
