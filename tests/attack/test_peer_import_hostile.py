@@ -205,3 +205,35 @@ def test_any_peer_entry_file_is_mapped_or_refused_naming_a_field(changes: dict[s
     except EntryValidationError:
         return
     assert entry_from_json_bytes(entry.to_json_bytes()) == entry
+
+
+def test_an_entry_continuing_one_this_import_leaves_out_is_left_out_too_so_the_journal_verifies(tmp_path: Path) -> None:
+    """peer-010 continues the unimportable peer-008, peer-011 continues peer-010, peer-012 an entry the journal already holds: with
+    --partial the first two are listed with the link they would leave dangling, the third imported; verify is clean; a rerun counts the same."""
+    peer = tmp_path / "peer"
+    shutil.copytree(SAMPLE, peer)
+
+    def continues(name: str, refs: list[str]) -> None:
+        path = next(peer.glob(f"entries/*/*/*/{name}.json"))
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({**data, "signals": {**(data.get("signals") or {}), "continuity_refs": refs}}))
+
+    continues("peer-010", ["peer-003", "peer-008"])
+    continues("peer-011", ["peer-010"])
+    continues("peer-012", ["held-before"])
+    with Journal(tmp_path / "j") as journal:
+        journal.append({"id": "held-before", "kind": "note", "agent": "motoko", "theme": "earlier", "voice": "Held before the import."})
+    for run in range(2):
+        done = _import(tmp_path / "j", peer, "--partial")
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        reasons = {bad["file"]: bad["reason"] for bad in summary["bad_files"]}
+        assert "'peer-008'" in reasons.pop("entries/2026/03/05/peer-010.json")
+        assert "'peer-010'" in reasons.pop("entries/2026/03/05/peer-011.json")
+        assert set(reasons) == {"entries/2026/03/04/peer-008.json"}
+        assert (summary["appended"], summary["duplicate"]) == ((9, 0) if run == 0 else (0, 9))
+    with Journal(tmp_path / "j") as journal:
+        assert journal.verify().is_clean
+        assert journal.get("peer-012").continuity_refs == ("held-before",)
+    text = _one_line(_import(tmp_path / "k", peer, "--agent-map", "Ada Lovelace=ada"), 65)
+    assert "peer-008.json" in text  # without --partial the first file that cannot be imported stops it, as before
