@@ -208,8 +208,9 @@ def test_any_peer_entry_file_is_mapped_or_refused_naming_a_field(changes: dict[s
 
 
 def test_an_entry_continuing_one_this_import_leaves_out_is_left_out_too_so_the_journal_verifies(tmp_path: Path) -> None:
-    """peer-010 continues the unimportable peer-008, peer-011 continues peer-010, peer-012 an entry the journal already holds: with
-    --partial the first two are listed with the link they would leave dangling, the third imported; verify is clean; a rerun counts the same."""
+    """peer-010 continues the unimportable peer-008, peer-011 continues peer-010, peer-005 (ops's) motoko's peer-001, peer-012 (ops's) an
+    entry of ops the journal already holds: with --partial the first three are listed with the link that would dangle or cross to another
+    agent (both problems verify reports for good), the fourth imported; verify is clean; a rerun counts the same."""
     peer = tmp_path / "peer"
     shutil.copytree(SAMPLE, peer)
 
@@ -220,9 +221,10 @@ def test_an_entry_continuing_one_this_import_leaves_out_is_left_out_too_so_the_j
 
     continues("peer-010", ["peer-003", "peer-008"])
     continues("peer-011", ["peer-010"])
+    continues("peer-005", ["peer-001"])
     continues("peer-012", ["held-before"])
     with Journal(tmp_path / "j") as journal:
-        journal.append({"id": "held-before", "kind": "note", "agent": "motoko", "theme": "earlier", "voice": "Held before the import."})
+        journal.append({"id": "held-before", "kind": "note", "agent": "ops@example.org", "theme": "earlier", "voice": "Held before."})
     for run in range(2):
         done = _import(tmp_path / "j", peer, "--partial")
         assert done.returncode == 0, done.stderr
@@ -230,8 +232,9 @@ def test_an_entry_continuing_one_this_import_leaves_out_is_left_out_too_so_the_j
         reasons = {bad["file"]: bad["reason"] for bad in summary["bad_files"]}
         assert "'peer-008'" in reasons.pop("entries/2026/03/05/peer-010.json")
         assert "'peer-010'" in reasons.pop("entries/2026/03/05/peer-011.json")
+        assert "'peer-001'" in reasons.pop("entries/2026/03/02/peer-005.json")
         assert set(reasons) == {"entries/2026/03/04/peer-008.json"}
-        assert (summary["appended"], summary["duplicate"]) == ((9, 0) if run == 0 else (0, 9))
+        assert (summary["appended"], summary["duplicate"]) == ((8, 0) if run == 0 else (0, 8))
     with Journal(tmp_path / "j") as journal:
         assert journal.verify().is_clean
         assert journal.get("peer-012").continuity_refs == ("held-before",)
