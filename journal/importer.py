@@ -358,10 +358,15 @@ def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -
     """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
 
     An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
-    (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it. The answer depends only on the directory and on what the journal held before,
+    (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it.
+    The answer depends only on the directory and on what the journal held before,
     so a rerun leaves out the same entries and stores nothing new.
     """
     position_of = {entry_id: position for position, (entry_id, _, _) in enumerate(links)}
+    dependents: dict[str, list[int]] = {}
+    for position, (_, _, refs) in enumerate(links):
+        for ref in refs:
+            dependents.setdefault(ref, []).append(position)
     held: dict[tuple[str, str], bool] = {}
 
     def holds(ref: str, agent: str) -> bool:
@@ -374,21 +379,20 @@ def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -
                 held[ref, agent] = True
         return held[ref, agent]
 
-    def imported(ref: str, agent: str) -> bool:
-        position = position_of.get(ref)
-        return position is not None and position not in out and links[position][1] == agent
-
     out: dict[int, str] = {}
-    changed = True
-    while changed:  # until no more entries fall out: each pass removes at least one, so at most len(links) passes
-        changed = False
-        for position, (_, agent, refs) in enumerate(links):
-            if position in out:
-                continue
-            missing = next((ref for ref in refs if not imported(ref, agent) and not holds(ref, agent)), None)
-            if missing is not None:
-                out[position] = missing
-                changed = True
+    for position, (_, agent, refs) in enumerate(links):
+        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent) and not holds(ref, agent)),
+                       None)
+        if missing is not None:
+            out[position] = missing
+    # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.
+    pending = list(out)
+    while pending:
+        gone = links[pending.pop()][0]
+        for dependent in dependents.get(gone, ()):
+            if dependent not in out and not holds(gone, links[dependent][1]):
+                out[dependent] = gone
+                pending.append(dependent)
     return out
 
 
