@@ -72,6 +72,8 @@ def read_peer_manifest(root: Path, root_fd: int) -> dict[str, Any]:
                                 "import reads an export stream file, or the directory of a ghostjournal 0.1.1 journal") from None
     except UnsafePathError as exc:
         raise ImportSourceError(shown, exc.reason) from None
+    except OSError as exc:  # this user may not read it, or may not search the directory
+        raise ImportSourceError(shown, f"cannot be read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as handle:
         raw = handle.read(_MANIFEST_LIMIT + 1)
     text = raw.decode("utf-8", "replace")
@@ -98,17 +100,20 @@ def peer_files(root: Path, root_fd: int) -> Iterator[PeerFile]:
 
     The same names the peer itself reads (hidden names and others, such as its
     ``*.tmp`` files of a write in progress, are not entries, and a plain file
-    where a directory belongs is none of its entries either); a symlink where
-    a directory belongs, or anything but a regular file named like an entry,
-    is reported, never followed or opened.
+    where a directory belongs is none of its entries either); a symlink, FIFO,
+    device or socket where a directory belongs, or anything but a regular
+    file named like an entry, is reported, never followed or opened.
     """
     try:
         entries_fd = os.open("entries", _DIR_FLAGS, dir_fd=root_fd)
     except FileNotFoundError:
         return  # a peer journal before its first append
     except OSError as exc:
-        kind = describe(os.stat("entries", dir_fd=root_fd, follow_symlinks=False).st_mode)
-        yield "entries", f"is {kind}, not a directory ({exc.strerror}); not followed"
+        mode = os.stat("entries", dir_fd=root_fd, follow_symlinks=False).st_mode
+        if stat.S_ISDIR(mode):  # a directory this user may not open
+            yield "entries", f"cannot be opened ({exc.strerror})"
+        else:
+            yield "entries", f"is {describe(mode)}, not a directory ({exc.strerror}); not followed"
         return
     try:
         yield from _walk(entries_fd, "entries", depth=3)
@@ -121,19 +126,26 @@ def _walk(dir_fd: int, rel: str, *, depth: int) -> Iterator[PeerFile]:
         names = sorted(item.name for item in listing if not item.name.startswith("."))
     for name in names:
         path = f"{rel}/{name}"
+        if depth == 0 and not name.endswith(".json"):
+            continue  # the peer's *.tmp of a write in progress, or anything else it does not read
         try:
             info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             continue  # gone since the listing
+        except OSError as exc:  # a directory that may be listed but not searched
+            yield path, f"cannot be read ({exc.strerror})"
+            continue
         if depth == 0:
-            if name.endswith(".json"):
-                yield path, _read(dir_fd, name)
+            yield path, _read(dir_fd, name)
             continue
         if stat.S_ISLNK(info.st_mode):
             yield path, "is a symlink; links in the journal directory are never followed"
             continue
-        if not stat.S_ISDIR(info.st_mode):
+        if stat.S_ISREG(info.st_mode):
             continue  # the peer reads only entries/*/*/*/*.json; a stray file up here is none of its entries
+        if not stat.S_ISDIR(info.st_mode):
+            yield path, f"is {describe(info.st_mode)}, not a directory; not opened"
+            continue
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except OSError as exc:

@@ -341,7 +341,9 @@ class Journal:
         second time. Nothing in *path* is written, locked or followed (a
         symlink or FIFO in it is refused); the directory may belong to a
         running peer, whose entries published later a rerun brings in. An
-        *agent_map* old name may be any agent name the peer accepts.
+        *agent_map* old name may be any agent name the peer accepts. An entry
+        continuing one that is neither imported nor held as its own agent's
+        cannot be imported (its link would dangle for good).
 
         Raises:
             ImportSourceError: *path* is no ghostjournal 0.1.1 journal (our own journal is refused with what to use

@@ -423,7 +423,7 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
         summary = journal.import_stream(source, agent_map=mapping, partial=partial)
     _emit(summary.to_dict(), _views.show_import)
     if summary.conflict:
-        raise ImportConflictError(summary.conflict)
+        raise ImportConflictError(summary.conflict, "the stream" if summary.source is None else "the journal directory")
 
 
 @cli.command()

@@ -44,6 +44,8 @@ import shlex
 from pathlib import Path
 from typing import ClassVar
 
+from journal.render import printable
+
 __all__ = [
     "ClientKeyTakenError",
     "DiskFullError",
@@ -257,7 +259,8 @@ class ImportSourceError(JournalError, ValueError):
         self.path = path
         self.reason = reason
         self.fix = fix
-        super().__init__(f"{path}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
+        # A name in the directory may hold a line break or a terminal escape: the message stays one printable line.
+        super().__init__(f"{printable(str(path))}: {reason}; nothing was imported" + (f" ({fix})" if fix else ""))
 
 
 class ImportConflictError(JournalError):
@@ -265,14 +268,16 @@ class ImportConflictError(JournalError):
 
     Attributes:
         conflicts: how many.
+        (*source* names what was imported: "the stream", or "the journal directory" of ghostjournal 0.1.1.)
     """
 
     exit_code: ClassVar[int] = 4  # conflict
 
-    def __init__(self, conflicts: int) -> None:
+    def __init__(self, conflicts: int, source: str = "the stream") -> None:
         self.conflicts = conflicts
         super().__init__(
-            f"{conflicts} entr{'ies' if conflicts != 1 else 'y'} of the stream clash with entries this journal holds (listed in the summary); "
+            f"{conflicts} entr{'ies' if conflicts != 1 else 'y'} of {source} clash{'' if conflicts != 1 else 'es'} with entries this journal holds "
+            "(listed in the summary); "
             "they were skipped and nothing was overwritten: import into another journal, or rename the agent with --agent-map"
         )
 

@@ -267,9 +267,11 @@ def _store_spooled(
     on_entry: Callable[[int], None] | None,
 ) -> None:
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
-    _check_space(journal, spool.tell(), entries)
+    _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
     spool.seek(0)
     for count, (where, line) in enumerate(zip(wheres, spool, strict=True), start=1):
+        if where.get("skip"):
+            continue  # checked, then left out (a link it holds would dangle), and listed as such
         _store(journal, entry_from_json_bytes(line), where, summary)
         if on_entry is not None:
             on_entry(count)
@@ -317,7 +319,14 @@ def import_peer_dir(
     """
     summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
     wheres: list[dict[str, Any]] = []
+    links: list[tuple[str, str, tuple[str, ...]]] = []  # each spooled entry's id, agent and the ids it continues
     root_fd = _open_peer_dir(root)
+
+    def bad(rel: str, reason: str) -> None:
+        if not partial:
+            raise ImportSourceError(root / rel, reason, "pass --partial to import the other entry files anyway")
+        summary.bad_files.append({"file": rel, "reason": reason})
+
     try:
         summary.manifest = _peer_manifest(root, root_fd, journal.root)
         with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
@@ -332,17 +341,62 @@ def import_peer_dir(
                     else:
                         spool.write(entry.to_json_bytes())
                         wheres.append({"file": rel})
+                        links.append((entry.id, entry.agent, entry.continuity_refs))
                 if reason is not None:
-                    if not partial:
-                        raise ImportSourceError(root / rel, reason, "pass --partial to import the other entry files anyway")
-                    summary.bad_files.append({"file": rel, "reason": reason})
+                    bad(rel, reason)
+            for position, ref in _dangling(journal, links).items():
+                bad(wheres[position]["file"], f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
+                                              "entry of the same agent (verify would report the link for good: entry files are never rewritten)")
+                wheres[position] = {**wheres[position], "skip": True}
             _store_spooled(journal, spool, wheres, summary, len(wheres), on_entry)
     finally:
         os.close(root_fd)
     return summary
 
 
-def _check_space(journal: Journal, size: int, entries: int) -> None:
+def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -> dict[int, str]:
+    """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
+
+    An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
+    (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it.
+    The answer depends only on the directory and on what the journal held before,
+    so a rerun leaves out the same entries and stores nothing new.
+    """
+    position_of = {entry_id: position for position, (entry_id, _, _) in enumerate(links)}
+    dependents: dict[str, list[int]] = {}
+    for position, (_, _, refs) in enumerate(links):
+        for ref in refs:
+            dependents.setdefault(ref, []).append(position)
+    held: dict[tuple[str, str], bool] = {}
+
+    def holds(ref: str, agent: str) -> bool:
+        if (ref, agent) not in held:
+            try:
+                journal.get(ref, agent)
+            except EntryNotFoundError:
+                held[ref, agent] = False
+            else:
+                held[ref, agent] = True
+        return held[ref, agent]
+
+    out: dict[int, str] = {}
+    for position, (_, agent, refs) in enumerate(links):
+        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent) and not holds(ref, agent)),
+                       None)
+        if missing is not None:
+            out[position] = missing
+    # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.
+    pending = list(out)
+    while pending:
+        gone = links[pending.pop()][0]
+        for dependent in dependents.get(gone, ()):
+            if dependent not in out and not holds(gone, links[dependent][1]):
+                out[dependent] = gone
+                pending.append(dependent)
+    return out
+
+
+def _check_space(journal: Journal, size: int, entries: int, what: str) -> None:
     """Refuse, before anything is stored, an import the journal's filesystem clearly has no room for.
 
     Each entry takes at least one block for its file, and the index about
@@ -352,6 +406,6 @@ def _check_space(journal: Journal, size: int, entries: int) -> None:
     info = os.statvfs(journal.root / "entries")
     needed = entries * info.f_frsize + 3 * size
     if info.f_bavail * info.f_frsize < needed:
-        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, "import the stream into",
+        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, f"import {what} into",
                                             f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; "
                                             "free space on that filesystem, then import again")

@@ -15,6 +15,7 @@ is read, not only when the units are rendered.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any, Final
@@ -32,6 +33,15 @@ BACKUP_KEYS: Final = ("dir", "schedule", "keep")
 _MAX_KEEP: Final = 10000
 
 
+def _overlaps(first: str, second: str) -> bool:
+    """True when one of the two paths is the other or inside it, lexically (without '..') or once symbolic links are resolved."""
+    for resolve in (os.path.normpath, os.path.realpath):
+        one, other = PurePosixPath(resolve(first)), PurePosixPath(resolve(second))
+        if one.is_relative_to(other) or other.is_relative_to(one):
+            return True
+    return False
+
+
 def read_backup(reader: FieldReader, value: object, agents: Mapping[str, AgentConfig], tz: ZoneInfo) -> BackupConfig:
     """The checked ``[backup]`` table *value*.
 
@@ -44,8 +54,8 @@ def read_backup(reader: FieldReader, value: object, agents: Mapping[str, AgentCo
     directory = reader.path(data["dir"], "backup.dir", state=True)
     for name, agent in sorted(agents.items()):
         # A backup inside a journal would be copied by the next backup of that journal, and the journal refuses it.
-        root = PurePosixPath(agent.journal_root)
-        if PurePosixPath(directory).is_relative_to(root) or root.is_relative_to(PurePosixPath(directory)):
+        # Judged as written without '..' and as this host resolves its links: 'other/../journal/b' and 'link/b' are inside too.
+        if _overlaps(str(directory), str(agent.journal_root)):
             raise reader.fail("backup.dir", f"a directory outside agent {name!r}'s journal ({str(agent.journal_root)!r}) and not holding it",
                               data["dir"])
     fields: dict[str, Any] = {"dir": directory}

@@ -320,6 +320,9 @@ def _backup_units(config: RunnerConfig, backup: BackupConfig, common: dict[str, 
     directory = absolute_path(str(backup.dir), "backup.dir", source)
     paths = _write_paths([*write_paths, directory])
     warnings += _location_warnings("the backup directory", str(backup.dir), directory)
+    if os.path.islink(directory):
+        warnings.append(f"backup.dir {directory!r} is a symbolic link on this host, and backup --into refuses a link (it follows none): "
+                        f"every backup would fail; name the directory it points to ({os.path.realpath(directory)!r})")
     if directory in _SYSTEM_DIRECTORIES:
         warnings.append(f"backup.dir {directory!r} is a system directory: ReadWritePaths={directory} would open it to the backup service "
                         "for writing; give the backups a directory of their own (e.g. /var/backups/ghostrunner)")
