@@ -130,7 +130,7 @@ def run_abstention(locomo: Path, journal_set: Path, runner_size: int, seed: int)
     from bench_retrieval import load_journal_set
     from journal_sets import build_runner_set
 
-    from journal.semantic import RELEVANCE_FLOORS
+    from journal.encoding.semantic import RELEVANCE_FLOORS
 
     payloads, answerable, adversarial, crossed = _locomo_sets(locomo)
     set_payloads, set_queries = load_journal_set(journal_set)

@@ -1,4 +1,4 @@
-"""Cost of the packaged model's two encoders: NumPy (journal._minilm) against sentence-transformers (a benchmark, not a test).
+"""Cost of the packaged model's two encoders: NumPy (journal.encoding._minilm) against sentence-transformers (a benchmark, not a test).
 
     python bench/bench_encoder.py                 # cold starts x5, 600 texts
     python bench/bench_encoder.py --repeat 9 --texts 2000
@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from journal import Journal
-from journal.embed import SentenceTransformerEncoder, load_encoder
+from journal.encoding.embed import SentenceTransformerEncoder, load_encoder
 
 REPO = Path(__file__).resolve().parent.parent
 QUERY = "the new puppy I adopted"
@@ -48,7 +48,7 @@ CHILD = """
 import sys
 from pathlib import Path
 from journal import Journal
-from journal.embed import SentenceTransformerEncoder, load_encoder
+from journal.encoding.embed import SentenceTransformerEncoder, load_encoder
 mode, root, query = sys.argv[1:]
 if mode == "without NN":
     journal = Journal(root, create=False)

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from journal import Journal
-from runner.slots import cron_trigger
+from runner.cron.slots import cron_trigger
 
 REPO: Final = Path(__file__).resolve().parents[1]
 PERSONA: Final = REPO / "examples" / "agents" / "motoko.toml"

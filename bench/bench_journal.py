@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from journal import Entry, Journal
-from journal._lock import WriteLock
-from journal.store import EntryStore
+from journal.files._lock import WriteLock
+from journal.files.store import EntryStore
 
 SMALL_N = 100  # "the rate at entry 100"
 TARGET_FLAT = 1.5  # rate at 10k within 1.5x of the rate at 100
@@ -703,9 +703,9 @@ def _filesystem_of(path: Path) -> str:
 
 def phase_breakdown(journal: Journal, payloads: Sequence[dict[str, Any]]) -> str:
     """Time the phases of Journal.append by wrapping library functions in this process only."""
-    from journal._sync import IndexKeeper
-    from journal.index import Index
-    from journal.store import EntryStore as Store
+    from journal.files.store import EntryStore as Store
+    from journal.indexing.index import Index
+    from journal.sync._sync import IndexKeeper
 
     totals: dict[str, float] = {}
     restore: list[tuple[Any, str, Any]] = []

@@ -61,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent))
 
 from journal import Journal
-from journal.embed import document_text
-from journal.fusion import FusionParams, fuse
+from journal.encoding.embed import document_text
+from journal.ranking.fusion import FusionParams, fuse
 
 KS = (3, 5, 10, 25, 50)
 MODES = ("lexical", "semantic", "hybrid")
@@ -159,7 +159,7 @@ def evaluate(journal: Journal, queries: Sequence[dict[str, Any]], arms: dict[str
     *arms*, when given, receives each query's lexical and semantic ``(id, score)`` lists, and under
     ``"partial"`` the lexical hits that lack one of the searched words (what evidence fusion's floor reads).
     """
-    from journal.index import Window
+    from journal.indexing.index import Window
 
     depth = max(KS)
     per_agent = len({q["agent"] for q in queries}) > 1
@@ -304,9 +304,9 @@ def _timed(call: Callable[[], Any], runs: int) -> list[float]:
 def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
     import numpy as np
 
-    from journal.embed import SentenceTransformerEncoder
-    from journal.index import Window
-    from journal.semantic import to_blob
+    from journal.encoding.embed import SentenceTransformerEncoder
+    from journal.encoding.semantic import to_blob
+    from journal.indexing.index import Window
 
     encoder = SentenceTransformerEncoder(model) if model else SentenceTransformerEncoder()
     print(f"model {encoder.identity}, device cpu")

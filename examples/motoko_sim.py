@@ -10,10 +10,10 @@ Run:  python examples/motoko_sim.py [JOURNAL_DIR]
 
 import sys
 
-from runner.config import load_config
-from runner.demo import DEMO_DAYS, DEMO_START, run_demo
-from runner.logs import configure_logging
-from runner.simulate import simulation_window
+from runner.monitor.logs import configure_logging
+from runner.run.demo import DEMO_DAYS, DEMO_START, run_demo
+from runner.run.simulate import simulation_window
+from runner.settings.config import load_config
 
 configure_logging(level="warning")  # run events at info would fill the terminal
 config = load_config()  # embedded defaults: motoko on the offline simulated backend, in this system's local zone

@@ -17,19 +17,8 @@ from journal.api import (
     SkippedFile,
     VerifyReport,
 )
-from journal.context import ContextRecord, PromptContext
-from journal.embed import Encoder, EncoderIdentity, load_encoder
-from journal.entry import (
-    KINDS,
-    MAX_ENTRY_BYTES,
-    SCHEMA_VERSION,
-    Entry,
-    canonical_json,
-    check_label,
-    json_nesting_depth,
-    json_type_name,
-    validate_payload,
-)
+from journal.carry.verify import Problem
+from journal.encoding.embed import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
     ClientKeyTakenError,
     DiskFullError,
@@ -54,9 +43,20 @@ from journal.errors import (
     StoragePermissionError,
     UnsafePathError,
 )
+from journal.files.entry import (
+    KINDS,
+    MAX_ENTRY_BYTES,
+    SCHEMA_VERSION,
+    Entry,
+    canonical_json,
+    check_label,
+    json_nesting_depth,
+    json_type_name,
+    validate_payload,
+)
+from journal.indexing.retrieval import Digest, Hit
 from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
-from journal.retrieval import Digest, Hit
-from journal.verify import Problem
+from journal.ranking.context import ContextRecord, PromptContext
 
 __all__ = [
     "KINDS",

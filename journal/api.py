@@ -1,9 +1,9 @@
 """The Journal facade: one object over the entry files, the writer lock, the index and the ranking.
 
-Each job lives in its own module: :mod:`journal._sync` opens the journal and
-keeps its index in step with the files, :mod:`journal._append` stores an
-entry, :mod:`journal._reading` reads entries as their files hold them, and
-:mod:`journal.search` ranks (and picks the entries of :mod:`journal.context`).
+Each job lives in its own module: :mod:`journal.sync._sync` opens the journal and
+keeps its index in step with the files, :mod:`journal.sync._append` stores an
+entry, :mod:`journal.sync._reading` reads entries as their files hold them, and
+:mod:`journal.ranking.search` ranks (and picks the entries of :mod:`journal.ranking.context`).
 """
 
 from __future__ import annotations
@@ -18,25 +18,25 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, BinaryIO, Self
 
-from journal import _append
-from journal import backup as _backup
-from journal import export as _export
-from journal import importer as _importer
-from journal import verify as _verify
-from journal._append import AppendResult
-from journal._opening import undone_on_failure
-from journal._reading import MAX_LIMIT, Reader, SkippedFile
-from journal._sync import IndexKeeper, recovering, writing
-from journal.backup import BackupReport
-from journal.context import PromptContext
-from journal.embed import DEFAULT_MODEL, Encoder
-from journal.entry import Entry
+from journal.carry import backup as _backup
+from journal.carry import export as _export
+from journal.carry import importer as _importer
+from journal.carry import verify as _verify
+from journal.carry.backup import BackupReport
+from journal.carry.export import ExportManifest
+from journal.carry.importer import ImportSummary
+from journal.carry.verify import DEEP_SAMPLE, VerifyReport
+from journal.encoding.embed import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
-from journal.export import ExportManifest
-from journal.importer import ImportSummary
-from journal.retrieval import Digest, Hit
-from journal.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
-from journal.verify import DEEP_SAMPLE, VerifyReport
+from journal.files._opening import undone_on_failure
+from journal.files.entry import Entry
+from journal.indexing.retrieval import Digest, Hit
+from journal.ranking.context import PromptContext
+from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
+from journal.sync import _append
+from journal.sync._append import AppendResult
+from journal.sync._reading import MAX_LIMIT, Reader, SkippedFile
+from journal.sync._sync import IndexKeeper, recovering, writing
 
 __all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 
@@ -79,9 +79,9 @@ class Journal:
         create: create a missing journal instead of raising JournalNotFoundError.
         lock_timeout: seconds an append waits for the writer lock.
         model: with NN, a model name (found offline, see
-            :func:`journal.embed.resolve_model`) or a local model directory.
+            :func:`journal.encoding.embed.resolve_model`) or a local model directory.
         device: with NN, the torch device for the model.
-        encoder: with NN, an :class:`~journal.embed.Encoder` to use instead
+        encoder: with NN, an :class:`~journal.encoding.embed.Encoder` to use instead
             of loading *model*.
         on_progress: with NN, called with ``(done, total)`` while entries
             lacking a vector from the encoder are embedded: by :meth:`embed`,
@@ -121,7 +121,7 @@ class Journal:
 
     @staticmethod
     def _load_encoder(model: str | os.PathLike[str], device: str, cache_dir: Path) -> Encoder:
-        from journal.embed import load_encoder
+        from journal.encoding.embed import load_encoder
 
         return load_encoder(model, device=device, cache_dir=cache_dir)
 
@@ -290,7 +290,7 @@ class Journal:
         The stream is consistent as of one instant: the entries published
         before the export began, each whole, and none published after, while
         other processes append. *form* is ``jsonl`` (one entry per line) or
-        ``tar`` (one member per entry file); see :mod:`journal.export` for
+        ``tar`` (one member per entry file); see :mod:`journal.carry.export` for
         the manifest. With *agent*, no id of another agent's entry is in the
         stream: a link to one is taken out of the entry and counted in
         ``links_removed``. Memory does not grow with the journal.
@@ -445,7 +445,7 @@ class Journal:
             current_only: leave superseded entries out.
             floor: leave out an entry found by meaning alone whose cosine is
                 below the model's calibrated relevance floor
-                (:data:`journal.semantic.RELEVANCE_FLOORS`; 0.30 for the
+                (:data:`journal.encoding.semantic.RELEVANCE_FLOORS`; 0.30 for the
                 default model), so that a question about nothing the journal
                 holds can return no hits. An entry the words matched counts as
                 found by meaning alone unless a word it matched says what the

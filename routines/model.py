@@ -14,7 +14,7 @@ from typing import Any, Final
 
 __all__ = ["ROUTINE_FIELDS", "SLOT_GRANULARITIES", "Routine"]
 
-#: Slot granularities a routine may use, finest first. See ``runner.slots``.
+#: Slot granularities a routine may use, finest first. See ``runner.cron.slots``.
 SLOT_GRANULARITIES: Final = ("minute", "hour", "day", "week", "month")
 
 #: The configurable fields of a routine, as they appear in TOML.

@@ -6,9 +6,9 @@
 """
 
 from runner.backends import Backend, ReflectionRequest, build_backend
-from runner.config import CONFIG_ENVVAR, DURATION_EXPECTED, AgentConfig, RunnerConfig, load_config, parse_duration
-from runner.demo import DemoReport, run_demo
-from runner.engine import RunResult, execute_run, run_at, run_slot
+from runner.cron.oncalendar import ScheduleNotExpressibleError
+from runner.deploy.k8s import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
+from runner.deploy.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
 from runner.errors import (
     BackendError,
     BackendReplyError,
@@ -24,17 +24,17 @@ from runner.errors import (
     UnitRenderError,
     UnknownNameError,
 )
-from runner.history import build_history
-from runner.k8s import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
-from runner.logs import configure_logging
-from runner.notify import Notifier
-from runner.oncalendar import ScheduleNotExpressibleError
-from runner.pauses import PauseBook
-from runner.run_contract import OUTCOMES
-from runner.scheduler import Scheduler
-from runner.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
-from runner.status import StatusReport, build_report, read_log
-from runner.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
+from runner.monitor.history import build_history
+from runner.monitor.logs import configure_logging
+from runner.monitor.status import StatusReport, build_report, read_log
+from runner.run.demo import DemoReport, run_demo
+from runner.run.engine import RunResult, execute_run, run_at, run_slot
+from runner.run.pauses import PauseBook
+from runner.run.run_contract import OUTCOMES
+from runner.run.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
+from runner.schedule.notify import Notifier
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import CONFIG_ENVVAR, DURATION_EXPECTED, AgentConfig, RunnerConfig, load_config, parse_duration
 
 __all__ = [
     "CONFIG_ENVVAR",

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from runner.run_contract import RunResult  # at run time only the value is needed: the contract imports this module
+    from runner.run.run_contract import RunResult  # at run time only the value is needed: the contract imports this module
 
 __all__ = [
     "BackendError",

@@ -231,7 +231,7 @@ def start_serve(path: Path, cwd: Path, env: dict[str, str] | None = None) -> tup
 
 
 def catchup_planned_at(reader: LineReader) -> datetime:
-    """The moment a real serve planned its catch-up at: its first ``scheduler.catchup`` starts then (see runner.catchup.spread).
+    """The moment a real serve planned its catch-up at: its first ``scheduler.catchup`` starts then (see runner.schedule.catchup.spread).
 
     What serve catches up depends on the day and the hour it starts at; a test derives what it expects from this
     moment, never from a clock it read before serve started: a midnight or a fire in between would change the answer.

@@ -28,9 +28,9 @@ import click
 import pytest
 
 from journal import Journal
-from journal.cli import cli as ghostjournal_cli
-from runner.cli import cli as ghostrunner_cli
-from runner.config import load_config
+from journal.cli.cli import cli as ghostjournal_cli
+from runner.cli.cli import cli as ghostrunner_cli
+from runner.settings.config import load_config
 from tests._docs import PAGES, REPO, Block, anchors, blocks, page_text
 
 #: (page, first line) of each block marked not run.

@@ -19,8 +19,8 @@ from runner.backends.base import (
     keep_shown_ids,
     parse_reply_text,
 )
-from runner.config import AgentConfig
 from runner.errors import ConfigError
+from runner.settings.config import AgentConfig
 
 __all__ = [
     "MAX_REPLY_BYTES",

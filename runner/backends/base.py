@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 
 from journal import PromptContext, json_nesting_depth, json_type_name
 from runner.errors import BackendError, BackendReplyError, BackendTimeoutError
-from runner.persona import Persona
+from runner.settings.persona import Persona
 
 __all__ = [
     "MAX_REPLY_BYTES",

@@ -40,8 +40,8 @@ import uuid
 from typing import Any, Final
 
 from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
-from runner.config import BackendSettings
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
+from runner.settings.config import BackendSettings
 
 __all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "reply_from_output", "signal_name"]
 

@@ -45,8 +45,8 @@ from runner.backends.base import (
     one_line,
     parse_reply_text,
 )
-from runner.config import BackendSettings
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
+from runner.settings.config import BackendSettings
 
 __all__ = ["OpenAIBackend", "build_messages", "reply_from_completion"]
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 from journal import ContextRecord
 from runner.backends.base import ReflectionRequest
 from runner.errors import BackendError
-from runner.persona import Interest, Persona
+from runner.settings.persona import Interest, Persona
 
 __all__ = ["SimulatedBackend"]
 

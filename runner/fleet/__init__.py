@@ -1,7 +1,7 @@
 """A fleet of runners on Celery with Redis: one schedule for many hosts, each slot run once (``ghostrunner fleet``).
 
 The parts, each a process of its own, all reading the same configuration
-with a ``[fleet]`` table (:mod:`runner._configfleet`):
+with a ``[fleet]`` table (:mod:`runner.settings._configfleet`):
 
 * **beat** (:mod:`runner.fleet.beat`): Celery beat with RedBeat's scheduler.
   The schedule lives in Redis, one entry per agent x routine, and a Redis
@@ -12,7 +12,7 @@ with a ``[fleet]`` table (:mod:`runner._configfleet`):
   beat was active then) is recorded as missed instead;
 * **worker** (:mod:`runner.fleet.tasks`): a Celery worker of one shard holds
   that shard's journals on its own disk and runs each task through
-  :func:`runner.engine.run_at`, the path of ``ghostrunner run``: the pause
+  :func:`runner.run.engine.run_at`, the path of ``ghostrunner run``: the pause
   file, the slot lock, the client key, memory, retries within the run.
   Tasks are acknowledged only after the run (``acks_late``): a worker killed
   mid-run leaves its task unacknowledged, and Redis delivers it again after

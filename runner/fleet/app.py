@@ -18,10 +18,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from celery import Celery
 
-from runner._configmodel import FleetConfig
-from runner.config import RunnerConfig
 from runner.errors import ConfigError
 from runner.fleet.tasks import run_slot_task
+from runner.settings._configmodel import FleetConfig
+from runner.settings.config import RunnerConfig
 
 __all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "broker_url", "fleet_app", "fleet_of"]
 

@@ -31,17 +31,17 @@ from celery.apps import worker as celery_worker
 from celery.beat import Service
 
 from journal import JournalError
-from runner._memory import open_journal
-from runner.catchup import UnusableAgent
-from runner.config import RunnerConfig
-from runner.deployment_lock import DeploymentLock
-from runner.engine import open_failure
 from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
 from runner.fleet.app import broker_password, fleet_app, fleet_of
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
 from runner.fleet.tasks import hold_shard
-from runner.logs import configure_logging
+from runner.monitor.logs import configure_logging
+from runner.run._memory import open_journal
+from runner.run.engine import open_failure
+from runner.schedule.catchup import UnusableAgent
+from runner.schedule.deployment_lock import DeploymentLock
+from runner.settings.config import RunnerConfig
 
 __all__ = ["check_start", "runs_record", "start_beat", "start_worker"]
 

@@ -1,4 +1,4 @@
-"""The task a fleet worker runs: one slot of one agent's routine, through :func:`runner.engine.run_at`.
+"""The task a fleet worker runs: one slot of one agent's routine, through :func:`runner.run.engine.run_at`.
 
 The task carries the fire time beat published it for, never "now": a task
 that waits in Redis (no worker of its shard was up) still runs its own
@@ -7,7 +7,7 @@ configuration that differs between hosts) is refused with
 ``fleet.task_refused`` and acknowledged, since no retry can fix it.
 
 A run that failed for a transient reason is run again, as under ``serve``
-(:mod:`runner.slot_retries`): at most ``runner.slot_retries`` times, the
+(:mod:`runner.run.slot_retries`): at most ``runner.slot_retries`` times, the
 first ``runner.slot_retry_delay`` later and doubling, while the routine has
 not fired again. A rerun is a new task of the same slot, so its client key
 makes it find the entry if one got there meanwhile.
@@ -22,12 +22,12 @@ from typing import Any
 import structlog
 from celery import Task
 
-from runner.config import RunnerConfig
-from runner.engine import run_at
+from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import NoScheduledTimeError, RunInterrupted, UnknownNameError
-from runner.run_contract import RunResult
-from runner.slot_retries import needs_rerun, slot_rerun_time
-from runner.slots import EARLIEST_TIME, LATEST_TIME
+from runner.run.engine import run_at
+from runner.run.run_contract import RunResult
+from runner.run.slot_retries import needs_rerun, slot_rerun_time
+from runner.settings.config import RunnerConfig
 
 __all__ = ["ShardWork", "hold_shard", "run_slot_task"]
 

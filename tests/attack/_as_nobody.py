@@ -25,14 +25,14 @@ def _preload() -> None:
     for package in ("journal", "runner", "routines", "click"):
         module = importlib.import_module(package)
         for info in pkgutil.walk_packages(module.__path__, f"{package}."):
-            if not info.name.endswith(("__main__", "_winconsole")) and info.name != "journal.semantic":
+            if not info.name.endswith(("__main__", "_winconsole")) and info.name != "journal.encoding.semantic":
                 importlib.import_module(info.name)
 
 
 def main() -> None:
     command, *args = sys.argv[1:]
     _preload()
-    entry = importlib.import_module({"ghostjournal": "journal.cli", "ghostrunner": "runner.cli"}[command])
+    entry = importlib.import_module({"ghostjournal": "journal.cli.cli", "ghostrunner": "runner.cli.cli"}[command])
     os.setgroups([])
     os.setgid(NOBODY)
     os.setuid(NOBODY)

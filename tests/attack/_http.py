@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from runner.logs import configure_logging
+from runner.monitor.logs import configure_logging
 from tests._support import openai_agent, write_config
 
 __all__ = ["AT", "GOOD", "KEY", "Answer", "HostileServer", "envelope", "json_logging", "openai_config"]

@@ -21,10 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import journal._fts as fts_module
+import journal.indexing._fts as fts_module
 from journal import Journal
-from journal._fts import CommonWords
-from journal.store import EntryStore
+from journal.files.store import EntryStore
+from journal.indexing._fts import CommonWords
 from tests.journal._fakes import FakeEncoder
 
 WORDS = ["harbor", "light", "tide", "fog", "bell", "lens", "rain", "salt", "wire", "kelp", "moth", "ember"]

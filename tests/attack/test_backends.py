@@ -29,9 +29,9 @@ from runner.backends import REPLY_FIELDS, build_backend, parse_reply_text
 from runner.backends.base import MAX_REPLY_BYTES, MAX_REPLY_DEPTH
 from runner.backends.command import reply_from_output
 from runner.backends.openai_chat import reply_from_completion
-from runner.config import load_config
-from runner.engine import RunResult, execute_run
 from runner.errors import BackendError
+from runner.run.engine import RunResult, execute_run
+from runner.settings.config import load_config
 from tests._support import NIGHTLY, entries, event_named, ghostrunner, reap, script, start_serve, write_config
 from tests.attack._http import AT, GOOD, KEY, Answer, HostileServer, envelope, json_logging, openai_config
 

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.backup import MARKER, backup_deployment, backup_into, prune_backups
-from runner.config import load_config
+from runner.deploy.backup import MARKER, backup_deployment, backup_into, prune_backups
 from runner.errors import ConfigError
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
 from tests.attack.hostile import hostile_json_bytes
 from tests.attack.test_fsfaults import Mounts, fill

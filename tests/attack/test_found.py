@@ -23,9 +23,9 @@ from structlog.testing import capture_logs
 
 from journal import Journal
 from runner.backends import build_backend
-from runner.config import load_config
-from runner.engine import execute_run
-from runner.notify import Notifier, WatchdogPinger
+from runner.run.engine import execute_run
+from runner.schedule.notify import Notifier, WatchdogPinger
+from runner.settings.config import load_config
 from tests._support import NIGHTLY, SIMPLE_AGENT, entries, event_named, ghostrunner, reap, start_serve, write_config
 from tests.attack._faults import Mounts, fill
 from tests.attack._http import AT, GOOD, KEY, HostileServer, json_logging, openai_config

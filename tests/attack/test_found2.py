@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runner.slots import cron_trigger, fire_times, slot_for
+from runner.cron.slots import cron_trigger, fire_times, slot_for
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 
 

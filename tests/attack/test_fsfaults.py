@@ -50,7 +50,7 @@ _VOLATILE = {"index/journal.sqlite3-wal", "index/journal.sqlite3-shm"}
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
-    # Marked simulated: the runner's motoko here is a simulated agent, which may only add to a simulated past (runner.provenance).
+    # Marked simulated: the runner's motoko here is a simulated agent, which may only add to a simulated past (runner.run.provenance).
     return {"kind": "note", "agent": "motoko", "theme": f"tide {n}", "voice": f"The tide came in, time {n}.", "ts": f"{DAY}T0{n % 10}:00:00Z",
             "meta": {"simulated": True}, **extra}
 
@@ -517,7 +517,7 @@ def test_every_error_class_pickles_round_trip() -> None:
 
     for package in (journal_package, runner_package):  # subclasses defined outside errors.py count too
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
-            if info.name not in ("journal.semantic", "journal.__main__", "runner.__main__"):
+            if info.name not in ("journal.encoding.semantic", "journal.__main__", "runner.__main__"):
                 importlib.import_module(info.name)
     classes = [*_all_subclasses(JournalError), *_all_subclasses(RunnerError), RunInterrupted]
     assert len(classes) > 20
@@ -533,7 +533,7 @@ def test_every_error_class_pickles_round_trip() -> None:
 
 def test_a_rollback_that_fails_too_keeps_the_original_error(tmp_path: Path) -> None:
     """Index.transaction: when the rollback itself fails (here: its connection is gone), the error raised is still the original one."""
-    from journal.index import Index
+    from journal.indexing.index import Index
 
     index = Index(tmp_path / "journal.sqlite3")
     index.connect()

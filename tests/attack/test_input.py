@@ -30,13 +30,13 @@ from hypothesis import strategies as st
 
 from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal, JournalError
 from journal.api import MAX_K, MAX_LIMIT
-from journal.cli import cli as journal_cli
-from journal.context import MIN_CONTEXT_CHARS, build_prompt_context
-from journal.entry import MAX_DEPTH, MAX_INPUT_BYTES, canonical_json, entry_from_json_bytes, validate_payload
-from journal.store import EntryStore
-from runner._toml import MAX_TOML_BYTES, MAX_TOML_DEPTH, loads_bounded
-from runner.config import load_config
+from journal.cli.cli import cli as journal_cli
+from journal.files.entry import MAX_DEPTH, MAX_INPUT_BYTES, canonical_json, entry_from_json_bytes, validate_payload
+from journal.files.store import EntryStore
+from journal.ranking.context import MIN_CONTEXT_CHARS, build_prompt_context
 from runner.errors import ConfigError
+from runner.settings._toml import MAX_TOML_BYTES, MAX_TOML_DEPTH, loads_bounded
+from runner.settings.config import load_config
 from tests._support import PERSONA, SIMPLE_AGENT, entry_files, ghostrunner, tree_digest, write_config
 from tests.attack.hostile import (
     LINE_BREAKS,
@@ -502,7 +502,7 @@ _CONTEXT_TEXT = hostile_text(max_size=60).filter(lambda text: text.strip() != ""
 @example(query='"' * 200, texts=[], max_chars=MIN_CONTEXT_CHARS)
 def test_prompt_context_property(query: str, texts: list[tuple[str, str]], max_chars: int) -> None:
     """For any query and entry texts: at most max_chars, every record is one JSON line of its own, and the lines are the records of the value."""
-    from journal.entry import Entry
+    from journal.files.entry import Entry
 
     picks = []
     for position, (voice, theme) in enumerate(texts):

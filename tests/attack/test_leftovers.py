@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.cli import cli
+from runner.cli.cli import cli
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 from tests.attack.hostile import hostile_text
 
@@ -197,8 +197,8 @@ def test_runner_option_errors_are_bounded(tmp_path: Path, args: list[str]) -> No
 
 
 def test_config_error_is_bounded(tmp_path: Path) -> None:
-    from runner.config import load_config
     from runner.errors import ConfigError
+    from runner.settings.config import load_config
 
     config = write_config(tmp_path, SIMPLE_AGENT, runner=f'timezone = "{"Z" * 100_000}"\n')
     with pytest.raises(ConfigError) as caught:
@@ -227,7 +227,7 @@ def _persona_with(tmp_path: Path, old: str, new: str) -> Path:
 ])
 def test_persona_labels_are_checked_at_load(tmp_path: Path, old: str, new: str, key: str) -> None:
     from runner.errors import ConfigError
-    from runner.persona import load_persona
+    from runner.settings.persona import load_persona
 
     path = _persona_with(tmp_path, old, new)
     with pytest.raises(ConfigError) as caught:
@@ -238,7 +238,7 @@ def test_persona_labels_are_checked_at_load(tmp_path: Path, old: str, new: str, 
 
 def test_persona_duplicate_tags_refused(tmp_path: Path) -> None:
     from runner.errors import ConfigError
-    from runner.persona import load_persona
+    from runner.settings.persona import load_persona
 
     path = _persona_with(tmp_path, 'tags = ["', 'tags = ["same", "same", "')
     with pytest.raises(ConfigError, match="unique tags"):

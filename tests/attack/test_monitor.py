@@ -21,10 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.cli import _render_status
-from runner.config import load_config
-from runner.slots import cron_trigger, latest_fire_time, slot_for
-from runner.status import (
+from runner.cli.cli import _render_status
+from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
+from runner.monitor.status import (
     EXIT_FAILED,
     EXIT_MISSED,
     EXIT_NO_EVENTS,
@@ -37,6 +36,7 @@ from runner.status import (
     default_grace,
     read_log,
 )
+from runner.settings.config import load_config
 from tests._docs import page_text
 from tests._support import (
     NIGHTLY,
@@ -327,9 +327,9 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
 #: Python handler does, and the pause writes "signalled" then, so the test knows the signal landed inside the step.
 HOOKED_RUN = """
 import os, select, signal, sys, time
-import journal.api, journal.store
-import runner.run_contract
-from runner.cli import main
+import journal.api, journal.files.store
+import runner.run.run_contract
+from runner.cli.cli import main
 
 point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
 wake_r, wake_w = os.pipe()
@@ -346,7 +346,7 @@ def pause(name):
             os.read(wake_r, 64)
             open(os.path.join(here, "signalled"), "w").close()
 
-store, api = journal.store.EntryStore, journal.api.Journal
+store, api = journal.files.store.EntryStore, journal.api.Journal
 write_temp, publish, find = store.write_temp, store.publish, api.find_by_client_key
 
 def hooked_write_temp(self, entry, **kwargs):
@@ -400,7 +400,7 @@ class PausingLog:  # the run contract's logger, pausing right after the run.fini
 
 store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
 api.__init__, api.close = hooked_init, hooked_close
-runner.run_contract.log = PausingLog(runner.run_contract.log)
+runner.run.run_contract.log = PausingLog(runner.run.run_contract.log)
 sys.argv[0] = "ghostrunner"
 main()
 """
@@ -647,7 +647,7 @@ def test_a_week_holding_only_the_last_digest_is_skipped(tmp_path: Path) -> None:
 
 def test_a_stop_requested_before_the_scheduler_starts_ends_it_at_once() -> None:
     """A SIGTERM between serve installing its handlers and the loop starting must stop serve, not crash the stop thread."""
-    from runner.scheduler import _StoppableScheduler
+    from runner.schedule.scheduler import _StoppableScheduler
 
     scheduler = _StoppableScheduler(timezone="UTC")
     scheduler.request_stop()  # before start(): BlockingScheduler has no wake-up event yet

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import EntryValidationError, Journal
-from journal._peer import peer_entry
-from journal.entry import entry_from_json_bytes
+from journal.carry._peer import peer_entry
+from journal.files.entry import entry_from_json_bytes
 from tests._support import entry_files, tree_digest
 from tests.attack.hostile import hostile_json_bytes, hostile_values
 from tests.attack.test_fsfaults import Mounts, fill

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-import journal._fts as fts_module
+import journal.indexing._fts as fts_module
 from journal import Journal
-from journal._fts import CommonWords
-from journal.embed import Encoder
+from journal.encoding.embed import Encoder
+from journal.indexing._fts import CommonWords
 from tests.journal.conftest import real_encoder  # noqa: F401 - the session's real model, loaded once for these tests too
 
 Payload = Callable[..., dict[str, Any]]

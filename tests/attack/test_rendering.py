@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.config import RunnerConfig, load_config
+from runner.deploy.units import Rendering, render_units, systemd_escape, write_units
 from runner.errors import UnitRenderError, quoted
-from runner.units import Rendering, render_units, systemd_escape, write_units
+from runner.settings.config import RunnerConfig, load_config
 from tests._support import ghostrunner, write_config
 
 from . import _systemd

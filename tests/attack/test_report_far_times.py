@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from journal.report import CHARTED_DAYS
+from journal.pages.report import CHARTED_DAYS
 
 FAR = ("0001-01-01T00:30:00+00:00", "2026-08-01T09:00:00+00:00", "9999-12-31T23:00:00+00:00")
 

@@ -10,8 +10,8 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from runner.config import load_config
-from runner.report import ABSENT_DAYS, build_run_report
+from runner.monitor.report import ABSENT_DAYS, build_run_report
+from runner.settings.config import load_config
 from tests._support import write_config
 from tests.runner._runlogs import FLEET, NOW, run_log
 

@@ -1,6 +1,6 @@
 """Schedule correctness under attack: no slot skipped or doubled, in every zone, at every transition.
 
-The reference for fire times is written here, independently of ``runner.slots``:
+The reference for fire times is written here, independently of ``runner.cron.slots``:
 it walks every minute of a year in UTC, reads the wall clock through zoneinfo,
 and applies the README's rule (a repeated wall-clock time fires at its first
 occurrence; a skipped one fires at the first moment after the gap).
@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal.timeinput import TIME_FORMS
-from runner.config import load_config
+from journal.cli.timeinput import TIME_FORMS
+from runner.cron.slots import cron_trigger, fire_times, latest_fire_time, slot_for
+from runner.deploy.units import render_units
 from runner.errors import ConfigError
-from runner.scheduler import Scheduler, missed_slots
-from runner.slots import cron_trigger, fire_times, latest_fire_time, slot_for
-from runner.units import render_units
+from runner.schedule.scheduler import Scheduler, missed_slots
+from runner.settings.config import load_config
 from tests._support import NIGHTLY, entries, ghostrunner, write_config
 
 YEAR = 2026
@@ -527,8 +527,8 @@ def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
     from zoneinfo import ZoneInfo as _ZoneInfo
 
     from journal import Journal
-    from runner.config import load_config
-    from runner.engine import execute_run
+    from runner.run.engine import execute_run
+    from runner.settings.config import load_config
 
     config = load_config(None)
     agent = config.agents["motoko"]
@@ -542,8 +542,8 @@ def test_a_run_refuses_a_naive_scheduled_time(tmp_path: Path) -> None:
 def test_a_schedule_not_written_in_ascii_is_a_configuration_error(tmp_path: Path, expression: str) -> None:
     """int() reads Arabic-Indic and full-width digits (and split() a thin space), so such a schedule loaded, ran under serve, and
     only render refused it; crontab and systemd would not read it at all."""
-    from runner.config import load_config
     from runner.errors import ConfigError
+    from runner.settings.config import load_config
 
     path = tmp_path / "ghostrunner.toml"
     path.write_text(f'[routines.evening]\nschedule = "{expression}"\n', encoding="utf-8")

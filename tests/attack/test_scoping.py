@@ -26,11 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import Journal
-from journal.cli import cli
-from journal.embed import Encoder, SentenceTransformerEncoder
-from journal.entry import Entry
+from journal.cli.cli import cli
+from journal.encoding.embed import Encoder, SentenceTransformerEncoder
 from journal.errors import EntryNotFoundError, SemanticUnavailableError
-from journal.store import EntryStore
+from journal.files.entry import Entry
+from journal.files.store import EntryStore
 
 START = datetime(2026, 9, 1, tzinfo=UTC)
 

@@ -55,7 +55,7 @@ def _python(
     lives where only root may read.
     """
     # Everything the child will import lazily is imported before it drops privileges.
-    prelude = "import os, sys, json, sqlite3, logging, encodings.ascii, encodings.latin_1, journal, journal.api, journal.cli\n"
+    prelude = "import os, sys, json, sqlite3, logging, encodings.ascii, encodings.latin_1, journal, journal.api, journal.cli.cli\n"
     if umask is not None:
         prelude += f"os.umask({umask})\n"
     if memory_limit is not None:
@@ -72,7 +72,7 @@ def _cli(
 ) -> subprocess.CompletedProcess[str]:
     """``ghostjournal --root ROOT ARGS`` in a subprocess (optionally as *uid*)."""
     argv = ["ghostjournal", "--root", str(root), *args]
-    code = f"sys.argv = {argv!r}\ntry:\n    journal.cli.main()\nexcept SystemExit as exc:\n    sys.exit(exc.code)\n"
+    code = f"sys.argv = {argv!r}\ntry:\n    journal.cli.cli.main()\nexcept SystemExit as exc:\n    sys.exit(exc.code)\n"
     return _python(code, uid=uid, memory_limit=memory_limit, stdin=stdin)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from journal.store import EntryStore
+from journal.files.store import EntryStore
 from tests._support import tree_digest
 
 TIMEOUT = 60

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runner._unitreach import UNIT_PATH
+from runner.deploy._unitreach import UNIT_PATH
 from tests.deploy._deploy import CONFIG, GHOSTRUNNER, STAGE, VENV, configure, entries
 from tests.deploy._live import LiveSystem
 
@@ -71,7 +71,7 @@ def home_python(system: LiveSystem) -> Iterator[str]:
     # The project and its dependencies as README step 1 installed them (pure Python): the same packages, another interpreter.
     system.path(f"{site}/ghostrunner.pth").write_text(system.run(f"{VENV}/bin/python3", "-c", purelib).stdout)
     script = system.path(f"{HOME_VENV}/bin/ghostrunner")
-    script.write_text(f"#!{HOME_VENV}/bin/python3\nimport sys\nfrom runner.cli import main\nsys.exit(main())\n")
+    script.write_text(f"#!{HOME_VENV}/bin/python3\nimport sys\nfrom runner.cli.cli import main\nsys.exit(main())\n")
     script.chmod(0o755)
     system.run("ln", "-s", f"{HOME_VENV}/bin/ghostrunner", PROGRAM)
     configure(system, SIMULATED)

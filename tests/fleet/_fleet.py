@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from runner.slots import cron_trigger
+from runner.cron.slots import cron_trigger
 from tests._redis import RedisServer
 from tests._support import LineReader, entry_files, reap, write_config
 

@@ -2,7 +2,7 @@
 
 A real RedBeat scheduler (:class:`runner.fleet.beat.SlotScheduler`) on a real
 redis-server ticks on a stepped clock, and serve's own rule
-(:meth:`runner.scheduler.Scheduler.fire`) is asked on the same clock at the
+(:meth:`runner.schedule.scheduler.Scheduler.fire`) is asked on the same clock at the
 same moments; the tasks found in the shard's queue in Redis are compared with
 what serve dispatched, and the missed records with serve's.
 """
@@ -20,10 +20,10 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from runner.config import RunnerConfig, load_config
 from runner.fleet.app import fleet_app
 from runner.fleet.beat import SlotScheduler, beat_schedule
-from runner.scheduler import Scheduler
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import RunnerConfig, load_config
 from tests._redis import RedisServer
 from tests._support import write_config
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config
 from runner.errors import ConfigError
 from runner.fleet.app import RUN_TASK, fleet_app
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, write_config
 
 TWO_AGENTS = SIMPLE_AGENT + """

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config
 from runner.fleet.app import RUN_TASK, fleet_app
+from runner.settings.config import load_config
 from tests._redis import RedisServer
 from tests._support import ghostrunner, script, wait_for_path
 from tests.fleet._fleet import FleetProcess, entries_by_key, fleet_body, minutes_back, rewind, routine, write_fleet

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 import redis
 
-from runner.config import load_config
 from runner.fleet.app import BEAT_KEY_PREFIX, RUN_TASK, fleet_app
 from runner.fleet.record import RUNS_STREAM, RunsRecord
+from runner.settings.config import load_config
 from tests._redis import RedisServer
 from tests._support import ghostrunner
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet

@@ -8,9 +8,9 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from runner.config import load_config
+from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.fleet import FLEET_EVENTS
-from runner.slots import cron_trigger, latest_fire_time
+from runner.settings.config import load_config
 from tests._docs import page_text
 from tests._redis import RedisServer
 from tests._support import PERSONA, LineReader, reap

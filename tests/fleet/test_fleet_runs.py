@@ -11,8 +11,8 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from runner.config import load_config
-from runner.deployment_lock import DeploymentLock
+from runner.schedule.deployment_lock import DeploymentLock
+from runner.settings.config import load_config
 from tests._redis import RedisServer
 from tests._support import ghostrunner
 from tests.fleet._fleet import FleetProcess, entries_by_key, fleet_body, minutes_back, rewind, routine, write_fleet

@@ -42,8 +42,8 @@ import time
 from typing import Any
 
 import journal
-import journal.index
-import journal.store
+import journal.files.store
+import journal.indexing.index
 
 
 def _say(line: str) -> None:
@@ -64,7 +64,7 @@ def _arm(step: str, key: str) -> None:
     the directory is fsynced.
     """
     if step == "write_temp":
-        original_write_temp = journal.store.EntryStore.write_temp
+        original_write_temp = journal.files.store.EntryStore.write_temp
 
         def write_temp(self: Any, entry: Any, **kwargs: Any) -> Any:
             pending = original_write_temp(self, entry, **kwargs)  # temp file fsynced, rows staged
@@ -72,9 +72,9 @@ def _arm(step: str, key: str) -> None:
                 _die(step)
             return pending
 
-        journal.store.EntryStore.write_temp = write_temp  # type: ignore[method-assign]
+        journal.files.store.EntryStore.write_temp = write_temp  # type: ignore[method-assign]
     elif step == "insert_entry":
-        original_insert = journal.index.Index.insert_entry
+        original_insert = journal.indexing.index.Index.insert_entry
 
         def insert_entry(self: Any, conn: Any, entry: Any, rel_path: str) -> None:
             original_insert(self, conn, entry, rel_path)  # INSERTs executed, not committed
@@ -84,9 +84,9 @@ def _arm(step: str, key: str) -> None:
                     sys.exit(3)
                 _die(step)
 
-        journal.index.Index.insert_entry = insert_entry  # type: ignore[method-assign]
+        journal.indexing.index.Index.insert_entry = insert_entry  # type: ignore[method-assign]
     elif step == "commit":
-        original_publish = journal.store.EntryStore.publish
+        original_publish = journal.files.store.EntryStore.publish
 
         def publish(self: Any, pending: Any, **kwargs: Any) -> None:
             commit = kwargs.get("meanwhile")
@@ -99,7 +99,7 @@ def _arm(step: str, key: str) -> None:
 
             original_publish(self, pending, meanwhile=die_before_commit)
 
-        journal.store.EntryStore.publish = publish  # type: ignore[method-assign]
+        journal.files.store.EntryStore.publish = publish  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown crash step {step!r}")
 
@@ -122,7 +122,7 @@ def _append_mode(spec: dict[str, Any]) -> None:
 
 def _trace() -> None:
     """Print ``@<step> <client_key>`` after each step of an append, so a parent can aim its kill."""
-    store, index = journal.store.EntryStore, journal.index.Index
+    store, index = journal.files.store.EntryStore, journal.indexing.index.Index
     write_temp, publish, insert_entry = store.write_temp, store.publish, index.insert_entry
 
     def traced_write_temp(self: Any, entry: Any, **kwargs: Any) -> Any:

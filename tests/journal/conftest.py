@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from journal.embed import Encoder, SentenceTransformerEncoder
+from journal.encoding.embed import Encoder, SentenceTransformerEncoder
 from journal.errors import SemanticUnavailableError
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
-from journal.embed import resolve_model
+from journal.encoding.embed import resolve_model
 from tests._support import entry_files
 
 Payload = Callable[..., dict[str, Any]]
@@ -257,7 +257,7 @@ def test_same_boot_open_does_not_list_the_files(root: Path, make_payload: Payloa
 
 def test_words_common_in_a_large_journal_give_way_to_rarer_ones(journal: Journal, make_payload: Payload, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a big journal a word found in most entries does not pick candidates; alone, it ranks only the newest matches."""
-    import journal._fts as fts_module
+    import journal.indexing._fts as fts_module
 
     monkeypatch.setattr(fts_module, "COMMON_WORDS", fts_module.CommonWords(min_docs=10, candidates=5))
     for i in range(30):

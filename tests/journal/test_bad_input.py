@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal
-from journal.cli import cli
+from journal.cli.cli import cli
 from tests._support import tree_digest
 
 # (id, changes to a valid payload, the field the message must name)

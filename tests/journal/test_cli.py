@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from journal.cli import cli
+from journal.cli.cli import cli
 
 ENTRY = {"kind": "note", "agent": "motoko", "theme": "harbor", "voice": "Fog over the harbor again.", "tags": ["fog"]}
 
@@ -106,7 +106,7 @@ def test_duplicate_id_exits_4(root: Path) -> None:
 def test_installed_command_runs_as_a_real_process(root: Path) -> None:
     """The console script works end to end in its own process, reading stdin and writing stdout."""
     env = {**os.environ, "GHOSTJOURNAL_ROOT": str(root)}
-    command = [sys.executable, "-m", "journal.cli"]
+    command = [sys.executable, "-m", "journal.cli.cli"]
     subprocess.run([*command, "init"], env=env, check=True, capture_output=True)
     appended = subprocess.run([*command, "append"], input=json.dumps(ENTRY).encode(), env=env, check=True, capture_output=True)
     entry_id = json.loads(appended.stdout)["entry"]["id"]

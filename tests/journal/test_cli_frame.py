@@ -13,12 +13,12 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from journal.cli import cli
-from journal.clikit import CommandGroup
-from journal.render import text_width
+from journal.cli.cli import cli
+from journal.cli.clikit import CommandGroup
+from journal.cli.render import text_width
 from tests._terminal import in_terminal
 
-GHOSTJOURNAL = [sys.executable, "-m", "journal.cli"]
+GHOSTJOURNAL = [sys.executable, "-m", "journal.cli.cli"]
 ENTRY = {"kind": "note", "agent": "motoko", "theme": "rain on tin", "voice": "Rain on the tin roof again.\nA second line \x1b[31mred\x1b[0m.",
          "tags": ["rain"], "mood": "quiet"}
 

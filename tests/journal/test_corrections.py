@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import Journal
-from journal.entry import Entry
 from journal.errors import EntryValidationError
+from journal.files.entry import Entry
 from tests._support import entry_files
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from journal.export import MANIFEST_KEYS, MANIFEST_MEMBER
-from journal.store import EntryStore
+from journal.carry.export import MANIFEST_KEYS, MANIFEST_MEMBER
+from journal.files.store import EntryStore
 
 from ._busy import busy_writer
 from ._readme import run_readme_block

@@ -17,8 +17,8 @@ import numpy.typing as npt
 import pytest
 
 from journal import Journal
-from journal._minilm import MiniLMEncoder, _map_safetensors, gelu
-from journal.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, document_text, load_encoder, resolve_model
+from journal.encoding._minilm import MiniLMEncoder, _map_safetensors, gelu
+from journal.encoding.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, document_text, load_encoder, resolve_model
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
 Payload = Callable[..., dict[str, Any]]
@@ -207,9 +207,9 @@ def test_vectors_stored_by_sentence_transformers_are_used_as_they_are(
 def test_building_and_using_it_never_imports_torch() -> None:
     """The NumPy encoder loads without torch, sentence-transformers or transformers."""
     script = (
-        "import sys\nimport journal.embed, journal._minilm\n"
+        "import sys\nimport journal.encoding.embed, journal.encoding._minilm\n"
         "light = sorted(m for m in ('numpy', 'tokenizers') if m in sys.modules)\n"
-        "journal.embed.load_encoder().encode(['one query'])\n"
+        "journal.encoding.embed.load_encoder().encode(['one query'])\n"
         "print(light, sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120, cwd=_REPO)
@@ -229,11 +229,11 @@ def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> Non
     )
     result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "j")], capture_output=True, text=True, check=True, timeout=120, cwd=_REPO)
     assert result.stdout.strip() == "True []", result.stderr
-    cli = subprocess.run([sys.executable, "-X", "importtime", "-m", "journal.cli", "--root", str(tmp_path / "j"), "--nn", "search", "canine", "--mode", "semantic"],
+    cli = subprocess.run([sys.executable, "-X", "importtime", "-m", "journal.cli.cli", "--root", str(tmp_path / "j"), "--nn", "search", "canine", "--mode", "semantic"],
                          capture_output=True, text=True, check=False, timeout=120, cwd=_REPO)
     assert cli.returncode == 0, cli.stderr
     imported = {line.split("|")[-1].strip() for line in cli.stderr.splitlines() if line.startswith("import time:")}
-    assert "journal._minilm" in imported and not {"torch", "sentence_transformers"} & imported
+    assert "journal.encoding._minilm" in imported and not {"torch", "sentence_transformers"} & imported
 
 def _dev_split() -> Path | None:
     """The LoCoMo dev split: $GHOSTJOURNAL_LOCOMO_DEV, else ``shared/data/locomo-dev`` beside the checkout or an ancestor of it."""

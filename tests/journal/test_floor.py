@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from journal.embed import Encoder
-from journal.entry import Entry
+from journal.encoding.embed import Encoder
+from journal.encoding.semantic import RELEVANCE_FLOORS
 from journal.errors import SemanticUnavailableError
-from journal.semantic import RELEVANCE_FLOORS
+from journal.files.entry import Entry
 from tests.journal._fakes import FakeEncoder
 
 Payload = Callable[..., dict[str, Any]]
@@ -87,7 +87,7 @@ def test_the_cli_applies_the_floor_and_no_floor_lifts_it(root: Path, make_payloa
         _fill(journal, make_payload)
 
     def run(*extra: str) -> Any:
-        args = [sys.executable, "-m", "journal.cli", "--root", str(root), "--nn", command, UNRELATED, "-k", "3", "--json", *extra]
+        args = [sys.executable, "-m", "journal.cli.cli", "--root", str(root), "--nn", command, UNRELATED, "-k", "3", "--json", *extra]
         result = subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from journal._fsync import FsyncHelper
+from journal.files._fsync import FsyncHelper
 
 
 def test_work_runs_on_the_calling_thread_while_the_helper_fsyncs(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from journal.fusion import FUSION, FusionParams, fuse, needs_partial
+from journal.ranking.fusion import FUSION, FusionParams, fuse, needs_partial
 
 Ranked = list[tuple[str, float]]
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from journal import EntryValidationError, ImportStreamError, Journal
-from runner.config import load_config
-from runner.simulate import simulate
+from runner.run.simulate import simulate
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
 
 from ._fakes import FakeEncoder
@@ -139,7 +139,7 @@ def test_the_python_import_raises_for_a_bad_stream(tmp_path: Path) -> None:
 
 _KILLER = """
 import os, signal, sys
-import journal.store as store
+import journal.files.store as store
 step, after = sys.argv[1], int(sys.argv[2])
 original = getattr(store.EntryStore, step)
 calls = [0]
@@ -152,7 +152,7 @@ def wrapped(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)  # the file is published, its index rows not committed
     return result
 setattr(store.EntryStore, step, wrapped)
-from journal.cli import main
+from journal.cli.cli import main
 sys.argv = ["ghostjournal", *sys.argv[3:]]
 main()
 """

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from mcp.shared.exceptions import MCPError
 
 from journal import MAX_ENTRY_BYTES, Journal
-from journal._mcp_schemas import MAX_QUERY_CHARS
-from journal.cli import cli
+from journal.cli.cli import cli
+from journal.mcp._mcp_schemas import MAX_QUERY_CHARS
 from tests._support import tree_digest
 
 from ._mcp import McpServer, mcp_server
@@ -302,7 +302,7 @@ def test_the_sdk_is_imported_only_by_the_mcp_command(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from journal.cli import cli\n"
+        "from journal.cli.cli import cli\n"
         f"result = CliRunner().invoke(cli, ['--root', {str(root)!r}, 'search', 'harbor'])\n"
         "assert result.exit_code == 0, result.output\n"
         "print(sorted(m for m in ('mcp', 'starlette', 'pydantic', 'anyio') if m in sys.modules))\n"

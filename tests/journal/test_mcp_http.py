@@ -25,7 +25,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from journal import Journal
-from journal.cli import cli
+from journal.cli.cli import cli
 from tests._support import reap
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

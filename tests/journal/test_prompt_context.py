@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ContextRecord, Journal, PromptContext
-from journal.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
+from journal.ranking.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
 
 Payload = Callable[..., dict[str, Any]]
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ClientKeyTakenError, Journal, SkippedFile
-from journal.cli import cli
+from journal.cli.cli import cli
 from tests._support import entry_files, tree_digest
 
 Payload = Callable[..., dict[str, Any]]
@@ -90,7 +90,7 @@ def test_corrupt_index_is_detected_and_rebuilt(root: Path, make_payload: Payload
 
 def test_corruption_reported_at_the_commit_stores_the_entry_once(root: Path, make_payload: Payload, monkeypatch: pytest.MonkeyPatch) -> None:
     """When SQLite reports corruption at the commit, the entry file is already published: the index is rebuilt, and the append is not repeated."""
-    from journal.index import Index, IndexCorruptError
+    from journal.indexing.index import Index, IndexCorruptError
 
     real_commit = Index.commit
     reports: list[str] = []

@@ -7,7 +7,7 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.render import clip, printable, table, text_width
+from journal.cli.render import clip, printable, table, text_width
 
 PROPERTY = settings(max_examples=300, deadline=None)
 hostile = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=60) | st.sampled_from(

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from journal import Journal
-from journal.index import fts_query
+from journal.indexing.index import fts_query
 
 Payload = Callable[..., dict[str, Any]]
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from journal import Journal, ModelNotFoundError, SemanticUnavailableError
-from journal.index import INDEX_SCHEMA_VERSION
-from journal.semantic import QUERY_MEMO_SIZE, QueryMemo
+from journal.encoding.semantic import QUERY_MEMO_SIZE, QueryMemo
+from journal.indexing.index import INDEX_SCHEMA_VERSION
 
 from ._fakes import FakeEncoder
 

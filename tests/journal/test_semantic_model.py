@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from journal import Journal
-from journal.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, resolve_model
+from journal.encoding.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, resolve_model
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -90,7 +90,7 @@ def test_an_empty_or_unreadable_model_is_a_clear_error_not_a_usage_error(tmp_pat
     (not_a_model / "config.json").write_text("{}")
     root = tmp_path / "journal"
     Journal(root).close()
-    result = subprocess.run([sys.executable, "-m", "journal.cli", "--root", str(root), "--nn", "--model", model.format(dir=not_a_model), "search", "x"],
+    result = subprocess.run([sys.executable, "-m", "journal.cli.cli", "--root", str(root), "--nn", "--model", model.format(dir=not_a_model), "search", "x"],
                             capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert says in result.stderr and "Usage:" not in result.stderr and "Traceback" not in result.stderr, result.stderr
@@ -103,7 +103,7 @@ def test_a_directory_holding_no_model_fails_before_any_model_library_loads(tmp_p
     (not_a_model / "readme.txt").write_text("holiday pictures")
     root = tmp_path / "journal"
     Journal(root).close()
-    probe = ("import sys, runpy\nsys.argv = ['ghostjournal', *sys.argv[1:]]\ntry:\n    runpy.run_module('journal.cli', run_name='__main__')\n"
+    probe = ("import sys, runpy\nsys.argv = ['ghostjournal', *sys.argv[1:]]\ntry:\n    runpy.run_module('journal.cli.cli', run_name='__main__')\n"
              "finally:\n    print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules), file=sys.stderr)\n")
     result = subprocess.run([sys.executable, "-c", probe, "--root", str(root), "--nn", "--model", str(not_a_model), "search", "x"],
                             capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path)

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.cli import cli
-from journal.timeinput import TIME_FORMS, local_zone, parse_time_input
+from journal.cli.cli import cli
+from journal.cli.timeinput import TIME_FORMS, local_zone, parse_time_input
 
 #: Zones with the kinds of change there are: one-hour DST both ways (Berlin, New York), a half-hour DST
 #: (Lord Howe), DST starting at midnight (Santiago), negative DST (Dublin), a skipped whole day (Apia, 2011), none (Tokyo).
@@ -199,7 +199,7 @@ def test_the_local_zone_follows_tz(monkeypatch: pytest.MonkeyPatch, tz: str, exp
 
 def test_a_posix_tz_rule_is_read_at_its_offset() -> None:
     """A TZ that is a POSIX rule, not a zone name, is the C library's offset for it."""
-    code = "from journal.timeinput import local_zone; from datetime import datetime; print(datetime(2026, 1, 1, tzinfo=local_zone()).utcoffset())"
+    code = "from journal.cli.timeinput import local_zone; from datetime import datetime; print(datetime(2026, 1, 1, tzinfo=local_zone()).utcoffset())"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "TZ": "JST-9"})
     assert result.stdout.strip() == "9:00:00"
 

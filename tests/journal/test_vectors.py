@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from journal import EncoderIdentity, Journal, ProgressGate, SemanticUnavailableError, StderrProgress, progress_after, reporting_slow
-from journal._identity import CACHE_FILE, forget_hashes, model_files, weights_hash
-from journal._json import canonical_json
-from journal.embed import document_text
-from journal.index import INDEX_SCHEMA_VERSION
+from journal.encoding._identity import CACHE_FILE, forget_hashes, model_files, weights_hash
+from journal.encoding.embed import document_text
+from journal.files._json import canonical_json
+from journal.indexing.index import INDEX_SCHEMA_VERSION
 
 from ._fakes import FakeEncoder
 
@@ -276,7 +276,7 @@ def test_the_command_refuses_a_bad_progress_threshold_as_a_usage_error(root: Pat
     """ghostjournal exits 2 with one line naming the variable, and opens nothing."""
     from click.testing import CliRunner
 
-    from journal.cli import cli
+    from journal.cli.cli import cli
 
     result = CliRunner().invoke(cli, ["--root", str(root), "list"], env={"GHOSTJOURNAL_PROGRESS_AFTER": "soon"})
     assert result.exit_code == 2
@@ -346,7 +346,7 @@ def test_an_index_of_the_layout_with_one_vector_per_entry_keeps_its_vectors(root
     with Journal(root, enable_nn=True, encoder=encoder) as journal:
         ids = [journal.append(make_payload(voice=f"lighthouse {i}")).id for i in range(3)]
     with _index(root) as conn, conn:
-        # The tables of schema 6, as journal/_tables.py defined them: only the vectors table differs.
+        # The tables of schema 6, as journal/indexing/_tables.py defined them: only the vectors table differs.
         conn.execute("ALTER TABLE vectors RENAME TO today")
         conn.execute("CREATE TABLE vectors (rowid INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL)")
         conn.execute("INSERT INTO vectors (rowid, model, vector) SELECT entry, model, vector FROM today")

@@ -21,13 +21,13 @@ import pytest
 import threadpoolctl  # type: ignore[import-untyped]  # the library ships no type annotations
 
 from journal import Journal
-from journal._identity import CACHE_FILE, forget_hashes
-from journal._minilm import MiniLMEncoder
-from journal.embed import DEFAULT_MODEL, document_text, resolve_model
+from journal.encoding._identity import CACHE_FILE, forget_hashes
+from journal.encoding._minilm import MiniLMEncoder
+from journal.encoding.embed import DEFAULT_MODEL, document_text, resolve_model
 from tests._support import REPO
 
 Payload = Callable[..., dict[str, Any]]
-_CLI = [sys.executable, "-m", "journal.cli"]
+_CLI = [sys.executable, "-m", "journal.cli.cli"]
 
 
 def _env(**extra: str) -> dict[str, str]:

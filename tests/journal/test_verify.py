@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from journal import Journal, SemanticUnavailableError
-from journal.store import EntryStore
+from journal.files.store import EntryStore
 from tests._support import tree_digest
 
 from ._busy import busy_writer

@@ -1,10 +1,10 @@
-"""A fake host tree for the tests of what a unit's sandbox hides (``runner._unitreach``), and this machine's pyenv Python."""
+"""A fake host tree for the tests of what a unit's sandbox hides (``runner.deploy._unitreach``), and this machine's pyenv Python."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runner._unitreach import Step, startup_chain, startup_warnings
+from runner.deploy._unitreach import Step, startup_chain, startup_warnings
 
 __all__ = ["Host", "pyenv_python"]
 
@@ -31,7 +31,7 @@ class Host:
         return self.executable(relative, b"\x7fELF\x02\x01\x01\x00")
 
     def script(self, relative: str, shebang: str) -> str:
-        return self.executable(relative, f"#!{shebang}\nimport sys\nfrom runner.cli import main\nsys.exit(main())\n".encode())
+        return self.executable(relative, f"#!{shebang}\nimport sys\nfrom runner.cli.cli import main\nsys.exit(main())\n".encode())
 
     def link(self, relative: str, target: str) -> str:
         path = self.path(relative)

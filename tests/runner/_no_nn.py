@@ -11,7 +11,7 @@ from tests._support import REPO
 __all__ = ["WITHOUT_NN", "without_nn"]
 
 #: Python run before the CLI, making the nn extra's libraries really absent from the process.
-WITHOUT_NN = "import sys\nfor name in ('numpy', 'tokenizers'):\n    sys.modules[name] = None\nfrom runner.cli import main\nsys.exit(main())\n"
+WITHOUT_NN = "import sys\nfor name in ('numpy', 'tokenizers'):\n    sys.modules[name] = None\nfrom runner.cli.cli import main\nsys.exit(main())\n"
 
 
 def without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -11,8 +11,8 @@ import pytest
 
 from journal import Journal
 from runner.backends import build_backend
-from runner.config import load_config
-from runner.engine import execute_run
+from runner.run.engine import execute_run
+from runner.settings.config import load_config
 from tests._support import script, write_config
 
 PROGRAMS = {

@@ -13,8 +13,8 @@ from structlog.testing import capture_logs
 
 from journal import Journal
 from runner.backends import build_backend
-from runner.config import load_config
-from runner.engine import execute_run
+from runner.run.engine import execute_run
+from runner.settings.config import load_config
 from tests._chat_server import ChatServer, Reply, Step
 from tests._support import openai_agent, write_config
 

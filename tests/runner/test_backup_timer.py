@@ -13,10 +13,10 @@ import pytest
 
 from journal import Journal
 from journal.errors import UnsafePathError
-from runner.backup import MARKER, backup_into, prune_backups
-from runner.config import load_config
+from runner.deploy.backup import MARKER, backup_into, prune_backups
+from runner.deploy.units import refuse_warnings, render_units
 from runner.errors import ConfigError, UnitRenderError
-from runner.units import refuse_warnings, render_units
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, write_config
 from tests.journal._readme import readme_block
 from tests.runner._units import ANALYZE, exec_path, render, verify

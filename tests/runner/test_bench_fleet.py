@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from runner.slots import cron_trigger
+from runner.cron.slots import cron_trigger
 from tests._redis import RedisServer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"

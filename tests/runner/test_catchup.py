@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from runner.catchup import plan_catchup, spread
-from runner.config import load_config
 from runner.errors import ConfigError
-from runner.scheduler import Scheduler
-from runner.simulate import simulate
-from runner.status import EXIT_MISSED, build_report, read_log
+from runner.monitor.status import EXIT_MISSED, build_report, read_log
+from runner.run.simulate import simulate
+from runner.schedule.catchup import plan_catchup, spread
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import load_config
 from tests._support import (
     NIGHTLY,
     SIMPLE_AGENT,

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import cpu_count, load_config
+from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.errors import ConfigError
-from runner.run_contract import RunIdentity
-from runner.run_queue import QueuedRun, RunQueue
-from runner.slots import cron_trigger, latest_fire_time
+from runner.run.run_contract import RunIdentity
+from runner.schedule.run_queue import QueuedRun, RunQueue
+from runner.settings.config import cpu_count, load_config
 from tests._support import (
     SIMPLE_AGENT,
     TEST_ZONE,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config, parse_duration
 from runner.errors import ConfigError
+from runner.settings.config import load_config, parse_duration
 from tests._support import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, state_journal, write_config
 
 

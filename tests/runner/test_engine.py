@@ -10,8 +10,8 @@ from structlog.testing import capture_logs
 
 from journal import Journal
 from runner.backends import ReflectionRequest, build_backend
-from runner.config import load_config
-from runner.engine import execute_run
+from runner.run.engine import execute_run
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, write_config
 
 FOURTH = """

@@ -6,7 +6,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from runner.config import load_config
+from runner.settings.config import load_config
 from tests._support import REPO, ghostrunner
 
 

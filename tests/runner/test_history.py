@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from runner.history import build_history
+from runner.monitor.history import build_history
 from tests._support import ghostrunner, script, write_config
 
 #: A command backend whose first call fails and every later one answers.

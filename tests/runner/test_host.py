@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from runner._host import local_zone_name, state_directory
-from runner.config import load_config
 from runner.errors import ConfigError
+from runner.settings._host import local_zone_name, state_directory
+from runner.settings.config import load_config
 from tests._support import REPO, SIMPLE_AGENT, ghostrunner, state_journal
 
 ZONEINFO = Path("/usr/share/zoneinfo")

@@ -1,4 +1,4 @@
-"""The README's event table agrees with runner.logs.EVENTS and with the JSON lines real runs and a real serve emit."""
+"""The README's event table agrees with runner.monitor.logs.EVENTS and with the JSON lines real runs and a real serve emit."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from runner._memory import open_journal
 from runner.backends import build_backend
-from runner.config import load_config
-from runner.engine import execute_run, run_slot
 from runner.errors import BackendError, BackendReplyError
-from runner.logs import EVENTS, configure_logging
-from runner.run_contract import RunIdentity
-from runner.run_queue import QueuedRun, RunQueue
-from runner.scheduler import Scheduler
-from runner.simulate import simulate_agent
-from runner.slot_lock import SlotLock
+from runner.monitor.logs import EVENTS, configure_logging
+from runner.run._memory import open_journal
+from runner.run.engine import execute_run, run_slot
+from runner.run.run_contract import RunIdentity
+from runner.run.simulate import simulate_agent
+from runner.run.slot_lock import SlotLock
+from runner.schedule.run_queue import QueuedRun, RunQueue
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import load_config
 from tests._docs import page_text
 from tests._support import NIGHTLY, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
 from tests.runner._events import ALWAYS, documented_events
@@ -154,7 +154,7 @@ def emitted_by_serve(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def test_readme_table_lists_exactly_the_declared_events() -> None:
-    """Every event in runner.logs.EVENTS has a README row, and the README documents no other event."""
+    """Every event in runner.monitor.logs.EVENTS has a README row, and the README documents no other event."""
     assert set(documented_events()) == set(EVENTS)
 
 

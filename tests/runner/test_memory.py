@@ -18,10 +18,10 @@ import pytest
 import structlog
 
 from journal import Entry, Journal, load_encoder
-from runner._memory import EmbeddingProgress, MemoryUnavailableError
-from runner.config import load_config
 from runner.errors import ConfigError
-from runner.simulate import simulate_agent
+from runner.run._memory import EmbeddingProgress, MemoryUnavailableError
+from runner.run.simulate import simulate_agent
+from runner.settings.config import load_config
 from tests._support import REPO, SIMPLE_AGENT, ghostrunner, script, write_config
 from tests.runner._events import ALWAYS, documented_events
 from tests.runner._no_nn import without_nn
@@ -201,7 +201,7 @@ def test_a_hybrid_simulation_embedding_behind_writes_what_embedding_at_each_appe
 
 def test_an_entry_appended_while_embedding_behind_is_embedded_off_the_caller_thread_and_found_by_the_next_search(tmp_path: Path) -> None:
     """Within embedding_behind an append's encode runs on another thread; the next search ranks the entry by meaning; the block leaves none missing."""
-    from journal.embed import load_encoder
+    from journal.encoding.embed import load_encoder
 
     threads: list[int] = []
 
@@ -286,7 +286,7 @@ def test_a_hybrid_simulation_embeds_each_question_once(tmp_path: Path, monkeypat
         recorded.append(_Recording(load_encoder(**options)))
         return recorded[-1]
 
-    monkeypatch.setattr("runner._memory.load_encoder", recording)
+    monkeypatch.setattr("runner.run._memory.load_encoder", recording)
     config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
     summary = simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 8, tzinfo=UTC))
     [encoder] = recorded

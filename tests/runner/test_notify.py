@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.notify import Notifier, WatchdogPinger
+from runner.schedule.notify import Notifier, WatchdogPinger
 from tests._support import event_named, reap, start_serve, write_config
 
 

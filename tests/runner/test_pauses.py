@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import RunnerConfig, load_config
-from runner.logs import configure_logging
-from runner.pauses import PauseBook
-from runner.run_contract import RunIdentity
-from runner.scheduler import Scheduler
-from runner.worker import Worker
+from runner.monitor.logs import configure_logging
+from runner.run.pauses import PauseBook
+from runner.run.run_contract import RunIdentity
+from runner.run.worker import Worker
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import RunnerConfig, load_config
 from tests._support import NIGHTLY, TEST_ZONE, entries, event_named, ghostrunner, script, start_serve, with_key, write_config
 
 NOBODY = 65534
@@ -174,7 +174,7 @@ def test_serve_honours_a_pause_at_start_and_its_scheduler_honours_changes_withou
             started.append(identity.slot)
             super().__init__(config, identity, scheduled, stderr)
 
-    monkeypatch.setattr("runner.scheduler.Worker", CountedWorker)
+    monkeypatch.setattr("runner.schedule.scheduler.Worker", CountedWorker)
     with workers_log.open("w") as log_stream:
         configure_logging(stream=log_stream, level="info", json=True)  # as serve's own lines go to the stream its workers write to
         scheduler = Scheduler(config, now=lambda: clock[0], log_stream=log_stream)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from runner.config import load_config
-from runner.reload import ConfigChange
-from runner.scheduler import Scheduler
+from runner.schedule.reload import ConfigChange
+from runner.schedule.scheduler import Scheduler
+from runner.settings.config import load_config
 from tests._support import GATED, LineReader, event_named, script, start_serve, wait_for_marker, with_key, write_config
 
 NEWYEAR = """

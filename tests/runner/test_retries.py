@@ -14,7 +14,7 @@ import pytest
 from journal import PromptContext
 from runner.backends.base import REPLY_SCHEMA, ReflectionRequest
 from runner.errors import BackendError, BackendReplyError, BackendTimeoutError, BackendUnavailableError
-from runner.retries import MAX_RETRY_WAIT, MIN_ATTEMPT_SECONDS, Retrier, RetryPolicy
+from runner.run.retries import MAX_RETRY_WAIT, MIN_ATTEMPT_SECONDS, Retrier, RetryPolicy
 from tests._chat_server import ChatServer
 from tests._support import entries, ghostrunner, openai_agent, script, write_config
 

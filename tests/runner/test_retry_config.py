@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config
 from runner.errors import ConfigError
+from runner.settings.config import load_config
 from tests._support import write_config
 
 OPENAI = '[agents.motoko]\nroutines = ["evening"]\nbackend = {{ type = "openai"{extra} }}\n'

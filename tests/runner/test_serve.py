@@ -12,9 +12,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from journal import Journal
-from runner.config import load_config
-from runner.scheduler import missed_slots
-from runner.simulate import simulate
+from runner.run.simulate import simulate
+from runner.schedule.scheduler import missed_slots
+from runner.settings.config import load_config
 from tests._support import (
     GATED,
     NIGHTLY,

@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from journal import Journal
-from runner.config import load_config
-from runner.simulate import schedule_for, simulate, simulation_window
+from runner.run.simulate import schedule_for, simulate, simulation_window
+from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, entries, ghostrunner, write_config
 from tests.runner._no_nn import without_nn
 

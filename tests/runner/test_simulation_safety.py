@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from runner.config import load_config
 from runner.errors import MixedJournalError, RealBackendsRefusedError
+from runner.settings.config import load_config
 from tests._support import entry_files, ghostrunner, script, write_config
 
 #: A command backend that appends a line to calls.log for each request.
@@ -63,8 +63,8 @@ def test_a_real_backend_is_refused_without_the_flag_and_the_calls_are_counted(tm
 
 
 def test_the_python_api_refuses_real_backends_too(tmp_path: Path) -> None:
-    """runner.simulate.simulate refuses a real backend unless real_backends=True, before any call."""
-    from runner.simulate import simulate, simulation_window
+    """runner.run.simulate.simulate refuses a real backend unless real_backends=True, before any call."""
+    from runner.run.simulate import simulate, simulation_window
 
     config = load_config(write_config(tmp_path, _real_agent(tmp_path, routines='["evening"]')))
     start, end = simulation_window(3, config.timezone, None)

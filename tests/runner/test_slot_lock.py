@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from runner.config import load_config
 from runner.errors import ConfigError
+from runner.settings.config import load_config
 from tests._chat_server import ChatServer, Reply
 from tests._support import SIMPLE_AGENT, ghostrunner, with_key, write_config
 

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from routines import BUILTIN_ROUTINES
-from runner.slots import client_key, cron_trigger, fire_times, latest_fire_time, slot_for
+from runner.cron.slots import client_key, cron_trigger, fire_times, latest_fire_time, slot_for
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

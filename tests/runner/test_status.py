@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import load_config
-from runner.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, default_grace, read_log
+from runner.monitor.status import EXIT_FAILED, EXIT_NO_EVENTS, EXIT_OK, EXIT_OVERDUE, EXIT_UNKNOWN, build_report, default_grace, read_log
+from runner.settings.config import load_config
 from tests._support import ghostrunner, write_config
 
 BODY = """

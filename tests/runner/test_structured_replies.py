@@ -13,9 +13,9 @@ from journal import Journal, JournalError, validate_payload
 from runner.backends import build_backend
 from runner.backends._reply_format import parse_retry_after
 from runner.backends.base import REPLY_FIELDS, REPLY_SCHEMA, REQUIRED_REPLY_FIELDS, check_reply
-from runner.config import load_config
-from runner.engine import execute_run
 from runner.errors import BackendError
+from runner.run.engine import execute_run
+from runner.settings.config import load_config
 from tests._chat_server import GOOD_REPLY, ChatServer
 from tests._support import openai_agent, write_config
 

@@ -13,10 +13,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from runner.config import load_config
-from runner.oncalendar import ScheduleNotExpressibleError, skipped_local_times, to_on_calendar
-from runner.slots import cron_trigger, fire_times
-from runner.units import render_units, systemd_escape
+from runner.cron.oncalendar import ScheduleNotExpressibleError, skipped_local_times, to_on_calendar
+from runner.cron.slots import cron_trigger, fire_times
+from runner.deploy.units import render_units, systemd_escape
+from runner.settings.config import load_config
 from tests._support import PERSONA, REPO, ghostrunner, write_config
 from tests.runner._units import ANALYZE, exec_path, render, verify
 

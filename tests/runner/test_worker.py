@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import MalformedResultError
-from runner.run_contract import Outcome, RunIdentity, RunResult
-from runner.worker import read_result
+from runner.run.run_contract import Outcome, RunIdentity, RunResult
+from runner.run.worker import read_result
 
 RESULT = RunResult(RunIdentity(run_id="r-1", agent="motoko", routine="evening", slot="2026-09-05", client_key="motoko:evening:2026-09-05",
                                scheduled="2026-09-05T21:00:00+00:00"), outcome=Outcome.DUPLICATE, entry_id="e-1", duration_ms=1.0)

@@ -1,0 +1,155 @@
+"""An online backup: a copy of the journal that is itself a journal directory, consistent as of one instant, then verified.
+
+Under the writer lock (appends wait meanwhile, readers do not) the index is
+caught up, the entry file names are listed, and the index is copied through
+SQLite's online backup API, so the copy's index holds exactly the listed
+files. The files themselves are copied after the lock is released: a
+published entry file never changes. Everything is written into a hidden
+directory beside the target and renamed to it only once complete and
+fsynced, so a failure (a full disk) leaves no target and nothing half
+written. The copy opens as any journal does (``Journal(copy)``), which is why
+no restore command exists: use the copy, or copy it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
+from journal.files._fsync import fsync_directory
+from journal.files._safefs import DIR_MODE, FILE_MODE, check_dir
+from journal.files.store import ScanProblem
+
+if TYPE_CHECKING:
+    from journal.carry.verify import VerifyReport
+    from journal.sync._sync import IndexKeeper
+
+__all__ = ["BackupReport", "backup"]
+
+_COUNTER_WIDTH: Final = 20  # as journal.files._lock writes the write counter
+
+
+@dataclass(frozen=True, slots=True)
+class BackupReport:
+    """What :func:`backup` made: the copy, what it holds, and the check of it."""
+
+    out: str
+    files: int
+    bytes: int
+    skipped: list[dict[str, str]]
+    verify: VerifyReport
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data."""
+        return {"out": self.out, "files": self.files, "bytes": self.bytes, "skipped": self.skipped, "verify": self.verify.to_dict()}
+
+
+def _check_target(out: Path, root: Path) -> None:
+    """Refuse a target that exists (a file, a symlink, a FIFO, a journal, any directory) or lies inside the journal."""
+    if os.path.lexists(out):
+        kind = "a journal" if (out / "manifest.json").exists() and not out.is_symlink() else None
+        try:
+            check_dir(out, "the backup directory")
+        except UnsafePathError as exc:
+            raise UnsafePathError(out, f"{exc.reason.split(';')[0]}; name a directory that does not exist yet") from None
+        raise UnsafePathError(out, f"the backup directory exists{' and is ' + kind if kind else ''}; name a directory that does not exist yet "
+                                   "(a backup never writes into or over anything)")
+    resolved, journal = out.resolve(), root.resolve()
+    if resolved == journal or journal in resolved.parents:
+        raise UnsafePathError(out, "the backup directory is inside the journal; name one outside it")
+
+
+def _mkdir(path: Path) -> None:
+    os.mkdir(path, DIR_MODE)
+    os.chmod(path, DIR_MODE)  # whatever the umask
+
+
+def _write(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _copy_index(conn: sqlite3.Connection, target: Path) -> int:
+    """Copy the open index through SQLite's online backup API; return the generation the copy has caught up with."""
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE))
+    copy = sqlite3.connect(target, isolation_level=None)
+    try:
+        conn.backup(copy)
+        copy.execute("PRAGMA journal_mode = WAL")
+        row = copy.execute("SELECT value FROM state WHERE key = 'generation'").fetchone()
+    except sqlite3.Error as exc:
+        # The copy's file refused, not the journal's index: name the copy (SQLite's codes as errnos).
+        code = {13: errno.ENOSPC, 8: errno.EROFS, 14: errno.EACCES, 23: errno.EACCES}.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF, errno.EIO)
+        raise OSError(code, os.strerror(code), str(target)) from None
+    finally:
+        copy.close()
+    with contextlib.suppress(FileNotFoundError):
+        for suffix in ("-wal", "-shm"):
+            os.unlink(f"{target}{suffix}")
+    return int(row[0]) if row else 0
+
+
+def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport]) -> BackupReport:
+    """Copy the journal to *out* (see :meth:`journal.Journal.backup`); *verify* checks the copy and returns its report."""
+    _check_target(out, keeper.root)
+    parent = out.parent
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+    except OSError as exc:
+        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
+    size = 0
+    paths: list[str] = []
+    skipped: list[dict[str, str]] = []
+    try:
+        os.chmod(work, DIR_MODE)
+        for name in ("entries", "index", "models"):
+            _mkdir(work / name)
+        _write(work / "manifest.json", (keeper.root / "manifest.json").read_bytes())
+        with keeper.lock:
+            keeper.sync_locked()  # the index holds every file published so far
+            paths = [item for item in keeper.store.scan() if not isinstance(item, ScanProblem)]
+            generation = _copy_index(keeper.index.conn, work / "index" / "journal.sqlite3")
+        _write(work / "entries" / ".generation", str(generation).rjust(_COUNTER_WIDTH).encode("ascii"))
+        made: set[Path] = set()
+        for rel_path in paths:
+            target = work / "entries" / rel_path
+            for level in reversed(target.relative_to(work / "entries").parents[:-1]):
+                directory = work / "entries" / level
+                if directory not in made:
+                    _mkdir(directory)
+                    made.add(directory)
+            try:
+                data = keeper.store.read(rel_path)
+            except (UnsafePathError, EntryFileError, FileNotFoundError) as exc:
+                skipped.append({"path": f"entries/{rel_path}", "reason": str(getattr(exc, "reason", "the file is gone"))})
+                continue  # no entry (a FIFO, an oversized file): the source's verify names it
+            _write(target, data)
+            size += len(data)
+        for directory in sorted(made, key=lambda p: -len(p.parts)):
+            fsync_directory(directory)
+        for name in ("entries", "index", "models", ""):
+            fsync_directory(work / name if name else work)
+        os.rename(work, out)  # the target does not exist: the copy appears whole or not at all
+        fsync_directory(parent)
+    except BaseException as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
+            raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to") from None
+        raise
+    return BackupReport(str(out), len(paths) - len(skipped), size, skipped, verify(out))

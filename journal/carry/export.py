@@ -1,0 +1,232 @@
+"""Exporting a journal as one stream: its entries' canonical bytes in time order, then a manifest line.
+
+The stream is consistent as of one instant: under the writer lock the index
+is caught up with the files and a read transaction of it begins, so the
+entries exported are exactly those published before that instant (a later
+append is in neither the snapshot nor the stream) and each of them is
+complete (a file is named only once it is whole). The rows are then read in
+order (time, then id) from that snapshot and each entry's file is read and
+checked against its row, one at a time, so memory stays flat at any size.
+
+Two forms:
+
+``jsonl``
+    One entry per line, the bytes of its canonical file (each ends with a
+    newline), then one manifest line: a canonical JSON object whose
+    ``ghostjournal_export`` is the format version (see :data:`MANIFEST_KEYS`),
+    with ``sha256`` the hash of every byte before it.
+``tar``
+    A POSIX tar stream of ``entries/YYYY/MM/DD/<id>.json`` members (the same
+    bytes, mode 0600, the entry's time as mtime), then ``export-manifest.json``
+    holding the same manifest, whose ``sha256`` is that of the entry lines
+    the jsonl form would have.
+
+With ``agent``, nothing of another agent is in the stream: a link
+(``continues``, ``supersedes``) to another agent's entry is taken out of the
+entry that holds it, whose bytes are then the canonical form of the entry
+without it, and the manifest lists that entry under ``links_removed`` with how
+many links went, never their ids. Links to an entry the stream does not hold
+(outside the window, or missing) stay in the entry and are listed under
+``links_outside``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
+
+from journal.errors import EntryFileError, UnsafePathError
+from journal.files.entry import SCHEMA_VERSION, Entry, canonical_json, check_text_arguments
+from journal.files.store import EntryStore
+from journal.indexing._scope import bound
+from journal.indexing.index import Window
+from journal.sync._reading import load_entry
+
+if TYPE_CHECKING:
+    from journal.sync._sync import IndexKeeper
+
+__all__ = ["EXPORT_FORMAT_VERSION", "FORMATS", "MANIFEST_KEYS", "MANIFEST_MEMBER", "ExportManifest", "export"]
+
+log = logging.getLogger("journal")
+
+#: The version of the stream's layout, the value of the manifest's ``ghostjournal_export``.
+EXPORT_FORMAT_VERSION: Final = 1
+FORMATS: Final = ("jsonl", "tar")
+#: The tar member holding the manifest, after every entry.
+MANIFEST_MEMBER: Final = "export-manifest.json"
+#: Every key of the manifest, as written.
+MANIFEST_KEYS: Final = (
+    "ghostjournal_export", "journal_id", "schema_version", "exported_at", "agent", "since", "until", "entries", "agents",
+    "links_outside", "links_removed", "skipped", "sha256",
+)
+#: Rows fetched from the snapshot at a time.
+_BATCH: Final = 500
+
+
+@dataclass(slots=True)
+class ExportManifest:
+    """What an export holds: the manifest line that ends its stream.
+
+    Attributes:
+        journal_id: the exported journal's id.
+        exported_at: the instant the stream is consistent as of (UTC).
+        agent, since, until: the export's scope (None: unscoped).
+        entries: entries in the stream.
+        agents: entries per agent.
+        links_outside: ``{"entry": id, "link": id}`` for each link to an entry the stream does not hold.
+        links_removed: ``{"entry": id, "links": n}`` for each entry whose links to another agent's entries were taken out.
+        skipped: index rows whose files could not be exported (a damaged file; ``ghostjournal verify`` says more).
+        sha256: ``sha256:<hex>`` of the entry lines.
+    """
+
+    journal_id: str
+    exported_at: str
+    agent: str | None = None
+    since: str | None = None
+    until: str | None = None
+    entries: int = 0
+    agents: dict[str, int] = field(default_factory=dict)
+    links_outside: list[dict[str, str]] = field(default_factory=list)
+    links_removed: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    sha256: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as JSON data, keys as in :data:`MANIFEST_KEYS`."""
+        return {
+            "ghostjournal_export": EXPORT_FORMAT_VERSION, "journal_id": self.journal_id, "schema_version": SCHEMA_VERSION,
+            "exported_at": self.exported_at, "agent": self.agent, "since": self.since, "until": self.until, "entries": self.entries,
+            "agents": dict(sorted(self.agents.items())), "links_outside": self.links_outside, "links_removed": self.links_removed,
+            "skipped": self.skipped, "sha256": self.sha256,
+        }
+
+    def line(self) -> bytes:
+        """The manifest as the stream's last line: canonical JSON and a newline."""
+        return (canonical_json(self.to_dict()) + "\n").encode("utf-8")
+
+
+def _without_foreign_links(entry: Entry, foreign: set[str]) -> Entry:
+    """*entry* with the links in *foreign* taken out of its signals."""
+    data = entry.to_dict()
+    signals = dict(data["signals"])
+    for name in ("continuity_refs", "supersedes"):
+        if name in signals:
+            kept = [ref for ref in signals[name] if ref not in foreign]
+            if kept:
+                signals[name] = kept
+            else:
+                del signals[name]
+    data["signals"] = signals
+    return Entry.from_payload(data)
+
+
+class _Sink:
+    """Where the entries go, in either form; it hashes the entry lines as the jsonl form would write them."""
+
+    def __init__(self, out: BinaryIO, form: str) -> None:
+        self._out = out
+        self._tar = tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) if form == "tar" else None  # noqa: SIM115 - closed in finish()
+        self.digest = hashlib.sha256()
+
+    def entry(self, rel_path: str, data: bytes, entry: Entry) -> None:
+        self.digest.update(data)
+        if self._tar is None:
+            self._out.write(data)
+        else:
+            self._member(f"entries/{rel_path}", data, int(entry.timestamp.timestamp()))
+
+    def _member(self, name: str, data: bytes, mtime: int) -> None:
+        assert self._tar is not None  # noqa: S101 - narrows the type: only the tar form writes members
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime, info.uname, info.gname = len(data), 0o600, max(mtime, 0), "", ""
+        self._tar.addfile(info, io.BytesIO(data))
+
+    def finish(self, manifest: ExportManifest) -> None:
+        if self._tar is None:
+            self._out.write(manifest.line())
+        else:
+            self._member(MANIFEST_MEMBER, manifest.line(), int(datetime.fromisoformat(manifest.exported_at).timestamp()))
+            self._tar.close()
+        self._out.flush()
+
+
+def _agents_of(conn: Any, ids: Sequence[str]) -> dict[str, str]:
+    if not ids:
+        return {}
+    rows = conn.execute(f"SELECT id, agent FROM entries WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
+    return dict(rows)
+
+
+def export(
+    keeper: IndexKeeper, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+    form: str = "jsonl", now: datetime | None = None,
+) -> ExportManifest:
+    """Write the entries of the scope to *out* in *form*, then the manifest (see :meth:`journal.Journal.export`)."""
+    if form not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {form!r}")
+    check_text_arguments(agent=agent)
+    window = Window(agent=agent, since=bound(since, "since"), until=bound(until, "until"))
+    clauses, params = window.where()
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    index = keeper.index
+    with keeper.lock:
+        keeper.sync_locked()  # the index holds every file published so far, and nothing else
+        conn = index.conn
+        conn.execute("BEGIN")
+        stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        conn.execute("SELECT count(*) FROM entries").fetchone()  # the snapshot starts with this first read, under the lock
+    manifest = ExportManifest(keeper.manifest.journal_id, stamp, agent, window.since, window.until)
+    sink = _Sink(out, form)
+    try:
+        # The rows, then each one's links, are read from the snapshot; entries are exported in (time, id) order.
+        cursor = conn.execute(f"SELECT e.id, e.path, e.agent FROM entries e {where} ORDER BY e.ts_utc, e.id", params)
+        while rows := cursor.fetchmany(_BATCH):
+            for entry_id, rel_path, owner in rows:
+                _export_one(keeper.store, conn, sink, manifest, (entry_id, rel_path, owner), window)
+        manifest.sha256 = f"sha256:{sink.digest.hexdigest()}"
+        sink.finish(manifest)
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    return manifest
+
+
+def _export_one(store: EntryStore, conn: Any, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window) -> None:
+    entry_id, rel_path, owner = row
+    try:
+        entry = load_entry(store, rel_path)
+    except (EntryFileError, UnsafePathError, FileNotFoundError) as exc:
+        reason = getattr(exc, "reason", "the file is gone")
+        log.warning("skipped entries/%s: %s; run 'ghostjournal verify'", rel_path, reason)
+        manifest.skipped.append({"path": f"entries/{rel_path}", "reason": str(reason)})
+        return
+    if entry.id != entry_id or entry.agent != owner:
+        log.warning("skipped entries/%s: its file disagrees with its index row; run 'ghostjournal verify'", rel_path)
+        manifest.skipped.append({"path": f"entries/{rel_path}", "reason": "the file disagrees with its index row"})
+        return
+    links = [*entry.continuity_refs, *entry.supersedes]
+    if links:
+        agents = _agents_of(conn, sorted(set(links)))
+        foreign = {ref for ref in links if ref in agents and agents[ref] != entry.agent} if window.agent is not None else set()
+        if foreign:
+            entry = _without_foreign_links(entry, foreign)
+            manifest.links_removed.append({"entry": entry.id, "links": sum(1 for ref in links if ref in foreign)})
+        for ref in dict.fromkeys(ref for ref in links if ref not in foreign):
+            if not _in_window(conn, ref, window):
+                manifest.links_outside.append({"entry": entry.id, "link": ref})
+    sink.entry(rel_path, entry.to_json_bytes(), entry)
+    manifest.entries += 1
+    manifest.agents[entry.agent] = manifest.agents.get(entry.agent, 0) + 1
+
+
+def _in_window(conn: Any, entry_id: str, window: Window) -> bool:
+    """Whether the snapshot holds *entry_id* inside *window* (so the stream holds it too)."""
+    clauses, params = window.where()
+    sql = "SELECT 1 FROM entries e WHERE e.id = ?" + "".join(f" AND {c}" for c in clauses)
+    return conn.execute(sql, [entry_id, *params]).fetchone() is not None

@@ -1,0 +1,411 @@
+"""Importing an export stream: check all of it first, then append each entry with its own id, time and client_key.
+
+An import is all or nothing about the stream and idempotent about the
+journal. First every line is read and checked, at most one entry's size at a
+time (a line longer than an entry can be is refused without reading the rest
+of it): each must be a valid schema v1 entry with its ``id`` and ``ts``, and
+the stream must end with the manifest of :mod:`journal.carry.export`, whose entry
+count and ``sha256`` must match the bytes read. The checked entries go to a
+private spool file meanwhile, so that standard input can be read only once
+and memory stays flat. A stream that fails any of this imports nothing and
+the error names the line (``partial`` imports the good lines anyway and lists
+the rest).
+
+Then each entry is appended as it is, keeping its id, ts and client_key.
+An entry already held with the same bytes is a *duplicate* and stores
+nothing; an id or a client_key already held with other bytes (or the
+client_key by another agent) is a *conflict*, reported and skipped, never
+overwritten. So an import killed at any point is finished by running it
+again, and the second run's summary counts as duplicates exactly the entries
+the first stored.
+
+A journal directory of ghostjournal 0.1.1 (another project of the same
+name, read by :mod:`journal.carry._peer`) goes the same way: each entry file is
+read, mapped onto schema v1 and spooled, a bad one named by its path, and
+the spool is stored by the same code, with the same counts.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Final
+
+from journal.carry._peer import PEER_FORMAT, check_peer_agent, peer_entry, peer_files, read_peer_manifest
+from journal.carry.export import EXPORT_FORMAT_VERSION
+from journal.errors import (
+    ClientKeyTakenError,
+    DuplicateEntryError,
+    EntryNotFoundError,
+    EntryValidationError,
+    ImportSourceError,
+    ImportStreamError,
+    JournalStorageError,
+)
+from journal.files._json import json_depth_exceeds, show_value
+from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
+
+if TYPE_CHECKING:
+    from journal.api import Journal
+
+__all__ = ["ImportSummary", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
+
+#: The longest line read as an entry: an entry file's size limit plus its newline.
+_LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
+_MANIFEST_KEY: Final = "ghostjournal_export"
+_PARTIAL: Final = "pass --partial to import the good lines anyway"
+
+
+@dataclass(slots=True)
+class ImportSummary:
+    """What an import did.
+
+    Attributes:
+        lines: entry lines read (0 from a journal directory).
+        appended: entries stored by this import.
+        duplicate: entries the journal already held with the same bytes (nothing stored).
+        conflict: entries whose id or client_key the journal holds with other bytes (skipped, never overwritten).
+        conflicts: ``{"line", "id", "reason"}`` for each conflict (``"file"`` for ``"line"`` from a journal directory).
+        bad_lines: with ``partial``, ``{"line", "reason"}`` for each line left out.
+        manifest: the stream's manifest, or None (a stream without one, imported with ``partial``); a directory's ``manifest.json``.
+        agent_map: the agents renamed, old to new.
+        source: None for an export stream; for a journal directory, its format (``ghostjournal-0.1.1``).
+        files: entry files read from a journal directory.
+        bad_files: with ``partial``, ``{"file", "reason"}`` for each entry file of a directory left out.
+    """
+
+    lines: int = 0
+    appended: int = 0
+    duplicate: int = 0
+    conflict: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] | None = None
+    agent_map: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+    files: int = 0
+    bad_files: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data: a stream's summary counts and lists lines, a directory's files."""
+        if self.source is not None:
+            return {"from": self.source, "files": self.files, "appended": self.appended, "duplicate": self.duplicate,
+                    "conflict": self.conflict, "conflicts": self.conflicts, "bad_files": self.bad_files,
+                    "manifest": self.manifest, "agent_map": self.agent_map}
+        return {"lines": self.lines, "appended": self.appended, "duplicate": self.duplicate, "conflict": self.conflict,
+                "conflicts": self.conflicts, "bad_lines": self.bad_lines, "manifest": self.manifest, "agent_map": self.agent_map}
+
+
+def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, peer: bool = False) -> dict[str, str]:
+    """``old=new`` pairs (or a mapping) as a dict, each name checked as an agent name.
+
+    With *peer* (a map for a ghostjournal 0.1.1 journal) an old name need only
+    be one that journal accepts, so that a name our schema refuses (one with a
+    space, say) can be renamed into one it accepts.
+
+    Raises:
+        EntryValidationError: a pair without ``=``, or a name that is no valid agent name, naming it.
+    """
+    mapping: dict[str, str] = {}
+    items = pairs.items() if isinstance(pairs, Mapping) else [_split_pair(pair) for pair in pairs]
+    check_old = check_peer_agent if peer else check_agent
+    for old, new in items:
+        mapping[check_old(old, "agent-map (old name)")] = check_agent(new, f"agent-map {old}=")
+    return mapping
+
+
+def _split_pair(pair: str) -> tuple[str, str]:
+    old, sep, new = pair.partition("=")
+    if not sep:
+        raise EntryValidationError("agent-map", "old=new", show_value(pair))
+    return old, new
+
+
+def _lines(source: IO[bytes], *, partial: bool) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines of *source*, each read at most an entry's size at a time.
+
+    A longer line raises at once; with *partial* it is read past in pieces
+    (never held whole) and given as an empty line, for the caller to report.
+    """
+    number = 0
+    while True:
+        line = source.readline(_LINE_LIMIT + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > _LINE_LIMIT:
+            if not partial:
+                raise ImportStreamError(number, f"longer than an entry can be ({_LINE_LIMIT} bytes); not read further", _PARTIAL)
+            while line and not line.endswith(b"\n"):
+                line = source.readline(_LINE_LIMIT)
+            line = b""
+        yield number, line
+
+
+def _manifest_of(line: bytes) -> dict[str, Any] | None:
+    """The manifest *line* holds, or None when it is no manifest (an entry, or not JSON)."""
+    if json_depth_exceeds(line.decode("utf-8", "replace")):
+        return None  # no manifest nests this deep, and json.loads would recurse until it dies
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and _MANIFEST_KEY in value else None
+
+
+def _check_stream(
+    source: IO[bytes], spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool,
+) -> None:
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres*, and check the manifest."""
+    digest = hashlib.sha256()
+    manifest: dict[str, Any] | None = None
+    last = 0
+
+    def bad(number: int, reason: str) -> None:
+        if not partial:
+            raise ImportStreamError(number, reason, _PARTIAL)
+        summary.bad_lines.append({"line": number, "reason": reason})
+
+    for number, line in _lines(source, partial=partial):
+        last = number
+        if manifest is not None:
+            bad(number - 1, "the manifest line is not the last line")
+            manifest = None
+        if not line:
+            bad(number, f"longer than an entry can be ({_LINE_LIMIT} bytes); not read")
+            continue
+        found = _manifest_of(line)
+        if found is not None:
+            manifest = found
+            continue
+        digest.update(line)
+        try:
+            entry = entry_from_json_bytes(line)
+        except EntryValidationError as exc:
+            bad(number, str(exc))
+            continue
+        if entry.agent in agent_map:
+            entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
+        spool.write(entry.to_json_bytes())
+        wheres.append({"line": number})
+        summary.lines += 1
+    if manifest is None:
+        bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
+        return
+    summary.manifest = manifest
+    problem = _manifest_problem(manifest, digest.hexdigest(), summary.lines + len(summary.bad_lines))
+    if problem is not None:
+        bad(last, problem)
+
+
+def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) -> str | None:
+    if manifest.get(_MANIFEST_KEY) != EXPORT_FORMAT_VERSION:
+        return f"a manifest of export format {show_value(manifest.get(_MANIFEST_KEY))}, not {EXPORT_FORMAT_VERSION}; upgrade ghostjournal"
+    if manifest.get("sha256") != f"sha256:{sha256}":
+        return f"the entries hash to sha256:{sha256} and the manifest says {show_value(manifest.get('sha256'))}: the stream was changed"
+    if manifest.get("entries") != entries:
+        return f"{entries} entry lines and the manifest counts {show_value(manifest.get('entries'))}"
+    return None
+
+
+def _store(journal: Journal, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
+    """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file)."""
+    data = entry.to_json_bytes()
+
+    def conflict(reason: str) -> None:
+        summary.conflict += 1
+        summary.conflicts.append({**where, "id": entry.id, "reason": reason})
+
+    try:
+        result = journal.append_with_result(entry.to_dict())
+    except ClientKeyTakenError:
+        conflict("its client_key is held by another agent's entry")
+        return
+    except DuplicateEntryError:
+        try:
+            held = journal.get(entry.id)
+        except EntryNotFoundError:
+            conflict("its id is taken by a file the index does not hold; run 'ghostjournal verify'")
+            return
+        if held.to_json_bytes() == data:
+            summary.duplicate += 1
+        else:
+            conflict("its id is held by an entry with other bytes")
+        return
+    except EntryValidationError as exc:  # a supersession of an entry the journal does not hold, say
+        conflict(str(exc))
+        return
+    if not result.is_duplicate:
+        summary.appended += 1
+    elif result.entry.to_json_bytes() == data:
+        summary.duplicate += 1
+    else:
+        conflict(f"its client_key {entry.client_key!r} is held by entry {result.entry.id!r} with other bytes")
+
+
+def import_stream(
+    journal: Journal, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    on_entry: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
+    summary = ImportSummary(agent_map=dict(agent_map or {}))
+    wheres: list[dict[str, Any]] = []
+    with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+        _check_stream(source, spool, wheres, summary, summary.agent_map, partial=partial)
+        _store_spooled(journal, spool, wheres, summary, summary.lines, on_entry)
+    return summary
+
+
+def _store_spooled(
+    journal: Journal, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
+    on_entry: Callable[[int], None] | None,
+) -> None:
+    """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
+    _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
+    spool.seek(0)
+    for count, (where, line) in enumerate(zip(wheres, spool, strict=True), start=1):
+        if where.get("skip"):
+            continue  # checked, then left out (a link it holds would dangle), and listed as such
+        _store(journal, entry_from_json_bytes(line), where, summary)
+        if on_entry is not None:
+            on_entry(count)
+
+
+def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:
+    """The manifest of the ghostjournal 0.1.1 journal directory *root*, checked before a journal at *into* is opened (or created) to import it.
+
+    Raises:
+        ImportSourceError: *root* is no such journal, or *into* is inside it (nothing may be written there).
+    """
+    fd = _open_peer_dir(root)
+    try:
+        return _peer_manifest(root, fd, into)
+    finally:
+        os.close(fd)
+
+
+def _open_peer_dir(root: Path) -> int:
+    """A descriptor of the directory *root* (reached through a link if the caller named one; nothing inside it is)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ImportSourceError(root, f"cannot be opened as a directory ({exc.strerror})") from None
+
+
+def _peer_manifest(root: Path, root_fd: int, into: Path) -> dict[str, Any]:
+    manifest = read_peer_manifest(root, root_fd)
+    if into.resolve().is_relative_to(root.resolve()):
+        raise ImportSourceError(root, f"holds the journal to import into ({into}), and nothing may be written into the directory it reads",
+                                "import into a journal outside it")
+    return manifest
+
+
+def import_peer_dir(
+    journal: Journal, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    on_entry: Callable[[int], None] | None = None,
+) -> ImportSummary:
+    """Import the ghostjournal 0.1.1 journal directory *root* into *journal* (see :meth:`journal.Journal.import_dir`).
+
+    As with a stream, every entry file is read, mapped and checked (spooled
+    as our canonical line) before anything is stored, so a directory with an
+    unimportable file imports nothing unless *partial*; the same storing
+    then makes a second import all duplicates.
+    """
+    summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
+    wheres: list[dict[str, Any]] = []
+    links: list[tuple[str, str, tuple[str, ...]]] = []  # each spooled entry's id, agent and the ids it continues
+    root_fd = _open_peer_dir(root)
+
+    def bad(rel: str, reason: str) -> None:
+        if not partial:
+            raise ImportSourceError(root / rel, reason, "pass --partial to import the other entry files anyway")
+        summary.bad_files.append({"file": rel, "reason": reason})
+
+    try:
+        summary.manifest = _peer_manifest(root, root_fd, journal.root)
+        with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+            for rel, content in peer_files(root, root_fd):
+                reason = content if isinstance(content, str) else None
+                if isinstance(content, bytes):
+                    summary.files += 1
+                    try:
+                        entry = peer_entry(content, rel, summary.agent_map)
+                    except EntryValidationError as exc:
+                        reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
+                    else:
+                        spool.write(entry.to_json_bytes())
+                        wheres.append({"file": rel})
+                        links.append((entry.id, entry.agent, entry.continuity_refs))
+                if reason is not None:
+                    bad(rel, reason)
+            for position, ref in _dangling(journal, links).items():
+                bad(wheres[position]["file"], f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
+                                              "entry of the same agent (verify would report the link for good: entry files are never rewritten)")
+                wheres[position] = {**wheres[position], "skip": True}
+            _store_spooled(journal, spool, wheres, summary, len(wheres), on_entry)
+    finally:
+        os.close(root_fd)
+    return summary
+
+
+def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -> dict[int, str]:
+    """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
+
+    An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
+    (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it.
+    The answer depends only on the directory and on what the journal held before,
+    so a rerun leaves out the same entries and stores nothing new.
+    """
+    position_of = {entry_id: position for position, (entry_id, _, _) in enumerate(links)}
+    dependents: dict[str, list[int]] = {}
+    for position, (_, _, refs) in enumerate(links):
+        for ref in refs:
+            dependents.setdefault(ref, []).append(position)
+    held: dict[tuple[str, str], bool] = {}
+
+    def holds(ref: str, agent: str) -> bool:
+        if (ref, agent) not in held:
+            try:
+                journal.get(ref, agent)
+            except EntryNotFoundError:
+                held[ref, agent] = False
+            else:
+                held[ref, agent] = True
+        return held[ref, agent]
+
+    out: dict[int, str] = {}
+    for position, (_, agent, refs) in enumerate(links):
+        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent) and not holds(ref, agent)),
+                       None)
+        if missing is not None:
+            out[position] = missing
+    # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.
+    pending = list(out)
+    while pending:
+        gone = links[pending.pop()][0]
+        for dependent in dependents.get(gone, ()):
+            if dependent not in out and not holds(gone, links[dependent][1]):
+                out[dependent] = gone
+                pending.append(dependent)
+    return out
+
+
+def _check_space(journal: Journal, size: int, entries: int, what: str) -> None:
+    """Refuse, before anything is stored, an import the journal's filesystem clearly has no room for.
+
+    Each entry takes at least one block for its file, and the index about
+    twice its text again; a disk that fills anyway stops the import with its
+    error, the entries stored so far whole (a rerun finishes it).
+    """
+    info = os.statvfs(journal.root / "entries")
+    needed = entries * info.f_frsize + 3 * size
+    if info.f_bavail * info.f_frsize < needed:
+        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, f"import {what} into",
+                                            f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; "
+                                            "free space on that filesystem, then import again")

@@ -1,0 +1,173 @@
+"""What each ``ghostjournal`` command shows on a terminal, made from the document its JSON output prints.
+
+One function per command; each takes that document (and the terminal's width)
+and returns text built with :mod:`journal.cli.render`, so the two outputs can
+never say different things.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from journal.cli.render import labelled, printable, table
+
+__all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def show_init(document: Mapping[str, Any], width: int) -> str:
+    """``init``: the journal's identity."""
+    return labelled([("journal", document["root"]), ("journal_id", document["journal_id"]), ("created", document["created"])])
+
+
+def show_append(document: Mapping[str, Any], width: int) -> str:
+    """``append``: what happened, then the stored entry."""
+    entry = document["entry"]
+    said = "appended" if document["outcome"] == "appended" else "duplicate: this client_key's entry is already stored"
+    return f"{said}\n{show_entry(entry, width)}"
+
+
+def show_entry(entry: Mapping[str, Any], width: int) -> str:
+    """``get``: every field on its own line, the voice below them with its own line breaks."""
+    signals = entry.get("signals") or {}
+    head = labelled([
+        ("id", entry["id"]), ("ts", entry["ts"]), ("kind", entry["kind"]), ("agent", entry["agent"]), ("theme", entry["theme"]),
+        ("tags", list(entry.get("tags") or []) or None), ("mood", entry.get("mood")), ("focus", signals.get("focus")),
+        ("novelty", signals.get("novelty")), ("continues", list(signals.get("continuity_refs") or []) or None),
+        ("anchors", [f"{a.get('type')}:{a.get('ref')}" for a in entry.get("anchors") or []] or None),
+        ("client_key", entry.get("client_key")), ("routine", (entry.get("meta") or {}).get("source_routine")),
+    ])
+    voice = "\n".join("  " + printable(line) for line in str(entry["voice"]).splitlines())
+    return f"{head}\n\n{voice}"
+
+
+def show_entries(entries: Sequence[Mapping[str, Any]], width: int) -> str:
+    """``list``: one row per entry, newest first, the voice clipped to the terminal."""
+    if not entries:
+        return "no entries"
+    rows = [(e["ts"], e["kind"], e["agent"], e["theme"], e["id"], _one_line(e["voice"])) for e in entries]
+    return table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(entries), 'entry', 'entries')}"
+
+
+def show_hits(hits: Sequence[Mapping[str, Any]], width: int) -> str:
+    """``search``: one row per hit, best first, the snippet (then the theme) clipped to the terminal."""
+    if not hits:
+        return "no hits"
+    rows = [(f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["agent"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["snippet"]))
+            for hit in hits]
+    return table(["score", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'hit', 'hits')}"
+
+
+def show_related(hits: Sequence[Mapping[str, Any]], width: int) -> str:
+    """``relate``: one row per related entry, with why it is related (continues, continued by, similar)."""
+    if not hits:
+        return "no related entries"
+    rows = [(hit["reason"], f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["entry"]["voice"]))
+            for hit in hits]
+    return table(["reason", "score", "ts", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'entry', 'entries')}"
+
+
+def _counted(items: Sequence[Mapping[str, Any]], key: str, top: int = 8) -> str | None:
+    return ", ".join(f"{item[key]} ({item['count']})" for item in items[:top]) or None
+
+
+def show_digest(digest: Mapping[str, Any], width: int) -> str:
+    """``digest``: the window, then one line per view; a view with nothing in it is left out, never shown as None."""
+    novelty, continuity = digest["novelty"], digest["continuity"]
+    mean = novelty.get("mean")
+    chains = continuity.get("longest_chains") or []
+    window = f"{digest.get('since') or 'the beginning'} to {digest.get('until') or 'now'}"
+    return labelled([
+        ("agent", digest.get("agent") or "every agent"), ("window", window), ("entries", digest["count"]),
+        ("first", digest.get("first_ts")), ("last", digest.get("last_ts")),
+        ("kinds", ", ".join(f"{kind} ({count})" for kind, count in digest["kinds"].items()) or None),
+        ("themes", _counted(digest["themes"], "theme")), ("tags", _counted(digest["tags"], "tag")),
+        ("focus", _counted(digest["focus"], "focus")), ("moods", _counted(digest["moods"], "mood")),
+        ("novelty", None if mean is None else f"mean {mean}" + (f", {novelty['trend']}" if novelty.get("trend") else "")),
+        ("continuity", f"{continuity.get('links', 0)} links; longest chain {max((len(c) for c in chains), default=0)} entries"
+         if continuity.get("links") else None),
+    ])
+
+
+def show_context(document: Mapping[str, Any], width: int) -> str:
+    """``prompt-context``: the block itself, as the agent would get it (its records are escaped JSON already)."""
+    return "\n".join(printable(line) for line in str(document["context"]).splitlines())
+
+
+def show_reindex(document: Mapping[str, Any], width: int) -> str:
+    """``reindex``: the count, then each skipped file and why."""
+    lines = [f"indexed {_count(document['indexed'], 'entry', 'entries')}"]
+    skipped = document["skipped"]
+    if skipped:
+        lines.append(f"skipped {len(skipped)} files:")
+        lines += [f"  {printable(item['path'])}: {printable(item['reason'])}" for item in skipped]
+    return "\n".join(lines)
+
+
+def show_download(document: Mapping[str, Any], width: int) -> str:
+    """``download-model``: where the model is, and where it came from."""
+    return labelled([("model", document["model"]), ("path", document["path"]), ("source", document.get("source", ""))])
+
+
+def show_embed(document: Mapping[str, Any], width: int) -> str:
+    """``embed``: how many entries were embedded, how many still lack a vector, and the encoder used."""
+    return labelled([
+        ("embedded", _count(document["embedded"], "entry", "entries")), ("entries", str(document["entries"])),
+        ("missing", str(document["missing"])), ("encoder", str(document["encoder"])),
+    ])
+
+
+def show_verify(document: Mapping[str, Any], width: int) -> str:
+    """``verify``: what a repair did, each problem with its file and fix, then the sums."""
+    lines = [f"{printable(line)}" for line in document.get("repairs", [])]
+    for problem in document["problems"]:
+        lines.append(f"{printable(problem['path'])}: {problem['kind']}: {printable(problem['detail'])}")
+        lines.append(f"  fix: {printable(problem['fix'])}")
+    checked = f"checked {_count(document['files'], 'entry file', 'entry files')} ({_count(document['entries'], 'entry', 'entries')}) and the index"
+    if document["deep_checked"]:
+        checked += f", re-embedded {document['deep_checked']}"
+    counts = document["counts"]
+    lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
+    if document["unattributed"]:
+        lines.append(f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them")
+    return "\n".join(lines)
+
+
+def show_export(document: Mapping[str, Any], width: int) -> str:
+    """``export``: what the stream holds, by agent, and the links it leaves outside."""
+    lines = [f"exported {_count(document['entries'], 'entry', 'entries')} as of {document['exported_at']}  {document['sha256']}"]
+    lines += [f"  {printable(agent)}: {count}" for agent, count in document["agents"].items()]
+    if document["links_outside"]:
+        lines.append(f"{_count(len(document['links_outside']), 'link', 'links')} to entries outside the export")
+    if document["links_removed"]:
+        lines.append(f"links to another agent's entries taken out of {_count(len(document['links_removed']), 'entry', 'entries')}")
+    return "\n".join(lines)
+
+
+def show_import(document: Mapping[str, Any], width: int) -> str:
+    """``import``: the three counts, then each conflict and each line (or entry file of a directory) left out."""
+    if "from" in document:
+        read = f"{_count(document['files'], 'entry file', 'entry files')} of a {document['from']} journal"
+        conflicts = [f"  {printable(c['file'])}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+        left_out = [f"  {printable(b['file'])} left out: {printable(b['reason'])}" for b in document["bad_files"]]
+    else:
+        read = _count(document["lines"], "entry line", "entry lines")
+        conflicts = [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
+        left_out = [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
+    head = f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} (of {read})"
+    return "\n".join([head, *conflicts, *left_out])
+
+
+def show_backup(document: Mapping[str, Any], width: int) -> str:
+    """``backup``: where the copy is, what it holds, then the check of it."""
+    lines = [f"copied {_count(document['files'], 'entry file', 'entry files')} ({document['bytes']} bytes) to {printable(document['out'])}"]
+    lines += [f"  not copied: {printable(s['path'])}: {printable(s['reason'])}" for s in document["skipped"]]
+    return "\n".join([*lines, show_verify(document["verify"], width)])

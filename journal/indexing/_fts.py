@@ -1,0 +1,283 @@
+"""The lexical search of the index: query words, the fitted stop list, BM25 ranking and snippets.
+
+A query is any user text: its words are quoted, so FTS5 syntax in it is
+searched as words, never parsed. A search scoped to one agent reads that
+agent's own text table (see :mod:`journal.indexing._tables`), so its scores, its
+common words and its candidates depend on that agent's entries alone; an
+unscoped search reads the journal-wide one.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
+
+__all__ = ["COMMON_WORDS", "CommonWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
+
+#: BM25 column weights, in text table column order: a theme or tag match says more than prose.
+_BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
+_WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
+_SNIPPET_WORDS: Final = 24
+
+# Words too common to carry meaning in a query; dropping them keeps BM25 from
+# scoring most of the journal for "what did I ...".
+_STOPWORDS: Final = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+)
+# Words that say when, not what: a journal is all dated entries, so "what's new
+# today?" or "last week" matching an entry is no sign that the entry is about
+# the question. They are searched and ranked like any word, but a match on them
+# alone does not keep an entry below the relevance floor (see telling()).
+_TIME_WORDS: Final = frozenset(
+    ["ago", "afternoon", "current", "currently", "daily", "day", "days", "earlier", "evening", "hour", "hours", "last", "lately", "later",
+     "latest", "minute", "minutes", "month", "monthly", "months", "morning", "new", "newer", "newest", "next", "night", "past", "previous",
+     "previously", "recent", "recently", "since", "soon", "time", "times", "today", "tomorrow", "tonight", "week", "weekend", "weekly", "weeks",
+     "year", "yearly", "years", "yesterday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january",
+     "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
+)
+_TOKEN: Final = re.compile(r"[^\W_]+")
+# An English clitic after an apostrophe ("what's", "don't", "I'll"). The index's
+# tokenizer splits it off as a word of its own ("s", "t"), so searched, it would
+# match every possessive and contraction in the journal; it is dropped from a
+# query (with the "n" of "n't"), the word before it kept.
+_CLITIC: Final = re.compile(r"([^\W_]+)(?:n['\u2019]t|['\u2019](?:s|d|ll|m|re|ve))(?![^\W_])", re.IGNORECASE)
+# What is left of "won't", "can't" and "shan't" once "n't" is gone: function words, dropped whole.
+_NEGATED_STEMS: Final = frozenset(["wo", "ca", "sha"])
+
+
+def _without_clitic(match: re.Match[str]) -> str:
+    stem = match.group(1)
+    return "" if stem.lower() in _NEGATED_STEMS and match.group(0)[len(stem)] in "nN" else stem
+
+
+_MAX_QUERY_TERMS: Final = 64
+# A quoted word of an FTS5 expression built by _any_of (a word never holds a quote).
+_QUOTED: Final = re.compile(r'"([^"]+)"')
+
+
+@dataclass(frozen=True, slots=True)
+class CommonWords:
+    """When a query word counts as common, and what a query of common words alone ranks.
+
+    BM25 scores every entry that holds any query word, so a word found in a
+    large share of a big journal makes a query slow while adding little to the
+    ranking (its inverse document frequency is low). Such "common" words (in at
+    least *share* of the entries searched, and in at least *min_docs*) are left
+    out when the query has rarer words, as a stop list fitted to the entries
+    searched; a query of common words alone ranks only the newest *candidates*
+    entries that match. Fewer than *min_docs* entries are searched plainly.
+    """
+
+    share: float = 0.05
+    min_docs: int = 2000
+    candidates: int = 1000
+
+
+#: The thresholds searches use (read at each search, so a test may replace them).
+COMMON_WORDS = CommonWords()
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct searchable words of any user text, function words left out unless nothing else is left."""
+    words = [w.lower() for w in _TOKEN.findall(_CLITIC.sub(_without_clitic, text))]
+    meaningful = [w for w in words if w not in _STOPWORDS] or words
+    return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
+
+
+def _any_of(terms: Sequence[str]) -> str:
+    return " OR ".join(f'"{term}"' for term in terms)
+
+
+def fts_query(text: str) -> str | None:
+    """Turn any user text into a safe FTS5 query: quoted terms joined by OR.
+
+    Quoting every term means FTS5 operators (``AND``, ``NEAR(``, ``col:``,
+    ``*``, ``-``) in the text are searched as words, never parsed. Returns
+    None when the text holds no searchable word.
+    """
+    terms = query_terms(text)
+    return _any_of(terms) if terms else None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRow:
+    """An index row that matched a text query, with its BM25 score (higher is better)."""
+
+    row: IndexRow
+    score: float
+    snippet: str
+
+
+class TextSearch:
+    """Runs text queries on one index connection, keeping the query plans it fitted.
+
+    A plan is the FTS5 expression for a query's words in one text table, and
+    whether only the newest matches are ranked (see :class:`CommonWords`).
+    Hybrid search and its snippets share one. Call :meth:`forget` when the
+    connection goes to another database.
+    """
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool]] = {}
+
+    def forget(self) -> None:
+        """Drop every cached plan."""
+        self._plans.clear()
+
+    def search(
+        self, conn: sqlite3.Connection, query: str, *, k: int, window: Window, exclude: Sequence[str], with_snippets: bool,
+    ) -> list[SearchRow]:
+        """The best *k* rows in *window* for *query*, by BM25; see :meth:`journal.indexing.index.Index.search`."""
+        terms = query_terms(query)
+        if not terms or k <= 0:
+            return []
+        plan = self._plan(conn, terms, window.agent)
+        if plan is None:
+            return []
+        table, match, newest_only = plan
+        clauses, params = window.where()
+        if exclude:
+            clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
+            params.extend(exclude)
+        if newest_only:
+            ranked = _newest_ranked(conn, table, match, clauses, params, k)
+        else:
+            where = " AND ".join([f"{table} MATCH ?", *clauses])
+            matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
+            # Ties go to the newer entry, then to the id, so equal scores come out in one order.
+            sql = f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            ranked = conn.execute(sql, [match, *params, k]).fetchall()
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in ranked]
+
+    def snippets(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
+        """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return {}
+        rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+        found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
+        return {entry_id: text for entry_id, text in found.items() if text}
+
+    def partial(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+        """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on.
+
+        One lookup per searched word, restricted to the given entries' rows
+        (the fusion asks only when BM25 matched few entries).
+        """
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return set()
+        table, match, _ = plan
+        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
+        marks = ",".join("?" * len(rowids))
+        searched = _QUOTED.findall(match)
+        lacking: set[str] = set()
+        for term in searched:
+            holding = {row[0] for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids])}
+            lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
+        return lacking
+
+    def bm25(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
+        """The BM25 score :meth:`search` in *window* gives each of *entry_ids* that *query* matches, whether or not it ranks among the best."""
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return {}
+        table, match, _ = plan
+        found = conn.execute(
+            f"SELECT e.id, -bm25({table}, {_WEIGHTS}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid"
+            f" WHERE {table} MATCH ? AND e.id IN ({','.join('?' * len(entry_ids))})",
+            [match, *entry_ids],
+        )
+        return {entry_id: float(score) for entry_id, score in found}
+
+    def telling(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+        """Those of *entry_ids* (hits of a search of *query* in *window*) that hold a searched word saying what the query is about.
+
+        Such a word is neither a function word, a time word ("new", "today",
+        "last week") nor common in the entries searched (see :class:`CommonWords`):
+        a hit that matched only those is no lexical evidence of relevance.
+        """
+        terms = query_terms(query)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None or plan[2]:  # a plan of the newest matches only: every searched word is common
+            return set()
+        table, match, _ = plan
+        searched = _QUOTED.findall(match)
+        telling = [term for term in searched if term not in _STOPWORDS and term not in _TIME_WORDS]
+        if len(telling) == len(searched):
+            return set(entry_ids)
+        if not telling:
+            return set()
+        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
+        holding = conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({','.join('?' * len(rowids))})", [_any_of(telling), *rowids])
+        return {rowids[row[0]] for row in holding}
+
+    def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
+        """The text table to search, the FTS5 expression for *terms* there and whether to rank only the newest matches."""
+        scoped = scoped_text_table(conn, agent)
+        if scoped is None:
+            return None
+        table, size, writes = scoped
+        common = COMMON_WORDS
+        key = (table, tuple(terms), size, writes, common)
+        if key not in self._plans:
+            if len(self._plans) >= 64:
+                self._plans.clear()
+            self._plans[key] = _plan_for(conn, table, terms, size, common)
+        return (table, *self._plans[key])
+
+
+def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int, common: CommonWords) -> tuple[str, bool]:
+    threshold = max(common.min_docs, int(size * common.share))
+    if size < threshold:
+        return _any_of(terms), False
+    rare = [term for term in terms if not _is_common(conn, table, term, threshold)]
+    if not rare:
+        return _any_of(terms), True
+    # Scoring a common word would cost a pass over its whole posting list
+    # (BM25's document frequency) for a term whose weight is small anyway.
+    return _any_of(rare), False
+
+
+def _newest_ranked(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int) -> list[tuple[Any, ...]]:
+    """The best *k* of the newest :attr:`CommonWords.candidates` matches, as rows of :data:`COLUMNS`, score and rowid.
+
+    Newest by the entries' own time, then id, never by rowid: rowids follow the
+    order of the appends, which a rebuild from the files does not keep. Only the
+    chosen rows are scored, within their rowid range (mostly the latest rows): a
+    list of rowids would have FTS5 run the query once per row.
+    """
+    where = " AND ".join([*clauses, f"e.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)"])
+    newest = f"SELECT e.rowid FROM entries e WHERE {where} ORDER BY e.ts_utc DESC, e.id DESC LIMIT {COMMON_WORDS.candidates}"
+    picked = [row[0] for row in conn.execute(newest, [*params, match])]
+    if not picked:
+        return []
+    chosen = set(picked)
+    scored = conn.execute(f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(picked), max(picked)])
+    rank = {rowid: score for rowid, score in scored if rowid in chosen}
+    # picked is newest first, so a stable sort by score leaves ties to the newer entry, then the id, as the other plan does.
+    best = sorted(picked, key=lambda rowid: rank[rowid])[:k]
+    rows = {row[-1]: row for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)}
+    return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
+
+
+def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:
+    """True if *term* is in at least *threshold* rows of *table* (counting stops there)."""
+    found = conn.execute(f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
+    return int(found) >= threshold
+
+
+def _snippet(conn: sqlite3.Connection, match: str, rowid: int) -> str:
+    """The snippet of one row, from the journal-wide table (the only one holding the text)."""
+    found = conn.execute(
+        f"SELECT snippet(fts, -1, '', '', '…', {_SNIPPET_WORDS}) FROM fts WHERE fts MATCH ? AND rowid = ?", (match, rowid)
+    ).fetchone()
+    return found[0] if found else ""

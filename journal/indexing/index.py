@@ -1,0 +1,425 @@
+"""The derived SQLite index: entry metadata, text, continuity links, vectors, state.
+
+Everything here can be rebuilt from the entry files. :class:`Index` is the
+one door to it: the connection and transactions come from
+:mod:`journal.indexing._sqlite`, the tables from :mod:`journal.indexing._tables`, lexical search
+from :mod:`journal.indexing._fts`. The index never reads entry files: the facade hands
+it :class:`Entry` objects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from journal.files._safefs import Owner
+from journal.files.entry import Entry, utc_key
+from journal.indexing._fts import SearchRow, TextSearch, fts_query, query_terms
+from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
+from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
+from journal.indexing._tables import (
+    COLUMNS,
+    FTS_COLUMNS,
+    INDEX_SCHEMA_VERSION,
+    WHOLE_JOURNAL,
+    IndexRow,
+    IndexState,
+    VectorRow,
+    VectorState,
+    Window,
+    agent_text_table,
+    create_tables,
+)
+
+__all__ = [
+    "INDEX_SCHEMA_VERSION", "WHOLE_JOURNAL", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow",
+    "VectorState", "Window", "fts_query", "query_terms",
+]
+
+_IDS_PER_QUERY: Final = 1000
+
+
+class Index(Database):
+    """The index database: one connection to ``index/journal.sqlite3``, or to a private in-memory copy (see :class:`Database`)."""
+
+    def __init__(self, path: Path, *, owner: Owner = None, in_memory: bool = False) -> None:
+        super().__init__(path, owner=owner, in_memory=in_memory)
+        self._text = TextSearch()
+
+    def connection_changed(self) -> None:
+        self._text.forget()
+
+    def state(self) -> IndexState | None:
+        """Return the index's bookkeeping, or None if the tables are not built yet."""
+        with corruption_guard():
+            try:
+                rows = dict(self.conn.execute("SELECT key, value FROM state").fetchall())
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):
+                    return None
+                raise
+        if "schema_version" not in rows or "generation" not in rows:
+            return None
+        return IndexState(int(rows["schema_version"]), int(rows["generation"]), rows.get("boot_id", ""))
+
+    # -- writing -------------------------------------------------------------------
+
+    def set_generation(self, conn: sqlite3.Connection, generation: int, boot_id: str | None = None) -> None:
+        """Record the write generation (and, after a full check, the boot) the index has caught up with."""
+        conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('generation', ?)", (str(generation),))
+        if boot_id is not None:
+            conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
+
+    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str) -> None:
+        """Add one entry's rows (metadata, text, links) inside an open transaction."""
+        signals = entry.signals or {}
+        cursor = conn.execute(
+            "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.theme,
+                entry.mood, signals.get("focus"), signals.get("novelty"), json.dumps(list(entry.tags)), entry.client_key,
+                int(entry.is_simulated),
+            ),
+        )
+        text = (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or "")
+        conn.execute(f"INSERT INTO fts (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
+        conn.execute(f"INSERT INTO {agent_text_table(conn, entry.agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
+        conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
+        conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
+        conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
+
+    def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
+        """Remove one entry's rows inside an open transaction."""
+        row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        if row is None:
+            return
+        # A contentless table forgets a row only when told the very text it was given.
+        text = conn.execute(f"SELECT rowid, {FTS_COLUMNS} FROM fts WHERE rowid = ?", (row[0],)).fetchone()
+        if text is not None:
+            table = agent_text_table(conn, row[1])
+            conn.execute(f"INSERT INTO {table} ({table}, rowid, {FTS_COLUMNS}) VALUES ('delete', ?, ?, ?, ?, ?, ?)", text)
+            conn.execute("UPDATE agents SET entries = entries - 1, writes = writes + 1 WHERE name = ?", (row[1],))
+        conn.execute("DELETE FROM fts WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM entries WHERE rowid = ?", (row[0],))
+        if conn.execute("DELETE FROM vectors WHERE entry = ?", (row[0],)).rowcount:
+            self.bump_vectors_epoch(conn)
+        conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
+        conn.execute("DELETE FROM supersessions WHERE src = ?", (entry_id,))
+
+    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str, *, keep_vectors: bool = True) -> int:
+        """Replace every table with rows for *entries*, in one transaction.
+
+        With *keep_vectors*, every encoder's vectors of the entries whose text
+        is unchanged are kept (see :mod:`journal.indexing._kept_vectors`); without, the
+        index holds no vector afterwards. Readers keep their old snapshot
+        until the commit, then see the new one.
+        """
+        count = 0
+        with self.transaction() as conn:
+            if keep_vectors:
+                set_vectors_aside(conn)
+            create_tables(conn)
+            self.bump_vectors_epoch(conn)
+            self.set_generation(conn, generation, boot_id)
+            for entry, rel_path in entries:
+                self.insert_entry(conn, entry, rel_path)
+                count += 1
+            if keep_vectors:
+                restore_vectors(conn)
+        with contextlib.suppress(sqlite3.OperationalError):
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return count
+
+    # -- vectors -------------------------------------------------------------------
+
+    @staticmethod
+    def bump_vectors_epoch(conn: sqlite3.Connection) -> None:
+        """Tell vector caches to reload everything (inside an open transaction)."""
+        conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('vectors_epoch', ?)", (uuid.uuid4().hex,))
+
+    @staticmethod
+    def insert_vector(conn: sqlite3.Connection, entry_id: str, model: str, vector: bytes) -> None:
+        """Store the vector of an entry inserted in the same open transaction."""
+        conn.execute("INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE id = ?", (model, vector, entry_id))
+
+    def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]], described: dict[str, Any] | None = None) -> None:
+        """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped.
+
+        *described* (the encoder's identity, see :meth:`record_encoder`) is recorded in the same transaction.
+        """
+        with self.transaction() as conn:
+            if described is not None:
+                self.record_encoder(conn, described)
+            # Another encoder's vectors are no concern of this one's cache: only a write below this model's top is.
+            top = conn.execute("SELECT max(entry) FROM vectors WHERE model = ?", (model,)).fetchone()[0] or 0
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE rowid = ? AND id = ?",
+                ((model, vector, rowid, entry_id) for rowid, entry_id, vector in rows),
+            )
+            if any(rowid <= top for rowid, _, _ in rows):
+                self.bump_vectors_epoch(conn)
+
+    def vector_state(self) -> VectorState:
+        """The vectors table's epoch and high-water marks."""
+        with corruption_guard():
+            row = self.conn.execute(
+                "SELECT (SELECT value FROM state WHERE key = 'vectors_epoch'), (SELECT max(rowid) FROM entries), (SELECT max(entry) FROM vectors)"
+            ).fetchone()
+        return VectorState(row[0] or "", row[1] or 0, row[2] or 0)
+
+    def count_missing_vectors(self, model: str) -> int:
+        """How many entries have no vector from *model*."""
+        with corruption_guard():
+            return int(
+                self.conn.execute(
+                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid WHERE v.entry IS NULL", (model,)
+                ).fetchone()[0]
+            )
+
+    def missing_vectors(self, model: str, *, after: int = 0) -> list[int]:
+        """The rowids above *after* of the entries lacking a *model* vector, in order: one pass over the entries."""
+        with corruption_guard():
+            return [
+                r[0]
+                for r in self.conn.execute(
+                    "SELECT e.rowid FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid"
+                    " WHERE e.rowid > ? AND v.entry IS NULL ORDER BY e.rowid",
+                    (model, after),
+                )
+            ]
+
+    def texts_of(self, rowids: Sequence[int]) -> list[tuple[int, str, str, tuple[str, ...], str | None, str]]:
+        """``(rowid, id, theme, tags, focus, voice)`` of the entries at *rowids* still indexed, by rowid."""
+        rows = []
+        with corruption_guard():
+            for start in range(0, len(rowids), _IDS_PER_QUERY):  # SQLite takes at most 32,766 parameters per statement
+                part = rowids[start:start + _IDS_PER_QUERY]
+                rows += self.conn.execute(
+                    "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+                    f" WHERE e.rowid IN ({','.join('?' * len(part))}) ORDER BY e.rowid",
+                    list(part),
+                ).fetchall()
+        return [(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5]) for r in rows]
+
+    # Each encoder that stored vectors is described in the state table, one row per
+    # implementation of its key: 'encoder:<key>' + '\n' + '<implementation>' -> JSON.
+    @staticmethod
+    def record_encoder(conn: sqlite3.Connection, described: dict[str, Any]) -> None:
+        """Record (once) that the encoder *described* (``EncoderIdentity.to_dict()``) stores vectors, inside an open transaction."""
+        name = f"{ENCODER_PREFIX}{described['key']}\n{described.get('implementation', '')}"
+        conn.execute("INSERT OR IGNORE INTO state (key, value) VALUES (?, ?)", (name, json.dumps(described, sort_keys=True)))
+
+    def encoders(self) -> list[dict[str, Any]]:
+        """Every encoder identity whose vectors the index holds, with ``vectors`` (how many) and ``implementations``.
+
+        A key no record describes (vectors stored before identities were
+        recorded) is listed with its key alone.
+        """
+        with corruption_guard():
+            counts = dict(self.conn.execute("SELECT model, count(*) FROM vectors GROUP BY model").fetchall())
+            records = self.conn.execute("SELECT value FROM state WHERE key >= ? AND key < ? ORDER BY key", ENCODER_RANGE).fetchall()
+        found: dict[str, dict[str, Any]] = {}
+        for (value,) in records:
+            described = json.loads(value)
+            key = described.pop("key")
+            implementation = described.pop("implementation", "")
+            if key in counts:
+                entry = found.setdefault(key, {"key": key, **described, "implementations": [], "vectors": counts[key]})
+                entry["implementations"].append(implementation)
+        for key, count in counts.items():
+            found.setdefault(key, {"key": key, "implementations": [], "vectors": count})
+        return sorted(found.values(), key=lambda item: -item["vectors"])
+
+    def prune_encoders(self) -> None:
+        """Forget the records of encoders none of whose vectors remain."""
+        with self.transaction() as conn:
+            live = {row[0] for row in conn.execute("SELECT DISTINCT model FROM vectors")}
+            for (name,) in conn.execute("SELECT key FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE).fetchall():
+                if name[len(ENCODER_PREFIX):].rsplit("\n", 1)[0] not in live:
+                    conn.execute("DELETE FROM state WHERE key = ?", (name,))
+
+    def vectors_after(self, model: str, after_rowid: int) -> list[VectorRow]:
+        """Every *model* vector above *after_rowid*, with its entry's filter fields, by rowid."""
+        with corruption_guard():
+            return [
+                VectorRow(*r)
+                for r in self.conn.execute(
+                    "SELECT v.entry, e.id, e.agent, e.kind, e.ts_utc, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry"
+                    " WHERE v.model = ? AND v.entry > ? ORDER BY v.entry",
+                    (model, after_rowid),
+                )
+            ]
+
+    def vector_of(self, entry_id: str, model: str) -> bytes | None:
+        """The stored *model* vector of one entry."""
+        with corruption_guard():
+            row = self.conn.execute(
+                "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE e.id = ? AND v.model = ?", (entry_id, model)
+            ).fetchone()
+        return row[0] if row else None
+
+    # -- reading -------------------------------------------------------------------
+
+    def find_id(self, entry_id: str) -> str | None:
+        """The path of the entry with *entry_id*, if indexed."""
+        with corruption_guard():
+            row = self.conn.execute("SELECT path FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        return row[0] if row else None
+
+    def find_client_key(self, client_key: str) -> str | None:
+        """The path of the entry appended with *client_key*, if indexed."""
+        with corruption_guard():
+            row = self.conn.execute("SELECT path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+        return row[0] if row else None
+
+    def client_key_entry(self, client_key: str) -> tuple[str, str] | None:
+        """``(id, path)`` of the entry appended with *client_key*, if indexed."""
+        with corruption_guard():
+            row = self.conn.execute("SELECT id, path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def row_for(self, *, entry_id: str | None = None, client_key: str | None = None) -> IndexRow | None:
+        """The index row of the entry with *entry_id*, or the one appended with *client_key*."""
+        column, value = ("id", entry_id) if entry_id is not None else ("client_key", client_key)
+        with corruption_guard():
+            row = self.conn.execute(f"SELECT {COLUMNS} FROM entries e WHERE e.{column} = ?", (value,)).fetchone()
+        return IndexRow.from_sql(row) if row else None
+
+    def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """The rowid of each entry of *ids* still indexed."""
+        found: dict[str, int] = {}
+        with corruption_guard():
+            for start in range(0, len(ids), _IDS_PER_QUERY):
+                part = list(ids[start:start + _IDS_PER_QUERY])
+                found.update(self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+        return found
+
+    def paths(self) -> dict[str, str]:
+        """Map every indexed path to its entry id."""
+        with corruption_guard():
+            return dict(self.conn.execute("SELECT path, id FROM entries").fetchall())
+
+    def count(self) -> int:
+        with corruption_guard():
+            return int(self.conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    def has_entries(self, *, simulated: bool, agent: str | None = None) -> bool:
+        """Whether any row (of *agent*, if given) is marked simulated (or, with ``simulated=False``, is not); one index lookup."""
+        sql = "SELECT 1 FROM entries WHERE simulated = ?" + (" AND agent = ?" if agent is not None else "") + " LIMIT 1"
+        with corruption_guard():
+            return self.conn.execute(sql, (int(simulated), *((agent,) if agent is not None else ()))).fetchone() is not None
+
+    def rows(
+        self, window: Window = WHOLE_JOURNAL, *, limit: int | None = None, ids: Sequence[str] | None = None, oldest_first: bool = False,
+    ) -> list[IndexRow]:
+        """Index rows in *window* (among *ids*, if given), newest first unless *oldest_first*."""
+        clauses, params = window.where()
+        if ids is not None:
+            clauses.append(f"e.id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "ASC" if oldest_first else "DESC"
+        sql = f"SELECT {COLUMNS} FROM entries e {where} ORDER BY e.ts_utc {order}, e.id {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with corruption_guard():
+            return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
+
+    def search(
+        self, query: str, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = (), with_snippets: bool = True,
+    ) -> list[SearchRow]:
+        """Rank the entries in *window* for *query* by BM25 (any text is accepted).
+
+        With ``window.agent``, the word statistics are that agent's own. Without
+        *with_snippets* the rows carry empty snippets; :meth:`snippets` makes
+        them later for the few rows that are kept.
+        """
+        with corruption_guard():
+            return self._text.search(self.conn, query, k=k, window=window, exclude=exclude, with_snippets=with_snippets)
+
+    def snippets(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, str]:
+        """Snippets of *query* in the given entries (those it matches), with the query words a search in *window* keeps."""
+        with corruption_guard():
+            return self._text.snippets(self.conn, query, entry_ids, window)
+
+    def partial_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+        """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on."""
+        with corruption_guard():
+            return self._text.partial(self.conn, query, entry_ids, window)
+
+    def bm25(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
+        """The BM25 score (higher is better) a search of *query* in *window* gives each of *entry_ids* it matches."""
+        with corruption_guard():
+            return self._text.bm25(self.conn, query, entry_ids, window)
+
+    def telling_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+        """Those of *entry_ids* (hits of a search of *query*) that matched a word saying what *query* is about, not just when or a common word."""
+        with corruption_guard():
+            return self._text.telling(self.conn, query, entry_ids, window)
+
+    def links_to(self, entry_id: str) -> list[str]:
+        with corruption_guard():
+            return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
+
+    def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Continuity links whose source is among *ids*."""
+        return self._pairs_among(ids, "SELECT src, dst FROM links WHERE src IN (SELECT id FROM window_ids)")
+
+    def _pairs_among(self, ids: Sequence[str], sql: str) -> list[tuple[str, str]]:
+        """The ``(src, dst)`` rows of *sql*, which reads *ids* from the temporary table ``window_ids``.
+
+        A window's ids can outnumber SQLite's bound parameters, so they go
+        through a table rather than an ``IN (?, ...)`` list.
+        """
+        if not ids:
+            return []
+        with corruption_guard():
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS window_ids (id TEXT PRIMARY KEY)")
+            self.conn.execute("DELETE FROM window_ids")
+            self.conn.executemany("INSERT OR IGNORE INTO window_ids VALUES (?)", ((i,) for i in ids))
+            return [(src, dst) for src, dst in self.conn.execute(sql)]
+
+    # -- corrections -----------------------------------------------------------------
+
+    def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
+        """For each of *ids* that is superseded, the entries superseding it, newest first.
+
+        Only a superseding entry of the superseded entry's own agent counts
+        (an append refuses any other; a hand-placed file can still name one),
+        and with *before* (a UTC key) only one written before it.
+        """
+        if not ids:
+            return {}
+        cutoff = "" if before is None else " AND x.ts_utc < ?"
+        sql = (
+            "SELECT s.dst, s.src FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+            f" WHERE s.dst IN ({','.join('?' * len(ids))}) AND x.agent = d.agent{cutoff} ORDER BY x.ts_utc DESC, x.id DESC"
+        )
+        found: dict[str, list[str]] = {}
+        with corruption_guard():
+            for dst, src in self.conn.execute(sql, [*ids, *([] if before is None else [before])]):
+                found.setdefault(dst, []).append(src)
+        return found
+
+    def superseded_in(self, window: Window, *, before: str | None = None) -> list[str]:
+        """Ids of the entries in *window* that another entry of their agent supersedes (written before *before*, if given)."""
+        clauses, params = window.where()
+        clauses.append("x.agent = e.agent")
+        if before is not None:
+            clauses.append("x.ts_utc < ?")
+            params.append(before)
+        sql = f"SELECT DISTINCT e.id FROM supersessions s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
+        with corruption_guard():
+            return [r[0] for r in self.conn.execute(sql, params)]
+
+    def corrections_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """Supersession pairs ``(src, dst)`` whose source is among *ids* and whose target is an entry of the same agent."""
+        return self._pairs_among(ids, "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+                                      " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent")

@@ -1,0 +1,304 @@
+"""Entries as their files hold them: loading, scanning, and the check a read makes of each index row.
+
+The index chooses the candidates, but the files have the last word. A row
+whose file is gone or no longer an entry is skipped (and dropped from the
+index when the writer lock is free); a file that holds another id, agent,
+kind or time than the read asked for (a hand-edited or foreign file, a
+restored index) is skipped and reported, so a read scoped to one agent never
+returns another agent's entry.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+from journal.errors import EntryFileError, EntryNotFoundError, EntryValidationError, UnsafePathError
+from journal.files._storage import storage_error
+from journal.files.entry import Entry, check_entry_id, check_text_arguments, entry_from_json_bytes, utc_key
+from journal.files.store import EntryStore, ScanProblem, check_entry_path
+from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
+from journal.indexing.index import IndexRow, Window
+from journal.indexing.retrieval import Digest, compute_digest, row_of_entry
+
+if TYPE_CHECKING:
+    from journal.sync._sync import IndexKeeper
+
+__all__ = ["MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan"]
+
+log = logging.getLogger("journal")
+
+#: Largest ``limit`` of list (SQLite's LIMIT is a 64-bit integer; an export of more pages by since/until).
+MAX_LIMIT: Final = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedFile:
+    """A file under ``entries/`` that a rebuild left out, and why. It is never touched."""
+
+    path: str
+    reason: str
+
+
+def report_stale(path: str, field: str) -> None:
+    """Warn of an entry file that disagrees with its index row in *field*."""
+    # Neither value is logged: the other side of the disagreement may be
+    # another agent's data, and the path is all an operator needs.
+    log.warning("skipped entries/%s: its file disagrees with its index row (%s); run 'ghostjournal reindex'", path, field)
+
+
+def load_entry(store: EntryStore, rel_path: str) -> Entry:
+    """Read, parse and check the entry file at *rel_path*.
+
+    Raises:
+        FileNotFoundError: the file is gone (a race, a stale row).
+        UnsafePathError: the path is refused (a symlink, a FIFO).
+        EntryFileError: the file is unreadable or not the entry its path names.
+        JournalStorageError: this user may not read the file.
+    """
+    try:
+        raw = store.read(rel_path)
+    except (FileNotFoundError, UnsafePathError):
+        raise  # callers tell "gone" (a race, a stale row) and "refused" from "unreadable"
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            # Not a corrupt file to skip: its entry exists and this user may not read it
+            # (root wrote it 0600, say). Skipping would make its data silently disappear.
+            path = store.entries_dir / rel_path
+            raise storage_error(exc, path, "read the entry file") or exc from None
+        raise EntryFileError(f"entries/{rel_path}", f"cannot be read ({exc.strerror})") from None
+    try:
+        entry = entry_from_json_bytes(raw)
+    except EntryValidationError as exc:
+        raise EntryFileError(f"entries/{rel_path}", str(exc)) from None
+    if EntryStore.rel_path_for(entry) != rel_path:
+        raise EntryFileError(f"entries/{rel_path}", f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}")
+    return entry
+
+
+def scan(store: EntryStore, on_skip: Callable[[SkippedFile], None]) -> list[str]:
+    """The relative paths of the entry files; anything else found is reported through *on_skip*."""
+    paths = []
+    for item in store.scan():
+        if isinstance(item, ScanProblem):
+            on_skip(SkippedFile(f"entries/{item.path}", item.reason))
+        else:
+            paths.append(item)
+    return paths
+
+
+def load_many(store: EntryStore, paths: list[str], on_skip: Callable[[SkippedFile], None]) -> dict[str, Entry]:
+    """The entries at *paths*; files that are no entry are reported through *on_skip*, vanished ones left out."""
+    loaded = {}
+    for rel_path in paths:
+        try:
+            loaded[rel_path] = load_entry(store, rel_path)
+        except (EntryFileError, UnsafePathError) as exc:
+            on_skip(SkippedFile(f"entries/{rel_path}", exc.reason))
+        except FileNotFoundError:
+            continue  # gone between listing and reading
+    return loaded
+
+
+def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None]) -> list[tuple[str, Entry]]:
+    """Order by time; the first file wins each id and client_key, the rest are skipped."""
+    ids: dict[str, str] = {}
+    keys: dict[str, str] = {}
+    unique = []
+    for path, entry in sorted(loaded.items(), key=lambda item: (utc_key(item[1].timestamp), item[0])):
+        if entry.id in ids:
+            on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}"))
+        elif entry.client_key is not None and entry.client_key in keys:
+            on_skip(SkippedFile(f"entries/{path}", f"duplicate client_key {entry.client_key!r}, first in entries/{keys[entry.client_key]}"))
+        else:
+            ids[entry.id] = path
+            if entry.client_key is not None:
+                keys[entry.client_key] = path
+            unique.append((path, entry))
+    return unique
+
+
+class Reader:
+    """The reads that return entries: each index row checked against its file (see the module docstring)."""
+
+    def __init__(self, keeper: IndexKeeper) -> None:
+        self._keeper = keeper
+
+    def usable(self, row: IndexRow, bad: set[str], scope: Scope | None = None) -> Entry | None:
+        """The entry of *row* as its file holds it, or None (reported) when the file is gone, is no entry, or disagrees.
+
+        One deleted or truncated file must not fail every read that touches
+        it: a file that is gone or unreadable is not an entry, as a rebuild
+        would also find (its row is dropped). *bad* collects the ids skipped.
+        """
+        if row.id in bad:
+            return None
+        check_entry_path(row.path)  # a tampered row pointing outside entries/ is an error, never skipped
+        try:
+            entry = load_entry(self._keeper.store, row.path)
+        except FileNotFoundError:
+            reason = "the entry file is missing"
+        except (EntryFileError, UnsafePathError) as exc:
+            reason = exc.reason
+        else:
+            misfit = "id" if entry.id != row.id else scope.misfit(entry) if scope is not None else None
+            if misfit is None:
+                return entry
+            bad.add(row.id)
+            report_stale(row.path, misfit)
+            return None
+        bad.add(row.id)
+        self.skip_unreadable(row.id, row.path, reason)
+        return None
+
+    def skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
+        """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
+        keeper = self._keeper
+        item = SkippedFile(f"entries/{rel_path}", reason)
+        log.warning(
+            "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
+            item.path, entry_id, reason,
+        )
+        if item not in keeper.skipped:
+            keeper.skipped.append(item)
+        if keeper.index.in_memory:
+            with keeper.index.transaction() as conn:
+                keeper.index.delete_entry(conn, entry_id)
+            return
+        # A repair, not a requirement: a reader that cannot write, or a busy
+        # writer, leaves the row; the next read skips it again.
+        try:
+            if not keeper.lock.acquire(blocking=False):
+                return
+        except OSError:
+            return
+        try:
+            self._drop_if_unreadable(entry_id, rel_path)
+        except (OSError, sqlite3.Error):
+            pass
+        finally:
+            keeper.lock.release()
+
+    def _drop_if_unreadable(self, entry_id: str, rel_path: str) -> None:
+        """Under the lock: drop *entry_id*'s row if its file at *rel_path* is still gone or no entry."""
+        try:
+            load_entry(self._keeper.store, rel_path)
+        except (FileNotFoundError, EntryFileError, UnsafePathError):
+            pass
+        else:
+            return  # it came back meanwhile
+        index = self._keeper.index
+        with index.transaction() as conn:
+            if index.find_id(entry_id) == rel_path:
+                index.delete_entry(conn, entry_id)
+
+    def usable_rows(self, fetch: Callable[[int], Sequence[IndexRow]], limit: int | None, scope: Scope | None = None) -> list[Entry]:
+        """Entries of the rows *fetch(extra)* returns, skipping unusable ones and fetching *extra* more to fill *limit*."""
+        bad: set[str] = set()
+        while True:
+            known = len(bad)
+            rows = fetch(known)
+            found = [entry for row in rows if (entry := self.usable(row, bad, scope)) is not None]
+            # Done when nothing was skipped this time, or the window holds no more rows.
+            if limit is None or len(found) >= limit or len(bad) == known or len(rows) < limit + known:
+                return found if limit is None else found[:limit]
+
+    def get(self, entry_id: str, agent: str | None) -> Entry:
+        """The entry with *entry_id*, if both its row and its file say it is *agent*'s (any agent's when None).
+
+        A row of another agent gets exactly the error of a row that does not
+        exist, and its file is not even opened, so nothing about it (content,
+        corruption, absence) can change the answer. A file that is gone is
+        reported (its row dropped) and reads as missing too.
+        """
+        check_entry_id(entry_id)
+        check_text_arguments(agent=agent)
+        row = self._keeper.index.row_for(entry_id=entry_id)
+        if row is None or (agent is not None and row.agent != agent):
+            raise EntryNotFoundError(entry_id)
+        check_entry_path(row.path)  # an index row pointing outside entries/ is refused
+        try:
+            entry = load_entry(self._keeper.store, row.path)
+        except FileNotFoundError:
+            self.skip_unreadable(row.id, row.path, "the entry file is missing")
+            raise EntryNotFoundError(entry_id) from None
+        misfit = "id" if entry.id != row.id else Scope(agent=agent).misfit(entry)
+        if misfit is not None:
+            report_stale(row.path, misfit)
+            raise EntryNotFoundError(entry_id) from None
+        return entry
+
+    def find_by_client_key(self, client_key: str, agent: str | None) -> Entry | None:
+        """The entry appended with *client_key* (with *agent*: only if it is that agent's), or None."""
+        check_text_arguments(client_key=client_key, agent=agent)
+        row = self._keeper.index.row_for(client_key=client_key)
+        if row is None or (agent is not None and row.agent != agent):
+            return None
+        entry = self.usable(row, set(), Scope(agent=agent))
+        if entry is None:
+            return None
+        if entry.client_key != client_key:
+            report_stale(row.path, "client_key")
+            return None
+        return entry
+
+    def entries(
+        self, *, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, limit: int | None,
+        as_of: datetime | str | None = None, current_only: bool = False,
+    ) -> list[Entry]:
+        """Entries in a window, newest first; rows whose files disagree are skipped, so fewer than *limit* may come back."""
+        check_text_arguments(kind=kind, agent=agent)
+        if limit is not None:
+            positive(limit, "limit", MAX_LIMIT)
+        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        index = self._keeper.index
+        hidden = set(index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
+
+        def fetch(extra: int) -> list[IndexRow]:
+            rows = index.rows(scope.window, limit=None if limit is None else limit + extra + len(hidden))
+            return [row for row in rows if row.id not in hidden]
+
+        return self.usable_rows(fetch, limit, scope)
+
+    def digest(
+        self, *, agent: str | None, since: datetime | str | None, until: datetime | str | None, exclude_kinds: Collection[str],
+        as_of: datetime | str | None = None,
+    ) -> Digest:
+        """The digest of a window: from the index alone when unscoped, from the entry files with *agent* given."""
+        check_text_arguments(agent=agent)
+        index = self._keeper.index
+        lower, until_key, as_of_key = bound(since, "since"), bound(until, "until"), cutoff(as_of)
+        upper = Scope(until=until_key, as_of=as_of_key).upper
+        shown = {"since": lower, "until": until_key, "as_of": shown_key(as_of_key)}
+        rows = index.rows(Window(agent=agent, since=lower, until=upper), oldest_first=True)
+        if exclude_kinds:
+            rows = [row for row in rows if row.kind not in exclude_kinds]
+        if agent is None:
+            # Unscoped, a digest is computed from the index alone; a cheap lstat of
+            # each file keeps entries whose files were deleted or replaced out of it.
+            problems = self._keeper.store.check(row.path for row in rows)
+            if problems:
+                for row in rows:
+                    if row.path in problems:
+                        self.skip_unreadable(row.id, row.path, problems[row.path])
+                rows = [row for row in rows if row.path not in problems]
+            ids = [row.id for row in rows]
+            return compute_digest(rows, index.links_within(ids), agent=agent, corrections=index.corrections_within(ids), **shown)
+        scope = Scope(agent=agent, since=lower, until=upper)
+        bad: set[str] = set()
+        loaded = [(row.path, entry) for row in rows if (entry := self.usable(row, bad, scope)) is not None]
+        loaded.sort(key=lambda item: (utc_key(item[1].timestamp), item[1].id))
+        entries = [entry for _, entry in loaded]
+        owned = {entry.id for entry in entries}
+        outside = sorted({ref for entry in entries for ref in (*entry.continuity_refs, *entry.supersedes)} - owned)
+        owner = Scope(agent=agent)
+        owned.update(row.id for row in index.rows(Window(agent=agent), ids=outside) if self.usable(row, bad, owner) is not None)
+        links = [(entry.id, ref) for entry in entries for ref in dict.fromkeys(entry.continuity_refs) if ref in owned]
+        corrections = [(entry.id, ref) for entry in entries for ref in entry.supersedes if ref in owned]
+        rows_of_files = [row_of_entry(entry, path) for path, entry in loaded]
+        return compute_digest(rows_of_files, links, agent=agent, corrections=corrections, **shown)

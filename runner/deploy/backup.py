@@ -1,0 +1,292 @@
+"""``ghostrunner backup``: one new directory holding an online backup of every configured agent's journal, the configuration and the pause file.
+
+Each journal is copied by :meth:`journal.Journal.backup` (consistent as of
+its own instant while the runner writes, then verified); the configuration
+file is copied as it was read, and the pause file as it is. Everything goes
+into a hidden directory beside the target, renamed to it when complete, so
+a failure leaves no target. Restoring is copying a journal directory back (it
+is a journal as it stands) and putting the files back in place.
+
+Every backup holds ``ghostrunner-backup.json``, what it copied and whether
+each copy verified. :func:`backup_into` names a new dated directory inside a
+parent (the backup timer's ``--into``) and, with ``keep``, removes older
+backups there; it removes only what this module made: a real directory (no
+symbolic link is followed) with a dated name and that file in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from journal import Journal, JournalNotFoundError
+from journal.errors import JournalStorageError, UnsafePathError
+from journal.files.outfile import replace_durably
+from runner.run.pauses import PauseBook
+from runner.settings._configmodel import RunnerConfig
+
+__all__ = ["MARKER", "DeploymentBackup", "backup_deployment", "backup_into", "prune_backups"]
+
+#: The file every backup holds: its report, and the sign (for pruning) that ``ghostrunner backup`` made the directory.
+MARKER: Final = "ghostrunner-backup.json"
+_MADE_BY: Final = "ghostrunner backup"
+#: The directories backup_into makes: the UTC time of the run, and a counter when two runs share a second.
+_DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<n>[2-9]|[1-9][0-9]{1,2}))?")
+_MAX_SAME_SECOND: Final = 100
+#: A marker larger than this is not one backup wrote.
+_MARKER_MAX: Final = 1 << 20
+
+
+@dataclass(slots=True)
+class DeploymentBackup:
+    """What :func:`backup_deployment` copied: each agent's journal (with its check), the configuration and the pause file."""
+
+    out: str
+    journals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+    #: The older backups backup_into removed (their names), for ``keep``.
+    pruned: list[str] = field(default_factory=list)
+
+    @property
+    def is_clean(self) -> bool:
+        """True when every copied journal verified clean."""
+        return all(item.get("verify", {}).get("ok", True) for item in self.journals.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data."""
+        return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files, "pruned": self.pruned}
+
+
+def _refuse_inside_journals(config: RunnerConfig, path: Path, what: str) -> None:
+    """Refuse, before anything is made, a *path* inside a configured journal (as it resolves here: '..' and links included)."""
+    real = Path(os.path.realpath(path))
+    for name, agent in sorted(config.agents.items()):
+        root = Path(os.path.realpath(agent.journal_root))
+        if real == root or root in real.parents:
+            raise UnsafePathError(path, f"{what} is inside agent {name!r}'s journal ({str(agent.journal_root)!r}); name one outside it")
+
+
+def _fix(exc: OSError) -> str | None:
+    """What to do about a target whose path does not lead to a directory; None for the filesystem's own refusals (their hint fits)."""
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "name a path whose directories exist (a file is in the way, or a directory is missing)"
+    return None
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
+
+
+_EXISTS: Final = "the backup directory exists; name a directory that does not exist yet (a backup never writes into or over anything)"
+
+
+def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False) -> DeploymentBackup:
+    """Copy every configured agent's journal into ``out/journals/<agent>``, the configuration into ``out/config/``, the pause file into ``out/state/``.
+
+    *reserved*: *out* is an empty directory the caller made to claim its name; the finished copy replaces it.
+
+    Raises:
+        UnsafePathError: *out* exists already (or, when *reserved*, was filled meanwhile).
+        JournalStorageError: the filesystem refused; nothing is left behind.
+    """
+    if not reserved and os.path.lexists(out):
+        raise UnsafePathError(out, _EXISTS)
+    _refuse_inside_journals(config, out, "the backup directory")
+    try:
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
+        raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+    report = DeploymentBackup(str(out))
+    try:
+        os.chmod(work, 0o700)
+        (work / "journals").mkdir(mode=0o700)
+        copied: dict[Path, str] = {}
+        for name, agent in sorted(config.agents.items()):
+            root = Path(agent.journal_root)
+            if root.resolve() in copied:  # agents sharing one journal: copied once
+                report.journals[name] = {"same_as": copied[root.resolve()]}
+                continue
+            try:
+                journal = Journal(root, create=False)
+            except JournalNotFoundError:
+                report.journals[name] = {"journal": str(root), "missing": True}
+                continue
+            with journal:
+                made = journal.backup(work / "journals" / name)
+            copied[root.resolve()] = name
+            report.journals[name] = {"journal": str(root), **made.to_dict(), "out": f"journals/{name}"}
+        if config.config_file is not None:
+            _copy_file(config.config_file, work / "config" / config.config_file.name)
+            report.files.append(f"config/{config.config_file.name}")
+        pauses = PauseBook(config).path
+        if pauses.is_file():
+            _copy_file(pauses, work / "state" / pauses.name)
+            report.files.append(f"state/{pauses.name}")
+        replace_durably(work / MARKER, json.dumps({"made_by": _MADE_BY, **report.to_dict()}, indent=2).encode("utf-8") + b"\n")
+        try:
+            os.rename(work, out)  # over nothing, or over the empty directory that reserved the name
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise UnsafePathError(out, _EXISTS) from None  # made meanwhile, by another backup or anyone
+    except BaseException:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(work)
+        raise
+    return report
+
+
+def _open_parent(parent: Path) -> int:
+    try:
+        return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if os.path.islink(parent):
+            raise UnsafePathError(parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)") from None
+        if os.path.lexists(parent):
+            raise UnsafePathError(parent, "the backups' directory is not a directory") from None
+        raise exc from None
+
+
+def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, now: datetime | None = None) -> DeploymentBackup:
+    """Back up into a new ``ghostrunner-backup-YYYYMMDDTHHMMSSZ`` directory of *parent* (made if missing); then, with *keep*, prune.
+
+    Pruning happens only after a backup that verified clean, so a run that found a problem never removes
+    an older backup: it removes, through :func:`prune_backups`, what lies beyond the newest *keep* clean ones.
+
+    Raises:
+        UnsafePathError: *parent* is a symbolic link or not a directory.
+        JournalStorageError: the filesystem refused; nothing is left behind.
+    """
+    _refuse_inside_journals(config, parent, "the backups' directory")
+    try:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # something that is no directory (a link, a FIFO, a file): _open_parent says what
+    except OSError as exc:  # a file where a directory above it belongs, a full or read-only disk
+        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
+    fd = _open_parent(parent)
+    try:
+        stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
+        try:
+            report = backup_deployment(config, parent / name, reserved=True)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=fd)  # the reservation, still empty: the backup never arrived
+            raise
+    finally:
+        os.close(fd)
+    if keep is not None and report.is_clean:
+        report.pruned = prune_backups(parent, keep, made=name)
+    return report
+
+
+def _reserve(parent_fd: int, parent: Path, names: list[str]) -> str:
+    """The first of *names* not yet in *parent*, claimed by making it (an empty directory): two runs started
+    within one second, in two processes, cannot both take it, as they could by looking first."""
+    for name in names:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            continue
+        return name
+    raise UnsafePathError(parent / names[-1], f"{len(names)} backups were started within one second; {_EXISTS}")
+
+
+def _marker(parent: int, name: str) -> dict[str, Any] | None:
+    """The marker of the directory *name* in *parent*, if it is a real directory holding a regular marker file backup wrote."""
+    try:
+        directory = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        descriptor = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return None
+    finally:
+        os.close(directory)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        data = os.read(descriptor, _MARKER_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+    try:
+        marker = json.loads(data) if len(data) <= _MARKER_MAX else None
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes, which no marker backup wrote is
+        return None
+    if not isinstance(marker, dict) or marker.get("made_by") != _MADE_BY or not isinstance(marker.get("ok"), bool):
+        return None
+    return marker
+
+
+def _is_dated(name: str) -> re.Match[str] | None:
+    """The match of *name* if it is one backup_into writes: ASCII digits of a real UTC time (``strftime`` writes no other)."""
+    match = _DATED.fullmatch(name)
+    if match is None:
+        return None
+    try:
+        datetime.strptime(match.group("stamp").replace("Z", "+0000"), "%Y%m%dT%H%M%S%z")  # the Z is UTC
+    except ValueError:
+        return None
+    return match
+
+
+def prune_backups(parent: Path, keep: int, *, made: str | None = None) -> list[str]:
+    """Remove the backups of *parent* older than its newest *keep* clean ones; return the names removed, oldest first.
+
+    Only a directory :func:`backup_into` made counts: a dated name, a real directory (a symbolic link,
+    to a backup or anything else, is left alone and never followed) and a marker file backup wrote.
+    Anything else in *parent* is never looked into or removed. A backup that did not verify is kept while it
+    is newer than the *keep*-th clean one. *made*, the backup the calling run just made, is never removed, even when
+    backups dated later (made while the clock was ahead) outnumber *keep*. Each is renamed to a hidden name before its removal, so that one
+    removed halfway is never taken for a backup.
+
+    Raises:
+        UnsafePathError: *parent* is a symbolic link or not a directory.
+        OSError: a removal failed (what was removed before stays removed).
+    """
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    fd = _open_parent(parent)
+    try:
+        found = []
+        with os.scandir(fd) as listing:
+            for entry in listing:
+                match = _is_dated(entry.name)
+                if match is None or not entry.is_dir(follow_symlinks=False):
+                    continue
+                marker = _marker(fd, entry.name)
+                if marker is not None:
+                    found.append(((match.group("stamp"), int(match.group("n") or 1)), entry.name, marker["ok"]))
+        found.sort(reverse=True)
+        clean, doomed = 0, []
+        for _key, name, ok in found:
+            if clean >= keep and name != made:
+                doomed.append(name)
+            clean += ok
+        removed = []
+        for name in reversed(doomed):
+            hidden = f".{name}.removing"
+            try:
+                os.rename(name, hidden, src_dir_fd=fd, dst_dir_fd=fd)
+            except FileNotFoundError:
+                continue  # another run pruning at the same moment took it first, and removes it
+            shutil.rmtree(hidden, dir_fd=fd)  # fd-based: a symbolic link inside is removed, never followed
+            removed.append(name)
+        return removed
+    finally:
+        os.close(fd)

@@ -1,0 +1,7 @@
+"""One run of a routine, and many on a virtual clock.
+
+Its contract (identity, outcome, result line), the engine, its worker process, retries, the slot
+lock and later runs of a failed slot, pauses, the journal's memory, simulation and the demo.
+"""
+
+__all__: list[str] = []

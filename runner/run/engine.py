@@ -1,0 +1,417 @@
+"""One run of one routine for one agent at one scheduled time.
+
+``execute_run`` is the single code path behind ``ghostrunner run``, the
+scheduler's workers and the simulation. Its steps:
+
+1. slot from the *scheduled* time; ``client_key = "<agent>:<routine>:<slot>"``;
+2. if an entry with that key exists: outcome ``duplicate`` (the backend is not asked);
+3. ``run.started`` names the memory the run's context ranks by (``lexical`` or ``hybrid``);
+   a digest routine computes ``Journal.digest`` of its window, digest
+   entries left out (outcome ``skipped`` when nothing else is in it); any other routine builds the
+   agent-scoped ``Journal.context`` of its window and asks the backend, again after
+   each transient failure while ``attempts`` and the deadline allow (:mod:`runner.run.retries`;
+   each retry logged as ``run.retry``);
+4. the entry (ts = scheduled time, ``meta.source_routine``) is validated and
+   appended; an append racing another run of the same slot returns ``duplicate``.
+
+Any failure is outcome ``failed`` with the error; nothing is appended then,
+and the result says whether it was ``permanent``. Exactly one ``run.finished``
+event is logged per run, with the number of backend ``attempts``.
+
+Around it, :func:`run_at` skips a paused pair (:mod:`runner.run.pauses`), and
+:func:`run_slot` runs only holding the slot's lock (:mod:`runner.run.slot_lock`).
+
+A SIGTERM or SIGINT is acted on at once, except while the journal is asked
+for the slot's entry or appends it: there it waits until the answer is
+recorded in the run's outcome, so that the one ``run.finished`` of an
+interrupted run never says "no entry" for an entry it appended or found.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, tzinfo
+from types import FrameType
+from typing import Any, Final
+
+import structlog
+
+from journal import Journal, JournalError, JournalStorageError, validate_payload
+from routines import Routine, digest_entry_fields, digest_window
+from runner.backends import Backend, ReflectionRequest, build_backend, check_reply, keep_shown_ids
+from runner.backends.base import one_line
+from runner.cron.slots import cron_trigger, latest_fire_time
+from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunInterrupted, RunnerError
+from runner.run._memory import memory_in_use, open_journal
+from runner.run.pauses import pause_of
+from runner.run.retries import Retrier, RetryPolicy
+from runner.run.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
+from runner.run.slot_lock import SlotLock, run_in_turn
+from runner.settings.config import AgentConfig, RunnerConfig
+from runner.settings.state_dir import state_dir
+
+__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "process_age", "run_at", "run_slot"]
+
+_DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+log = structlog.get_logger()
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux; 0.0 where that cannot be read).
+
+    ``serve`` starts its clock on a worker when it spawns the process, so a
+    worker measures ``run_timeout`` from its own start, not from when Python
+    got round to the run.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as stat_file:
+            stat = stat_file.read()
+        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+    return min(max(age, 0.0), 3600.0)
+
+
+def backend_deadline(started: float, run_timeout: float | None) -> float | None:
+    """When a run started at *started* (``time.monotonic()``) must have its backend reply, under *run_timeout* seconds.
+
+    The backend gets run_timeout less a reserve of a tenth of it (1 to 30 s,
+    at most half of it), so that the run can still append or log its failure
+    itself before the scheduler or systemd kills the worker at run_timeout.
+    """
+    if run_timeout is None:
+        return None
+    return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT for the block, then hand the first one to its handler.
+
+    The handler of ``ghostrunner run`` raises SystemExit wherever the main
+    thread happens to be. Inside an append that can be after the entry file
+    got its name and before the run recorded the outcome, so the run would be
+    logged as failed with no entry while the entry is there. The block is
+    short (one journal call and two assignments), bounded by the journal's
+    lock timeout. Only the main thread can set handlers; elsewhere (a
+    simulation worker thread) signals do not reach the run anyway.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[tuple[int, FrameType | None]] = []
+    previous: dict[int, Any] = {}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append((signum, frame))
+
+    for sig in _DEFERRED_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN are the kernel's business
+            previous[sig] = handler
+            signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
+        if held:
+            signum, frame = held[0]
+            previous[signum](signum, frame)
+
+
+def _fields_from_backend(
+    journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None,
+    retrier: Retrier,
+) -> dict[str, Any]:
+    context = journal.context(
+        routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
+        max_chars=routine.context_chars,
+    )
+    request = ReflectionRequest(
+        agent=agent.name, routine=routine.name, kind=routine.kind, slot=slot, client_key=key,
+        scheduled=scheduled.isoformat(timespec="seconds"), question=routine.question, instructions=routine.prompt,
+        context=context, persona=agent.persona, deadline=deadline,
+    )
+
+    def attempt(request: ReflectionRequest) -> dict[str, Any]:
+        fields = keep_shown_ids(check_reply(backend.reflect(request), backend.name), {record.id for record in context.records})
+        try:
+            # The reply's field values are the backend's: a bad one is its failure, and the error says so.
+            validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+        except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
+            raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
+        return fields
+
+    try:
+        return retrier.call(attempt, request)
+    except BackendError as exc:
+        raise exc.for_agent(agent.name) from None
+
+
+def _finish(
+    run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
+    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None, reason: str | None = None,
+    attempts: int = 0, permanent: bool = False,
+) -> RunResult:
+    """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
+
+    The line and *on_result* (``ghostrunner run`` prints the result there, for
+    serve) happen with signals deferred, so that a run never logs its outcome
+    without reporting it.
+    """
+    with _signals_deferred():
+        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason, attempts=attempts)
+        result = RunResult(run, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
+                           reason=reason, attempts=attempts, permanent=permanent)
+        if on_result is not None:
+            on_result(result)
+    return result
+
+
+def execute_run(
+    journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
+    dry_run: bool = False, run_id: str | None = None, run_timeout: float | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult:
+    """Run *routine* for *agent* at the *scheduled* time and append the entry.
+
+    Args:
+        journal: the agent's journal.
+        agent: the agent's configuration.
+        routine: the routine to run.
+        scheduled: the fire time the run belongs to (aware); it decides the slot and the entry's ts.
+        backend: the agent's backend (unused by digest routines).
+        tz: the runner's timezone, in which slots are computed.
+        dry_run: build and validate the entry but append nothing (outcome ``skipped``).
+        run_id: the run's id (a new UUID when omitted).
+        run_timeout: seconds the run may still take (``runner.run_timeout``, less the process's age
+            when the process is the run's worker); the backend call is cut off in time (see
+            :func:`backend_deadline`). None: only the backend's own timeout applies.
+        on_result: called with the result right after its ``run.finished`` is logged, before any signal is acted on.
+
+    Returns:
+        The RunResult; failures are reported in it, never raised.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT ended the run; it carries the result, already logged and reported.
+    """
+    started = time.perf_counter()
+    deadline = backend_deadline(time.monotonic(), run_timeout)
+    run = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    scheduled = scheduled.astimezone(tz)
+    slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
+    outcome: Outcome = Outcome.FAILED
+    entry_id: str | None = None
+    error: str | None = None
+    would_be: dict[str, Any] | None = None
+    fault: str | None = None
+    permanent = False
+    reported: list[RunResult] = []  # filled inside finish's deferred block, before a held signal can act
+
+    def on_retry(attempt: int, delay: float, exc: BackendError) -> None:
+        log.warning("run.retry", **run.fields(scheduled=False), attempt=attempt, delay=round(delay, 3), error=str(exc.for_agent(agent.name)))
+
+    settings = agent.backend
+    retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
+
+    def report(result: RunResult) -> None:
+        reported.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    try:
+        # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
+        log.info("run.started", **run.fields(), memory=memory_in_use(journal))
+        try:
+            # Only spares a backend call: the append's client_key check is what
+            # guarantees one entry per slot.
+            with _signals_deferred():
+                existing = journal.find_by_client_key(key, agent=agent.name)
+                if existing is not None:
+                    outcome, entry_id = Outcome.DUPLICATE, existing.id
+            if outcome is not Outcome.DUPLICATE:
+                if routine.is_digest:
+                    digest = digest_window(journal, agent=agent.name, since=scheduled - routine.window, until=scheduled)
+                    fields = digest_entry_fields(digest, slot=slot) if digest.count else None
+                else:
+                    if backend is None:
+                        raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
+                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier)
+                if fields is None:
+                    outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
+                else:
+                    meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                    # meta.simulated is the engine's mark, never a reply's: a simulated agent's entries, its digests too,
+                    # carry it (runner.run.provenance keeps the two sorts apart).
+                    meta.pop("simulated", None)
+                    if agent.backend.type == "simulated":
+                        meta["simulated"] = True
+                    payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
+                    if dry_run:
+                        would_be = validate_payload(payload)
+                        outcome = Outcome.SKIPPED
+                    else:
+                        with _signals_deferred():
+                            appended = journal.append_with_result(payload)
+                            outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
+                            entry_id = appended.entry.id
+        except (RunnerError, JournalError) as exc:
+            error = str(exc)
+            fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
+            # Another run cannot fix a backend's permanent refusal or a bad configuration; anything else may pass.
+            permanent = isinstance(exc, BackendError | ConfigError) and not (isinstance(exc, BackendError) and exc.is_transient)
+        except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("run.error", **run.fields(scheduled=False))
+        return _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                          entry=would_be, dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts, permanent=permanent)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
+        # the run here; it still gets its one run.finished line before the process goes
+        # (unless that line was just written and reported: then the signal came right after it).
+        if not reported:
+            if outcome is Outcome.FAILED:
+                error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
+            _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                       dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts)
+        raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
+
+
+def open_failure(agent: AgentConfig, exc: RunnerError | JournalError | OSError) -> tuple[str, str | None]:
+    """What a run reports when :func:`runner.run._memory.open_journal` raised *exc* for *agent*: its one-line error, and its fault.
+
+    The fault is the errno name when the filesystem refused the journal (None otherwise), for the exit code.
+    """
+    if isinstance(exc, RunnerError):  # hybrid memory that cannot run here, say: the error names the key and the fix
+        return str(exc), None
+    if isinstance(exc, JournalStorageError):
+        return str(exc), exc.errno_name  # names the path, the errno and the fix already
+    if isinstance(exc, OSError):
+        reason = exc.strerror or str(exc)
+        return f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user", None
+    # The journal's own error (a foreign manifest, an unsupported format) says what is wrong: no guess about permissions.
+    return f"cannot open the journal at {str(agent.journal_root)!r}: {exc}", None
+
+
+def run_slot(
+    agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
+    run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
+    slot_lock: SlotLock | None = None,
+) -> RunResult:
+    """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
+
+    A journal that cannot be opened (missing permissions, a file in the way,
+    a sandbox without ``ReadWritePaths=``) fails the run like any other
+    failure: one ``run.finished`` line with the error, no exception.
+    *on_result* is called once with the result, as in :func:`execute_run`.
+    With *slot_lock*, the run works on its slot only while holding that lock
+    (:mod:`runner.run.slot_lock`): a run that does not get it in time ends
+    ``busy``; one that gets it finds the entry a previous holder appended.
+
+    Raises:
+        RunInterrupted: SIGTERM or SIGINT ended the run, also while the journal
+            was being opened (which can take a while: it may catch its index
+            up) or closed, or while the run waited for the slot lock; the
+            run's one ``run.finished`` is logged and reported first.
+    """
+    identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    try:
+        journal = open_journal(agent)  # a run writes: a journal it cannot write fails it at once
+    except (RunnerError, JournalError, OSError) as exc:
+        error, fault = open_failure(agent, exc)
+        return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
+        result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+
+    def finish(seen: Callable[[RunResult], object], **fields: Any) -> RunResult:  # a run that ends without its work (busy, ...)
+        def report(result: RunResult) -> None:
+            seen(result)
+            if on_result is not None:
+                on_result(result)
+
+        return _finish(identity, dry_run=dry_run, on_result=report, **fields)
+
+    try:
+        result = run_in_turn(identity, slot_lock, finish, lambda: execute_run(
+            journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=identity.run_id,
+            run_timeout=run_timeout, on_result=on_result))
+    except BaseException:
+        journal.close()
+        raise
+    try:
+        journal.close()
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # The run has finished, logged and reported its outcome; the process just goes.
+        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+    return result
+
+
+def held_by_pause(
+    config: RunnerConfig, identity: RunIdentity, *, dry_run: bool = False, on_result: Callable[[RunResult], object] | None = None,
+) -> RunResult | None:
+    """The end of *identity*'s run when the pause file holds it back, or None when it may go on.
+
+    A paused pair is ``skipped`` (reason ``paused``); a pause file that cannot
+    be read fails the run with its error (the run cannot know whether it may
+    call its backend). Either way its one ``run.finished`` is logged here.
+    """
+    paused, error, fault = pause_of(config, identity.agent, identity.routine)
+    if not paused and error is None:
+        return None
+    return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
+                   dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
+
+
+def run_at(
+    config: RunnerConfig, agent: str, routine: str, *, at: datetime | None = None, dry_run: bool = False, run_id: str | None = None,
+    on_result: Callable[[RunResult], object] | None = None, run_timeout: float | None = None,
+) -> RunResult:
+    """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
+
+    The run gets the agent's backend (none for a digest routine) and, unless
+    *run_timeout* says otherwise (a fleet worker's long-lived process gives
+    each run all of it), ``runner.run_timeout`` counted from this process's
+    start (:func:`process_age`), since under ``serve`` the process is the run's worker.
+
+    Args:
+        config: the runner configuration.
+        agent: a configured agent.
+        routine: one of *agent*'s routines.
+        at: an aware time (default now); the run's slot is that of the latest scheduled time at or before it.
+        dry_run: build and validate the entry but append nothing.
+        run_id: the run's id (a new UUID when omitted).
+        on_result: as in :func:`execute_run`.
+
+    Raises:
+        UnknownNameError: *agent* is not configured, or does not run *routine*.
+        NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
+        RunInterrupted: as in :func:`run_slot`.
+
+    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched.
+    """
+    agent_config = config.agent(agent)
+    routine_config = config.routine_for(agent_config, routine)
+    at = at if at is not None else datetime.now(config.timezone)
+    scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
+    if scheduled is None:
+        raise NoScheduledTimeError(routine, routine_config.schedule, at)
+    held = held_by_pause(config, RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
+        return held
+    backend = None if routine_config.is_digest else build_backend(agent_config)
+    if run_timeout is None:
+        run_timeout = config.run_timeout.total_seconds() - process_age()
+    # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
+    slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
+    return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
+                    run_timeout=run_timeout, on_result=on_result, slot_lock=slot_lock)
