@@ -112,7 +112,7 @@ def _swap_names(question: str, source: tuple[str, str], target: tuple[str, str])
 
 def _locomo_sets(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """LoCoMo's payloads, answerable questions, adversarial questions and other conversations' questions."""
-    from bench_retrieval import load_locomo
+    from retrieval_sets import load_locomo
 
     payloads, queries = load_locomo(path)
     source = path / "locomo-dev.json" if path.is_dir() else path
@@ -127,8 +127,8 @@ def _locomo_sets(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
 
 
 def run_abstention(locomo: Path, journal_set: Path, runner_size: int, seed: int) -> None:
-    from bench_retrieval import load_journal_set
     from journal_sets import build_runner_set
+    from retrieval_sets import load_journal_set
 
     from journal.encoding.semantic import RELEVANCE_FLOORS
 

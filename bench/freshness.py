@@ -194,7 +194,7 @@ def rule_on_locomo(locomo: Path) -> dict[float | None, dict[str, float]]:
     """LoCoMo's hybrid Recall@3/@10 and MRR without the rule (None) and with it at each threshold."""
     import tempfile
 
-    from bench_retrieval import load_locomo, recall_at, reciprocal_rank
+    from retrieval_sets import load_locomo, recall_at, reciprocal_rank
 
     payloads, queries = load_locomo(locomo)
     queries = [q for q in queries if q["relevant"]]

@@ -17,7 +17,6 @@ from runner.errors import (
     ConfigError,
     FleetUnavailableError,
     NoScheduledTimeError,
-    RunInterrupted,
     RunnerError,
     SchedulerBusyError,
     StateFileError,
@@ -30,7 +29,7 @@ from runner.monitor.status import StatusReport, build_report, read_log
 from runner.run.demo import DemoReport, run_demo
 from runner.run.engine import RunResult, execute_run, run_at, run_slot
 from runner.run.pauses import PauseBook
-from runner.run.run_contract import OUTCOMES
+from runner.run.run_contract import OUTCOMES, RunInterrupted
 from runner.run.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
 from runner.schedule.notify import Notifier
 from runner.schedule.scheduler import Scheduler

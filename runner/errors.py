@@ -17,7 +17,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── UnitRenderError (ValueError)      systemd or k8s render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
-    RunInterrupted (SystemExit)           a signal ended a run; carries its RunResult
+    RunInterrupted (SystemExit)           a signal ended a run; in :mod:`runner.run.run_contract`, beside the RunResult it carries
 
 Messages name the object, state what was expected, and say how to fix it.
 Each class carries, as ``exit_code``, the exit code ``ghostrunner`` ends with
@@ -31,10 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from runner.run.run_contract import RunResult  # at run time only the value is needed: the contract imports this module
+from typing import ClassVar
 
 __all__ = [
     "BackendError",
@@ -46,7 +43,6 @@ __all__ = [
     "MixedJournalError",
     "NoScheduledTimeError",
     "RealBackendsRefusedError",
-    "RunInterrupted",
     "RunnerError",
     "SchedulerBusyError",
     "StateFileError",
@@ -334,19 +330,3 @@ class UnknownNameError(RunnerError, LookupError):
         self.name = name
         self.known = known
         super().__init__(f"no {what} {quoted(name)} {scope}; configured: {', '.join(known) or 'none'}")
-
-
-class RunInterrupted(SystemExit):
-    """SIGTERM or Ctrl-C ended a run after it had started; the process exits with *code*.
-
-    It is not a RunnerError: the process is going away. It carries the run's
-    result (already logged as its one ``run.finished``) so that ``ghostrunner
-    run`` can still print it for whoever started the worker.
-    """
-
-    def __init__(self, result: RunResult, code: int | str | None) -> None:
-        super().__init__(code)
-        self.result = result
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_restored, (type(self), self.args, dict(self.__dict__)))

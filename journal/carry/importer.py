@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, Any, Final, Protocol
 
 from journal.carry._peer import PEER_FORMAT, check_peer_agent, peer_entry, peer_files, read_peer_manifest
 from journal.carry.export import EXPORT_FORMAT_VERSION
@@ -50,16 +50,28 @@ from journal.errors import (
 )
 from journal.files._json import json_depth_exceeds, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
+from journal.sync._append import AppendResult
 
-if TYPE_CHECKING:
-    from journal.api import Journal
-
-__all__ = ["ImportSummary", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
+__all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 
 #: The longest line read as an entry: an entry file's size limit plus its newline.
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
+
+
+class ImportTarget(Protocol):
+    """What an import needs of a journal: where its entry files are, an append that tells a duplicate, a read by id."""
+
+    @property
+    def root(self) -> Path:
+        """The journal directory."""
+
+    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
+        """Append *payload*, or return the entry its client_key already holds."""
+
+    def get(self, entry_id: str) -> Entry:
+        """The entry with *entry_id*."""
 
 
 @dataclass(slots=True)
@@ -214,7 +226,7 @@ def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) ->
     return None
 
 
-def _store(journal: Journal, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
+def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
     """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file)."""
     data = entry.to_json_bytes()
 
@@ -250,7 +262,7 @@ def _store(journal: Journal, entry: Entry, where: Mapping[str, Any], summary: Im
 
 
 def import_stream(
-    journal: Journal, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    journal: ImportTarget, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
@@ -263,7 +275,7 @@ def import_stream(
 
 
 def _store_spooled(
-    journal: Journal, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
+    journal: ImportTarget, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
     on_entry: Callable[[int], None] | None,
 ) -> None:
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
@@ -307,7 +319,7 @@ def _peer_manifest(root: Path, root_fd: int, into: Path) -> dict[str, Any]:
 
 
 def import_peer_dir(
-    journal: Journal, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    journal: ImportTarget, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
 ) -> ImportSummary:
     """Import the ghostjournal 0.1.1 journal directory *root* into *journal* (see :meth:`journal.Journal.import_dir`).
@@ -354,7 +366,7 @@ def import_peer_dir(
     return summary
 
 
-def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -> dict[int, str]:
+def _dangling(journal: ImportTarget, links: list[tuple[str, str, tuple[str, ...]]]) -> dict[int, str]:
     """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
 
     An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
@@ -396,7 +408,7 @@ def _dangling(journal: Journal, links: list[tuple[str, str, tuple[str, ...]]]) -
     return out
 
 
-def _check_space(journal: Journal, size: int, entries: int, what: str) -> None:
+def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> None:
     """Refuse, before anything is stored, an import the journal's filesystem clearly has no room for.
 
     Each entry takes at least one block for its file, and the index about

@@ -16,18 +16,16 @@ import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from journal.errors import EntryFileError, EntryNotFoundError, EntryValidationError, UnsafePathError
+from journal.files._lock import WriteLock
 from journal.files._storage import storage_error
 from journal.files.entry import Entry, check_entry_id, check_text_arguments, entry_from_json_bytes, utc_key
 from journal.files.store import EntryStore, ScanProblem, check_entry_path
 from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
-from journal.indexing.index import IndexRow, Window
+from journal.indexing.index import Index, IndexRow, Window
 from journal.indexing.retrieval import Digest, compute_digest, row_of_entry
-
-if TYPE_CHECKING:
-    from journal.sync._sync import IndexKeeper
 
 __all__ = ["MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan"]
 
@@ -123,10 +121,22 @@ def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], Non
     return unique
 
 
+class KeptJournal(Protocol):
+    """What a :class:`Reader` reads through and repairs: the entry files, the index, the writer lock, the skipped files.
+
+    The keeper that opens a journal provides these; a reader needs nothing else of it.
+    """
+
+    store: EntryStore
+    index: Index
+    lock: WriteLock
+    skipped: list[SkippedFile]
+
+
 class Reader:
     """The reads that return entries: each index row checked against its file (see the module docstring)."""
 
-    def __init__(self, keeper: IndexKeeper) -> None:
+    def __init__(self, keeper: KeptJournal) -> None:
         self._keeper = keeper
 
     def usable(self, row: IndexRow, bad: set[str], scope: Scope | None = None) -> Entry | None:

@@ -23,9 +23,9 @@ import structlog
 from celery import Task
 
 from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
-from runner.errors import NoScheduledTimeError, RunInterrupted, UnknownNameError
+from runner.errors import NoScheduledTimeError, UnknownNameError
 from runner.run.engine import run_at
-from runner.run.run_contract import RunResult
+from runner.run.run_contract import RunInterrupted, RunResult
 from runner.run.slot_retries import needs_rerun, slot_rerun_time
 from runner.settings.config import RunnerConfig
 

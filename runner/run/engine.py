@@ -46,11 +46,11 @@ from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, build_backend, check_reply, keep_shown_ids
 from runner.backends.base import one_line
 from runner.cron.slots import cron_trigger, latest_fire_time
-from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunInterrupted, RunnerError
+from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
 from runner.run._memory import memory_in_use, open_journal
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
-from runner.run.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunResult
+from runner.run.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunInterrupted, RunResult
 from runner.run.slot_lock import SlotLock, run_in_turn
 from runner.settings.config import AgentConfig, RunnerConfig
 from runner.settings.state_dir import state_dir

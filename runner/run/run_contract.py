@@ -26,9 +26,9 @@ import structlog
 
 from routines import Routine
 from runner.cron.slots import client_key, slot_for
-from runner.errors import MalformedResultError
+from runner.errors import MalformedResultError, _restored
 
-__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunResult"]
+__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunInterrupted", "RunResult"]
 
 log = structlog.get_logger()
 
@@ -239,3 +239,19 @@ _FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
 )
 #: The fields every result line has; ``entry``, ``fault``, ``reason`` and ``permanent`` appear only when set; ``attempts`` is missing from an older worker's.
 _REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason", "attempts"}
+
+
+class RunInterrupted(SystemExit):
+    """SIGTERM or Ctrl-C ended a run after it had started; the process exits with *code*.
+
+    It is not a RunnerError: the process is going away. It carries the run's
+    result (already logged as its one ``run.finished``) so that ``ghostrunner
+    run`` can still print it for whoever started the worker.
+    """
+
+    def __init__(self, result: RunResult, code: int | str | None) -> None:
+        super().__init__(code)
+        self.result = result
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_restored, (type(self), self.args, dict(self.__dict__)))

@@ -513,7 +513,8 @@ def test_every_error_class_pickles_round_trip() -> None:
     import journal as journal_package
     import runner as runner_package
     from journal.errors import JournalError
-    from runner.errors import RunInterrupted, RunnerError
+    from runner.errors import RunnerError
+    from runner.run.run_contract import RunInterrupted
 
     for package in (journal_package, runner_package):  # subclasses defined outside errors.py count too
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):

@@ -252,7 +252,7 @@ def test_top_10_rankings_on_the_dev_split_are_the_references(fast_encoder: MiniL
         pytest.skip(message)
     sys.path.insert(0, str(_REPO / "bench"))
     try:
-        from bench_retrieval import load_locomo
+        from retrieval_sets import load_locomo
     finally:
         sys.path.remove(str(_REPO / "bench"))
     payloads, queries = load_locomo(split)
