@@ -3,6 +3,22 @@
     >>> from journal import Journal
     >>> j = Journal("./journal")
     >>> e = j.append({"kind": "note", "agent": "motoko", "theme": "light", "voice": "..."})
+
+Layers, bottom-up: a module imports from its own layer and those listed before it, never from one
+listed after it (tests/test_layout.py holds every import to this, and finds no import circle)::
+
+    errors:   the exception tree
+    progress: progress of slow work, never silent
+    files:    entry files and their rules
+    indexing: the derived SQLite index and the views over its rows
+    encoding: encoders and the semantic arm
+    sync:     opening a journal, its index kept in step, appends, reads checked against the files
+    ranking:  search, relate, corrections, the prompt context
+    carry:    verify, export, import, backup
+    api:      the Journal facade over all of the above
+    mcp:      the MCP server
+    pages:    self-contained HTML pages and the report
+    cli:      the ghostjournal command
 """
 
 from journal.api import (

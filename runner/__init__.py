@@ -3,6 +3,20 @@
     >>> from runner import load_config, run_at
     >>> config = load_config("ghostrunner.toml")
     >>> result = run_at(config, "motoko", "evening")
+
+Layers, bottom-up: a module imports from its own layer and those listed before it, never from one
+listed after it (tests/test_layout.py holds every import to this, and finds no import circle)::
+
+    errors:   the exception tree
+    cron:     schedules as times
+    settings: the configuration and the state directory
+    backends: the Backend protocol and its implementations
+    run:      one run, simulation, the demo
+    schedule: ghostrunner serve
+    monitor:  logs, status, history, the runs report
+    deploy:   systemd units, Kubernetes manifests, backup
+    fleet:    a fleet of runners on Celery
+    cli:      the ghostrunner command (and python -m runner)
 """
 
 from runner.backends import Backend, ReflectionRequest, build_backend

@@ -1,0 +1,245 @@
+"""The packages' layout: every import runs down the layer order their docstrings give, and no import goes round in a circle.
+
+Each of ``journal`` and ``runner`` lists its layers bottom-up in its
+``__init__`` docstring; a module may import from its own layer and the layers
+below it, and the packages import one way: runner -> routines -> journal.
+Every import counts, those under ``if TYPE_CHECKING:`` and inside functions
+included, since each is a dependency someone reading or moving the code meets.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import journal
+import runner
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("journal", "routines", "runner")  # the order imports between them may go: each to those before it
+LAYERED = {"journal": journal, "runner": runner}
+SCRIPTS = ("bench",)  # directories of scripts that import each other by bare module name
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One import statement's target, as the module and line that import it."""
+
+    source: str
+    target: str
+    line: int
+
+
+def module_files(directory: Path, prefix: str) -> dict[str, Path]:
+    """Dotted module names (``prefix`` + path) of every .py file under *directory*."""
+    modules = {}
+    for path in sorted(directory.rglob("*.py")):
+        parts = path.relative_to(directory).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join((prefix, *parts)) if prefix else ".".join(parts)] = path
+    return modules
+
+
+def all_modules(root: Path) -> dict[str, Path]:
+    """Every module of the three packages and of the script directories (named ``bench.x``)."""
+    modules: dict[str, Path] = {}
+    for package in PACKAGES:
+        modules.update(module_files(root / package, package))
+    for scripts in SCRIPTS:
+        modules.update({f"{scripts}.{name}": path for name, path in module_files(root / scripts, "").items() if name})
+    return modules
+
+
+def imports(module: str, path: Path, modules: dict[str, Path]) -> list[Import]:
+    """Every import in *path*'s code (anywhere in it) of a module in *modules*, resolved to that module."""
+    scripts = module.split(".")[0] if module.split(".")[0] in SCRIPTS else None
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def known(name: str) -> str | None:
+        if scripts and f"{scripts}.{name.split('.')[0]}" in modules:
+            return f"{scripts}.{name.split('.')[0]}"  # a script imports its neighbour by bare name
+        return name if name in modules else None
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        targets: list[str | None] = []
+        if isinstance(node, ast.Import):
+            targets = [known(alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                # `from journal.files import store` imports the module journal.files.store; `from journal import Entry`, journal itself
+                targets.append(known(f"{base}.{alias.name}") or known(base))
+        found += [Import(module, target, node.lineno) for target in targets if target is not None and target != module]
+    return found
+
+
+def layer_order(package: str, docstring: str) -> list[str]:
+    """The layer names listed bottom-up under "Layers, bottom-up" in *package*'s docstring."""
+    _, found, listing = docstring.partition("Layers, bottom-up")
+    assert found, f"the {package} docstring has no 'Layers, bottom-up' list"
+    names = []
+    for line in listing.split("::", 1)[1].splitlines()[1:]:
+        if not line.strip():
+            if names:
+                break
+            continue
+        match = re.fullmatch(r"    (\w+): +\S.*", line)
+        assert match, f"the {package} docstring's layer list has a line that is no 'name: job': {line!r}"
+        names.append(match[1])
+    return names
+
+
+def layer_of(module: str, order: list[str]) -> int | None:
+    """The rank of *module*'s layer in *order* (None for the package itself, whose rank its imports give)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None
+    if parts[1] == "__main__":
+        return len(order) - 1  # ``python -m`` runs the command: the top layer
+    assert parts[1] in order, f"{module} is in no layer of the {parts[0]} docstring's list {order}"
+    return order.index(parts[1])
+
+
+def order_problems(root: Path, orders: dict[str, list[str]]) -> list[str]:
+    """Every import against the packages' order or against a layer order, as a readable line each."""
+    modules = all_modules(root)
+    edges = [edge for module, path in modules.items() if module.split(".")[0] in PACKAGES for edge in imports(module, path, modules)]
+    ranks: dict[str, int | None] = {module: layer_of(module, orders[module.split(".")[0]])
+                                    for module in modules if module.split(".")[0] in orders}
+    for package in orders:  # a package's own __init__ sits at the highest layer it re-exports from
+        ranks[package] = max((r for e in edges if e.source == package and (r := ranks.get(e.target)) is not None), default=0)
+    problems = []
+    for edge in edges:
+        source, target = edge.source.split(".")[0], edge.target.split(".")[0]
+        where = f"{modules[edge.source].relative_to(root)}:{edge.line}"
+        if source != target:
+            if target not in PACKAGES or PACKAGES.index(target) > PACKAGES.index(source):
+                problems.append(f"{where}: {edge.source} imports {edge.target}, against runner -> routines -> journal")
+            continue
+        if source in orders:
+            have, want = ranks[edge.source], ranks[edge.target]
+            assert have is not None and want is not None
+            if want > have:
+                order = orders[source]
+                problems.append(f"{where}: {edge.source} ({order[min(have, len(order) - 1)]}) imports {edge.target} "
+                                f"({order[min(want, len(order) - 1)]}), a layer above it in the {source} docstring")
+    return problems
+
+
+def cycles(root: Path) -> list[list[str]]:
+    """The import circles among all modules: strongly connected components of two or more, each sorted."""
+    modules = all_modules(root)
+    graph = {module: sorted({e.target for e in imports(module, path, modules)}) for module, path in modules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for start in graph:  # Tarjan's algorithm, iteratively: a deep chain must not hit the recursion limit
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, child = work.pop()
+            if child == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+            if child < len(graph[node]):
+                work.append((node, child + 1))
+                nxt = graph[node][child]
+                if nxt not in index:
+                    work.append((nxt, 0))
+                elif nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return found
+
+
+def orders() -> dict[str, list[str]]:
+    """Each layered package's order, from its docstring."""
+    return {name: layer_order(name, package.__doc__ or "") for name, package in LAYERED.items()}
+
+
+def test_every_layer_is_a_subpackage_or_module() -> None:
+    """Each name in a layer list is a subpackage or a top-level module of its package, listed once."""
+    for name, order in orders().items():
+        assert len(order) == len(set(order)), f"{name}: a layer is listed twice in {order}"
+        for layer in order:
+            assert (REPO / name / layer / "__init__.py").is_file() or (REPO / name / f"{layer}.py").is_file(), f"{name}.{layer}"
+
+
+def test_imports_follow_the_layer_order() -> None:
+    """No module imports from a layer above its own, or from a package that depends on its own."""
+    problems = order_problems(REPO, orders())
+    assert not problems, "imports against the order:\n" + "\n".join(problems)
+
+
+def test_no_import_circles() -> None:
+    """No two modules of journal, runner, routines or bench import each other, directly or round a circle."""
+    found = cycles(REPO)
+    assert not found, "import circles (one line each, its modules):\n" + "\n".join(", ".join(c) for c in found)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the packages' and benchmarks' sources, to plant a wrong import in."""
+    for name in (*PACKAGES, *SCRIPTS):
+        for path in (REPO / name).rglob("*.py"):
+            copy = tmp_path / path.relative_to(REPO)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+    return tmp_path
+
+
+def plant(tree: Path, module: str, line: str) -> None:
+    """Append *line* inside a function at the end of *module*'s file, as a local import would be."""
+    path = tree / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text(encoding="utf-8") + f"\n\ndef _planted() -> None:\n    {line}\n", encoding="utf-8")
+
+
+def test_a_local_import_against_the_order_is_found(tree: Path) -> None:
+    """An import of an upper layer, even inside a function, is named with its file and line."""
+    plant(tree, "journal.files.store", "from journal.ranking.search import Ranking")
+    problems = order_problems(tree, orders())
+    assert len(problems) == 1
+    assert re.fullmatch(r"journal/files/store\.py:\d+: journal\.files\.store \(files\) imports journal\.ranking\.search "
+                        r"\(ranking\), a layer above it in the journal docstring", problems[0])
+
+
+def test_an_import_against_the_package_order_is_found(tree: Path) -> None:
+    """The journal importing the runner is against runner -> routines -> journal."""
+    plant(tree, "journal.api", "import runner")
+    assert [p.split(": ", 1)[1] for p in order_problems(tree, orders())] == ["journal.api imports runner, against runner -> routines -> journal"]
+
+
+def test_a_type_checking_circle_is_found(tree: Path) -> None:
+    """Two modules importing each other make a circle, however one of them imports: here under TYPE_CHECKING."""
+    path = tree / "journal" / "files" / "entry.py"
+    path.write_text(path.read_text(encoding="utf-8") + "\nif TYPE_CHECKING:\n    from journal.files.store import EntryStore\n", encoding="utf-8")
+    assert cycles(tree) == [["journal.files.entry", "journal.files.store"]]
+
+
+def test_a_script_circle_is_found(tree: Path) -> None:
+    """Benchmarks import each other by bare name; a circle among them is found too."""
+    plant(tree, "bench.freshness", "import bench_retrieval")
+    assert cycles(tree) == [["bench.bench_retrieval", "bench.freshness"]]
