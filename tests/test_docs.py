@@ -63,30 +63,30 @@ NOT_RUN: set[tuple[str, str]] = {
 #: (page, first line) of each block another test runs as written, and that test.
 COVERED: dict[tuple[str, str], str] = {
     ("docs/ghostjournal.md", "ghostjournal --root ./journal import ./peer-journal --partial --agent-map 'Ada Lovelace=ada'   # appended 11; bad_files names the one left out"):
-        "tests/journal/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
+        "tests/journal/carry/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
     ("docs/runner.md", "ghostrunner backup --config ghostrunner.toml --into ./backups --keep 1 --json     # a new dated backup; older ones beyond 1 clean removed"):
-        "tests/runner/test_backup_timer.py::test_the_readme_backup_into_block_runs_as_written",
+        "tests/runner/deploy/test_backup_timer.py::test_the_readme_backup_into_block_runs_as_written",
     ("docs/deploying.md", "install -d -o ghostrunner -g ghostrunner -m 0700 /var/backups/ghostrunner"):
         "tests/deploy/test_backup_timer.py::test_the_backup_service_writes_a_dated_backup_that_opens_as_a_journal_and_verifies",
     ("docs/deploying.md", "# 1. install (as root), a system user, and the configuration"):
         "tests/deploy/test_timers.py::test_an_every_minute_routine_fires_under_its_timer_and_appends_its_slot",
     ("docs/deploying.md", "ghostrunner k8s render --config ghostrunner.toml --image registry.example/ghostrunner:0.1.0 --out k8s/"):
-        "tests/runner/test_k8s.py::test_the_readme_kubernetes_render_runs_as_written",
+        "tests/runner/deploy/test_k8s.py::test_the_readme_kubernetes_render_runs_as_written",
     ("docs/fleet.md", "[runner]"): "tests/fleet/test_fleet_readme.py::test_the_readme_configuration_loads_with_its_shards",
     ("docs/fleet.md", "ghostrunner --config fleet.toml fleet beat"): "tests/fleet/test_fleet_readme.py::test_the_readme_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostrunner simulate --agent motoko --days 7 --start 2026-08-01"):
-        "tests/runner/test_report.py::test_the_readme_report_commands_run_as_written",
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal verify                 # every file and the index; exit 0 when all is well"):
-        "tests/journal/test_verify.py::test_the_readme_verify_commands_run_as_written",
+        "tests/journal/carry/test_verify.py::test_the_readme_verify_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl                      # the whole journal, then its manifest"):
-        "tests/journal/test_export.py::test_the_readme_export_commands_run_as_written",
+        "tests/journal/carry/test_export.py::test_the_readme_export_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl"):
-        "tests/journal/test_import.py::test_the_readme_import_commands_run_as_written",
+        "tests/journal/carry/test_import.py::test_the_readme_import_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal backup --out ./journal-backup       # a new directory; the report ends with its verify"):
-        "tests/journal/test_backup.py::test_the_readme_backup_commands_run_as_written",
-    ("docs/ghostjournal.md", "# bash, in ~/.bashrc"): "tests/journal/test_cli_frame.py::test_completion_script_is_emitted",
+        "tests/journal/carry/test_backup.py::test_the_readme_backup_commands_run_as_written",
+    ("docs/ghostjournal.md", "# bash, in ~/.bashrc"): "tests/journal/cli/test_cli_frame.py::test_completion_script_is_emitted",
     ("docs/monitoring.md", "journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html"):
-        "tests/runner/test_report.py::test_the_readme_report_commands_run_as_written",
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
 }
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

@@ -86,7 +86,7 @@ class HostileServer:
 
 
 def openai_config(tmp_path: Path, url: str, *, timeout: str = "1s", runner: str = "", key_env: bool = True) -> Path:
-    # Each test here is about one call's failure; retries are tests/runner/test_retries.py's.
+    # Each test here is about one call's failure; retries are tests/runner/backends/test_retries.py's.
     backend = "attempts = 1\n" + ('api_key_env = "GHOSTRUNNER_ATTACK_KEY"\n' if key_env else "")
     return write_config(tmp_path, openai_agent(url, model="attack-model", timeout=timeout, backend=backend), runner=runner)
 

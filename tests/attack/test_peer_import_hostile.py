@@ -29,7 +29,7 @@ from journal.files.entry import entry_from_json_bytes
 from tests._support import entry_files, tree_digest
 from tests.attack.hostile import hostile_json_bytes, hostile_values
 from tests.attack.test_fsfaults import Mounts, fill
-from tests.journal.test_import import _KILLER
+from tests.journal.carry.test_import import _KILLER
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "peer-0.1.1"
 AS_NOBODY = Path(__file__).with_name("_as_nobody.py")

@@ -32,7 +32,7 @@ from tests._support import ghostrunner, write_config
 from . import _systemd
 
 ANALYZE = shutil.which("systemd-analyze")
-if ANALYZE is None:  # a requirement, as in tests/runner/test_systemd.py: fail loudly instead of skipping
+if ANALYZE is None:  # a requirement, as in tests/runner/deploy/test_systemd.py: fail loudly instead of skipping
     raise RuntimeError("systemd-analyze is required by these tests (Debian/Ubuntu: apt-get install systemd)")
 
 WHITESPACE = " \t\n\r"

@@ -1,6 +1,6 @@
 """systemd render's startup chain fed the files a careless host holds: FIFOs where a script or a venv file should be, #! lines split by a tab, env options that take an argument.
 
-The host tree is the fake one of tests/runner/test_unitreach.py (its ``home`` stands for ``/home``); each file is real.
+The host tree is the fake one of tests/runner/deploy/test_unitreach.py (its ``home`` stands for ``/home``); each file is real.
 A FIFO is opened by a reader that would wait for a writer forever, so each test that meets one runs the chain in a
 child process and gives it a bound far beyond what following a few files takes: a chain that waits is the defect.
 """

@@ -20,7 +20,7 @@ from journal.files.entry import Entry
 from tests._support import entry_files
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "journal" / "schemas" / "entry-v1.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "journal" / "schemas" / "entry-v1.schema.json").read_text())
 
 
 def _at(days: int) -> str:

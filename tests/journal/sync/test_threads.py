@@ -28,9 +28,8 @@ import threadpoolctl  # type: ignore[import-untyped]
 
 from journal import Journal, JournalClosedError
 from journal.encoding.embed import Encoder, load_encoder
-
-from ._fakes import FakeEncoder
-from ._inspect import entries_on_disk
+from tests.journal._fakes import FakeEncoder
+from tests.journal._inspect import entries_on_disk
 
 THREADS, OPS, KEYS = 16, 200, 240
 QUERIES = ("quiet river", "deadline pressure", "a walk at dawn", "river walk", "pressure and calm")

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from journal import Journal
+from tests.journal._inspect import entries_on_disk, index_rows
 
-from ._inspect import entries_on_disk, index_rows
-
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = Path(__file__).parents[1] / "_child.py"
 WRITERS = 4
 APPENDS = 200
 PAUSED, PAUSE_AFTER = 3, 100  # writer 3's keys k-300..k-349 are its own and come after its pause

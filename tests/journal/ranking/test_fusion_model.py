@@ -16,7 +16,7 @@ from journal import Journal
 from journal.encoding.embed import Encoder, load_encoder
 from runner import load_config, run_demo, simulation_window
 
-PERSONA = Path(__file__).resolve().parents[2] / "runner" / "data" / "motoko.toml"
+PERSONA = Path(__file__).resolve().parents[3] / "runner" / "data" / "motoko.toml"
 ENTRIES = 2500
 DISTINCT_VOICES = 300
 

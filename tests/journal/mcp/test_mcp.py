@@ -24,8 +24,7 @@ from journal import MAX_ENTRY_BYTES, Journal
 from journal.cli.cli import cli
 from journal.mcp._mcp_schemas import MAX_QUERY_CHARS
 from tests._support import tree_digest
-
-from ._mcp import McpServer, mcp_server
+from tests.journal._mcp import McpServer, mcp_server
 
 TOOLS = {"journal_search", "journal_get", "journal_list", "journal_context", "journal_digest", "journal_relate", "journal_append"}
 

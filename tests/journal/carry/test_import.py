@@ -18,9 +18,8 @@ from journal import EntryValidationError, ImportStreamError, Journal
 from runner.run.simulate import simulate
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
-
-from ._fakes import FakeEncoder
-from ._readme import run_readme_block
+from tests.journal._fakes import FakeEncoder
+from tests.journal._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:

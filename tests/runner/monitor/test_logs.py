@@ -173,7 +173,7 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
     seen = {event["event"] for event in runner_events}
     # run.error, run.retry, scheduler.run_skipped and memory.* (but memory.fallback) come from the in-process part,
     # scheduler.retry_scheduled from serve (its crashed worker gets a rerun); the rest of EVENTS from both.
-    # memory.fallback needs the nn extra missing: tests/runner/test_memory.py checks its fields in such a process.
+    # memory.fallback needs the nn extra missing: tests/runner/run/test_memory.py checks its fields in such a process.
     assert seen == set(EVENTS) - {"memory.fallback"}
     for event in runner_events:
         assert event["event"] in documented, event

@@ -23,7 +23,7 @@ from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
 Payload = Callable[..., dict[str, Any]]
 Vectors = npt.NDArray[np.float32]
-_REPO = Path(__file__).resolve().parents[2]
+_REPO = Path(__file__).resolve().parents[3]
 _DEV_SPLIT_ENV = "GHOSTJOURNAL_LOCOMO_DEV"
 
 

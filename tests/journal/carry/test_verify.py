@@ -13,10 +13,9 @@ import pytest
 from journal import Journal, SemanticUnavailableError
 from journal.files.store import EntryStore
 from tests._support import tree_digest
-
-from ._busy import busy_writer
-from ._fakes import FakeEncoder
-from ._readme import run_readme_block
+from tests.journal._busy import busy_writer
+from tests.journal._fakes import FakeEncoder
+from tests.journal._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:

@@ -17,9 +17,8 @@ import pytest
 from journal import Journal
 from journal.carry.export import MANIFEST_KEYS, MANIFEST_MEMBER
 from journal.files.store import EntryStore
-
-from ._busy import busy_writer
-from ._readme import run_readme_block
+from tests.journal._busy import busy_writer
+from tests.journal._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:

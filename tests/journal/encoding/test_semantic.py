@@ -15,8 +15,7 @@ import pytest
 from journal import Journal, ModelNotFoundError, SemanticUnavailableError
 from journal.encoding.semantic import QUERY_MEMO_SIZE, QueryMemo
 from journal.indexing.index import INDEX_SCHEMA_VERSION
-
-from ._fakes import FakeEncoder
+from tests.journal._fakes import FakeEncoder
 
 Payload = Callable[..., dict[str, Any]]
 

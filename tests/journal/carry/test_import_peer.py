@@ -18,10 +18,9 @@ import pytest
 
 from journal import EntryValidationError, ImportSourceError, Journal
 from tests._support import entry_files, tree_digest
+from tests.journal._readme import run_readme_block
 
-from ._readme import run_readme_block
-
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "peer-0.1.1"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "peer-0.1.1"
 ADA = ("--agent-map", "Ada Lovelace=ada")
 #: Fields the peer may set to null where our schema leaves them out, by where they sit.
 _NULLABLE = {"": ("mood", "client_key", "signals"), "signals": ("focus", "novelty"), "meta": ("source_routine",)}

@@ -21,8 +21,7 @@ from mcp.shared.exceptions import MCPError
 from journal import Journal
 from journal.encoding.embed import load_encoder
 from tests._support import SIMPLE_AGENT, entries, reap, with_key, write_config
-
-from ._mcp import holding_write_lock, mcp_server
+from tests.journal._mcp import holding_write_lock, mcp_server
 
 
 def _ghostjournal(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

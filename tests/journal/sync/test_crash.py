@@ -23,10 +23,9 @@ from typing import Any
 import pytest
 
 from journal import EntryNotFoundError, Journal
+from tests.journal._inspect import entries_on_disk, index_rows
 
-from ._inspect import entries_on_disk, index_rows
-
-CHILD = Path(__file__).with_name("_child.py")
+CHILD = Path(__file__).parents[1] / "_child.py"
 SEED = 20260905  # fixed, and printed in assertion messages, so a failure can be replayed
 QUERIES = ("zeppelin", "crash", "busy writer", "retry", "entry before")
 

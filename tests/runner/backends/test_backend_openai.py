@@ -30,7 +30,7 @@ def server() -> Iterator[ChatServer]:
 
 
 def _config(tmp_path: Path, url: str) -> Any:
-    # One call per run here; tests/runner/test_retries.py retries.
+    # One call per run here; tests/runner/backends/test_retries.py retries.
     backend = 'attempts = 1\napi_key_env = "GHOSTRUNNER_TEST_KEY"\n'
     return load_config(write_config(tmp_path, openai_agent(url, model="tiny-test-model", timeout="1s", backend=backend)))
 

@@ -17,8 +17,7 @@ from journal.encoding._identity import CACHE_FILE, forget_hashes, model_files, w
 from journal.encoding.embed import document_text
 from journal.files._json import canonical_json
 from journal.indexing.index import INDEX_SCHEMA_VERSION
-
-from ._fakes import FakeEncoder
+from tests.journal._fakes import FakeEncoder
 
 Payload = Callable[..., dict[str, Any]]
 

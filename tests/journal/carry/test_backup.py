@@ -12,10 +12,9 @@ import pytest
 
 from journal import Journal
 from tests._support import entry_files, tree_digest
-
-from ._busy import busy_writer
-from ._fakes import FakeEncoder
-from ._readme import run_readme_block
+from tests.journal._busy import busy_writer
+from tests.journal._fakes import FakeEncoder
+from tests.journal._readme import run_readme_block
 
 
 def _payload(n: int, agent: str = "alice") -> dict[str, Any]:
