@@ -7,6 +7,7 @@
 Layers, bottom-up: a module imports from its own layer and those listed before it, never from one
 listed after it (tests/test_layout.py holds every import to this, and finds no import circle)::
 
+    terminal: text made safe to show on a terminal
     errors:   the exception tree
     progress: progress of slow work, never silent
     files:    entry files and their rules

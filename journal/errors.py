@@ -44,7 +44,7 @@ import shlex
 from pathlib import Path
 from typing import ClassVar
 
-from journal.cli.render import printable
+from journal.terminal import printable
 
 __all__ = [
     "ClientKeyTakenError",

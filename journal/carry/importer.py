@@ -70,8 +70,8 @@ class ImportTarget(Protocol):
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Append *payload*, or return the entry its client_key already holds."""
 
-    def get(self, entry_id: str) -> Entry:
-        """The entry with *entry_id*."""
+    def get(self, entry_id: str, agent: str | None = None) -> Entry:
+        """The entry with *entry_id* (with *agent*: only if it is that agent's)."""
 
 
 @dataclass(slots=True)

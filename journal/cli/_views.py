@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from journal.cli.render import labelled, printable, table
+from journal.cli.render import labelled, table
+from journal.terminal import printable
 
 __all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
 

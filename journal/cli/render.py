@@ -6,7 +6,7 @@ and what these functions make when stdout is a terminal (as ``gh`` and
 path prints and return a string.
 
 Journal text is data written by agents, so everything shown passes through
-:func:`printable`: a control character (an ANSI escape, a carriage return,
+:func:`journal.terminal.printable`: a control character (an ANSI escape, a carriage return,
 a line break inside a cell), a bidirectional override or a lone surrogate is
 shown as ``\\uXXXX``, so an entry can neither repaint the terminal nor fake
 a row of the table.
@@ -18,24 +18,11 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Final
 
-__all__ = ["clip", "labelled", "printable", "table", "text_width"]
+from journal.terminal import printable
 
-#: Characters that reorder or hide text on a terminal (bidirectional embeddings, overrides and isolates).
-_BIDI: Final = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+__all__ = ["clip", "labelled", "table", "text_width"]
+
 _ELLIPSIS: Final = "…"
-
-
-def _is_shown_escaped(char: str) -> bool:
-    category = unicodedata.category(char)
-    # Cc: C0, DEL and C1 controls; Zl/Zp: U+2028/U+2029, which some terminals break lines at; Cs: lone surrogates.
-    return category in {"Cc", "Zl", "Zp", "Cs"} or char in _BIDI
-
-
-def printable(text: str) -> str:
-    """*text* with every character that could act on a terminal written as ``\\uXXXX``; tabs too, so columns stay put."""
-    if text.isprintable():  # the common case: nothing to escape (isprintable is False for every character escaped)
-        return text
-    return "".join(f"\\u{ord(char):04x}" if _is_shown_escaped(char) else char for char in text)
 
 
 def _char_width(char: str) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from journal.cli.render import labelled, printable, table
+from journal.cli.render import labelled, table
+from journal.terminal import printable
 
 __all__ = ["show_run", "show_simulation"]
 

@@ -28,8 +28,8 @@ from runner.deploy.backup import MARKER, backup_deployment, backup_into, prune_b
 from runner.errors import ConfigError
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
+from tests.attack._faults import Mounts, fill
 from tests.attack.hostile import hostile_json_bytes
-from tests.attack.test_fsfaults import Mounts, fill
 
 AT = datetime(2026, 9, 5, 3, 30, tzinfo=UTC)
 _FORK = multiprocessing.get_context("fork")

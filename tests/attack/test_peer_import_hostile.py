@@ -27,9 +27,9 @@ from journal import EntryValidationError, Journal
 from journal.carry._peer import peer_entry
 from journal.files.entry import entry_from_json_bytes
 from tests._support import entry_files, tree_digest
+from tests.attack._faults import Mounts, fill
 from tests.attack.hostile import hostile_json_bytes, hostile_values
-from tests.attack.test_fsfaults import Mounts, fill
-from tests.journal.carry.test_import import _KILLER
+from tests.journal._killer import IMPORT_KILLER
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "peer-0.1.1"
 AS_NOBODY = Path(__file__).with_name("_as_nobody.py")
@@ -119,7 +119,7 @@ def test_an_import_dir_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_pa
     whole = _import(tmp_path / "whole", SAMPLE, "--partial")
     assert whole.returncode == 0, whole.stderr
     killer = tmp_path / "killer.py"
-    killer.write_text(_KILLER)
+    killer.write_text(IMPORT_KILLER)
     killed = subprocess.run([sys.executable, str(killer), step, str(after), "--root", str(tmp_path / "j"), "import", str(SAMPLE), "--partial", *ADA],
                             capture_output=True, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr

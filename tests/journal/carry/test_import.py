@@ -19,6 +19,7 @@ from runner.run.simulate import simulate
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
 from tests.journal._fakes import FakeEncoder
+from tests.journal._killer import IMPORT_KILLER
 from tests.journal._readme import run_readme_block
 
 
@@ -136,27 +137,6 @@ def test_the_python_import_raises_for_a_bad_stream(tmp_path: Path) -> None:
         journal.import_stream(io.BytesIO(b"".join(stream.splitlines(keepends=True)[:-1])))
 
 
-_KILLER = """
-import os, signal, sys
-import journal.files.store as store
-step, after = sys.argv[1], int(sys.argv[2])
-original = getattr(store.EntryStore, step)
-calls = [0]
-def wrapped(self, *args, **kwargs):
-    calls[0] += 1
-    if step == "write_temp" and calls[0] == after + 1:
-        os.kill(os.getpid(), signal.SIGKILL)  # the entry's temporary file is not written yet
-    result = original(self, *args, **kwargs)
-    if step == "publish" and calls[0] == after:
-        os.kill(os.getpid(), signal.SIGKILL)  # the file is published, its index rows not committed
-    return result
-setattr(store.EntryStore, step, wrapped)
-from journal.cli.cli import main
-sys.argv = ["ghostjournal", *sys.argv[3:]]
-main()
-"""
-
-
 @pytest.mark.parametrize(("step", "after"), [("write_temp", 0), ("write_temp", 5), ("publish", 1), ("publish", 13), ("publish", 20)])
 def test_an_import_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_path: Path, step: str, after: int) -> None:
     """SIGKILL before an entry is written or right after one is published: the rerun's summary counts exactly the stored entries as duplicates."""
@@ -164,7 +144,7 @@ def test_an_import_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_path: 
     stream_file = tmp_path / "stream.jsonl"
     stream_file.write_bytes(stream)
     killer = tmp_path / "killer.py"
-    killer.write_text(_KILLER)
+    killer.write_text(IMPORT_KILLER)
     killed = subprocess.run([sys.executable, str(killer), step, str(after), "--root", str(tmp_path / "b"), "import", str(stream_file)],
                             capture_output=True, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr

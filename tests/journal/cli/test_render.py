@@ -7,7 +7,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.cli.render import clip, printable, table, text_width
+from journal.cli.render import clip, table, text_width
+from journal.terminal import printable
 
 PROPERTY = settings(max_examples=300, deadline=None)
 hostile = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=60) | st.sampled_from(

@@ -1,0 +1,30 @@
+"""A ``ghostjournal`` run killed with SIGKILL at a chosen step of storing entries, for the tests that an interrupted import is finished by a rerun.
+
+Run as ``python KILLER STEP AFTER ARGS...``: STEP is ``write_temp`` (killed before the entry's temporary file
+is written) or ``publish`` (killed after the entry file is published, before its index rows commit), AFTER how
+many entries go through first, ARGS the command line.
+"""
+
+from __future__ import annotations
+
+__all__ = ["IMPORT_KILLER"]
+
+IMPORT_KILLER = """
+import os, signal, sys
+import journal.files.store as store
+step, after = sys.argv[1], int(sys.argv[2])
+original = getattr(store.EntryStore, step)
+calls = [0]
+def wrapped(self, *args, **kwargs):
+    calls[0] += 1
+    if step == "write_temp" and calls[0] == after + 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # the entry's temporary file is not written yet
+    result = original(self, *args, **kwargs)
+    if step == "publish" and calls[0] == after:
+        os.kill(os.getpid(), signal.SIGKILL)  # the file is published, its index rows not committed
+    return result
+setattr(store.EntryStore, step, wrapped)
+from journal.cli.cli import main
+sys.argv = ["ghostjournal", *sys.argv[3:]]
+main()
+"""
