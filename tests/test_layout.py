@@ -243,3 +243,16 @@ def test_a_script_circle_is_found(tree: Path) -> None:
     """Benchmarks import each other by bare name; a circle among them is found too."""
     plant(tree, "bench.freshness", "import bench_retrieval")
     assert cycles(tree) == [["bench.bench_retrieval", "bench.freshness"]]
+
+
+
+def test_the_architecture_page_lists_each_packages_layers_as_its_docstring_does() -> None:
+    """docs/architecture.md's table of each package's layers: the same names, in the same order, with the same jobs."""
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for package in (journal, runner):
+        docstring = package.__doc__ or ""
+        listing = docstring.partition("Layers, bottom-up")[2].split("::", 1)[1].strip("\n").split("\n\n", 1)[0]
+        documented = [match.groups() for match in re.finditer(r"^    (\w+): +(\S.*)$", listing, re.MULTILINE)]
+        table = page.split(f"| `{package.__name__}` layer |", 1)[1].split("\n\n", 1)[0]
+        listed = re.findall(rf"^\| (\w+) \| `{package.__name__}/\w+(?:/|\.py)` \| (.+) \|$", table, re.MULTILINE)
+        assert listed == documented and [name for name, _ in listed] == layer_order(package.__name__, docstring)
