@@ -69,11 +69,12 @@ __all__ = [
     "SemanticUnavailableError",
     "StoragePermissionError",
     "UnsafePathError",
+    "restored_error",
 ]
 
 
-def _restored(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
-    """An error of *cls* with *args* and attributes *state*, made without calling its ``__init__``."""
+def restored_error(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
+    """An error of *cls* with *args* and attributes *state*, made without calling its ``__init__`` (how errors unpickle)."""
     error = cls.__new__(cls, *args)
     error.args = args
     error.__dict__.update(state)
@@ -93,7 +94,7 @@ class JournalError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_restored, (type(self), self.args, dict(self.__dict__)))
+        return (restored_error, (type(self), self.args, dict(self.__dict__)))
 
 
 class EntryValidationError(JournalError, ValueError):

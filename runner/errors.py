@@ -33,6 +33,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
+from journal.errors import restored_error
+
 __all__ = [
     "BackendError",
     "BackendReplyError",
@@ -51,14 +53,6 @@ __all__ = [
 ]
 
 
-def _restored(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
-    """An error of *cls* with *args* and attributes *state*, made without calling its ``__init__``."""
-    error = cls.__new__(cls, *args)
-    error.args = args
-    error.__dict__.update(state)
-    return error
-
-
 class RunnerError(Exception):
     """Root of every error the runner raises on purpose.
 
@@ -71,7 +65,7 @@ class RunnerError(Exception):
     exit_code: int = 1
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_restored, (type(self), self.args, dict(self.__dict__)))
+        return (restored_error, (type(self), self.args, dict(self.__dict__)))
 
 
 class ConfigError(RunnerError, ValueError):

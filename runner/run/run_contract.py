@@ -24,9 +24,10 @@ from typing import Any, Final
 
 import structlog
 
+from journal.errors import restored_error
 from routines import Routine
 from runner.cron.slots import client_key, slot_for
-from runner.errors import MalformedResultError, _restored
+from runner.errors import MalformedResultError
 
 __all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunInterrupted", "RunResult"]
 
@@ -254,4 +255,4 @@ class RunInterrupted(SystemExit):
         self.result = result
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_restored, (type(self), self.args, dict(self.__dict__)))
+        return (restored_error, (type(self), self.args, dict(self.__dict__)))
