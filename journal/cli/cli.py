@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import sys
@@ -36,7 +35,7 @@ from journal.cli._cli_options import (
     read_input,
     window_options,
 )
-from journal.cli.clikit import CommandGroup, out_option, output_option, terminal_width, version_option, wants_json, warn
+from journal.cli.clikit import CommandGroup, json_text, out_option, output_option, terminal_width, version_option, wants_json, warn
 from journal.cli.timeinput import local_zone
 from journal.encoding import _modelfetch
 from journal.encoding.embed import DEFAULT_MODEL
@@ -117,7 +116,7 @@ def _echo(text: str) -> None:
 
 def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
     """Print *value* as JSON, or on a terminal as *view* shows it (see journal.cli.clikit.wants_json)."""
-    _echo(json.dumps(value, ensure_ascii=False, indent=2) if wants_json() else view(value, terminal_width()))
+    _echo(json_text(value, indent=2) if wants_json() else view(value, terminal_width()))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -22,6 +22,8 @@ module) and this one import click; ``import journal`` never does.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -33,7 +35,7 @@ from click.core import ParameterSource
 
 from journal.cli.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "after_command", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = ["CommandGroup", "TimeParam", "after_command", "json_text", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
 
 _JSON_KEY: Final = "clikit.json"
 
@@ -172,6 +174,20 @@ def after_command(ctx: click.Context, param: click.Parameter, value: Any) -> Any
 def version_option(prog: str) -> Callable[[Any], Any]:
     """``--version``: the installed distribution's version, from its metadata."""
     return click.version_option(package_name="ghostjournal", prog_name=prog, message="%(prog)s %(version)s")
+
+
+#: A character Python decodes an undecodable byte of a file name into (os.fsdecode's surrogateescape).
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def json_text(value: Any, *, indent: int | None = None) -> str:
+    """*value* as the JSON text both commands print: other scripts kept as they are, but a lone surrogate as its ``\\uXXXX`` escape.
+
+    A file name that is not UTF-8 (a byte os.fsdecode keeps as a surrogate) would otherwise reach
+    stdout as that raw byte, and the output would be no UTF-8 that a JSON reader takes; escaped,
+    it reads back to the very name, which ``os.fsencode`` turns into the file's bytes.
+    """
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", json.dumps(value, ensure_ascii=False, indent=indent))
 
 
 def output_option(function: Any) -> Any:

@@ -8,7 +8,6 @@ JSON otherwise, kept in one function so that a shared renderer can replace it.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from datetime import datetime, tzinfo
@@ -17,7 +16,7 @@ from typing import IO, Any, Final
 
 import click
 
-from journal.cli.clikit import output_option, wants_json
+from journal.cli.clikit import json_text, output_option, wants_json
 from runner.cli._cli_fleet import fleet_option, runs_input
 from runner.cli._cli_support import Settings, config_option, echo, echo_json, parse_time, raise_storage_failure
 from runner.monitor.history import History, build_history
@@ -90,9 +89,9 @@ def _duration(milliseconds: float | None) -> str:
 def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bool) -> str:
     """*history* as a table (a terminal), one JSON array (``--json``), or JSON lines, one slot each (a pipe)."""
     if as_array:
-        return json.dumps([slot.to_dict() for slot in history.slots], ensure_ascii=False)
+        return json_text([slot.to_dict() for slot in history.slots])
     if not as_table:
-        return "\n".join(json.dumps(slot.to_dict(), ensure_ascii=False) for slot in history.slots)
+        return "\n".join(json_text(slot.to_dict()) for slot in history.slots)
     rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""

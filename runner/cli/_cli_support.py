@@ -11,7 +11,6 @@ timezone, within 1970..8999) and durations.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -22,7 +21,7 @@ from typing import IO, Any, Final
 import click
 
 from journal import JournalError, JournalStorageError
-from journal.cli.clikit import CommandGroup, after_command
+from journal.cli.clikit import CommandGroup, after_command, json_text
 from journal.cli.timeinput import parse_time_input
 from runner import (
     CONFIG_ENVVAR,
@@ -202,4 +201,4 @@ def echo(text: str) -> None:
 
 def echo_json(data: Any) -> None:
     """Print *data* as one line of JSON to stdout, as :func:`echo` does."""
-    echo(json.dumps(data, ensure_ascii=False))
+    echo(json_text(data))

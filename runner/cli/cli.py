@@ -21,7 +21,6 @@ a run the filesystem refused exits with its JournalStorageError's code.
 
 from __future__ import annotations
 
-import json
 import shlex
 import signal
 import sys
@@ -32,7 +31,7 @@ from typing import IO, Any
 
 import click
 
-from journal.cli.clikit import out_option, output_option, terminal_width, version_option, wants_json
+from journal.cli.clikit import json_text, out_option, output_option, terminal_width, version_option, wants_json
 from journal.files.outfile import write_output
 from runner import (
     CONFIG_ENVVAR,
@@ -337,7 +336,7 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(lines), now, grace, paused_or_unknown(config))
-    echo(json.dumps(report.to_dict(), ensure_ascii=False) if wants_json() else _render_status(report, config.timezone))
+    echo(json_text(report.to_dict()) if wants_json() else _render_status(report, config.timezone))
     sys.exit(report.exit_code)
 
 
