@@ -316,6 +316,10 @@ class Journal:
         conflict, reported and skipped. Importing a stream twice stores
         nothing the second time; an import killed at any point is finished by
         running it again. *on_entry* gets the count of entries handled so far.
+        As in :meth:`import_dir`, an entry continuing one that is neither
+        imported nor held as its own agent's (a line *partial* left out, say)
+        is a bad line itself, and so in turn is one continuing it; a link the
+        export's scope left out (the manifest's ``links_outside``) is kept.
 
         Raises:
             ImportStreamError: a bad line, a missing manifest, a hash or count that does not match.

@@ -58,6 +58,8 @@ __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir",
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
+#: A spooled entry's id, its agent (as stored) and the ids it continues.
+_Links = tuple[str, str, tuple[str, ...]]
 
 
 class ImportTarget(Protocol):
@@ -171,18 +173,27 @@ def _manifest_of(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) and _MANIFEST_KEY in value else None
 
 
-def _check_stream(
-    source: IO[bytes], spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool,
-) -> None:
-    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres*, and check the manifest."""
-    digest = hashlib.sha256()
-    manifest: dict[str, Any] | None = None
-    last = 0
+def _bad_line(summary: ImportSummary, *, partial: bool) -> Callable[[int, str], None]:
+    """What a bad line does: stop the import naming it, or with *partial* list it under ``bad_lines``."""
 
     def bad(number: int, reason: str) -> None:
         if not partial:
             raise ImportStreamError(number, reason, _PARTIAL)
         summary.bad_lines.append({"line": number, "reason": reason})
+
+    return bad
+
+
+def _check_stream(
+    source: IO[bytes], spool: IO[bytes], wheres: list[dict[str, Any]], links: list[_Links], summary: ImportSummary, agent_map: Mapping[str, str],
+    *, partial: bool,
+) -> None:
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres* and its links
+    in *links*, and check the manifest."""
+    digest = hashlib.sha256()
+    manifest: dict[str, Any] | None = None
+    last = 0
+    bad = _bad_line(summary, partial=partial)
 
     for number, line in _lines(source, partial=partial):
         last = number
@@ -206,6 +217,7 @@ def _check_stream(
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
         spool.write(entry.to_json_bytes())
         wheres.append({"line": number})
+        links.append((entry.id, entry.agent, entry.continuity_refs))
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -268,10 +280,22 @@ def import_stream(
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
     summary = ImportSummary(agent_map=dict(agent_map or {}))
     wheres: list[dict[str, Any]] = []
+    links: list[_Links] = []
     with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
-        _check_stream(source, spool, wheres, summary, summary.agent_map, partial=partial)
+        _check_stream(source, spool, wheres, links, summary, summary.agent_map, partial=partial)
+        bad = _bad_line(summary, partial=partial)
+        _leave_out_dangling(journal, links, wheres, lambda where, reason: bad(where["line"], reason), _outside(summary.manifest))
         _store_spooled(journal, spool, wheres, summary, summary.lines, on_entry)
     return summary
+
+
+def _outside(manifest: Mapping[str, Any] | None) -> frozenset[tuple[str, str]]:
+    """The (entry, link) pairs the export's manifest lists under ``links_outside``: links its scope left out, not lines that went bad."""
+    listed = manifest.get("links_outside") if manifest is not None else None
+    if not isinstance(listed, list):
+        return frozenset()
+    return frozenset((item["entry"], item["link"]) for item in listed
+                     if isinstance(item, dict) and isinstance(item.get("entry"), str) and isinstance(item.get("link"), str))
 
 
 def _store_spooled(
@@ -331,7 +355,7 @@ def import_peer_dir(
     """
     summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
     wheres: list[dict[str, Any]] = []
-    links: list[tuple[str, str, tuple[str, ...]]] = []  # each spooled entry's id, agent and the ids it continues
+    links: list[_Links] = []
     root_fd = _open_peer_dir(root)
 
     def bad(rel: str, reason: str) -> None:
@@ -356,22 +380,31 @@ def import_peer_dir(
                         links.append((entry.id, entry.agent, entry.continuity_refs))
                 if reason is not None:
                     bad(rel, reason)
-            for position, ref in _dangling(journal, links).items():
-                bad(wheres[position]["file"], f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
-                                              "entry of the same agent (verify would report the link for good: entry files are never rewritten)")
-                wheres[position] = {**wheres[position], "skip": True}
+            _leave_out_dangling(journal, links, wheres, lambda where, reason: bad(where["file"], reason))
             _store_spooled(journal, spool, wheres, summary, len(wheres), on_entry)
     finally:
         os.close(root_fd)
     return summary
 
 
-def _dangling(journal: ImportTarget, links: list[tuple[str, str, tuple[str, ...]]]) -> dict[int, str]:
+def _leave_out_dangling(
+    journal: ImportTarget, links: list[_Links], wheres: list[dict[str, Any]], bad: Callable[[Mapping[str, Any], str], None],
+    outside: frozenset[tuple[str, str]] = frozenset(),
+) -> None:
+    """Mark to skip each spooled entry whose continuity links would dangle or cross agents (see :func:`_dangling`), reporting it as *bad*."""
+    for position, ref in _dangling(journal, links, outside).items():
+        bad(wheres[position], f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
+                              "entry of the same agent (verify would report the link for good: entry files are never rewritten)")
+        wheres[position] = {**wheres[position], "skip": True}
+
+
+def _dangling(journal: ImportTarget, links: list[_Links], outside: frozenset[tuple[str, str]] = frozenset()) -> dict[int, str]:
     """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
 
     An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
     (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it.
-    The answer depends only on the directory and on what the journal held before,
+    A link in *outside* (``entry``, ``link``) is one a stream's export scope left out, as its manifest says, and is kept as
+    before. The answer depends only on the source and on what the journal held before,
     so a rerun leaves out the same entries and stores nothing new.
     """
     position_of = {entry_id: position for position, (entry_id, _, _) in enumerate(links)}
@@ -392,9 +425,9 @@ def _dangling(journal: ImportTarget, links: list[tuple[str, str, tuple[str, ...]
         return held[ref, agent]
 
     out: dict[int, str] = {}
-    for position, (_, agent, refs) in enumerate(links):
-        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent) and not holds(ref, agent)),
-                       None)
+    for position, (entry_id, agent, refs) in enumerate(links):
+        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent)
+                        and (entry_id, ref) not in outside and not holds(ref, agent)), None)
         if missing is not None:
             out[position] = missing
     # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.

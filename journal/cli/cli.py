@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
 3 not found, 4 conflict (verify found problems), 65 invalid input data, 73 read-only filesystem,
-74 disk full or another I/O error, 75 writer lock busy, 77 permission denied.
+74 disk full or another I/O error, 75 writer lock busy, 77 permission denied,
+143 stopped by SIGTERM (nothing half written left behind; see journal.cli.clikit).
 """
 
 from __future__ import annotations

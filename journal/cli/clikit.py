@@ -14,7 +14,13 @@
   places must be the same; two different ones are a usage error naming both;
 - commands marked with :func:`output_option` print JSON when stdout is not a
   terminal or ``--json`` is given, and text for a person (``--text``) on a
-  terminal, as ``gh`` does.
+  terminal, as ``gh`` does;
+- SIGTERM (``systemctl stop``, a shutdown, ``kill``) ends a command by
+  unwinding it, exit 143 (128 + 15), so that what it was writing to a hidden
+  temporary name (a backup's partial copy, an export's or a report's file,
+  rendered units) is removed on the way out; by default the signal would end
+  the process at once and leave that behind for good. A command that stops
+  on SIGTERM in its own way (``serve``, ``mcp``) sets its own handler.
 
 Only the command modules (``journal.cli.cli``, ``runner.cli.cli`` and its support
 module) and this one import click; ``import journal`` never does.
@@ -25,10 +31,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, NoReturn
 
 import click
 from click.core import ParameterSource
@@ -83,7 +91,12 @@ class CommandGroup(click.Group):
             for command in _walk(self):
                 _attach(self, command)
         kwargs.setdefault("prog_name", self.prog)
-        return super().main(*args, **kwargs)
+        previous = _unwind_on_sigterm()
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            if previous is not None:  # a test's in-process call leaves the test process's handler as it was
+                signal.signal(signal.SIGTERM, previous)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any) -> click.Context:
         try:
@@ -119,6 +132,17 @@ class CommandGroup(click.Group):
         if isinstance(error, _OneLineUsageError | click.exceptions.NoArgsIsHelpError):
             return error  # a bare command shows its help, as it should
         return _OneLineUsageError(error, self.prog)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> NoReturn:
+    sys.exit(128 + signum)  # SystemExit runs every finally and "except BaseException" cleanup on its way up
+
+
+def _unwind_on_sigterm() -> Any:
+    """Make SIGTERM raise SystemExit(143) in this process; return the handler it had (None: none to restore)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None  # only the main thread may set a handler (an in-process call from a test's thread)
+    return signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def _walk(group: click.Group) -> Iterator[click.Command]:

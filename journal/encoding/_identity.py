@@ -186,8 +186,10 @@ def _write_cache(cache_file: Path, data: dict[str, Any]) -> None:
             file.write(json.dumps(data, sort_keys=True).encode())
         # A cache needs no fsync: a torn or lost file is read as empty and the hashes computed again.
         os.replace(temp, CACHE_FILE, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
+    except BaseException as exc:  # SIGTERM's SystemExit too: no temporary cache file stays in models/
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=dir_fd)
+        if not isinstance(exc, OSError):
+            raise
     finally:
         os.close(dir_fd)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-import sys
 from pathlib import Path
 
 import click
@@ -57,9 +55,6 @@ def backup(settings: Settings, out: Path | None, into: Path | None, keep: int | 
         raise click.UsageError("pass either --out DIR (a new directory) or --into PARENT (a new dated directory in it)")
     if keep is not None and not dated:
         raise click.BadParameter("only with --into (a directory of dated backups to prune)", param_hint="--keep")
-    # SIGTERM (systemctl stop, a shutdown) unwinds the backup, which removes its hidden partial copy on the
-    # way out; by default it would end the process at once and leave a whole journal's copy behind for good.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     config = settings.config(config_path)
     try:
         report = backup_into(config, target, keep=keep) if dated else backup_deployment(config, target)

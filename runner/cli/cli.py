@@ -22,7 +22,6 @@ a run the filesystem refused exits with its JournalStorageError's code.
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from collections import Counter
 from datetime import date, datetime, timedelta
@@ -121,9 +120,8 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     Example: ghostrunner run evening --agent motoko --at 2026-09-05T21:00
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "info")
-    # SIGTERM unwinds the run (killing a command backend's process group on the way) instead of
-    # vanishing mid-call; the journal guarantees a complete entry or none either way.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    # SIGTERM unwinds the run (journal.cli.clikit.CommandGroup), killing a command backend's process group
+    # on the way, instead of vanishing mid-call; the journal guarantees a complete entry or none either way.
     config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
     config = allow_mixing(config) if mix_simulated else config
     at = parse_time(at_text, config, "--at") if at_text is not None else None

@@ -144,9 +144,11 @@ def _stage_one(directory: int, path: Path, name: str, text: str, noun: str) -> s
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
-    except OSError as exc:
+    except BaseException as exc:  # SIGTERM's SystemExit too: no half-written temporary file stays beside the units
         with contextlib.suppress(OSError):
             os.unlink(temporary, dir_fd=directory)
+        if not isinstance(exc, OSError):
+            raise
         _refused(exc, path, f"write the {noun}", noun)
         raise RunnerError(f"cannot write {str(path)!r}: {exc.strerror}; no {noun} was replaced") from None
     return temporary

@@ -212,3 +212,55 @@ def test_the_readme_import_commands_run_as_written(tmp_path: Path) -> None:
     assert [(s["appended"], s["duplicate"]) for s in summaries[1:]] == [(3, 0), (0, 3), (3, 0)]
     with Journal(tmp_path / "renamed") as journal:
         assert {e.agent for e in journal.list()} == {"motoko-2"}
+
+
+def _chain(root: Path) -> tuple[bytes, dict[str, str]]:
+    """A stream of six entries: b and c continue a, d continues c, e continues nothing, f continues e; and their ids by letter."""
+    ids: dict[str, str] = {}
+    links = {"b": "a", "c": "a", "d": "c", "f": "e"}
+    with Journal(root) as journal:
+        for n, letter in enumerate("abcdef"):
+            extra = {"signals": {"continuity_refs": [ids[links[letter]]]}} if letter in links else {}
+            ids[letter] = journal.append({**_payload(n, theme=f"chain {letter}"), "ts": f"2026-09-01T0{n}:00:00Z", **extra}).id
+        out = io.BytesIO()
+        journal.export(out)
+    return out.getvalue(), ids
+
+
+def test_partial_leaves_out_what_continues_a_bad_line_and_so_on_in_turn(tmp_path: Path) -> None:
+    """--partial dropping a's line leaves out b and c (they continue a) and d (it continues c), each listed with the link: stored, their links
+    would dangle and verify would fail for good. e and f are stored, verify is clean, and a rerun stores nothing and lists the same lines."""
+    stream, ids = _chain(tmp_path / "a")
+    lines = stream.splitlines(keepends=True)
+    damaged = b"".join([lines[0].replace(b"evening", b"\\ud800"), *lines[1:]])  # a's line: a lone surrogate
+    done = _cli(tmp_path / "b", "-", "--partial", stdin=damaged)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    left_out = {bad["line"]: bad["reason"] for bad in document["bad_lines"] if bad["reason"].startswith("it continues ")}
+    assert [bad["line"] for bad in document["bad_lines"] if bad["line"] not in left_out] == [1, 7]  # a's line, and the manifest's hash
+    assert sorted(left_out) == [2, 3, 4]
+    for line, continued in ((2, "a"), (3, "a"), (4, "c")):
+        assert left_out[line].startswith(f"it continues {ids[continued]!r}, which this import does not bring in"), left_out[line]
+    assert _summary(done) == {"appended": 2, "duplicate": 0, "conflict": 0}
+    with Journal(tmp_path / "b") as journal:
+        assert {entry.id for entry in journal.list(limit=10)} == {ids["e"], ids["f"]}
+        assert journal.verify().is_clean
+    rerun = _cli(tmp_path / "b", "-", "--partial", stdin=damaged)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _summary(rerun) == {"appended": 0, "duplicate": 2, "conflict": 0}
+    assert json.loads(rerun.stdout)["bad_lines"] == document["bad_lines"]
+    with pytest.raises(ImportStreamError, match=r"^import stream line 1: "), Journal(tmp_path / "c") as journal:
+        journal.import_stream(io.BytesIO(damaged))  # without partial the bad line still stops the import before anything is stored
+    assert entry_files(tmp_path / "c") == {}
+
+
+def test_a_link_the_export_scope_left_out_is_kept_as_the_manifest_lists_it(tmp_path: Path) -> None:
+    """An export --since after a: b's and c's links to a are under the manifest's links_outside, so they are stored as before (d, e, f too)."""
+    _, ids = _chain(tmp_path / "a")
+    with Journal(tmp_path / "a") as journal:
+        out = io.BytesIO()
+        manifest = journal.export(out, since="2026-09-01T01:00:00Z")
+    assert {(link["entry"], link["link"]) for link in manifest.links_outside} == {(ids["b"], ids["a"]), (ids["c"], ids["a"])}
+    with Journal(tmp_path / "b") as journal:
+        summary = journal.import_stream(io.BytesIO(out.getvalue()))
+        assert summary.appended == 5 and summary.bad_lines == []

@@ -1,0 +1,143 @@
+"""SIGTERM (``systemctl stop``, a shutdown, ``kill``) while a command writes under a hidden temporary name: exit 143, nothing left behind.
+
+Every command writes its output (a backup's directory, an export, a report, rendered units) under a
+hidden name first and renames it into place. By default SIGTERM would end the process at once and
+leave that hidden copy for good; the commands unwind instead (journal.cli.clikit.CommandGroup).
+
+Backup and export wait for the journal's writer lock with their temporary already made, so the test
+holds the lock, waits for the temporary to appear and signals from outside. A report or a set of units is
+written in an instant, so the command runs under a wrapper that signals its own process as the
+temporary is about to be renamed into place: the real handler, the real unwinding, at the one moment
+the temporary exists.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from journal import Journal
+from tests._support import SIMPLE_AGENT, ghostrunner, wait_for_marker, write_config
+
+#: Runs ``ghostjournal`` or ``ghostrunner`` (argv[1]) with argv[2:], and SIGTERMs itself right before a hidden file is renamed into $AT_DIR.
+_AT_RENAME = """
+import os, signal, sys
+at = os.path.realpath(os.environ["AT_DIR"])
+real = {"rename": os.rename, "replace": os.replace}
+def directory_of(path, fd):
+    return os.path.realpath(os.readlink(f"/proc/self/fd/{fd}") if fd is not None else os.path.dirname(os.path.abspath(path)))
+def signalling(name):
+    def wrapped(src, dst, *args, **kwargs):
+        if os.path.basename(os.fsdecode(src)).startswith(".") and directory_of(dst, kwargs.get("dst_dir_fd")) == at:
+            print(f"SIGTERM before renaming into {os.path.basename(os.fsdecode(dst))}", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real[name](src, dst, *args, **kwargs)
+    return wrapped
+os.rename, os.replace = signalling("rename"), signalling("replace")
+prog = sys.argv[1]
+sys.argv = [prog, *sys.argv[2:]]
+if prog == "ghostjournal":
+    from journal.cli.cli import main
+else:
+    from runner.cli.cli import main
+main()
+"""
+
+
+def _journal(root: Path, count: int = 30) -> None:
+    with Journal(root) as journal:
+        for number in range(count):
+            journal.append({"kind": "note", "agent": "motoko", "theme": f"rain {number}", "voice": f"Rain on the roof, night {number}."})
+
+
+def _names(directory: Path) -> set[str]:
+    """Every name below *directory*, hidden ones too."""
+    return {str(path.relative_to(directory)) for path in directory.rglob("*")}
+
+
+def _terminated_waiting_for_the_lock(root: Path, args: list[str], directory: Path, prefix: str) -> subprocess.CompletedProcess[str]:
+    """Run ``ghostjournal --root ROOT ARGS`` while the writer lock is held; SIGTERM it once a *prefix* file is in *directory*."""
+    lock = os.open(root / ".write.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # an agent appending: the command waits for it, its temporary already made
+        process = subprocess.Popen([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_marker(directory, prefix)
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    finally:
+        os.close(lock)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path) -> None:
+    """ghostjournal backup --out DIR stopped while its hidden .DIR.*.partial exists: exit 143, and the parent holds only what it held."""
+    _journal(tmp_path / "journal")
+    parent = tmp_path / "backups"
+    parent.mkdir()
+    (parent / "older").mkdir()
+    before = _names(parent)
+    done = _terminated_waiting_for_the_lock(tmp_path / "journal", ["backup", "--out", str(parent / "copy")], parent, ".copy.")
+    assert done.returncode == 143, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert _names(parent) == before
+
+
+def test_sigterm_during_an_export_removes_its_temporary_file(tmp_path: Path) -> None:
+    """ghostjournal export --out FILE stopped while its hidden temporary exists: exit 143, the old FILE as it was, no temporary."""
+    _journal(tmp_path / "journal")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "journal.jsonl").write_bytes(b"yesterday's export\n")
+    done = _terminated_waiting_for_the_lock(tmp_path / "journal", ["export", "--out", str(out / "journal.jsonl")], out, ".journal.jsonl.")
+    assert done.returncode == 143, done.stderr
+    assert _names(out) == {"journal.jsonl"}
+    assert (out / "journal.jsonl").read_bytes() == b"yesterday's export\n"
+
+
+def _runner_config(tmp_path: Path) -> Path:
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    done = ghostrunner("--config", str(config), "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return config
+
+
+@pytest.mark.parametrize("command", ["ghostjournal report", "ghostrunner report", "systemd render", "k8s render"])
+def test_sigterm_as_the_output_is_renamed_into_place_leaves_no_temporary(tmp_path: Path, command: str) -> None:
+    """A report or rendered units stopped with their temporary written: exit 143, the output directory as it was."""
+    config = _runner_config(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old.txt").write_text("kept\n")
+    args = {
+        "ghostjournal report": ["ghostjournal", "--root", str(tmp_path / "journal"), "report", "--agent", "motoko", "--out", str(out / "r.html")],
+        "ghostrunner report": ["ghostrunner", "report", "--config", str(config), "--log", str(_empty(tmp_path)), "--out", str(out / "r.html")],
+        "systemd render": ["ghostrunner", "systemd", "render", "--config", str(config), "--out", str(out)],
+        "k8s render": ["ghostrunner", "k8s", "render", "--config", str(config), "--image", "registry.example/ghostrunner:0.1.0", "--out", str(out)],
+    }[command]
+    script = tmp_path / "at_rename.py"
+    script.write_text(_AT_RENAME)
+    done = subprocess.run([sys.executable, str(script), *args], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+                          env={**os.environ, "AT_DIR": str(out)})
+    assert "SIGTERM before renaming into" in done.stderr, done.stderr  # the temporary was made, and was about to take its name
+    assert done.returncode == 143, done.stderr
+    assert "Traceback" not in done.stderr
+    assert _names(out) == {"old.txt"}
+
+
+def _empty(tmp_path: Path) -> Path:
+    log = tmp_path / "runs.log"
+    log.write_text("")
+    return log
