@@ -5,11 +5,13 @@ Fixtures live in the conftest files; what a test imports lives here.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -219,6 +221,30 @@ class LineReader:
             if event is not None:
                 self.events.append(event)
         return self.events
+
+
+def terminated_while_locked(journal_root: Path, argv: list[str], directory: Path, prefix: str) -> subprocess.CompletedProcess[str]:
+    """Run *argv* (a real command) while *journal_root*'s writer lock is held; SIGTERM it once a *prefix* file is in *directory*.
+
+    Held by the test as an appending agent would hold it, the lock makes the command wait with its hidden
+    temporary already made, so the signal lands while there is something to leave behind.
+    """
+    lock = os.open(journal_root / ".write.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        process = subprocess.Popen([shutil.which(argv[0]) or argv[0], *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=directory.parent)
+        try:
+            wait_for_marker(directory, prefix)
+            process.send_signal(signal.SIGTERM)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    finally:
+        os.close(lock)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
 def start_serve(path: Path, cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], LineReader]:

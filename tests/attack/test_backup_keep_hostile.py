@@ -8,13 +8,10 @@ mistake is one line with its exit code, never a traceback.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import multiprocessing
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +24,7 @@ from hypothesis import strategies as st
 from runner.deploy.backup import MARKER, backup_deployment, backup_into, prune_backups
 from runner.errors import ConfigError
 from runner.settings.config import load_config
-from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, wait_for_marker, write_config
+from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, tree_digest, write_config
 from tests.attack._faults import Mounts, fill
 from tests.attack.hostile import hostile_json_bytes
 
@@ -129,22 +126,9 @@ def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     config = _simulated(tmp_path)
     parent = tmp_path / "backups"
     parent.mkdir()
-    lock = os.open(tmp_path / "journal" / ".write.lock", os.O_RDWR)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a run appending: the backup waits for it
-        process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "--config", str(config), "backup", "--into", str(parent)],
-                                   cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for_marker(parent, ".ghostrunner-backup-")
-            process.send_signal(signal.SIGTERM)
-            _, stderr = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    finally:
-        os.close(lock)
-    assert process.returncode == 143, stderr
+    done = terminated_while_locked(tmp_path / "journal", ["ghostrunner", "--config", str(config), "backup", "--into", str(parent)], parent,
+                                   ".ghostrunner-backup-")
+    assert done.returncode == 143, done.stderr
     assert list(parent.iterdir()) == []
 
 

@@ -13,10 +13,7 @@ the temporary exists.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from tests._support import SIMPLE_AGENT, ghostrunner, wait_for_marker, write_config
+from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, write_config
 
 #: Runs ``ghostjournal`` or ``ghostrunner`` (argv[1]) with argv[2:], and SIGTERMs itself right before a hidden file is renamed into $AT_DIR.
 _AT_RENAME = """
@@ -62,26 +59,6 @@ def _names(directory: Path) -> set[str]:
     return {str(path.relative_to(directory)) for path in directory.rglob("*")}
 
 
-def _terminated_waiting_for_the_lock(root: Path, args: list[str], directory: Path, prefix: str) -> subprocess.CompletedProcess[str]:
-    """Run ``ghostjournal --root ROOT ARGS`` while the writer lock is held; SIGTERM it once a *prefix* file is in *directory*."""
-    lock = os.open(root / ".write.lock", os.O_RDWR)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # an agent appending: the command waits for it, its temporary already made
-        process = subprocess.Popen([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), *args],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for_marker(directory, prefix)
-            process.send_signal(signal.SIGTERM)
-            stdout, stderr = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-    finally:
-        os.close(lock)
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
-
-
 def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path) -> None:
     """ghostjournal backup --out DIR stopped while its hidden .DIR.*.partial exists: exit 143, and the parent holds only what it held."""
     _journal(tmp_path / "journal")
@@ -89,7 +66,7 @@ def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path
     parent.mkdir()
     (parent / "older").mkdir()
     before = _names(parent)
-    done = _terminated_waiting_for_the_lock(tmp_path / "journal", ["backup", "--out", str(parent / "copy")], parent, ".copy.")
+    done = terminated_while_locked(tmp_path / "journal", ["ghostjournal", "--root", str(tmp_path / "journal"), "backup", "--out", str(parent / "copy")], parent, ".copy.")
     assert done.returncode == 143, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert _names(parent) == before
@@ -101,7 +78,8 @@ def test_sigterm_during_an_export_removes_its_temporary_file(tmp_path: Path) -> 
     out = tmp_path / "out"
     out.mkdir()
     (out / "journal.jsonl").write_bytes(b"yesterday's export\n")
-    done = _terminated_waiting_for_the_lock(tmp_path / "journal", ["export", "--out", str(out / "journal.jsonl")], out, ".journal.jsonl.")
+    done = terminated_while_locked(tmp_path / "journal", ["ghostjournal", "--root", str(tmp_path / "journal"), "export", "--out", str(out / "journal.jsonl")],
+                                   out, ".journal.jsonl.")
     assert done.returncode == 143, done.stderr
     assert _names(out) == {"journal.jsonl"}
     assert (out / "journal.jsonl").read_bytes() == b"yesterday's export\n"
