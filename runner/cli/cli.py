@@ -15,6 +15,7 @@ ended ``busy``: another run of its slot held the slot lock);
 77 permission denied on the journal; 78 configuration error, or a run
 the backend refused for good (HTTP 401/403/404 or another 4xx); a journal
 error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
+143 stopped by SIGTERM, unwound first (see journal.cli.clikit; serve stops on it with 0).
 An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
 a run the filesystem refused exits with its JournalStorageError's code.
 """
