@@ -399,7 +399,9 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
             file_problems += _file_problems(keeper.store, rel_path, seen)
         report.files = len(paths)
         skipped: list[SkippedFile] = []
-        unique = first_of_each(seen.loaded, skipped.append)
+        # The rebuild verify compares with keeps what the index holds of two files with one id or key, as every rebuild does.
+        held = _indexed_paths(main)
+        unique = first_of_each(seen.loaded, skipped.append, held=held)
         for duplicate in skipped:
             kind = "duplicate_id" if duplicate.reason.startswith("duplicate id") else "duplicate_client_key"
             file_problems.append(Problem(kind, duplicate.path, duplicate.reason, f"a copy of another entry's file; {_QUARANTINE}"))
@@ -424,6 +426,16 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
                 if main.in_transaction:
                     main.execute("COMMIT")
     return report
+
+
+def _indexed_paths(main: sqlite3.Connection | None) -> set[str]:
+    """The entry files the index holds (in its read transaction), or none when it cannot be read (a problem reported on its own)."""
+    if main is None:
+        return set()
+    try:
+        return {row[0] for row in main.execute("SELECT path FROM entries")}
+    except sqlite3.DatabaseError:
+        return set()
 
 
 def _compare_with_rebuild(main: sqlite3.Connection, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:

@@ -103,12 +103,18 @@ def load_many(store: EntryStore, paths: list[str], on_skip: Callable[[SkippedFil
     return loaded
 
 
-def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None]) -> list[tuple[str, Entry]]:
-    """Order by time; the first file wins each id and client_key, the rest are skipped."""
+def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None], *, held: Collection[str] = ()) -> list[tuple[str, Entry]]:
+    """The entries a rebuild indexes, by time: one file for each id and client_key, the others skipped.
+
+    Of two files claiming one id or key, the one the index already holds (*held*, paths) wins, as it
+    does when the index is kept in step; between files the index does not hold, the earlier by time,
+    then path. So a copy made by hand (a new id, the same key) never takes an entry's place: not in a
+    rebuild, and not in what verify expects of the index.
+    """
     ids: dict[str, str] = {}
     keys: dict[str, str] = {}
     unique = []
-    for path, entry in sorted(loaded.items(), key=lambda item: (utc_key(item[1].timestamp), item[0])):
+    for path, entry in sorted(loaded.items(), key=lambda item: (item[0] not in held, utc_key(item[1].timestamp), item[0])):
         if entry.id in ids:
             on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}"))
         elif entry.client_key is not None and entry.client_key in keys:
@@ -118,7 +124,7 @@ def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], Non
             if entry.client_key is not None:
                 keys[entry.client_key] = path
             unique.append((path, entry))
-    return unique
+    return sorted(unique, key=lambda item: (utc_key(item[1].timestamp), item[0]))
 
 
 class KeptJournal(Protocol):

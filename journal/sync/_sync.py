@@ -12,6 +12,7 @@ private in-memory index instead; a writer never does, and raises why.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -355,13 +356,18 @@ class IndexKeeper:
         """
         skipped: list[SkippedFile] = []
         report = on_skip or skipped.append
+        # What the index holds wins a tie between two files of one id or key, as it does in _reconcile_locked.
+        held: set[str] = set()
+        if not corrupt:
+            with contextlib.suppress(IndexCorruptError, sqlite3.Error):  # an index that cannot say what it holds prefers nothing
+                held = set(self.index.paths())
         if corrupt:
             self.index.remove_files()
         paths = scan(self.store, report)
         present = set(paths)
         loaded = {p: e for p, e in (preloaded or {}).items() if p in present}
         loaded.update(load_many(self.store, [p for p in paths if p not in loaded], report))
-        unique = first_of_each(loaded, report)
+        unique = first_of_each(loaded, report, held=held)
         generation = self._generation_locked()
         count = self.index.rebuild(((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors)
         self.caught_up = generation

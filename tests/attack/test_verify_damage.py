@@ -142,3 +142,23 @@ def test_a_repair_makes_it_verify_clean_and_deletes_no_entry_file(tmp_path: Path
     quarantined = tree_digest(root / document["quarantine"] / "entries") if document["quarantine"] else {}
     assert set(after) | set(quarantined) == set(before) and not set(after) & set(quarantined)
     assert all(before[name] == digest for name, digest in (after | quarantined).items())
+
+
+@pytest.mark.parametrize("copy_id", ["0-copied-entry", "zz-copied-entry"])
+def test_a_copy_with_a_new_id_never_takes_the_entrys_place(tmp_path: Path, copy_id: str) -> None:
+    """A hand-made copy (the same key and time, a new id) is the duplicate whichever id sorts first: verify names the copy,
+    --repair moves the copy, and the entry the agent's links name keeps its key after a reindex."""
+    root = tmp_path / "j"
+    paths = _journal(root)
+    original = json.loads(paths[1].read_text())
+    copy = paths[1].with_name(f"{copy_id}.json")
+    copy.write_text(json.dumps({**original, "id": copy_id}, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+    copy.chmod(0o600)
+    code, document, _ = _verify(root)
+    assert code == 4 and [(p["kind"], p["path"]) for p in document["problems"]] == [
+        ("duplicate_client_key", f"entries/{copy.relative_to(root / 'entries')}")]
+    with Journal(root) as journal:
+        journal.reindex()
+        assert [entry.id for entry in journal.list(agent="alice", limit=10) if entry.client_key == original["client_key"]] == [original["id"]]
+    code, document, _ = _verify(root, "--repair")
+    assert code == 0 and not copy.exists() and paths[1].exists()
