@@ -6,6 +6,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 from collections import Counter
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -171,3 +172,35 @@ def test_a_second_scheduler_is_refused(tmp_path: Path, processes: list) -> None:
     assert second.returncode == 75
     assert second.stderr.startswith("ghostrunner: error: another ghostrunner scheduler holds")
     _stop(process, reader)
+
+
+#: serve, started so that a process-directed signal can only land on a thread other than the main one. In the
+#: wild a signal lands there when that thread is starting a worker process at the moment it comes; here the main
+#: thread, and every thread it goes on to start, blocks the signals, and only an idle thread started first can take them.
+_SIGNALS_ON_ANOTHER_THREAD = """
+import signal, sys, threading
+from runner.cli.cli import main
+threading.Thread(target=threading.Event().wait, name="catcher", daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+sys.argv = ["ghostrunner", "serve", "--config", sys.argv[1]]
+main()
+"""
+
+
+def test_signals_taken_by_another_thread_still_reload_and_stop_serve(tmp_path: Path, processes: list) -> None:
+    """A SIGHUP or SIGTERM the kernel hands to another of serve's threads wakes the sleeping scheduler all the same.
+
+    Python runs the handler on the main thread only once that thread runs again; serve's loop sleeps until its
+    next job, so without a wake-up a reload or a stop would wait for that job, hours later.
+    """
+    path = write_config(tmp_path, SIMPLE_AGENT, runner='catchup_grace = "0s"\n', wall_clock=True)
+    process = subprocess.Popen([sys.executable, "-c", _SIGNALS_ON_ANOTHER_THREAD, str(path)], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    processes.append(process)
+    reader = LineReader(process)
+    reader.wait(event_named("scheduler.started"))
+    for _ in range(3):
+        process.send_signal(signal.SIGHUP)
+        reader.wait(event_named("scheduler.reloaded"), timeout=20)
+    events = _stop(process, reader)
+    assert [event["signal"] for event in events if event["event"] == "scheduler.stopping"] == ["SIGTERM"]
