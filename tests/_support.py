@@ -49,6 +49,8 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parents[1]
 PERSONA = REPO / "examples" / "agents" / "motoko.toml"
+#: What computes the default model's vectors here: the test extra brings the onnx extra, so ONNX Runtime.
+DEFAULT_IMPLEMENTATION = "onnxruntime"
 
 
 def _afternoon_zone(now: datetime) -> ZoneInfo:

@@ -19,6 +19,7 @@ concurrent encodes took longer than the same four one after another.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     Array = npt.NDArray[np.float32]
 
-__all__ = ["MiniLMEncoder", "gelu", "one_blas_thread"]
+__all__ = ["MiniLMEncoder", "gelu", "mean_pooled", "one_blas_thread"]
 
 #: Word pieces per forward pass (batch size x padded length): bounds the
 #: attention scores (12 heads x length^2 per text) to tens of megabytes.
@@ -176,6 +177,11 @@ class MiniLMEncoder:
             compute (another architecture, activation or pooling).
     """
 
+    #: What every encode runs under: NumPy's products on one BLAS thread.
+    _guard: contextlib.AbstractContextManager[object] = one_blas_thread
+    #: What computes the vectors, as :meth:`describe` names it.
+    implementation = "numpy"
+
     def __init__(self, path: Path, name: str, *, cache_dir: Path | None = None) -> None:
         from tokenizers import Tokenizer
 
@@ -213,7 +219,7 @@ class MiniLMEncoder:
         self.path = path
         # The files hashed are those sentence-transformers' encoder hashes for the same directory.
         files_hash = weights_hash(path, model_files(path), cache_dir=cache_dir)
-        self._described = EncoderIdentity(name, self.dimension, files_hash, implementation="numpy")
+        self._described = EncoderIdentity(name, self.dimension, files_hash, implementation=self.implementation)
         self._identity = self._described.key
 
     @property
@@ -238,7 +244,7 @@ class MiniLMEncoder:
         encodings = self._tokenizer.encode_batch([text.strip() for text in texts])
         ids = [encoding.ids for encoding in encodings]
         result = np.empty((len(ids), self.dimension), dtype=np.float32)
-        with one_blas_thread:
+        with self._guard:
             self._fill(result, ids)
         return result
 
@@ -310,12 +316,7 @@ class MiniLMEncoder:
             np.add(hidden, projected, out=hidden)
             hidden += layer.output_bias
             self._norm_in_place(hidden, layer.output_norm, square, scratch)
-        shaped = hidden.reshape(batch, width, dimension)
-        summed = (shaped * mask[:, :, None]).sum(axis=1)
-        pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
-        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
-        vectors: Array = (pooled / norms).astype(np.float32, copy=False)
-        return vectors
+        return mean_pooled(hidden.reshape(batch, width, dimension), mask)
 
     def _norm_in_place(self, x: Array, weight_bias: tuple[Array, Array], square: Array, scratch: Array) -> None:
         """LayerNorm of the rows of *x*, written over *x*; *square* and *scratch* are work space of its shape and of one column."""
@@ -337,7 +338,18 @@ class MiniLMEncoder:
         x += bias
 
     def __repr__(self) -> str:
-        return f"MiniLMEncoder({self.name!r}, path={str(self.path)!r})"
+        return f"{type(self).__name__}({self.name!r}, path={str(self.path)!r})"
+
+
+def mean_pooled(hidden: Array, mask: Array) -> Array:
+    """The unit-length mean of each text's real tokens: *hidden* is (texts, width, dimension), *mask* 1 for real tokens, 0 for padding."""
+    import numpy as np
+
+    summed = (hidden * mask[:, :, None]).sum(axis=1)
+    pooled = summed / np.maximum(mask.sum(axis=1, keepdims=True), np.float32(1e-9))
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
+    vectors: Array = (pooled / norms).astype(np.float32, copy=False)
+    return vectors
 
 
 def _batches(ids: Sequence[Sequence[int]]) -> Iterator[list[int]]:

@@ -1,4 +1,4 @@
-"""The NumPy encoder of the packaged model against sentence-transformers, the reference."""
+"""The packaged model's own encoders, in NumPy and on ONNX Runtime, against sentence-transformers, the reference."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import pytest
 
 from journal import Journal
 from journal.encoding._minilm import MiniLMEncoder, _map_safetensors, gelu
+from journal.encoding._minilm_onnx import OnnxMiniLMEncoder
 from journal.encoding.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, document_text, load_encoder, resolve_model
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
@@ -27,14 +28,14 @@ _REPO = Path(__file__).resolve().parents[3]
 _DEV_SPLIT_ENV = "GHOSTJOURNAL_LOCOMO_DEV"
 
 
-@pytest.fixture(scope="module")
-def fast_encoder() -> MiniLMEncoder:
-    """The packaged model through the factory; a missing model fails the test, never skips it."""
+@pytest.fixture(scope="module", params=[OnnxMiniLMEncoder, MiniLMEncoder], ids=["onnxruntime", "numpy"])
+def fast_encoder(request: pytest.FixtureRequest) -> MiniLMEncoder:
+    """The packaged model in each implementation of its own; a missing model or library fails the test, never skips it."""
     try:
-        encoder = load_encoder()
-    except SemanticUnavailableError as exc:
-        pytest.fail(f"the real embedding model is required for this test: {exc}", pytrace=False)
-    assert isinstance(encoder, MiniLMEncoder)
+        path = resolve_model(DEFAULT_MODEL)
+        encoder: MiniLMEncoder = request.param(path, DEFAULT_MODEL)
+    except (SemanticUnavailableError, ModelNotFoundError, ImportError) as exc:
+        pytest.fail(f"the real embedding model and its libraries are required for this test: {exc}", pytrace=False)
     return encoder
 
 
@@ -77,14 +78,34 @@ def _varied_texts(count: int, seed: int = 11) -> list[str]:
     return texts
 
 
-def test_the_packaged_model_gets_the_numpy_encoder_under_the_reference_identity(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Vectors either implementation stored stay usable: the identity is the same, only the implementation told apart."""
+def test_the_packaged_model_gets_an_encoder_of_its_own_under_the_reference_identity(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
+    """Vectors any implementation stored stay usable: the identity is the same, only the implementation told apart."""
     assert fast_encoder.identity == real_encoder.identity
     assert fast_encoder.identity.startswith(f"{DEFAULT_MODEL}:384:l2:sha256:")
     assert isinstance(real_encoder, SentenceTransformerEncoder)
-    assert (fast_encoder.describe().implementation, real_encoder.describe().implementation) == ("numpy", "sentence-transformers")
+    expected = "onnxruntime" if isinstance(fast_encoder, OnnxMiniLMEncoder) else "numpy"
+    assert (fast_encoder.describe().implementation, real_encoder.describe().implementation) == (expected, "sentence-transformers")
     assert fast_encoder.path == resolve_model(DEFAULT_MODEL)
     assert fast_encoder.max_tokens == 256
+
+
+def test_the_factory_takes_onnx_runtime_when_it_is_installed_and_numpy_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the onnx extra the default model runs on ONNX Runtime; a process that cannot import it gets the NumPy encoder, same identity."""
+    with_runtime = load_encoder()
+    assert type(with_runtime) is OnnxMiniLMEncoder
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # what an import of it raises ImportError for
+    without = load_encoder()
+    assert type(without) is MiniLMEncoder
+    assert without.identity == with_runtime.identity
+    assert _cosines(without.encode(_WORDS), with_runtime.encode(_WORDS)).min() >= 0.9999
+
+
+def test_the_two_forward_passes_agree_with_each_other_to_float32_rounding() -> None:
+    """ONNX Runtime's fused kernels and NumPy's products compute the same model: vectors within 1e-5 on texts of every length."""
+    path = resolve_model(DEFAULT_MODEL)
+    texts = _varied_texts(200, seed=5)
+    on_runtime, in_numpy = OnnxMiniLMEncoder(path, DEFAULT_MODEL).encode(texts), MiniLMEncoder(path, DEFAULT_MODEL).encode(texts)
+    assert float(np.abs(on_runtime - in_numpy).max()) < 1e-5
 
 
 def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,7 +226,7 @@ def test_vectors_stored_by_sentence_transformers_are_used_as_they_are(
 
 
 def test_building_and_using_it_never_imports_torch() -> None:
-    """The NumPy encoder loads without torch, sentence-transformers or transformers."""
+    """The default encoder loads without torch, sentence-transformers or transformers."""
     script = (
         "import sys\nimport journal.encoding.embed, journal.encoding._minilm\n"
         "light = sorted(m for m in ('numpy', 'tokenizers') if m in sys.modules)\n"
@@ -218,7 +239,7 @@ def test_building_and_using_it_never_imports_torch() -> None:
 
 
 def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> None:
-    """`ghostjournal --nn` builds the NumPy encoder for the default model: a semantic search in a fresh process loads no torch."""
+    """`ghostjournal --nn` builds the default model's own encoder: a semantic search in a fresh process loads no torch."""
     script = (
         "import sys\nfrom journal import Journal\n"
         "with Journal(sys.argv[1], create=True, enable_nn=True) as j:\n"

