@@ -10,16 +10,20 @@ takes about half the CPU time it takes in NumPy, and its vector agrees with
 sentence-transformers' to a cosine of 0.9999 or more, like the NumPy one.
 
 Threads: the session computes on the calling thread alone (one intra-op
-thread, no pool), so one query never wakes a second core, and the bulk
-embedding that wants both cores gets them as NumPy's does, by encoding two
-chunks on two threads at once (ONNX Runtime's ``run`` may be called from
-several threads). The weights are handed to the session as they are, never
-copied into the model's bytes.
+thread, no pool), so one query never wakes a second core. Bulk embedding gets
+both cores as NumPy's does, by encoding two chunks on two threads at once
+(ONNX Runtime's ``run`` may be called from several threads), or, where one
+text at a time is embedded behind a simulation's runs, through
+:meth:`OnnxMiniLMEncoder.widened`, a second session of two threads. The
+weights are handed to each session as they are, never written into the
+model's bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -55,15 +59,42 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         import onnxruntime
 
         super().__init__(path, name, cache_dir=cache_dir)
+        self._runtime = onnxruntime
         graph, weights = self._graph()
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # warnings about unused optimisations are not the user's business
-        # The session keeps pointers into these values: they live as long as the encoder.
+        self._model = graph.model("minilm")
+        # The sessions keep pointers into these values: they live as long as the encoder.
         self._weights = {key: onnxruntime.OrtValue.ortvalue_from_numpy(value) for key, value in weights.items()}
-        options.add_external_initializers(list(self._weights), list(self._weights.values()))
-        self._session = onnxruntime.InferenceSession(graph.model("minilm"), options, providers=["CPUExecutionProvider"])
+        self._sessions: dict[int, Any] = {}  # by intra-op threads; shared with the widened copies
+        self._sessions_lock = threading.Lock()
+        self._threads = 1
+        self._session()  # now: a runtime that cannot run the graph fails the load, not the first query
+
+    def widened(self, threads: int) -> OnnxMiniLMEncoder:
+        """This encoder with each forward pass spread over *threads* threads, for bulk embedding one text at a time.
+
+        The vectors are the same bit for bit (the runtime splits the products'
+        rows and the heads, never a sum; a test compares them). The wider
+        session is built at its first encode, with a copy of the weights of its own
+        (about 90 MB); the one-thread session stays for queries, so a query never
+        wakes a second core and no call switches a pool's size.
+        """
+        wide = copy.copy(self)
+        wide._threads = max(1, threads)
+        return wide
+
+    def _session(self) -> Any:
+        """The session of this encoder's thread count, built at its first use."""
+        with self._sessions_lock:
+            session = self._sessions.get(self._threads)
+            if session is None:
+                options = self._runtime.SessionOptions()
+                options.intra_op_num_threads = self._threads
+                options.inter_op_num_threads = 1
+                options.log_severity_level = 3  # warnings about unused optimisations are not the user's business
+                options.add_external_initializers(list(self._weights), list(self._weights.values()))
+                session = self._runtime.InferenceSession(self._model, options, providers=["CPUExecutionProvider"])
+                self._sessions[self._threads] = session
+            return session
 
     def _graph(self) -> tuple[OnnxGraph, dict[str, Array]]:
         """The forward pass as a graph over named weights (the arrays, made contiguous)."""
@@ -110,5 +141,5 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         import numpy as np
 
         feed: dict[str, Any] = {"ids": tokens, "positions": np.arange(tokens.shape[1], dtype=np.int64), "mask": mask.astype(np.int32)}
-        hidden: Array = self._session.run(["hidden"], feed)[0]
+        hidden: Array = self._session().run(["hidden"], feed)[0]
         return mean_pooled(hidden, mask)

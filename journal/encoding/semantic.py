@@ -212,7 +212,7 @@ class SemanticIndex:
         self._lock = threading.Lock()
         self._queries = QueryMemo(encoder.encode)
         # Embedding behind (see behind()): the helper thread's pool, and the stored entries whose vectors it computes.
-        self._behind: concurrent.futures.ThreadPoolExecutor | None = None
+        self._behind: tuple[concurrent.futures.ThreadPoolExecutor, Encoder] | None = None
         self._pending: list[tuple[str, concurrent.futures.Future[bytes]]] = []
 
     @property
@@ -223,10 +223,10 @@ class SemanticIndex:
 
     # -- writing -------------------------------------------------------------------
 
-    def embed_entry(self, entry: Entry) -> bytes:
-        """The blob of *entry*'s vector, to store in the append's transaction."""
+    def embed_entry(self, entry: Entry, encoder: Encoder | None = None) -> bytes:
+        """The blob of *entry*'s vector (by *encoder*, default this index's), to store in the append's transaction."""
         text = document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice)
-        return to_blob(self.encoder.encode([text])[0])
+        return to_blob((encoder or self.encoder).encode([text])[0])
 
     # -- embedding behind ----------------------------------------------------------
 
@@ -238,10 +238,17 @@ class SemanticIndex:
         enters it: once OpenBLAS's own threads have started, a limit set from
         the helper thread did not take (OpenBLAS 0.3.31), and its products ran
         on two BLAS threads, with other last bits.
+        An encoder that can spread one text over several threads (ONNX
+        Runtime's, see ``OnnxMiniLMEncoder.widened``) embeds on up to
+        :data:`_FILL_THREADS` of them here: the run waits for each vector before
+        its ranking, so one text at a time is all there is to spread.
         The caller stores what is pending with :meth:`settle` before leaving.
         """
+        widened = getattr(self.encoder, "widened", None)
+        threads = min(_FILL_THREADS, _cores())
+        encoder: Encoder = widened(threads) if callable(widened) and threads > 1 else self.encoder
         with one_blas_thread, concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-embed-behind") as pool:
-            self._behind = pool
+            self._behind = pool, encoder
             try:
                 yield
             finally:
@@ -249,8 +256,11 @@ class SemanticIndex:
 
     def embed_behind(self, entry: Entry) -> concurrent.futures.Future[bytes] | None:
         """Start embedding *entry* on the helper thread of :meth:`behind`; None outside that block."""
-        pool = self._behind
-        return None if pool is None else pool.submit(self.embed_entry, entry)
+        behind = self._behind
+        if behind is None:
+            return None
+        pool, encoder = behind
+        return pool.submit(self.embed_entry, entry, encoder)
 
     def pend(self, entry_id: str, vector: concurrent.futures.Future[bytes]) -> None:
         """Store *vector*, the vector of the stored entry *entry_id*, at the next :meth:`settle`."""

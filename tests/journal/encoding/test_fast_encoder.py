@@ -130,6 +130,18 @@ def test_vectors_match_sentence_transformers_on_texts_of_every_length(fast_encod
     assert float(np.mean(cosines)) >= 0.99999
 
 
+def test_a_widened_encoder_gives_the_same_vectors_bit_for_bit_on_two_threads() -> None:
+    """OnnxMiniLMEncoder.widened(2), which embedding behind a simulation uses, changes no bit of any vector; queries keep one thread."""
+    narrow = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+    wide = narrow.widened(2)
+    texts = _varied_texts(150, seed=9)
+    assert np.array_equal(np.vstack([wide.encode([text]) for text in texts]), np.vstack([narrow.encode([text]) for text in texts]))
+    assert np.array_equal(wide.encode(texts), narrow.encode(texts))
+    assert wide.identity == narrow.identity
+    options = {threads: session.get_session_options().intra_op_num_threads for threads, session in narrow._sessions.items()}
+    assert options == {1: 1, 2: 2}  # one session each, built once and shared by the copies
+
+
 def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
     """What follows the 254th word piece of the text changes neither encoder's vector; what precedes it changes both."""
     head = " ".join(_WORDS[i % len(_WORDS)] for i in range(300))
