@@ -1,7 +1,8 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the NumPy encoder's model, its forward pass in fused CPU kernels.
 
-The weights, tokenizer and pooling are :class:`~journal.encoding._minilm.MiniLMEncoder`'s;
-only the six transformer layers run elsewhere. The graph is built here from
+The weights, tokenizer, embedding sums and pooling are
+:class:`~journal.encoding._minilm.MiniLMEncoder`'s; only the six transformer
+layers (and the LayerNorm before them) run elsewhere. The graph is built here from
 the same arrays (no ``.onnx`` file ships with the model, and none is written):
 ONNX Runtime's contrib operators ``Attention`` (the query, key and value
 product, the masked softmax and the heads in one kernel), ``SkipLayerNormalization``
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.encoding._minilm import MiniLMEncoder, mean_pooled
-from journal.encoding._onnxgraph import FLOAT, INT32, INT64, OnnxGraph
+from journal.encoding._onnxgraph import FLOAT, INT32, OnnxGraph
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,12 +111,10 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
             weights[name] = np.ascontiguousarray(value, dtype=np.float32)
             return graph.external(name, FLOAT, weights[name].shape)
 
-        ids = graph.input("ids", INT64, ["texts", "width"])
-        positions = graph.input("positions", INT64, ["width"])
+        # The embedding rows are summed in NumPy (see _forward): the session would copy the whole
+        # 47 MB word table into memory of its own, where a text touches a few rows of the mapped file.
+        hidden = graph.input("embedded", FLOAT, ["texts", "width", self.dimension])
         mask = graph.input("mask", INT32, ["texts", "width"])
-        words = graph.node("Gather", [weight("word_embeddings", self.word_embeddings), ids])
-        placed = graph.node("Gather", [weight("position_embeddings", self.position_embeddings), positions])
-        hidden = graph.node("Add", [graph.node("Add", [words, placed]), weight("token_type_embedding", self.token_type_embedding)])
         norm_weight, norm_bias = self.embedding_norm
         hidden = graph.node("LayerNormalization", [hidden, weight("embedding_norm.weight", norm_weight), weight("embedding_norm.bias", norm_bias)],
                             axis=-1, epsilon=self.epsilon)
@@ -143,6 +142,9 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         """Pooled, normalised vectors of one padded batch, the layers computed by the session."""
         import numpy as np
 
-        feed: dict[str, Any] = {"ids": tokens, "positions": np.arange(tokens.shape[1], dtype=np.int64), "mask": mask.astype(np.int32)}
-        hidden: Array = self._session().run(["hidden"], feed)[0]
+        batch, width = tokens.shape
+        embedded = self.word_embeddings[tokens.reshape(-1)].reshape(batch, width, self.dimension)
+        embedded += self.position_embeddings[:width]
+        embedded += self.token_type_embedding
+        hidden: Array = self._session().run(["hidden"], {"embedded": embedded, "mask": mask.astype(np.int32)})[0]
         return mean_pooled(hidden, mask)
