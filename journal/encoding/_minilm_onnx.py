@@ -7,8 +7,9 @@ the same arrays (no ``.onnx`` file ships with the model, and none is written):
 ONNX Runtime's contrib operators ``Attention`` (the query, key and value
 product, the masked softmax and the heads in one kernel), ``SkipLayerNormalization``
 (residual, bias and LayerNorm) and ``BiasGelu`` (the exact erf GELU). A text
-takes about half the CPU time it takes in NumPy, and its vector agrees with
-sentence-transformers' to a cosine of 0.9999 or more, like the NumPy one.
+takes a half (short) to three quarters (long) of the CPU time it takes in
+NumPy, and its vector agrees with sentence-transformers' to a cosine of
+0.9999 or more, like the NumPy one.
 
 Threads: the session computes on the calling thread alone (one intra-op
 thread, no pool), so one query never wakes a second core. Bulk embedding gets

