@@ -275,9 +275,7 @@ class MiniLMEncoder:
         batch, width = tokens.shape
         rows, dimension = batch * width, self.dimension
         heads, size = self.heads, dimension // self.heads
-        hidden = self.word_embeddings[tokens.reshape(-1)]
-        hidden.reshape(batch, width, dimension)[...] += self.position_embeddings[:width]
-        hidden += self.token_type_embedding
+        hidden = self._embedded(tokens).reshape(rows, dimension)
         scratch = np.empty((rows, 1), dtype=np.float32)
         square = np.empty((rows, dimension), dtype=np.float32)
         self._norm_in_place(hidden, self.embedding_norm, square, scratch)
@@ -317,6 +315,14 @@ class MiniLMEncoder:
             hidden += layer.output_bias
             self._norm_in_place(hidden, layer.output_norm, square, scratch)
         return mean_pooled(hidden.reshape(batch, width, dimension), mask)
+
+    def _embedded(self, tokens: npt.NDArray[np.int64]) -> Array:
+        """The (texts, width, dimension) sums of each word piece's row, its position's and the one token type's, before the first LayerNorm."""
+        batch, width = tokens.shape
+        embedded: Array = self.word_embeddings[tokens.reshape(-1)].reshape(batch, width, self.dimension)
+        embedded += self.position_embeddings[:width]
+        embedded += self.token_type_embedding
+        return embedded
 
     def _norm_in_place(self, x: Array, weight_bias: tuple[Array, Array], square: Array, scratch: Array) -> None:
         """LayerNorm of the rows of *x*, written over *x*; *square* and *scratch* are work space of its shape and of one column."""

@@ -143,9 +143,5 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         """Pooled, normalised vectors of one padded batch, the layers computed by the session."""
         import numpy as np
 
-        batch, width = tokens.shape
-        embedded = self.word_embeddings[tokens.reshape(-1)].reshape(batch, width, self.dimension)
-        embedded += self.position_embeddings[:width]
-        embedded += self.token_type_embedding
-        hidden: Array = self._session().run(["hidden"], {"embedded": embedded, "mask": mask.astype(np.int32)})[0]
+        hidden: Array = self._session().run(["hidden"], {"embedded": self._embedded(tokens), "mask": mask.astype(np.int32)})[0]
         return mean_pooled(hidden, mask)

@@ -20,12 +20,11 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-__all__ = ["FLOAT", "INT32", "INT64", "OnnxGraph"]
+__all__ = ["FLOAT", "INT32", "OnnxGraph"]
 
 #: TensorProto.DataType values.
 FLOAT: Final = 1
 INT32: Final = 6
-INT64: Final = 7
 
 _IR_VERSION: Final = 8
 _VARINT, _FIXED32, _BYTES = 0, 5, 2
