@@ -165,7 +165,8 @@ class Journal:
         """Validate and durably store one entry; return it (or the earlier one with its client_key).
 
         Raises:
-            EntryValidationError: the payload breaks schema v1; nothing is written.
+            EntryValidationError: the payload breaks schema v1, or a ``continuity_refs`` or ``supersedes`` id names no
+                entry of its agent (another agent's reads as a missing one); nothing is written.
             DuplicateEntryError: a supplied ``id`` already exists.
             LockTimeoutError: another writer held the lock too long.
         """
@@ -175,6 +176,11 @@ class Journal:
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
         return _append.append(self._keeper, payload)
+
+    @writing
+    def _append_carried(self, payload: Mapping[str, Any]) -> AppendResult:
+        """:meth:`append_with_result` for an import, which checked the entry's continuity links against its whole source."""
+        return _append.append(self._keeper, payload, carried=True)
 
     @writing
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:

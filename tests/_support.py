@@ -17,13 +17,15 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from journal import Entry, Journal
+from journal.files._safefs import DIR_MODE, FILE_MODE
+from journal.files.store import EntryStore
 
 __all__ = [
     "NIGHTLY",
@@ -36,6 +38,7 @@ __all__ = [
     "entry_files",
     "event_named",
     "ghostrunner",
+    "place_entries",
     "reap",
     "script",
     "start_serve",
@@ -296,6 +299,25 @@ def tree_digest(path: Path) -> dict[str, str]:
             else:
                 result[rel] = hashlib.sha256(full.read_bytes()).hexdigest()
     return result
+
+
+def place_entries(journal: Journal, payloads: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """Entry files written by hand, in the given order, then indexed by ``reindex()``; the entries, filled in.
+
+    For links append refuses, to an id no entry holds or to another agent's
+    entry, as an earlier version, a restore or a file copied in could have
+    left them: the reads must still never follow them.
+    """
+    placed = [Entry.from_payload(payload) for payload in payloads]
+    for entry in placed:
+        path = journal.root / "entries" / EntryStore.rel_path_for(entry)
+        for directory in reversed(path.parents[:3]):  # the year, month and day directories, each made as the journal makes them
+            if not directory.exists():
+                directory.mkdir(DIR_MODE)
+        path.write_bytes(entry.to_json_bytes())
+        path.chmod(FILE_MODE)
+    journal.reindex()
+    return placed
 
 
 def entry_files(root: Path) -> dict[str, str]:

@@ -69,8 +69,8 @@ class ImportTarget(Protocol):
     def root(self) -> Path:
         """The journal directory."""
 
-    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
-        """Append *payload*, or return the entry its client_key already holds."""
+    def _append_carried(self, payload: Mapping[str, Any]) -> AppendResult:
+        """Append *payload*, or return the entry its client_key already holds; its continuity links were checked by the import, against the whole source."""
 
     def get(self, entry_id: str, agent: str | None = None) -> Entry:
         """The entry with *entry_id* (with *agent*: only if it is that agent's)."""
@@ -247,7 +247,7 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
         summary.conflicts.append({**where, "id": entry.id, "reason": reason})
 
     try:
-        result = journal.append_with_result(entry.to_dict())
+        result = journal._append_carried(entry.to_dict())
     except ClientKeyTakenError:
         conflict("its client_key is held by another agent's entry")
         return

@@ -39,8 +39,13 @@ class AppendResult:
     is_duplicate: bool
 
 
-def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
-    """Validate and durably store one entry (see :meth:`journal.Journal.append`)."""
+def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = False) -> AppendResult:
+    """Validate and durably store one entry (see :meth:`journal.Journal.append`).
+
+    *carried*: the entry comes from an import, which checked its continuity
+    links against the whole stream and its manifest (a link its export's
+    scope left out is kept), so only its ``supersedes`` are checked here.
+    """
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
     # Embedded before the lock is taken, so other writers do not wait on the model; or, while the
@@ -74,7 +79,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
-            _check_supersedes(keeper, entry)
+            _check_links(keeper, entry, continuity=not carried)
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
@@ -125,19 +130,24 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
     return AppendResult(entry, is_duplicate=False)
 
 
-def _check_supersedes(keeper: IndexKeeper, entry: Entry) -> None:
-    """Under the lock: every id *entry* supersedes is an existing entry of its own agent, and not itself.
+def _check_links(keeper: IndexKeeper, entry: Entry, *, continuity: bool) -> None:
+    """Under the lock: every id *entry* continues or supersedes is an existing entry of its own agent, and not itself.
 
-    An unknown id and another agent's id get the same error, as reads give
-    them: an append must not tell which ids exist for other agents.
+    Entry files are immutable, so a link that no read can follow (to an id no
+    entry holds, or to another agent's entry) would stay a problem ``verify``
+    reports for good, and fail every backup that verifies; import refuses
+    such an entry for the same reason. An unknown id and another agent's id
+    get the same error, as reads give them: an append must not tell which ids
+    exist for other agents.
     """
-    for position, ref in enumerate(entry.supersedes):
-        field = f"signals.supersedes[{position}]"
-        if ref == entry.id:
-            raise EntryValidationError(field, "the id of an earlier entry, not the entry's own id", show_value(ref))
-        row = keeper.index.row_for(entry_id=ref)
-        if row is None or row.agent != entry.agent:
-            raise EntryValidationError(field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none")
+    for name, refs in (("continuity_refs", entry.continuity_refs if continuity else ()), ("supersedes", entry.supersedes)):
+        for position, ref in enumerate(refs):
+            field = f"signals.{name}[{position}]"
+            if ref == entry.id:
+                raise EntryValidationError(field, "the id of an earlier entry, not the entry's own id", show_value(ref))
+            row = keeper.index.row_for(entry_id=ref)
+            if row is None or row.agent != entry.agent:
+                raise EntryValidationError(field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none")
 
 
 def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: str, rel_path: str) -> Entry | None:

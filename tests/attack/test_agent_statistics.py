@@ -53,26 +53,39 @@ def _payload(agent: str, entry_id: str, hours: float, text: dict[str, Any], refs
 
 @st.composite
 def journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """alice's entries alone, and the same entries with bob's interleaved (bob leaning on a few of alice's words)."""
+    """alice's entries alone, and the same entries with bob's interleaved (bob leaning on a few of alice's words).
+
+    Each entry continues only earlier entries of its own agent (earlier both in time and in the order
+    appended), as append requires; links across agents are attacked in test_scoping, with files placed by hand.
+    """
     alice_texts = draw(st.lists(entry_text, min_size=1, max_size=8))
     bob_texts = draw(st.lists(entry_text, min_size=1, max_size=20))
     favourite = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3, unique=True))
     alice: list[dict[str, Any]] = []
     for i, text in enumerate(alice_texts):
-        refs = draw(st.lists(st.sampled_from([f"alice-{j}" for j in range(i)] + ["bob-0", "bob-1"]), max_size=2, unique=True))
+        refs = draw(st.lists(st.sampled_from([f"alice-{j}" for j in range(i)]), max_size=2, unique=True)) if i else []
         alice.append(_payload("alice", f"alice-{i}", 2 * i, text, refs))
     bob = []
     for i, drawn in enumerate(bob_texts):
         text = {**drawn, "voice": drawn["voice"] + favourite * draw(st.integers(0, 3))}
-        refs = draw(st.lists(st.sampled_from([a["id"] for a in alice]), max_size=2, unique=True))
-        bob.append(_payload("bob", f"bob-{i}", draw(st.floats(0, 2 * len(alice))), text, refs))
+        bob.append(_payload("bob", f"bob-{i}", draw(st.floats(0, 2 * len(alice))), text, []))
     # bob's entries go in between alice's, in a drawn order: rowids are interleaved.
     both: list[dict[str, Any]] = list(alice)
     for entry in bob:
         both.insert(draw(st.integers(0, len(both))), entry)
+    for position, entry in enumerate(both):
+        if entry["agent"] == "bob":
+            earlier = [e["id"] for e in both[:position] if e["agent"] == "bob" and _instant(e) < _instant(entry)]
+            if refs := draw(st.lists(st.sampled_from(earlier), max_size=2, unique=True)) if earlier else []:
+                entry["signals"] = {"continuity_refs": refs}
     order = {a["id"]: n for n, a in enumerate(a for a in both if a["agent"] == "alice")}
     assert order == {a["id"]: n for n, a in enumerate(alice)}
     return alice, both
+
+
+def _instant(payload: dict[str, Any]) -> tuple[datetime, str]:
+    """Where a rebuild puts *payload*: its instant, then its id."""
+    return datetime.fromisoformat(payload["ts"]), payload["id"]
 
 
 def _answers(journal: Journal, queries: list[str], ids: list[str], mode: str) -> Any:
@@ -151,7 +164,7 @@ def test_entries_dropped_when_their_files_go_leave_the_index_of_a_fresh_rebuild(
     # Appended in the order a rebuild inserts them (the instant, then the file name),
     # so that "the newest matches" of a common-words query are the same rows. The
     # instant, not the text: "…00.000215Z" sorts before "…00Z" as a string.
-    both = sorted(drawn[1], key=lambda p: (datetime.fromisoformat(p["ts"]), p["id"]))
+    both = sorted(drawn[1], key=_instant)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "journal"
         with _opened(Path(tmp), "journal", both, False) as journal:

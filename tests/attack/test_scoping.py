@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 
 from journal import Journal
 from journal.cli.cli import cli
-from journal.encoding.embed import Encoder, SentenceTransformerEncoder
+from journal.encoding.embed import Encoder, load_encoder
 from journal.errors import EntryNotFoundError, SemanticUnavailableError
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
+from tests._support import place_entries
 
 START = datetime(2026, 9, 1, tzinfo=UTC)
 
@@ -45,9 +46,13 @@ def _note(agent: str, entry_id: str, hours: int, theme: str, voice: str, **extra
 
 @pytest.fixture(scope="module")
 def real_encoder() -> Encoder:
-    """The real all-MiniLM-L6-v2 (the nn extra is part of the test install); missing, it fails the tests."""
+    """The real all-MiniLM-L6-v2 as the journal loads it (the nn extra is part of the test install); missing, it fails the tests.
+
+    Its vectors do not depend on the batch a text is embedded in (sentence-transformers' differ in the last
+    bits with the padding), so the reindex of a journal of both agents scores alice's entries exactly as one of hers alone.
+    """
     try:
-        return SentenceTransformerEncoder()
+        return load_encoder()
     except SemanticUnavailableError as exc:
         pytest.fail(f"the real embedding model is required for this test: {exc}", pytrace=False)
 
@@ -91,7 +96,8 @@ def test_relate_on_the_command_line_refuses_another_agents_id_like_a_missing_one
 def test_digest_counts_no_link_to_another_agents_entry(root: Path, tmp_path: Path) -> None:
     """alice's references to bob's entries used to show bob's ids in her digest (most_referenced, links).
 
-    Her digest now equals the digest of a journal where those ids do not exist.
+    Her digest now equals the digest of a journal where those ids do not exist. Append refuses such
+    links now; the files are placed by hand, as an earlier version could have left them.
     """
     bob = [_note("bob", f"bob-{i}", i, "tide", f"Bob's tide note {i}.") for i in range(3)]
     alice = [
@@ -102,10 +108,8 @@ def test_digest_counts_no_link_to_another_agents_entry(root: Path, tmp_path: Pat
     # bob continues alice's chain too: that must not lengthen her chains either.
     bob.append(_note("bob", "bob-3", 13, "tide", "Bob continues.", signals={"continuity_refs": ["alice-2"]}))
     with Journal(root) as both, Journal(tmp_path / "alone") as alone:
-        for payload in sorted(bob + alice, key=lambda p: p["ts"]):
-            both.append(payload)
-        for payload in alice:
-            alone.append(payload)
+        place_entries(both, sorted(bob + alice, key=lambda p: p["ts"]))
+        place_entries(alone, alice)
         scoped = both.digest(agent="alice").to_dict()
         assert scoped == alone.digest(agent="alice").to_dict()
         assert "bob" not in json.dumps(scoped)
@@ -119,12 +123,15 @@ def test_relate_shows_no_link_from_or_to_another_agent(journal: Journal) -> None
     """An entry's links to and from bob's entries are left out of alice's relate.
 
     A guard rather than a regression test: this already held, and the rewrite
-    of relate (links now read from the file, checked against it) must keep it.
+    of relate (links now read from the file, checked against it) must keep it. The files are placed
+    by hand: append refuses a link to another agent's entry.
     """
-    journal.append(_note("bob", "bob-0", 0, "kite", "Bob's kite."))
-    journal.append(_note("alice", "alice-0", 1, "kite", "Alice's kite.", signals={"continuity_refs": ["bob-0"]}))
-    journal.append(_note("bob", "bob-1", 2, "kite", "Bob follows alice's kite.", signals={"continuity_refs": ["alice-0"]}))
-    journal.append(_note("alice", "alice-1", 3, "kite", "Alice again.", signals={"continuity_refs": ["alice-0"]}))
+    place_entries(journal, [
+        _note("bob", "bob-0", 0, "kite", "Bob's kite."),
+        _note("alice", "alice-0", 1, "kite", "Alice's kite.", signals={"continuity_refs": ["bob-0"]}),
+        _note("bob", "bob-1", 2, "kite", "Bob follows alice's kite.", signals={"continuity_refs": ["alice-0"]}),
+        _note("alice", "alice-1", 3, "kite", "Alice again.", signals={"continuity_refs": ["alice-0"]}),
+    ])
     hits = journal.relate("alice-0", k=8, agent="alice")
     assert [(hit.entry_id, hit.reason) for hit in hits] == [("alice-1", "continued_by")]
     assert {hit.entry_id for hit in journal.relate("alice-0", k=8)} == {"bob-0", "bob-1", "alice-1"}
@@ -244,12 +251,14 @@ def test_an_unreadable_file_of_another_agent_reads_as_missing_not_as_a_file_erro
 
 
 def test_every_command_line_read_with_agent_shows_nothing_of_bob(root: Path) -> None:
-    """list, search, relate, digest and prompt-context with --agent alice print none of bob's ids, words or links."""
+    """list, search, relate, digest and prompt-context with --agent alice print none of bob's ids, words or links (placed by hand)."""
     with Journal(root) as journal:
-        journal.append(_note("bob", "Qz-bob-1", 1, "harbor zephyrine", "The harbor zephyrine light.", tags=["harbor"]))
-        journal.append(_note("alice", "alice-1", 2, "harbor", "The harbor light.", signals={"continuity_refs": ["Qz-bob-1"]}))
-        journal.append(_note("bob", "Qz-bob-2", 3, "harbor", "zephyrine harbor again.", signals={"continuity_refs": ["alice-1"]}))
-        journal.append(_note("alice", "alice-2", 4, "harbor light", "Harbor light, later.", signals={"continuity_refs": ["alice-1"]}))
+        place_entries(journal, [
+            _note("bob", "Qz-bob-1", 1, "harbor zephyrine", "The harbor zephyrine light.", tags=["harbor"]),
+            _note("alice", "alice-1", 2, "harbor", "The harbor light.", signals={"continuity_refs": ["Qz-bob-1"]}),
+            _note("bob", "Qz-bob-2", 3, "harbor", "zephyrine harbor again.", signals={"continuity_refs": ["alice-1"]}),
+            _note("alice", "alice-2", 4, "harbor light", "Harbor light, later.", signals={"continuity_refs": ["alice-1"]}),
+        ])
     reads = [
         ["list", "--agent", "alice"],
         ["search", "harbor light", "--agent", "alice"],
@@ -277,7 +286,7 @@ WORDS = SHARED + BOB_ONLY
 
 @st.composite
 def _journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
-    """alice's and bob's payloads (texts sharing words, bob's marked by a word of his own), in append order."""
+    """alice's and bob's payloads (texts sharing words, bob's marked by a word of his own), in the order their files are written."""
     n_alice, n_bob = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     hours = draw(st.lists(st.integers(0, 24 * 14), min_size=n_alice + n_bob, max_size=n_alice + n_bob, unique=True))
     words = st.lists(st.sampled_from(SHARED), min_size=1, max_size=4)
@@ -319,14 +328,17 @@ def _reads(draw: st.DrawFn) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def journal_pair(real_encoder: Encoder) -> Iterator[Any]:
-    """Builds, per example, a journal of both agents and one of alice alone, both with the real model."""
+    """Builds, per example, a journal of both agents and one of alice alone, both with the real model.
+
+    The entry files are placed by hand, then indexed: append refuses the links to bob's entries and to a
+    missing one that the property needs, which an earlier version, a restore or a copied file can leave.
+    """
     with tempfile.TemporaryDirectory() as base:
         counter = iter(range(10**9))
 
         def build(payloads: list[dict[str, Any]]) -> Journal:
             journal = Journal(Path(base) / str(next(counter)), enable_nn=True, encoder=real_encoder)
-            for payload in payloads:
-                journal.append(payload)
+            place_entries(journal, payloads)
             return journal
 
         yield build

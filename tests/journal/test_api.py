@@ -16,7 +16,7 @@ import pytest
 
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
 from journal.encoding.embed import resolve_model
-from tests._support import entry_files
+from tests._support import entry_files, place_entries
 
 Payload = Callable[..., dict[str, Any]]
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
@@ -167,9 +167,9 @@ def test_search_ranks_stems_and_snippets(journal: Journal, make_payload: Payload
 
 
 def test_every_read_is_scoped_by_agent(journal: Journal, make_payload: Payload) -> None:
-    """With agent= given, no read returns another agent's entries."""
+    """With agent= given, no read returns another agent's entries, nor one linking to hers (placed by hand: append refuses the link)."""
     mine = journal.append(make_payload(agent="motoko", voice="secret harbor plans", ts=_at(0)))
-    journal.append(make_payload(agent="batou", voice="secret harbor plans of batou", ts=_at(1), signals={"continuity_refs": [mine.id]}))
+    place_entries(journal, [make_payload(agent="batou", voice="secret harbor plans of batou", ts=_at(1), signals={"continuity_refs": [mine.id]})])
     assert {h.entry.agent for h in journal.search("secret harbor", agent="motoko")} == {"motoko"}
     assert {e.agent for e in journal.list(agent="motoko")} == {"motoko"}
     assert {h.entry.agent for h in journal.relate(mine.id, agent="motoko")} <= {"motoko"}

@@ -17,6 +17,7 @@ import pytest
 from journal import Journal
 from journal.carry.export import MANIFEST_KEYS, MANIFEST_MEMBER
 from journal.files.store import EntryStore
+from tests._support import place_entries
 from tests.journal._busy import busy_writer
 from tests.journal._readme import run_readme_block
 
@@ -77,12 +78,15 @@ def test_tar_holds_each_file_at_its_path_and_the_manifest_last(tmp_path: Path) -
 
 
 def test_an_agents_export_holds_nothing_of_another_agent(tmp_path: Path) -> None:
-    """With --agent, no id of bob's appears anywhere, even as a link: the link is taken out and counted; a link out of the window is listed."""
+    """With --agent, no id of bob's appears anywhere, even as a link: the link is taken out and counted; a link out of the window is listed.
+
+    The entry linking to bob's is placed by hand (append refuses such a link; an earlier version could write it).
+    """
     root = tmp_path / "j"
     with Journal(root) as journal:
         bobs = journal.append(_payload(1, agent="bob", voice="bob's private words"))
         early = journal.append(_payload(2, ts="2026-08-01T00:00:00Z"))
-        linked = journal.append(_payload(3, ts="2026-09-05T00:00:00Z", signals={"continuity_refs": [bobs.id, early.id]}))
+        (linked,) = place_entries(journal, [_payload(3, ts="2026-09-05T00:00:00Z", signals={"continuity_refs": [bobs.id, early.id]})])
         plain = journal.append(_payload(4, ts="2026-09-06T00:00:00Z"))
     done = _cli(root, "--agent", "alice", "--since", "2026-09-01T00:00:00Z", "--out", "-")
     assert done.returncode == 0, done.stderr

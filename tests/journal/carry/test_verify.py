@@ -12,7 +12,7 @@ import pytest
 
 from journal import Journal, SemanticUnavailableError
 from journal.files.store import EntryStore
-from tests._support import tree_digest
+from tests._support import place_entries, tree_digest
 from tests.journal._busy import busy_writer
 from tests.journal._fakes import FakeEncoder
 from tests.journal._readme import run_readme_block
@@ -84,12 +84,15 @@ def test_each_problem_names_its_file_and_a_fix(tmp_path: Path) -> None:
 
 
 def test_links_to_a_missing_or_another_agents_entry_are_found(tmp_path: Path) -> None:
-    """An entry continuing an id no entry holds, and one continuing bob's entry, are each reported at their own file."""
+    """An entry continuing an id no entry holds, and one continuing bob's entry, are each reported at their own file.
+
+    Append refuses both links; an earlier version, a restore or a copied file can leave them, so they are placed by hand.
+    """
     root = tmp_path / "j"
     with Journal(root) as journal:
         bobs = journal.append(_payload(1, agent="bob"))
-        dangling = journal.append(_payload(2, signals={"continuity_refs": ["no-such-entry"]}))
-        foreign = journal.append(_payload(3, signals={"continuity_refs": [bobs.id]}))
+        dangling, foreign = place_entries(journal, [_payload(2, signals={"continuity_refs": ["no-such-entry"]}),
+                                                    _payload(3, signals={"continuity_refs": [bobs.id]})])
     kinds = _kinds(root)
     assert kinds == {"dangling_link": [f"entries/{EntryStore.rel_path_for(dangling)}"], "foreign_link": [f"entries/{EntryStore.rel_path_for(foreign)}"]}
     with Journal(root) as journal:

@@ -26,15 +26,16 @@ QUERIES = ["harbor light", "tide", "fog bell", "camera lens", "nothing matches t
 
 def _fill(journal: Journal, make_payload: Payload) -> None:
     words = ["harbor", "light", "tide", "fog", "bell", "camera", "lens", "rain", "salt", "wire"]
-    previous = None
+    previous: dict[str, str] = {}  # by agent: an entry continues only its own agent's entries
     for i in range(30):
+        agent = "motoko" if i % 4 else "batou"
         voice = " ".join(words[(i * 3 + j) % len(words)] for j in range(6))
         signals: dict[str, Any] = {"novelty": (i % 10) / 10}
-        if previous and i % 3:
-            signals["continuity_refs"] = [previous]
-        entry = journal.append(make_payload(voice=voice, theme=words[i % len(words)], agent="motoko" if i % 4 else "batou",
+        if agent in previous and i % 3:
+            signals["continuity_refs"] = [previous[agent]]
+        entry = journal.append(make_payload(voice=voice, theme=words[i % len(words)], agent=agent,
                                             ts=f"2026-09-{1 + i % 28:02d}T{i % 24:02d}:00:00Z", signals=signals, client_key=f"k{i}"))
-        previous = entry.id
+        previous[agent] = entry.id
 
 
 def _results(journal: Journal) -> Any:

@@ -328,3 +328,4 @@ def test_corrections_reach_the_tools(tmp_path: Path) -> None:
         assert [e["id"] for e in server.ok("journal_list", as_of="2026-04-01T00:00:00Z")["entries"]] == [old.id]
         assert server.ok("journal_digest")["corrections"] == {"entries": 1, "superseded": 1}
         assert "signals.supersedes[0]" in server.error("journal_append", kind="note", theme="t", voice="v", signals={"supersedes": ["nope"]})
+        assert "signals.continuity_refs[0]" in server.error("journal_append", kind="note", theme="t", voice="v", signals={"continuity_refs": ["nope"]})

@@ -14,6 +14,7 @@ import pytest
 
 from journal import Journal
 from tests._browser import Browser
+from tests._support import place_entries
 from tests._terminal import in_terminal
 
 pytestmark = pytest.mark.xdist_group("report-browser")  # one browser for the module, on one worker
@@ -27,7 +28,10 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def journal_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """motoko's entries over five days (the fourth empty), with links and a correction; bob's beside them, one linked from motoko's."""
+    """motoko's entries over five days (the fourth empty), with links and a correction; bob's beside them, one linked from motoko's.
+
+    The entry linking to bob's is placed by hand: append refuses such a link, which an earlier version could write.
+    """
     root = tmp_path_factory.mktemp("report") / "journal"
     known: dict[str, Any] = {"motoko": [], "bob": []}
     with Journal(root) as journal:
@@ -40,12 +44,13 @@ def journal_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[s
                 signals: dict[str, Any] = {"novelty": round(hour / 24, 3), "focus": f"focus {hour}"}
                 if previous is not None:
                     signals["continuity_refs"] = [previous] + ([bob.id] if day == 3 else [])
-                entry = journal.append({
+                payload = {
                     "kind": "evening" if hour >= 20 else "pulse", "agent": "motoko", "theme": "harbour lights" if hour < 12 else "the net",
                     "voice": f"Day {day} at {hour}: the tide{' kestrelwing' if day == 2 and hour == 8 else ''}.\nSecond line only in the entry.",
                     "ts": f"2026-08-0{day}T{hour:02d}:00:00+00:00", "mood": "calm" if hour < 12 else "uneasy", "tags": ["harbour"],
                     "signals": signals,
-                })
+                }
+                entry = place_entries(journal, [payload])[0] if day == 3 else journal.append(payload)
                 known["motoko"].append(entry.id)
                 previous = entry.id
         correction = journal.append({

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from journal import Journal
 from journal.errors import EntryValidationError
 from journal.files.entry import Entry
-from tests._support import entry_files
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 SCHEMA = json.loads((Path(__file__).resolve().parents[3] / "journal" / "schemas" / "entry-v1.schema.json").read_text())
@@ -62,36 +61,6 @@ def test_a_malformed_supersedes_is_refused_by_field(journal: Journal, value: obj
     with pytest.raises(EntryValidationError, match=expected) as caught:
         journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "signals": {"supersedes": value}})
     assert caught.value.field == field
-
-
-def test_an_unknown_foreign_or_own_id_is_refused_and_nothing_is_written(journal: Journal, root: Path) -> None:
-    mine = _note(journal, "A fact of mine.", 0)
-    theirs = _note(journal, "A fact of batou's.", 1, agent="batou")
-    before = entry_files(root)
-    refused = {
-        "unknown": {"signals": {"supersedes": ["no-such-entry"]}},
-        "foreign": {"signals": {"supersedes": [theirs.id]}},
-        "own": {"id": "self-correcting", "signals": {"supersedes": ["self-correcting"]}},
-        "second": {"signals": {"supersedes": [mine.id, theirs.id]}},
-    }
-    messages = {}
-    for name, extra in refused.items():
-        with pytest.raises(EntryValidationError) as caught:
-            journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "a correction", "ts": _at(5), **extra})
-        messages[name] = str(caught.value)
-        assert caught.value.field == ("signals.supersedes[1]" if name == "second" else "signals.supersedes[0]")
-    assert entry_files(root) == before
-    assert len(journal.list(limit=10)) == 2
-    # Another agent's id reads exactly like an id that does not exist.
-    assert messages["foreign"].replace(theirs.id, "X") == messages["unknown"].replace("no-such-entry", "X")
-    assert "not the entry's own id" in messages["own"]
-
-
-def test_the_cli_refuses_a_bad_supersedes_with_exit_65(journal: Journal, root: Path) -> None:
-    payload = json.dumps({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "signals": {"supersedes": ["missing"]}})
-    result = subprocess.run(["ghostjournal", "--root", str(root), "append"], input=payload, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 65
-    assert "signals.supersedes[0]" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_search_puts_a_correction_above_what_it_corrects_even_when_only_the_old_words_match(facts: dict[str, Entry], journal: Journal) -> None:
