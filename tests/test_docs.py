@@ -59,7 +59,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 9e878f2"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 37a958a"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 580a380"),
-    ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 10000"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 100000"),
 }
 
 #: (page, first line) of each block another test runs as written, and that test.
