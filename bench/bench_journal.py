@@ -705,7 +705,7 @@ def phase_breakdown(journal: Journal, payloads: Sequence[dict[str, Any]]) -> str
     """Time the phases of Journal.append by wrapping library functions in this process only."""
     from journal.files.store import EntryStore as Store
     from journal.indexing.index import Index
-    from journal.sync._sync import IndexKeeper
+    from journal.sync._keeper import IndexKeeper
 
     totals: dict[str, float] = {}
     restore: list[tuple[Any, str, Any]] = []

@@ -103,7 +103,7 @@ def baseline_commit(revision: str | None) -> str:
     """*revision*, or the commit before the one that gave the Journal its call lock."""
     if revision is None:
         found = subprocess.run(
-            ["git", "log", "--format=%H", "--reverse", "-S", "self.calls = threading.RLock()", "--", "journal/sync/_sync.py"],
+            ["git", "log", "--format=%H", "--reverse", "-S", "self.calls = threading.RLock()", "--", "journal/sync/_keeper.py"],
             cwd=REPO, capture_output=True, text=True, check=True,
         ).stdout.split()
         revision = f"{found[0]}^" if found else "HEAD"

@@ -11,14 +11,16 @@ listed after it (tests/test_layout.py holds every import to this, and finds no i
     errors:   the exception tree
     progress: progress of slow work, never silent
     files:    entry files and their rules
+    frame:    what both commands print and write: terminal text, times, output files, HTML pages
     indexing: the derived SQLite index and the views over its rows
     encoding: encoders and the semantic arm
     sync:     opening a journal, its index kept in step, appends, reads checked against the files
+    checking: verify: the entry files, and the index against what a rebuild of them would make
     ranking:  search, relate, corrections, the prompt context
-    carry:    verify, export, import, backup
+    carry:    export, import, backup
     api:      the Journal facade over all of the above
     mcp:      the MCP server
-    pages:    self-contained HTML pages and the report
+    pages:    the journal report and its charts
     cli:      the ghostjournal command
 """
 
@@ -34,7 +36,7 @@ from journal.api import (
     SkippedFile,
     VerifyReport,
 )
-from journal.carry.verify import Problem
+from journal.checking.verify import Problem
 from journal.encoding.embed import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
     ClientKeyTakenError,

@@ -1,6 +1,6 @@
 """The Journal facade: one object over the entry files, the writer lock, the index and the ranking.
 
-Each job lives in its own module: :mod:`journal.sync._sync` opens the journal and
+Each job lives in its own module: :mod:`journal.sync._keeper` opens the journal and
 keeps its index in step with the files, :mod:`journal.sync._append` stores an
 entry, :mod:`journal.sync._reading` reads entries as their files hold them, and
 :mod:`journal.ranking.search` ranks (and picks the entries of :mod:`journal.ranking.context`).
@@ -21,11 +21,11 @@ from typing import IO, Any, BinaryIO, Self
 from journal.carry import backup as _backup
 from journal.carry import export as _export
 from journal.carry import importer as _importer
-from journal.carry import verify as _verify
 from journal.carry.backup import BackupReport
 from journal.carry.export import ExportManifest
 from journal.carry.importer import ImportSummary
-from journal.carry.verify import DEEP_SAMPLE, VerifyReport
+from journal.checking import verify as _verify
+from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding.embed import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
 from journal.files._opening import undone_on_failure
@@ -35,8 +35,8 @@ from journal.ranking.context import PromptContext
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.sync import _append
 from journal.sync._append import AppendResult
+from journal.sync._keeper import IndexKeeper, recovering, writing
 from journal.sync._reading import MAX_LIMIT, Reader, SkippedFile
-from journal.sync._sync import IndexKeeper, recovering, writing
 
 __all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 

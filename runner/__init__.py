@@ -21,8 +21,8 @@ listed after it (tests/test_layout.py holds every import to this, and finds no i
 
 from runner.backends import Backend, ReflectionRequest, build_backend
 from runner.cron.oncalendar import ScheduleNotExpressibleError
-from runner.deploy.k8s import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
-from runner.deploy.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
+from runner.deploy.k8s.manifests import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
+from runner.deploy.systemd.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
 from runner.errors import (
     BackendError,
     BackendReplyError,
@@ -40,10 +40,10 @@ from runner.errors import (
 from runner.monitor.history import build_history
 from runner.monitor.logs import configure_logging
 from runner.monitor.status import StatusReport, build_report, read_log
+from runner.run.contract import OUTCOMES, RunInterrupted
 from runner.run.demo import DemoReport, run_demo
 from runner.run.engine import RunResult, execute_run, run_at, run_slot
 from runner.run.pauses import PauseBook
-from runner.run.run_contract import OUTCOMES, RunInterrupted
 from runner.run.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
 from runner.schedule.notify import Notifier
 from runner.schedule.scheduler import Scheduler

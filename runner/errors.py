@@ -17,7 +17,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     ├── UnitRenderError (ValueError)      systemd or k8s render refused a value or an --out file
     └── UnknownNameError (LookupError)    an agent or routine the config does not define
 
-    RunInterrupted (SystemExit)           a signal ended a run; in :mod:`runner.run.run_contract`, beside the RunResult it carries
+    RunInterrupted (SystemExit)           a signal ended a run; in :mod:`runner.run.contract`, beside the RunResult it carries
 
 Messages name the object, state what was expected, and say how to fix it.
 Each class carries, as ``exit_code``, the exit code ``ghostrunner`` ends with

@@ -79,7 +79,7 @@ COVERED: dict[tuple[str, str], str] = {
     ("docs/ghostjournal.md", "ghostrunner simulate --agent motoko --days 7 --start 2026-08-01"):
         "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal verify                 # every file and the index; exit 0 when all is well"):
-        "tests/journal/carry/test_verify.py::test_the_readme_verify_commands_run_as_written",
+        "tests/journal/checking/test_verify.py::test_the_readme_verify_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl                      # the whole journal, then its manifest"):
         "tests/journal/carry/test_export.py::test_the_readme_export_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl"):

@@ -1,4 +1,4 @@
-"""Carrying a journal: verify, export, import and online backup.
+"""Carrying a journal: export, import and online backup.
 
 An import reads our export streams and the journal directories of ghostjournal 0.1.1.
 """

@@ -30,8 +30,8 @@ from journal.files._safefs import DIR_MODE, FILE_MODE, check_dir
 from journal.files.store import ScanProblem
 
 if TYPE_CHECKING:
-    from journal.carry.verify import VerifyReport
-    from journal.sync._sync import IndexKeeper
+    from journal.checking.verify import VerifyReport
+    from journal.sync._keeper import IndexKeeper
 
 __all__ = ["BackupReport", "backup"]
 

@@ -49,7 +49,7 @@ from journal.indexing.index import Window
 from journal.sync._reading import load_entry
 
 if TYPE_CHECKING:
-    from journal.sync._sync import IndexKeeper
+    from journal.sync._keeper import IndexKeeper
 
 __all__ = ["EXPORT_FORMAT_VERSION", "FORMATS", "MANIFEST_KEYS", "MANIFEST_MEMBER", "ExportManifest", "export"]
 

@@ -1,6 +1,3 @@
-"""The ``ghostjournal`` command.
-
-Also the command-line frame ``ghostrunner`` shares: options, typed times, terminal rendering.
-"""
+"""The ``ghostjournal`` command; the frame it shares with ``ghostrunner`` is :mod:`journal.frame`."""
 
 __all__: list[str] = []

@@ -1,7 +1,7 @@
 """What each ``ghostjournal`` command shows on a terminal, made from the document its JSON output prints.
 
 One function per command; each takes that document (and the terminal's width)
-and returns text built with :mod:`journal.cli.render`, so the two outputs can
+and returns text built with :mod:`journal.frame.render`, so the two outputs can
 never say different things.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from journal.cli.render import labelled, table
+from journal.frame.render import labelled, table
 from journal.terminal import printable
 
 __all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]

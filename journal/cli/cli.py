@@ -3,13 +3,12 @@
 Exit codes: 0 ok (an empty result is ok), 1 other journal error, 2 usage,
 3 not found, 4 conflict (verify found problems), 65 invalid input data, 73 read-only filesystem,
 74 disk full or another I/O error, 75 writer lock busy, 77 permission denied,
-143 stopped by SIGTERM (nothing half written left behind; see journal.cli.clikit).
+143 stopped by SIGTERM (nothing half written left behind; see journal.frame.clikit).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import sys
@@ -24,7 +23,7 @@ from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
 from journal.carry.export import FORMATS
 from journal.carry.importer import check_peer_dir, parse_agent_map
 from journal.cli import _views
-from journal.cli._cli_options import (
+from journal.cli._options import (
     K_RANGE,
     KIND,
     TEXT,
@@ -36,14 +35,14 @@ from journal.cli._cli_options import (
     read_input,
     window_options,
 )
-from journal.cli.clikit import CommandGroup, json_text, out_option, output_option, terminal_width, version_option, wants_json, warn
-from journal.cli.timeinput import local_zone
 from journal.encoding import _modelfetch
 from journal.encoding.embed import DEFAULT_MODEL
 from journal.encoding.embed import download_model as fetch_model
-from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalStorageError
+from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError
 from journal.files.entry import parse_json_payload
-from journal.files.outfile import STDOUT, streamed_output, write_output
+from journal.frame.clikit import CommandGroup, echo, json_text, out_option, output_option, terminal_width, version_option, wants_json, warn
+from journal.frame.outfile import STDOUT, streamed_output, write_output
+from journal.frame.timeinput import local_zone
 from journal.pages.report import build_journal_report
 from journal.progress import StderrProgress, progress_after, reporting_slow
 
@@ -103,21 +102,9 @@ def _named(value: str, expected: str) -> str:
     return value
 
 
-def _echo(text: str) -> None:
-    """Print *text* to stdout; a stdout that cannot take it (a full disk) is one clear error, not a traceback."""
-    try:
-        click.echo(text)
-    except OSError as exc:
-        if exc.errno == errno.EPIPE or not exc.errno:
-            raise  # click ends quietly when the reader of a pipe has gone (ghostjournal list | head -1)
-        # What is still buffered would fail again at exit, as a stray "Exception ignored" report.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise JournalStorageError.for_errno("<stdout>", exc.errno, "write the output to") from None
-
-
 def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
-    """Print *value* as JSON, or on a terminal as *view* shows it (see journal.cli.clikit.wants_json)."""
-    _echo(json_text(value, indent=2) if wants_json() else view(value, terminal_width()))
+    """Print *value* as JSON, or on a terminal as *view* shows it (see journal.frame.clikit.wants_json)."""
+    echo(json_text(value, indent=2) if wants_json() else view(value, terminal_width()))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -307,7 +294,7 @@ def prompt_context(
         query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
     )
     if raw:
-        _echo(block)
+        echo(block)
     else:
         _emit({"query": query, "context": block}, _views.show_context)
 
@@ -498,8 +485,8 @@ def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | 
     """
     try:
         # The SDK and its web stack stay out of every other command.
-        from journal.mcp.mcp_http import parse_address, serve_http
-        from journal.mcp.mcp_server import serve
+        from journal.mcp.server import serve
+        from journal.mcp.streamable_http import parse_address, serve_http
     except ImportError as exc:
         raise click.ClickException(f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'") from None
     if address is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import ipaddress
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from typing import IO, Final
 
 from journal.errors import SemanticUnavailableError
 from journal.files._storage import storage_error
+from journal.frame import is_loopback_host
 
 __all__ = ["DEFAULT_INDEX", "MODEL_DIR_NAME", "fetch_default_model", "installed_model_dir", "model_dirs", "verify_model_dir"]
 
@@ -109,11 +109,8 @@ def _check_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https":
         return url
-    if parts.scheme == "http":
-        host = parts.hostname or ""
-        with contextlib.suppress(ValueError):
-            if host == "localhost" or ipaddress.ip_address(host).is_loopback:
-                return url
+    if parts.scheme == "http" and is_loopback_host(parts.hostname or ""):
+        return url
     raise SemanticUnavailableError(f"the index URL {url!r} is not https", "pass an https:// index, or http:// only to a loopback mirror")
 
 

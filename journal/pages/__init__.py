@@ -1,4 +1,3 @@
-"""Self-contained HTML pages: the page frame, its one style and script, SVG charts, the journal report.
-"""
+"""The journal report: one self-contained HTML page of a journal's days, with its SVG charts."""
 
 __all__: list[str] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from journal.pages.htmlpage import text
+from journal.frame.htmlpage import text
 
 __all__ = ["heat_grid", "line_chart", "link_chart", "stacked_bars"]
 

@@ -12,7 +12,7 @@ they point at. A search box filters the timeline in the page itself.
 Only the agent's own entries are read (the entry files decide whose an entry
 is), and a link is drawn only to an entry on the page: a reference to any
 other entry (another agent's, or one outside the window) is counted, never
-shown, not even as an id. The page is built by :mod:`journal.pages.htmlpage`.
+shown, not even as an id. The page is built by :mod:`journal.frame.htmlpage`.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, Final
 
 from journal.api import Journal
 from journal.files.entry import KINDS, Entry
+from journal.frame.htmlpage import first_line, page, text
 from journal.pages._charts import heat_grid, line_chart, link_chart, stacked_bars
-from journal.pages.htmlpage import first_line, page, text
 
 __all__ = ["JournalReport", "build_journal_report"]
 

@@ -23,8 +23,8 @@ from journal.files._storage import storage_error, storage_errors
 from journal.files.entry import Entry, show_value
 from journal.files.store import EntryStore, check_entry_path
 from journal.indexing.index import IndexCorruptError
+from journal.sync._keeper import IndexKeeper
 from journal.sync._reading import SkippedFile, load_entry, load_many, scan
-from journal.sync._sync import IndexKeeper
 
 __all__ = ["AppendResult", "append"]
 
@@ -222,7 +222,7 @@ def _index_fell_behind(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Non
     index kept its old one, so the next open or append indexes the file
     (a retry with the same client_key then finds it). A corrupt index is
     rebuilt at once, which takes the entry in; letting the read-retry of
-    :func:`journal.sync._sync.writing` call append again would store it twice.
+    :func:`journal.sync._keeper.writing` call append again would store it twice.
     """
     rel_path = EntryStore.rel_path_for(entry)
     _end_transaction(keeper)

@@ -3,7 +3,7 @@
 Commands: ``run`` (one slot, for timers and manual triggers), ``serve`` (the
 scheduler), ``simulate`` (a virtual agent life), ``demo``, ``status`` (what the
 logs say; its own exit codes, see the command), ``systemd render`` (units),
-and ``pause``, ``resume``, ``history`` (:mod:`runner.cli._cli_operate`). Results go to stdout as
+and ``pause``, ``resume``, ``history`` (:mod:`runner.cli.operate`). Results go to stdout as
 JSON when it is not a terminal (or with --json), as text on a terminal; logs go to stderr, except under
 ``serve`` where they go to stdout for journald. User errors are one line on stderr.
 
@@ -15,7 +15,7 @@ ended ``busy``: another run of its slot held the slot lock);
 77 permission denied on the journal; 78 configuration error, or a run
 the backend refused for good (HTTP 401/403/404 or another 4xx); a journal
 error, the code ``ghostjournal`` gives it (3 no journal, 4 conflict, ...).
-143 stopped by SIGTERM, unwound first (see journal.cli.clikit; serve stops on it with 0).
+143 stopped by SIGTERM, unwound first (see journal.frame.clikit; serve stops on it with 0).
 An error's code is its class's ``exit_code`` (runner.errors, journal.errors);
 a run the filesystem refused exits with its JournalStorageError's code.
 """
@@ -31,8 +31,8 @@ from typing import IO, Any
 
 import click
 
-from journal.cli.clikit import json_text, out_option, output_option, terminal_width, version_option, wants_json
-from journal.files.outfile import write_output
+from journal.frame.clikit import echo, json_text, out_option, output_option, terminal_width, version_option, wants_json
+from journal.frame.outfile import write_output
 from runner import (
     CONFIG_ENVVAR,
     NoScheduledTimeError,
@@ -51,18 +51,17 @@ from runner import (
     simulation_window,
     write_units,
 )
-from runner.cli._cli_backup import backup
-from runner.cli._cli_fleet import fleet, fleet_option, runs_input
-from runner.cli._cli_k8s import K8S_COMMANDS
-from runner.cli._cli_operate import EXIT_BUSY, OPERATE_COMMANDS
-from runner.cli._cli_support import (
+from runner.cli.backup import backup
+from runner.cli.fleet import fleet, fleet_option, runs_input
+from runner.cli.k8s import K8S_COMMANDS
+from runner.cli.operate import EXIT_BUSY, OPERATE_COMMANDS
+from runner.cli.support import (
     LOG_LEVELS,
     MAX_DAYS,
     OneLineGroup,
     Settings,
     TimeOptionError,
     config_option,
-    echo,
     echo_json,
     fault_exit_code,
     is_date_only,
@@ -72,14 +71,13 @@ from runner.cli._cli_support import (
     simulation_exit_code,
     write_rendered,
 )
-from runner.cli._progress import TerminalProgress
-from runner.cli._views import show_run, show_simulation
+from runner.cli.views import TerminalProgress, show_run, show_simulation
 from runner.errors import ConfigError, quoted
 from runner.monitor.report import build_run_report
+from runner.run.contract import Outcome
 from runner.run.demo import DEMO_DAYS, DEMO_START
 from runner.run.pauses import paused_or_unknown
 from runner.run.provenance import allow_mixing, describe_calls
-from runner.run.run_contract import Outcome
 from runner.run.simulate import check_backends
 
 __all__ = ["cli", "main"]
@@ -121,7 +119,7 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     Example: ghostrunner run evening --agent motoko --at 2026-09-05T21:00
     """
     configure_logging(stream=sys.stderr, level=settings.log_level or "info")
-    # SIGTERM unwinds the run (journal.cli.clikit.CommandGroup), killing a command backend's process group
+    # SIGTERM unwinds the run (journal.frame.clikit.CommandGroup), killing a command backend's process group
     # on the way, instead of vanishing mid-call; the journal guarantees a complete entry or none either way.
     config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)
     config = allow_mixing(config) if mix_simulated else config

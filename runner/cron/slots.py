@@ -51,7 +51,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from runner.cron.crontab import day_of_week_names
 
-__all__ = ["EARLIEST_TIME", "LATEST_TIME", "CronSchedule", "client_key", "cron_trigger", "fire_times", "latest_fire_time", "slot_for"]
+__all__ = ["EARLIEST_TIME", "LATEST_TIME", "LEAST_MISFIRE_GRACE", "CronSchedule", "client_key", "cron_trigger", "fire_times", "fires_since", "is_late", "latest_fire_time", "slot_for"]
 
 #: The times a run may be asked for (``run --at``, a fleet task's fire time). The schedules find no
 #: fire time before 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room
@@ -303,3 +303,19 @@ def latest_fire_time(trigger: CronSchedule, at: datetime, *, not_before: datetim
             return None
         return moment
     return None
+
+
+# Which fires of a pair are due since the last one handled, and which came too late to run: one rule for
+# serve (Scheduler.fire) and the fleet's beat, so that both run the same slots over a DST change.
+#: A fire is late when it comes more than this after its time, whatever misfire_grace says (a scheduler wakes up ms late).
+LEAST_MISFIRE_GRACE: Final = timedelta(seconds=1)
+
+
+def fires_since(trigger: CronSchedule, last: datetime, now: datetime, *, granularity: str) -> list[datetime]:
+    """The fires of *trigger* after *last* and at or before *now*, ascending, one per slot of *granularity*."""
+    return list(fire_times(trigger, last + timedelta(microseconds=1), now + timedelta(microseconds=1), granularity=granularity))
+
+
+def is_late(moment: datetime, now: datetime, misfire_grace: timedelta) -> bool:
+    """Whether a fire at *moment*, handled at *now*, is past *misfire_grace* (at least :data:`LEAST_MISFIRE_GRACE`)."""
+    return now.astimezone(UTC) - moment.astimezone(UTC) > max(misfire_grace, LEAST_MISFIRE_GRACE)

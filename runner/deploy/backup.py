@@ -31,9 +31,9 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalStorageError, UnsafePathError
-from journal.files.outfile import replace_durably
+from journal.frame.outfile import replace_durably
 from runner.run.pauses import PauseBook
-from runner.settings._configmodel import RunnerConfig
+from runner.settings._model import RunnerConfig
 
 __all__ = ["MARKER", "DeploymentBackup", "backup_deployment", "backup_into", "prune_backups"]
 

@@ -1,7 +1,7 @@
 """A fleet of runners on Celery with Redis: one schedule for many hosts, each slot run once (``ghostrunner fleet``).
 
 The parts, each a process of its own, all reading the same configuration
-with a ``[fleet]`` table (:mod:`runner.settings._configfleet`):
+with a ``[fleet]`` table (:mod:`runner.settings._fleet`):
 
 * **beat** (:mod:`runner.fleet.beat`): Celery beat with RedBeat's scheduler.
   The schedule lives in Redis, one entry per agent x routine, and a Redis

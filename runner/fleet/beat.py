@@ -7,7 +7,7 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
 * it takes the lock *before* it touches the schedule, so a standby beat
   waits without writing anything, and it says so (``fleet.beat_standby``,
   then ``fleet.beat_active`` and ``scheduler.started`` once it holds it);
-* each tick hands every fire since ``last_run_at`` to :func:`runner.cron.firing.fires_since`,
+* each tick hands every fire since ``last_run_at`` to :func:`runner.cron.slots.fires_since`,
   the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
@@ -43,10 +43,9 @@ from kombu.exceptions import OperationalError
 from redbeat import schedulers as redbeat
 from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-from runner.cron.firing import fires_since, is_late
-from runner.cron.slots import CronSchedule, cron_trigger
+from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
-from runner.run.run_contract import RunIdentity
+from runner.run.contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
 __all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
@@ -193,7 +192,7 @@ def beat_schedule(config: RunnerConfig) -> dict[str, dict[str, Any]]:
 
 
 class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat ships no type hints
-    """RedBeat's scheduler, publishing fires by :mod:`runner.cron.firing`'s rule (see the module's description)."""
+    """RedBeat's scheduler, publishing fires by :mod:`runner.cron.slots`'s rule (see the module's description)."""
 
     Entry = SlotEntry
     #: Set when another beat took the lock: this one stopped.

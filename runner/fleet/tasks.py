@@ -24,8 +24,8 @@ from celery import Task
 
 from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import NoScheduledTimeError, UnknownNameError
+from runner.run.contract import RunInterrupted, RunResult
 from runner.run.engine import run_at
-from runner.run.run_contract import RunInterrupted, RunResult
 from runner.run.slot_retries import needs_rerun, slot_rerun_time
 from runner.settings.config import RunnerConfig
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from runner.monitor.log_digest import LogDigest, RunRecord, read_log
-from runner.run.run_contract import Outcome
+from runner.run.contract import Outcome
 
 __all__ = ["History", "SlotHistory", "build_history"]
 

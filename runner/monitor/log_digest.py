@@ -23,7 +23,7 @@ from typing import Any, Final
 from journal import json_nesting_depth
 from runner.cron.slots import client_key
 from runner.monitor.logs import EVENTS
-from runner.run.run_contract import Outcome
+from runner.run.contract import Outcome
 
 __all__ = ["MAX_DEPTH", "MAX_LINE_CHARS", "LogDigest", "MissedRecord", "PairRuns", "RunRecord", "read_log"]
 

@@ -23,7 +23,7 @@ absent     it was due within the log's reach, and the log holds no line about it
 
 Each cell opens to the slot's runs: attempts, error and duration of each.
 Text from the log is escaped by :mod:`runner.monitor.log_digest` and again by
-:mod:`journal.pages.htmlpage`.
+:mod:`journal.frame.htmlpage`.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from journal.pages.htmlpage import page, text
+from journal.frame.htmlpage import page, text
 from runner.cron.slots import cron_trigger, fire_times, slot_for
 from runner.monitor.history import SlotHistory, build_history
 from runner.monitor.log_digest import MissedRecord, PairRuns
 from runner.monitor.status import StatusReport, build_report
-from runner.run.run_contract import REASON_PAUSED, Outcome
+from runner.run.contract import REASON_PAUSED, Outcome
 from runner.settings.config import RunnerConfig
 
 __all__ = ["ABSENT_DAYS", "STATES", "RunReport", "build_run_report"]

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
 from runner.monitor.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
-from runner.run.run_contract import REASON_PAUSED, SUCCESS_OUTCOMES
+from runner.run.contract import REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.settings.config import RunnerConfig
 
 __all__ = [

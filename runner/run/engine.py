@@ -48,9 +48,9 @@ from runner.backends.base import one_line
 from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
 from runner.run._memory import memory_in_use, open_journal
+from runner.run.contract import REASON_PAUSED, Outcome, RunIdentity, RunInterrupted, RunResult
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
-from runner.run.run_contract import REASON_PAUSED, Outcome, RunIdentity, RunInterrupted, RunResult
 from runner.run.slot_lock import SlotLock, run_in_turn
 from runner.settings.config import AgentConfig, RunnerConfig
 from runner.settings.state_dir import state_dir

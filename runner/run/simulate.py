@@ -34,9 +34,9 @@ from runner.backends import build_backend
 from runner.cron.slots import cron_trigger, fire_times
 from runner.errors import MixedJournalError, RealBackendsRefusedError, RunnerError
 from runner.run._memory import open_journal
+from runner.run.contract import RunIdentity
 from runner.run.engine import RunResult, execute_run, open_failure
 from runner.run.provenance import check_journals, describe_calls, is_simulated
-from runner.run.run_contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
 __all__ = ["Progress", "SimulationSummary", "backend_calls", "check_backends", "schedule_for", "simulate", "simulate_agent", "simulation_window"]

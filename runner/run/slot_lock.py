@@ -33,7 +33,7 @@ import structlog
 
 from journal import JournalStorageError
 from runner.errors import RunnerError
-from runner.run.run_contract import REASON_SLOT_LOCKED, Outcome, RunIdentity, RunInterrupted, RunResult
+from runner.run.contract import REASON_SLOT_LOCKED, Outcome, RunIdentity, RunInterrupted, RunResult
 from runner.settings.state_dir import ensure_state_dir, hand_over
 
 __all__ = ["SlotLock", "Turn", "run_in_turn", "take_turn"]

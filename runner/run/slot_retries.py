@@ -10,7 +10,7 @@ which that fire's own slot is what the pair runs. Every rerun is the same
 ``ghostrunner run`` of the same scheduled time, so its client_key is the
 slot's: a slot that got its entry meanwhile reports ``duplicate`` and asks
 no backend. Under timers, systemd's ``Restart=`` does the same job
-(:mod:`runner.deploy._unitrestart`).
+(:mod:`runner.deploy.restarts`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from runner.cron.slots import CronSchedule, cron_trigger
-from runner.run.run_contract import Outcome, RunResult
-from runner.settings._configmodel import RunnerConfig
+from runner.run.contract import Outcome, RunResult
+from runner.settings._model import RunnerConfig
 
 __all__ = ["needs_rerun", "next_fire_after", "rerun_time", "slot_rerun_time"]
 

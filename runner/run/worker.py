@@ -24,7 +24,7 @@ import structlog
 
 from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked, signal_name
 from runner.errors import MalformedResultError
-from runner.run.run_contract import Outcome, RunIdentity, RunResult
+from runner.run.contract import Outcome, RunIdentity, RunResult
 from runner.settings.config import RunnerConfig
 
 __all__ = ["Worker", "read_result", "worker_command"]

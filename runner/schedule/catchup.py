@@ -31,7 +31,7 @@ from typing import Final
 from journal import Journal
 from routines import Routine
 from runner.cron.slots import cron_trigger, slot_for
-from runner.run.run_contract import RunIdentity
+from runner.run.contract import RunIdentity
 from runner.settings.config import AgentConfig, RunnerConfig
 
 __all__ = ["BEYOND_CATCHUP_MAX", "DOWNTIME", "LATE", "MAX_REPORTED", "CatchupPlan", "MissedSlot", "UnusableAgent", "plan_catchup", "spread"]

@@ -27,7 +27,7 @@ from datetime import datetime
 
 import structlog
 
-from runner.run.run_contract import RunIdentity
+from runner.run.contract import RunIdentity
 
 __all__ = ["QueuedRun", "RunQueue"]
 

@@ -63,10 +63,9 @@ import structlog
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 
-from runner.cron.firing import fires_since, is_late
-from runner.cron.slots import cron_trigger, latest_fire_time
+from runner.cron.slots import cron_trigger, fires_since, is_late, latest_fire_time
+from runner.run.contract import RunIdentity, RunResult
 from runner.run.engine import held_by_pause
-from runner.run.run_contract import RunIdentity, RunResult
 from runner.run.slot_retries import needs_rerun, slot_rerun_time
 from runner.run.worker import Worker
 from runner.schedule._loop import StoppableScheduler

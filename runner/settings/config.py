@@ -6,8 +6,8 @@ paths are read from the config file's directory. Without a file the
 embedded defaults (``runner/data/default.toml``: the agent ``motoko`` on the
 simulated backend, in the system's local time zone, journal in the user's
 state directory) are used. The records
-are defined in :mod:`runner.settings._configmodel`, the check of each table and field
-in :mod:`runner.settings._configschema`; this module reads the document and builds the
+are defined in :mod:`runner.settings._model`, the check of each table and field
+in :mod:`runner.settings._schema`; this module reads the document and builds the
 whole.
 
 Layout::
@@ -47,12 +47,12 @@ Layout::
                                # openai and command take attempts = 4 and retry_delay = "1s" (retries within a run)
     memory = "hybrid"          # this agent's, instead of the [runner] default
 
-    [fleet]                    # optional: one schedule over several hosts (runner.settings._configfleet, runner.fleet)
+    [fleet]                    # optional: one schedule over several hosts (runner.settings._fleet, runner.fleet)
     broker = "redis://10.0.0.5:6379/0"
     [fleet.shards]
     east = ["motoko"]
 
-    [backup]                   # optional: a timer for `ghostrunner backup` among the rendered units (runner.settings._configbackup)
+    [backup]                   # optional: a timer for `ghostrunner backup` among the rendered units (runner.settings._backup)
     dir = "/var/backups/ghostrunner"
     keep = 7
 
@@ -71,11 +71,11 @@ from pathlib import Path
 from typing import Final
 
 from routines import BUILTIN_ROUTINES, Routine
-from runner.settings._configbackup import read_backup
-from runner.settings._configfleet import read_fleet
-from runner.settings._configmodel import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
-from runner.settings._configschema import DURATION_EXPECTED, FieldReader, parse_duration
+from runner.settings._backup import read_backup
+from runner.settings._fleet import read_fleet
 from runner.settings._host import local_zone_name, state_directory
+from runner.settings._model import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
+from runner.settings._schema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner.settings._toml import loads_bounded, read_bounded
 
 __all__ = [

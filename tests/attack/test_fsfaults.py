@@ -514,7 +514,7 @@ def test_every_error_class_pickles_round_trip() -> None:
     import runner as runner_package
     from journal.errors import JournalError
     from runner.errors import RunnerError
-    from runner.run.run_contract import RunInterrupted
+    from runner.run.contract import RunInterrupted
 
     for package in (journal_package, runner_package):  # subclasses defined outside errors.py count too
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from journal.cli.clikit import json_text
+from journal.frame.clikit import json_text
 from tests._support import SIMPLE_AGENT, write_config
 
 #: A name no UTF-8 decoder takes: what another program, or another locale, may leave in a directory.

@@ -328,7 +328,7 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
 HOOKED_RUN = """
 import os, select, signal, sys, time
 import journal.api, journal.files.store
-import runner.run.run_contract
+import runner.run.contract
 from runner.cli.cli import main
 
 point, here = os.environ["PAUSE_AT"], os.environ["MARKERS"]
@@ -400,7 +400,7 @@ class PausingLog:  # the run contract's logger, pausing right after the run.fini
 
 store.write_temp, store.publish, api.find_by_client_key = hooked_write_temp, hooked_publish, hooked_find
 api.__init__, api.close = hooked_init, hooked_close
-runner.run.run_contract.log = PausingLog(runner.run.run_contract.log)
+runner.run.contract.log = PausingLog(runner.run.contract.log)
 sys.argv[0] = "ghostrunner"
 main()
 """

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from runner.deploy.units import Rendering, render_units, systemd_escape, write_units
+from runner.deploy.systemd.units import Rendering, render_units, systemd_escape, write_units
 from runner.errors import UnitRenderError, quoted
 from runner.settings.config import RunnerConfig, load_config
 from tests._support import ghostrunner, write_config

@@ -19,7 +19,7 @@ import pytest
 
 from journal import Journal
 from journal.errors import EntryValidationError
-from journal.pages.htmlpage import embed_json
+from journal.frame.htmlpage import embed_json
 from tests._browser import Browser, Opened
 from tests._support import write_config
 

@@ -16,7 +16,7 @@ import pytest
 
 from journal import Journal
 from journal.errors import UnsafePathError
-from journal.files.outfile import write_output
+from journal.frame.outfile import write_output
 from tests.attack._faults import AS_NOBODY, NOBODY
 
 

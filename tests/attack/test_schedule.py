@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal.cli.timeinput import TIME_FORMS
+from journal.frame.timeinput import TIME_FORMS
 from runner.cron.slots import cron_trigger, fire_times, latest_fire_time, slot_for
-from runner.deploy.units import render_units
+from runner.deploy.systemd.units import render_units
 from runner.errors import ConfigError
 from runner.schedule.scheduler import Scheduler, missed_slots
 from runner.settings.config import load_config

@@ -2,7 +2,7 @@
 
 Every command writes its output (a backup's directory, an export, a report, rendered units) under a
 hidden name first and renames it into place. By default SIGTERM would end the process at once and
-leave that hidden copy for good; the commands unwind instead (journal.cli.clikit.CommandGroup).
+leave that hidden copy for good; the commands unwind instead (journal.frame.clikit.CommandGroup).
 
 Backup and export wait for the journal's writer lock with their temporary already made, so the test
 holds the lock, waits for the temporary to appear and signals from outside. A report or a set of units is

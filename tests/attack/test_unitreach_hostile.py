@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.deploy._unitreach import Step
+from runner.deploy.systemd._reach import Step
 from tests.runner._hosts import Host, pyenv_python
 
 #: Far beyond what reading a few small files takes: only a chain blocked on a FIFO reaches it.
@@ -28,7 +28,7 @@ def host(tmp_path: Path) -> Host:
 
 def _chain_in_a_child(host: Host, program: str) -> list[tuple[str, str]]:
     """The chain of *program* computed by another process, which a blocking read would leave hanging (then the test fails)."""
-    code = ("import sys; from runner.deploy._unitreach import startup_chain\n"
+    code = ("import sys; from runner.deploy.systemd._reach import startup_chain\n"
             "for step in startup_chain([sys.argv[1]], unit_path=sys.argv[2]): print(step.how + '\\t' + step.path)")
     try:
         done = subprocess.run([sys.executable, "-c", code, program, host.unit_path], capture_output=True, text=True, timeout=_BLOCKED,

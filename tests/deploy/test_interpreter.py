@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.deploy._unitreach import UNIT_PATH
+from runner.deploy.systemd._reach import UNIT_PATH
 from tests.deploy._deploy import CONFIG, GHOSTRUNNER, STAGE, VENV, configure, entries
 from tests.deploy._live import LiveSystem
 

@@ -1,10 +1,10 @@
-"""A fake host tree for the tests of what a unit's sandbox hides (``runner.deploy._unitreach``), and this machine's pyenv Python."""
+"""A fake host tree for the tests of what a unit's sandbox hides (``runner.deploy.systemd._reach``), and this machine's pyenv Python."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from runner.deploy._unitreach import Step, startup_chain, startup_warnings
+from runner.deploy.systemd._reach import Step, startup_chain, startup_warnings
 
 __all__ = ["Host", "pyenv_python"]
 

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from journal.cli.cli import cli
-from journal.cli.clikit import CommandGroup
-from journal.cli.render import text_width
+from journal.frame.clikit import CommandGroup
+from journal.frame.render import text_width
 from tests._terminal import in_terminal
 
 GHOSTJOURNAL = [sys.executable, "-m", "journal.cli.cli"]

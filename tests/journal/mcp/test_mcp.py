@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from journal import MAX_ENTRY_BYTES, Journal
 from journal.cli.cli import cli
-from journal.mcp._mcp_schemas import MAX_QUERY_CHARS
+from journal.mcp._schemas import MAX_QUERY_CHARS
 from tests._support import tree_digest
 from tests.journal._mcp import McpServer, mcp_server
 

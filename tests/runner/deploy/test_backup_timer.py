@@ -14,7 +14,7 @@ import pytest
 from journal import Journal
 from journal.errors import UnsafePathError
 from runner.deploy.backup import MARKER, backup_into, prune_backups
-from runner.deploy.units import refuse_warnings, render_units
+from runner.deploy.systemd.units import refuse_warnings, render_units
 from runner.errors import ConfigError, UnitRenderError
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, tree_digest, write_config

@@ -1,7 +1,7 @@
 """`ghostrunner k8s render`: manifests the Kubernetes API's own schemas accept, CronJobs that run each pair's slot, and names nothing can inject into.
 
 Every file is validated with kubernetes-validate, strictly (no field the API does not know), against
-runner.deploy.k8s.KUBERNETES_VERSION. Container arguments are read back as Kubernetes reads them (its
+runner.deploy.k8s.manifests.KUBERNETES_VERSION. Container arguments are read back as Kubernetes reads them (its
 ``$(NAME)`` expansion, ported below from its documented rules) and then by the real ``run`` command's
 parser, so a hostile agent or routine name either is refused with one line or reaches ``ghostrunner run``
 exactly as given.
@@ -27,14 +27,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner import KUBERNETES_VERSION, Manifests, render_manifests, render_units
-from runner.cli._cli_support import Settings
 from runner.cli.cli import cli
 from runner.cli.cli import run as run_command
+from runner.cli.support import Settings
 from runner.cron.oncalendar import ScheduleNotExpressibleError
 from runner.cron.slots import cron_trigger, fire_times
-from runner.deploy._k8snames import CRONJOB_NAME_MAX, DNS_LABEL, dns_name
-from runner.deploy._unitrestart import NO_RESTART_STATUSES
-from runner.deploy.k8s import CONFIG_PATH, kubernetes_schedule, run_argv
+from runner.deploy.k8s._names import CRONJOB_NAME_MAX, DNS_LABEL, dns_name
+from runner.deploy.k8s.manifests import CONFIG_PATH, kubernetes_schedule, run_argv
+from runner.deploy.restarts import NO_RESTART_STATUSES
 from runner.errors import UnitRenderError
 from runner.settings.config import RunnerConfig, load_config
 from tests._docs import block_after

@@ -15,7 +15,7 @@ import pytest
 
 from runner.cron.oncalendar import ScheduleNotExpressibleError, skipped_local_times, to_on_calendar
 from runner.cron.slots import cron_trigger, fire_times
-from runner.deploy.units import render_units, systemd_escape
+from runner.deploy.systemd.units import render_units, systemd_escape
 from runner.settings.config import load_config
 from tests._support import PERSONA, REPO, ghostrunner, write_config
 from tests.runner._units import ANALYZE, exec_path, render, verify

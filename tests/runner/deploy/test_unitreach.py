@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.deploy._unitreach import Step
+from runner.deploy.systemd._reach import Step
 from tests.runner._hosts import Host, pyenv_python
 
 

@@ -19,8 +19,8 @@ from runner.backends import build_backend
 from runner.errors import BackendError, BackendReplyError
 from runner.monitor.logs import EVENTS, configure_logging
 from runner.run._memory import open_journal
+from runner.run.contract import RunIdentity
 from runner.run.engine import execute_run, run_slot
-from runner.run.run_contract import RunIdentity
 from runner.run.simulate import simulate_agent
 from runner.run.slot_lock import SlotLock
 from runner.schedule.run_queue import QueuedRun, RunQueue

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from runner.monitor.logs import configure_logging
+from runner.run.contract import RunIdentity
 from runner.run.pauses import PauseBook
-from runner.run.run_contract import RunIdentity
 from runner.run.worker import Worker
 from runner.schedule.scheduler import Scheduler
 from runner.settings.config import RunnerConfig, load_config

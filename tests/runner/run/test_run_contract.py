@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from routines import Routine
 from runner.errors import MalformedResultError
-from runner.run.run_contract import OUTCOMES, SUCCESS_OUTCOMES, Outcome, RunIdentity, RunResult
+from runner.run.contract import OUTCOMES, SUCCESS_OUTCOMES, Outcome, RunIdentity, RunResult
 
 BERLIN = ZoneInfo("Europe/Berlin")
 EVENING = Routine(name="evening", kind="evening", schedule="0 21 * * *", slot="day", question="q", window=timedelta(days=1), prompt="p")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from runner.cron.slots import cron_trigger
-from runner.run.run_contract import Outcome, RunIdentity, RunResult
+from runner.run.contract import Outcome, RunIdentity, RunResult
 from runner.run.slot_retries import needs_rerun, next_fire_after, rerun_time
 from tests._support import NIGHTLY, event_named, script, start_serve, with_key, write_config
 

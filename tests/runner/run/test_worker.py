@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.errors import MalformedResultError
-from runner.run.run_contract import Outcome, RunIdentity, RunResult
+from runner.run.contract import Outcome, RunIdentity, RunResult
 from runner.run.worker import read_result
 
 RESULT = RunResult(RunIdentity(run_id="r-1", agent="motoko", routine="evening", slot="2026-09-05", client_key="motoko:evening:2026-09-05",

@@ -15,7 +15,7 @@ import pytest
 
 from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.errors import ConfigError
-from runner.run.run_contract import RunIdentity
+from runner.run.contract import RunIdentity
 from runner.schedule.run_queue import QueuedRun, RunQueue
 from runner.settings.config import cpu_count, load_config
 from tests._support import (

@@ -1,0 +1,480 @@
+"""Checking a journal: every entry file, then the index against what a rebuild of those files would make.
+
+The check is one instant's: under the writer lock (held only while file names
+are listed) the index's read transaction starts and the entry files present
+are listed, so an append that publishes later is in neither and is never
+reported. Files are then read without the lock (published files are
+immutable), a rebuild of them is made in a scratch database outside the
+journal, and the two indexes are compared table by table. Nothing in the
+journal is written; :func:`repair` is the one part that changes anything, and
+it only moves files that are no entry into a quarantine folder and rebuilds
+the index, never deleting an entry file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from journal.errors import EntryFileError, EntryValidationError, UnsafePathError
+from journal.files._fsync import fsync_directory
+from journal.files._safefs import FILE_MODE, make_dir
+from journal.files.entry import Entry, entry_from_json_bytes
+from journal.files.store import EntryStore, ScanProblem
+from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE
+from journal.indexing._tables import FTS_COLUMNS
+from journal.indexing.index import Index
+from journal.sync._reading import SkippedFile, first_of_each
+
+if TYPE_CHECKING:
+    from journal.sync._keeper import IndexKeeper
+
+__all__ = ["DEEP_SAMPLE", "MIN_COSINE", "Problem", "VerifyReport", "repair", "verify"]
+
+#: Entries re-embedded by a deep check (evenly spread over the entries by id).
+DEEP_SAMPLE: Final = 64
+#: The cosine a stored vector must reach against a fresh embedding of its entry: float32 noise only.
+MIN_COSINE: Final = 0.999
+#: Ids named in one index problem; the rest are counted.
+_SHOWN_IDS: Final = 5
+INDEX_FILE: Final = "index/journal.sqlite3"
+_REINDEX: Final = "run 'ghostjournal reindex' (or 'ghostjournal verify --repair') to rebuild the index from the entry files"
+_QUARANTINE: Final = "move it out of entries/ ('ghostjournal verify --repair' moves it to quarantine/, deleting nothing)"
+#: The kinds of problem a repair moves to quarantine: files a rebuild leaves out.
+_QUARANTINED: Final = frozenset({"not_an_entry", "unsafe_file", "unreadable", "misplaced", "duplicate_id", "duplicate_client_key"})
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a journal: its kind, the file it is in (relative to the root), what is wrong and how to fix it."""
+
+    kind: str
+    path: str
+    detail: str
+    fix: str
+
+    def to_dict(self) -> dict[str, str]:
+        """As JSON data."""
+        return {"kind": self.kind, "path": self.path, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    """What :func:`verify` found (and, after :func:`repair`, what the repair did).
+
+    Attributes:
+        files: entry files checked (present when the check started).
+        entries: of those, the valid entries a rebuild would index.
+        agent: the agent the check was scoped to, or None.
+        problems: what is wrong, each with its file and fix.
+        unattributed: with *agent*: files whose agent cannot be read, left to an unscoped check.
+        deep_checked: entries whose vectors a deep check re-embedded.
+        repairs: what a repair did (files moved, the index rebuilt).
+        quarantine: the folder a repair moved files into, or None.
+        fixed: the problems the check before a repair found.
+    """
+
+    files: int = 0
+    entries: int = 0
+    agent: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+    unattributed: int = 0
+    deep_checked: int = 0
+    repairs: list[str] = field(default_factory=list)
+    quarantine: str | None = None
+    fixed: list[Problem] = field(default_factory=list)
+
+    @property
+    def is_clean(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+    def counts(self) -> dict[str, int]:
+        """How many problems of each kind."""
+        counted: dict[str, int] = {}
+        for problem in self.problems:
+            counted[problem.kind] = counted.get(problem.kind, 0) + 1
+        return dict(sorted(counted.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON data."""
+        document: dict[str, Any] = {
+            "ok": self.is_clean, "files": self.files, "entries": self.entries, "agent": self.agent, "problems": [p.to_dict() for p in self.problems],
+            "counts": self.counts(), "unattributed": self.unattributed, "deep_checked": self.deep_checked,
+        }
+        if self.repairs or self.fixed:
+            document |= {"repairs": self.repairs, "quarantine": self.quarantine, "fixed": [p.to_dict() for p in self.fixed]}
+        return document
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the file pass keeps of the journal: the entries a rebuild would index, and whose files each id and key are."""
+
+    loaded: dict[str, Entry] = field(default_factory=dict)
+    agent_of_path: dict[str, str] = field(default_factory=dict)
+
+
+def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Problem]:
+    """Read one entry file and judge it alone: type, size, schema, canonical bytes, id and path, mode, links to it."""
+    shown = f"entries/{rel_path}"
+    try:
+        raw, info = store.read_with_stat(rel_path)
+    except FileNotFoundError:
+        # Entry files are never removed by the journal: one gone since the listing was taken away by hand.
+        return [Problem("vanished", shown, "the file was listed when the check started and is gone now", "restore it from a backup")]
+    except UnsafePathError as exc:
+        return [Problem("unsafe_file", shown, exc.reason, _QUARANTINE)]
+    except EntryFileError as exc:
+        return [Problem("unreadable", shown, exc.reason, f"restore it from a backup, or {_QUARANTINE}")]
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise
+        return [Problem("unreadable", shown, f"cannot be read ({exc.strerror})", f"restore it from a backup, or {_QUARANTINE}")]
+    try:
+        entry = entry_from_json_bytes(raw)
+    except EntryValidationError as exc:
+        return [Problem("unreadable", shown, f"not a valid schema v1 entry: {exc}", f"restore it from a backup, or {_QUARANTINE}")]
+    seen.agent_of_path[rel_path] = entry.agent
+    belongs = EntryStore.rel_path_for(entry)
+    if belongs != rel_path:
+        return [Problem("misplaced", shown, f"holds entry {entry.id!r} of {entry.ts}, which belongs at entries/{belongs}",
+                        f"a file swapped or copied by hand; restore the right file here from a backup, or {_QUARANTINE}")]
+    problems = []
+    if raw != entry.to_json_bytes():
+        problems.append(Problem("not_canonical", shown, "its bytes are not the canonical JSON of the entry they hold (edited by hand?)",
+                                "restore it from a backup; until then the entry reads as the file's values say"))
+    if stat.S_IMODE(info.st_mode) != FILE_MODE:
+        problems.append(Problem("mode", shown, f"mode {stat.S_IMODE(info.st_mode):04o}, not {FILE_MODE:04o}", f"chmod {FILE_MODE:o} {shown}"))
+    if info.st_nlink > 1:
+        problems.append(Problem("hard_linked", shown, f"the file has {info.st_nlink} names (hard links): writing through another name changes this entry",
+                                f"give it a copy of its own: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}"))
+    seen.loaded[rel_path] = entry
+    return problems
+
+
+def _link_problems(unique: Sequence[tuple[str, Entry]], agent: str | None) -> list[Problem]:
+    """Every continuity or supersession link to an entry that is missing or another agent's."""
+    agent_of = {entry.id: entry.agent for _, entry in unique}
+    problems = []
+    for path, entry in unique:
+        if agent is not None and entry.agent != agent:
+            continue
+        for name, refs in (("continues", entry.continuity_refs), ("supersedes", entry.supersedes)):
+            for ref in refs:
+                owner = agent_of.get(ref)
+                if owner is None:
+                    problems.append(Problem("dangling_link", f"entries/{path}", f"{name} {ref!r}, which no entry of this journal holds",
+                                            "restore that entry from a backup (links are never rewritten: the entry file is immutable)"))
+                elif owner != entry.agent:
+                    # Scoped to one agent, the other agent's id is not shown: it is that agent's data.
+                    target = "an entry" if agent is not None else repr(ref)
+                    problems.append(Problem("foreign_link", f"entries/{path}", f"{name} {target} of another agent; reads scoped to "
+                                            f"{entry.agent!r} ignore the link", "nothing to repair: reads never follow it; "
+                                            "restore the entry from a backup if the link is wrong"))
+    return problems
+
+
+def _ids(ids: Iterable[str]) -> str:
+    listed = sorted(ids)
+    shown = ", ".join(repr(i) for i in listed[:_SHOWN_IDS])
+    return shown + (f" and {len(listed) - _SHOWN_IDS} more" if len(listed) > _SHOWN_IDS else "")
+
+
+def _differing(main: Iterator[tuple[Any, ...]], scratch: Iterator[tuple[Any, ...]]) -> tuple[set[Any], set[Any], set[Any]]:
+    """Merge two streams of rows sorted by their first column: keys only in *main*, only in *scratch*, and in both with other values."""
+    only_main: set[Any] = set()
+    only_scratch: set[Any] = set()
+    changed: set[Any] = set()
+    a, b = next(main, None), next(scratch, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            assert a is not None  # noqa: S101 - narrows the type: b is None or a sorts first, so a is a row
+            only_main.add(a[0])
+            a = next(main, None)
+        elif a is None or b[0] < a[0]:
+            only_scratch.add(b[0])
+            b = next(scratch, None)
+        else:
+            if a != b:
+                changed.add(a[0])
+            a, b = next(main, None), next(scratch, None)
+    return only_main, only_scratch, changed
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    yield from (tuple(row) for row in conn.execute(sql, params))
+
+
+_ROWS_SQL: Final = ("SELECT e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
+                    " FROM entries e {where} ORDER BY e.id")
+_TEXT_SQL: Final = f"SELECT e.id, {', '.join('f.' + c for c in FTS_COLUMNS.split(', '))} FROM entries e JOIN fts f ON f.rowid = e.rowid {{where}} ORDER BY e.id"
+_LINKS_SQL: Final = "SELECT l.src || ' ' || l.dst FROM {table} l JOIN entries e ON e.id = l.src {where} ORDER BY 1"
+
+
+def _index_problems(main: sqlite3.Connection, scratch: sqlite3.Connection, agent: str | None) -> list[Problem]:
+    """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*), table by table."""
+    where, params = ("WHERE e.agent = ?", [agent]) if agent is not None else ("", [])
+    problems = []
+
+    def compare(kind: str, what: str, sql: str) -> None:
+        extra, lacking, changed = _differing(_rows(main, sql.format(where=where), params), _rows(scratch, sql.format(where=where), params))
+        parts = [f"{len(extra)} {what} of no entry file ({_ids(extra)})" if extra else "",
+                 f"no {what} for {len(lacking)} in the files ({_ids(lacking)})" if lacking else "",
+                 f"{len(changed)} {what} unlike their files ({_ids(changed)})" if changed else ""]
+        if extra or lacking or changed:
+            problems.append(Problem(kind, INDEX_FILE, "the index has " + "; ".join(p for p in parts if p), _REINDEX))
+
+    compare("index_rows", "rows", _ROWS_SQL)
+    compare("index_text", "text rows", _TEXT_SQL)
+    for table in ("links", "supersessions"):
+        compare("index_links", f"{table} rows", _LINKS_SQL.replace("{table}", table))
+    problems += _agent_text_problems(main, scratch, agent)
+    return problems
+
+
+def _agent_tables(conn: sqlite3.Connection, agent: str | None) -> dict[str, tuple[int, int]]:
+    sql = "SELECT name, id, entries FROM agents" + (" WHERE name = ?" if agent is not None else "")
+    return {name: (int(agent_id), int(count)) for name, agent_id, count in conn.execute(sql, [] if agent is None else [agent])}
+
+
+def _vocabulary(conn: sqlite3.Connection, agent_id: int) -> Iterator[tuple[Any, ...]]:
+    """``(term, documents, occurrences)`` of one agent's text table, by term (its rowids differ between two builds; these do not)."""
+    name = f"verify_vocab_{agent_id}"
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, fts_agent_{agent_id}, 'row')")
+    try:
+        yield from (tuple(row) for row in conn.execute(f"SELECT term, doc, cnt FROM temp.{name} ORDER BY term"))
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
+
+
+def _agent_text_problems(main: sqlite3.Connection, scratch: sqlite3.Connection, agent: str | None) -> list[Problem]:
+    """Each agent's own text table: its count, its rows (those of the agent's entries), and its words against a rebuild's."""
+    problems = []
+    have, want = _agent_tables(main, agent), _agent_tables(scratch, agent)
+    for name in sorted(have.keys() | want.keys()):
+        if name not in have or name not in want:
+            if have.get(name, (0, 0))[1] or want.get(name, (0, 0))[1]:  # an agent row of no entries is what deletions leave
+                problems.append(Problem("index_agent_text", INDEX_FILE,
+                                        f"the text table of agent {name!r} is {'missing' if name not in have else 'of no entry file'}", _REINDEX))
+            continue
+        (main_id, main_count), (scratch_id, scratch_count) = have[name], want[name]
+        table = f"fts_agent_{main_id}"
+        rows = {r[0] for r in main.execute(f"SELECT rowid FROM {table}")}
+        agent_rows = {r[0] for r in main.execute("SELECT rowid FROM entries WHERE agent = ?", (name,))}
+        if main_count != scratch_count or rows != agent_rows:
+            problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} counts {main_count} entries and holds "
+                                    f"{len(rows)} rows, where its files give {scratch_count}", _REINDEX))
+            continue
+        extra, lacking, changed = _differing(_vocabulary(main, main_id), _vocabulary(scratch, scratch_id))
+        if extra or lacking or changed:
+            problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} differs from its files in "
+                                    f"{len(extra | lacking | changed)} words", _REINDEX))
+    return problems
+
+
+def _encoder_records(main: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    import json
+
+    records: dict[str, list[dict[str, Any]]] = {}
+    for key, value in main.execute("SELECT key, value FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE):
+        model = key[len(ENCODER_PREFIX):].rsplit("\n", 1)[0]
+        records.setdefault(model, []).append(json.loads(value))
+    return records
+
+
+def _vector_problems(main: sqlite3.Connection, agent: str | None) -> list[Problem]:
+    """Every encoder's vectors: named by a record, of its dimension, each of an indexed entry, one for every entry."""
+    problems = []
+    records = _encoder_records(main)
+    join, params = ("JOIN entries e ON e.rowid = v.entry WHERE e.agent = ?", [agent]) if agent is not None else ("", [])
+    counts = dict(main.execute(f"SELECT v.model, count(*) FROM vectors v {join} GROUP BY v.model", params).fetchall())
+    entries = int(main.execute("SELECT count(*) FROM entries" + (" WHERE agent = ?" if agent is not None else ""), params).fetchone()[0])
+    for model, count in sorted(counts.items()):
+        described = records.get(model)
+        embed = f"run 'ghostjournal --nn --model MODEL embed' with the model {model.split(':')[0]!r}"
+        if not described:
+            problems.append(Problem("vectors_unnamed", INDEX_FILE, f"{count} vectors of {model!r} name no encoder record", _REINDEX + ", then " + embed))
+            continue
+        dimensions = {int(d["dimension"]) for d in described if isinstance(d.get("dimension"), int)}
+        if dimensions:
+            sizes = [4 * d for d in sorted(dimensions)]
+            wrong = int(main.execute(
+                f"SELECT count(*) FROM vectors v {join or 'WHERE 1'} AND v.model = ? AND length(v.vector) NOT IN ({','.join('?' * len(sizes))})",
+                [*params, model, *sizes]).fetchone()[0])
+            if wrong:
+                problems.append(Problem("vector_size", INDEX_FILE, f"{wrong} vectors of {model!r} are not of its dimension {sorted(dimensions)}",
+                                        _REINDEX + ", then " + embed))
+        if count != entries:
+            problems.append(Problem("vectors_count", INDEX_FILE, f"{count} vectors of {model!r} for {entries} entries",
+                                    embed + " to embed the entries lacking one" if count < entries else _REINDEX))
+    orphans = int(main.execute("SELECT count(*) FROM vectors v LEFT JOIN entries e ON e.rowid = v.entry WHERE e.rowid IS NULL").fetchone()[0])
+    if orphans and agent is None:
+        problems.append(Problem("vectors_count", INDEX_FILE, f"{orphans} vectors belong to no indexed entry", _REINDEX))
+    return problems
+
+
+def _deep_problems(keeper: IndexKeeper, main: sqlite3.Connection, unique: Sequence[tuple[str, Entry]], sample: int) -> tuple[list[Problem], int]:
+    """Re-embed up to *sample* entries (spread evenly by id) and compare each with its stored vector."""
+    from journal.encoding.semantic import from_blob
+
+    semantic = keeper.semantic
+    assert semantic is not None  # noqa: S101 - narrows the type: Journal.verify refuses deep without NN
+    with_vectors = {row[0]: row[1] for row in main.execute(
+        "SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (semantic.model,))}
+    candidates = sorted((entry.id, path, entry) for path, entry in unique if entry.id in with_vectors)
+    step = max(1, math.ceil(len(candidates) / sample)) if sample else len(candidates) + 1
+    chosen = candidates[::step][:sample]
+    problems = []
+    for entry_id, path, entry in chosen:
+        stored = from_blob(with_vectors[entry_id])
+        fresh = from_blob(semantic.embed_entry(entry))
+        norm = float((stored @ stored) ** 0.5 * (fresh @ fresh) ** 0.5)
+        cosine = float(stored @ fresh) / norm if norm else 0.0
+        if stored.shape != fresh.shape or cosine < MIN_COSINE:
+            problems.append(Problem("vector_stale", f"entries/{path}", f"its stored vector of {semantic.model!r} has cosine {cosine:.4f} with a fresh "
+                                    f"embedding (at least {MIN_COSINE} expected)", "run 'ghostjournal --nn reindex' to embed every entry again"))
+    return problems, len(chosen)
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 60000")
+        yield conn
+    finally:
+        conn.close()
+
+
+def _snapshot(keeper: IndexKeeper, main: sqlite3.Connection | None) -> tuple[list[str], list[ScanProblem], Problem | None]:
+    """Under the writer lock: start *main*'s read transaction and list the entry files, one instant for both."""
+    paths: list[str] = []
+    foreign: list[ScanProblem] = []
+    behind: Problem | None = None
+    with keeper.lock:
+        if main is not None:
+            main.execute("BEGIN")
+            row = main.execute("SELECT value FROM state WHERE key = 'generation'").fetchone()
+            counter = keeper.lock.read_generation()
+            if row is None or int(row[0]) != counter:
+                behind = Problem("index_behind", INDEX_FILE, f"the index caught up with write {row[0] if row else 'none'}, the write counter is at {counter}",
+                                 "open the journal for writing (any append), or " + _REINDEX)
+        for item in keeper.store.scan():
+            if isinstance(item, ScanProblem):
+                foreign.append(item)
+            else:
+                paths.append(item)
+    return paths, foreign, behind
+
+
+def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False, sample: int = DEEP_SAMPLE) -> VerifyReport:
+    """Check every entry file and the index (see :meth:`journal.Journal.verify`); change nothing."""
+    report = VerifyReport(agent=agent)
+    index_path = keeper.root / INDEX_FILE
+    with contextlib.ExitStack() as stack:
+        main: sqlite3.Connection | None
+        try:
+            main = stack.enter_context(_read_only(index_path))
+            main.execute("SELECT 1 FROM state LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            main = None
+            report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
+        paths, foreign, behind = _snapshot(keeper, main)
+        if behind is not None:
+            report.problems.append(behind)
+        seen = _Seen()
+        file_problems = [Problem("not_an_entry", f"entries/{item.path}", item.reason, _QUARANTINE) for item in foreign]
+        for rel_path in paths:
+            file_problems += _file_problems(keeper.store, rel_path, seen)
+        report.files = len(paths)
+        skipped: list[SkippedFile] = []
+        # The rebuild verify compares with keeps what the index holds of two files with one id or key, as every rebuild does.
+        held = _indexed_paths(main)
+        unique = first_of_each(seen.loaded, skipped.append, held=held)
+        for duplicate in skipped:
+            kind = "duplicate_id" if duplicate.reason.startswith("duplicate id") else "duplicate_client_key"
+            file_problems.append(Problem(kind, duplicate.path, duplicate.reason, f"a copy of another entry's file; {_QUARANTINE}"))
+        for problem in file_problems:
+            rel = problem.path.removeprefix("entries/")
+            owner = seen.agent_of_path.get(rel)
+            if agent is None or owner == agent:
+                report.problems.append(problem)
+            elif owner is None:
+                report.unattributed += 1
+        report.problems += _link_problems(unique, agent)
+        report.entries = sum(1 for _, entry in unique if agent is None or entry.agent == agent)
+        if main is not None:
+            try:
+                report.problems += _compare_with_rebuild(main, unique, agent, keeper)
+                if deep:
+                    deep_found, report.deep_checked = _deep_problems(keeper, main, unique, sample)
+                    report.problems += deep_found
+            except sqlite3.DatabaseError as exc:
+                report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
+            finally:
+                if main.in_transaction:
+                    main.execute("COMMIT")
+    return report
+
+
+def _indexed_paths(main: sqlite3.Connection | None) -> set[str]:
+    """The entry files the index holds (in its read transaction), or none when it cannot be read (a problem reported on its own)."""
+    if main is None:
+        return set()
+    try:
+        return {row[0] for row in main.execute("SELECT path FROM entries")}
+    except sqlite3.DatabaseError:
+        return set()
+
+
+def _compare_with_rebuild(main: sqlite3.Connection, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:
+    """Rebuild the files into a scratch index in a temporary directory and compare the journal's index with it."""
+    with tempfile.TemporaryDirectory(prefix="ghostjournal-verify-") as scratch_dir:
+        scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
+        try:
+            scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False)
+            problems = _index_problems(main, scratch.conn, agent)
+        finally:
+            scratch.close()
+    return problems + _vector_problems(main, agent)
+
+
+def repair(keeper: IndexKeeper, found: VerifyReport, *, now: datetime | None = None) -> VerifyReport:
+    """Under the writer lock: move the files *found* names as no entry into ``quarantine/<time>/``, then rebuild the index.
+
+    Returns a report with only :attr:`VerifyReport.repairs` and :attr:`VerifyReport.quarantine` filled in;
+    the caller checks again. Nothing is deleted: a file moved keeps its bytes and its path below the folder.
+    """
+    done = VerifyReport(agent=found.agent)
+    moving = sorted({p.path for p in found.problems if p.kind in _QUARANTINED})
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    folder = keeper.root / "quarantine" / stamp
+    with keeper.lock:
+        for shown in moving:
+            source = keeper.root / shown
+            if not os.path.lexists(source):
+                continue
+            target = folder / shown
+            for level in reversed(target.relative_to(keeper.root).parents[:-1]):
+                make_dir(keeper.root / level, f"{level}/", keeper.owner)
+            os.rename(source, target)  # the same filesystem: a rename moves a symlink or FIFO itself, never its target
+            fsync_directory(target.parent)
+            fsync_directory(source.parent)
+            done.repairs.append(f"moved {shown} to {target.relative_to(keeper.root)}")
+        if moving:
+            done.quarantine = str(folder.relative_to(keeper.root))
+        keeper.rebuild_locked(corrupt=any(p.kind == "index_unreadable" for p in found.problems))
+        done.repairs.append("rebuilt the index from the entry files")
+    return done
+

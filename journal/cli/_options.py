@@ -1,0 +1,91 @@
+"""The ``ghostjournal`` command's argument types and shared options: text, times, windows, the root path, the entry input."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import IO, Any
+
+import click
+
+from journal.api import MAX_K
+from journal.errors import EntryValidationError
+from journal.files.entry import KINDS, MAX_INPUT_BYTES
+from journal.frame.clikit import TimeParam
+from journal.frame.timeinput import local_zone
+
+__all__ = ["KIND", "K_RANGE", "TEXT", "TIME", "RootPath", "as_of_option", "current_only_option", "floor_option", "read_input", "window_options"]
+
+
+class _Text(click.types.StringParamType):
+    """A string argument that can be written as UTF-8.
+
+    Bytes of argv that are not UTF-8 reach Python as lone surrogates
+    (surrogateescape); SQLite, JSON output and the terminal would each fail on
+    them with a traceback, so they are refused here as a usage error.
+    """
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = super().convert(value, param, ctx)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            self.fail(f"expected UTF-8 text, got an invalid byte at character {exc.start}", param, ctx)
+        return text
+
+
+TEXT = _Text()
+K_RANGE = click.IntRange(min=1, max=MAX_K)
+KIND = click.Choice(KINDS)
+
+
+def read_input(source: IO[bytes]) -> bytes:
+    """At most MAX_INPUT_BYTES of *source*; one byte more is read only to tell that the input is too long."""
+    raw = source.read(MAX_INPUT_BYTES + 1)
+    if len(raw) > MAX_INPUT_BYTES:
+        # Exit 65 like an oversized entry: the data is wrong, not the command line.
+        raise EntryValidationError("(entry)", f"at most {MAX_INPUT_BYTES} bytes of JSON input (the entry file itself at most 1 MiB)", "more")
+    return raw
+
+
+#: Dates and times without an offset are read in the system's local zone (TZ, else /etc/localtime).
+TIME = TimeParam(lambda ctx: local_zone())
+
+
+
+
+def window_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    function = click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")(function)
+    function = click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(function)
+    return click.option("--agent", type=TEXT, help="Only this agent's entries.")(function)
+
+
+def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--as-of", "as_of", type=TIME,
+                        help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.")(function)
+
+
+def current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--current-only", is_flag=True, help="Leave out entries that a later entry supersedes.")(function)
+
+
+def floor_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--floor/--no-floor", default=True, show_default=True,
+        help="With --nn, leave out entries found by meaning alone below the model's relevance floor (cosine 0.30 for the default model);"
+             " --no-floor needs --nn.",
+    )(function)
+
+
+class RootPath(click.Path):
+    """A journal directory; an empty or blank value is refused, never read as the current directory.
+
+    Path("") is ".", so `--root "$UNSET_VARIABLE"` would otherwise create or write a journal wherever the
+    command happens to run.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx)
+        return super().convert(value, param, ctx)

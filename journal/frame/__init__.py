@@ -1,0 +1,38 @@
+"""The frame both commands share: what ``ghostjournal`` and ``ghostrunner`` print and write, and how.
+
+Its faces: terminal text and tables (:mod:`.render`), typed time input (:mod:`.timeinput`),
+output files written durably and never over what they must not replace (:mod:`.outfile`), the
+self-contained HTML page (:mod:`.htmlpage`), and the loopback test (:mod:`.loopback`); the click kit
+both command groups are built on is :mod:`journal.frame.clikit`, imported by name so that the
+rest of the frame does not import click.
+"""
+
+from journal.frame.htmlpage import content_security_policy, embed_json, first_line, page, text
+from journal.frame.loopback import is_loopback_host, is_loopback_url
+from journal.frame.outfile import STDOUT, replace_durably, streamed_output, write_output
+from journal.frame.render import clip, labelled, table, text_width
+from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
+from journal.terminal import printable
+
+__all__ = [
+    "STDOUT",
+    "TIME_FORMS",
+    "clip",
+    "content_security_policy",
+    "embed_json",
+    "first_line",
+    "is_loopback_host",
+    "is_loopback_url",
+    "labelled",
+    "local_zone",
+    "page",
+    "parse_time_input",
+    "printable",
+    "replace_durably",
+    "streamed_output",
+    "table",
+    "text",
+    "text_width",
+    "write_output",
+    "zone_name",
+]
