@@ -28,15 +28,13 @@ from journal.checking import verify as _verify
 from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding.embed import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
-from journal.files._opening import undone_on_failure
+from journal.files import undone_on_failure
 from journal.files.entry import Entry
 from journal.indexing.retrieval import Digest, Hit
 from journal.ranking.context import PromptContext
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
-from journal.sync import _append
-from journal.sync._append import AppendResult
-from journal.sync._keeper import IndexKeeper, recovering, writing
-from journal.sync._reading import MAX_LIMIT, Reader, SkippedFile
+from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
+from journal.sync import append as append_payload
 
 __all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
 
@@ -175,12 +173,12 @@ class Journal:
     @writing
     def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed."""
-        return _append.append(self._keeper, payload)
+        return append_payload(self._keeper, payload)
 
     @writing
     def _append_carried(self, payload: Mapping[str, Any]) -> AppendResult:
         """:meth:`append_with_result` for an import, which checked the entry's continuity links against its whole source."""
-        return _append.append(self._keeper, payload, carried=True)
+        return append_payload(self._keeper, payload, carried=True)
 
     @writing
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:

@@ -13,6 +13,7 @@ covered or marked.
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import os
 import re
@@ -381,3 +382,57 @@ def test_the_readme_set_up_commands_are_the_ones_ci_runs() -> None:
     assert "\n```sh\npip install -e '.[test,nn]' && python -m pytest\n```\n" in readme
     assert "\npip install -e '.[test,nn]' && python -m pytest\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert readme.count("\n") <= 300
+
+
+#: A path of the packages in the text of a page: a module file or a folder.
+_CODE_PATH = re.compile(r"(?<![\w/.-])((?:journal|runner|routines)/[\w/.-]*[\w/])")
+#: A dotted name that starts with a package: a module, or a name in one.
+_DOTTED = re.compile(r"(?<![\w/.-])((?:journal|runner|routines)(?:\.\w+)+)")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether *dotted* is a module, or a name reached from the longest module that starts it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(value, name):
+                return False
+            value = getattr(value, name)
+        return True
+    return False
+
+
+def _code_names(page: str) -> tuple[set[str], set[str]]:
+    """The package paths and the dotted names *page* mentions whose second part is a module or a name of its package.
+
+    Dotted words that are no code (``runner.timezone``, a key of the configuration; ``journal.sqlite3``,
+    the index's file name) begin with a package but name nothing in it, and are left to the pages.
+    """
+    text = page_text(page)
+    paths = {match.rstrip(".") for match in _CODE_PATH.findall(text)}
+    dotted = set()
+    for found in _DOTTED.findall(text):
+        name = found.rstrip(".")
+        package, second = name.split(".")[:2]
+        if (REPO / package / second).is_dir() or (REPO / package / f"{second}.py").is_file() or hasattr(importlib.import_module(package), second):
+            dotted.add(name)
+    return paths, dotted
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_module_path_and_dotted_name_resolves(page: str) -> None:
+    """Each path of journal/, runner/ or routines/ a page names exists, and each dotted name of their code imports or is found."""
+    paths, dotted = _code_names(page)
+    missing = sorted(path for path in paths if not (REPO / path).exists())
+    unresolved = sorted(name for name in dotted if not _resolves(name))
+    assert not missing and not unresolved, f"{page}: paths that do not exist {missing}, names that do not resolve {unresolved}"
+
+
+def test_a_stale_module_name_is_found() -> None:
+    """A name of a module that moved, and a name that its module does not hold, do not resolve; a real one does."""
+    assert _resolves("journal.frame.clikit.CommandGroup") and _resolves("runner.cron.slots")
+    assert not _resolves("journal.cli.clikit.CommandGroup") and not _resolves("journal.frame.clikit.NoSuchThing")

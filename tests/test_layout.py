@@ -256,3 +256,66 @@ def test_the_architecture_page_lists_each_packages_layers_as_its_docstring_does(
         table = page.split(f"| `{package.__name__}` layer |", 1)[1].split("\n\n", 1)[0]
         listed = re.findall(rf"^\| (\w+) \| `{package.__name__}/\w+(?:/|\.py)` \| (.+) \|$", table, re.MULTILINE)
         assert listed == documented and [name for name, _ in listed] == layer_order(package.__name__, docstring)
+
+
+# The doors between folders: what another folder may import, and what the runner may take from the journal.
+
+RUNNER_DOORS = ("journal", "journal.errors", "journal.frame")  # and journal.frame's modules whose names do not start with _
+
+
+def folder(module: str, modules: dict[str, Path]) -> str:
+    """The package *module* sits in: itself for a package's ``__init__``, else its parent."""
+    return module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def door_problems(root: Path) -> list[str]:
+    """Every import through a wall: a ``_``-module of another folder, or a journal module the runner may not use."""
+    modules = all_modules(root)
+    problems = []
+    for module, path in modules.items():
+        if module.split(".")[0] not in PACKAGES:
+            continue
+        for edge in imports(module, path, modules):
+            where = f"{path.relative_to(root)}:{edge.line}"
+            private = edge.target.rpartition(".")[2].startswith("_")
+            if private and folder(edge.target, modules) != folder(module, modules):
+                problems.append(f"{where}: {module} imports {edge.target}, private to {folder(edge.target, modules)}: import its face instead")
+            is_door = edge.target in RUNNER_DOORS or (edge.target.startswith("journal.frame.") and not private)
+            if module.startswith("runner") and edge.target.startswith("journal") and not is_door:
+                problems.append(f"{where}: {module} imports {edge.target}; the runner uses only {', '.join(RUNNER_DOORS)}")
+    return problems
+
+
+def test_imports_go_through_doors() -> None:
+    """A ``_``-module is its folder's own; the runner takes from the journal only its face, its errors and the shared frame."""
+    problems = door_problems(REPO)
+    assert not problems, "imports through a wall:\n" + "\n".join(problems)
+
+
+def test_a_private_module_imported_from_another_folder_is_found(tree: Path) -> None:
+    """Reaching into another folder's ``_``-module, even inside a function, is named with its file and line and the face to use."""
+    plant(tree, "journal.ranking.search", "from journal.files._safefs import check_dir")
+    assert [p.split(": ", 1)[1] for p in door_problems(tree)] == [
+        "journal.ranking.search imports journal.files._safefs, private to journal.files: import its face instead"]
+
+
+def test_a_runner_import_of_a_journal_internal_is_found(tree: Path) -> None:
+    """The runner importing a public journal module that is no door is named too."""
+    plant(tree, "runner.run.engine", "from journal.files.entry import Entry")
+    assert [p.split(": ", 1)[1] for p in door_problems(tree)] == [
+        "runner.run.engine imports journal.files.entry; the runner uses only journal, journal.errors, journal.frame"]
+
+
+def test_each_face_exports_what_it_imports() -> None:
+    """A subpackage's ``__init__`` names in ``__all__`` every name it takes from its own modules, so a face never hides what it offers."""
+    for package in PACKAGES:
+        for init in sorted((REPO / package).rglob("__init__.py")):
+            tree_ = ast.parse(init.read_text(encoding="utf-8"))
+            own = ".".join(init.parent.relative_to(REPO).parts) + "."
+            imported = {alias.asname or alias.name for node in tree_.body if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(own)
+                        for alias in node.names}
+            exported = next((ast.literal_eval(node.value) for node in tree_.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                             and any(isinstance(t, ast.Name) and t.id == "__all__" for t in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+                             and node.value is not None), None)
+            assert exported is not None, f"{init.relative_to(REPO)} has no __all__"
+            assert imported <= set(exported), f"{init.relative_to(REPO)} imports but does not export {sorted(imported - set(exported))}"

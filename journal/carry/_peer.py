@@ -27,9 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal.errors import EntryValidationError, ImportSourceError, UnsafePathError
-from journal.files._json import show_value
-from journal.files._safefs import describe, open_regular
-from journal.files._schema import require_object
+from journal.files import describe, open_regular, require_object, show_value
 from journal.files.entry import MAX_INPUT_BYTES, Entry, json_depth_exceeds, parse_json_payload, parse_timestamp
 
 __all__ = ["PEER_FILE_LIMIT", "PEER_FORMAT", "PeerFile", "check_peer_agent", "peer_entry", "peer_files", "read_peer_manifest"]

@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
-from journal.files._fsync import fsync_directory
-from journal.files._safefs import DIR_MODE, FILE_MODE, check_dir
+from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
 
 if TYPE_CHECKING:
     from journal.checking.verify import VerifyReport
-    from journal.sync._keeper import IndexKeeper
+    from journal.sync import IndexKeeper
 
 __all__ = ["BackupReport", "backup"]
 

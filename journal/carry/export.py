@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 from journal.errors import EntryFileError, UnsafePathError
 from journal.files.entry import SCHEMA_VERSION, Entry, canonical_json, check_text_arguments
 from journal.files.store import EntryStore
-from journal.indexing._scope import bound
+from journal.indexing import bound
 from journal.indexing.index import Window
-from journal.sync._reading import load_entry
+from journal.sync import load_entry
 
 if TYPE_CHECKING:
-    from journal.sync._keeper import IndexKeeper
+    from journal.sync import IndexKeeper
 
 __all__ = ["EXPORT_FORMAT_VERSION", "FORMATS", "MANIFEST_KEYS", "MANIFEST_MEMBER", "ExportManifest", "export"]
 

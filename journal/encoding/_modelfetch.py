@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from journal.errors import SemanticUnavailableError
-from journal.files._storage import storage_error
+from journal.files import storage_error
 from journal.frame import is_loopback_host
 
 __all__ = ["DEFAULT_INDEX", "MODEL_DIR_NAME", "fetch_default_model", "installed_model_dir", "model_dirs", "verify_model_dir"]

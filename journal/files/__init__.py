@@ -4,4 +4,52 @@ The Entry record, its schema and canonical JSON, the no-clobber store, the manif
 lock, safe paths, durable fsync and output files, and what opening a directory relies on.
 """
 
-__all__: list[str] = []
+from journal.files._forking import watch_for_fork
+from journal.files._fsync import fsync_directory
+from journal.files._json import json_depth_exceeds, json_type_name, show_value
+from journal.files._lock import WriteLock, current_boot_id
+from journal.files._manifest import Manifest, create_manifest, load_manifest
+from journal.files._opening import ensure_dir, may_fall_back, undone_on_failure
+from journal.files._safefs import (
+    DIR_MODE,
+    FILE_MODE,
+    Owner,
+    check_dir,
+    check_regular,
+    describe,
+    journal_owner,
+    make_dir,
+    open_regular,
+    take_ownership,
+)
+from journal.files._schema import require_object
+from journal.files._storage import storage_error, storage_errors
+
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "Manifest",
+    "Owner",
+    "WriteLock",
+    "check_dir",
+    "check_regular",
+    "create_manifest",
+    "current_boot_id",
+    "describe",
+    "ensure_dir",
+    "fsync_directory",
+    "journal_owner",
+    "json_depth_exceeds",
+    "json_type_name",
+    "load_manifest",
+    "make_dir",
+    "may_fall_back",
+    "open_regular",
+    "require_object",
+    "show_value",
+    "storage_error",
+    "storage_errors",
+    "take_ownership",
+    "undone_on_failure",
+    "watch_for_fork",
+]

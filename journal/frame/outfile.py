@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from journal.errors import JournalStorageError, UnsafePathError
-from journal.files._fsync import fsync_directory
-from journal.files._safefs import FILE_MODE, check_regular
+from journal.files import FILE_MODE, check_regular, fsync_directory
 
 __all__ = ["STDOUT", "replace_durably", "streamed_output", "write_output"]
 

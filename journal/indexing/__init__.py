@@ -4,4 +4,17 @@ Its tables, lexical search, kept vectors, the scope of a read, hits and digests.
 an entry file: the entries it indexes are handed to it.
 """
 
-__all__: list[str] = []
+from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE
+from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
+from journal.indexing._tables import FTS_COLUMNS
+
+__all__ = [
+    "ENCODER_PREFIX",
+    "ENCODER_RANGE",
+    "FTS_COLUMNS",
+    "Scope",
+    "bound",
+    "cutoff",
+    "positive",
+    "shown_key",
+]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from journal.files._safefs import Owner, check_dir, check_regular, open_regular
+from journal.files import Owner, check_dir, check_regular, open_regular
 
 __all__ = ["Database", "IndexCorruptError", "corruption_guard"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from journal.files._safefs import Owner
+from journal.files import Owner
 from journal.files.entry import Entry, utc_key
 from journal.indexing._fts import SearchRow, TextSearch, fts_query, query_terms
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside

@@ -171,6 +171,6 @@ def one_blas_thread(journal: Journal) -> contextlib.AbstractContextManager[None]
     """
     if journal.encoder is None:
         return contextlib.nullcontext()
-    from journal.encoding._minilm import one_blas_thread as limit
+    from journal.encoding import one_blas_thread as limit
 
     return limit

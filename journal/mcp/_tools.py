@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from journal.api import Journal
-from journal.files._json import json_type_name, show_value
+from journal.files import json_type_name, show_value
 from journal.files.entry import Entry, check_text_arguments
 from journal.mcp._schemas import append_input, entry_schema, read_inputs, result_schemas
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Final
 
 from journal.errors import SemanticUnavailableError
 from journal.files.entry import Entry, check_text_arguments, show_value
-from journal.indexing._scope import Scope, bound, cutoff, positive
+from journal.indexing import Scope, bound, cutoff, positive
 from journal.indexing.index import Index, IndexRow, Window
 from journal.indexing.retrieval import Hit
 from journal.ranking._corrections import order_corrections
 from journal.ranking.context import PromptContext, build_prompt_context
 from journal.ranking.fusion import FUSION, fuse, needs_partial
-from journal.sync._reading import Reader
+from journal.sync import Reader
 
 if TYPE_CHECKING:
     from journal.encoding.semantic import SemanticIndex, Vector

@@ -4,4 +4,19 @@ Opening it, keeping its index in step with the entry files, the durable append, 
 that check each index row against its file.
 """
 
-__all__: list[str] = []
+from journal.sync._append import AppendResult, append
+from journal.sync._keeper import IndexKeeper, recovering, writing
+from journal.sync._reading import MAX_LIMIT, Reader, SkippedFile, first_of_each, load_entry
+
+__all__ = [
+    "MAX_LIMIT",
+    "AppendResult",
+    "IndexKeeper",
+    "Reader",
+    "SkippedFile",
+    "append",
+    "first_of_each",
+    "load_entry",
+    "recovering",
+    "writing",
+]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal.errors import ClientKeyTakenError, DuplicateEntryError, EntryFileError, EntryValidationError, UnsafePathError
-from journal.files._storage import storage_error, storage_errors
+from journal.files import storage_error, storage_errors
 from journal.files.entry import Entry, show_value
 from journal.files.store import EntryStore, check_entry_path
 from journal.indexing.index import IndexCorruptError

@@ -24,12 +24,21 @@ from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
 from journal.encoding.embed import Encoder
 from journal.errors import JournalClosedError, JournalNotFoundError
-from journal.files._forking import watch_for_fork
-from journal.files._lock import WriteLock, current_boot_id
-from journal.files._manifest import Manifest, create_manifest, load_manifest
-from journal.files._opening import ensure_dir, may_fall_back
-from journal.files._safefs import Owner, journal_owner, make_dir
-from journal.files._storage import storage_error, storage_errors
+from journal.files import (
+    Manifest,
+    Owner,
+    WriteLock,
+    create_manifest,
+    current_boot_id,
+    ensure_dir,
+    journal_owner,
+    load_manifest,
+    make_dir,
+    may_fall_back,
+    storage_error,
+    storage_errors,
+    watch_for_fork,
+)
 from journal.files.entry import Entry, utc_key
 from journal.files.store import EntryStore
 from journal.indexing.index import INDEX_SCHEMA_VERSION, Index, IndexCorruptError, IndexState

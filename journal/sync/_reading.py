@@ -19,11 +19,10 @@ from datetime import datetime
 from typing import Final, Protocol
 
 from journal.errors import EntryFileError, EntryNotFoundError, EntryValidationError, UnsafePathError
-from journal.files._lock import WriteLock
-from journal.files._storage import storage_error
+from journal.files import WriteLock, storage_error
 from journal.files.entry import Entry, check_entry_id, check_text_arguments, entry_from_json_bytes, utc_key
 from journal.files.store import EntryStore, ScanProblem, check_entry_path
-from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
+from journal.indexing import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.index import Index, IndexRow, Window
 from journal.indexing.retrieval import Digest, compute_digest, row_of_entry
 

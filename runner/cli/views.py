@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Final
 
+from journal.frame import printable
 from journal.frame.render import labelled, table
-from journal.terminal import printable
 
 __all__ = ["TerminalProgress", "show_run", "show_simulation"]
 

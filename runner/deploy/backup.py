@@ -33,7 +33,7 @@ from journal import Journal, JournalNotFoundError
 from journal.errors import JournalStorageError, UnsafePathError
 from journal.frame.outfile import replace_durably
 from runner.run.pauses import PauseBook
-from runner.settings._model import RunnerConfig
+from runner.settings import RunnerConfig
 
 __all__ = ["MARKER", "DeploymentBackup", "backup_deployment", "backup_into", "prune_backups"]
 

@@ -20,7 +20,7 @@ from celery import Celery
 
 from runner.errors import ConfigError
 from runner.fleet.tasks import run_slot_task
-from runner.settings._model import FleetConfig
+from runner.settings import FleetConfig
 from runner.settings.config import RunnerConfig
 
 __all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "broker_url", "fleet_app", "fleet_of"]

@@ -37,7 +37,7 @@ from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
 from runner.fleet.tasks import hold_shard
 from runner.monitor.logs import configure_logging
-from runner.run._memory import open_journal
+from runner.run import open_journal
 from runner.run.engine import open_failure
 from runner.schedule.catchup import UnusableAgent
 from runner.schedule.deployment_lock import DeploymentLock

@@ -4,4 +4,8 @@ Its contract (identity, outcome, result line), the engine, its worker process, r
 lock and later runs of a failed slot, pauses, the journal's memory, simulation and the demo.
 """
 
-__all__: list[str] = []
+from runner.run._memory import open_journal
+
+__all__ = [
+    "open_journal",
+]

@@ -30,7 +30,7 @@ from journal import (
 )
 from runner.errors import ConfigError, RunnerError
 from runner.run.provenance import check_journal
-from runner.settings._model import AgentConfig
+from runner.settings import AgentConfig
 
 __all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "memory_in_use", "open_journal"]
 

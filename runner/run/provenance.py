@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from journal import Journal
 from runner.errors import MixedJournalError
-from runner.settings._model import AgentConfig, RunnerConfig
+from runner.settings import AgentConfig, RunnerConfig
 
 __all__ = [
     "allow_mixing",

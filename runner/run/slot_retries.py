@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from runner.cron.slots import CronSchedule, cron_trigger
 from runner.run.contract import Outcome, RunResult
-from runner.settings._model import RunnerConfig
+from runner.settings import RunnerConfig
 
 __all__ = ["needs_rerun", "next_fire_after", "rerun_time", "slot_rerun_time"]
 

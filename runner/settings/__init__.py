@@ -4,4 +4,10 @@ Bounded TOML, the host's defaults, personas, the validated records and their sch
 ``[fleet]`` and ``[backup]`` tables.
 """
 
-__all__: list[str] = []
+from runner.settings._model import AgentConfig, FleetConfig, RunnerConfig
+
+__all__ = [
+    "AgentConfig",
+    "FleetConfig",
+    "RunnerConfig",
+]
