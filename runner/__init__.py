@@ -8,6 +8,7 @@ Layers, bottom-up: a module imports from its own layer and those listed before i
 listed after it (tests/test_layout.py holds every import to this, and finds no import circle)::
 
     errors:   the exception tree
+    processes: processes and signals: what a program left behind, a signal's name, deferred signals
     cron:     schedules as times
     settings: the configuration and the state directory
     backends: the Backend protocol and its implementations

@@ -41,15 +41,13 @@ from typing import Any, Final
 
 from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
+from runner.processes import kill_marked, pipe_inode, signal_name
 from runner.settings.config import BackendSettings
 
-__all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "reply_from_output", "signal_name"]
+__all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "reply_from_output"]
 
 #: Set in the program's environment to a fresh value per call; its descendants inherit it.
 MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
-#: Set by ``serve`` in a worker's environment to its run_id: the worker's helpers inherit it, so that
-#: serve can end them itself after SIGKILLing a stuck worker (which then cleans up nothing).
-WORKER_MARKER_VARIABLE: Final = "GHOSTRUNNER_WORKER_RUN"
 _STDERR_TAIL: Final = 64 * 1024
 _CHUNK: Final = 64 * 1024
 #: After the program exits and its leftovers are killed, how long the pipes may take to close.
@@ -75,91 +73,6 @@ def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> 
     return parse_reply_text(text, backend)
 
 
-def _pipe_inode(fd: int) -> int | None:
-    try:
-        return os.fstat(fd).st_ino
-    except OSError:
-        return None
-
-
-def _holds_pipe(pid: int, links: set[str]) -> bool:
-    try:
-        names = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for name in names:
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/{pid}/fd/{name}") in links:
-                return True
-    return False
-
-
-def _is_gone(pid: int) -> bool:
-    """Whether *pid* has died (a zombie waiting for its parent has)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            stat = stat_file.read()
-    except OSError:
-        return True
-    return stat[stat.rindex(b")") + 2 :][:1] in (b"Z", b"X")
-
-
-def _leftovers(session: int, marker: bytes, pipes: set[int]) -> list[int]:
-    """Live processes (Linux /proc) in *session* or its group, carrying *marker*, or holding one of the *pipes*."""
-    me = os.getpid()
-    links = {f"pipe:[{inode}]" for inode in pipes}
-    found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in entries:
-        if not name.isdigit() or int(name) == me:
-            continue
-        pid = int(name)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat_file:
-                stat = stat_file.read()
-            # The fields after the command's closing parenthesis: state, ppid, pgrp, session, ...
-            state, _ppid, pgrp, sid = stat[stat.rindex(b")") + 2 :].split()[:4]
-            if state in (b"Z", b"X"):
-                continue
-            if int(pgrp) == session or int(sid) == session:
-                found.append(pid)
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as environ_file:
-                if marker in environ_file.read().split(b"\0"):
-                    found.append(pid)
-                    continue
-        except (OSError, ValueError):
-            continue
-        if links and _holds_pipe(pid, links):
-            found.append(pid)
-    return found
-
-
-def kill_marked(session: int, marker: bytes, pipes: set[int] | None = None) -> None:
-    """SIGKILL every live process in *session* or its group, carrying *marker* (``NAME=value``), or holding one of *pipes*.
-
-    Waits (bounded, 2 s) until they are dead, so that nothing outlives the caller's cleanup.
-    """
-    killed: set[int] = set()
-    for _ in range(8):  # a process may fork while the table is read; read it again until nothing is left
-        leftovers = [pid for pid in _leftovers(session, marker, pipes or set()) if pid not in killed]
-        if not leftovers:
-            break
-        for pid in leftovers:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-            killed.add(pid)
-    # SIGKILL takes effect asynchronously.
-    gone_by = time.monotonic() + 2.0
-    while killed and time.monotonic() < gone_by:
-        killed = {pid for pid in killed if not _is_gone(pid)}
-        if killed:
-            time.sleep(0.005)
-
-
 class _Call:
     """One run of the program: feeds stdin, reads stdout and stderr against the deadline, and cleans up after it."""
 
@@ -169,7 +82,7 @@ class _Call:
         if process.stdin is None or process.stdout is None or process.stderr is None:
             raise ValueError("the program must be started with stdin, stdout and stderr as pipes")
         self.streams: Final = (process.stdin, process.stdout, process.stderr)
-        self.pipes = {inode for inode in (_pipe_inode(f.fileno()) for f in self.streams) if inode is not None}
+        self.pipes = {inode for inode in (pipe_inode(f.fileno()) for f in self.streams) if inode is not None}
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.exited = False
@@ -263,16 +176,6 @@ class _Call:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
-
-
-def signal_name(number: int) -> str:
-    """The name of signal *number*: SIGKILL, SIGRTMIN+6 (real-time signals have no name of their own), or the number."""
-    try:
-        return signal.Signals(number).name
-    except ValueError:  # a real-time signal other than SIGRTMIN/SIGRTMAX is valid but no enum member
-        if signal.SIGRTMIN < number < signal.SIGRTMAX:
-            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
-        return str(number)
 
 
 class CommandBackend:

@@ -10,13 +10,16 @@ this module, so that the three agree by construction:
 * :class:`Outcome` is the closed set of what a run can end in;
 * :meth:`RunResult.to_json_line` and :meth:`RunResult.from_json_line` are the
   result's JSON form, both ways;
-* :meth:`RunIdentity.log_finished` is the only writer of ``run.finished``.
+* :meth:`RunIdentity.log_finished` is the only writer of ``run.finished``, called by
+  :meth:`RunEnding.end`, which ends a run once, and by ``serve`` for a worker
+  that died before it could end its own run.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, tzinfo
 from enum import StrEnum
@@ -28,8 +31,9 @@ from journal.errors import restored_error
 from routines import Routine
 from runner.cron.slots import client_key, slot_for
 from runner.errors import MalformedResultError
+from runner.processes import signals_deferred
 
-__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunIdentity", "RunInterrupted", "RunResult"]
+__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunEnding", "RunIdentity", "RunInterrupted", "RunResult", "signal_exit_code"]
 
 log = structlog.get_logger()
 
@@ -256,3 +260,47 @@ class RunInterrupted(SystemExit):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (restored_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def signal_exit_code(exc: KeyboardInterrupt | SystemExit) -> int | str | None:
+    """The exit code a process ended by *exc* goes with: SystemExit's own (143 from SIGTERM's handler), 130 for Ctrl-C."""
+    return exc.code if isinstance(exc, SystemExit) else 130
+
+
+class RunEnding:
+    """The one end of one run: its ``run.finished`` logged and its result handed on, once, whichever end comes first.
+
+    A run can end in many places: its work done, its slot busy, a pause, a
+    journal that cannot be opened, a signal while it waits, opens or appends.
+    Each calls :meth:`end`; the first call logs the line and hands the result to
+    *on_result*, and every later call returns that same result and does
+    nothing else. The line and the hand-off happen with signals deferred, so
+    that a run never logs its outcome without reporting it, and a signal that
+    lands between two ends cannot make a second line.
+    """
+
+    def __init__(self, identity: RunIdentity, *, dry_run: bool = False, on_result: Callable[[RunResult], object] | None = None) -> None:
+        self.identity = identity
+        self.dry_run = dry_run
+        self._on_result = on_result
+        self.result: RunResult | None = None
+
+    def end(
+        self, outcome: Outcome, *, entry_id: str | None = None, duration_ms: float = 0.0, error: str | None = None,
+        entry: dict[str, Any] | None = None, fault: str | None = None, reason: str | None = None, attempts: int = 0,
+        permanent: bool = False,
+    ) -> RunResult:
+        """End the run with these fields, unless it has ended: then its result as it ended (see the class)."""
+        with signals_deferred():
+            if self.result is None:
+                self.identity.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=self.dry_run,
+                                           reason=reason, attempts=attempts)
+                self.result = RunResult(self.identity, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry,
+                                        fault=fault, reason=reason, attempts=attempts, permanent=permanent)
+                if self._on_result is not None:
+                    self._on_result(self.result)
+            return self.result
+
+    def interrupted(self, exc: KeyboardInterrupt | SystemExit, *, error: str | None, outcome: Outcome = Outcome.FAILED, **fields: Any) -> RunInterrupted:
+        """What to raise when SIGTERM or SIGINT (*exc*) ends the run: the run ended first, as *outcome* with *error*, if it had not."""
+        return RunInterrupted(self.end(outcome, error=error, **fields), signal_exit_code(exc))

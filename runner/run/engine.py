@@ -29,15 +29,10 @@ interrupted run never says "no entry" for an entry it appended or found.
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, tzinfo
-from types import FrameType
-from typing import Any, Final
+from typing import Any
 
 import structlog
 
@@ -47,36 +42,18 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
+from runner.processes import process_age, signals_deferred
 from runner.run._memory import memory_in_use, open_journal
-from runner.run.contract import REASON_PAUSED, Outcome, RunIdentity, RunInterrupted, RunResult
+from runner.run.contract import REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
 from runner.settings.config import AgentConfig, RunnerConfig
 from runner.settings.state_dir import state_dir
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "process_age", "run_at", "run_slot"]
-
-_DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "run_at", "run_slot"]
 
 log = structlog.get_logger()
-
-
-def process_age() -> float:
-    """Seconds since this process started (Linux; 0.0 where that cannot be read).
-
-    ``serve`` starts its clock on a worker when it spawns the process, so a
-    worker measures ``run_timeout`` from its own start, not from when Python
-    got round to the run.
-    """
-    try:
-        with open("/proc/self/stat", "rb") as stat_file:
-            stat = stat_file.read()
-        ticks = int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return 0.0
-    return min(max(age, 0.0), 3600.0)
 
 
 def backend_deadline(started: float, run_timeout: float | None) -> float | None:
@@ -89,42 +66,6 @@ def backend_deadline(started: float, run_timeout: float | None) -> float | None:
     if run_timeout is None:
         return None
     return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGTERM and SIGINT for the block, then hand the first one to its handler.
-
-    The handler of ``ghostrunner run`` raises SystemExit wherever the main
-    thread happens to be. Inside an append that can be after the entry file
-    got its name and before the run recorded the outcome, so the run would be
-    logged as failed with no entry while the entry is there. The block is
-    short (one journal call and two assignments), bounded by the journal's
-    lock timeout. Only the main thread can set handlers; elsewhere (a
-    simulation worker thread) signals do not reach the run anyway.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[tuple[int, FrameType | None]] = []
-    previous: dict[int, Any] = {}
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append((signum, frame))
-
-    for sig in _DEFERRED_SIGNALS:
-        handler = signal.getsignal(sig)
-        if callable(handler):  # SIG_DFL and SIG_IGN are the kernel's business
-            previous[sig] = handler
-            signal.signal(sig, hold)
-    try:
-        yield
-    finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
-        if held:
-            signum, frame = held[0]
-            previous[signum](signum, frame)
 
 
 def _fields_from_backend(
@@ -156,26 +97,6 @@ def _fields_from_backend(
         raise exc.for_agent(agent.name) from None
 
 
-def _finish(
-    run: RunIdentity, *, outcome: Outcome, entry_id: str | None, duration_ms: float, error: str | None, entry: dict[str, Any] | None = None,
-    dry_run: bool = False, fault: str | None = None, on_result: Callable[[RunResult], object] | None = None, reason: str | None = None,
-    attempts: int = 0, permanent: bool = False,
-) -> RunResult:
-    """Log *run*'s one ``run.finished`` line, hand the result to *on_result*, and return it.
-
-    The line and *on_result* (``ghostrunner run`` prints the result there, for
-    serve) happen with signals deferred, so that a run never logs its outcome
-    without reporting it.
-    """
-    with _signals_deferred():
-        run.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=dry_run, reason=reason, attempts=attempts)
-        result = RunResult(run, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry, fault=fault,
-                           reason=reason, attempts=attempts, permanent=permanent)
-        if on_result is not None:
-            on_result(result)
-    return result
-
-
 def execute_run(
     journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
     dry_run: bool = False, run_id: str | None = None, run_timeout: float | None = None,
@@ -203,9 +124,18 @@ def execute_run(
     Raises:
         RunInterrupted: SIGTERM or SIGINT ended the run; it carries the result, already logged and reported.
     """
+    ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
+    return _execute(journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout)
+
+
+def _execute(
+    journal: Journal, ending: RunEnding, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
+    run_timeout: float | None,
+) -> RunResult:
+    """:func:`execute_run` for the run *ending* will end."""
     started = time.perf_counter()
     deadline = backend_deadline(time.monotonic(), run_timeout)
-    run = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    run, dry_run = ending.identity, ending.dry_run
     scheduled = scheduled.astimezone(tz)
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
     outcome: Outcome = Outcome.FAILED
@@ -214,7 +144,6 @@ def execute_run(
     would_be: dict[str, Any] | None = None
     fault: str | None = None
     permanent = False
-    reported: list[RunResult] = []  # filled inside finish's deferred block, before a held signal can act
 
     def on_retry(attempt: int, delay: float, exc: BackendError) -> None:
         log.warning("run.retry", **run.fields(scheduled=False), attempt=attempt, delay=round(delay, 3), error=str(exc.for_agent(agent.name)))
@@ -222,18 +151,13 @@ def execute_run(
     settings = agent.backend
     retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
 
-    def report(result: RunResult) -> None:
-        reported.append(result)
-        if on_result is not None:
-            on_result(result)
-
     try:
         # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
         log.info("run.started", **run.fields(), memory=memory_in_use(journal))
         try:
             # Only spares a backend call: the append's client_key check is what
             # guarantees one entry per slot.
-            with _signals_deferred():
+            with signals_deferred():
                 existing = journal.find_by_client_key(key, agent=agent.name)
                 if existing is not None:
                     outcome, entry_id = Outcome.DUPLICATE, existing.id
@@ -259,7 +183,7 @@ def execute_run(
                         would_be = validate_payload(payload)
                         outcome = Outcome.SKIPPED
                     else:
-                        with _signals_deferred():
+                        with signals_deferred():
                             appended = journal.append_with_result(payload)
                             outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
                             entry_id = appended.entry.id
@@ -271,18 +195,16 @@ def execute_run(
         except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
             error = f"{type(exc).__name__}: {exc}"
             log.exception("run.error", **run.fields(scheduled=False))
-        return _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                          entry=would_be, dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts, permanent=permanent)
+        return ending.end(outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
+                          entry=would_be, fault=fault, attempts=retrier.attempts, permanent=permanent)
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
         # the run here; it still gets its one run.finished line before the process goes
         # (unless that line was just written and reported: then the signal came right after it).
-        if not reported:
-            if outcome is Outcome.FAILED:
-                error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-            _finish(run, outcome=outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                       dry_run=dry_run, fault=fault, on_result=report, attempts=retrier.attempts)
-        raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
+        if outcome is Outcome.FAILED:
+            error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
+        raise ending.interrupted(exc, outcome=outcome, error=error, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                                 fault=fault, attempts=retrier.attempts) from exc
 
 
 def open_failure(agent: AgentConfig, exc: RunnerError | JournalError | OSError) -> tuple[str, str | None]:
@@ -322,29 +244,26 @@ def run_slot(
             up) or closed, or while the run waited for the slot lock; the
             run's one ``run.finished`` is logged and reported first.
     """
-    identity = RunIdentity.of(agent.name, routine, scheduled, tz, run_id)
+    ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
+    return _run_slot(ending, agent, routine, scheduled, backend=backend, tz=tz, run_timeout=run_timeout, slot_lock=slot_lock)
+
+
+def _run_slot(
+    ending: RunEnding, agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo,
+    run_timeout: float | None, slot_lock: SlotLock | None,
+) -> RunResult:
+    """:func:`run_slot` for the run *ending* will end."""
     try:
         journal = open_journal(agent)  # a run writes: a journal it cannot write fails it at once
     except (RunnerError, JournalError, OSError) as exc:
         error, fault = open_failure(agent, exc)
-        return _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, fault=fault, on_result=on_result)
+        return ending.end(Outcome.FAILED, error=error, fault=fault)
     except (KeyboardInterrupt, SystemExit) as exc:
-        error = "interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again"
-        result = _finish(identity, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0, error=error, dry_run=dry_run, on_result=on_result)
-        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
-
-    def finish(seen: Callable[[RunResult], object], **fields: Any) -> RunResult:  # a run that ends without its work (busy, ...)
-        def report(result: RunResult) -> None:
-            seen(result)
-            if on_result is not None:
-                on_result(result)
-
-        return _finish(identity, dry_run=dry_run, on_result=report, **fields)
-
+        raise ending.interrupted(exc, error="interrupted by a signal while the journal was being opened; the slot has no entry from this run "
+                                            "and can be run again") from exc
     try:
-        result = run_in_turn(identity, slot_lock, finish, lambda: execute_run(
-            journal, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, dry_run=dry_run, run_id=identity.run_id,
-            run_timeout=run_timeout, on_result=on_result))
+        result = run_in_turn(ending, slot_lock, lambda: _execute(
+            journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout))
     except BaseException:
         journal.close()
         raise
@@ -352,7 +271,7 @@ def run_slot(
         journal.close()
     except (KeyboardInterrupt, SystemExit) as exc:
         # The run has finished, logged and reported its outcome; the process just goes.
-        raise RunInterrupted(result, exc.code if isinstance(exc, SystemExit) else 130) from exc
+        raise ending.interrupted(exc, error="interrupted by a signal") from exc
     return result
 
 
@@ -365,11 +284,15 @@ def held_by_pause(
     be read fails the run with its error (the run cannot know whether it may
     call its backend). Either way its one ``run.finished`` is logged here.
     """
-    paused, error, fault = pause_of(config, identity.agent, identity.routine)
+    return _held_by_pause(config, RunEnding(identity, dry_run=dry_run, on_result=on_result))
+
+
+def _held_by_pause(config: RunnerConfig, ending: RunEnding) -> RunResult | None:
+    """:func:`held_by_pause` for the run *ending* will end."""
+    paused, error, fault = pause_of(config, ending.identity.agent, ending.identity.routine)
     if not paused and error is None:
         return None
-    return _finish(identity, outcome=Outcome.FAILED if error else Outcome.SKIPPED, entry_id=None, duration_ms=0.0, error=error,
-                   dry_run=dry_run, fault=fault, on_result=on_result, reason=None if error else REASON_PAUSED)
+    return ending.end(Outcome.FAILED if error else Outcome.SKIPPED, error=error, fault=fault, reason=None if error else REASON_PAUSED)
 
 
 def run_at(
@@ -405,7 +328,8 @@ def run_at(
     scheduled = latest_fire_time(cron_trigger(routine_config.schedule, config.timezone), at)
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
-    held = held_by_pause(config, RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    ending = RunEnding(RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    held = _held_by_pause(config, ending)
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held
     backend = None if routine_config.is_digest else build_backend(agent_config)
@@ -413,5 +337,5 @@ def run_at(
         run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
     slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
-    return run_slot(agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, dry_run=dry_run, run_id=run_id,
-                    run_timeout=run_timeout, on_result=on_result, slot_lock=slot_lock)
+    return _run_slot(ending, agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, run_timeout=run_timeout,
+                     slot_lock=slot_lock)

@@ -33,7 +33,7 @@ import structlog
 
 from journal import JournalStorageError
 from runner.errors import RunnerError
-from runner.run.contract import REASON_SLOT_LOCKED, Outcome, RunIdentity, RunInterrupted, RunResult
+from runner.run.contract import REASON_SLOT_LOCKED, Outcome, RunEnding, RunIdentity, RunInterrupted, RunResult
 from runner.settings.state_dir import ensure_state_dir, hand_over
 
 __all__ = ["SlotLock", "Turn", "run_in_turn", "take_turn"]
@@ -139,25 +139,17 @@ def take_turn(identity: RunIdentity, lock: SlotLock | None) -> Turn:
     return Turn(waited_ms=waited_ms, lock=lock)
 
 
-def run_in_turn(
-    identity: RunIdentity, lock: SlotLock | None, finish: Callable[..., RunResult], work: Callable[[], RunResult],
-) -> RunResult:
-    """Do the run's *work* holding *lock*; or end it with *finish*: busy, a refused state directory, or a signal while waiting.
-
-    *finish* takes the callback that sees the result once it is logged and
-    reported, then the fields of the result (``outcome``, ``entry_id``,
-    ``duration_ms``, ``error``, ``fault``, ``reason``); *work* reports its own.
+def run_in_turn(ending: RunEnding, lock: SlotLock | None, work: Callable[[], RunResult]) -> RunResult:
+    """Do the run's *work* holding *lock*; or end the run (*ending*): busy, a refused state directory, or a signal while waiting.
 
     Raises:
         RunInterrupted: SIGTERM or SIGINT while the run waited for the lock (or
             right after a busy run was reported); its one ``run.finished`` is logged and reported first.
     """
-    reported: list[RunResult] = []
     try:
-        turn = take_turn(identity, lock)
+        turn = take_turn(ending.identity, lock)
         if turn.outcome is not None:
-            return finish(reported.append, outcome=turn.outcome, entry_id=None, duration_ms=turn.waited_ms, error=turn.error,
-                          fault=turn.fault, reason=turn.reason)
+            return ending.end(turn.outcome, duration_ms=turn.waited_ms, error=turn.error, fault=turn.fault, reason=turn.reason)
         try:
             return work()
         finally:
@@ -165,7 +157,5 @@ def run_in_turn(
     except RunInterrupted:
         raise  # the work's own: logged and reported already
     except (KeyboardInterrupt, SystemExit) as exc:
-        if not reported:
-            finish(reported.append, outcome=Outcome.FAILED, entry_id=None, duration_ms=0.0,
-                   error="interrupted by a signal while waiting for the slot lock; the slot has no entry from this run and can be run again")
-        raise RunInterrupted(reported[0], exc.code if isinstance(exc, SystemExit) else 130) from exc
+        raise ending.interrupted(exc, error="interrupted by a signal while waiting for the slot lock; the slot has no entry from this run "
+                                            "and can be run again") from exc

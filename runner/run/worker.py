@@ -22,8 +22,8 @@ from typing import Final
 
 import structlog
 
-from runner.backends.command import WORKER_MARKER_VARIABLE, kill_marked, signal_name
 from runner.errors import MalformedResultError
+from runner.processes import WORKER_MARKER_VARIABLE, kill_marked, signal_name
 from runner.run.contract import Outcome, RunIdentity, RunResult
 from runner.settings.config import RunnerConfig
 

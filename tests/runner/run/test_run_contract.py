@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from routines import Routine
 from runner.errors import MalformedResultError
-from runner.run.contract import OUTCOMES, SUCCESS_OUTCOMES, Outcome, RunIdentity, RunResult
+from runner.run.contract import OUTCOMES, SUCCESS_OUTCOMES, Outcome, RunEnding, RunIdentity, RunResult
 
 BERLIN = ZoneInfo("Europe/Berlin")
 EVENING = Routine(name="evening", kind="evening", schedule="0 21 * * *", slot="day", question="q", window=timedelta(days=1), prompt="p")
@@ -90,3 +90,26 @@ def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> Non
     assert set(logs[0]) == {"event", "log_level", "run_id", "agent", "routine", "slot", "client_key", "scheduled", "entry_id", "outcome",
                             "duration_ms", "error", "dry_run", "reason", "attempts"}
     assert logs[0]["attempts"] == 2
+
+
+def test_a_run_ends_once_whichever_end_comes_first() -> None:
+    """The first end logs the one run.finished and hands the result on; a later end, or a signal after it, repeats nothing."""
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
+    handed: list[RunResult] = []
+    ending = RunEnding(identity, on_result=handed.append)
+    with capture_logs() as logs:
+        first = ending.end(Outcome.BUSY, duration_ms=12.5, reason="slot_locked")
+        second = ending.end(Outcome.APPENDED, entry_id="e-1")
+        interrupted = ending.interrupted(SystemExit(143), error="interrupted by a signal")
+    assert [log["event"] for log in logs] == ["run.finished"] and logs[0]["outcome"] == "busy"
+    assert handed == [first] and second is first and interrupted.result is first and interrupted.code == 143
+
+
+def test_a_signal_before_any_end_ends_the_run_failed_with_its_error_and_code() -> None:
+    """Ctrl-C before the run ended: one failed run.finished with the error given, and exit code 130."""
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
+    ending = RunEnding(identity, dry_run=True)
+    with capture_logs() as logs:
+        interrupted = ending.interrupted(KeyboardInterrupt(), error="interrupted while waiting")
+    assert [(log["outcome"], log["error"], log["dry_run"]) for log in logs] == [("failed", "interrupted while waiting", True)]
+    assert interrupted.code == 130 and interrupted.result.outcome is Outcome.FAILED and ending.result is interrupted.result
