@@ -7,7 +7,7 @@ configuration that differs between hosts) is refused with
 ``fleet.task_refused`` and acknowledged, since no retry can fix it.
 
 A run that failed for a transient reason is run again, as under ``serve``
-(:mod:`runner.run.slot_retries`): at most ``runner.slot_retries`` times, the
+(:mod:`runner.schedule.reruns`): at most ``runner.slot_retries`` times, the
 first ``runner.slot_retry_delay`` later and doubling, while the routine has
 not fired again. A rerun is a new task of the same slot, so its client key
 makes it find the entry if one got there meanwhile.
@@ -26,7 +26,7 @@ from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import NoScheduledTimeError, UnknownNameError
 from runner.run.contract import RunInterrupted, RunResult
 from runner.run.engine import run_at
-from runner.run.slot_retries import needs_rerun, slot_rerun_time
+from runner.schedule.reruns import planned_rerun
 from runner.settings.config import RunnerConfig
 
 __all__ = ["ShardWork", "hold_shard", "run_slot_task"]
@@ -72,17 +72,12 @@ def _refuse(task: Task, agent: object, routine: object, scheduled: object, error
 
 def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: str, routine: str, scheduled: datetime) -> None:
     """Publish the slot's next run after a transient failure, while retries and the slot's time last (raises celery's Retry)."""
-    if not needs_rerun(result):
-        return
     config = work.config
-    rerun = int(task.request.retries or 0) + 1
     now = datetime.now(UTC)
-    when = slot_rerun_time(config, routine, scheduled, rerun=rerun, failed_at=now)
+    when = planned_rerun(config, result, agent=agent, routine=routine, slot=result.slot if result is not None else None, scheduled=scheduled,
+                         scheduled_text=scheduled.isoformat(), rerun=int(task.request.retries or 0) + 1, now=now)
     if when is None:
         return
-    slot = result.slot if result is not None else None
-    log.info("scheduler.retry_scheduled", agent=agent, routine=routine, slot=slot, scheduled=scheduled.isoformat(), rerun=rerun,
-             run_date=when.isoformat())
     raise task.retry(countdown=max(0.0, (when - now).total_seconds()), max_retries=config.slot_retries)
 
 

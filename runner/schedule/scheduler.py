@@ -39,7 +39,7 @@ The shape follows measured facts about APScheduler 3.x (see SPEC §4.3):
   ``scheduler.reload_failed`` and the old one keeps serving. In-flight runs
   finish either way;
 * a slot whose run failed for a transient reason is run again later, with
-  backoff, until the routine's next fire (:mod:`runner.run.slot_retries`);
+  backoff, until the routine's next fire (:mod:`runner.schedule.reruns`);
   each rerun is logged as ``scheduler.retry_scheduled``;
 * SIGTERM or SIGINT stops new runs, lets in-flight runs finish for up to
   ``shutdown_timeout`` (then kills them; a killed run leaves a complete
@@ -66,13 +66,13 @@ from apscheduler.jobstores.base import JobLookupError
 from runner.cron.slots import cron_trigger, fires_since, is_late, latest_fire_time
 from runner.run.contract import RunIdentity, RunResult
 from runner.run.engine import held_by_pause
-from runner.run.slot_retries import needs_rerun, slot_rerun_time
 from runner.run.worker import Worker
 from runner.schedule._loop import StoppableScheduler
 from runner.schedule.catchup import LATE, CatchupPlan, MissedSlot, UnusableAgent, plan_catchup, spread
 from runner.schedule.deployment_lock import DeploymentLock
 from runner.schedule.notify import WatchdogPinger
 from runner.schedule.reload import ConfigChange, pairs_of
+from runner.schedule.reruns import planned_rerun
 from runner.schedule.run_queue import QueuedRun, RunQueue
 from runner.settings.config import RunnerConfig, load_config
 
@@ -229,17 +229,14 @@ class Scheduler:
         """
         key = identity.client_key
         with self._config_lock:
-            if self._stopping.is_set() or not needs_rerun(result) or (identity.agent, identity.routine) not in pairs_of(self.config):
-                self._reruns.pop(key, None)
-                return
             rerun = self._reruns.get(key, 0) + 1
-            when = slot_rerun_time(self.config, identity.routine, scheduled, rerun=rerun, failed_at=self._now())
+            still_served = not self._stopping.is_set() and (identity.agent, identity.routine) in pairs_of(self.config)
+            when = planned_rerun(self.config, result, agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=scheduled,
+                                 scheduled_text=identity.scheduled, rerun=rerun, now=self._now()) if still_served else None
             if when is None:
                 self._reruns.pop(key, None)
                 return
             self._reruns[key] = rerun
-        log.info("scheduler.retry_scheduled", agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=identity.scheduled,
-                 rerun=rerun, run_date=when.isoformat())
         self._scheduler.add_job(
             self.dispatch, "date", run_date=when, args=[identity.agent, identity.routine, scheduled, "retry"],
             id=f"{identity.agent}:{identity.routine}:retry", replace_existing=True, misfire_grace_time=None,

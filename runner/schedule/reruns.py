@@ -10,18 +10,23 @@ which that fire's own slot is what the pair runs. Every rerun is the same
 ``ghostrunner run`` of the same scheduled time, so its client_key is the
 slot's: a slot that got its entry meanwhile reports ``duplicate`` and asks
 no backend. Under timers, systemd's ``Restart=`` does the same job
-(:mod:`runner.deploy.restarts`).
+(:mod:`runner.deploy.restarts`); ``serve`` and the fleet's workers both plan
+through :func:`planned_rerun`, and differ only in how they schedule it.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import structlog
+
 from runner.cron.slots import CronSchedule, cron_trigger
 from runner.run.contract import Outcome, RunResult
 from runner.settings import RunnerConfig
 
-__all__ = ["needs_rerun", "next_fire_after", "rerun_time", "slot_rerun_time"]
+__all__ = ["needs_rerun", "next_fire_after", "planned_rerun", "rerun_time", "slot_rerun_time"]
+
+log = structlog.get_logger()
 
 
 def needs_rerun(result: RunResult | None) -> bool:
@@ -59,3 +64,21 @@ def slot_rerun_time(config: RunnerConfig, routine: str, scheduled: datetime, *, 
     trigger = cron_trigger(config.routines[routine].schedule, config.timezone)
     return rerun_time(rerun=rerun, retries=config.slot_retries, delay=config.slot_retry_delay, failed_at=failed_at,
                       deadline=next_fire_after(trigger, scheduled))
+
+
+def planned_rerun(
+    config: RunnerConfig, result: RunResult | None, *, agent: str, routine: str, slot: str | None, scheduled: datetime, scheduled_text: str,
+    rerun: int, now: datetime,
+) -> datetime | None:
+    """When rerun number *rerun* of a slot whose run ended with *result* (None: its worker died first) starts; None when it gets none.
+
+    A planned rerun is logged here as ``scheduler.retry_scheduled``; the caller schedules it
+    (``serve`` as a job of its scheduler, a fleet worker as Celery's retry of the task).
+    """
+    if not needs_rerun(result):
+        return None
+    when = slot_rerun_time(config, routine, scheduled, rerun=rerun, failed_at=now)
+    if when is not None:
+        log.info("scheduler.retry_scheduled", agent=agent, routine=routine, slot=slot, scheduled=scheduled_text, rerun=rerun,
+                 run_date=when.isoformat())
+    return when

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from runner.cron.slots import cron_trigger
 from runner.run.contract import Outcome, RunIdentity, RunResult
-from runner.run.slot_retries import needs_rerun, next_fire_after, rerun_time
+from runner.schedule.reruns import needs_rerun, next_fire_after, rerun_time
 from tests._support import NIGHTLY, event_named, script, start_serve, with_key, write_config
 
 #: Fails with "try again later" (75) on its first two calls, then answers; its calls are counted in a file beside it.
