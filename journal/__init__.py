@@ -73,9 +73,10 @@ from journal.files.entry import (
     json_type_name,
     validate_payload,
 )
-from journal.indexing.retrieval import Digest, Hit
+from journal.indexing.digest import Digest
 from journal.progress import PROGRESS_ENVVAR, ProgressGate, StderrProgress, progress_after, reporting_slow
 from journal.ranking.context import ContextRecord, PromptContext
+from journal.ranking.hit import Hit
 
 __all__ = [
     "KINDS",

@@ -30,8 +30,9 @@ from journal.encoding.embed import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
 from journal.files import undone_on_failure
 from journal.files.entry import Entry
-from journal.indexing.retrieval import Digest, Hit
+from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
+from journal.ranking.hit import Hit
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
 from journal.sync import append as append_payload

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
-from journal.indexing.retrieval import Hit
+from journal.ranking.hit import Hit
 
 __all__ = ["order_corrections"]
 

@@ -17,10 +17,10 @@ from journal.errors import SemanticUnavailableError
 from journal.files.entry import Entry, check_text_arguments, show_value
 from journal.indexing import Scope, bound, cutoff, positive
 from journal.indexing.index import Index, IndexRow, Window
-from journal.indexing.retrieval import Hit
 from journal.ranking._corrections import order_corrections
 from journal.ranking.context import PromptContext, build_prompt_context
 from journal.ranking.fusion import FUSION, fuse, needs_partial
+from journal.ranking.hit import Hit
 from journal.sync import Reader
 
 if TYPE_CHECKING:

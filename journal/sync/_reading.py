@@ -23,8 +23,8 @@ from journal.files import WriteLock, storage_error
 from journal.files.entry import Entry, check_entry_id, check_text_arguments, entry_from_json_bytes, utc_key
 from journal.files.store import EntryStore, ScanProblem, check_entry_path
 from journal.indexing import Scope, bound, cutoff, positive, shown_key
+from journal.indexing.digest import Digest, compute_digest, row_of_entry
 from journal.indexing.index import Index, IndexRow, Window
-from journal.indexing.retrieval import Digest, compute_digest, row_of_entry
 
 __all__ = ["MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan"]
 
