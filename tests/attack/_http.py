@@ -1,6 +1,6 @@
 """A real chat-completions server on 127.0.0.1 whose answers a test sets, and the run configuration that asks it.
 
-The attack tests on backends (``test_backends.py``) and the defects found since (``test_found.py``) share them;
+The attack tests on backends (``test_backends.py``) use them;
 the ``servers`` fixture of this folder's conftest starts these on demand.
 """
 

@@ -455,6 +455,24 @@ def test_every_bad_helper_fails_the_run_with_one_clear_line(tmp_path: Path, mode
     assert message in result.error
 
 
+@pytest.mark.parametrize(("number", "name"), [(40, "SIGRTMIN+6"), (9, "SIGKILL")])
+def test_a_helper_killed_by_a_real_time_signal_fails_with_one_line_naming_the_backend(tmp_path: Path, number: int, name: str) -> None:
+    """Backend failures read as one line naming the backend; a real-time signal (no Signals member) was a bare ValueError."""
+    path = write_config(tmp_path, f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = ["/bin/sh", "-c", "kill -s {number} $$"], timeout = "10s" }}
+    """)
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with capture_logs() as logs, Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"],
+                             scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone), backend=build_backend(agent), tz=config.timezone)
+    assert result.outcome == "failed"
+    assert result.error == f"command backend (agent motoko): '/bin/sh' exited with signal {name}: no message on stderr"
+    assert not [line for line in logs if line["event"] == "run.error"]  # no traceback: the helper's death is no bug of ours
+
+
 def test_ghostrunner_run_logs_a_bad_reply_and_exits_1_without_a_traceback(servers: Callable[..., HostileServer], tmp_path: Path) -> None:
     """Where a BackendError ends up: `ghostrunner run` prints the failed outcome, logs run.finished with it, and exits 1."""
     server = servers(_body(b"[" * 100_000 + b"]" * 100_000))
@@ -601,6 +619,52 @@ def test_the_api_key_is_in_no_error_log_line_or_entry(servers: Callable[..., Hos
     assert result.outcome == "failed" and message in (result.error or "")
     assert KEY not in json.dumps(result.to_dict()) and KEY not in buffer.getvalue()
     assert KEY[:12] not in buffer.getvalue()  # not even cut in half by a truncation
+    assert entries(tmp_path / "journal") == []
+
+
+def _escaped(text: str) -> str:
+    """*text* spelt with JSON \\u escapes only: the same string once parsed, other bytes on the wire."""
+    return "".join(f"\\u{ord(char):04x}" for char in text)
+
+
+def _text_answer(body: str) -> Callable[[HostileServer, BaseHTTPRequestHandler], None]:
+    return lambda server, handler: server.respond(handler, body.encode())
+
+
+def _inner(reply: str) -> str:
+    """A chat-completions body whose message content is *reply* (JSON-encoded once)."""
+    return json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]})
+
+
+#: Answers that hold the key only in JSON-escaped form, so the raw bytes never show it.
+ESCAPED_KEY_ANSWERS = {
+    # the reply's own JSON escapes it: parsed, the voice is the key
+    "escaped-in-the-reply": _text_answer(_inner(f'{{"voice": "my key: {_escaped(KEY)}", "theme": "t"}}')),
+    # the envelope escapes it: the content string holds it; the reply is valid
+    "escaped-in-the-envelope": _text_answer(_inner(json.dumps({**GOOD, "voice": "my key: " + KEY})).replace(KEY, _escaped(KEY))),
+    # the envelope escapes it and the reply is broken JSON, whose error quotes its start (the key cut at 80 characters)
+    "escaped-in-broken-json": _text_answer(_inner("x" * (79 - len(KEY) + 1) + KEY + " not json").replace(KEY, _escaped(KEY))),
+    # an unknown field named by the key, whose name the error quotes
+    "escaped-field-name": _text_answer(_inner('{{"voice": "v", "theme": "t", "{}": 1}}'.format(_escaped("z" * 70 + KEY)))),
+}
+
+
+@pytest.mark.parametrize("mode", list(ESCAPED_KEY_ANSWERS))
+def test_a_json_escaped_api_key_in_the_answer_reaches_no_entry_error_or_log(
+    servers: Callable[..., HostileServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """README: "an answer containing the key is refused (so no entry holds it)"; JSON escapes must not smuggle it past."""
+    monkeypatch.setenv("GHOSTRUNNER_ATTACK_KEY", KEY)
+    server = servers(ESCAPED_KEY_ANSWERS[mode])
+    path = openai_config(tmp_path, server.url)
+    buffer = json_logging()
+    config = load_config(path)
+    agent = config.agent("motoko")
+    with Journal(agent.journal_root) as journal:
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"],
+                             scheduled=datetime.fromisoformat(AT).replace(tzinfo=config.timezone), backend=build_backend(agent), tz=config.timezone)
+    assert result.outcome == "failed" and "contains the API key" in (result.error or "")
+    assert KEY[:12] not in json.dumps(result.to_dict()) and KEY[:12] not in buffer.getvalue()
     assert entries(tmp_path / "journal") == []
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from journal import DiskFullError, Journal, JournalStorageError, ReadOnlyFilesystemError, StoragePermissionError
-from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
+from tests._support import SIMPLE_AGENT, entry_files, ghostrunner, tree_digest, write_config
 from tests.attack._faults import AS_NOBODY, NOBODY, Mounts, fill
 from tests.journal._wheels import PackageIndex, wheel
 
@@ -395,6 +395,32 @@ def test_runner_files_on_a_read_only_mount(mounts: Mounts) -> None:
         assert result.returncode == 73 and "Traceback" not in result.stderr, result.stderr
         assert f"cannot {'serve with the lock file' if result is served else 'write the units into'} {str(path)!r}: read-only file system (EROFS)" in result.stderr
     assert not (disk / "units").exists() and not (disk / "serve.lock").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="mounting a tmpfs needs root (CI runs as root, and never skips)")
+@pytest.mark.parametrize("fault", ["full", "readonly"])
+def test_render_into_a_refusing_filesystem_is_its_exit_code_and_leaves_the_old_units(tmp_path: Path, mounts: Mounts, fault: str) -> None:
+    """Render: units are written whole; a full (or read-only) --out is exit 74 (73), and the set rendered before stays as it was.
+
+    Before, the disk filling after the first units exited 1 and left a mix of new and old units.
+    """
+    agents = "".join(f'\n[agents.a{n}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening", "digest"]\n' for n in range(4))
+    path = write_config(tmp_path, agents)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"/var/lib/ghostrunner/{agent}"'), encoding="utf-8")
+    out = mounts.tmpfs(size_kib=256)
+    assert ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner").returncode == 0
+    before = {unit.name: unit.read_bytes() for unit in out.iterdir()}
+    path.write_text(path.read_text(encoding="utf-8").replace('"evening"', '"evening", "morning"') +
+                    '\n[routines.morning]\nkind = "note"\nschedule = "0 7 * * *"\nslot = "day"\nquestion = "q"\nprompt = "p"\nwindow = "1d"\n',
+                    encoding="utf-8")
+    if fault == "full":
+        fill(out, leave_pages=1)  # room for the first new unit, not for all
+    else:
+        subprocess.run(["mount", "-o", "remount,ro", str(out)], check=True)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner")
+    assert result.returncode == {"full": 74, "readonly": 73}[fault], result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1
+    assert {unit.name: unit.read_bytes() for unit in out.iterdir() if unit.name != "filler"} == before
 
 
 # -- reads that need no write access, writes that fail before any read ------------------------

@@ -2,8 +2,9 @@
 
 Each promise is checked where input enters: ``Journal.append``, ``ghostjournal
 append`` (stdin and ``--input``), reading entry files back (reindex, reopen),
-``prompt_context``, configuration and persona files, and the time and count
-options of both commands. Either the input is stored and reads back the same,
+``prompt_context``, configuration and persona files, the time and count
+options of both commands, and the journal root and configuration they are
+pointed at. Either the input is stored and reads back the same,
 or it gets a clear error from the project's exception trees (one line, a
 documented exit code, no traceback) and no file changes.
 """
@@ -416,6 +417,23 @@ def test_ghostrunner_times_out_of_range_are_usage_errors(tmp_path: Path, args: l
     assert not (tmp_path / "journal" / "entries").exists() or entry_files(tmp_path / "journal") == {}
 
 
+@pytest.mark.parametrize(("value", "seconds"), [("2026-09-01T00:00Z", "2026-09-01T00:00:00Z"),
+                                               ("2026-09-01T00:00+02:00", "2026-09-01T00:00:00+02:00"), ("2026-09-01", "2026-09-01T00:00:00Z")])
+def test_a_since_without_seconds_is_accepted_by_the_cli_and_explained_by_the_library(tmp_path: Path, value: str, seconds: str) -> None:
+    """The CLI reads '2026-09-01T00:00Z' (and a date, in the local zone) like the time with seconds; the library, which takes
+    only ISO strings with seconds and a timezone, says that is what is missing: "must be an ISO 8601 time with a timezone" told nothing."""
+    with Journal(tmp_path / "j") as journal:
+        journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "ts": "2026-09-01T00:00:00Z"})
+        with pytest.raises(ValueError, match="with seconds and a timezone such as '2026-09-05T16:00:00Z'") as refused:
+            journal.list(since=value)
+        assert json.dumps(value) in str(refused.value)
+    command = [shutil.which("ghostjournal") or "ghostjournal", "--root", str(tmp_path / "j"), "list", "--since"]
+    env = {**os.environ, "TZ": "UTC"}
+    short, full = (subprocess.run([*command, text], check=False, capture_output=True, text=True, timeout=60, env=env) for text in (value, seconds))
+    assert (short.returncode, short.stderr) == (full.returncode, full.stderr) == (0, "")
+    assert short.stdout == full.stdout
+
+
 # ---------------------------------------------------------------------------------------------
 # 5. Text that UTF-8 cannot carry
 
@@ -706,6 +724,19 @@ def test_odd_toml_gives_a_one_line_config_error(tmp_path: Path, text: str, needl
     assert needle in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("key", ["persona", "lock_file"])
+def test_a_path_too_long_for_the_filesystem_is_a_configuration_error(tmp_path: Path, key: str) -> None:
+    """Every config error names the file and key, exit 78, no traceback: a 300-byte file name (ENAMETOOLONG) was a bare OSError."""
+    long_name = "x" * 300  # NAME_MAX is 255 on Linux filesystems
+    path = write_config(tmp_path, SIMPLE_AGENT, runner=f'lock_file = "./{long_name}"\n' if key == "lock_file" else "")
+    if key == "persona":
+        path.write_text(path.read_text(encoding="utf-8").replace('persona = "motoko.toml"', f'persona = "{long_name}"'), encoding="utf-8")
+    result = ghostrunner("serve", "--config", str(path), cwd=tmp_path, timeout=30)
+    assert result.returncode == 78 and "Traceback" not in result.stderr, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"ghostrunner: error: {path}: {'agents.motoko.persona' if key == 'persona' else 'runner.lock_file'}: expected ")
+
+
 def test_years_before_1000_sort_and_file_like_any_other(journal: Journal) -> None:
     """strftime wrote year 500 as "500": the sort key came after 2026 and the file path was refused as unsafe."""
     recent = journal.append({**BASE, "ts": "2026-09-05T16:00:00Z"})
@@ -747,3 +778,35 @@ def test_journal_prompt_context_property(shared_root: Path, query: str, voices: 
     header = json.loads(lines[2])
     assert len(lines) == 4 + header["records"]
     assert all(isinstance(json.loads(line), dict) for line in lines[3:-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# 8. Where the commands look: an empty or broken --root or $GHOSTRUNNER_CONFIG
+
+
+@pytest.mark.parametrize("how", ["option", "blank-option", "blank-env"])
+def test_an_empty_root_is_a_usage_error_not_the_current_directory(tmp_path: Path, how: str) -> None:
+    """Like `--at ""`, `--root ""` silently meant something: Path("") is ".", so init created a journal in the working directory."""
+    args, env = {"option": (["--root", ""], {}), "blank-option": (["--root", "  "], {}), "blank-env": ([], {"GHOSTJOURNAL_ROOT": " "})}[how]
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", *args, "init"], check=False, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, **env})
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "expected a journal directory, got" in result.stderr.strip().splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []  # nothing created where the command ran
+
+
+def test_an_empty_config_variable_is_a_usage_error_not_the_embedded_defaults(tmp_path: Path) -> None:
+    """GHOSTRUNNER_CONFIG="" (a script's variable that came out empty) must not run the embedded agent into ./ghostjournal-data."""
+    env = {**os.environ, "GHOSTRUNNER_CONFIG": ""}
+    result = subprocess.run([shutil.which("ghostrunner") or "ghostrunner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05T21:00"],
+                            check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith("ghostrunner: error: ") and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "GHOSTRUNNER_CONFIG" in result.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_no_journal_at_a_root_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
+    """The "create one with ..." hint quoted the root raw: a line break in it split the one error line in two."""
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", "a\nExecStart=evil", "list"],
+                            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 3 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -36,6 +36,7 @@ from runner.monitor.status import (
     default_grace,
     read_log,
 )
+from runner.schedule.notify import Notifier, WatchdogPinger
 from runner.settings.config import load_config
 from tests._docs import page_text
 from tests._support import (
@@ -44,6 +45,7 @@ from tests._support import (
     entries,
     event_named,
     ghostrunner,
+    reap,
     start_serve,
     wait_for_path,
     with_key,
@@ -472,6 +474,27 @@ def test_sigterm_around_the_append_logs_what_the_journal_holds(tmp_path: Path, p
     assert json.loads(out)["outcome"] == expected
 
 
+def test_serve_logs_one_run_finished_for_a_worker_killed_by_a_real_time_signal(tmp_path: Path) -> None:
+    """Every run ends with exactly one run.finished: a worker killed by SIGRTMIN+6 made the job raise ValueError instead."""
+    killer = tmp_path / "killer.py"
+    killer.write_text("import os, sys\nsys.stdin.read()\nos.kill(os.getppid(), 40)\n", encoding="utf-8")  # 40 is SIGRTMIN+6 on Linux
+    path = write_config(tmp_path, NIGHTLY + f"""
+    [agents.motoko]
+    routines = ["nightly"]
+    backend = {{ type = "command", command = {json.dumps([sys.executable, str(killer)])} }}
+    """, runner='catchup_grace = "2d"\n', wall_clock=True)
+    process, reader = start_serve(path, tmp_path)
+    try:
+        finished = reader.wait(event_named("run.finished", agent="motoko"))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        events = reader.drain()
+    finally:
+        reap(process)
+    assert finished["outcome"] == "failed" and finished["error"] == "the worker was killed by signal SIGRTMIN+6 before reporting a result"
+    assert not [event for event in events if "raised an exception" in str(event.get("event"))]
+
+
 # -- 5. one unusable journal does not stop serve for the other agents ------------------------------------------
 
 
@@ -656,3 +679,18 @@ def test_a_stop_requested_before_the_scheduler_starts_ends_it_at_once() -> None:
     runner.start()
     assert finished.wait(10), "the loop ignored a stop requested before it started"
     assert not scheduler.running
+
+
+@pytest.mark.parametrize(("usec", "seconds"), [("\u00b2", None), ("\u0663", None), ("9" * 30, 86400.0), ("60000000", 60.0)])
+def test_a_hostile_watchdog_usec_never_crashes_serve_or_its_watchdog(usec: str, seconds: float | None) -> None:
+    """WATCHDOG_USEC='²' passed str.isdigit() and then failed int(): serve died with a traceback; a huge value
+    killed the watchdog thread with OverflowError. Both are now read as no (or a day's) watchdog."""
+    notifier = Notifier.from_environ({"WATCHDOG_USEC": usec})
+    assert notifier.watchdog_seconds == seconds
+    if seconds is not None:
+        sent: list[str] = []
+        pinger = WatchdogPinger(sent.append, seconds / 2)
+        pinger.start()
+        assert pinger._thread.is_alive()  # a wait of half a day is one the platform accepts
+        pinger.stop()
+        assert sent == ["WATCHDOG=1"]

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from runner.deploy.systemd.units import Rendering, render_units, systemd_escape, write_units
 from runner.errors import UnitRenderError, quoted
 from runner.settings.config import RunnerConfig, load_config
-from tests._support import ghostrunner, write_config
+from tests._support import SIMPLE_AGENT, ghostrunner, write_config
 
 from . import _systemd
 
@@ -469,6 +469,22 @@ def test_render_refuses_what_would_inject_with_one_line(tmp_path: Path, runner: 
     assert not (tmp_path / "units").exists()
 
 
+@pytest.mark.parametrize("option", ["--out", "--exec", "--installed-config"])
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_render_option_is_a_usage_error_not_the_working_directory_or_a_default(tmp_path: Path, option: str, value: str) -> None:
+    """Like `--root ""`: Path("") is ".", so `systemd render --out ""` wrote the units into the working directory,
+    and an empty --exec or --installed-config silently rendered the defaults."""
+    path = write_config(tmp_path / "conf", SIMPLE_AGENT)
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ["--out", str(tmp_path / "units")] if option != "--out" else []
+    result = ghostrunner("systemd", "render", "--config", str(path), *args, option, value, cwd=work)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [f"ghostrunner: error: Invalid value for {option}: expected a non-empty value, got {value!r}"]
+    assert list(work.iterdir()) == []
+    assert not (tmp_path / "units").exists()
+
+
 # --- paths: normalised before they are compared, and warned about where the sandbox hides them ---
 
 def render_cli(tmp_path: Path, agent_root: str, *options: str, runner: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -660,6 +676,16 @@ def test_render_replaces_its_own_units_but_no_foreign_file(tmp_path: Path) -> No
     assert "ghostrunner-timers.target' exists and was not written by ghostrunner systemd render" in result.stderr
     assert (foreign / "ghostrunner-timers.target").read_text() == "[Unit]\nDescription=the operator's own\n"
     assert sorted(path.name for path in foreign.iterdir()) == ["ghostrunner-timers.target"]
+
+
+def test_render_into_an_out_path_too_long_for_the_filesystem_is_one_line(tmp_path: Path) -> None:
+    """CLIs: one clear error line. An --out whose name is longer than NAME_MAX raised OSError while the first error was explained."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"/var/lib/ghostrunner/motoko"'), encoding="utf-8")
+    out = tmp_path / ("u" * 300)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", "/usr/local/bin/ghostrunner")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"ghostrunner: error: cannot write the units into {str(out)!r}: File name too long"
 
 
 def test_the_documented_rules_agree_with_systemd_on_tricky_units() -> None:

@@ -284,6 +284,47 @@ def test_simulate_counts_local_days_when_start_has_an_offset(tmp_path: Path) -> 
     assert _keys(tmp_path) == {"motoko:late:2026-10-25"}
 
 
+#: Zones whose spring-forward gap runs past local midnight (Greenland: Saturday 23:00 -02 becomes Sunday 00:00 -01).
+MIDNIGHT_GAP_ZONES = ["America/Nuuk", "America/Scoresbysund"]
+
+
+@pytest.mark.parametrize("zone", MIDNIGHT_GAP_ZONES)
+def test_a_skipped_time_of_a_gap_past_midnight_keeps_its_own_days_slot(zone: str) -> None:
+    """No slot skipped or doubled: in a gap that runs past midnight, the skipped time's fire was at the gap's end,
+    on the next day, so that day got two fires and the named day none, for every day and week schedule."""
+    tz = ZoneInfo(zone)
+    start, end = datetime(2026, 3, 20, tzinfo=tz), datetime(2026, 4, 5, tzinfo=tz)
+    days = {(start.date() + timedelta(days=n)).isoformat() for n in range((end.date() - start.date()).days)}
+    for hour in range(24):
+        for minute in (0, 30, 59):
+            trigger = cron_trigger(f"{minute} {hour} * * *", tz)
+            slots = [slot_for(moment, "day", tz) for moment in fire_times(trigger, start, end)]
+            assert sorted(slots) == sorted(days), (zone, hour, minute)  # each day once: none skipped, none doubled
+            for moment in fire_times(trigger, start, end):
+                # A fire is on the local day whose slot it takes.
+                assert moment.astimezone(tz).date().isoformat() == slot_for(moment, "day", tz)
+
+
+def test_simulate_across_a_gap_past_midnight_writes_every_days_slot(tmp_path: Path) -> None:
+    """The same through the real command: four days of a 23:30 note in America/Nuuk across its March change."""
+    path = write_config(tmp_path, """
+    [routines.late]
+    kind = "note"
+    schedule = "30 23 * * *"
+    slot = "day"
+    question = "what happened?"
+    prompt = "Write a note."
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["late"]
+    """, runner='timezone = "America/Nuuk"\n')
+    result = ghostrunner("simulate", "--days", "4", "--start", "2026-03-27", "--config", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["outcomes"] == {"appended": 4}
+    keys = sorted(entry.client_key or "" for entry in entries(tmp_path / "journal"))
+    assert keys == [f"motoko:late:2026-03-{day}" for day in (27, 28, 29, 30)]
+
+
 def test_run_after_spring_forward_appends_its_own_slot_not_a_duplicate(tmp_path: Path) -> None:
     """`run --at` on 2026-03-30 (Berlin) belongs to that day's slot, so it appends instead of reporting the 29th's duplicate."""
     path = _config(tmp_path, ("nightly",))
