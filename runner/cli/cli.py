@@ -31,8 +31,8 @@ from typing import IO, Any
 
 import click
 
+from journal.frame import write_output
 from journal.frame.clikit import echo, json_text, out_option, output_option, terminal_width, version_option, wants_json
-from journal.frame.outfile import write_output
 from runner import (
     CONFIG_ENVVAR,
     NoScheduledTimeError,

@@ -21,8 +21,8 @@ from typing import IO, Any, Final
 import click
 
 from journal import JournalError, JournalStorageError
+from journal.frame import parse_time_input
 from journal.frame.clikit import CommandGroup, after_command, echo, json_text
-from journal.frame.timeinput import parse_time_input
 from runner import (
     CONFIG_ENVVAR,
     DURATION_EXPECTED,

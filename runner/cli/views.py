@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Final
 
-from journal.frame import printable
-from journal.frame.render import labelled, table
+from journal.frame import labelled, printable, table
 
 __all__ = ["TerminalProgress", "show_run", "show_simulation"]
 

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalStorageError, UnsafePathError
-from journal.frame.outfile import replace_durably
+from journal.frame import replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 

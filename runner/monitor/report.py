@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from journal.frame.htmlpage import page, text
+from journal.frame import page, text
 from runner.cron.slots import cron_trigger, fire_times, slot_for
 from runner.monitor.history import SlotHistory, build_history
 from runner.monitor.log_digest import MissedRecord, PairRuns

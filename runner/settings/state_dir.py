@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from journal.frame.outfile import replace_durably
+from journal.frame import replace_durably
 from runner.errors import StateFileError
 from runner.settings.config import RunnerConfig
 
