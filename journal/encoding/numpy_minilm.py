@@ -163,14 +163,14 @@ class _Layer:
 
 
 class MiniLMEncoder:
-    """An :class:`~journal.encoding.embed.Encoder` computing a BERT sentence-transformers model in NumPy.
+    """An :class:`~journal.encoding.base.Encoder` computing a BERT sentence-transformers model in NumPy.
 
     Args:
         path: the model directory (``config.json``, ``model.safetensors``,
             ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/``).
         name: the model name its vectors are tagged with.
         cache_dir: where the hash of the model files is remembered (see
-            :class:`journal.encoding.embed.SentenceTransformerEncoder`).
+            :class:`journal.encoding.sentence_transformers_encoder.SentenceTransformerEncoder`).
 
     Raises:
         ValueError: the directory holds a model this forward pass does not
@@ -224,7 +224,7 @@ class MiniLMEncoder:
 
     @property
     def identity(self) -> str:
-        """The vectors' tag, the same as sentence-transformers gives this model (see :attr:`journal.encoding.embed.EncoderIdentity.key`)."""
+        """The vectors' tag, the same as sentence-transformers gives this model (see :attr:`journal.encoding.EncoderIdentity.key`)."""
         return self._identity
 
     def describe(self) -> EncoderIdentity:
