@@ -9,8 +9,10 @@ sentence_transformers_encoder  any other model, directory or device, through sen
 =============================  ===================================================================
 
 Beside them: finding a model offline and the one download (``models``), an
-encoder's identity (``_identity``), and cosine top-n over the index's vectors
-(``semantic``). :func:`load_encoder` chooses the implementation.
+encoder's identity (``_identity``), cosine top-n over the index's vectors
+(``semantic``), and the guard holding BLAS to one thread that the NumPy
+encoder and the cosine step share (``_blas``). :func:`load_encoder` chooses
+the implementation and imports it; importing this package imports none.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import os
 from pathlib import Path
 from typing import Final
 
+from journal.encoding._blas import one_blas_thread
 from journal.encoding._identity import EncoderIdentity
 from journal.encoding._modelfetch import DEFAULT_INDEX
 from journal.encoding.base import Encoder, describe, document_text
 from journal.encoding.models import DEFAULT_MODEL, default_model_dir, download_model, resolve_model
-from journal.encoding.numpy_minilm import one_blas_thread
 from journal.errors import SemanticUnavailableError
 
 __all__ = [
