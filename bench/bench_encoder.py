@@ -52,8 +52,8 @@ CHILD = """
 import sys
 from pathlib import Path
 from journal import Journal
-from journal.encoding.numpy_minilm import MiniLMEncoder
 from journal.encoding import DEFAULT_MODEL, load_encoder, resolve_model
+from journal.encoding.numpy_minilm import MiniLMEncoder
 from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 mode, root, query = sys.argv[1:]
 if mode == "without NN":
