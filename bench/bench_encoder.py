@@ -1,4 +1,4 @@
-"""Cost of the packaged model's encoders: ONNX Runtime (journal.encoding._minilm_onnx), NumPy (journal.encoding._minilm) and sentence-transformers (a benchmark, not a test).
+"""Cost of the packaged model's encoders: ONNX Runtime (journal.encoding.onnx_minilm), NumPy (journal.encoding.numpy_minilm) and sentence-transformers (a benchmark, not a test).
 
     python bench/bench_encoder.py                 # cold starts x5, 600 texts
     python bench/bench_encoder.py --repeat 9 --texts 2000
@@ -40,9 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from journal import Journal
-from journal.encoding._minilm import MiniLMEncoder
-from journal.encoding._minilm_onnx import OnnxMiniLMEncoder
-from journal.encoding.embed import DEFAULT_MODEL, SentenceTransformerEncoder, load_encoder, resolve_model
+from journal.encoding import DEFAULT_MODEL, load_encoder, resolve_model
+from journal.encoding.numpy_minilm import MiniLMEncoder
+from journal.encoding.onnx_minilm import OnnxMiniLMEncoder
+from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 
 REPO = Path(__file__).resolve().parent.parent
 QUERY = "the new puppy I adopted"
@@ -51,8 +52,9 @@ CHILD = """
 import sys
 from pathlib import Path
 from journal import Journal
-from journal.encoding._minilm import MiniLMEncoder
-from journal.encoding.embed import DEFAULT_MODEL, SentenceTransformerEncoder, load_encoder, resolve_model
+from journal.encoding import DEFAULT_MODEL, load_encoder, resolve_model
+from journal.encoding.numpy_minilm import MiniLMEncoder
+from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 mode, root, query = sys.argv[1:]
 if mode == "without NN":
     journal = Journal(root, create=False)

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from journal import Journal
-from journal.encoding.embed import Encoder, load_encoder
+from journal.encoding import Encoder, load_encoder
 
 WAYS = ("shared encoder", "own encoder")
 VOICES = ("the ferry ran late in the fog", "we brought a puppy home", "rewrote the parser tests", "soup on a cold evening")

@@ -40,7 +40,7 @@ from bench_journal import Synth, fast_fill, header, pct
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from journal import Journal
-from journal.encoding.embed import load_encoder
+from journal.encoding import load_encoder
 
 
 def _ms(values: Sequence[float], q: float) -> str:

@@ -60,7 +60,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))
 from retrieval_sets import load_journal_set, load_locomo, ndcg_at, recall_at, reciprocal_rank
 
 from journal import Journal
-from journal.encoding.embed import document_text
+from journal.encoding import document_text
 from journal.ranking.fusion import FusionParams, fuse
 
 KS = (3, 5, 10, 25, 50)
@@ -222,8 +222,8 @@ def _timed(call: Callable[[], Any], runs: int) -> list[float]:
 def run_speed(entries: int, embed_entries: int, model: str | None) -> None:
     import numpy as np
 
-    from journal.encoding.embed import SentenceTransformerEncoder
     from journal.encoding.semantic import to_blob
+    from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
     from journal.indexing.index import Window
 
     encoder = SentenceTransformerEncoder(model) if model else SentenceTransformerEncoder()

@@ -108,7 +108,7 @@ def print_results(title: str, results: dict[str, dict[str, Any]], *, show_failed
 
 def pair_cosines(journal: Journal, scenarios: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
     """Cosines between the entries a rule would have to tell apart: (each older version, its newest), (each old truth, a distractor)."""
-    from journal.encoding.embed import document_text
+    from journal.encoding import document_text
 
     encoder = journal.encoder
     assert encoder is not None  # the suites' journal is opened with NN
@@ -144,7 +144,7 @@ class _Vectors:
         self._by_id: dict[str, Any] = {}
 
     def of(self, hits: Sequence[Any]) -> dict[str, Any]:
-        from journal.encoding.embed import document_text
+        from journal.encoding import document_text
 
         missing = [hit for hit in hits if hit.entry_id not in self._by_id]
         if missing:

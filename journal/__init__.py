@@ -37,7 +37,7 @@ from journal.api import (
     VerifyReport,
 )
 from journal.checking.verify import Problem
-from journal.encoding.embed import Encoder, EncoderIdentity, load_encoder
+from journal.encoding import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
     ClientKeyTakenError,
     DiskFullError,

@@ -26,7 +26,7 @@ from journal.carry.export import ExportManifest
 from journal.carry.importer import ImportSummary
 from journal.checking import verify as _verify
 from journal.checking.verify import DEEP_SAMPLE, VerifyReport
-from journal.encoding.embed import DEFAULT_MODEL, Encoder
+from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
 from journal.files import undone_on_failure
 from journal.files.entry import Entry
@@ -78,9 +78,9 @@ class Journal:
         create: create a missing journal instead of raising JournalNotFoundError.
         lock_timeout: seconds an append waits for the writer lock.
         model: with NN, a model name (found offline, see
-            :func:`journal.encoding.embed.resolve_model`) or a local model directory.
+            :func:`journal.encoding.resolve_model`) or a local model directory.
         device: with NN, the torch device for the model.
-        encoder: with NN, an :class:`~journal.encoding.embed.Encoder` to use instead
+        encoder: with NN, an :class:`~journal.encoding.Encoder` to use instead
             of loading *model*.
         on_progress: with NN, called with ``(done, total)`` while entries
             lacking a vector from the encoder are embedded: by :meth:`embed`,
@@ -120,7 +120,7 @@ class Journal:
 
     @staticmethod
     def _load_encoder(model: str | os.PathLike[str], device: str, cache_dir: Path) -> Encoder:
-        from journal.encoding.embed import load_encoder
+        from journal.encoding import load_encoder
 
         return load_encoder(model, device=device, cache_dir=cache_dir)
 

@@ -35,9 +35,8 @@ from journal.cli._options import (
     read_input,
     window_options,
 )
-from journal.encoding import DEFAULT_INDEX
-from journal.encoding.embed import DEFAULT_MODEL
-from journal.encoding.embed import download_model as fetch_model
+from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
+from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError
 from journal.files.entry import parse_json_payload
 from journal.frame.clikit import CommandGroup, echo, json_text, out_option, output_option, terminal_width, version_option, wants_json, warn

@@ -21,8 +21,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from journal.encoding._minilm import one_blas_thread
-from journal.encoding.embed import Encoder, describe, document_text
+from journal.encoding._blas import one_blas_thread
+from journal.encoding.base import Encoder, describe, document_text
 from journal.files.entry import Entry
 from journal.indexing.index import WHOLE_JOURNAL, Index, VectorRow, VectorState, Window
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
-from journal.encoding.embed import Encoder
+from journal.encoding import Encoder
 from journal.errors import JournalClosedError, JournalNotFoundError
 from journal.files import (
     Manifest,

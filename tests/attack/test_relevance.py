@@ -17,7 +17,7 @@ import pytest
 
 import journal.indexing._fts as fts_module
 from journal import Journal
-from journal.encoding.embed import Encoder
+from journal.encoding import Encoder
 from journal.indexing._fts import CommonWords
 from tests.journal.conftest import real_encoder  # noqa: F401 - the session's real model, loaded once for these tests too
 

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from journal import Journal
 from journal.cli.cli import cli
-from journal.encoding.embed import Encoder, load_encoder
+from journal.encoding import Encoder, load_encoder
 from journal.errors import EntryNotFoundError, SemanticUnavailableError
 from journal.files.entry import Entry
 from journal.files.store import EntryStore

@@ -8,7 +8,7 @@ import io
 import json
 import zipfile
 
-from journal.encoding.embed import _packaged_model_dir
+from journal.encoding.models import _packaged_model_dir
 
 __all__ = ["WHEEL", "PackageIndex", "wheel"]
 

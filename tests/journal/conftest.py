@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from journal.encoding.embed import Encoder, SentenceTransformerEncoder
+from journal.encoding import Encoder
+from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 from journal.errors import SemanticUnavailableError
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
-from journal.encoding.embed import resolve_model
+from journal.encoding import resolve_model
 from tests._support import entry_files, place_entries
 
 Payload = Callable[..., dict[str, Any]]

@@ -17,9 +17,10 @@ import numpy.typing as npt
 import pytest
 
 from journal import Journal
-from journal.encoding._minilm import MiniLMEncoder, _map_safetensors, gelu
-from journal.encoding._minilm_onnx import OnnxMiniLMEncoder
-from journal.encoding.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, document_text, load_encoder, resolve_model
+from journal.encoding import DEFAULT_MODEL, Encoder, document_text, load_encoder, resolve_model
+from journal.encoding.numpy_minilm import MiniLMEncoder, _map_safetensors, gelu
+from journal.encoding.onnx_minilm import OnnxMiniLMEncoder
+from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
 Payload = Callable[..., dict[str, Any]]
@@ -240,9 +241,9 @@ def test_vectors_stored_by_sentence_transformers_are_used_as_they_are(
 def test_building_and_using_it_never_imports_torch() -> None:
     """The default encoder loads without torch, sentence-transformers or transformers."""
     script = (
-        "import sys\nimport journal.encoding.embed, journal.encoding._minilm\n"
+        "import sys\nimport journal.encoding, journal.encoding.numpy_minilm\n"
         "light = sorted(m for m in ('numpy', 'tokenizers') if m in sys.modules)\n"
-        "journal.encoding.embed.load_encoder().encode(['one query'])\n"
+        "journal.encoding.load_encoder().encode(['one query'])\n"
         "print(light, sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120, cwd=_REPO)
@@ -266,7 +267,7 @@ def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> Non
                          capture_output=True, text=True, check=False, timeout=120, cwd=_REPO)
     assert cli.returncode == 0, cli.stderr
     imported = {line.split("|")[-1].strip() for line in cli.stderr.splitlines() if line.startswith("import time:")}
-    assert "journal.encoding._minilm" in imported and not {"torch", "sentence_transformers"} & imported
+    assert "journal.encoding.numpy_minilm" in imported and not {"torch", "sentence_transformers"} & imported
 
 def _dev_split() -> Path | None:
     """The LoCoMo dev split: $GHOSTJOURNAL_LOCOMO_DEV, else ``shared/data/locomo-dev`` beside the checkout or an ancestor of it."""

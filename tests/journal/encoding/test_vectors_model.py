@@ -21,9 +21,9 @@ import pytest
 import threadpoolctl  # type: ignore[import-untyped]  # the library ships no type annotations
 
 from journal import Journal
+from journal.encoding import DEFAULT_MODEL, document_text, resolve_model
 from journal.encoding._identity import CACHE_FILE, forget_hashes
-from journal.encoding._minilm import MiniLMEncoder
-from journal.encoding.embed import DEFAULT_MODEL, document_text, resolve_model
+from journal.encoding.numpy_minilm import MiniLMEncoder
 from tests._support import DEFAULT_IMPLEMENTATION, REPO
 
 Payload = Callable[..., dict[str, Any]]

@@ -19,7 +19,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from journal import Journal
-from journal.encoding.embed import load_encoder
+from journal.encoding import load_encoder
 from tests._support import SIMPLE_AGENT, entries, reap, with_key, write_config
 from tests.journal._mcp import holding_write_lock, mcp_server
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from journal import Journal
-from journal.encoding.embed import Encoder
+from journal.encoding import Encoder
 from journal.encoding.semantic import RELEVANCE_FLOORS
 from journal.errors import SemanticUnavailableError
 from journal.files.entry import Entry

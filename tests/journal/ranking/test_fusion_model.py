@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from journal import Journal
-from journal.encoding.embed import Encoder, load_encoder
+from journal.encoding import Encoder, load_encoder
 from runner import load_config, run_demo, simulation_window
 
 PERSONA = Path(__file__).resolve().parents[3] / "runner" / "data" / "motoko.toml"

@@ -27,7 +27,7 @@ import pytest
 import threadpoolctl  # type: ignore[import-untyped]
 
 from journal import Journal, JournalClosedError
-from journal.encoding.embed import Encoder, load_encoder
+from journal.encoding import Encoder, load_encoder
 from tests.journal._fakes import FakeEncoder
 from tests.journal._inspect import entries_on_disk
 

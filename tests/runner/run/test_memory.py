@@ -201,7 +201,7 @@ def test_a_hybrid_simulation_embedding_behind_writes_what_embedding_at_each_appe
 
 def test_an_entry_appended_while_embedding_behind_is_embedded_off_the_caller_thread_and_found_by_the_next_search(tmp_path: Path) -> None:
     """Within embedding_behind an append's encode runs on another thread; the next search ranks the entry by meaning; the block leaves none missing."""
-    from journal.encoding.embed import load_encoder
+    from journal.encoding import load_encoder
 
     threads: list[int] = []
 

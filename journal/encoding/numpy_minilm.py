@@ -20,14 +20,13 @@ concurrent encodes took longer than the same four one after another.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from journal.encoding._blas import one_blas_thread
 from journal.encoding._identity import EncoderIdentity, model_files, weights_hash
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
     Array = npt.NDArray[np.float32]
 
-__all__ = ["MiniLMEncoder", "gelu", "mean_pooled", "one_blas_thread"]
+__all__ = ["MiniLMEncoder", "gelu", "mean_pooled"]
 
 #: Word pieces per forward pass (batch size x padded length): bounds the
 #: attention scores (12 heads x length^2 per text) to tens of megabytes.
@@ -47,48 +46,6 @@ _BATCH_TOKENS: Final = 4096
 # what keeps x * Phi(x) exact for large negative x, where 1 + erf(x) cancels.
 _ERFC_COEFFICIENTS: Final = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
                              -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
-
-
-class _OneBlasThread:
-    """While any encode runs, BLAS runs on one thread (when threadpoolctl is installed).
-
-    The forward pass is many small matrix products (12 heads per text for
-    attention): waking BLAS's thread pool for each costs more than it saves.
-    On a busy two-core machine a one-text encode was 5-20 times slower, and a
-    batch 3-8 times slower, on BLAS's two threads than on one. The limit is
-    process-wide, so it is counted: the first encode in sets it, the last one
-    out restores it; other BLAS work meanwhile (a cosine ranking in another
-    thread) runs on one thread too, slower, never wrong.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._inside = 0
-        self._controller: Any = None
-        self._restore: Any = None
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._inside == 0:
-                if self._controller is None:
-                    try:  # through import_module, typed Any: threadpoolctl ships no annotations
-                        self._controller = importlib.import_module("threadpoolctl").ThreadpoolController()
-                    except ImportError:
-                        self._controller = False
-                if self._controller:
-                    self._restore = self._controller.limit(limits=1, user_api="blas")
-            self._inside += 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        with self._lock:
-            self._inside -= 1
-            if self._inside == 0 and self._restore is not None:
-                self._restore.restore_original_limits()
-                self._restore = None
-
-
-#: The guard every encode runs under; the cosine ranking takes it too (see journal.encoding.semantic).
-one_blas_thread: Final = _OneBlasThread()
 
 
 class _GeluScratch:
@@ -163,14 +120,14 @@ class _Layer:
 
 
 class MiniLMEncoder:
-    """An :class:`~journal.encoding.embed.Encoder` computing a BERT sentence-transformers model in NumPy.
+    """An :class:`~journal.encoding.base.Encoder` computing a BERT sentence-transformers model in NumPy.
 
     Args:
         path: the model directory (``config.json``, ``model.safetensors``,
             ``tokenizer.json``, ``sentence_bert_config.json``, ``1_Pooling/``).
         name: the model name its vectors are tagged with.
         cache_dir: where the hash of the model files is remembered (see
-            :class:`journal.encoding.embed.SentenceTransformerEncoder`).
+            :class:`journal.encoding.sentence_transformers_encoder.SentenceTransformerEncoder`).
 
     Raises:
         ValueError: the directory holds a model this forward pass does not
@@ -224,7 +181,7 @@ class MiniLMEncoder:
 
     @property
     def identity(self) -> str:
-        """The vectors' tag, the same as sentence-transformers gives this model (see :attr:`journal.encoding.embed.EncoderIdentity.key`)."""
+        """The vectors' tag, the same as sentence-transformers gives this model (see :attr:`journal.encoding.EncoderIdentity.key`)."""
         return self._identity
 
     def describe(self) -> EncoderIdentity:

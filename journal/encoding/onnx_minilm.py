@@ -1,7 +1,7 @@
 """all-MiniLM-L6-v2 on ONNX Runtime: the NumPy encoder's model, its forward pass in fused CPU kernels.
 
 The weights, tokenizer, embedding sums and pooling are
-:class:`~journal.encoding._minilm.MiniLMEncoder`'s; only the six transformer
+:class:`~journal.encoding.numpy_minilm.MiniLMEncoder`'s; only the six transformer
 layers (and the LayerNorm before them) run elsewhere. The graph is built here from
 the same arrays (no ``.onnx`` file ships with the model, and none is written):
 ONNX Runtime's contrib operators ``Attention`` (the query, key and value
@@ -29,8 +29,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from journal.encoding._minilm import MiniLMEncoder, mean_pooled
 from journal.encoding._onnxgraph import FLOAT, INT32, OnnxGraph
+from journal.encoding.numpy_minilm import MiniLMEncoder, mean_pooled
 
 if TYPE_CHECKING:
     import numpy as np
