@@ -69,7 +69,7 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     weights to know their identity.
 
     Raises:
-        SemanticUnavailableError: the ``nn`` extra is not installed.
+        SemanticUnavailableError: the ``nn`` extra is not installed (for the default model on the CPU), or the ``st`` extra (for any other).
         ModelNotFoundError: no local copy of the model.
     """
     packaged = default_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None

@@ -68,7 +68,7 @@ class SentenceTransformerEncoder:
             the weights to know their identity; None remembers it in this process only.
 
     Raises:
-        SemanticUnavailableError: the ``nn`` extra is not installed.
+        SemanticUnavailableError: the ``st`` extra (sentence-transformers) is not installed.
         ModelNotFoundError: no local copy of the model.
     """
 
