@@ -319,3 +319,35 @@ def test_each_face_exports_what_it_imports() -> None:
                              and node.value is not None), None)
             assert exported is not None, f"{init.relative_to(REPO)} has no __all__"
             assert imported <= set(exported), f"{init.relative_to(REPO)} imports but does not export {sorted(imported - set(exported))}"
+
+
+# One owner for the index's tables: SQL runs in journal/indexing/ alone.
+
+SQL_CALLS = ("execute", "executemany", "executescript")
+
+
+def sql_problems(root: Path) -> list[str]:
+    """Every call of ``.execute(``, ``.executemany(`` or ``.executescript(`` in a journal module outside journal/indexing/."""
+    problems = []
+    for module, path in module_files(root / "journal", "journal").items():
+        if module == "journal.indexing" or module.startswith("journal.indexing."):
+            continue
+        calls = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS]
+        problems += [f"{path.relative_to(root)}:{call.lineno}: {module} calls .{call.func.attr}(; read the index through journal.indexing"
+                     for call in sorted(calls, key=lambda call: call.lineno) if isinstance(call.func, ast.Attribute)]
+    return problems
+
+
+def test_only_the_indexing_layer_runs_sql() -> None:
+    """No journal module outside journal/indexing/ runs SQL: the index's tables have one owner."""
+    problems = sql_problems(REPO)
+    assert not problems, "SQL outside journal/indexing/:\n" + "\n".join(problems)
+
+
+def test_sql_outside_the_indexing_layer_is_found(tree: Path) -> None:
+    """A query run from another folder, even inside a function, is named with its file and line."""
+    plant(tree, "journal.checking.verify", "conn.executescript('DROP TABLE entries')")
+    plant(tree, "journal.indexing.retrieval", "conn.execute('SELECT 1')")
+    assert [p.split(": ", 1)[1] for p in sql_problems(tree)] == [
+        "journal.checking.verify calls .executescript(; read the index through journal.indexing"]
