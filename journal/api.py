@@ -140,7 +140,7 @@ class Journal:
 
     @skipped.setter
     def skipped(self, value: builtins.list[SkippedFile]) -> None:
-        self._keeper.skipped = value
+        self._keeper.set_skipped(value)
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -351,3 +351,41 @@ def test_sql_outside_the_indexing_layer_is_found(tree: Path) -> None:
     plant(tree, "journal.indexing.retrieval", "conn.execute('SELECT 1')")
     assert [p.split(": ", 1)[1] for p in sql_problems(tree)] == [
         "journal.checking.verify calls .executescript(; read the index through journal.indexing"]
+
+
+# IndexKeeper's state is its own: other modules change it only through its methods.
+
+KEEPER_NAMES = ("keeper", "_keeper")  # what the journal's modules call an IndexKeeper they hold
+
+
+def keeper_write_problems(root: Path) -> list[str]:
+    """Every assignment (``=``, ``+=``, annotated) to an attribute of ``keeper``/``self._keeper`` in a journal module but journal/sync/_keeper.py."""
+    problems = []
+    for module, path in module_files(root / "journal", "journal").items():
+        if module == "journal.sync._keeper":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            for target in targets:
+                for part in ast.walk(target):
+                    if not isinstance(part, ast.Attribute):
+                        continue
+                    owner = part.value
+                    name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
+                    if name in KEEPER_NAMES and isinstance(part.ctx, ast.Store):
+                        problems.append(f"{path.relative_to(root)}:{node.lineno}: {module} sets {name}.{part.attr}; call an IndexKeeper method instead")
+    return problems
+
+
+def test_only_the_keeper_sets_its_state() -> None:
+    """No journal module but journal/sync/_keeper.py assigns an attribute of the IndexKeeper it holds."""
+    problems = keeper_write_problems(REPO)
+    assert not problems, "IndexKeeper state set from outside:\n" + "\n".join(problems)
+
+
+def test_a_keeper_field_set_from_outside_is_found(tree: Path) -> None:
+    """Setting a keeper's field from another module, even inside a function, is named with its file and line."""
+    plant(tree, "journal.sync._append", "keeper.skipped = []")
+    plant(tree, "journal.sync._keeper", "keeper.depth += 1")
+    assert [p.split(": ", 1)[1] for p in keeper_write_problems(tree)] == [
+        "journal.sync._append sets keeper.skipped; call an IndexKeeper method instead"]

@@ -83,7 +83,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = F
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
-            keeper.caught_up = None  # until the commit lands
+            keeper.note_write_begun()
             rel_path = EntryStore.rel_path_for(entry)
 
             def stage_rows() -> None:
@@ -123,7 +123,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = F
                 return AppendResult(entry, is_duplicate=False)
         finally:
             _end_transaction(keeper)  # nothing to undo after the commit
-        keeper.caught_up = generation
+        keeper.note_caught_up(generation)
     if behind is not None:
         assert semantic is not None  # noqa: S101 - narrows the type: only a semantic index embeds behind
         semantic.pend(entry.id, behind)
@@ -176,8 +176,7 @@ def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: 
         client_key, rel_path, reason,
     )
     item = SkippedFile(f"entries/{rel_path}", reason)
-    if item not in keeper.skipped:
-        keeper.skipped.append(item)
+    keeper.note_skipped(item)
     keeper.index.delete_entry(conn, found[0])
     return None
 
