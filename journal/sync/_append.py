@@ -39,12 +39,12 @@ class AppendResult:
     is_duplicate: bool
 
 
-def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = False) -> AppendResult:
-    """Validate and durably store one entry (see :meth:`journal.Journal.append`).
+def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+    """Validate and durably store one entry (see :meth:`journal.Journal.append_with_result`).
 
-    *carried*: the entry comes from an import, which checked its continuity
-    links against the whole stream and its manifest (a link its export's
-    scope left out is kept), so only its ``supersedes`` are checked here.
+    *continuity_checked*: the entry comes from an import, which checked its
+    continuity links against the whole stream and its manifest (a link its
+    export's scope left out is kept), so only its ``supersedes`` are checked here.
     """
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
@@ -79,7 +79,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = F
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
-            _check_links(keeper, entry, continuity=not carried)
+            _check_links(keeper, entry, continuity=not continuity_checked)
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
