@@ -141,7 +141,7 @@ class Journal:
 
     @skipped.setter
     def skipped(self, value: builtins.list[SkippedFile]) -> None:
-        self._keeper.skipped = value
+        self._keeper.set_skipped(value)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -172,14 +172,21 @@ class Journal:
         return self.append_with_result(payload).entry
 
     @writing
-    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
-        """Like :meth:`append`, also telling whether the client_key already existed."""
-        return append_payload(self._keeper, payload)
+    def append_with_result(self, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+        """Like :meth:`append`, also telling whether the client_key already existed.
 
-    @writing
-    def _append_carried(self, payload: Mapping[str, Any]) -> AppendResult:
-        """:meth:`append_with_result` for an import, which checked the entry's continuity links against its whole source."""
-        return append_payload(self._keeper, payload, carried=True)
+        Args:
+            payload: the entry, as for :meth:`append`.
+            continuity_checked: the caller has already checked the entry's
+                ``continuity_refs`` against a whole source it imports, as
+                :meth:`import_stream` and :meth:`import_dir` do, so they are not
+                looked up here: such a link may name an entry of the source
+                appended after this one, or one the export's scope left out.
+                ``supersedes`` are checked either way. Leave it false unless
+                you checked every link so: an entry continuing no entry stays
+                in its immutable file, and ``verify`` reports it for good.
+        """
+        return append_payload(self._keeper, payload, continuity_checked=continuity_checked)
 
     @writing
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:

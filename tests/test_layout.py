@@ -320,3 +320,73 @@ def test_each_face_exports_what_it_imports() -> None:
                              and node.value is not None), None)
             assert exported is not None, f"{init.relative_to(REPO)} has no __all__"
             assert imported <= set(exported), f"{init.relative_to(REPO)} imports but does not export {sorted(imported - set(exported))}"
+
+
+# One owner for the index's tables: SQL runs in journal/indexing/ alone.
+
+SQL_CALLS = ("execute", "executemany", "executescript")
+
+
+def sql_problems(root: Path) -> list[str]:
+    """Every call of ``.execute(``, ``.executemany(`` or ``.executescript(`` in a journal module outside journal/indexing/."""
+    problems = []
+    for module, path in module_files(root / "journal", "journal").items():
+        if module == "journal.indexing" or module.startswith("journal.indexing."):
+            continue
+        calls = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS]
+        problems += [f"{path.relative_to(root)}:{call.lineno}: {module} calls .{call.func.attr}(; read the index through journal.indexing"
+                     for call in sorted(calls, key=lambda call: call.lineno) if isinstance(call.func, ast.Attribute)]
+    return problems
+
+
+def test_only_the_indexing_layer_runs_sql() -> None:
+    """No journal module outside journal/indexing/ runs SQL: the index's tables have one owner."""
+    problems = sql_problems(REPO)
+    assert not problems, "SQL outside journal/indexing/:\n" + "\n".join(problems)
+
+
+def test_sql_outside_the_indexing_layer_is_found(tree: Path) -> None:
+    """A query run from another folder, even inside a function, is named with its file and line."""
+    plant(tree, "journal.checking.verify", "conn.executescript('DROP TABLE entries')")
+    plant(tree, "journal.indexing.digest", "conn.execute('SELECT 1')")
+    assert [p.split(": ", 1)[1] for p in sql_problems(tree)] == [
+        "journal.checking.verify calls .executescript(; read the index through journal.indexing"]
+
+
+# IndexKeeper's state is its own: other modules change it only through its methods.
+
+KEEPER_NAMES = ("keeper", "_keeper")  # what the journal's modules call an IndexKeeper they hold
+
+
+def keeper_write_problems(root: Path) -> list[str]:
+    """Every assignment (``=``, ``+=``, annotated) to an attribute of ``keeper``/``self._keeper`` in a journal module but journal/sync/_keeper.py."""
+    problems = []
+    for module, path in module_files(root / "journal", "journal").items():
+        if module == "journal.sync._keeper":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+            for target in targets:
+                for part in ast.walk(target):
+                    if not isinstance(part, ast.Attribute):
+                        continue
+                    owner = part.value
+                    name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
+                    if name in KEEPER_NAMES and isinstance(part.ctx, ast.Store):
+                        problems.append(f"{path.relative_to(root)}:{node.lineno}: {module} sets {name}.{part.attr}; call an IndexKeeper method instead")
+    return problems
+
+
+def test_only_the_keeper_sets_its_state() -> None:
+    """No journal module but journal/sync/_keeper.py assigns an attribute of the IndexKeeper it holds."""
+    problems = keeper_write_problems(REPO)
+    assert not problems, "IndexKeeper state set from outside:\n" + "\n".join(problems)
+
+
+def test_a_keeper_field_set_from_outside_is_found(tree: Path) -> None:
+    """Setting a keeper's field from another module, even inside a function, is named with its file and line."""
+    plant(tree, "journal.sync._append", "keeper.skipped = []")
+    plant(tree, "journal.sync._keeper", "keeper.depth += 1")
+    assert [p.split(": ", 1)[1] for p in keeper_write_problems(tree)] == [
+        "journal.sync._append sets keeper.skipped; call an IndexKeeper method instead"]

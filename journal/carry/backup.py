@@ -13,11 +13,9 @@ no restore command exists: use the copy, or copy it back.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
-import sqlite3
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
 from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
+from journal.indexing import copy_index
 
 if TYPE_CHECKING:
     from journal.checking.verify import VerifyReport
@@ -84,26 +83,6 @@ def _write(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _copy_index(conn: sqlite3.Connection, target: Path) -> int:
-    """Copy the open index through SQLite's online backup API; return the generation the copy has caught up with."""
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE))
-    copy = sqlite3.connect(target, isolation_level=None)
-    try:
-        conn.backup(copy)
-        copy.execute("PRAGMA journal_mode = WAL")
-        row = copy.execute("SELECT value FROM state WHERE key = 'generation'").fetchone()
-    except sqlite3.Error as exc:
-        # The copy's file refused, not the journal's index: name the copy (SQLite's codes as errnos).
-        code = {13: errno.ENOSPC, 8: errno.EROFS, 14: errno.EACCES, 23: errno.EACCES}.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF, errno.EIO)
-        raise OSError(code, os.strerror(code), str(target)) from None
-    finally:
-        copy.close()
-    with contextlib.suppress(FileNotFoundError):
-        for suffix in ("-wal", "-shm"):
-            os.unlink(f"{target}{suffix}")
-    return int(row[0]) if row else 0
-
-
 def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport]) -> BackupReport:
     """Copy the journal to *out* (see :meth:`journal.Journal.backup`); *verify* checks the copy and returns its report."""
     _check_target(out, keeper.root)
@@ -123,7 +102,7 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
         with keeper.lock:
             keeper.sync_locked()  # the index holds every file published so far
             paths = [item for item in keeper.store.scan() if not isinstance(item, ScanProblem)]
-            generation = _copy_index(keeper.index.conn, work / "index" / "journal.sqlite3")
+            generation = copy_index(keeper.index, work / "index" / "journal.sqlite3")
         _write(work / "entries" / ".generation", str(generation).rjust(_COUNTER_WIDTH).encode("ascii"))
         made: set[Path] = set()
         for rel_path in paths:

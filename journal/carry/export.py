@@ -36,7 +36,6 @@ import hashlib
 import io
 import logging
 import tarfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 from journal.errors import EntryFileError, UnsafePathError
 from journal.files.entry import SCHEMA_VERSION, Entry, canonical_json, check_text_arguments
 from journal.files.store import EntryStore
-from journal.indexing import bound
+from journal.indexing import IndexSnapshot, bound
 from journal.indexing.index import Window
 from journal.sync import load_entry
 
@@ -65,8 +64,6 @@ MANIFEST_KEYS: Final = (
     "ghostjournal_export", "journal_id", "schema_version", "exported_at", "agent", "since", "until", "entries", "agents",
     "links_outside", "links_removed", "skipped", "sha256",
 )
-#: Rows fetched from the snapshot at a time.
-_BATCH: Final = 500
 
 
 @dataclass(slots=True)
@@ -156,13 +153,6 @@ class _Sink:
         self._out.flush()
 
 
-def _agents_of(conn: Any, ids: Sequence[str]) -> dict[str, str]:
-    if not ids:
-        return {}
-    rows = conn.execute(f"SELECT id, agent FROM entries WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
-    return dict(rows)
-
-
 def export(
     keeper: IndexKeeper, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
     form: str = "jsonl", now: datetime | None = None,
@@ -172,32 +162,23 @@ def export(
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {form!r}")
     check_text_arguments(agent=agent)
     window = Window(agent=agent, since=bound(since, "since"), until=bound(until, "until"))
-    clauses, params = window.where()
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    index = keeper.index
     with keeper.lock:
         keeper.sync_locked()  # the index holds every file published so far, and nothing else
-        conn = index.conn
-        conn.execute("BEGIN")
+        snapshot = IndexSnapshot.of(keeper.index)
+        snapshot.begin()  # the snapshot starts with its first read, under the lock
         stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        conn.execute("SELECT count(*) FROM entries").fetchone()  # the snapshot starts with this first read, under the lock
-    manifest = ExportManifest(keeper.manifest.journal_id, stamp, agent, window.since, window.until)
-    sink = _Sink(out, form)
-    try:
+    with snapshot:
+        manifest = ExportManifest(keeper.manifest.journal_id, stamp, agent, window.since, window.until)
+        sink = _Sink(out, form)
         # The rows, then each one's links, are read from the snapshot; entries are exported in (time, id) order.
-        cursor = conn.execute(f"SELECT e.id, e.path, e.agent FROM entries e {where} ORDER BY e.ts_utc, e.id", params)
-        while rows := cursor.fetchmany(_BATCH):
-            for entry_id, rel_path, owner in rows:
-                _export_one(keeper.store, conn, sink, manifest, (entry_id, rel_path, owner), window)
+        for row in snapshot.window_rows(window):
+            _export_one(keeper.store, snapshot, sink, manifest, row, window)
         manifest.sha256 = f"sha256:{sink.digest.hexdigest()}"
         sink.finish(manifest)
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
     return manifest
 
 
-def _export_one(store: EntryStore, conn: Any, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window) -> None:
+def _export_one(store: EntryStore, snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window) -> None:
     entry_id, rel_path, owner = row
     try:
         entry = load_entry(store, rel_path)
@@ -212,21 +193,15 @@ def _export_one(store: EntryStore, conn: Any, sink: _Sink, manifest: ExportManif
         return
     links = [*entry.continuity_refs, *entry.supersedes]
     if links:
-        agents = _agents_of(conn, sorted(set(links)))
+        agents = snapshot.agents_of(sorted(set(links)))
         foreign = {ref for ref in links if ref in agents and agents[ref] != entry.agent} if window.agent is not None else set()
         if foreign:
             entry = _without_foreign_links(entry, foreign)
             manifest.links_removed.append({"entry": entry.id, "links": sum(1 for ref in links if ref in foreign)})
         for ref in dict.fromkeys(ref for ref in links if ref not in foreign):
-            if not _in_window(conn, ref, window):
+            if not snapshot.holds(ref, window):  # an entry the snapshot holds in the window is in the stream too
                 manifest.links_outside.append({"entry": entry.id, "link": ref})
     sink.entry(rel_path, entry.to_json_bytes(), entry)
     manifest.entries += 1
     manifest.agents[entry.agent] = manifest.agents.get(entry.agent, 0) + 1
 
-
-def _in_window(conn: Any, entry_id: str, window: Window) -> bool:
-    """Whether the snapshot holds *entry_id* inside *window* (so the stream holds it too)."""
-    clauses, params = window.where()
-    sql = "SELECT 1 FROM entries e WHERE e.id = ?" + "".join(f" AND {c}" for c in clauses)
-    return conn.execute(sql, [entry_id, *params]).fetchone() is not None

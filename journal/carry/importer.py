@@ -69,8 +69,8 @@ class ImportTarget(Protocol):
     def root(self) -> Path:
         """The journal directory."""
 
-    def _append_carried(self, payload: Mapping[str, Any]) -> AppendResult:
-        """Append *payload*, or return the entry its client_key already holds; its continuity links were checked by the import, against the whole source."""
+    def append_with_result(self, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+        """Append *payload*, or return the entry its client_key already holds (see :meth:`journal.Journal.append_with_result`)."""
 
     def get(self, entry_id: str, agent: str | None = None) -> Entry:
         """The entry with *entry_id* (with *agent*: only if it is that agent's)."""
@@ -239,7 +239,17 @@ def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) ->
 
 
 def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
-    """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file)."""
+    """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file).
+
+    The entry goes through the journal's public append, the path of every
+    other write (its guard, the writer lock, the duplicate and ``supersedes``
+    checks), with ``continuity_checked=True`` said in the open: the import
+    checked each continuity link against its whole source before storing
+    anything (:func:`_leave_out_dangling`), where an append alone would refuse
+    a link to an entry the source holds further on, or one its export's
+    scope left out. A keyword on the one public path, not a second way in,
+    so nothing stores an entry without those guards.
+    """
     data = entry.to_json_bytes()
 
     def conflict(reason: str) -> None:
@@ -247,7 +257,7 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
         summary.conflicts.append({**where, "id": entry.id, "reason": reason})
 
     try:
-        result = journal._append_carried(entry.to_dict())
+        result = journal.append_with_result(entry.to_dict(), continuity_checked=True)
     except ClientKeyTakenError:
         conflict("its client_key is held by another agent's entry")
         return

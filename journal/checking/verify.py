@@ -20,7 +20,7 @@ import os
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +30,7 @@ from journal.errors import EntryFileError, EntryValidationError, UnsafePathError
 from journal.files import FILE_MODE, fsync_directory, make_dir
 from journal.files.entry import Entry, entry_from_json_bytes
 from journal.files.store import EntryStore, ScanProblem
-from journal.indexing import ENCODER_PREFIX, ENCODER_RANGE, FTS_COLUMNS
+from journal.indexing import IndexSnapshot
 from journal.indexing.index import Index
 from journal.sync import SkippedFile, first_of_each
 
@@ -46,6 +46,8 @@ MIN_COSINE: Final = 0.999
 #: Ids named in one index problem; the rest are counted.
 _SHOWN_IDS: Final = 5
 INDEX_FILE: Final = "index/journal.sqlite3"
+#: Bytes a vector's blob holds per dimension (float32).
+_FLOAT32_BYTES: Final = 4
 _REINDEX: Final = "run 'ghostjournal reindex' (or 'ghostjournal verify --repair') to rebuild the index from the entry files"
 _QUARANTINE: Final = "move it out of entries/ ('ghostjournal verify --repair' moves it to quarantine/, deleting nothing)"
 #: The kinds of problem a repair moves to quarantine: files a rebuild leaves out.
@@ -210,56 +212,30 @@ def _differing(main: Iterator[tuple[Any, ...]], scratch: Iterator[tuple[Any, ...
     return only_main, only_scratch, changed
 
 
-def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
-    yield from (tuple(row) for row in conn.execute(sql, params))
-
-
-_ROWS_SQL: Final = ("SELECT e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
-                    " FROM entries e {where} ORDER BY e.id")
-_TEXT_SQL: Final = f"SELECT e.id, {', '.join('f.' + c for c in FTS_COLUMNS.split(', '))} FROM entries e JOIN fts f ON f.rowid = e.rowid {{where}} ORDER BY e.id"
-_LINKS_SQL: Final = "SELECT l.src || ' ' || l.dst FROM {table} l JOIN entries e ON e.id = l.src {where} ORDER BY 1"
-
-
-def _index_problems(main: sqlite3.Connection, scratch: sqlite3.Connection, agent: str | None) -> list[Problem]:
+def _index_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> list[Problem]:
     """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*), table by table."""
-    where, params = ("WHERE e.agent = ?", [agent]) if agent is not None else ("", [])
     problems = []
 
-    def compare(kind: str, what: str, sql: str) -> None:
-        extra, lacking, changed = _differing(_rows(main, sql.format(where=where), params), _rows(scratch, sql.format(where=where), params))
+    def compare(kind: str, what: str, read: Callable[[IndexSnapshot], Iterator[tuple[Any, ...]]]) -> None:
+        extra, lacking, changed = _differing(read(main), read(scratch))
         parts = [f"{len(extra)} {what} of no entry file ({_ids(extra)})" if extra else "",
                  f"no {what} for {len(lacking)} in the files ({_ids(lacking)})" if lacking else "",
                  f"{len(changed)} {what} unlike their files ({_ids(changed)})" if changed else ""]
         if extra or lacking or changed:
             problems.append(Problem(kind, INDEX_FILE, "the index has " + "; ".join(p for p in parts if p), _REINDEX))
 
-    compare("index_rows", "rows", _ROWS_SQL)
-    compare("index_text", "text rows", _TEXT_SQL)
-    for table in ("links", "supersessions"):
-        compare("index_links", f"{table} rows", _LINKS_SQL.replace("{table}", table))
+    compare("index_rows", "rows", lambda index: index.rows(agent))
+    compare("index_text", "text rows", lambda index: index.texts(agent))
+    compare("index_links", "links rows", lambda index: index.links(agent))
+    compare("index_links", "supersessions rows", lambda index: index.supersessions(agent))
     problems += _agent_text_problems(main, scratch, agent)
     return problems
 
 
-def _agent_tables(conn: sqlite3.Connection, agent: str | None) -> dict[str, tuple[int, int]]:
-    sql = "SELECT name, id, entries FROM agents" + (" WHERE name = ?" if agent is not None else "")
-    return {name: (int(agent_id), int(count)) for name, agent_id, count in conn.execute(sql, [] if agent is None else [agent])}
-
-
-def _vocabulary(conn: sqlite3.Connection, agent_id: int) -> Iterator[tuple[Any, ...]]:
-    """``(term, documents, occurrences)`` of one agent's text table, by term (its rowids differ between two builds; these do not)."""
-    name = f"verify_vocab_{agent_id}"
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, fts_agent_{agent_id}, 'row')")
-    try:
-        yield from (tuple(row) for row in conn.execute(f"SELECT term, doc, cnt FROM temp.{name} ORDER BY term"))
-    finally:
-        conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
-
-
-def _agent_text_problems(main: sqlite3.Connection, scratch: sqlite3.Connection, agent: str | None) -> list[Problem]:
+def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> list[Problem]:
     """Each agent's own text table: its count, its rows (those of the agent's entries), and its words against a rebuild's."""
     problems = []
-    have, want = _agent_tables(main, agent), _agent_tables(scratch, agent)
+    have, want = main.agent_tables(agent), scratch.agent_tables(agent)
     for name in sorted(have.keys() | want.keys()):
         if name not in have or name not in want:
             if have.get(name, (0, 0))[1] or want.get(name, (0, 0))[1]:  # an agent row of no entries is what deletions leave
@@ -267,37 +243,25 @@ def _agent_text_problems(main: sqlite3.Connection, scratch: sqlite3.Connection, 
                                         f"the text table of agent {name!r} is {'missing' if name not in have else 'of no entry file'}", _REINDEX))
             continue
         (main_id, main_count), (scratch_id, scratch_count) = have[name], want[name]
-        table = f"fts_agent_{main_id}"
-        rows = {r[0] for r in main.execute(f"SELECT rowid FROM {table}")}
-        agent_rows = {r[0] for r in main.execute("SELECT rowid FROM entries WHERE agent = ?", (name,))}
+        rows = main.agent_text_rowids(main_id)
+        agent_rows = main.entry_rowids(name)
         if main_count != scratch_count or rows != agent_rows:
             problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} counts {main_count} entries and holds "
                                     f"{len(rows)} rows, where its files give {scratch_count}", _REINDEX))
             continue
-        extra, lacking, changed = _differing(_vocabulary(main, main_id), _vocabulary(scratch, scratch_id))
+        extra, lacking, changed = _differing(main.vocabulary(main_id), scratch.vocabulary(scratch_id))
         if extra or lacking or changed:
             problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} differs from its files in "
                                     f"{len(extra | lacking | changed)} words", _REINDEX))
     return problems
 
 
-def _encoder_records(main: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
-    import json
-
-    records: dict[str, list[dict[str, Any]]] = {}
-    for key, value in main.execute("SELECT key, value FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE):
-        model = key[len(ENCODER_PREFIX):].rsplit("\n", 1)[0]
-        records.setdefault(model, []).append(json.loads(value))
-    return records
-
-
-def _vector_problems(main: sqlite3.Connection, agent: str | None) -> list[Problem]:
+def _vector_problems(main: IndexSnapshot, agent: str | None) -> list[Problem]:
     """Every encoder's vectors: named by a record, of its dimension, each of an indexed entry, one for every entry."""
     problems = []
-    records = _encoder_records(main)
-    join, params = ("JOIN entries e ON e.rowid = v.entry WHERE e.agent = ?", [agent]) if agent is not None else ("", [])
-    counts = dict(main.execute(f"SELECT v.model, count(*) FROM vectors v {join} GROUP BY v.model", params).fetchall())
-    entries = int(main.execute("SELECT count(*) FROM entries" + (" WHERE agent = ?" if agent is not None else ""), params).fetchone()[0])
+    records = main.encoder_records()
+    counts = main.vector_counts(agent)
+    entries = main.entry_count(agent)
     for model, count in sorted(counts.items()):
         described = records.get(model)
         embed = f"run 'ghostjournal --nn --model MODEL embed' with the model {model.split(':')[0]!r}"
@@ -306,30 +270,26 @@ def _vector_problems(main: sqlite3.Connection, agent: str | None) -> list[Proble
             continue
         dimensions = {int(d["dimension"]) for d in described if isinstance(d.get("dimension"), int)}
         if dimensions:
-            sizes = [4 * d for d in sorted(dimensions)]
-            wrong = int(main.execute(
-                f"SELECT count(*) FROM vectors v {join or 'WHERE 1'} AND v.model = ? AND length(v.vector) NOT IN ({','.join('?' * len(sizes))})",
-                [*params, model, *sizes]).fetchone()[0])
+            wrong = main.vectors_of_other_sizes(model, [_FLOAT32_BYTES * d for d in sorted(dimensions)], agent)
             if wrong:
                 problems.append(Problem("vector_size", INDEX_FILE, f"{wrong} vectors of {model!r} are not of its dimension {sorted(dimensions)}",
                                         _REINDEX + ", then " + embed))
         if count != entries:
             problems.append(Problem("vectors_count", INDEX_FILE, f"{count} vectors of {model!r} for {entries} entries",
                                     embed + " to embed the entries lacking one" if count < entries else _REINDEX))
-    orphans = int(main.execute("SELECT count(*) FROM vectors v LEFT JOIN entries e ON e.rowid = v.entry WHERE e.rowid IS NULL").fetchone()[0])
+    orphans = main.orphan_vectors()
     if orphans and agent is None:
         problems.append(Problem("vectors_count", INDEX_FILE, f"{orphans} vectors belong to no indexed entry", _REINDEX))
     return problems
 
 
-def _deep_problems(keeper: IndexKeeper, main: sqlite3.Connection, unique: Sequence[tuple[str, Entry]], sample: int) -> tuple[list[Problem], int]:
+def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], sample: int) -> tuple[list[Problem], int]:
     """Re-embed up to *sample* entries (spread evenly by id) and compare each with its stored vector."""
     from journal.encoding.semantic import from_blob
 
     semantic = keeper.semantic
     assert semantic is not None  # noqa: S101 - narrows the type: Journal.verify refuses deep without NN
-    with_vectors = {row[0]: row[1] for row in main.execute(
-        "SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (semantic.model,))}
+    with_vectors = dict(main.vectors_of(semantic.model))
     candidates = sorted((entry.id, path, entry) for path, entry in unique if entry.id in with_vectors)
     step = max(1, math.ceil(len(candidates) / sample)) if sample else len(candidates) + 1
     chosen = candidates[::step][:sample]
@@ -345,29 +305,18 @@ def _deep_problems(keeper: IndexKeeper, main: sqlite3.Connection, unique: Sequen
     return problems, len(chosen)
 
 
-@contextlib.contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute("PRAGMA busy_timeout = 60000")
-        yield conn
-    finally:
-        conn.close()
-
-
-def _snapshot(keeper: IndexKeeper, main: sqlite3.Connection | None) -> tuple[list[str], list[ScanProblem], Problem | None]:
+def _snapshot(keeper: IndexKeeper, main: IndexSnapshot | None) -> tuple[list[str], list[ScanProblem], Problem | None]:
     """Under the writer lock: start *main*'s read transaction and list the entry files, one instant for both."""
     paths: list[str] = []
     foreign: list[ScanProblem] = []
     behind: Problem | None = None
     with keeper.lock:
         if main is not None:
-            main.execute("BEGIN")
-            row = main.execute("SELECT value FROM state WHERE key = 'generation'").fetchone()
+            generation = main.begin()
             counter = keeper.lock.read_generation()
-            if row is None or int(row[0]) != counter:
-                behind = Problem("index_behind", INDEX_FILE, f"the index caught up with write {row[0] if row else 'none'}, the write counter is at {counter}",
-                                 "open the journal for writing (any append), or " + _REINDEX)
+            if generation != counter:
+                behind = Problem("index_behind", INDEX_FILE, f"the index caught up with write {'none' if generation is None else generation}, "
+                                 f"the write counter is at {counter}", "open the journal for writing (any append), or " + _REINDEX)
         for item in keeper.store.scan():
             if isinstance(item, ScanProblem):
                 foreign.append(item)
@@ -381,10 +330,9 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
     report = VerifyReport(agent=agent)
     index_path = keeper.root / INDEX_FILE
     with contextlib.ExitStack() as stack:
-        main: sqlite3.Connection | None
+        main: IndexSnapshot | None
         try:
-            main = stack.enter_context(_read_only(index_path))
-            main.execute("SELECT 1 FROM state LIMIT 1").fetchall()
+            main = stack.enter_context(IndexSnapshot.read_only(index_path))
         except sqlite3.Error as exc:
             main = None
             report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
@@ -413,36 +361,35 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
         report.problems += _link_problems(unique, agent)
         report.entries = sum(1 for _, entry in unique if agent is None or entry.agent == agent)
         if main is not None:
-            try:
-                report.problems += _compare_with_rebuild(main, unique, agent, keeper)
-                if deep:
-                    deep_found, report.deep_checked = _deep_problems(keeper, main, unique, sample)
-                    report.problems += deep_found
-            except sqlite3.DatabaseError as exc:
-                report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
-            finally:
-                if main.in_transaction:
-                    main.execute("COMMIT")
+            with main:
+                try:
+                    report.problems += _compare_with_rebuild(main, unique, agent, keeper)
+                    if deep:
+                        deep_found, report.deep_checked = _deep_problems(keeper, main, unique, sample)
+                        report.problems += deep_found
+                except sqlite3.DatabaseError as exc:
+                    report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
     return report
 
 
-def _indexed_paths(main: sqlite3.Connection | None) -> set[str]:
+def _indexed_paths(main: IndexSnapshot | None) -> set[str]:
     """The entry files the index holds (in its read transaction), or none when it cannot be read (a problem reported on its own)."""
     if main is None:
         return set()
     try:
-        return {row[0] for row in main.execute("SELECT path FROM entries")}
+        return main.paths()
     except sqlite3.DatabaseError:
         return set()
 
 
-def _compare_with_rebuild(main: sqlite3.Connection, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:
+def _compare_with_rebuild(main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:
     """Rebuild the files into a scratch index in a temporary directory and compare the journal's index with it."""
     with tempfile.TemporaryDirectory(prefix="ghostjournal-verify-") as scratch_dir:
         scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
         try:
             scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False)
-            problems = _index_problems(main, scratch.conn, agent)
+            # Nobody else writes the scratch index: its reads need no transaction.
+            problems = _index_problems(main, IndexSnapshot.of(scratch), agent)
         finally:
             scratch.close()
     return problems + _vector_problems(main, agent)

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 __all__ = [
     "COLUMNS", "FTS_COLUMNS", "INDEX_SCHEMA_VERSION", "WHOLE_JOURNAL", "IndexRow", "IndexState", "VectorRow", "VectorState",
-    "Window", "agent_text_table", "create_tables", "scoped_text_table",
+    "Window", "agent_text_table", "create_tables", "scoped_text_table", "text_table_of",
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
@@ -95,13 +95,18 @@ def create_tables(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))
 
 
+def text_table_of(agent_id: int) -> str:
+    """The name of the text table of the agent whose row in ``agents`` has *agent_id*."""
+    return _AGENT_FTS.format(id=int(agent_id))
+
+
 def agent_text_table(conn: sqlite3.Connection, agent: str) -> str:
     """The name of *agent*'s text table, created (with the agent's id) on its first entry; inside an open transaction."""
     row = conn.execute("SELECT id FROM agents WHERE name = ?", (agent,)).fetchone()
     if row is not None:
-        return _AGENT_FTS.format(id=int(row[0]))
+        return text_table_of(row[0])
     agent_id = conn.execute("INSERT INTO agents (name) VALUES (?)", (agent,)).lastrowid
-    table = _AGENT_FTS.format(id=int(agent_id or 0))
+    table = text_table_of(agent_id or 0)
     conn.execute(_AGENT_TABLE.format(table=table))
     return table
 

@@ -39,12 +39,12 @@ class AppendResult:
     is_duplicate: bool
 
 
-def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = False) -> AppendResult:
-    """Validate and durably store one entry (see :meth:`journal.Journal.append`).
+def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+    """Validate and durably store one entry (see :meth:`journal.Journal.append_with_result`).
 
-    *carried*: the entry comes from an import, which checked its continuity
-    links against the whole stream and its manifest (a link its export's
-    scope left out is kept), so only its ``supersedes`` are checked here.
+    *continuity_checked*: the entry comes from an import, which checked its
+    continuity links against the whole stream and its manifest (a link its
+    export's scope left out is kept), so only its ``supersedes`` are checked here.
     """
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
@@ -79,11 +79,11 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = F
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
-            _check_links(keeper, entry, continuity=not carried)
+            _check_links(keeper, entry, continuity=not continuity_checked)
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
-            keeper.caught_up = None  # until the commit lands
+            keeper.note_write_begun()
             rel_path = EntryStore.rel_path_for(entry)
 
             def stage_rows() -> None:
@@ -123,7 +123,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, carried: bool = F
                 return AppendResult(entry, is_duplicate=False)
         finally:
             _end_transaction(keeper)  # nothing to undo after the commit
-        keeper.caught_up = generation
+        keeper.note_caught_up(generation)
     if behind is not None:
         assert semantic is not None  # noqa: S101 - narrows the type: only a semantic index embeds behind
         semantic.pend(entry.id, behind)
@@ -176,8 +176,7 @@ def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: 
         client_key, rel_path, reason,
     )
     item = SkippedFile(f"entries/{rel_path}", reason)
-    if item not in keeper.skipped:
-        keeper.skipped.append(item)
+    keeper.note_skipped(item)
     keeper.index.delete_entry(conn, found[0])
     return None
 

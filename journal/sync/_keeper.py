@@ -119,9 +119,10 @@ def _guarded(method: Callable[Concatenate[K, P], R], *, write: bool) -> Callable
 class IndexKeeper:
     """One open journal's parts (lock, entry files, index, vectors) and the protocol that keeps its index caught up.
 
+    Its state is its own: other modules read it, and change it only through its methods
+    (:meth:`note_skipped`, :meth:`set_skipped`, :meth:`note_write_begun`, :meth:`note_caught_up`).
+
     Attributes:
-        skipped: the files the last rebuild left out, and indexed entries a read found unusable.
-        caught_up: the lock generation this object last saw the index caught up with.
         unusable: why the on-disk index cannot be used here, or None: reads fall back, writes raise it.
     """
 
@@ -134,9 +135,10 @@ class IndexKeeper:
         self.store = EntryStore(root / "entries", owner=owner)
         self.index = Index(root / "index" / "journal.sqlite3", owner=owner)
         self.semantic: SemanticIndex | None = None
-        self.skipped: list[SkippedFile] = []
+        self._skipped: list[SkippedFile] = []
         self.boot_id = current_boot_id()
-        self.caught_up: int | None = None
+        # The lock generation this object last saw the index caught up with (None: not known).
+        self._caught_up: int | None = None
         # One call at a time: the connection, its in-memory fallback and the
         # caches of the index and vectors are used by one thread at a time
         # (SQLite's rule for a connection). Reentrant per thread, for a call
@@ -208,6 +210,28 @@ class IndexKeeper:
             # Entries lacking a vector are embedded by the first ranking (or Journal.embed), not here:
             # an open that only reads or appends never waits for a backlog.
             self.semantic = SemanticIndex(self.index, encoder, on_progress=on_progress)
+
+    @property
+    def skipped(self) -> list[SkippedFile]:
+        """The files the last rebuild left out, and indexed entries a read found unusable since."""
+        return self._skipped
+
+    def note_skipped(self, item: SkippedFile) -> None:
+        """Add *item* to :attr:`skipped`, once."""
+        if item not in self._skipped:
+            self._skipped.append(item)
+
+    def set_skipped(self, items: list[SkippedFile]) -> None:
+        """Make *items* the list :attr:`skipped` gives."""
+        self._skipped = items
+
+    def note_write_begun(self) -> None:
+        """Under the lock: a write bumped the counter and its index commit has not landed, so the next :meth:`sync_locked` looks again."""
+        self._caught_up = None
+
+    def note_caught_up(self, generation: int) -> None:
+        """Under the lock: the index has committed everything up to the counter's *generation*."""
+        self._caught_up = generation
 
     def check_open(self) -> None:
         """Raise JournalClosedError after :meth:`close`, or in a child process that inherited this object through fork."""
@@ -310,7 +334,7 @@ class IndexKeeper:
         self.index.rebuild(((entry, path) for path, entry in unique), 0, self.boot_id or "")
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
-        self.skipped = skipped
+        self._skipped = skipped
 
     def reopen_on_disk(self) -> None:
         """Before a write on a journal whose on-disk index could not be opened: open it again, or raise why not.
@@ -341,7 +365,7 @@ class IndexKeeper:
         """Under the lock: index whatever the files hold that the index lacks."""
         # The common case costs one pread: nobody wrote since this object last
         # saw the index caught up with the lock's generation.
-        if self.caught_up is not None and self.caught_up == self.lock.read_generation():
+        if self._caught_up is not None and self._caught_up == self.lock.read_generation():
             return
         state = self.state()
         if self._needs_rebuild(state):
@@ -349,7 +373,7 @@ class IndexKeeper:
         elif state is not None and self._is_behind(state):
             self._reconcile_locked(self._generation_locked())
         else:
-            self.caught_up = state.generation if state is not None else None
+            self._caught_up = state.generation if state is not None else None
 
     def _generation_locked(self) -> int:
         generation = self.lock.read_generation()
@@ -379,11 +403,11 @@ class IndexKeeper:
         unique = first_of_each(loaded, report, held=held)
         generation = self._generation_locked()
         count = self.index.rebuild(((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors)
-        self.caught_up = generation
+        self._caught_up = generation
         self.store.remove_temp_files()
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
-        self.skipped = skipped if on_skip is None else self.skipped
+        self._skipped = skipped if on_skip is None else self._skipped
         return count
 
     def _reconcile_locked(self, generation: int) -> None:
@@ -401,7 +425,7 @@ class IndexKeeper:
                     continue
                 self.index.insert_entry(conn, entry, path)
             self.index.set_generation(conn, generation, self.boot_id or "")
-        self.caught_up = generation
+        self._caught_up = generation
         self.store.remove_temp_files()
 
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None, on_progress: Callable[[int, int], None] | None) -> int:
@@ -416,7 +440,7 @@ class IndexKeeper:
         with self.lock:
             # An explicit reindex re-embeds every entry, as documented: it is how a hybrid journal starts its vectors afresh.
             count = self.rebuild_locked(corrupt=self.is_corrupt(self.state()), preloaded=preloaded, on_skip=report, keep_vectors=False)
-        self.skipped = skipped
+        self._skipped = skipped
         if on_skip is not None:
             for item in skipped:
                 on_skip(item)

@@ -135,7 +135,9 @@ class KeptJournal(Protocol):
     store: EntryStore
     index: Index
     lock: WriteLock
-    skipped: list[SkippedFile]
+
+    def note_skipped(self, item: SkippedFile) -> None:
+        """Record an indexed entry a read found unusable, once."""
 
 
 class Reader:
@@ -179,8 +181,7 @@ class Reader:
             "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
             item.path, entry_id, reason,
         )
-        if item not in keeper.skipped:
-            keeper.skipped.append(item)
+        keeper.note_skipped(item)
         if keeper.index.in_memory:
             with keeper.index.transaction() as conn:
                 keeper.index.delete_entry(conn, entry_id)

@@ -65,6 +65,22 @@ def test_a_link_to_a_missing_foreign_or_own_id_is_refused_by_field_and_nothing_i
     assert journal.append(_payload("motoko", 6, **{field: [mine.id]})).signals == {field: [mine.id]}
 
 
+def test_continuity_checked_leaves_only_the_continuity_links_to_the_caller(journal: Journal, root: Path) -> None:
+    """``continuity_checked=True`` (what an import passes) stores a continuity link the journal does not hold yet, and still refuses such a supersedes."""
+    mine = journal.append(_payload("motoko", 0))
+    kept = journal.append_with_result(_payload("motoko", 1, continuity_refs=["held-by-the-source"]), continuity_checked=True)
+    assert not kept.is_duplicate and kept.entry.continuity_refs == ("held-by-the-source",)
+    before = entry_files(root)
+    with pytest.raises(EntryValidationError) as caught:
+        journal.append_with_result(_payload("motoko", 2, supersedes=["held-by-the-source"]), continuity_checked=True)
+    assert caught.value.field == "signals.supersedes[0]"
+    with pytest.raises(EntryValidationError) as unchecked:
+        journal.append_with_result(_payload("motoko", 3, continuity_refs=["held-by-the-source"]))
+    assert unchecked.value.field == "signals.continuity_refs[0]"
+    assert entry_files(root) == before
+    assert [e.id for e in journal.list(limit=10)] == [kept.entry.id, mine.id]
+
+
 @pytest.mark.parametrize("field", FIELDS)
 def test_the_cli_refuses_a_link_that_names_no_entry_with_exit_65_and_one_line(root: Path, field: str) -> None:
     Journal(root).close()
