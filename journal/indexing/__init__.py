@@ -5,11 +5,13 @@ through which a check, an export or a backup reads one instant of it: no module 
 this folder runs SQL. It never reads an entry file: the entries it indexes are handed to it.
 """
 
+from journal.indexing._fts import QueryWords
 from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.snapshot import IndexSnapshot, copy_index
 
 __all__ = [
     "IndexSnapshot",
+    "QueryWords",
     "Scope",
     "bound",
     "copy_index",

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
 
-__all__ = ["COMMON_WORDS", "CommonWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
+__all__ = ["COMMON_WORDS", "CommonWords", "QueryWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
 
 #: BM25 column weights, in text table column order: a theme or tag match says more than prose.
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
@@ -89,6 +89,24 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
 
 
+@dataclass(frozen=True, slots=True)
+class QueryWords:
+    """A query's text and its searchable words (:func:`query_terms`), parsed once for every lexical call of one search.
+
+    A hybrid search asks the index four times for one query (the ranking, the
+    partial matches, the telling words, the snippets), and a pass that meets an
+    unusable file ranks again: each takes the words parsed here.
+    """
+
+    text: str
+    terms: tuple[str, ...]
+
+    @classmethod
+    def of(cls, query: str | QueryWords) -> QueryWords:
+        """*query*'s words: parsed from a text, or as they were."""
+        return query if isinstance(query, QueryWords) else cls(query, tuple(query_terms(query)))
+
+
 def _any_of(terms: Sequence[str]) -> str:
     return " OR ".join(f'"{term}"' for term in terms)
 
@@ -130,10 +148,10 @@ class TextSearch:
         self._plans.clear()
 
     def search(
-        self, conn: sqlite3.Connection, query: str, *, k: int, window: Window, exclude: Sequence[str], with_snippets: bool,
+        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str], with_snippets: bool,
     ) -> list[SearchRow]:
         """The best *k* rows in *window* for *query*, by BM25; see :meth:`journal.indexing.index.Index.search`."""
-        terms = query_terms(query)
+        terms = list(query.terms)
         if not terms or k <= 0:
             return []
         plan = self._plan(conn, terms, window.agent)
@@ -154,9 +172,9 @@ class TextSearch:
             ranked = conn.execute(sql, [match, *params, k]).fetchall()
         return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in ranked]
 
-    def snippets(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
+    def snippets(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
         """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
-        terms = query_terms(query)
+        terms = list(query.terms)
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
             return {}
@@ -164,13 +182,13 @@ class TextSearch:
         found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
         return {entry_id: text for entry_id, text in found.items() if text}
 
-    def partial(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+    def partial(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> set[str]:
         """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on.
 
         One lookup per searched word, restricted to the given entries' rows
         (the fusion asks only when BM25 matched few entries).
         """
-        terms = query_terms(query)
+        terms = list(query.terms)
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
             return set()
@@ -184,9 +202,9 @@ class TextSearch:
             lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
         return lacking
 
-    def bm25(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
+    def bm25(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
         """The BM25 score :meth:`search` in *window* gives each of *entry_ids* that *query* matches, whether or not it ranks among the best."""
-        terms = query_terms(query)
+        terms = list(query.terms)
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
             return {}
@@ -198,14 +216,14 @@ class TextSearch:
         )
         return {entry_id: float(score) for entry_id, score in found}
 
-    def telling(self, conn: sqlite3.Connection, query: str, entry_ids: Sequence[str], window: Window) -> set[str]:
+    def telling(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> set[str]:
         """Those of *entry_ids* (hits of a search of *query* in *window*) that hold a searched word saying what the query is about.
 
         Such a word is neither a function word, a time word ("new", "today",
         "last week") nor common in the entries searched (see :class:`CommonWords`):
         a hit that matched only those is no lexical evidence of relevance.
         """
-        terms = query_terms(query)
+        terms = list(query.terms)
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None or plan[2]:  # a plan of the newest matches only: every searched word is common
             return set()

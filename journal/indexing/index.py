@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from journal.files import Owner
 from journal.files.entry import Entry, utc_key
-from journal.indexing._fts import SearchRow, TextSearch, fts_query, query_terms
+from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, query_terms
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
@@ -37,8 +37,19 @@ from journal.indexing._tables import (
 )
 
 __all__ = [
-    "INDEX_SCHEMA_VERSION", "WHOLE_JOURNAL", "Index", "IndexCorruptError", "IndexRow", "IndexState", "SearchRow", "VectorRow",
-    "VectorState", "Window", "fts_query", "query_terms",
+    "INDEX_SCHEMA_VERSION",
+    "WHOLE_JOURNAL",
+    "Index",
+    "IndexCorruptError",
+    "IndexRow",
+    "IndexState",
+    "QueryWords",
+    "SearchRow",
+    "VectorRow",
+    "VectorState",
+    "Window",
+    "fts_query",
+    "query_terms",
 ]
 
 _IDS_PER_QUERY: Final = 1000
@@ -333,36 +344,36 @@ class Index(Database):
             return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
 
     def search(
-        self, query: str, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = (), with_snippets: bool = True,
+        self, query: str | QueryWords, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = (), with_snippets: bool = True,
     ) -> list[SearchRow]:
-        """Rank the entries in *window* for *query* by BM25 (any text is accepted).
+        """Rank the entries in *window* for *query* by BM25 (any text is accepted, or its words parsed once by :class:`QueryWords`).
 
         With ``window.agent``, the word statistics are that agent's own. Without
         *with_snippets* the rows carry empty snippets; :meth:`snippets` makes
         them later for the few rows that are kept.
         """
         with corruption_guard():
-            return self._text.search(self.conn, query, k=k, window=window, exclude=exclude, with_snippets=with_snippets)
+            return self._text.search(self.conn, QueryWords.of(query), k=k, window=window, exclude=exclude, with_snippets=with_snippets)
 
-    def snippets(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, str]:
+    def snippets(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, str]:
         """Snippets of *query* in the given entries (those it matches), with the query words a search in *window* keeps."""
         with corruption_guard():
-            return self._text.snippets(self.conn, query, entry_ids, window)
+            return self._text.snippets(self.conn, QueryWords.of(query), entry_ids, window)
 
-    def partial_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+    def partial_matches(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
         """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on."""
         with corruption_guard():
-            return self._text.partial(self.conn, query, entry_ids, window)
+            return self._text.partial(self.conn, QueryWords.of(query), entry_ids, window)
 
-    def bm25(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
+    def bm25(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
         """The BM25 score (higher is better) a search of *query* in *window* gives each of *entry_ids* it matches."""
         with corruption_guard():
-            return self._text.bm25(self.conn, query, entry_ids, window)
+            return self._text.bm25(self.conn, QueryWords.of(query), entry_ids, window)
 
-    def telling_matches(self, query: str, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
+    def telling_matches(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> set[str]:
         """Those of *entry_ids* (hits of a search of *query*) that matched a word saying what *query* is about, not just when or a common word."""
         with corruption_guard():
-            return self._text.telling(self.conn, query, entry_ids, window)
+            return self._text.telling(self.conn, QueryWords.of(query), entry_ids, window)
 
     def links_to(self, entry_id: str) -> list[str]:
         with corruption_guard():

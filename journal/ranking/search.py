@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from journal.errors import SemanticUnavailableError
 from journal.files.entry import Entry, check_text_arguments, show_value
-from journal.indexing import Scope, bound, cutoff, positive
+from journal.indexing import QueryWords, Scope, bound, cutoff, positive
 from journal.indexing.index import Index, IndexRow, Window
 from journal.ranking._corrections import order_corrections
 from journal.ranking.context import PromptContext, build_prompt_context
@@ -95,7 +95,7 @@ class Ranker:
         return self._semantic.relevance_floor if floor else None
 
     def _rank(
-        self, query: str, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None, floor: float | None = None,
+        self, query: QueryWords, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None, floor: float | None = None,
     ) -> _Ranking:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.ranking.fusion`).
 
@@ -111,7 +111,7 @@ class Ranker:
             if len(ranking.hits) >= k or len(bad) == known:
                 return ranking
 
-    def _score(self, ranking: _Ranking, entry_id: str, query: str, window: Window) -> float:
+    def _score(self, ranking: _Ranking, entry_id: str, query: QueryWords, window: Window) -> float:
         """*entry_id*'s own score in *ranking*, also when the ranking did not weigh it.
 
         Hybrid: an entry neither arm returned gets 0 from each. Semantic: its
@@ -124,7 +124,7 @@ class Ranker:
             return 0.0 if stored is None or ranking.vector is None else float(stored @ ranking.vector)
         return self._index.bm25(query, [entry_id], window).get(entry_id, 0.0)
 
-    def _corrected(self, ranking: _Ranking, query: str, scope: Scope) -> list[Hit]:
+    def _corrected(self, ranking: _Ranking, query: QueryWords, scope: Scope) -> list[Hit]:
         """The hits of *ranking* with each superseded entry right after what superseded it (see :mod:`journal.ranking._corrections`).
 
         A correction brought in carries its own score for *query*, never the score of the entry it corrects.
@@ -146,7 +146,7 @@ class Ranker:
         """The entries ``current_only`` leaves out of *scope*: those superseded (within its ``as_of``); none without it."""
         return set(self._index.superseded_in(scope.window, before=scope.as_of)) if scope.current_only else set()
 
-    def _found(self, query: str, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str]) -> list[Hit]:
+    def _found(self, query: QueryWords, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str]) -> list[Hit]:
         """The best *k* hits of search and prompt context, corrections in place.
 
         With ``current_only``, superseded entries are ranked too, so that one the
@@ -167,7 +167,7 @@ class Ranker:
             depth = k + sum(1 for hit in ranking.hits if hit.entry_id in hidden)
 
     def _rank_once(
-        self, query: str, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
+        self, query: QueryWords, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
     ) -> _Ranking:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
@@ -180,7 +180,7 @@ class Ranker:
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
         if vector is None:
-            vector = self._semantic.query_vector(query)
+            vector = self._semantic.query_vector(query.text)
         semantic = self._semantic.rank(vector, depth, window, exclude=exclude)
         matched = {r.row.id for r in lexical}
         if mode == "semantic":
@@ -212,7 +212,7 @@ class Ranker:
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        return self._found(query, k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope))
+        return self._found(QueryWords.of(query), k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope))
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -241,7 +241,7 @@ class Ranker:
                 continue
             linked[row.id] = (reason, entry)
         # Only links in scope count towards how many similar entries are fetched.
-        query = " ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice))
+        query = QueryWords.of(" ".join((source.theme, *source.tags, (source.signals or {}).get("focus", ""), source.voice)))
         vector = None if self._semantic is None else self._semantic.entry_vector(source)
         ranking = self._rank(query, k=k + len(linked), mode="auto", scope=scope, exclude=[entry_id], vector=vector)
         similar = {hit.entry_id: hit for hit in ranking.hits}
@@ -268,7 +268,7 @@ class Ranker:
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
         hidden = self._hidden(scope)
-        found = self._found(query, k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden)
+        found = self._found(QueryWords.of(query), k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden)
         picks = [(hit.entry, "match") for hit in found]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
