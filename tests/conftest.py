@@ -24,6 +24,24 @@ def pytest_configure(config: pytest.Config) -> None:
     entry (another checkout's install, a version manager's shim), they would test another copy of the code.
     """
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    _share_the_downloaded_model()
+
+
+def _share_the_downloaded_model() -> None:
+    """Let a test's process that has a home of its own still find the model ``ghostjournal download-model`` put in the real one.
+
+    Some tests (the docs' blocks, a user's first run) start commands with HOME and XDG_DATA_HOME in a temporary
+    directory; the model is looked for in XDG_DATA_DIRS after them, where an operator would share one copy.
+    """
+    from journal.encoding._modelfetch import installed_model_dir, model_dirs
+
+    found = installed_model_dir()
+    if found is None:
+        return
+    shared = os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share"
+    base = str(found.parent.parent.parent)  # <base>/ghostjournal/models/all-MiniLM-L6-v2
+    if found.parent not in model_dirs()[1:]:
+        os.environ["XDG_DATA_DIRS"] = os.pathsep.join([base, shared])
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,7 @@ from tests._docs import PAGES, REPO, Block, anchors, blocks, page_text
 #: (page, first line) of each block marked not run.
 NOT_RUN: set[tuple[str, str]] = {
     ("README.md", "pip install -e . && ghostrunner demo"),
-    ("README.md", "pip install -e '.[test,nn]' && python -m pytest"),
+    ("README.md", "pip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest"),
     ("README.md", 'claude mcp add journal -- ghostjournal --root "$PWD/journal" --nn mcp --agent motoko'),
     ("docs/deploying.md", "journalctl -u ghostrunner -f -o cat                       # the service"),
     ("docs/deploying.md", "systemctl stop ghostrunner.service            # or: systemctl stop ghostrunner-timers.target 'ghostrunner-run-*.timer'"),
@@ -379,8 +379,8 @@ def test_the_readme_set_up_commands_are_the_ones_ci_runs() -> None:
     """The README's test command is the line .ci/run runs, byte for byte; the README stays a five-minute read."""
     readme = page_text("README.md")
     assert "\n```sh\npip install -e . && ghostrunner demo\n```\n" in readme
-    assert "\n```sh\npip install -e '.[test,nn]' && python -m pytest\n```\n" in readme
-    assert "\npip install -e '.[test,nn]' && python -m pytest\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "\n```sh\npip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest\n```\n" in readme
+    assert "\npip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert readme.count("\n") <= 300
 
 

@@ -1,10 +1,14 @@
-"""The packaged model's own encoders, in NumPy and on ONNX Runtime, against sentence-transformers, the reference."""
+"""The default model's own encoders, in NumPy and on ONNX Runtime, against sentence-transformers, the reference.
+
+The reference's vectors and top 10s are kept in ``tests/data/minilm-reference`` (made and checked by
+``tests/data/minilm_reference.py``), so these tests need no torch; the tests that run the reference
+itself use the ``st_encoder`` fixture and skip, saying so, where sentence-transformers is not installed.
+"""
 
 from __future__ import annotations
 
 import math
 import os
-import random
 import subprocess
 import sys
 import threading
@@ -17,16 +21,26 @@ import numpy.typing as npt
 import pytest
 
 from journal import Journal
-from journal.encoding import DEFAULT_MODEL, Encoder, document_text, load_encoder, resolve_model
+from journal.encoding import DEFAULT_MODEL, Encoder, load_encoder, resolve_model
 from journal.encoding.numpy_minilm import MiniLMEncoder, _map_safetensors, gelu
 from journal.encoding.onnx_minilm import OnnxMiniLMEncoder
 from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
+from tests.journal._equivalence import (
+    DEV_SPLIT_ENV,
+    WORDS,
+    dev_split,
+    dev_split_rankings,
+    digest_of,
+    equivalence_texts,
+    load_reference,
+    truncation_texts,
+    varied_texts,
+)
 
 Payload = Callable[..., dict[str, Any]]
 Vectors = npt.NDArray[np.float32]
 _REPO = Path(__file__).resolve().parents[3]
-_DEV_SPLIT_ENV = "GHOSTJOURNAL_LOCOMO_DEV"
 
 
 @pytest.fixture(scope="module", params=[OnnxMiniLMEncoder, MiniLMEncoder], ids=["onnxruntime", "numpy"])
@@ -45,49 +59,40 @@ def _cosines(a: Vectors, b: Vectors) -> Vectors:
     return result
 
 
-_WORDS = [
-    "harbor", "ferry", "tide", "lantern", "puppy", "adopted", "shoes", "chewed", "release", "rollback", "queue", "stalled",
-    "miso", "dashi", "insomnia", "ceiling", "quarterly", "tax", "mackerel", "daikon", "canal", "heron", "bridge", "weekend",
-    "ticket", "vendor", "garden", "tomato", "violin", "rehearsal", "marathon", "knee", "physiotherapy", "grandmother", "recipe",
-    "dumpling", "train", "delayed", "platform", "umbrella", "thunderstorm", "museum", "sculpture",
-]
-_UNICODE = [
-    "café", "naïve", "résumé", "Zürich", "São Paulo", "façade", "Ångström", "smørrebrød", "Dvořák", "İstanbul",
-    "東京の天気は晴れです", "我今天去了图书馆", "서울에서 만나요", "Привет, как дела?", "مرحبا بالعالم", "नमस्ते दुनिया",
-    "สวัสดีครับ", "Γειά σου κόσμε", "🍕🐶", "I love 🍕 and 🐶!!", "👩‍👩‍👧 family trip ✈️", "ﬁne ligature", "zero\u200bwidth",
-    "tab\there", "new\nline", "Ｆｕｌｌｗｉｄｔｈ", "x² + y² = z²", "€100 or ¥12,000", "OPS-7731", "v1.2.3-rc4",
-]
+@pytest.fixture(scope="module")
+def reference() -> tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]]:
+    """The reference's kept vectors of the equivalence texts, its dev-split top 10s, and what they were made from."""
+    vectors, rankings, meta = load_reference()
+    texts = equivalence_texts()
+    assert meta["texts_sha256"] == digest_of(texts) and vectors.shape == (len(texts), 384), (
+        "the equivalence texts changed since the reference was kept: run tests/data/minilm_reference.py --write where sentence-transformers is")
+    return vectors, rankings, meta
 
 
-_VOCABULARY = [*_WORDS, *_UNICODE]
-
-
-def _varied_texts(count: int, seed: int = 11) -> list[str]:
-    """Texts of every length: blank, punctuation, one word, accents/CJK/emoji, sentences, and texts far over 256 word pieces."""
-    rng = random.Random(seed)
-    texts = ["", " ", "\n\t ", ".", "?!", "a", "I", "the", "[CLS]", "[SEP] [PAD]", "[UNK]", "a" * 150, "#" * 40]
-    texts += _VOCABULARY
-    while len(texts) < count:
-        shape = rng.random()
-        if shape < 0.2:
-            texts.append(rng.choice(_VOCABULARY))
-        elif shape < 0.9:
-            words = [rng.choice(_WORDS) if rng.random() < 0.8 else rng.choice(_UNICODE) for _ in range(rng.randint(2, 60))]
-            texts.append(" ".join(words).capitalize() + rng.choice([".", "!", "?", ""]))
-        else:  # 300 to 900 words: truncated to 256 word pieces
-            texts.append(" ".join(rng.choice(_VOCABULARY) for _ in range(rng.randint(300, 900))))
-    return texts
-
-
-def test_the_packaged_model_gets_an_encoder_of_its_own_under_the_reference_identity(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Vectors any implementation stored stay usable: the identity is the same, only the implementation told apart."""
-    assert fast_encoder.identity == real_encoder.identity
+def test_the_packaged_model_gets_an_encoder_of_its_own_under_the_reference_identity(
+    fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
+) -> None:
+    """Vectors any implementation stored stay usable: the identity is the reference's, only the implementation told apart."""
+    assert fast_encoder.identity == reference[2]["model"]
     assert fast_encoder.identity.startswith(f"{DEFAULT_MODEL}:384:l2:sha256:")
-    assert isinstance(real_encoder, SentenceTransformerEncoder)
     expected = "onnxruntime" if isinstance(fast_encoder, OnnxMiniLMEncoder) else "numpy"
-    assert (fast_encoder.describe().implementation, real_encoder.describe().implementation) == (expected, "sentence-transformers")
+    assert fast_encoder.describe().implementation == expected
     assert fast_encoder.path == resolve_model(DEFAULT_MODEL)
     assert fast_encoder.max_tokens == 256
+
+
+def test_the_reference_path_has_the_same_identity(fast_encoder: MiniLMEncoder, st_encoder: Encoder) -> None:
+    """Run by sentence-transformers, the default model has the identity of the encoders here, and says which implementation it is."""
+    assert isinstance(st_encoder, SentenceTransformerEncoder)
+    assert st_encoder.identity == fast_encoder.identity and st_encoder.describe().implementation == "sentence-transformers"
+
+
+def test_the_kept_reference_is_what_sentence_transformers_says(st_encoder: Encoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]]) -> None:
+    """Where the reference runs, its vectors of a sample of the equivalence texts are the kept ones, to float16 rounding."""
+    texts = equivalence_texts()
+    sample = [*range(0, 480, 8), *range(480, len(texts))]
+    fresh = st_encoder.encode([texts[i] for i in sample])
+    assert float(np.abs(fresh - reference[0][sample]).max()) < 5e-4
 
 
 def test_the_factory_takes_onnx_runtime_when_it_is_installed_and_numpy_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,18 +103,18 @@ def test_the_factory_takes_onnx_runtime_when_it_is_installed_and_numpy_otherwise
     without = load_encoder()
     assert type(without) is MiniLMEncoder
     assert without.identity == with_runtime.identity
-    assert _cosines(without.encode(_WORDS), with_runtime.encode(_WORDS)).min() >= 0.9999
+    assert _cosines(without.encode(WORDS), with_runtime.encode(WORDS)).min() >= 0.9999
 
 
 def test_the_two_forward_passes_agree_with_each_other_to_float32_rounding() -> None:
     """ONNX Runtime's fused kernels and NumPy's products compute the same model: vectors within 1e-5 on texts of every length."""
     path = resolve_model(DEFAULT_MODEL)
-    texts = _varied_texts(200, seed=5)
+    texts = varied_texts(200, seed=5)
     on_runtime, in_numpy = OnnxMiniLMEncoder(path, DEFAULT_MODEL).encode(texts), MiniLMEncoder(path, DEFAULT_MODEL).encode(texts)
     assert float(np.abs(on_runtime - in_numpy).max()) < 1e-5
 
 
-def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, st_encoder: Encoder) -> None:
     """A named directory or another device is sentence-transformers' job; an absent model is an error, not a fallback."""
     path = resolve_model(DEFAULT_MODEL)
     assert isinstance(load_encoder(str(path)), SentenceTransformerEncoder)
@@ -119,13 +124,15 @@ def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path
         load_encoder("someone/absent-model")
 
 
-def test_vectors_match_sentence_transformers_on_texts_of_every_length(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Cosine >= 0.999 against the reference on 480 texts, over 40 of them truncated; the dev-split test below adds every turn of its conversations."""
-    texts = _varied_texts(480)
+def test_vectors_match_sentence_transformers_on_texts_of_every_length(
+    fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
+) -> None:
+    """Cosine >= 0.999 against the reference's kept vectors of 480 texts, over 40 of them truncated; the dev-split test below adds every turn."""
+    texts = varied_texts(480)
     pieces = [len(fast_encoder._tokenizer.encode(text).ids) for text in texts]
     assert sum(count == 256 for count in pieces) > 40  # the truncated ones
     assert min(pieces) == 2  # [CLS] [SEP] alone
-    cosines = _cosines(fast_encoder.encode(texts), real_encoder.encode(texts))
+    cosines = _cosines(fast_encoder.encode(texts), reference[0][: len(texts)])
     worst = int(np.argmin(cosines))
     assert cosines[worst] >= 0.999, f"cosine {cosines[worst]:.6f} for {texts[worst][:80]!r}"
     assert float(np.mean(cosines)) >= 0.99999
@@ -135,7 +142,7 @@ def test_a_widened_encoder_gives_the_same_vectors_bit_for_bit_on_two_threads() -
     """OnnxMiniLMEncoder.widened(2), which embedding behind a simulation uses, changes no bit of any vector; queries keep one thread."""
     narrow = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
     wide = narrow.widened(2)
-    texts = _varied_texts(150, seed=9)
+    texts = varied_texts(150, seed=9)
     assert np.array_equal(np.vstack([wide.encode([text]) for text in texts]), np.vstack([narrow.encode([text]) for text in texts]))
     assert np.array_equal(wide.encode(texts), narrow.encode(texts))
     assert wide.identity == narrow.identity
@@ -143,19 +150,21 @@ def test_a_widened_encoder_gives_the_same_vectors_bit_for_bit_on_two_threads() -
     assert options == {1: 1, 2: 2}  # one session each, built once and shared by the copies
 
 
-def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
+def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(
+    fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
+) -> None:
     """What follows the 254th word piece of the text changes neither encoder's vector; what precedes it changes both."""
-    head = " ".join(_WORDS[i % len(_WORDS)] for i in range(300))
-    texts = [head + " and then a tail about something else", head + " 東京 🍕 completely different", "changed " + head]
-    for vectors in (fast_encoder.encode(texts), real_encoder.encode(texts)):
+    texts = truncation_texts()
+    kept = reference[0][-len(texts):]
+    for vectors in (fast_encoder.encode(texts), kept):
         assert np.allclose(vectors[0], vectors[1], atol=1e-6)
         assert not np.allclose(vectors[0], vectors[2], atol=1e-3)
-    assert _cosines(fast_encoder.encode(texts), real_encoder.encode(texts)).min() >= 0.9999
+    assert _cosines(fast_encoder.encode(texts), kept).min() >= 0.9999
 
 
 def test_a_vector_does_not_depend_on_its_batch(fast_encoder: MiniLMEncoder) -> None:
     """Padding is masked: a text embedded alone or among much longer ones gets the same vector."""
-    texts = ["puppy", "a quiet day indoors with tea", " ".join(_WORDS * 8), "東京の天気は晴れです", ""]
+    texts = ["puppy", "a quiet day indoors with tea", " ".join(WORDS * 8), "東京の天気は晴れです", ""]
     together = fast_encoder.encode(texts)
     alone = np.vstack([fast_encoder.encode([text]) for text in texts])
     assert np.allclose(together, alone, atol=1e-6)
@@ -189,7 +198,7 @@ def test_the_mapped_weights_are_the_safetensors_loaders(fast_encoder: MiniLMEnco
 
 def test_several_threads_may_share_one_encoder(fast_encoder: MiniLMEncoder) -> None:
     """Concurrent encodes of few and many texts give what each gives alone."""
-    jobs = [[f"thread {n} says {word}" for word in _WORDS[n:n + (1 if n % 2 else 12)]] for n in range(6)]
+    jobs = [[f"thread {n} says {word}" for word in WORDS[n:n + (1 if n % 2 else 12)]] for n in range(6)]
     expected = [fast_encoder.encode(job) for job in jobs]
     got: dict[int, Vectors] = {}
     barrier = threading.Barrier(len(jobs))
@@ -225,10 +234,10 @@ class _Counting:
 
 
 def test_vectors_stored_by_sentence_transformers_are_used_as_they_are(
-    root: Path, make_payload: Payload, fast_encoder: MiniLMEncoder, real_encoder: Encoder,
+    root: Path, make_payload: Payload, fast_encoder: MiniLMEncoder, st_encoder: Encoder,
 ) -> None:
     """Reopened with the NumPy encoder, a journal embedded by the reference re-embeds nothing and ranks by meaning."""
-    with Journal(root, enable_nn=True, encoder=real_encoder) as journal:
+    with Journal(root, enable_nn=True, encoder=st_encoder) as journal:
         puppy = journal.append(make_payload(theme="pets", tags=[], voice="I adopted a puppy last week; she chews my shoes."))
         journal.append(make_payload(theme="cooking", tags=[], voice="Made miso soup from scratch; the dashi took an hour."))
     counting = _Counting(fast_encoder)
@@ -269,36 +278,18 @@ def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> Non
     imported = {line.split("|")[-1].strip() for line in cli.stderr.splitlines() if line.startswith("import time:")}
     assert "journal.encoding.numpy_minilm" in imported and not {"torch", "sentence_transformers"} & imported
 
-def _dev_split() -> Path | None:
-    """The LoCoMo dev split: $GHOSTJOURNAL_LOCOMO_DEV, else ``shared/data/locomo-dev`` beside the checkout or an ancestor of it."""
-    if os.environ.get(_DEV_SPLIT_ENV):
-        return Path(os.environ[_DEV_SPLIT_ENV])
-    return next((found for parent in _REPO.parents if (found := parent / "shared" / "data" / "locomo-dev").is_dir()), None)
-
-
-def test_top_10_rankings_on_the_dev_split_are_the_references(fast_encoder: MiniLMEncoder, real_encoder: Encoder) -> None:
-    """Every dev-split question ranks its conversation's turns into the same top 10 with either encoder."""
-    split = _dev_split()
+def test_top_10_rankings_on_the_dev_split_are_the_references(
+    fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
+) -> None:
+    """Every dev-split question ranks its conversation's turns into the reference's top 10, as kept."""
+    split = dev_split()
     if split is None:
-        message = f"the LoCoMo dev split is required (set {_DEV_SPLIT_ENV})"
+        message = f"the LoCoMo dev split is required (set {DEV_SPLIT_ENV})"
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    sys.path.insert(0, str(_REPO / "bench"))
-    try:
-        from retrieval_sets import load_locomo
-    finally:
-        sys.path.remove(str(_REPO / "bench"))
-    payloads, queries = load_locomo(split)
-    texts = [document_text(p["theme"], p.get("tags", []), None, p["voice"]) for p in payloads]
-    agents = np.array([p["agent"] for p in payloads])
-    questions = [q["query"] for q in queries]
-    rankings = []
-    for encoder in (fast_encoder, real_encoder):
-        documents, asked = encoder.encode(texts), encoder.encode(questions)
-        scores = asked @ documents.T
-        scores[agents[None, :] != np.array([q["agent"] for q in queries])[:, None]] = -np.inf
-        rankings.append(np.argsort(-scores, axis=1, kind="stable")[:, :10])
-    assert len(questions) >= 300
-    differing = [questions[i] for i in range(len(questions)) if not np.array_equal(rankings[0][i], rankings[1][i])]
+    rankings, digest = dev_split_rankings(fast_encoder.encode, split)
+    assert digest == reference[2]["dev_split_sha256"], "the dev split changed since the reference was kept: run tests/data/minilm_reference.py --write"
+    assert len(rankings) >= 300
+    differing = [i for i in range(len(rankings)) if not np.array_equal(rankings[i], reference[1][i])]
     assert differing == []

@@ -1,4 +1,4 @@
-"""The real all-MiniLM-L6-v2 through the adapter: meaning where words fail, words where meaning fails."""
+"""The real all-MiniLM-L6-v2: meaning where words fail, words where meaning fails; and its sentence-transformers path, where that is installed."""
 
 from __future__ import annotations
 
@@ -19,29 +19,29 @@ from journal.encoding.sentence_transformers_encoder import SentenceTransformerEn
 Payload = Callable[..., dict[str, Any]]
 
 
-def test_the_default_model_loads_offline_on_cpu_from_the_package(real_encoder: Encoder) -> None:
+def test_the_default_model_loads_offline_on_cpu_from_the_package(st_encoder: Encoder) -> None:
     """The adapter finds the packaged model and reports its identity as model:dimension:normalisation:weights hash."""
-    assert isinstance(real_encoder, SentenceTransformerEncoder)
-    assert re.fullmatch(rf"{re.escape(DEFAULT_MODEL)}:384:l2:sha256:[0-9a-f]{{16}}", real_encoder.identity)
-    described = real_encoder.describe()
+    assert isinstance(st_encoder, SentenceTransformerEncoder)
+    assert re.fullmatch(rf"{re.escape(DEFAULT_MODEL)}:384:l2:sha256:[0-9a-f]{{16}}", st_encoder.identity)
+    described = st_encoder.describe()
     assert (described.model, described.dimension, described.normalization, described.implementation) == (
         DEFAULT_MODEL, 384, "l2", "sentence-transformers")
-    assert described.key == real_encoder.identity and real_encoder.identity[-16:] == described.weights[7:23]
-    assert real_encoder.path == resolve_model(DEFAULT_MODEL)
-    assert str(real_encoder._model.device) == "cpu"
-    vectors = real_encoder.encode(["one", "two words"])
+    assert described.key == st_encoder.identity and st_encoder.identity[-16:] == described.weights[7:23]
+    assert st_encoder.path == resolve_model(DEFAULT_MODEL)
+    assert str(st_encoder._model.device) == "cpu"
+    vectors = st_encoder.encode(["one", "two words"])
     assert vectors.dtype == np.float32
     assert vectors.shape == (2, 384)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_an_explicit_model_directory_is_used_as_given(real_encoder: Encoder) -> None:
+def test_an_explicit_model_directory_is_used_as_given(st_encoder: Encoder) -> None:
     """A local directory is loaded directly, and names the vectors by that path."""
     path = resolve_model(DEFAULT_MODEL)
     encoder = SentenceTransformerEncoder(str(path))
-    assert isinstance(real_encoder, SentenceTransformerEncoder)
-    assert encoder.identity == f"{path}:384:l2:{real_encoder.identity.rsplit(':l2:', 1)[1]}"
-    assert np.allclose(encoder.encode(["harbor"]), real_encoder.encode(["harbor"]), atol=1e-5)
+    assert isinstance(st_encoder, SentenceTransformerEncoder)
+    assert encoder.identity == f"{path}:384:l2:{st_encoder.identity.rsplit(':l2:', 1)[1]}"
+    assert np.allclose(encoder.encode(["harbor"]), st_encoder.encode(["harbor"]), atol=1e-5)
 
 
 def test_a_paraphrase_sharing_no_word_is_found_by_meaning(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:

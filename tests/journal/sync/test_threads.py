@@ -146,9 +146,9 @@ def test_sixteen_threads_share_one_hybrid_journal(tmp_path: Path, fast_encoder: 
         _stress(tmp_path / "journal", 4, fast_encoder, ops=100)
 
 
-def test_sixteen_threads_share_one_journal_on_sentence_transformers(tmp_path: Path, real_encoder: Encoder) -> None:
+def test_sixteen_threads_share_one_journal_on_sentence_transformers(tmp_path: Path, st_encoder: Encoder) -> None:
     # Fewer calls: torch encodes a text several times slower than the NumPy encoder on this path.
-    _stress(tmp_path / "journal", 6, real_encoder, ops=50)
+    _stress(tmp_path / "journal", 6, st_encoder, ops=50)
 
 
 def test_many_asyncio_tasks_share_one_journal_through_to_thread(tmp_path: Path) -> None:
