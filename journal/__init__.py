@@ -39,7 +39,6 @@ from journal.api import (
 from journal.checking.verify import Problem
 from journal.encoding import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
-    ClientKeyTakenError,
     DiskFullError,
     DuplicateEntryError,
     EntryFileError,
@@ -87,7 +86,6 @@ __all__ = [
     "SCHEMA_VERSION",
     "AppendResult",
     "BackupReport",
-    "ClientKeyTakenError",
     "ContextRecord",
     "Digest",
     "DiskFullError",

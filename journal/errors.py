@@ -9,7 +9,6 @@ either::
     ├── InvalidEntryIdError (ValueError)      an id with path, glob or length trouble
     ├── EntryNotFoundError (LookupError)      no entry with that id
     ├── DuplicateEntryError                   a supplied id already exists
-    │   └── ClientKeyTakenError               the client_key names another agent's entry
     ├── JournalNotFoundError (FileNotFoundError)  no journal at the root
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     ├── ManifestError                         manifest.json unreadable or unsupported
@@ -47,7 +46,6 @@ from typing import ClassVar
 from journal.terminal import printable
 
 __all__ = [
-    "ClientKeyTakenError",
     "DiskFullError",
     "DuplicateEntryError",
     "EntryFileError",
@@ -153,24 +151,6 @@ class DuplicateEntryError(JournalError):
         super().__init__(
             f"an entry with id {entry_id!r} already exists; omit 'id' to get a fresh one, "
             "or use 'client_key' for idempotent retries"
-        )
-
-
-class ClientKeyTakenError(DuplicateEntryError):
-    """An append's client_key is already held by an entry of another agent.
-
-    A client_key is unique in its journal. Handing the other agent's entry back
-    as the "duplicate" would show one agent another's text, so the append is
-    refused instead; the message names neither that entry nor its agent.
-    """
-
-    def __init__(self, client_key: str, agent: str) -> None:
-        self.client_key = client_key
-        self.agent = agent
-        JournalError.__init__(
-            self,
-            f"client_key {client_key!r} is already held by an entry of another agent than {agent!r}; client keys are unique in a "
-            "journal, so give this agent's entries keys of their own (the runner uses 'agent:routine:slot')",
         )
 
 
@@ -284,11 +264,17 @@ class ImportConflictError(JournalError):
 
 
 class EntryFileError(JournalError):
-    """An entry file is unreadable, not JSON, or not a valid entry."""
+    """An entry file is unreadable, not JSON, or not a valid entry.
 
-    def __init__(self, path: Path | str, reason: str) -> None:
+    ``holder`` is the agent of the valid entry the file holds in another
+    entry's place (a swapped or restored file), else None: a read scoped to
+    one agent tells that agent no more of another agent's entry than this.
+    """
+
+    def __init__(self, path: Path | str, reason: str, *, holder: str | None = None) -> None:
         self.path = path
         self.reason = reason
+        self.holder = holder
         super().__init__(f"entry file {str(path)!r}: {reason}")
 
 

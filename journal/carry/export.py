@@ -45,7 +45,7 @@ from journal.files.entry import SCHEMA_VERSION, Entry, canonical_json, check_tex
 from journal.files.store import EntryStore
 from journal.indexing import IndexSnapshot, bound
 from journal.indexing.index import Window
-from journal.sync import load_entry
+from journal.sync import load_entry, shown_path, shown_reason
 
 if TYPE_CHECKING:
     from journal.sync import IndexKeeper
@@ -180,17 +180,24 @@ def export(
 
 def _export_one(store: EntryStore, snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window) -> None:
     entry_id, rel_path, owner = row
+    # Scoped, a damaged or foreign file is named as the scope's reads name it: never by another agent's id, time or path.
+    shown = shown_path(rel_path, entry_id, window.agent)
     try:
         entry = load_entry(store, rel_path)
-    except (EntryFileError, UnsafePathError, FileNotFoundError) as exc:
-        reason = getattr(exc, "reason", "the file is gone")
-        log.warning("skipped entries/%s: %s; run 'ghostjournal verify'", rel_path, reason)
-        manifest.skipped.append({"path": f"entries/{rel_path}", "reason": str(reason)})
-        return
-    if entry.id != entry_id or entry.agent != owner:
-        log.warning("skipped entries/%s: its file disagrees with its index row; run 'ghostjournal verify'", rel_path)
-        manifest.skipped.append({"path": f"entries/{rel_path}", "reason": "the file disagrees with its index row"})
-        return
+    except (EntryFileError, UnsafePathError) as exc:
+        reason = shown_reason(exc, window.agent)
+    except FileNotFoundError:
+        reason = "the file is gone"
+    else:
+        if entry.id == entry_id and entry.agent == owner:
+            _export_entry(snapshot, sink, manifest, entry, rel_path, window)
+            return
+        reason = "the file disagrees with its index row"
+    log.warning("skipped %s: %s; run 'ghostjournal verify'", shown, reason)
+    manifest.skipped.append({"path": shown, "reason": reason})
+
+
+def _export_entry(snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest, entry: Entry, rel_path: str, window: Window) -> None:
     links = [*entry.continuity_refs, *entry.supersedes]
     if links:
         agents = snapshot.agents_of(sorted(set(links)))

@@ -13,9 +13,9 @@ the rest).
 
 Then each entry is appended as it is, keeping its id, ts and client_key.
 An entry already held with the same bytes is a *duplicate* and stores
-nothing; an id or a client_key already held with other bytes (or the
-client_key by another agent) is a *conflict*, reported and skipped, never
-overwritten. So an import killed at any point is finished by running it
+nothing; an id, or a client_key of the entry's agent, already held with
+other bytes is a *conflict*, reported and skipped, never overwritten (a key
+is unique per agent: another agent's entry of the same key is no conflict). So an import killed at any point is finished by running it
 again, and the second run's summary counts as duplicates exactly the entries
 the first stored.
 
@@ -40,7 +40,6 @@ from typing import IO, Any, Final, Protocol
 from journal.carry._peer import PEER_FORMAT, check_peer_agent, peer_entry, peer_files, read_peer_manifest
 from journal.carry.export import EXPORT_FORMAT_VERSION
 from journal.errors import (
-    ClientKeyTakenError,
     DuplicateEntryError,
     EntryNotFoundError,
     EntryValidationError,
@@ -258,9 +257,6 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
 
     try:
         result = journal.append_with_result(entry.to_dict(), continuity_checked=True)
-    except ClientKeyTakenError:
-        conflict("its client_key is held by another agent's entry")
-        return
     except DuplicateEntryError:
         try:
             held = journal.get(entry.id)

@@ -123,6 +123,27 @@ class _Seen:
 
     loaded: dict[str, Entry] = field(default_factory=dict)
     agent_of_path: dict[str, str] = field(default_factory=dict)
+    id_of_path: dict[str, str] = field(default_factory=dict)
+    first_of: dict[str, str] = field(default_factory=dict)  # a duplicate's path -> the path of the file holding its id or key first
+
+    def shown_to(self, problem: Problem, agent: str | None) -> Problem | None:
+        """*problem* as a check scoped to *agent* shows it, or None when it is not that agent's to see.
+
+        Scoped, a file is the agent's when it holds the agent's entry under
+        that entry's own id: a file named after another id may sit in the
+        place of another agent's entry, whose id and date its path would show.
+        A duplicate whose first file is another agent's does not name that file.
+        """
+        if agent is None:
+            return problem
+        rel = problem.path.removeprefix("entries/")
+        if self.agent_of_path.get(rel) != agent or rel.rpartition("/")[2] != f"{self.id_of_path[rel]}.json":
+            return None
+        first = self.first_of.get(rel)
+        if first is not None and self.agent_of_path.get(first) != agent and problem.detail.endswith(f"entries/{first}"):
+            detail = problem.detail.removesuffix(f"entries/{first}") + "an entry file of another agent"
+            return Problem(problem.kind, problem.path, detail, problem.fix)
+        return problem
 
 
 def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Problem]:
@@ -146,6 +167,7 @@ def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Proble
     except EntryValidationError as exc:
         return [Problem("unreadable", shown, f"not a valid schema v1 entry: {exc}", f"restore it from a backup, or {_QUARANTINE}")]
     seen.agent_of_path[rel_path] = entry.agent
+    seen.id_of_path[rel_path] = entry.id
     belongs = EntryStore.rel_path_for(entry)
     if belongs != rel_path:
         return [Problem("misplaced", shown, f"holds entry {entry.id!r} of {entry.ts}, which belongs at entries/{belongs}",
@@ -350,14 +372,15 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
         unique = first_of_each(seen.loaded, skipped.append, held=held)
         for duplicate in skipped:
             kind = "duplicate_id" if duplicate.reason.startswith("duplicate id") else "duplicate_client_key"
+            if duplicate.first is not None:
+                seen.first_of[duplicate.path.removeprefix("entries/")] = duplicate.first
             file_problems.append(Problem(kind, duplicate.path, duplicate.reason, f"a copy of another entry's file; {_QUARANTINE}"))
         for problem in file_problems:
-            rel = problem.path.removeprefix("entries/")
-            owner = seen.agent_of_path.get(rel)
-            if agent is None or owner == agent:
-                report.problems.append(problem)
-            elif owner is None:
-                report.unattributed += 1
+            shown = seen.shown_to(problem, agent)
+            if shown is not None:
+                report.problems.append(shown)
+            elif seen.agent_of_path.get(problem.path.removeprefix("entries/")) in (agent, None):
+                report.unattributed += 1  # not shown: an unscoped check names it
         report.problems += _link_problems(unique, agent)
         report.entries = sum(1 for _, entry in unique if agent is None or entry.agent == agent)
         if main is not None:

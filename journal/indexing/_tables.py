@@ -21,7 +21,8 @@ __all__ = [
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
-INDEX_SCHEMA_VERSION: Final = 7
+#: 8: a client_key is unique per agent, ``UNIQUE (agent, client_key)`` (7 held it unique in the journal).
+INDEX_SCHEMA_VERSION: Final = 8
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -38,12 +39,14 @@ CREATE TABLE entries (
     focus TEXT,
     novelty REAL,
     tags TEXT NOT NULL,
-    client_key TEXT UNIQUE,
-    simulated INTEGER NOT NULL DEFAULT 0
+    client_key TEXT,
+    simulated INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (agent, client_key)
 );
 CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
 CREATE INDEX entries_simulated ON entries (simulated, agent);
 CREATE INDEX entries_ts ON entries (ts_utc);
+CREATE INDEX entries_client_key ON entries (client_key);
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
 CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;

@@ -283,23 +283,32 @@ class Index(Database):
             row = self.conn.execute("SELECT path FROM entries WHERE id = ?", (entry_id,)).fetchone()
         return row[0] if row else None
 
-    def find_client_key(self, client_key: str) -> str | None:
-        """The path of the entry appended with *client_key*, if indexed."""
-        with corruption_guard():
-            row = self.conn.execute("SELECT path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
-        return row[0] if row else None
+    def find_client_key(self, client_key: str, agent: str) -> str | None:
+        """The path of *agent*'s entry appended with *client_key*, if indexed (a key is unique per agent)."""
+        found = self.client_key_entry(client_key, agent)
+        return found[1] if found else None
 
-    def client_key_entry(self, client_key: str) -> tuple[str, str] | None:
-        """``(id, path)`` of the entry appended with *client_key*, if indexed."""
+    def client_key_entry(self, client_key: str, agent: str) -> tuple[str, str] | None:
+        """``(id, path)`` of *agent*'s entry appended with *client_key*, if indexed."""
         with corruption_guard():
-            row = self.conn.execute("SELECT id, path FROM entries WHERE client_key = ?", (client_key,)).fetchone()
+            row = self.conn.execute("SELECT id, path FROM entries WHERE agent = ? AND client_key = ?", (agent, client_key)).fetchone()
         return (row[0], row[1]) if row else None
 
-    def row_for(self, *, entry_id: str | None = None, client_key: str | None = None) -> IndexRow | None:
-        """The index row of the entry with *entry_id*, or the one appended with *client_key*."""
-        column, value = ("id", entry_id) if entry_id is not None else ("client_key", client_key)
+    def row_for(self, *, entry_id: str | None = None, client_key: str | None = None, agent: str | None = None) -> IndexRow | None:
+        """The index row of the entry with *entry_id*, or the one appended with *client_key*.
+
+        A client_key is unique per agent: with *agent*, that agent's entry of the key; without, the
+        earliest (by time, then id) of the entries of any agent holding it.
+        """
+        params: list[str | None]
+        if entry_id is not None:
+            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.id = ?", [entry_id]
+        elif agent is not None:
+            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.agent = ? AND e.client_key = ?", [agent, client_key]
+        else:
+            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.client_key = ? ORDER BY e.ts_utc, e.id LIMIT 1", [client_key]
         with corruption_guard():
-            row = self.conn.execute(f"SELECT {COLUMNS} FROM entries e WHERE e.{column} = ?", (value,)).fetchone()
+            row = self.conn.execute(query, params).fetchone()
         return IndexRow.from_sql(row) if row else None
 
     def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:

@@ -6,9 +6,10 @@ that check each index row against its file.
 
 from journal.sync._append import AppendResult, append
 from journal.sync._keeper import IndexKeeper, recovering, writing
-from journal.sync._reading import MAX_LIMIT, Reader, SkippedFile, first_of_each, load_entry
+from journal.sync._reading import ANOTHER_AGENTS_ENTRY, MAX_LIMIT, Reader, SkippedFile, first_of_each, load_entry, shown_path, shown_reason
 
 __all__ = [
+    "ANOTHER_AGENTS_ENTRY",
     "MAX_LIMIT",
     "AppendResult",
     "IndexKeeper",
@@ -18,5 +19,7 @@ __all__ = [
     "first_of_each",
     "load_entry",
     "recovering",
+    "shown_path",
+    "shown_reason",
     "writing",
 ]

@@ -18,13 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from journal.errors import ClientKeyTakenError, DuplicateEntryError, EntryFileError, EntryValidationError, UnsafePathError
+from journal.errors import DuplicateEntryError, EntryFileError, EntryValidationError, UnsafePathError
 from journal.files import storage_error, storage_errors
 from journal.files.entry import Entry, show_value
 from journal.files.store import EntryStore, check_entry_path
 from journal.indexing.index import IndexCorruptError
 from journal.sync._keeper import IndexKeeper
-from journal.sync._reading import SkippedFile, load_entry, load_many, scan
+from journal.sync._reading import ANOTHER_AGENTS_ENTRY, SkippedFile, load_entry, load_many, scan, shown_path, shown_reason
 
 __all__ = ["AppendResult", "append"]
 
@@ -60,21 +60,19 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checke
             stored = _stored_unindexed(keeper, entry, exc)
             if stored is None:
                 raise
-            if stored.agent != entry.agent:
-                raise ClientKeyTakenError(entry.client_key or "", entry.agent) from None
             return AppendResult(stored, is_duplicate=True)
         # One write transaction from the duplicate checks to the commit: the
         # checks need no read transaction of their own, and the writer lock
         # keeps other writers out while the file is fsynced anyway.
         conn = index.begin()
         try:
+            # A client_key is unique per agent: another agent's entry of the same key neither
+            # answers this append nor blocks it, so no agent can claim, block or probe another's keys.
             if entry.client_key is not None:
-                existing = index.find_client_key(entry.client_key)
+                existing = index.client_key_entry(entry.client_key, entry.agent)
                 if existing is not None:
-                    earlier = _earlier_for_key(keeper, conn, entry.client_key, existing)
+                    earlier = _earlier_for_key(keeper, conn, entry, *existing)
                     if earlier is not None:
-                        if earlier.agent != entry.agent:
-                            raise ClientKeyTakenError(entry.client_key, entry.agent)
                         return AppendResult(earlier, is_duplicate=True)
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
@@ -150,34 +148,31 @@ def _check_links(keeper: IndexKeeper, entry: Entry, *, continuity: bool) -> None
                 raise EntryValidationError(field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none")
 
 
-def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, client_key: str, rel_path: str) -> Entry | None:
-    """Under the lock, in the append's transaction: the entry *client_key* is indexed for, if its file still holds it.
+def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, entry: Entry, entry_id: str, rel_path: str) -> Entry | None:
+    """Under the lock, in the append's transaction: the entry of *entry*'s agent and client_key (indexed as *entry_id* at *rel_path*), if its file still holds it.
 
     The files decide: when that file was deleted, or is no longer a
-    readable entry with this key (truncated, replaced), no entry holds the
-    key, so its stale row is dropped and the key is free again; the append
-    then stores a new entry, and a warning names the file.
+    readable entry of this agent with this key (truncated, replaced), no
+    entry holds the key, so its stale row is dropped and the key is free
+    again; the append then stores a new entry, and a warning names the file
+    as a read scoped to the agent would (never another agent's entry).
     """
+    client_key, agent = entry.client_key, entry.agent
     try:
         check_entry_path(rel_path)
         earlier = load_entry(keeper.store, rel_path)
     except FileNotFoundError:
         reason = "the entry file is missing"
     except (EntryFileError, UnsafePathError) as exc:
-        reason = exc.reason
+        reason = shown_reason(exc, agent)
     else:
-        if earlier.client_key == client_key:
+        if earlier.client_key == client_key and earlier.agent == agent:
             return earlier
-        reason = f"it no longer holds client_key {client_key!r}"
-    found = keeper.index.client_key_entry(client_key)
-    assert found is not None  # noqa: S101 - narrows the type: the caller just found it, in this transaction
-    log.warning(
-        "client_key %r was indexed for entries/%s, but %s; the key is free again and a new entry is stored",
-        client_key, rel_path, reason,
-    )
-    item = SkippedFile(f"entries/{rel_path}", reason)
-    keeper.note_skipped(item)
-    keeper.index.delete_entry(conn, found[0])
+        reason = ANOTHER_AGENTS_ENTRY if earlier.agent != agent else f"it no longer holds client_key {client_key!r}"
+    shown = shown_path(rel_path, entry_id, agent)
+    log.warning("client_key %r was indexed for %s, but %s; the key is free again and a new entry is stored", client_key, shown, reason)
+    keeper.note_skipped(SkippedFile(shown, reason))
+    keeper.index.delete_entry(conn, entry_id)
     return None
 
 
@@ -208,7 +203,7 @@ def _stored_unindexed(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Entr
         return None
     indexed = keeper.index.paths()
     fresh = load_many(keeper.store, sorted(set(scan(keeper.store, lambda item: None)) - indexed.keys()), lambda item: None)
-    found = next((stored for _, stored in sorted(fresh.items()) if stored.client_key == entry.client_key), None)
+    found = next((stored for _, stored in sorted(fresh.items()) if (stored.agent, stored.client_key) == (entry.agent, entry.client_key)), None)
     if found is not None:
         log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key, problem)
     return found

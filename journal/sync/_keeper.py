@@ -420,7 +420,7 @@ class IndexKeeper:
             for entry_id in gone:
                 self.index.delete_entry(conn, entry_id)
             for path, entry in sorted(fresh.items(), key=lambda item: (utc_key(item[1].timestamp), item[0])):
-                if self.index.find_id(entry.id) or (entry.client_key and self.index.find_client_key(entry.client_key)):
+                if self.index.find_id(entry.id) or (entry.client_key and self.index.find_client_key(entry.client_key, entry.agent)):
                     log.warning("skipped entries/%s: its id or client_key is already indexed", path)
                     continue
                 self.index.insert_entry(conn, entry, path)

@@ -6,6 +6,13 @@ index when the writer lock is free); a file that holds another id, agent,
 kind or time than the read asked for (a hand-edited or foreign file, a
 restored index) is skipped and reported, so a read scoped to one agent never
 returns another agent's entry.
+
+Nor does it name one. What a read scoped to an agent reports of a file
+(its warnings, :attr:`journal.Journal.skipped`, its errors) goes through
+:func:`shown_path` and :func:`shown_reason`: a file holding another agent's
+entry is "an entry of another agent", and a path is shown only when it is
+named after the row's own id, so no id, time, client_key or path of another
+agent's entry comes out.
 """
 
 from __future__ import annotations
@@ -26,9 +33,14 @@ from journal.indexing import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.digest import Digest, compute_digest, row_of_entry
 from journal.indexing.index import Index, IndexRow, Window
 
-__all__ = ["MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan"]
+__all__ = [
+    "ANOTHER_AGENTS_ENTRY", "MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan", "shown_path", "shown_reason",
+]
 
 log = logging.getLogger("journal")
+
+#: What a report scoped to one agent says of a file holding another agent's entry, instead of its id, time or path.
+ANOTHER_AGENTS_ENTRY: Final = "it holds an entry of another agent"
 
 #: Largest ``limit`` of list (SQLite's LIMIT is a 64-bit integer; an export of more pages by since/until).
 MAX_LIMIT: Final = 1_000_000_000
@@ -36,17 +48,41 @@ MAX_LIMIT: Final = 1_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class SkippedFile:
-    """A file under ``entries/`` that a rebuild left out, and why. It is never touched."""
+    """A file under ``entries/`` that a rebuild left out, and why. It is never touched.
+
+    ``first``: for a file left out as a duplicate, the path (below ``entries/``) of the file that holds the id or key first.
+    """
 
     path: str
     reason: str
+    first: str | None = None
 
 
-def report_stale(path: str, field: str) -> None:
-    """Warn of an entry file that disagrees with its index row in *field*."""
+def shown_path(rel_path: str, entry_id: str, agent: str | None) -> str:
+    """How a report scoped to *agent* names the file at *rel_path* that the index row of *entry_id* points at.
+
+    An entry file is named after its entry's date and id, so a row pointing at
+    another entry's file (a restored or hand-edited index) would name that
+    entry. Scoped, a path is shown only when its file name is the row's own
+    id; unscoped, always.
+    """
+    if agent is None or rel_path.rpartition("/")[2] == f"{entry_id}.json":
+        return f"entries/{rel_path}"
+    return f"the file the index names for entry {entry_id!r}"
+
+
+def shown_reason(exc: EntryFileError | UnsafePathError, agent: str | None) -> str:
+    """Why a file is no usable entry, as a report scoped to *agent* may say it: never the id or time of another agent's entry."""
+    if agent is not None and isinstance(exc, EntryFileError) and exc.holder is not None and exc.holder != agent:
+        return ANOTHER_AGENTS_ENTRY
+    return exc.reason
+
+
+def report_stale(shown: str, field: str) -> None:
+    """Warn of an entry file (*shown* as :func:`shown_path` gives it) that disagrees with its index row in *field*."""
     # Neither value is logged: the other side of the disagreement may be
     # another agent's data, and the path is all an operator needs.
-    log.warning("skipped entries/%s: its file disagrees with its index row (%s); run 'ghostjournal reindex'", path, field)
+    log.warning("skipped %s: its file disagrees with its index row (%s); run 'ghostjournal reindex'", shown, field)
 
 
 def load_entry(store: EntryStore, rel_path: str) -> Entry:
@@ -74,7 +110,9 @@ def load_entry(store: EntryStore, rel_path: str) -> Entry:
     except EntryValidationError as exc:
         raise EntryFileError(f"entries/{rel_path}", str(exc)) from None
     if EntryStore.rel_path_for(entry) != rel_path:
-        raise EntryFileError(f"entries/{rel_path}", f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}")
+        raise EntryFileError(
+            f"entries/{rel_path}", f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}", holder=entry.agent,
+        )
     return entry
 
 
@@ -103,25 +141,28 @@ def load_many(store: EntryStore, paths: list[str], on_skip: Callable[[SkippedFil
 
 
 def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None], *, held: Collection[str] = ()) -> list[tuple[str, Entry]]:
-    """The entries a rebuild indexes, by time: one file for each id and client_key, the others skipped.
+    """The entries a rebuild indexes, by time: one file for each id and for each agent's client_key, the others skipped.
 
+    A client_key is unique per agent: two agents' entries with one key are both indexed.
     Of two files claiming one id or key, the one the index already holds (*held*, paths) wins, as it
     does when the index is kept in step; between files the index does not hold, the earlier by time,
     then path. So a copy made by hand (a new id, the same key) never takes an entry's place: not in a
     rebuild, and not in what verify expects of the index.
     """
     ids: dict[str, str] = {}
-    keys: dict[str, str] = {}
+    keys: dict[tuple[str, str], str] = {}
     unique = []
     for path, entry in sorted(loaded.items(), key=lambda item: (item[0] not in held, utc_key(item[1].timestamp), item[0])):
+        key = None if entry.client_key is None else (entry.agent, entry.client_key)
         if entry.id in ids:
-            on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}"))
-        elif entry.client_key is not None and entry.client_key in keys:
-            on_skip(SkippedFile(f"entries/{path}", f"duplicate client_key {entry.client_key!r}, first in entries/{keys[entry.client_key]}"))
+            on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}", ids[entry.id]))
+        elif key is not None and key in keys:
+            first = keys[key]
+            on_skip(SkippedFile(f"entries/{path}", f"duplicate client_key {entry.client_key!r} of agent {entry.agent!r}, first in entries/{first}", first))
         else:
             ids[entry.id] = path
-            if entry.client_key is not None:
-                keys[entry.client_key] = path
+            if key is not None:
+                keys[key] = path
             unique.append((path, entry))
     return sorted(unique, key=lambda item: (utc_key(item[1].timestamp), item[0]))
 
@@ -156,27 +197,28 @@ class Reader:
         if row.id in bad:
             return None
         check_entry_path(row.path)  # a tampered row pointing outside entries/ is an error, never skipped
+        agent = None if scope is None else scope.agent
         try:
             entry = load_entry(self._keeper.store, row.path)
         except FileNotFoundError:
             reason = "the entry file is missing"
         except (EntryFileError, UnsafePathError) as exc:
-            reason = exc.reason
+            reason = shown_reason(exc, agent)
         else:
             misfit = "id" if entry.id != row.id else scope.misfit(entry) if scope is not None else None
             if misfit is None:
                 return entry
             bad.add(row.id)
-            report_stale(row.path, misfit)
+            report_stale(shown_path(row.path, row.id, agent), misfit)
             return None
         bad.add(row.id)
-        self.skip_unreadable(row.id, row.path, reason)
+        self.skip_unreadable(row.id, row.path, reason, agent)
         return None
 
-    def skip_unreadable(self, entry_id: str, rel_path: str, reason: str) -> None:
-        """Report an indexed entry whose file is gone or unreadable, and drop its row if the lock is free."""
+    def skip_unreadable(self, entry_id: str, rel_path: str, reason: str, agent: str | None = None) -> None:
+        """Report an indexed entry whose file is gone or unreadable (to a read scoped to *agent*), and drop its row if the lock is free."""
         keeper = self._keeper
-        item = SkippedFile(f"entries/{rel_path}", reason)
+        item = SkippedFile(shown_path(rel_path, entry_id, agent), reason)
         log.warning(
             "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
             item.path, entry_id, reason,
@@ -241,25 +283,29 @@ class Reader:
         try:
             entry = load_entry(self._keeper.store, row.path)
         except FileNotFoundError:
-            self.skip_unreadable(row.id, row.path, "the entry file is missing")
+            self.skip_unreadable(row.id, row.path, "the entry file is missing", agent)
             raise EntryNotFoundError(entry_id) from None
+        except (EntryFileError, UnsafePathError) as exc:
+            if agent is None:
+                raise
+            raise type(exc)(shown_path(row.path, row.id, agent), shown_reason(exc, agent)) from None
         misfit = "id" if entry.id != row.id else Scope(agent=agent).misfit(entry)
         if misfit is not None:
-            report_stale(row.path, misfit)
+            report_stale(shown_path(row.path, row.id, agent), misfit)
             raise EntryNotFoundError(entry_id) from None
         return entry
 
     def find_by_client_key(self, client_key: str, agent: str | None) -> Entry | None:
-        """The entry appended with *client_key* (with *agent*: only if it is that agent's), or None."""
+        """*agent*'s entry appended with *client_key*, or None; without *agent*, the earliest of any agent's holding it."""
         check_text_arguments(client_key=client_key, agent=agent)
-        row = self._keeper.index.row_for(client_key=client_key)
-        if row is None or (agent is not None and row.agent != agent):
+        row = self._keeper.index.row_for(client_key=client_key, agent=agent)
+        if row is None:
             return None
         entry = self.usable(row, set(), Scope(agent=agent))
         if entry is None:
             return None
         if entry.client_key != client_key:
-            report_stale(row.path, "client_key")
+            report_stale(shown_path(row.path, row.id, agent), "client_key")
             return None
         return entry
 
@@ -301,7 +347,7 @@ class Reader:
             if problems:
                 for row in rows:
                     if row.path in problems:
-                        self.skip_unreadable(row.id, row.path, problems[row.path])
+                        self.skip_unreadable(row.id, row.path, problems[row.path], agent)
                 rows = [row for row in rows if row.path not in problems]
             ids = [row.id for row in rows]
             return compute_digest(rows, index.links_within(ids), agent=agent, corrections=index.corrections_within(ids), **shown)

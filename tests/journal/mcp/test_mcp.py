@@ -189,7 +189,7 @@ def test_read_only_offers_no_append(motoko: McpServer, shared: tuple[Path, dict[
 
 
 def test_appends_are_stored_as_the_served_agent(tmp_path: Path) -> None:
-    """Scoped to motoko, an append is stored as motoko, one naming batou is refused, and batou's client_key stays batou's."""
+    """Scoped to motoko, an append is stored as motoko, one naming batou is refused, and batou's client_key is his alone."""
     root = tmp_path / "journal"
     ids = _fill(root)
     with mcp_server(root, "--agent", "motoko") as server:
@@ -200,9 +200,10 @@ def test_appends_are_stored_as_the_served_agent(tmp_path: Path) -> None:
         before = tree_digest(root / "entries")
         refused = server.error("journal_append", kind="note", agent="batou", theme="t", voice="Pretending to be batou.")
         assert refused.startswith("journal_append: agent must be 'motoko'")
-        taken = server.error("journal_append", kind="note", theme="t", voice="v", client_key="batou:patrol:2026-09-02")
-        assert "already held by an entry of another agent" in taken and "dog" not in taken and ids["batou"] not in taken
         assert tree_digest(root / "entries") == before
+        # A key is unique per agent: batou's key in motoko's append is motoko's own key, and batou's entry is not touched or shown.
+        own = server.ok("journal_append", kind="note", theme="t", voice="v", client_key="batou:patrol:2026-09-02")
+        assert own["outcome"] == "appended" and own["entry"]["agent"] == "motoko" and "dog" not in str(own) and ids["batou"] not in str(own)
     with Journal(root) as journal:
         assert journal.get(stored["entry"]["id"]).to_dict() == stored["entry"]
         assert [e.id for e in journal.list(agent="batou")] == [ids["batou2"], ids["batou"]]
