@@ -39,6 +39,7 @@ from journal.api import (
 from journal.checking.verify import Problem
 from journal.encoding import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
+    ClientKeyTakenError,
     DiskFullError,
     DuplicateEntryError,
     EntryFileError,
@@ -86,6 +87,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AppendResult",
     "BackupReport",
+    "ClientKeyTakenError",
     "ContextRecord",
     "Digest",
     "DiskFullError",

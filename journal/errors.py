@@ -9,6 +9,7 @@ either::
     ├── InvalidEntryIdError (ValueError)      an id with path, glob or length trouble
     ├── EntryNotFoundError (LookupError)      no entry with that id
     ├── DuplicateEntryError                   a supplied id already exists
+    │   └── ClientKeyTakenError               no longer raised: a client_key is one agent's (kept for callers that catch it)
     ├── JournalNotFoundError (FileNotFoundError)  no journal at the root
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     ├── ManifestError                         manifest.json unreadable or unsupported
@@ -46,6 +47,7 @@ from typing import ClassVar
 from journal.terminal import printable
 
 __all__ = [
+    "ClientKeyTakenError",
     "DiskFullError",
     "DuplicateEntryError",
     "EntryFileError",
@@ -152,6 +154,19 @@ class DuplicateEntryError(JournalError):
             f"an entry with id {entry_id!r} already exists; omit 'id' to get a fresh one, "
             "or use 'client_key' for idempotent retries"
         )
+
+
+class ClientKeyTakenError(DuplicateEntryError):
+    """Once raised when an append's client_key was held by another agent's entry; no append raises it any more.
+
+    A client_key is unique per agent (index layout 8): an agent's append with a key another agent
+    holds stores its own entry. The class stays so that code which catches it keeps importing.
+    """
+
+    def __init__(self, client_key: str, agent: str) -> None:
+        self.client_key = client_key
+        self.agent = agent
+        JournalError.__init__(self, f"client_key {client_key!r} is held by an entry of another agent than {agent!r}")
 
 
 class JournalNotFoundError(JournalError, FileNotFoundError):

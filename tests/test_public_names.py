@@ -7,7 +7,7 @@ import importlib
 import pytest
 
 JOURNAL = [
-    "AppendResult", "BackupReport", "ContextRecord", "Digest", "DiskFullError", "DuplicateEntryError",
+    "AppendResult", "BackupReport", "ClientKeyTakenError", "ContextRecord", "Digest", "DiskFullError", "DuplicateEntryError",
     "EmbedResult", "Encoder", "EncoderIdentity", "Entry", "EntryFileError", "EntryNotFoundError", "EntryValidationError",
     "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
     "InvalidEntryIdError", "Journal", "JournalClosedError", "JournalError", "JournalNotFoundError", "JournalStorageError",
