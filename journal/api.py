@@ -382,7 +382,7 @@ class Journal:
         to it only when complete, so a failure leaves no *out*.
 
         Raises:
-            UnsafePathError: *out* exists (a directory, a journal, a file, a symlink or a FIFO) or is inside this journal.
+            OutputPathError: *out* exists (a directory, a journal, a file, a symlink or a FIFO) or is inside this journal or another.
             JournalStorageError: the filesystem refused (full, read-only, denied); nothing is left behind.
         """
 

@@ -12,6 +12,7 @@ either::
     │   └── ClientKeyTakenError               no longer raised: a client_key is one agent's (kept for callers that catch it)
     ├── JournalNotFoundError (FileNotFoundError)  no journal at the root
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
+    │   └── OutputPathError                   a command's output path was refused (in a journal, not a file, another file)
     ├── ManifestError                         manifest.json unreadable or unsupported
     ├── IndexStateError                       the derived index could not be repaired
     ├── IntegrityError                        verify found problems (files or index)
@@ -30,8 +31,8 @@ either::
 
 Messages quote the offending value and say what was expected. Each class
 carries, as ``exit_code``, the exit code ``ghostjournal`` and ``ghostrunner``
-end with when it reaches them: 1 unless the class says otherwise; 3 not found
-(no entry, no journal); 4 conflict (duplicate, manifest); 65 invalid data;
+end with when it reaches them: 1 unless the class says otherwise; 2 usage (an
+output path refused); 3 not found (no entry, no journal); 4 conflict (duplicate, manifest); 65 invalid data;
 73 read-only filesystem; 74 disk full or another I/O error; 75 lock busy;
 77 permission denied.
 """
@@ -65,6 +66,7 @@ __all__ = [
     "LockTimeoutError",
     "ManifestError",
     "ModelNotFoundError",
+    "OutputPathError",
     "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
     "StoragePermissionError",
@@ -187,6 +189,16 @@ class UnsafePathError(JournalError, PermissionError):
         self.path = path
         self.reason = reason
         super().__init__(f"refused {str(path)!r}: {reason}")
+
+
+class OutputPathError(UnsafePathError):
+    """Where a command was told to write its output (``--out``, ``--into``, ``--to``) is refused before anything is written.
+
+    It lies inside a journal, is no regular file (a link, a FIFO, a directory), or is a file the command did
+    not write before and was not told to replace.
+    """
+
+    exit_code: ClassVar[int] = 2  # usage: the operator named the path, and another one fixes it
 
 
 class ManifestError(JournalError):

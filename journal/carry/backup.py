@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
+from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
+from journal.frame.outfile import refuse_inside_journals
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -52,18 +53,16 @@ class BackupReport:
 
 
 def _check_target(out: Path, root: Path) -> None:
-    """Refuse a target that exists (a file, a symlink, a FIFO, a journal, any directory) or lies inside the journal."""
+    """Refuse a target that exists (a file, a symlink, a FIFO, a journal, any directory) or lies inside a journal (this one or another)."""
     if os.path.lexists(out):
         kind = "a journal" if (out / "manifest.json").exists() and not out.is_symlink() else None
         try:
             check_dir(out, "the backup directory")
         except UnsafePathError as exc:
-            raise UnsafePathError(out, f"{exc.reason.split(';')[0]}; name a directory that does not exist yet") from None
-        raise UnsafePathError(out, f"the backup directory exists{' and is ' + kind if kind else ''}; name a directory that does not exist yet "
+            raise OutputPathError(out, f"{exc.reason.split(';')[0]}; name a directory that does not exist yet") from None
+        raise OutputPathError(out, f"the backup directory exists{' and is ' + kind if kind else ''}; name a directory that does not exist yet "
                                    "(a backup never writes into or over anything)")
-    resolved, journal = out.resolve(), root.resolve()
-    if resolved == journal or journal in resolved.parents:
-        raise UnsafePathError(out, "the backup directory is inside the journal; name one outside it")
+    refuse_inside_journals(out, "the backup directory", {"the journal": root})
 
 
 def _mkdir(path: Path) -> None:

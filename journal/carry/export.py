@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 import tarfile
 from dataclasses import dataclass, field
@@ -41,8 +42,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from journal.errors import EntryFileError, UnsafePathError
+from journal.files import json_depth_exceeds
 from journal.files.entry import SCHEMA_VERSION, Entry, canonical_json, check_text_arguments
 from journal.files.store import EntryStore
+from journal.frame.outfile import OutputKind
 from journal.indexing import IndexSnapshot, bound
 from journal.indexing.index import Window
 from journal.sync import load_entry, shown_path, shown_reason
@@ -50,7 +53,7 @@ from journal.sync import load_entry, shown_path, shown_reason
 if TYPE_CHECKING:
     from journal.sync import IndexKeeper
 
-__all__ = ["EXPORT_FORMAT_VERSION", "FORMATS", "MANIFEST_KEYS", "MANIFEST_MEMBER", "ExportManifest", "export"]
+__all__ = ["EXPORT_FORMAT_VERSION", "EXPORT_OUTPUT", "FORMATS", "MANIFEST_KEYS", "MANIFEST_MEMBER", "ExportManifest", "export"]
 
 log = logging.getLogger("journal")
 
@@ -151,6 +154,52 @@ class _Sink:
             self._member(MANIFEST_MEMBER, manifest.line(), int(datetime.fromisoformat(manifest.exported_at).timestamp()))
             self._tar.close()
         self._out.flush()
+
+
+#: How much of a file's end is read to find an export's manifest there (a manifest listing more is not recognised).
+_TAIL_BYTES: Final = 1 << 20
+_BLOCK: Final = tarfile.BLOCKSIZE
+
+
+def _is_manifest(data: bytes) -> bool:
+    """Whether *data* is an export's manifest line (a JSON object with the export format's version)."""
+    try:
+        text = data.decode("utf-8")
+        parsed = None if json_depth_exceeds(text) else json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and type(parsed.get("ghostjournal_export")) is int
+
+
+def _is_export(stream: BinaryIO) -> bool:
+    """Whether *stream* holds an export of either form: its last line, or its last tar member, is the manifest.
+
+    Only the last MiB is read, whatever the size: the manifest ends the stream (the jsonl form's last
+    line; the tar form's ``export-manifest.json``, in a header on a block boundary, then its data).
+    """
+    size = stream.seek(0, io.SEEK_END)
+    start = max(0, size - _TAIL_BYTES) // _BLOCK * _BLOCK
+    stream.seek(start)
+    tail = stream.read()
+    if tail.endswith(b"\n"):
+        cut = tail.rfind(b"\n", 0, len(tail) - 1)
+        if (cut >= 0 or start == 0) and _is_manifest(tail[cut + 1:]):
+            return True
+    name = MANIFEST_MEMBER.encode("ascii") + b"\0"
+    at = tail.rfind(name)
+    while at >= 0 and (start + at) % _BLOCK:
+        at = tail.rfind(name, 0, at)
+    if at < 0:
+        return False
+    try:
+        length = int(tail[at + 124:at + 136].strip(b"\0 ") or b"0", 8)  # the header's size field, octal
+    except ValueError:
+        return False
+    return _is_manifest(tail[at + _BLOCK:at + _BLOCK + length])
+
+
+#: What ``ghostjournal export --out`` writes: a file there is replaced without --force only when it is an export (either form).
+EXPORT_OUTPUT: Final = OutputKind("the export", "an export that 'ghostjournal export' wrote", _is_export)
 
 
 def export(

@@ -20,7 +20,7 @@ from typing import IO, Any
 import click
 
 from journal.api import MAX_LIMIT, MODES, Journal, SkippedFile
-from journal.carry.export import FORMATS
+from journal.carry.export import EXPORT_OUTPUT, FORMATS
 from journal.carry.importer import check_peer_dir, parse_agent_map
 from journal.cli import _views
 from journal.cli._options import (
@@ -39,10 +39,21 @@ from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError
 from journal.files.entry import parse_json_payload
-from journal.frame.clikit import CommandGroup, echo, json_text, out_option, output_option, terminal_width, version_option, wants_json, warn
-from journal.frame.outfile import STDOUT, streamed_output, write_output
+from journal.frame.clikit import (
+    CommandGroup,
+    echo,
+    force_option,
+    json_text,
+    out_option,
+    output_option,
+    terminal_width,
+    version_option,
+    wants_json,
+    warn,
+)
+from journal.frame.outfile import STDOUT, refuse_inside_journals, streamed_output, write_output
 from journal.frame.timeinput import local_zone
-from journal.pages.report import build_journal_report
+from journal.pages.report import JOURNAL_REPORT, build_journal_report
 from journal.progress import StderrProgress, progress_after, reporting_slow
 
 __all__ = ["cli", "main"]
@@ -89,6 +100,10 @@ class _Settings:
                 self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable)
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
+
+    def journals(self) -> dict[str, Path]:
+        """The journal at --root, which no output may land in (named as messages name it); none without a root."""
+        return {} if self.root is None else {"the journal at --root": self.root}
 
 
 pass_settings = click.make_pass_decorator(_Settings)
@@ -252,8 +267,9 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 @click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
 @click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
 @out_option("the report")
+@force_option("report")
 @pass_settings
-def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out: str) -> None:
+def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out: str, force: bool) -> None:
     """Write one agent's entries as one self-contained HTML page: timeline, charts, search; nothing fetched from the network.
 
     Days are those of the local time zone. Progress goes to stderr when the build takes a while.
@@ -265,7 +281,7 @@ def report(settings: _Settings, agent: str, since: datetime | None, until: datet
                                  on_progress=StderrProgress("building the report (entries)", after=progress_after()))
     if not built.entries:
         warn("ghostjournal", f"no entries of agent {agent!r} in this window; the report is empty")
-    written = write_output(out, built.html)
+    written = write_output(out, built.html, kind=JOURNAL_REPORT, journals=settings.journals(), force=force)
     if written is not None:
         click.echo(f"wrote {written} ({built.entries} entries, {len(built.html)} bytes)", err=True)
 
@@ -352,10 +368,11 @@ def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> st
 @click.option("--format", "form", type=click.Choice(FORMATS), default="jsonl", show_default=True,
               help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.")
 @click.option("--out", "out", required=True, callback=_stream_target,
-              help="The file to write (replaced whole when done, never through a symlink or into a FIFO), or - for stdout.")
+              help="The file to write (replaced whole when done, never through a symlink, into a FIFO or inside a journal), or - for stdout.")
+@force_option("export")
 @output_option
 @pass_settings
-def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str) -> None:
+def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str, force: bool) -> None:
     """Write the entries, oldest first, with their canonical bytes unchanged, then a manifest line; safe while agents append.
 
     With --out FILE the manifest is printed; with --out - the stream goes to stdout and one summary line to stderr.
@@ -363,7 +380,7 @@ def export(settings: _Settings, agent: str | None, since: datetime | None, until
     Example: ghostjournal export --agent motoko --out motoko.jsonl
     """
     journal = settings.journal()
-    with streamed_output(out, what="the export") as stream:
+    with streamed_output(out, kind=EXPORT_OUTPUT, journals=settings.journals(), force=force) as stream:
         manifest = journal.export(stream, agent=agent, since=since, until=until, form=form)
     if manifest.skipped:
         warn("ghostjournal", f"{len(manifest.skipped)} entries could not be exported (damaged files); run 'ghostjournal verify'")
@@ -461,6 +478,8 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
 
     Example: ghostjournal download-model --to /usr/local/share/ghostjournal/models
     """
+    if to is not None:
+        refuse_inside_journals(to, "the models directory", settings.journals())
     name = settings.model
     on_progress = StderrProgress("downloading the model (bytes)", after=progress_after())
     path, source = fetch_model(name, to=to, index_url=index_url, on_progress=on_progress)

@@ -8,7 +8,7 @@ from journal.files._forking import watch_for_fork
 from journal.files._fsync import fsync_directory
 from journal.files._json import json_depth_exceeds, json_type_name, show_value
 from journal.files._lock import WriteLock, current_boot_id
-from journal.files._manifest import Manifest, create_manifest, load_manifest
+from journal.files._manifest import Manifest, create_manifest, holds_journal_manifest, load_manifest
 from journal.files._opening import ensure_dir, may_fall_back, undone_on_failure
 from journal.files._safefs import (
     DIR_MODE,
@@ -38,6 +38,7 @@ __all__ = [
     "describe",
     "ensure_dir",
     "fsync_directory",
+    "holds_journal_manifest",
     "journal_owner",
     "json_depth_exceeds",
     "json_type_name",

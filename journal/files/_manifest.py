@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from journal.errors import ManifestError
+from journal.errors import ManifestError, UnsafePathError
 from journal.files._safefs import Owner, open_regular, take_ownership
 from journal.files.entry import json_depth_exceeds
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "load_manifest"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "Manifest", "create_manifest", "holds_journal_manifest", "load_manifest"]
 
 FORMAT: Final = "ghostjournal"
 FORMAT_VERSION: Final = 1
@@ -68,6 +68,31 @@ def load_manifest(path: Path) -> Manifest:
     if not isinstance(journal_id, str):
         raise ManifestError(path, "journal_id is missing")
     return Manifest(journal_id=journal_id, format=FORMAT, format_version=version, created=str(data.get("created", "")))
+
+
+def holds_journal_manifest(directory: Path) -> bool:
+    """Whether *directory* is a journal: its ``manifest.json`` is a regular file whose JSON says ``"format": "ghostjournal"``.
+
+    Any version counts (a newer one, and a ghostjournal 0.1.1 journal's, which says so too), since what
+    asks is a writer that must keep out of every journal. A manifest this user may not read counts when an
+    ``entries`` directory stands beside it; anything else there (no manifest, a link, another
+    program's ``manifest.json``) does not.
+    """
+    path = directory / "manifest.json"
+    try:
+        fd = open_regular(path, os.O_RDONLY, "manifest.json")
+    except (FileNotFoundError, NotADirectoryError, UnsafePathError):
+        return False
+    except OSError:
+        return os.path.isdir(directory / "entries") and not os.path.islink(directory / "entries")
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(_MAX_BYTES + 1)
+        text = raw.decode("utf-8")
+        data = None if len(raw) > _MAX_BYTES or json_depth_exceeds(text) else json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
 
 
 def create_manifest(path: Path, *, owner: Owner = None) -> Manifest:

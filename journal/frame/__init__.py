@@ -7,9 +7,9 @@ both command groups are built on is :mod:`journal.frame.clikit`, imported by nam
 rest of the frame does not import click.
 """
 
-from journal.frame.htmlpage import content_security_policy, embed_json, first_line, page, text
+from journal.frame.htmlpage import content_security_policy, embed_json, first_line, page, page_title, text
 from journal.frame.loopback import is_loopback_host, is_loopback_url
-from journal.frame.outfile import STDOUT, replace_durably, streamed_output, write_output
+from journal.frame.outfile import STDOUT, OutputKind, refuse_inside_journals, replace_durably, streamed_output, write_output
 from journal.frame.render import clip, labelled, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.terminal import printable
@@ -17,6 +17,7 @@ from journal.terminal import printable
 __all__ = [
     "STDOUT",
     "TIME_FORMS",
+    "OutputKind",
     "clip",
     "content_security_policy",
     "embed_json",
@@ -26,8 +27,10 @@ __all__ = [
     "labelled",
     "local_zone",
     "page",
+    "page_title",
     "parse_time_input",
     "printable",
+    "refuse_inside_journals",
     "replace_durably",
     "streamed_output",
     "table",

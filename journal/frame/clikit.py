@@ -46,7 +46,7 @@ from click.core import ParameterSource
 from journal.errors import JournalStorageError
 from journal.frame.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "after_command", "echo", "json_text", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = ["CommandGroup", "TimeParam", "after_command", "echo", "force_option", "json_text", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
 
 _JSON_KEY: Final = "clikit.json"
 
@@ -244,7 +244,15 @@ def out_option(what: str) -> Callable[[Any], Any]:
         return value
 
     return click.option("--out", "out", default="-", show_default=True, callback=checked,
-                        help=f"The file to write {what} to (replaced whole, never through a symlink or into a FIFO), or - for stdout.")
+                        help=f"The file to write {what} to (replaced whole, never through a symlink, into a FIFO or inside a journal), "
+                             "or - for stdout.")
+
+
+def force_option(what: str) -> Callable[[Any], Any]:
+    """``--force``: replace a file at ``--out`` that is not an earlier *what* (see :mod:`journal.frame.outfile`); reaches the command as ``force``."""
+    return click.option("--force", "force", is_flag=True,
+                        help=f"Replace a file at --out that is not an earlier {what} (a file inside a journal, a link, a FIFO or a directory "
+                             "is refused all the same).")
 
 
 def wants_json() -> bool:

@@ -25,11 +25,11 @@ import hashlib
 import html
 import json
 import re
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from journal.frame._page_assets import SCRIPT, STYLE
 
-__all__ = ["content_security_policy", "embed_json", "first_line", "page", "text"]
+__all__ = ["content_security_policy", "embed_json", "first_line", "page", "page_title", "text"]
 
 # C0 and C1 controls but tab and newline, and lone surrogates (no UTF-8 file can hold them).
 _UNSHOWABLE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -65,6 +65,25 @@ def content_security_policy() -> str:
         "connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; worker-src 'none'; manifest-src 'none'; "
         "base-uri 'none'; form-action 'none'"
     )
+
+
+#: How every page :func:`page` writes begins, whatever its policy's hashes: what :func:`page_title` knows one by.
+_OPENING: Final = (b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+                   b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; ')
+_TITLE: Final = re.compile(rb"\n<title>([^<\n]*)</title>\n")
+#: Where the title of such a page ends at the latest: after the policy and two short tags (an agent's name is short).
+_HEAD_BYTES: Final = 16 * 1024
+
+
+def page_title(stream: BinaryIO) -> str | None:
+    """The title of the page in *stream* (as written: HTML-escaped) if it is one :func:`page` wrote, else None.
+
+    Reads at most the first 16 KiB: a report's file tells what wrote it (and which report it is) by its
+    opening and its title, which is how ``--out`` knows an earlier report it may replace.
+    """
+    head = stream.read(_HEAD_BYTES)
+    found = _TITLE.search(head) if head.startswith(_OPENING) else None
+    return None if found is None else found[1].decode("utf-8", "replace")
 
 
 def page(title: str, body: str, records: dict[str, Any]) -> bytes:

@@ -2,10 +2,22 @@
 
 The file is written to a temporary name in its own directory, fsynced, and
 renamed over *path*, and the directory is fsynced: a reader (or a crash)
-sees the old file or the new one, never a part. A symlink, FIFO, device or
-directory at *path* is refused before anything is written, as the journal
-refuses them at its own paths (:mod:`journal.files._safefs`); the file is created
+sees the old file or the new one, never a part. The file is created
 ``0600``, like the journal's files, since it holds their text.
+
+Before anything is written the target is judged by where it is and by what
+is there, and refused (:class:`~journal.errors.OutputPathError`, exit 2):
+
+- anywhere inside a journal, as the kernel resolves the path (``..`` and
+  symbolic links of the directories above followed): the journals the
+  command names (``--root``, the configured agents'), and any directory at or
+  above the target holding a journal manifest (:func:`refuse_inside_journals`;
+  the backups, render and ``download-model`` keep out of journals through it too);
+- a symlink, FIFO, device or directory, as the journal refuses them at its
+  own paths (:mod:`journal.files._safefs`);
+- a regular file that is not an earlier output of the same kind (its
+  :class:`OutputKind` reads it to tell), unless the caller passes *force*
+  (``--force``); an empty file (what ``mktemp`` makes) holds nothing to lose and is replaced.
 """
 
 from __future__ import annotations
@@ -15,17 +27,55 @@ import errno
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
-from journal.errors import JournalStorageError, UnsafePathError
-from journal.files import FILE_MODE, check_regular, fsync_directory
+from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
+from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
-__all__ = ["STDOUT", "replace_durably", "streamed_output", "write_output"]
+__all__ = ["STDOUT", "OutputKind", "refuse_inside_journals", "replace_durably", "streamed_output", "write_output"]
 
 #: The ``--out`` value that means standard output.
 STDOUT = "-"
+_NO_JOURNALS: Final[Mapping[str, Path]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class OutputKind:
+    """What a command writes to its output file, and how it knows a file there for an earlier one of its own.
+
+    Attributes:
+        what: how messages name the output ("the report").
+        earlier: how the refusal of another file names what could have been replaced ("a page that 'ghostjournal report' wrote").
+        is_earlier: whether the open regular file (at its start, seekable) is an earlier output of this kind;
+            it reads only what it needs (a head, a tail), whatever the file's size.
+    """
+
+    what: str
+    earlier: str
+    is_earlier: Callable[[BinaryIO], bool]
+
+
+def refuse_inside_journals(path: Path | str, what: str, journals: Mapping[str, Path] = _NO_JOURNALS) -> None:
+    """Refuse *path* (a file or directory to write) when it lies inside a journal, before anything is made.
+
+    *journals* maps how a message names a journal ("agent 'motoko''s journal") to its root; besides them,
+    any directory at or above *path* that holds a journal manifest is one. *path* is judged where the
+    kernel would write it: ``..`` and the symbolic links on its way resolved.
+
+    Raises:
+        OutputPathError: *path* is a journal's root or lies under one.
+    """
+    real = Path(os.path.realpath(path))
+    for name, root in journals.items():
+        resolved = Path(os.path.realpath(root))
+        if real == resolved or resolved in real.parents:
+            raise OutputPathError(path, f"{what} is inside {name} ({str(root)!r}), which only the journal writes; name one outside it")
+    for directory in (real, *real.parents):
+        if holds_journal_manifest(directory):
+            raise OutputPathError(path, f"{what} is inside the journal {str(directory)!r}, which only the journal writes; name one outside it")
 
 
 def _fix(code: int | None) -> str | None:
@@ -39,13 +89,19 @@ def _fix(code: int | None) -> str | None:
     return None  # a full disk's own hint (free space) holds for any file
 
 
-def write_output(target: str, data: bytes, *, what: str = "the report", stdout: BinaryIO | None = None) -> Path | None:
+def write_output(target: str, data: bytes, *, kind: OutputKind, journals: Mapping[str, Path] = _NO_JOURNALS, force: bool = False,
+                 stdout: BinaryIO | None = None) -> Path | None:
     """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
 
+    *journals*: the journals the command knows of (see :func:`refuse_inside_journals`); *force*: replace a
+    file that is not an earlier output of *kind*.
+
     Raises:
-        UnsafePathError: a symlink or anything but a regular file is at *target*, or *target* names a directory (``dir/``).
+        OutputPathError: *target* is inside a journal; a symlink or anything but a regular file is there; it names a
+            directory (``dir/``); or, without *force*, it is a file that is no earlier output of *kind*.
         JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
     """
+    what = kind.what
     if target == STDOUT:
         stream = stdout if stdout is not None else sys.stdout.buffer
         try:
@@ -56,7 +112,7 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return None
-    path = _checked_target(target, what)
+    path = _checked_target(target, kind, journals, force)
     directory = path.parent
     try:
         replace_durably(path, data, prepare=lambda fd: os.fchmod(fd, FILE_MODE))
@@ -67,20 +123,41 @@ def write_output(target: str, data: bytes, *, what: str = "the report", stdout: 
     return path
 
 
-def _checked_target(target: str, what: str) -> Path:
-    """*target* as a path, refused when it names a directory or something other than a regular file is there."""
+def _checked_target(target: str, kind: OutputKind, journals: Mapping[str, Path], force: bool) -> Path:
+    """*target* as a path, refused by the rules of this module's docstring."""
+    what = f"the output file for {kind.what}"
     last = os.path.basename(target)
     if last in ("", ".", ".."):
         # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
-        raise UnsafePathError(target, f"the output file for {what} names a directory (it ends with {last or '/'!r}), "
+        raise OutputPathError(target, f"{what} names a directory (it ends with {last or '/'!r}), "
                                       "not a file; name a file in it, such as report.html")
     path = Path(target)
-    check_regular(path, f"the output file for {what}")
+    refuse_inside_journals(path, what, journals)
+    try:
+        info = check_regular(path, what)
+    except UnsafePathError as exc:
+        raise OutputPathError(exc.path, exc.reason) from None
+    if info is not None and info.st_size and not force and not _is_earlier(path, kind):
+        raise OutputPathError(target, f"{what} exists and is not {kind.earlier}; pass --force to replace it, or name another file")
     return path
 
 
+def _is_earlier(path: Path, kind: OutputKind) -> bool:
+    """Whether the regular file *path* is an earlier output of *kind*; one that cannot be read is not known to be."""
+    try:
+        fd = open_regular(path, os.O_RDONLY, "the output file")
+    except (OSError, UnsafePathError):
+        return False
+    with os.fdopen(fd, "rb") as stream:
+        try:
+            return kind.is_earlier(stream)
+        except (OSError, ValueError):
+            return False
+
+
 @contextlib.contextmanager
-def streamed_output(target: str, *, what: str, stdout: BinaryIO | None = None) -> Iterator[BinaryIO]:
+def streamed_output(target: str, *, kind: OutputKind, journals: Mapping[str, Path] = _NO_JOURNALS, force: bool = False,
+                    stdout: BinaryIO | None = None) -> Iterator[BinaryIO]:
     """A binary stream that becomes the file *target* whole when the block ends without error (``-``: *stdout* as it is).
 
     The stream is a temporary file in the target's directory: written as the
@@ -89,9 +166,10 @@ def streamed_output(target: str, *, what: str, stdout: BinaryIO | None = None) -
     as it was. For an output too large to hold in memory (an export).
 
     Raises:
-        UnsafePathError: as :func:`write_output`.
+        OutputPathError: as :func:`write_output`.
         JournalStorageError: the filesystem refused (full, read-only, denied); nothing was left behind.
     """
+    what = kind.what
     if target == STDOUT:
         stream = stdout if stdout is not None else sys.stdout.buffer
         try:
@@ -102,7 +180,7 @@ def streamed_output(target: str, *, what: str, stdout: BinaryIO | None = None) -
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return
-    path = _checked_target(target, what)
+    path = _checked_target(target, kind, journals, force)
     directory = path.parent
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")

@@ -23,14 +23,27 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from journal.api import Journal
 from journal.files.entry import KINDS, Entry
-from journal.frame.htmlpage import first_line, page, text
+from journal.frame.htmlpage import first_line, page, page_title, text
+from journal.frame.outfile import OutputKind
 from journal.pages._charts import heat_grid, line_chart, link_chart, stacked_bars
 
-__all__ = ["JournalReport", "build_journal_report"]
+__all__ = ["JOURNAL_REPORT", "JournalReport", "build_journal_report"]
+
+#: The title every journal report's page ends with (after the agent's name).
+_TITLE_END: Final = ": journal report"
+
+
+def _is_journal_report(stream: BinaryIO) -> bool:
+    title = page_title(stream)
+    return title is not None and title.endswith(_TITLE_END)
+
+
+#: What ``ghostjournal report --out`` writes: a file there is replaced without --force only when it is such a page.
+JOURNAL_REPORT: Final = OutputKind("the report", "a page that 'ghostjournal report' wrote", _is_journal_report)
 
 #: How many themes, tags, moods and focus items the charts show (the most frequent).
 TOP: Final = 8
@@ -315,4 +328,4 @@ def build_journal_report(
         f'aria-label="Filter entries" autocomplete="off"> <span id="shown">{len(entries)}</span> of {len(entries)} entries</p>'),
         '<ol class="timeline">' + "\n".join(sections) + "</ol>",
     ])
-    return JournalReport(page(f"{agent}: journal report", body, records), len(entries), span, timeline.hidden_links)
+    return JournalReport(page(f"{agent}{_TITLE_END}", body, records), len(entries), span, timeline.hidden_links)

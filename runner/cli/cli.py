@@ -8,7 +8,7 @@ JSON when it is not a terminal (or with --json), as text on a terminal; logs go 
 ``serve`` where they go to stdout for journald. User errors are one line on stderr.
 
 Exit codes: 0 ok; 1 a run failed (or another runner error); 2 usage
-(unknown agent or routine, bad option); 73 the journal's filesystem is
+(unknown agent or routine, bad option, a refused output path: journal.errors.OutputPathError); 73 the journal's filesystem is
 read-only; 74 its disk is full (or another I/O error); 75 busy (another
 scheduler holds the lock, the journal's writer lock stayed busy, or a run
 ended ``busy``: another run of its slot held the slot lock);
@@ -32,7 +32,7 @@ from typing import IO, Any
 import click
 
 from journal.frame import write_output
-from journal.frame.clikit import echo, json_text, out_option, output_option, terminal_width, version_option, wants_json
+from journal.frame.clikit import echo, force_option, json_text, out_option, output_option, terminal_width, version_option, wants_json
 from runner import (
     CONFIG_ENVVAR,
     NoScheduledTimeError,
@@ -73,7 +73,7 @@ from runner.cli.support import (
 )
 from runner.cli.views import TerminalProgress, show_run, show_simulation
 from runner.errors import ConfigError, quoted
-from runner.monitor.report import build_run_report
+from runner.monitor.report import RUNS_REPORT, build_run_report
 from runner.run.contract import Outcome
 from runner.run.demo import DEMO_DAYS, DEMO_START
 from runner.run.pauses import paused_or_unknown
@@ -270,7 +270,7 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
         raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
     rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
                              randomized_delay=delay)
-    write_rendered(rendering, out, write_units, noun="unit", strict=strict)
+    write_rendered(rendering, out, write_units, noun="unit", strict=strict, journals=config.journals())
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
     if config.backup is not None:
@@ -345,14 +345,16 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 @click.option("--now", "now_text", default=None, help="Judge as of this time, as status does (default now).")
 @click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is late or overdue (status's default).")
 @out_option("the report")
+@force_option("runs report")
 @fleet_option
 @click.pass_obj
 def report_command(settings: Settings, config_path: Path | None, log_file: IO[str] | None, since_text: str | None, now_text: str | None,
-                   grace_text: str | None, out: str, from_fleet: bool) -> None:
+                   grace_text: str | None, out: str, force: bool, from_fleet: bool) -> None:
     """Write the runs in the runner's logs as one self-contained HTML page: agent x routine by slot, each slot's runs.
 
     Reads the same input as status and history. The page's overall state and the exit code are
-    status's (0 all well, 1 failed, 3 overdue, 6 missed, 4 no runner events, 5 unknown).
+    status's (0 all well, 1 failed, 3 overdue, 6 missed, 4 no runner events, 5 unknown); a refused --out exits 2
+    (inside a journal, a link, or a file no runs report wrote, without --force).
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html
     """
@@ -362,7 +364,7 @@ def report_command(settings: Settings, config_path: Path | None, log_file: IO[st
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     lines = runs_input(config, log_file, from_fleet, "report --out runs.html")
     built = build_run_report(config, lines, now=now, since=since, grace=grace, paused=paused_or_unknown(config))
-    written = write_output(out, built.html)
+    written = write_output(out, built.html, kind=RUNS_REPORT, journals=config.journals(), force=force)
     if written is not None:
         click.echo(f"wrote {written} ({sum(built.states.values())} slots, {len(built.html)} bytes); status: {built.status.verdict}", err=True)
     sys.exit(built.status.exit_code)

@@ -54,7 +54,7 @@ def render(settings: Settings, config_path: Path | None, out_text: str, image: s
     if config.config_file is None:
         raise click.UsageError("Kubernetes manifests need a configuration file for the pods to read; pass --config FILE")
     manifests = render_manifests(config, image=image, namespace=namespace, journal_mount=journal_mount, storage=storage)
-    write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict)
+    write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict, journals=config.journals())
     click.echo(f"\napply: kubectl apply -f {out}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, Final
@@ -21,7 +21,7 @@ from typing import IO, Any, Final
 import click
 
 from journal import JournalError, JournalStorageError
-from journal.frame import parse_time_input
+from journal.frame import parse_time_input, refuse_inside_journals
 from journal.frame.clikit import CommandGroup, after_command, echo, json_text
 from runner import (
     CONFIG_ENVVAR,
@@ -168,9 +168,12 @@ def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
         raise JournalStorageError.for_errno(named, exc.errno, action) from exc
 
 
-def write_rendered(rendering: Any, out: Path, write: Callable[[Any, Path], list[Path]], *, noun: str, strict: bool) -> None:
-    """What both render commands do with a rendering: refuse it under --strict if it warns, else write it into *out*,
-    say what was written, then warn on stderr (after the files: a refused --out is the one line of its error)."""
+def write_rendered(rendering: Any, out: Path, write: Callable[[Any, Path], list[Path]], *, noun: str, strict: bool,
+                   journals: Mapping[str, Path]) -> None:
+    """What both render commands do with a rendering: refuse it under --strict if it warns, or an *out* inside a journal
+    (one of *journals*, or any other: exit 2), else write it into *out*, say what was written, then warn on stderr
+    (after the files: a refused --out is the one line of its error)."""
+    refuse_inside_journals(out, f"the {noun}s' directory", journals)
     warnings = [f"ghostrunner: warning: {warning}" for warning in rendering.warnings]
     if strict and warnings:
         click.echo("\n".join(warnings), err=True)

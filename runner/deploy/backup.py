@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
-from journal.errors import JournalStorageError, UnsafePathError
-from journal.frame import replace_durably
+from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
+from journal.frame import refuse_inside_journals, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -67,15 +67,6 @@ class DeploymentBackup:
         return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files, "pruned": self.pruned}
 
 
-def _refuse_inside_journals(config: RunnerConfig, path: Path, what: str) -> None:
-    """Refuse, before anything is made, a *path* inside a configured journal (as it resolves here: '..' and links included)."""
-    real = Path(os.path.realpath(path))
-    for name, agent in sorted(config.agents.items()):
-        root = Path(os.path.realpath(agent.journal_root))
-        if real == root or root in real.parents:
-            raise UnsafePathError(path, f"{what} is inside agent {name!r}'s journal ({str(agent.journal_root)!r}); name one outside it")
-
-
 def _fix(exc: OSError) -> str | None:
     """What to do about a target whose path does not lead to a directory; None for the filesystem's own refusals (their hint fits)."""
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
@@ -97,12 +88,12 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
     *reserved*: *out* is an empty directory the caller made to claim its name; the finished copy replaces it.
 
     Raises:
-        UnsafePathError: *out* exists already (or, when *reserved*, was filled meanwhile).
+        OutputPathError: *out* exists already (or, when *reserved*, was filled meanwhile), or lies inside a journal.
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
     if not reserved and os.path.lexists(out):
-        raise UnsafePathError(out, _EXISTS)
-    _refuse_inside_journals(config, out, "the backup directory")
+        raise OutputPathError(out, _EXISTS)
+    refuse_inside_journals(out, "the backup directory", config.journals())
     try:
         work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
@@ -139,7 +130,7 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
-            raise UnsafePathError(out, _EXISTS) from None  # made meanwhile, by another backup or anyone
+            raise OutputPathError(out, _EXISTS) from None  # made meanwhile, by another backup or anyone
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(work)
@@ -152,9 +143,9 @@ def _open_parent(parent: Path) -> int:
         return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if os.path.islink(parent):
-            raise UnsafePathError(parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)") from None
+            raise OutputPathError(parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)") from None
         if os.path.lexists(parent):
-            raise UnsafePathError(parent, "the backups' directory is not a directory") from None
+            raise OutputPathError(parent, "the backups' directory is not a directory") from None
         raise exc from None
 
 
@@ -165,10 +156,11 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     an older backup: it removes, through :func:`prune_backups`, what lies beyond the newest *keep* clean ones.
 
     Raises:
-        UnsafePathError: *parent* is a symbolic link or not a directory.
+        OutputPathError: *parent* is a symbolic link, not a directory, or inside a journal.
+        UnsafePathError: every dated name of this second is taken.
         JournalStorageError: the filesystem refused; nothing is left behind.
     """
-    _refuse_inside_journals(config, parent, "the backups' directory")
+    refuse_inside_journals(parent, "the backups' directory", config.journals())
     try:
         parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except FileExistsError:
@@ -256,7 +248,7 @@ def prune_backups(parent: Path, keep: int, *, made: str | None = None) -> list[s
     removed halfway is never taken for a backup.
 
     Raises:
-        UnsafePathError: *parent* is a symbolic link or not a directory.
+        OutputPathError: *parent* is a symbolic link or not a directory.
         OSError: a removal failed (what was removed before stays removed).
     """
     if keep < 1:

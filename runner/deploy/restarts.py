@@ -13,8 +13,13 @@ timer's own next start; a schedule too frequent for that gets fewer reruns,
 or none (``Restart=no``: its next fire is the retry).
 
 A permanent failure is never restarted: exit 78 (the backend refused for
-good, or a bad configuration), 2 (usage), 73 (a read-only journal) and 77
-(permission denied) are in ``RestartPreventExitStatus=``.
+good, or a bad configuration), 2 (usage), 73 (a read-only journal), 77
+(permission denied) and systemd's own 203 (``EXEC``: the program could not
+be started, a missing file or one the sandbox hides) are in
+``RestartPreventExitStatus=``. A run that SIGTERM stopped (``systemctl
+stop``, a shutdown) unwinds and exits 143, which ``SuccessExitStatus=143``
+counts as a clean stop, not a failure (a run stopped at its
+``TimeoutStartSec=`` still fails: systemd records the timeout first).
 
 systemd 252 has no growing ``RestartSec=`` (``RestartSteps=`` came with 254),
 so under timers the wait between reruns is constant; ``serve`` doubles it.
@@ -30,10 +35,14 @@ from typing import Final
 from runner.cron.slots import cron_trigger, fire_times
 from runner.settings.config import RunnerConfig
 
-__all__ = ["NO_RESTART_STATUSES", "RestartPlan", "restart_plan", "shortest_gap"]
+__all__ = ["NO_RESTART_STATUSES", "STOPPED_STATUS", "SYSTEMD_NO_RESTART_STATUSES", "RestartPlan", "restart_plan", "shortest_gap"]
 
 #: Exit statuses of `ghostrunner run` that another start cannot fix.
 NO_RESTART_STATUSES: Final = (2, 73, 77, 78)
+#: What systemd's units list in ``RestartPreventExitStatus=``: those, and 203 (systemd's EXEC: the program could not be started).
+SYSTEMD_NO_RESTART_STATUSES: Final = (*NO_RESTART_STATUSES, 203)
+#: The exit status of a command SIGTERM stopped after it unwound (128 + 15): ``SuccessExitStatus=`` of every service.
+STOPPED_STATUS: Final = 143
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +81,11 @@ class RestartPlan:
             ])
         return "\n".join([
             "# A run that failed for a transient reason (exit 1, a timeout) runs again; one the backend refused for good",
-            "# (78), a usage error (2), a read-only journal (73) or a denied permission (77) does not.",
+            "# (78), a usage error (2), a read-only journal (73), a denied permission (77) or a program systemd could not",
+            "# start (203, EXEC) does not.",
             "Restart=on-failure",
             f"RestartSec={_seconds(self.delay)}",
-            "RestartPreventExitStatus=" + " ".join(str(status) for status in NO_RESTART_STATUSES),
+            "RestartPreventExitStatus=" + " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
         ])
 
 

@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
-from journal.frame import page, text
+from journal.frame import OutputKind, page, page_title, text
 from runner.cron.slots import cron_trigger, fire_times, slot_for
 from runner.monitor.history import SlotHistory, build_history
 from runner.monitor.log_digest import MissedRecord, PairRuns
@@ -42,7 +42,18 @@ from runner.monitor.status import StatusReport, build_report
 from runner.run.contract import REASON_PAUSED, Outcome
 from runner.settings.config import RunnerConfig
 
-__all__ = ["ABSENT_DAYS", "STATES", "RunReport", "build_run_report"]
+__all__ = ["ABSENT_DAYS", "RUNS_REPORT", "STATES", "RunReport", "build_run_report"]
+
+#: The runs page's title: what tells an earlier one at ``--out``.
+_TITLE: Final = "ghostrunner: runs"
+
+
+def _is_runs_report(stream: BinaryIO) -> bool:
+    return page_title(stream) == _TITLE
+
+
+#: What ``ghostrunner report --out`` writes: a file there is replaced without --force only when it is such a page.
+RUNS_REPORT: Final = OutputKind("the report", "a page that 'ghostrunner report' wrote", _is_runs_report)
 
 #: Absent slots are laid out for at most this many days (ten years) before the judgement: one line of a log far older
 #: (a stray timestamp of 1971) would otherwise make every slot since then a cell, hundreds of thousands of them.
@@ -201,4 +212,4 @@ def build_run_report(
     records = {keys[index]: cell.record for index, cell in enumerate(cells)}
     states = Counter(cell.state for cell in cells)
     body = _header(status, states, config.timezone) + "\n" + _grid(config, cells, keys)
-    return RunReport(page("ghostrunner: runs", body, records), status, dict(states))
+    return RunReport(page(_TITLE, body, records), status, dict(states))

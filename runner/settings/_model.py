@@ -157,6 +157,10 @@ class RunnerConfig:
         agents = {name: replace(agent, journal_root=Path(template.replace("{agent}", name))) for name, agent in self.agents.items()}
         return replace(self, agents=agents)
 
+    def journals(self) -> dict[str, Path]:
+        """Every agent's journal root, keyed by how a message names it ("agent 'motoko''s journal"): where no output may land."""
+        return {f"agent {name!r}'s journal": agent.journal_root for name, agent in sorted(self.agents.items())}
+
     def agent(self, name: str) -> AgentConfig:
         """The agent called *name*.
 

@@ -145,12 +145,12 @@ def test_a_backup_dir_inside_a_journal_through_dot_dot_or_a_link_is_refused_when
 
 
 def test_backup_into_a_parent_inside_the_journal_writes_nothing_there(tmp_path: Path) -> None:
-    """`--into journal/../journal/b` on the command line: one line, exit 1, and no directory made inside the journal."""
+    """`--into journal/../journal/b` on the command line: one line, exit 2, and no directory made inside the journal."""
     config = _simulated(tmp_path)
     before = tree_digest(tmp_path / "journal")
     names = sorted(os.listdir(tmp_path / "journal"))
     done = ghostrunner("--config", str(config), "backup", "--into", "other/../journal/b", cwd=tmp_path)
-    assert done.returncode == 1 and done.stderr.count("\n") == 1 and "inside" in done.stderr, done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "inside" in done.stderr, done.stderr
     assert sorted(os.listdir(tmp_path / "journal")) == names
     assert tree_digest(tmp_path / "journal") == before
 
@@ -165,7 +165,7 @@ def test_a_target_that_cannot_hold_backups_is_one_line(tmp_path: Path, kind: str
     option, where = ("--out", "target/new") if kind.startswith("out-") else ("--into", "target/new" if kind == "below-a-file" else "target")
     before = tree_digest(tmp_path)
     done = ghostrunner("--config", str(config), "backup", option, where, cwd=tmp_path)
-    assert done.returncode in (1, 74), done.stderr
+    assert done.returncode in (2, 74), done.stderr
     assert done.stderr.startswith("ghostrunner: error: ") and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert tree_digest(tmp_path) == before
 
@@ -280,6 +280,6 @@ def test_two_backups_racing_for_one_out_directory_give_one_backup_and_one_clear_
     got = _together(2, _backup_out, config, tmp_path / "copy")
     assert sorted(status for status, _ in got) == ["error", "ok"], got
     [error] = [text for status, text in got if status == "error"]
-    assert error.startswith("UnsafePathError: ") and "the backup directory exists" in error
+    assert error.startswith("OutputPathError: ") and "the backup directory exists" in error
     assert json.loads((tmp_path / "copy" / MARKER).read_text())["ok"] is True
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".copy.")] == []

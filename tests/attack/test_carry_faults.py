@@ -34,14 +34,14 @@ def test_export_onto_a_full_disk_is_one_line_exit_74_and_leaves_no_file(tmp_path
     _journal(root)
     disk = mounts.tmpfs(size_kib=64)
     earlier = disk / "export.jsonl"
-    earlier.write_bytes(b"the earlier export\n")
+    earlier.write_bytes(b'{"entries":0,"ghostjournal_export":1}\n')  # the manifest line alone: an empty earlier export
     fill(disk, leave_pages=2)
     before = tree_digest(root)
     done = subprocess.run(["ghostjournal", "--root", str(root), "export", "--out", str(earlier)], capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 74, done.stderr
     assert done.stderr.startswith(f"ghostjournal: error: cannot write the export to {str(earlier)!r}: no space left on device (ENOSPC)")
     assert done.stderr.count("\n") == 1
-    assert sorted(p.name for p in disk.iterdir()) == ["export.jsonl", "filler"] and earlier.read_bytes() == b"the earlier export\n"
+    assert sorted(p.name for p in disk.iterdir()) == ["export.jsonl", "filler"] and earlier.read_bytes() == b'{"entries":0,"ghostjournal_export":1}\n'
     assert tree_digest(root) == before
 
 

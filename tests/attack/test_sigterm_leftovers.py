@@ -72,17 +72,21 @@ def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path
     assert _names(parent) == before
 
 
+#: An earlier export at --out: its manifest line alone (an export of no entries), which export replaces without --force.
+YESTERDAY = b'{"entries":0,"ghostjournal_export":1}\n'
+
+
 def test_sigterm_during_an_export_removes_its_temporary_file(tmp_path: Path) -> None:
     """ghostjournal export --out FILE stopped while its hidden temporary exists: exit 143, the old FILE as it was, no temporary."""
     _journal(tmp_path / "journal")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "journal.jsonl").write_bytes(b"yesterday's export\n")
+    (out / "journal.jsonl").write_bytes(YESTERDAY)
     done = terminated_while_locked(tmp_path / "journal", ["ghostjournal", "--root", str(tmp_path / "journal"), "export", "--out", str(out / "journal.jsonl")],
                                    out, ".journal.jsonl.")
     assert done.returncode == 143, done.stderr
     assert _names(out) == {"journal.jsonl"}
-    assert (out / "journal.jsonl").read_bytes() == b"yesterday's export\n"
+    assert (out / "journal.jsonl").read_bytes() == YESTERDAY
 
 
 def _runner_config(tmp_path: Path) -> Path:

@@ -113,7 +113,7 @@ def test_render_warns_strict_refuses_the_unit_cannot_start_and_the_named_fix_sta
     system.path(DROP_IN).parent.mkdir(parents=True)
     system.path(DROP_IN).write_text(f"[Service]\n{fix.group(1)}\n{fix.group(2)}\n")
     system.systemctl("daemon-reload")
-    system.systemctl("stop", UNIT)  # 203 is not among RestartPreventExitStatus=: the failed run waits for its restart
+    system.systemctl("stop", UNIT)  # 203 is in RestartPreventExitStatus=: nothing waits to restart, and stopping a failed unit is harmless
     system.systemctl("start", UNIT)  # a oneshot: returns when the run is over
     assert system.show(UNIT, "Result", "ExecMainStatus") == {"Result": "success", "ExecMainStatus": "0"}
     [entry] = entries(system, "reacher")

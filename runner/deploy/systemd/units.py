@@ -45,7 +45,7 @@ from typing import Final, Protocol
 
 from journal.frame import is_loopback_url
 from runner.cron.oncalendar import skipped_local_times, to_on_calendar
-from runner.deploy.restarts import restart_plan, shortest_gap
+from runner.deploy.restarts import STOPPED_STATUS, SYSTEMD_NO_RESTART_STATUSES, restart_plan, shortest_gap
 from runner.deploy.systemd._reach import HIDDEN, startup_warnings
 from runner.deploy.unitsyntax import (
     STATE_DIRECTORY,
@@ -251,6 +251,8 @@ def render_units(
         "AGENTS": description(", ".join(agents)),
         "IDENTITY": _identity(user),
         "SANDBOX": _sandbox(config, write_paths),
+        "STOPPED": str(STOPPED_STATUS),
+        "NO_RESTART": " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
     }
     files = {"ghostrunner.service": _fill(_template("ghostrunner.service"), {
         **common, "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s", "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),

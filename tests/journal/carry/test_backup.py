@@ -81,7 +81,7 @@ def test_a_target_that_exists_or_lies_inside_the_journal_is_refused(tmp_path: Pa
         os.mkfifo(target)
     before = tree_digest(tmp_path)
     done = _cli(root, "--out", str(target))
-    assert done.returncode == 1 and done.stderr.startswith("ghostjournal: error: refused ") and done.stderr.count("\n") == 1
+    assert done.returncode == 2 and done.stderr.startswith("ghostjournal: error: refused ") and done.stderr.count("\n") == 1
     assert tree_digest(tmp_path) == before
 
 

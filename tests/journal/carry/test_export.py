@@ -143,7 +143,7 @@ def test_an_output_that_is_a_symlink_fifo_or_journal_is_refused_and_left_alone(t
         target.mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
     done = _cli(root, "--out", str(target))
-    assert done.returncode == 1 and done.stderr.decode().startswith("ghostjournal: error: refused ") and done.stderr.count(b"\n") == 1
+    assert done.returncode == 2 and done.stderr.decode().startswith("ghostjournal: error: refused ") and done.stderr.count(b"\n") == 1
     assert keep.read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == before
     if planted == "journal":
         assert (target / "manifest.json").is_file()

@@ -166,7 +166,7 @@ def test_out_replaces_a_file_whole_and_refuses_a_symlink_or_a_fifo(journal_root:
     root, _ = journal_root
     out = tmp_path / "page.html"
     out.write_text("old", encoding="utf-8")
-    done = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(out))
+    done = _run("--root", str(root), "report", "--agent", "motoko", "--out", str(out), "--force")  # no earlier report: asked to replace it
     assert done.returncode == 0, done.stderr
     assert out.read_bytes().startswith(b"<!DOCTYPE html>") and sorted(path.name for path in tmp_path.iterdir()) == ["page.html"]
     assert out.stat().st_mode & 0o777 == 0o600

@@ -26,7 +26,7 @@ def test_backup_copies_each_journal_verified_the_config_and_the_pauses(tmp_path:
     with Journal(copy, create=False) as journal:
         assert len(journal.list(limit=100)) == 21
     again = ghostrunner("--config", str(config), "backup", "--out", str(tmp_path / "backup"), cwd=tmp_path)
-    assert again.returncode == 1 and again.stderr.startswith("ghostrunner: error: refused ") and again.stderr.count("\n") == 1
+    assert again.returncode == 2 and again.stderr.startswith("ghostrunner: error: refused ") and again.stderr.count("\n") == 1
 
 
 def test_an_agent_whose_journal_does_not_exist_yet_is_reported_missing_and_the_others_are_copied(tmp_path: Path) -> None:

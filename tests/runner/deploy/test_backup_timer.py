@@ -196,7 +196,7 @@ def test_the_cli_refuses_keep_without_into_both_targets_and_a_linked_parent(tmp_
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     before = tree_digest(tmp_path)
     linked = ghostrunner("--config", str(config), "backup", "--into", "link", "--keep", "1", cwd=tmp_path)
-    assert linked.returncode == 1 and linked.stderr.count("\n") == 1
+    assert linked.returncode == 2 and linked.stderr.count("\n") == 1
     assert linked.stderr.startswith("ghostrunner: error: refused 'link': the backups' directory is a symbolic link")
     assert tree_digest(tmp_path) == before
 

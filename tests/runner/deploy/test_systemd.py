@@ -17,7 +17,7 @@ from runner.cron.oncalendar import ScheduleNotExpressibleError, skipped_local_ti
 from runner.cron.slots import cron_trigger, fire_times
 from runner.deploy.systemd.units import render_units, systemd_escape
 from runner.settings.config import load_config
-from tests._support import PERSONA, REPO, ghostrunner, write_config
+from tests._support import PERSONA, REPO, SIMPLE_AGENT, ghostrunner, write_config
 from tests.runner._units import ANALYZE, exec_path, render, verify
 
 if ANALYZE is None:  # the check is a requirement, not an option: fail loudly instead of skipping
@@ -199,14 +199,31 @@ def _restart_settings(text: str) -> dict[str, str]:
 
 
 def test_oneshot_services_restart_a_failed_run_within_start_limits_that_end_before_the_next_fire(tmp_path: Path) -> None:
-    """A daily or 4-hourly run restarts on failure (never on 2, 73, 77, 78) within a start limit; a 15-minute schedule gets no restarts."""
+    """A daily or 4-hourly run restarts on failure (never on 2, 73, 77, 78, 203) within a start limit; a 15-minute schedule gets no restarts."""
     out = render(tmp_path, _schedules_config(tmp_path))
     # run_timeout 5m + 30 s margin, slot_retry_delay 5m, slot_retries 3: 4 starts within 4 x 630 s.
-    daily = {"StartLimitIntervalSec": "2520s", "StartLimitBurst": "4", "Restart": "on-failure", "RestartSec": "300s", "RestartPreventExitStatus": "2 73 77 78"}
+    daily = {"StartLimitIntervalSec": "2520s", "StartLimitBurst": "4", "Restart": "on-failure", "RestartSec": "300s", "RestartPreventExitStatus": "2 73 77 78 203"}
     for name in ("every-4h", "evening", "weekly", "monthly"):
         assert _restart_settings((out / f"ghostrunner-run-{name}@.service").read_text()) == daily, name
     for name in ("office", "odd"):  # every 15 and 20 minutes: even one rerun of 630 s would not end within half the gap
         assert _restart_settings((out / f"ghostrunner-run-{name}@.service").read_text()) == {"Restart": "no"}, name
+
+
+def test_a_run_stopped_by_sigterm_is_no_failure_and_a_program_systemd_cannot_start_is_not_restarted(tmp_path: Path) -> None:
+    """Every service counts exit 143 (stopped by SIGTERM, unwound) a success; serve and the reruns never restart on 203 (EXEC) or 2, 73, 77, 78."""
+    config = write_config(tmp_path, '[backup]\ndir = "/var/backups/ghostrunner"\n' + SIMPLE_AGENT)
+    out = render(tmp_path, config)
+    services = sorted(path.name for path in out.glob("*.service"))
+    assert "ghostrunner-backup.service" in services and "ghostrunner.service" in services
+    for name in services:
+        lines = (out / name).read_text().splitlines()
+        assert lines.count("SuccessExitStatus=143") == 1, name
+    serve = _restart_settings((out / "ghostrunner.service").read_text())
+    assert serve["Restart"] == "on-failure" and serve["RestartPreventExitStatus"] == "2 73 77 78 203"
+    for name in services:
+        if name.startswith("ghostrunner-run-") and "Restart=on-failure" in (out / name).read_text():
+            assert _restart_settings((out / name).read_text())["RestartPreventExitStatus"] == "2 73 77 78 203", name
+    assert verify(out, services).returncode == 0
 
 
 def test_slot_retry_settings_shape_the_restarts(tmp_path: Path) -> None:
@@ -220,7 +237,7 @@ def test_slot_retry_settings_shape_the_restarts(tmp_path: Path) -> None:
 
     fast = 'run_timeout = "30s"\nslot_retry_delay = "1m"\nslot_retries = 5\n'
     assert service(fast, "0 * * * *") == {"StartLimitIntervalSec": "720s", "StartLimitBurst": "6", "Restart": "on-failure", "RestartSec": "60s",
-                                          "RestartPreventExitStatus": "2 73 77 78"}
+                                          "RestartPreventExitStatus": "2 73 77 78 203"}
     # Every 20 minutes: half the gap (600 s) holds 5 starts of 120 s each (30 s + 30 s margin + 60 s), so 4 reruns.
     assert service(fast, "*/20 * * * *")["StartLimitBurst"] == "5"
     assert service(fast.replace("slot_retries = 5", "slot_retries = 0"), "0 * * * *") == {"Restart": "no"}
