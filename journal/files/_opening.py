@@ -82,7 +82,8 @@ def ensure_dir(path: Path, *, create: bool) -> None:
 
     Raises:
         FileNotFoundError: *path* is missing and *create* is false.
-        UnsafePathError: *path* is a symlink or no directory.
+        UnsafePathError: *path* is a symlink or no directory, or the way to it is no way to a directory
+            (a symbolic link loop, a file where a directory belongs).
     """
     try:
         mode = os.lstat(path).st_mode
@@ -91,6 +92,12 @@ def ensure_dir(path: Path, *, create: bool) -> None:
             raise
         path.mkdir(mode=0o700, exist_ok=True)
         mode = os.lstat(path).st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(path, "a symbolic link loop on the way to it (too many levels of symbolic links)") from None
+        if exc.errno == errno.ENOTDIR:
+            raise UnsafePathError(path, "a file where a directory on the way to it belongs") from None
+        raise
     if stat.S_ISLNK(mode):
         raise UnsafePathError(path, "a symlink where the journal expects a directory")
     if not stat.S_ISDIR(mode):

@@ -2,7 +2,8 @@
 
 Its faces: terminal text and tables (:mod:`.render`), typed time input (:mod:`.timeinput`),
 output files written durably and never over what they must not replace (:mod:`.outfile`), the
-self-contained HTML page (:mod:`.htmlpage`), and the loopback test (:mod:`.loopback`); the click kit
+self-contained HTML page (:mod:`.htmlpage`), the loopback test (:mod:`.loopback`) and the check of a URL's
+address (:mod:`.urls`); the click kit
 both command groups are built on is :mod:`journal.frame.clikit`, imported by name so that the
 rest of the frame does not import click.
 """
@@ -12,12 +13,15 @@ from journal.frame.loopback import is_loopback_host, is_loopback_url
 from journal.frame.outfile import STDOUT, OutputKind, refuse_inside_journals, replace_durably, streamed_output, write_output
 from journal.frame.render import clip, labelled, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
+from journal.frame.urls import UrlAddress, check_url_address, url_authority
 from journal.terminal import printable
 
 __all__ = [
     "STDOUT",
     "TIME_FORMS",
     "OutputKind",
+    "UrlAddress",
+    "check_url_address",
     "clip",
     "content_security_policy",
     "embed_json",
@@ -36,6 +40,7 @@ __all__ = [
     "table",
     "text",
     "text_width",
+    "url_authority",
     "write_output",
     "zone_name",
 ]

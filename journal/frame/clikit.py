@@ -46,7 +46,7 @@ from click.core import ParameterSource
 from journal.errors import JournalStorageError
 from journal.frame.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "after_command", "echo", "force_option", "json_text", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = ["CommandGroup", "TimeParam", "after_command", "echo", "force_option", "json_text", "once_each", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
 
 _JSON_KEY: Final = "clikit.json"
 
@@ -196,6 +196,20 @@ def after_command(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     if ctx.obj is not None and hasattr(ctx.obj, name):
         setattr(ctx.obj, name, value)
     return value
+
+
+def once_each(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """The callback of a repeatable option whose values must differ: a value given twice would count twice.
+
+    Raises:
+        click.BadParameter: a value is given twice, naming it.
+    """
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise click.BadParameter(f"expected each {param.metavar or 'value'} once, got {value!r} twice", ctx, param)
+        seen.add(value)
+    return values
 
 
 def version_option(prog: str) -> Callable[[Any], Any]:

@@ -78,15 +78,23 @@ class ToolResult:
     text: str
 
 
-def _check_value(name: str, value: object, schema: Mapping[str, Any]) -> None:
-    """Refuse *value* of argument *name* unless it fits *schema* (the subset the read tools' schemas use)."""
+def _got(value: object) -> str:
+    """What a message says it got: the JSON type and the value (``a string "x"``), or just ``null``, whose type is its value."""
+    return "null" if value is None else f"{json_type_name(value)} {show_value(value)}"
+
+
+def _checked_value(name: str, value: object, schema: Mapping[str, Any]) -> object:
+    """*value* of argument *name* if it fits *schema* (the subset the read tools' schemas use), an integral number as an int.
+
+    JSON Schema counts a number with a zero fractional part (``1.0``) an integer, so it is taken as one.
+    """
     if "const" in schema and value != schema["const"]:
         raise ValueError(f"{name} must be {schema['const']!r}: this server serves only agent {schema['const']!r}; omit {name}, "
                          f"got {show_value(value)}")
     kind = schema.get("type")
     if kind == "string":
         if not isinstance(value, str):
-            raise ValueError(f"{name} must be a string, got {json_type_name(value)} {show_value(value)}")
+            raise ValueError(f"{name} must be a string, got {_got(value)}")
         check_text_arguments(**{name: value})
         if len(value) > schema.get("maxLength", len(value)):
             raise ValueError(f"{name} must be at most {schema['maxLength']:,} characters, got {len(value):,}")
@@ -94,19 +102,25 @@ def _check_value(name: str, value: object, schema: Mapping[str, Any]) -> None:
             raise ValueError(f"{name} must not be empty")
     elif kind == "boolean":
         if not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false, got {json_type_name(value)} {show_value(value)}")
+            raise ValueError(f"{name} must be true or false, got {_got(value)}")
     elif kind == "integer":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an integer, got {json_type_name(value)} {show_value(value)}")
+            raise ValueError(f"{name} must be an integer, got {_got(value)}")
         low, high = schema.get("minimum", value), schema.get("maximum", value)
         if not low <= value <= high:
             raise ValueError(f"{name} must be an integer from {low:,} to {high:,}, got {show_value(value)}")
     if "enum" in schema and value not in schema["enum"]:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, schema['enum']))}, got {show_value(value)}")
+    return value
 
 
-def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], *, check_values: bool = True) -> None:
+def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any], *, check_values: bool = True) -> dict[str, Any]:
     """Refuse arguments the schema does not name, missing required ones, and (with *check_values*) values it does not allow.
+
+    Returns:
+        The arguments, an integral number where the schema wants an integer (``1.0``) as an int.
 
     Raises:
         ValueError: naming the argument and what it expected.
@@ -118,9 +132,8 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
     for name in schema["required"]:
         if name not in arguments:
             raise ValueError(f"{name} is required")
-    for name, value in arguments.items():
-        if check_values or name == "agent":
-            _check_value(name, value, properties[name])
+    return {name: _checked_value(name, value, properties[name]) if check_values or name == "agent" else value
+            for name, value in arguments.items()}
 
 
 def _json(value: object) -> str:
@@ -155,8 +168,7 @@ class Tools:
             JournalError: what the journal raised (an entry that breaks the schema, an unknown id, a busy lock...).
         """
         spec = self.specs[name]  # the server answers a name it does not list with a protocol error before this
-        check_arguments(name, spec.input_schema, arguments, check_values=spec.is_read_only)
-        args = dict(arguments)
+        args = check_arguments(name, spec.input_schema, arguments, check_values=spec.is_read_only)
         if self.agent is not None:
             args["agent"] = self.agent
         journal = self.journal

@@ -32,7 +32,17 @@ from typing import IO, Any
 import click
 
 from journal.frame import write_output
-from journal.frame.clikit import echo, force_option, json_text, out_option, output_option, terminal_width, version_option, wants_json
+from journal.frame.clikit import (
+    echo,
+    force_option,
+    json_text,
+    once_each,
+    out_option,
+    output_option,
+    terminal_width,
+    version_option,
+    wants_json,
+)
 from runner import (
     CONFIG_ENVVAR,
     NoScheduledTimeError,
@@ -175,7 +185,8 @@ def _simulation_options(function: Any) -> Any:
 
 
 @cli.command(name="simulate")
-@click.option("--agent", "agents", multiple=True, help="Agent to simulate (repeatable; default: every configured agent).")
+@click.option("--agent", "agents", multiple=True, metavar="AGENT", callback=once_each,
+              help="Agent to simulate (repeatable, each once; default: every configured agent).")
 @click.option("--days", type=click.IntRange(min=1, max=MAX_DAYS), required=True, help="How many days of virtual time.")
 @click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")

@@ -79,6 +79,21 @@ def _copy_file(source: Path, target: Path) -> None:
     replace_durably(target, source.read_bytes())  # a private (0600) file, fsynced, whole or not at all
 
 
+def _is_file(path: Path) -> bool:
+    """Whether *path* is a file (followed through links); False where nothing is.
+
+    Raises:
+        JournalStorageError: it cannot be looked up (a directory on the way this user may not search,
+            a symbolic link loop): Path.is_file() would say False to a loop, and raise PermissionError bare.
+    """
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, "read") from None
+
+
 _EXISTS: Final = "the backup directory exists; name a directory that does not exist yet (a backup never writes into or over anything)"
 
 
@@ -105,8 +120,9 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         copied: dict[Path, str] = {}
         for name, agent in sorted(config.agents.items()):
             root = Path(agent.journal_root)
-            if root.resolve() in copied:  # agents sharing one journal: copied once
-                report.journals[name] = {"same_as": copied[root.resolve()]}
+            real = Path(os.path.realpath(root))  # never raises: Path.resolve() raises RuntimeError on a symbolic link loop
+            if real in copied:  # agents sharing one journal: copied once
+                report.journals[name] = {"same_as": copied[real]}
                 continue
             try:
                 journal = Journal(root, create=False)
@@ -115,13 +131,13 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
                 continue
             with journal:
                 made = journal.backup(work / "journals" / name)
-            copied[root.resolve()] = name
+            copied[real] = name
             report.journals[name] = {"journal": str(root), **made.to_dict(), "out": f"journals/{name}"}
         if config.config_file is not None:
             _copy_file(config.config_file, work / "config" / config.config_file.name)
             report.files.append(f"config/{config.config_file.name}")
         pauses = PauseBook(config).path
-        if pauses.is_file():
+        if _is_file(pauses):
             _copy_file(pauses, work / "state" / pauses.name)
             report.files.append(f"state/{pauses.name}")
         replace_durably(work / MARKER, json.dumps({"made_by": _MADE_BY, **report.to_dict()}, indent=2).encode("utf-8") + b"\n")

@@ -195,6 +195,16 @@ def _worker(args: tuple[RunnerConfig, str, datetime, datetime]) -> SimulationSum
     return simulate_agent(*args)
 
 
+def _repeated(names: Sequence[str]) -> str | None:
+    """The first of *names* that comes again later, or None."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: datetime, *, workers: int | None = None,
              real_backends: bool = False, on_progress: Progress | None = None) -> list[SimulationSummary]:
     """Simulate each of *agents* from *start* to *end*, in parallel worker processes when there are several.
@@ -214,7 +224,11 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
     Raises:
         RealBackendsRefusedError: an agent is on a real backend and *real_backends* is false; nothing was run.
         MixedJournalError: an agent's journal holds the other sort of entries; nothing was written to any journal.
+        ValueError: an agent is named twice (its slots would run twice and be counted twice).
     """
+    twice = _repeated(agents)
+    if twice is not None:
+        raise ValueError(f"agents: expected each agent once, got {twice!r} twice")
     for name in agents:
         config.agent(name)
     check_backends(config, agents, start, end, real_backends=real_backends)

@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from journal.frame import check_url_address, url_authority
 from runner.settings._model import AgentConfig, FleetConfig
 from runner.settings._schema import FieldReader
 
@@ -30,8 +31,6 @@ __all__ = ["FLEET_KEYS", "read_fleet"]
 FLEET_KEYS: Final = ("broker", "password_env", "visibility_timeout", "beat_lock_timeout", "keep_runs", "shards")
 #: A shard's name becomes its queue's (``ghostrunner.NAME``), a Redis key and a Kubernetes name: nothing else is safe in all three.
 _SHARD_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-#: A host name or address as the resolver takes it (urlsplit drops an IPv6 address's brackets).
-_HOST: Final = re.compile(r"[A-Za-z0-9._:-]{1,253}")
 _LEAST_LOCK_TIMEOUT: Final = timedelta(seconds=2)
 _MOST_LOCK_TIMEOUT: Final = timedelta(hours=1)
 _LEAST_KEEP: Final = timedelta(hours=1)
@@ -40,24 +39,19 @@ _DEFAULT_VISIBILITY: Final = timedelta(minutes=15)  # FleetConfig's default
 
 def _broker(reader: FieldReader, value: object) -> str:
     url = reader.string(value, "fleet.broker")
-    parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss"):
+    if url.partition("://")[0].lower() not in ("redis", "rediss"):
         raise reader.fail("fleet.broker", "a redis:// or rediss:// URL such as 'redis://127.0.0.1:6379/0'", url)
-    if "@" in parts.netloc:
+    if "@" in url_authority(url):
         raise reader.fail("fleet.broker", "a URL without user:password@ (put the password in the variable password_env names)",
                           "an address with credentials in it (not shown)")
-    if parts.query or parts.fragment or "?" in url or "#" in url:
+    if "?" in url or "#" in url:
         raise reader.fail("fleet.broker", "a URL without ?query or #fragment", url)
     try:
-        _ = parts.port  # urlsplit checks the port only when it is read
-    except ValueError:
-        raise reader.fail("fleet.broker", "a URL whose port is a number from 0 to 65535", url) from None
-    if not parts.hostname or any(ord(char) < 33 or ord(char) == 127 for char in url):
-        raise reader.fail("fleet.broker", "a URL with a host name and no spaces or control characters", url)
-    if not _HOST.fullmatch(parts.hostname):
-        # Anything else reaches the resolver as IDNA, which ends in a UnicodeError at connect time rather than here.
-        raise reader.fail("fleet.broker", "a URL whose host is an ASCII name or an IPv4 or [IPv6] address", url)
-    if parts.path not in ("", "/") and not re.fullmatch(r"/\d{1,2}", parts.path):
+        check_url_address(url)  # before urlsplit, which raises ValueError on a bracket out of place
+    except ValueError as exc:
+        raise reader.fail("fleet.broker", str(exc), url) from None
+    path = urlsplit(url).path
+    if path not in ("", "/") and not re.fullmatch(r"/\d{1,2}", path):
         raise reader.fail("fleet.broker", "a URL whose path is empty or a database number such as /0", url)
     return url
 

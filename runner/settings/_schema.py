@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from journal import KINDS, MAX_K
-from journal.frame import is_loopback_host
+from journal.frame import check_url_address, is_loopback_host, url_authority
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 from runner.cron.slots import cron_trigger
 from runner.errors import ConfigError, quoted
@@ -78,18 +78,14 @@ def _check_base_url(url: str, key: str, fail: Any) -> None:
     belongs in the variable ``api_key_env`` names. The value is never shown
     back whole, since it may hold a secret.
     """
-    parts = urlsplit(url)
-    if "@" in parts.netloc:
+    if "@" in url_authority(url):
         raise fail(key, "a URL without user:password@ (put the key in the environment variable api_key_env names)", "an address with credentials in it (not shown)")
-    if parts.query or parts.fragment or "?" in url or "#" in url:
+    if "?" in url or "#" in url:
         raise fail(key, "a base URL without ?query or #fragment (the backend appends /chat/completions)", "an address with one (not shown)")
     try:
-        _ = parts.port  # urlsplit checks the port only when it is read
-    except ValueError:
-        raise fail(key, "a URL whose port is a number from 0 to 65535", url) from None
-    if not parts.hostname or any(ord(char) < 33 or ord(char) == 127 for char in url):
-        raise fail(key, "a URL with a host name and no spaces or control characters", url)
-
+        check_url_address(url)
+    except ValueError as exc:
+        raise fail(key, str(exc), url) from None
 
 
 class FieldReader:

@@ -23,19 +23,23 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+import redis
 from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from journal import MAX_ENTRY_BYTES, EntryValidationError, Journal, JournalError
 from journal.api import MAX_K, MAX_LIMIT
+from journal.carry.importer import parse_agent_map
 from journal.cli.cli import cli as journal_cli
 from journal.files.entry import MAX_DEPTH, MAX_INPUT_BYTES, canonical_json, entry_from_json_bytes, validate_payload
 from journal.files.store import EntryStore
 from journal.ranking.context import MIN_CONTEXT_CHARS, build_prompt_context
 from runner.errors import ConfigError
+from runner.run.simulate import simulate
 from runner.settings._toml import MAX_TOML_BYTES, MAX_TOML_DEPTH, loads_bounded
 from runner.settings.config import load_config
 from tests._support import PERSONA, SIMPLE_AGENT, entry_files, ghostrunner, tree_digest, write_config
@@ -332,6 +336,69 @@ def test_persona_weight_must_be_finite_and_bounded(tmp_path: Path, weight: str) 
         load_config(config)
 
 
+_BAD_ADDRESSES = [
+    pytest.param("exa mple:6379", "no spaces or control characters", id="space"),
+    pytest.param("[::1:6379", "an [IPv6] address", id="open-bracket"),
+    pytest.param("]:6379", "an [IPv6] address", id="close-bracket"),
+    pytest.param("[zz]:6379", "an [IPv6] address", id="not-ipv6"),
+    pytest.param("[::1]x:6379", "an [IPv6] address", id="after-bracket"),
+    pytest.param("a..b:6379", "an ASCII name", id="empty-label"),
+    pytest.param("h:abc", "port is a number from 1 to 65535", id="port-not-a-number"),
+    pytest.param("h:99999", "port is a number from 1 to 65535", id="port-too-large"),
+    pytest.param("h:0", "port is a number from 1 to 65535", id="port-zero"),
+    pytest.param(":6379", "a host name", id="empty-host"),
+]
+
+
+def _url_config(tmp_path: Path, key: str, address: str) -> Path:
+    if key == "fleet.broker":
+        return write_config(tmp_path, SIMPLE_AGENT + f'\n[fleet]\nbroker = "redis://{address}/0"\n[fleet.shards]\neast = ["motoko"]\n')
+    return write_config(tmp_path, f'\n[agents.motoko]\npersona = "motoko.toml"\n[agents.motoko.backend]\ntype = "openai"\nbase_url = "http://{address}/v1"\nmodel = "m"\n')
+
+
+@pytest.mark.parametrize(("address", "expected"), _BAD_ADDRESSES)
+@pytest.mark.parametrize("key", ["fleet.broker", "agents.motoko.backend.base_url"])
+def test_a_malformed_url_in_the_configuration_is_one_line_naming_the_key(tmp_path: Path, key: str, address: str, expected: str) -> None:
+    """A bracket out of place raised ValueError from urlsplit (a traceback in every command); a bad host or port failed only at connect."""
+    config = _url_config(tmp_path, key, address)
+    result = ghostrunner("--config", str(config), "status", cwd=tmp_path)
+    assert_clean_error(result.returncode, result.stderr, 78, f"{config}: {key}: expected ", expected, f"{address}/")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+_AUTHORITY_TEXT = st.text(st.sampled_from("ab1.-_:[]%@ \u00e9\u0663/?#0f"), max_size=20)
+
+
+@HYPOTHESIS
+@given(authority=st.one_of(_AUTHORITY_TEXT, st.builds(lambda host, port: f"{host}:{port}", _AUTHORITY_TEXT, st.integers(-5, 10**6))))
+@example(authority="[::1")
+@example(authority="a..b")
+@example(authority="[::1]:6379")
+def test_a_broker_url_that_loads_can_be_connected_to(tmp_path_factory: pytest.TempPathFactory, authority: str) -> None:
+    """Any fleet.broker loads or is a ConfigError naming the key; one that loads splits, has a port in range and a host the resolver takes."""
+    tmp_path = tmp_path_factory.mktemp("broker")
+    try:
+        config = load_config(_url_config(tmp_path, "fleet.broker", authority.replace("\\", "").replace('"', "")))
+    except ConfigError as exc:
+        assert exc.key == "fleet.broker" and "\n" not in str(exc)
+        return
+    assert config.fleet is not None
+    url = config.fleet.broker
+    parts = urlsplit(url)
+    assert parts.hostname and (parts.port is None or 1 <= parts.port <= 65535)
+    parts.hostname.encode("idna")  # what socket.getaddrinfo does with a name first: a UnicodeError here fails at connect
+    redis.Redis.from_url(url)
+
+
+@pytest.mark.parametrize(("address", "expected"), _BAD_ADDRESSES)
+def test_a_malformed_index_url_is_a_usage_error_naming_the_option(tmp_path: Path, address: str, expected: str) -> None:
+    """download-model --index-url 'https://h:abc/' ended in http.client.InvalidURL (a traceback); '[::1' in a line naming no option."""
+    result = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "download-model", "--to", str(tmp_path / "models"),
+                             "--index-url", f"https://{address}/simple"], check=False, capture_output=True, text=True, timeout=60)
+    assert_clean_error(result.returncode, result.stderr, 2, "--index-url", expected)
+    assert not (tmp_path / "models").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Numeric and date limits
 
@@ -432,6 +499,32 @@ def test_a_since_without_seconds_is_accepted_by_the_cli_and_explained_by_the_lib
     short, full = (subprocess.run([*command, text], check=False, capture_output=True, text=True, timeout=60, env=env) for text in (value, seconds))
     assert (short.returncode, short.stderr) == (full.returncode, full.stderr) == (0, "")
     assert short.stdout == full.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "needle"),
+    [
+        (["ghostjournal", "import", "-", "--agent-map", "alice=bob", "--agent-map", "alice=carol"], """expected each OLD name once, got "alice" twice ("alice=bob" and "alice=carol")"""),
+        (["ghostjournal", "import", "-", "--agent-map", "alice=bob", "--agent-map", "alice=bob"], '"alice" twice'),
+        (["ghostrunner", "simulate", "--agent", "motoko", "--agent", "motoko", "--days", "1"], "expected each AGENT once, got 'motoko' twice"),
+    ],
+    ids=["agent-map-two-new-names", "agent-map-same-pair", "simulate-agent"],
+)
+def test_a_name_repeated_in_a_repeatable_option_is_a_usage_error(tmp_path: Path, command: list[str], needle: str) -> None:
+    """--agent-map a=b --agent-map a=c kept a=c silently; simulate --agent x --agent x ran x twice and counted it twice."""
+    config = write_config(tmp_path / "config", SIMPLE_AGENT)
+    program, *args = command
+    result = subprocess.run([shutil.which(program) or program, *(["--root", str(tmp_path / "j")] if program == "ghostjournal" else ["--config", str(config)]), *args],
+                            check=False, cwd=tmp_path, input=b"", capture_output=True, timeout=60)
+    stderr = result.stderr.decode()
+    assert_clean_error(result.returncode, stderr, 2, needle)
+    assert len(stderr.splitlines()) == 1 and not (tmp_path / "j").exists() and not (tmp_path / "config" / "journal").exists()
+    if program == "ghostjournal":
+        with pytest.raises(EntryValidationError, match=r"expected each OLD name once, got \"alice\" twice"):
+            parse_agent_map(["alice=bob", "alice=carol"])
+    else:
+        with pytest.raises(ValueError, match="agents: expected each agent once, got 'motoko' twice"):
+            simulate(load_config(config), ["motoko", "motoko"], datetime(2026, 9, 5, tzinfo=UTC), datetime(2026, 9, 6, tzinfo=UTC))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -810,3 +903,23 @@ def test_no_journal_at_a_root_with_a_line_break_is_still_one_line(tmp_path: Path
                             check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 3 and len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("way", ["link-loop", "file-in-a-parent"])
+@pytest.mark.parametrize("command", [["systemd", "render", "--exec", "/usr/bin/true", "--out", "units"], ["k8s", "render", "--image", "ghostrunner:1", "--out", "k8s"],
+                                     ["backup", "--into", "backups"]], ids=["systemd-render", "k8s-render", "backup"])
+def test_a_journal_root_that_leads_nowhere_is_one_line_naming_it(tmp_path: Path, way: str, command: list[str]) -> None:
+    """A journal_root through a symbolic link loop ended backup in RuntimeError (Path.resolve) or a bare ELOOP OSError: a traceback."""
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "file").write_text("")
+    root = tmp_path / ("loop1" if way == "link-loop" else "file") / "journal"
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    config.write_text(config.read_text().replace('journal_root = "./journal"', f'journal_root = "{root}"'))
+    result = ghostrunner("--config", str(config), *command, cwd=tmp_path)
+    assert "Traceback" not in result.stderr, result.stderr
+    if result.returncode:
+        assert len(result.stderr.splitlines()) == 1 and str(root) in result.stderr, result.stderr
+    journal = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "list"], check=False, capture_output=True, text=True, timeout=60)
+    assert journal.returncode != 0 and "Traceback" not in journal.stderr and len(journal.stderr.splitlines()) == 1, journal.stderr
+    assert f"refused {str(root)!r}: a " in journal.stderr

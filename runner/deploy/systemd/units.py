@@ -401,4 +401,4 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
 def default_exec_argv() -> list[str]:
     """How units start this installation: the ``ghostrunner`` script beside this interpreter, else ``python -m runner``."""
     script = Path(sys.executable).parent / "ghostrunner"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "runner"]
+    return [str(script)] if os.path.isfile(script) else [sys.executable, "-m", "runner"]  # Path.is_file() raises PermissionError bare

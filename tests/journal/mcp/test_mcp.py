@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from journal import MAX_ENTRY_BYTES, Journal
 from journal.cli.cli import cli
-from journal.mcp._schemas import MAX_QUERY_CHARS
+from journal.mcp._schemas import MAX_LIMIT, MAX_QUERY_CHARS
 from tests._support import tree_digest
 from tests.journal._mcp import McpServer, mcp_server
 
@@ -284,6 +284,19 @@ def test_bad_search_is_an_error_result_naming_the_argument(writer: McpServer, ch
     text = writer.error("journal_search", **arguments)
     assert text.startswith("journal_search: ") and message in text
     assert len(writer.ok("journal_search", query="harbor")["hits"]) == 1
+
+
+def test_an_integral_number_is_an_integer_and_null_is_named_once(writer: McpServer) -> None:
+    """JSON Schema counts 1.0 an integer, so it is one; 1.5 and null are refused naming the argument, null said once (not "null null")."""
+    assert len(writer.ok("journal_search", query="harbor", k=1.0)["hits"]) == 1
+    assert len(writer.ok("journal_list", limit=20.0)["entries"]) == 1
+    assert writer.ok("journal_context", query="harbor", k=2.0, max_chars=600.0)["records"]
+    assert writer.error("journal_search", query="harbor", k=1.5) == "journal_search: k must be an integer, got a number 1.5"
+    assert writer.error("journal_search", query="harbor", k=None) == "journal_search: k must be an integer, got null"
+    assert writer.error("journal_list", limit=0.0) == f"journal_list: limit must be an integer from 1 to {MAX_LIMIT:,}, got 0"
+    for tool, arguments in [("journal_search", {"query": None}), ("journal_list", {"current_only": None}), ("journal_get", {"id": None})]:
+        text = writer.error(tool, **arguments)
+        assert text.endswith("got null") and "null null" not in text, text
 
 
 def test_cli_refuses_a_missing_journal_and_a_bad_agent(tmp_path: Path) -> None:
