@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
-from journal.errors import JournalStorageError, UnsafePathError
+from journal.errors import JournalError, JournalStorageError, UnsafePathError
 from journal.frame import replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
@@ -59,8 +59,13 @@ class DeploymentBackup:
 
     @property
     def is_clean(self) -> bool:
-        """True when every copied journal verified clean."""
-        return all(item.get("verify", {}).get("ok", True) for item in self.journals.values())
+        """True when every journal was copied (or is not made yet) and every copy verified clean."""
+        return all("error" not in item and item.get("verify", {}).get("ok", True) for item in self.journals.values())
+
+    @property
+    def failed(self) -> dict[str, dict[str, Any]]:
+        """The agents whose journal could not be copied, each with its journal's path and the reason."""
+        return {name: item for name, item in self.journals.items() if "error" in item}
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
@@ -74,6 +79,22 @@ def _refuse_inside_journals(config: RunnerConfig, path: Path, what: str) -> None
         root = Path(os.path.realpath(agent.journal_root))
         if real == root or root in real.parents:
             raise UnsafePathError(path, f"{what} is inside agent {name!r}'s journal ({str(agent.journal_root)!r}); name one outside it")
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why a journal could not be copied: the error's own message, or its errno's text and the path."""
+    if isinstance(exc, JournalError) or not isinstance(exc, OSError) or not exc.strerror:
+        return str(exc) or type(exc).__name__
+    return f"{exc.strerror.lower()} ({exc.filename!r})" if exc.filename else exc.strerror.lower()
+
+
+def _is_within(exc: BaseException, work: Path) -> bool:
+    """True when the error names a path inside *work*, the backup being written, not a journal being read."""
+    named = getattr(exc, "filename", None) or getattr(exc, "path", None)
+    if not isinstance(named, str | os.PathLike):
+        return False
+    path = Path(os.path.abspath(named))
+    return path == Path(os.path.abspath(work)) or Path(os.path.abspath(work)) in path.parents
 
 
 def _fix(exc: OSError) -> str | None:
@@ -122,8 +143,17 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
             except JournalNotFoundError:
                 report.journals[name] = {"journal": str(root), "missing": True}
                 continue
-            with journal:
-                made = journal.backup(work / "journals" / name)
+            except (JournalError, OSError) as exc:  # a file in its place, a foreign or corrupt manifest, no permission
+                report.journals[name] = {"journal": str(root), "error": _reason(exc)}
+                continue
+            try:
+                with journal:
+                    made = journal.backup(work / "journals" / name)
+            except (JournalError, OSError) as exc:
+                if _is_within(exc, work):
+                    raise  # the backup's own directory refused (a full disk): every other journal would fail the same way
+                report.journals[name] = {"journal": str(root), "error": _reason(exc)}
+                continue
             copied[root.resolve()] = name
             report.journals[name] = {"journal": str(root), **made.to_dict(), "out": f"journals/{name}"}
         if config.config_file is not None:
