@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -42,6 +43,8 @@ MARKER: Final = "ghostrunner-backup.json"
 _MADE_BY: Final = "ghostrunner backup"
 #: The directories backup_into makes: the UTC time of the run, and a counter when two runs share a second.
 _DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<n>[2-9]|[1-9][0-9]{1,2}))?")
+#: What a run killed before it finished leaves: its hidden partial copy, or the hidden remains of an older backup it was removing.
+_LEFTOVER: Final = re.compile(r"\.ghostrunner-backup-[0-9]{8}T[0-9]{6}Z(?:-[0-9]{1,3})?\.(?:[A-Za-z0-9_]{8}\.partial|removing)")
 _MAX_SAME_SECOND: Final = 100
 #: A marker larger than this is not one backup wrote.
 _MARKER_MAX: Final = 1 << 20
@@ -207,6 +210,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
     fd = _open_parent(parent)
     try:
+        _enter(fd, parent)  # held until os.close(fd) below
         stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
         name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
         try:
@@ -220,6 +224,42 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     if keep is not None and report.is_clean:
         report.pruned = prune_backups(parent, keep, made=name)
     return report
+
+
+def _enter(parent_fd: int, parent: Path) -> None:
+    """Take a shared lock on the backups' directory (its own descriptor) for this run; first, if no other run holds it, remove what
+    runs killed before they finished left behind (their hidden partial copies, the empty dated directories they had claimed, the
+    hidden remains of a removal), which only a run still alive could be writing.
+
+    The lock is the kernel's (flock) on the directory itself: released however a run ends, a SIGKILL or a power cut included.
+    """
+    try:
+        fcntl.flock(parent_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # another run is under way: what looks left behind may be its own
+    else:
+        _remove_leftovers(parent_fd)
+    fcntl.flock(parent_fd, fcntl.LOCK_SH)  # from exclusive (or waiting for a run removing leftovers) to shared: runs go on side by side
+
+
+def _remove_leftovers(parent_fd: int) -> list[str]:
+    """Remove from the backups' directory what only an interrupted run leaves: see :func:`_enter`. Returns the names removed."""
+    removed = []
+    with os.scandir(parent_fd) as listing:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+    for name, is_dir in entries:
+        if not is_dir:
+            continue
+        if _LEFTOVER.fullmatch(name):
+            shutil.rmtree(name, dir_fd=parent_fd)  # fd-based: a symbolic link inside is removed, never followed
+            removed.append(name)
+        elif _is_dated(name) and _marker(parent_fd, name) is None:
+            try:
+                os.rmdir(name, dir_fd=parent_fd)  # only an empty one: a claimed name whose backup never arrived
+            except OSError:
+                continue  # not empty: a look-alike, never backup's to remove
+            removed.append(name)
+    return removed
 
 
 def _reserve(parent_fd: int, parent: Path, names: list[str]) -> str:

@@ -348,3 +348,39 @@ def test_a_journal_this_user_may_not_read_is_one_line_and_the_others_are_backed_
         assert "error" in report["journals"]["root"]
     finally:
         shutil.rmtree(base)
+
+
+#: ``ghostrunner ARGS...`` killed with SIGKILL as it first calls the function named by argv[1] (``module:attribute``, in runner.deploy.backup).
+_KILLED_AT = """
+import os, signal, sys
+import runner.deploy.backup as backup
+target, name = sys.argv[1].split(":")
+owner = backup if target == "backup" else getattr(backup, target)
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(owner, name, killed)
+from runner.cli.cli import main
+sys.argv = ["ghostrunner", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("point", ["Journal:backup", "backup:replace_durably", "shutil:rmtree"])
+def test_a_backup_killed_at_any_point_leaves_nothing_the_next_run_keeps_or_counts(tmp_path: Path, point: str) -> None:
+    """kill -9 as the journals are about to be copied, as the marker is about to be written, or midway through pruning: the next
+    `backup --keep 2` removes the hidden partial copy, the empty dated directory the killed run claimed and the half-removed backup,
+    and keeps the newest two real backups (an empty claimed name taken for one would have an older good backup pruned in its place)."""
+    config = _simulated(tmp_path)
+    parent = tmp_path / "backups"
+    olds = [Path(backup_into(load_config(config), parent, now=AT - timedelta(days=days)).out).name for days in (3, 2, 1)]
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT, point, "--config", str(config), "backup", "--into", str(parent), "--keep", "2"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert killed.returncode == -9, killed.stderr
+    left = sorted(set(os.listdir(parent)) - set(olds))
+    assert left, "the kill left nothing: the point was not reached"
+    done = ghostrunner("--config", str(config), "backup", "--into", str(parent), "--keep", "2", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    made = Path(json.loads(done.stdout)["out"]).name
+    survivors = [name for name in olds if (parent / name / MARKER).is_file()]
+    assert sorted(os.listdir(parent)) == sorted([survivors[-1], made]), left
+    assert json.loads((parent / survivors[-1] / MARKER).read_text())["ok"] is True
