@@ -165,4 +165,9 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
         if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
             raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to") from None
         raise
-    return BackupReport(str(out), len(paths) - len(skipped), size, skipped, verify(out))
+    try:
+        checked = verify(out)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # not checked (its scratch space refused, a signal): no backup, as for any other failure
+        raise
+    return BackupReport(str(out), len(paths) - len(skipped), size, skipped, checked)

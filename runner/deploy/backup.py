@@ -91,13 +91,13 @@ def _reason(exc: BaseException) -> str:
     return f"{exc.strerror.lower()} ({exc.filename!r})" if exc.filename else exc.strerror.lower()
 
 
-def _is_within(exc: BaseException, work: Path) -> bool:
-    """True when the error names a path inside *work*, the backup being written, not a journal being read."""
+def _is_within(exc: BaseException, work: Path, *, inside: bool = True) -> bool:
+    """True when the error names *work* (or, *inside*, a path in it), the backup being written or the scratch space, not a journal being read."""
     named = getattr(exc, "filename", None) or getattr(exc, "path", None)
     if not isinstance(named, str | os.PathLike):
         return False
     path = Path(os.path.abspath(named))
-    return path == Path(os.path.abspath(work)) or Path(os.path.abspath(work)) in path.parents
+    return path == Path(os.path.abspath(work)) or (inside and Path(os.path.abspath(work)) in path.parents)
 
 
 def _fix(exc: OSError) -> str | None:
@@ -153,8 +153,8 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
                 with journal:
                     made = journal.backup(work / "journals" / name)
             except (JournalError, OSError) as exc:
-                if _is_within(exc, work):
-                    raise  # the backup's own directory refused (a full disk): every other journal would fail the same way
+                if _is_within(exc, work) or _is_within(exc, Path(tempfile.gettempdir()), inside=False):
+                    raise  # the backup's own directory or the scratch space (TMPDIR) refused: every other journal would fail the same way
                 report.journals[name] = {"journal": str(root), "error": _reason(exc)}
                 continue
             copied[root.resolve()] = name
