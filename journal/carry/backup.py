@@ -14,10 +14,8 @@ no restore command exists: use the copy, or copy it back.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from journal.errors import EntryFileError, JournalStorageError, UnsafePathError
 from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
+from journal.frame.outfile import partial_directory, remove_abandoned_partials
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -89,39 +88,14 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
     _check_target(out, keeper.root)
     parent = out.parent
     try:
-        _remove_abandoned(parent, f".{out.name}.")
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
-        claim = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        remove_abandoned_partials(out)
+        work, claim = partial_directory(out)
     except OSError as exc:
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
     try:
-        fcntl.flock(claim, fcntl.LOCK_EX)  # held while the copy is made: released by the kernel however the process ends
         return _copy(keeper, out, work, verify)
     finally:
         os.close(claim)
-
-
-def _remove_abandoned(parent: Path, prefix: str) -> None:
-    """Remove the hidden partial copies (``<prefix>XXXXXXXX.partial``) of backups to the same target that were killed (SIGKILL, a
-    power cut) before they finished: each is locked by its run while it lives, so one this process can lock has no run left."""
-    try:
-        names = [name for name in os.listdir(parent) if name.startswith(prefix) and name.endswith(".partial")]
-    except FileNotFoundError:
-        return  # the target's directory is missing: mkdtemp says so
-    for name in names:
-        try:
-            held = os.open(parent / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue  # no directory (a link, a file): not one backup made, left alone
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(held)
-            continue  # a backup still writing it
-        try:
-            shutil.rmtree(parent / name)
-        finally:
-            os.close(held)
 
 
 def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], VerifyReport]) -> BackupReport:

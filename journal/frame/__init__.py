@@ -9,7 +9,7 @@ rest of the frame does not import click.
 
 from journal.frame.htmlpage import content_security_policy, embed_json, first_line, page, text
 from journal.frame.loopback import is_loopback_host, is_loopback_url
-from journal.frame.outfile import STDOUT, replace_durably, streamed_output, write_output
+from journal.frame.outfile import STDOUT, partial_directory, remove_abandoned_partials, replace_durably, streamed_output, write_output
 from journal.frame.render import clip, labelled, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.terminal import printable
@@ -27,7 +27,9 @@ __all__ = [
     "local_zone",
     "page",
     "parse_time_input",
+    "partial_directory",
     "printable",
+    "remove_abandoned_partials",
     "replace_durably",
     "streamed_output",
     "table",

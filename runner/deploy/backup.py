@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalError, JournalStorageError, UnsafePathError
-from journal.frame import replace_durably
+from journal.frame import partial_directory, remove_abandoned_partials, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -128,9 +128,17 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         raise UnsafePathError(out, _EXISTS)
     _refuse_inside_journals(config, out, "the backup directory")
     try:
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+        remove_abandoned_partials(out)  # what a backup to the same directory killed before its rename left
+        work, claim = partial_directory(out)
     except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
         raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+    try:
+        return _write_backup(config, out, work)
+    finally:
+        os.close(claim)
+
+
+def _write_backup(config: RunnerConfig, out: Path, work: Path) -> DeploymentBackup:
     report = DeploymentBackup(str(out))
     try:
         os.chmod(work, 0o700)

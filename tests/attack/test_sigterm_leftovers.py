@@ -75,13 +75,17 @@ def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path
     assert _names(parent) == before
 
 
-def test_a_journal_backup_killed_with_sigkill_leaves_a_partial_copy_the_next_backup_removes(tmp_path: Path) -> None:
-    """kill -9 while ghostjournal backup --out DIR waits for the writer lock (nothing unwinds): the next backup to DIR removes the hidden
-    .DIR.*.partial the killed run left, and writes DIR; a partial copy another run is still writing is never taken for one."""
+@pytest.mark.parametrize("program", ["ghostjournal", "ghostrunner"])
+def test_a_backup_killed_with_sigkill_leaves_a_partial_copy_the_next_backup_removes(tmp_path: Path, program: str) -> None:
+    """kill -9 while `ghostjournal backup --out DIR` (or `ghostrunner backup --out DIR`) waits for the writer lock (nothing unwinds): the
+    next backup to DIR removes the hidden .DIR.*.partial the killed run left, and writes DIR; a partial copy another run is still writing
+    is never taken for one."""
     _journal(tmp_path / "journal")
     parent = tmp_path / "backups"
     parent.mkdir()
-    argv = [shutil.which("ghostjournal") or "ghostjournal", "--root", str(tmp_path / "journal"), "backup", "--out", str(parent / "copy")]
+    where = (["--root", str(tmp_path / "journal")] if program == "ghostjournal"
+             else ["--config", str(write_config(tmp_path, SIMPLE_AGENT))])
+    argv = [shutil.which(program) or program, *where, "backup", "--out", str(parent / "copy")]
     lock = os.open(tmp_path / "journal" / ".write.lock", os.O_RDWR)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
