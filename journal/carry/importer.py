@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import io
 import json
 import os
 import tempfile
@@ -334,13 +333,13 @@ def _store_spooled(
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
     _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
     spool.seek(0)
-    lines = io.BufferedReader(spool) if isinstance(spool, io.RawIOBase) else spool  # read back in blocks, not a byte at a time
-    for count, (where, line) in enumerate(zip(wheres, lines, strict=True), start=1):
-        if where.get("skip"):
-            continue  # checked, then left out (a link it holds would dangle), and listed as such
-        _store(journal, entry_from_json_bytes(line), where, summary)
-        if on_entry is not None:
-            on_entry(count)
+    with open(os.dup(spool.fileno()), "rb") as lines:  # read back in blocks (the spool is unbuffered), from where it was sought to
+        for count, (where, line) in enumerate(zip(wheres, lines, strict=True), start=1):
+            if where.get("skip"):
+                continue  # checked, then left out (a link it holds would dangle), and listed as such
+            _store(journal, entry_from_json_bytes(line), where, summary)
+            if on_entry is not None:
+                on_entry(count)
 
 
 def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:

@@ -183,10 +183,8 @@ def partial_directory(target: Path) -> tuple[Path, int]:
 
 def remove_abandoned_partials(target: Path) -> list[str]:
     """Remove the partial directories of copies meant for *target* that no process holds any more: what a run killed (SIGKILL, a power cut)
-    before its rename left. One still being written is locked by its run and left alone. Returns the names removed.
-
-    Raises:
-        OSError: a removal failed.
+    before its rename left. One still being written is locked by its run and left alone; one that cannot be removed stays. Returns the
+    names removed.
     """
     prefix = f".{target.name}."
     try:
@@ -206,6 +204,9 @@ def remove_abandoned_partials(target: Path) -> list[str]:
             continue  # a run still writing it
         try:
             shutil.rmtree(target.parent / name)
+        except OSError:
+            continue  # it stays, hidden, and never stops the new copy
+        else:
             removed.append(name)
         finally:
             os.close(held)

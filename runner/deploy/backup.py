@@ -218,7 +218,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
     fd = _open_parent(parent)
     try:
-        _enter(fd, parent)  # held until os.close(fd) below
+        _enter(fd)  # held until os.close(fd) below
         stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
         name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
         try:
@@ -234,7 +234,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     return report
 
 
-def _enter(parent_fd: int, parent: Path) -> None:
+def _enter(parent_fd: int) -> None:
     """Take a shared lock on the backups' directory (its own descriptor) for this run; first, if no other run holds it, remove what
     runs killed before they finished left behind (their hidden partial copies, the empty dated directories they had claimed, the
     hidden remains of a removal), which only a run still alive could be writing.
@@ -259,7 +259,10 @@ def _remove_leftovers(parent_fd: int) -> list[str]:
         if not is_dir:
             continue
         if _LEFTOVER.fullmatch(name):
-            shutil.rmtree(name, dir_fd=parent_fd)  # fd-based: a symbolic link inside is removed, never followed
+            try:
+                shutil.rmtree(name, dir_fd=parent_fd)  # fd-based: a symbolic link inside is removed, never followed
+            except OSError:
+                continue  # what stays keeps its hidden name, never taken for a backup; the new backup goes on
             removed.append(name)
         elif _is_dated(name) and _marker(parent_fd, name) is None:
             try:
