@@ -9,6 +9,7 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
     │   ├── BackendTimeoutError (TimeoutError)          no reply in time: transient
     │   ├── BackendUnavailableError (ConnectionError)   unreachable, reset, HTTP 429 or 5xx: transient
     │   └── BackendReplyError (ValueError)              a reply that is not the JSON asked for: transient
+    ├── IncompleteBackupError             ``backup`` could not copy every agent's journal, or a copy did not verify
     ├── MalformedResultError (ValueError) a worker's last stdout line is not a run result
     ├── MixedJournalError                 an agent's journal holds its past of the other sort, simulated or real
     ├── RealBackendsRefusedError          simulate or demo would call real backends without --real-backends
@@ -22,7 +23,8 @@ Every error the runner raises on purpose derives from :class:`RunnerError`::
 Messages name the object, state what was expected, and say how to fix it.
 Each class carries, as ``exit_code``, the exit code ``ghostrunner`` ends with
 when it reaches the command line: 1 unless the class says otherwise; 2 an
-unknown name or a bad option; 4 a journal holding an agent's past of the other sort; 75 busy;
+unknown name or a bad option; 4 a journal holding an agent's past of the other sort, or a backup
+that is not whole; 75 busy;
 78 a configuration error (EX_CONFIG).
 """
 
@@ -41,6 +43,7 @@ __all__ = [
     "BackendTimeoutError",
     "BackendUnavailableError",
     "ConfigError",
+    "IncompleteBackupError",
     "MalformedResultError",
     "MixedJournalError",
     "NoScheduledTimeError",
@@ -236,6 +239,31 @@ class MixedJournalError(RunnerError):
                     "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
         super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
                          "(--mix-simulated for run, simulate and demo) to write there anyway")
+
+
+class IncompleteBackupError(RunnerError):
+    """``ghostrunner backup`` wrote its directory, but without every agent's journal, or with a copy that did not verify.
+
+    Attributes:
+        out: the backup directory (it holds what could be copied, and its marker says which failed).
+        failed: the agents whose journal could not be copied.
+        problems: how many problems the copies' verify found.
+    """
+
+    exit_code = 4  # as ghostjournal's conflict: the backup is not what was asked for; --keep removed nothing
+
+    def __init__(self, out: str, failed: list[str], problems: int) -> None:
+        self.out = out
+        self.failed = failed
+        self.problems = problems
+        parts = []
+        if failed:
+            parts.append(f"the journal of {len(failed)} agent{'s' if len(failed) != 1 else ''} ({', '.join(repr(name) for name in failed)}) "
+                         "could not be copied (each named above)")
+        if problems:
+            parts.append(f"verify found {problems} problem{'s' if problems != 1 else ''} in the copies")
+        super().__init__(f"the backup {out!r} is not whole: {'; '.join(parts)}; the other journals are in it, and --keep removed "
+                         "no older backup; fix each and back up again")
 
 
 class SchedulerBusyError(RunnerError):

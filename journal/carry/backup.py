@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
-from journal.frame.outfile import refuse_inside_journals
+from journal.frame.outfile import partial_directory, refuse_inside_journals, remove_abandoned_partials
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -87,9 +86,18 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
     _check_target(out, keeper.root)
     parent = out.parent
     try:
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=parent))
+        remove_abandoned_partials(out)
+        work, claim = partial_directory(out)
     except OSError as exc:
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
+    try:
+        return _copy(keeper, out, work, verify)
+    finally:
+        os.close(claim)
+
+
+def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], VerifyReport]) -> BackupReport:
+    parent = out.parent
     size = 0
     paths: list[str] = []
     skipped: list[dict[str, str]] = []
@@ -129,4 +137,9 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
         if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
             raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to") from None
         raise
-    return BackupReport(str(out), len(paths) - len(skipped), size, skipped, verify(out))
+    try:
+        checked = verify(out)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # not checked (its scratch space refused, a signal): no backup, as for any other failure
+        raise
+    return BackupReport(str(out), len(paths) - len(skipped), size, skipped, checked)

@@ -27,6 +27,7 @@ the spool is stored by the same code, with the same counts.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -47,7 +48,7 @@ from journal.errors import (
     ImportStreamError,
     JournalStorageError,
 )
-from journal.files import json_depth_exceeds, show_value
+from journal.files import json_depth_exceeds, scratch_errors, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
 from journal.sync import AppendResult
 
@@ -221,7 +222,7 @@ def _check_stream(
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        spool.write(entry.to_json_bytes())
+        _spool_write(spool, entry.to_json_bytes())
         wheres.append({"line": number})
         links.append((entry.id, entry.agent, entry.continuity_refs))
         summary.lines += 1
@@ -294,7 +295,7 @@ def import_stream(
     summary = ImportSummary(agent_map=dict(agent_map or {}))
     wheres: list[dict[str, Any]] = []
     links: list[_Links] = []
-    with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+    with _spool() as spool:
         _check_stream(source, spool, wheres, links, summary, summary.agent_map, partial=partial)
         bad = _bad_line(summary, partial=partial)
         _leave_out_dangling(journal, links, wheres, lambda where, reason: bad(where["line"], reason), _outside(summary.manifest))
@@ -311,6 +312,23 @@ def _outside(manifest: Mapping[str, Any] | None) -> frozenset[tuple[str, str]]:
                      if isinstance(item, dict) and isinstance(item.get("entry"), str) and isinstance(item.get("link"), str))
 
 
+@contextlib.contextmanager
+def _spool() -> Iterator[IO[bytes]]:
+    """The private temporary file (in ``$TMPDIR``) entries are spooled to, unbuffered: a write the scratch space refuses fails at once,
+    as one error naming TMPDIR (see :func:`_spool_write`), and closing it has nothing left to write that could fail."""
+    with contextlib.ExitStack() as stack:
+        with scratch_errors("the import's spool"):
+            spool = stack.enter_context(tempfile.TemporaryFile(prefix="ghostjournal-import-", buffering=0))
+        yield spool
+
+
+def _spool_write(spool: IO[bytes], data: bytes) -> None:
+    view = memoryview(data)
+    with scratch_errors("the import's spool"):
+        while view:  # an unbuffered write may take part of the bytes
+            view = view[spool.write(view):]
+
+
 def _store_spooled(
     journal: ImportTarget, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
     on_entry: Callable[[int], None] | None,
@@ -318,12 +336,13 @@ def _store_spooled(
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
     _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
     spool.seek(0)
-    for count, (where, line) in enumerate(zip(wheres, spool, strict=True), start=1):
-        if where.get("skip"):
-            continue  # checked, then left out (a link it holds would dangle), and listed as such
-        _store(journal, entry_from_json_bytes(line), where, summary)
-        if on_entry is not None:
-            on_entry(count)
+    with open(os.dup(spool.fileno()), "rb") as lines:  # read back in blocks (the spool is unbuffered), from where it was sought to
+        for count, (where, line) in enumerate(zip(wheres, lines, strict=True), start=1):
+            if where.get("skip"):
+                continue  # checked, then left out (a link it holds would dangle), and listed as such
+            _store(journal, entry_from_json_bytes(line), where, summary)
+            if on_entry is not None:
+                on_entry(count)
 
 
 def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:
@@ -378,7 +397,7 @@ def import_peer_dir(
 
     try:
         summary.manifest = _peer_manifest(root, root_fd, journal.root)
-        with tempfile.TemporaryFile(prefix="ghostjournal-import-") as spool:
+        with _spool() as spool:
             for rel, content in peer_files(root, root_fd):
                 reason = content if isinstance(content, str) else None
                 if isinstance(content, bytes):
@@ -388,7 +407,7 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        spool.write(entry.to_json_bytes())
+                        _spool_write(spool, entry.to_json_bytes())
                         wheres.append({"file": rel})
                         links.append((entry.id, entry.agent, entry.continuity_refs))
                 if reason is not None:

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import math
 import os
+import shutil
 import sqlite3
 import stat
 import tempfile
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import EntryFileError, EntryValidationError, UnsafePathError
-from journal.files import FILE_MODE, fsync_directory, make_dir
+from journal.files import FILE_MODE, fsync_directory, make_dir, scratch_errors
 from journal.files.entry import Entry, entry_from_json_bytes
 from journal.files.store import EntryStore, ScanProblem
 from journal.indexing import IndexSnapshot
@@ -407,14 +408,20 @@ def _indexed_paths(main: IndexSnapshot | None) -> set[str]:
 
 def _compare_with_rebuild(main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:
     """Rebuild the files into a scratch index in a temporary directory and compare the journal's index with it."""
-    with tempfile.TemporaryDirectory(prefix="ghostjournal-verify-") as scratch_dir:
-        scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
+    with scratch_errors("verify's scratch index"):  # a full or unwritable TMPDIR is named so, never taken for a damaged index
+        scratch_dir = tempfile.mkdtemp(prefix="ghostjournal-verify-")
+    try:
+        with scratch_errors("verify's scratch index"):
+            scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
         try:
-            scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False)
+            with scratch_errors("verify's scratch index"):
+                scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False)
             # Nobody else writes the scratch index: its reads need no transaction.
             problems = _index_problems(main, IndexSnapshot.of(scratch), agent)
         finally:
             scratch.close()
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
     return problems + _vector_problems(main, agent)
 
 

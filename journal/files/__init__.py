@@ -23,7 +23,7 @@ from journal.files._safefs import (
     take_ownership,
 )
 from journal.files._schema import require_object
-from journal.files._storage import storage_error, storage_errors
+from journal.files._storage import scratch_errors, storage_error, storage_errors
 
 __all__ = [
     "DIR_MODE",
@@ -47,6 +47,7 @@ __all__ = [
     "may_fall_back",
     "open_regular",
     "require_object",
+    "scratch_errors",
     "show_value",
     "storage_error",
     "storage_errors",

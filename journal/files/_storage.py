@@ -17,13 +17,14 @@ import os
 import pwd
 import sqlite3
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 from journal.errors import JournalError, JournalStorageError
 
-__all__ = ["STORAGE_ERRNOS", "is_storage_failure", "storage_error", "storage_errors"]
+__all__ = ["STORAGE_ERRNOS", "is_storage_failure", "scratch_errors", "storage_error", "storage_errors"]
 
 #: The errnos that mean "the filesystem refused", as opposed to a missing file or a bug.
 STORAGE_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EFBIG})
@@ -126,3 +127,39 @@ def storage_errors(path: Path | str, action: str, *, index_path: Path | None = N
         if converted is None or converted is exc:
             raise
         raise converted from exc
+
+
+_SCRATCH_FIXES: Final = {
+    errno.ENOSPC: "free space there, or set TMPDIR to a directory with room; the journal is not at fault",
+    errno.EDQUOT: "free space there (or raise the quota), or set TMPDIR to a directory with room; the journal is not at fault",
+}
+_SCRATCH_ELSE: Final = "set TMPDIR to a directory this user may write, on a filesystem with room; the journal is not at fault"
+
+
+@contextlib.contextmanager
+def scratch_errors(what: str) -> Iterator[None]:
+    """Raise the block's OSError or SQLite I/O error as a JournalStorageError naming the scratch space (``$TMPDIR``), never the journal.
+
+    For the work a command does in temporary files outside the journal (an import's spool, verify's scratch index):
+    a full or unwritable ``$TMPDIR`` is named as such, with its path, its errno's exit code (74, 73, 77) and the fix.
+
+    Args:
+        what: what the scratch space holds ("the import's spool", "verify's scratch index").
+    """
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        directory = tempfile.gettempdir()
+        if isinstance(exc, JournalError) and not isinstance(exc, JournalStorageError):
+            raise
+        if isinstance(exc, OSError):
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
+            code = exc.errno
+        else:
+            sqlite_code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+            if sqlite_code not in _SQLITE_STORAGE_CODES:
+                raise
+            code = errno.ENOSPC if sqlite_code == _SQLITE_FULL else _diagnose(Path(directory) / "scratch")[0]
+        fix = _SCRATCH_FIXES.get(code, _SCRATCH_ELSE)
+        raise JournalStorageError.for_errno(directory, code, f"write {what} in the scratch space (TMPDIR)", fix) from exc

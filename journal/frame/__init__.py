@@ -10,7 +10,16 @@ rest of the frame does not import click.
 
 from journal.frame.htmlpage import content_security_policy, embed_json, first_line, page, page_title, text
 from journal.frame.loopback import is_loopback_host, is_loopback_url
-from journal.frame.outfile import STDOUT, OutputKind, refuse_inside_journals, replace_durably, streamed_output, write_output
+from journal.frame.outfile import (
+    STDOUT,
+    OutputKind,
+    partial_directory,
+    refuse_inside_journals,
+    remove_abandoned_partials,
+    replace_durably,
+    streamed_output,
+    write_output,
+)
 from journal.frame.render import clip, labelled, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.frame.urls import UrlAddress, check_url_address, url_authority
@@ -33,8 +42,10 @@ __all__ = [
     "page",
     "page_title",
     "parse_time_input",
+    "partial_directory",
     "printable",
     "refuse_inside_journals",
+    "remove_abandoned_partials",
     "replace_durably",
     "streamed_output",
     "table",

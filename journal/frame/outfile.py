@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -35,7 +37,7 @@ from typing import BinaryIO, Final
 from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
-__all__ = ["STDOUT", "OutputKind", "refuse_inside_journals", "replace_durably", "streamed_output", "write_output"]
+__all__ = ["STDOUT", "OutputKind", "partial_directory", "refuse_inside_journals", "remove_abandoned_partials", "replace_durably", "streamed_output", "write_output"]
 
 #: The ``--out`` value that means standard output.
 STDOUT = "-"
@@ -234,3 +236,56 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
     except OSError as exc:
         exc.filename = str(path)
         raise
+
+
+def partial_directory(target: Path) -> tuple[Path, int]:
+    """Make the hidden directory (``.NAME.XXXXXXXX.partial``, mode 0700) a copy meant for *target* is written in before its rename.
+
+    Returns it and a descriptor that holds its lock (the kernel's flock) until closed: closed by the caller once the copy is renamed or
+    removed, and released by the kernel however the process ends, so a partial directory no process holds is one a killed run left
+    (see :func:`remove_abandoned_partials`).
+
+    Raises:
+        OSError: the directory could not be made (nothing is left).
+    """
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        held = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(work)
+        raise
+    fcntl.flock(held, fcntl.LOCK_EX)
+    return work, held
+
+
+def remove_abandoned_partials(target: Path) -> list[str]:
+    """Remove the partial directories of copies meant for *target* that no process holds any more: what a run killed (SIGKILL, a power cut)
+    before its rename left. One still being written is locked by its run and left alone; one that cannot be removed stays. Returns the
+    names removed.
+    """
+    prefix = f".{target.name}."
+    try:
+        names = [name for name in os.listdir(target.parent) if name.startswith(prefix) and name.endswith(".partial")]
+    except FileNotFoundError:
+        return []
+    removed = []
+    for name in names:
+        try:
+            held = os.open(target.parent / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # no directory (a link, a file): not a partial copy, left alone
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(held)
+            continue  # a run still writing it
+        try:
+            shutil.rmtree(target.parent / name)
+        except OSError:
+            continue  # it stays, hidden, and never stops the new copy
+        else:
+            removed.append(name)
+        finally:
+            os.close(held)
+    return removed

@@ -116,6 +116,20 @@ def _guarded(method: Callable[Concatenate[K, P], R], *, write: bool) -> Callable
     return wrapper
 
 
+def _manifest_exists(path: Path) -> bool:
+    """Whether the journal's manifest is there; a root this user may not look into is refused so, never taken for no journal."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        converted = storage_error(exc, path, "read the manifest")
+        if converted is None:
+            raise
+        raise converted from None
+    return True
+
+
 class IndexKeeper:
     """One open journal's parts (lock, entry files, index, vectors) and the protocol that keeps its index caught up.
 
@@ -167,7 +181,7 @@ class IndexKeeper:
             make_dir(root, "the journal root", None)
         # Root repairing a service user's journal creates everything as that user.
         owner = journal_owner(root)
-        if os.path.lexists(manifest_path):
+        if _manifest_exists(manifest_path):
             manifest = load_manifest(manifest_path)
         elif create:
             manifest = create_manifest(manifest_path, owner=owner)

@@ -10,6 +10,7 @@ from journal.errors import IntegrityError, JournalError
 from journal.frame.clikit import echo, output_option, wants_json
 from runner.cli.support import Settings, config_option, echo_json, raise_storage_failure
 from runner.deploy.backup import DeploymentBackup, backup_deployment, backup_into
+from runner.errors import IncompleteBackupError
 
 __all__ = ["backup"]
 
@@ -21,6 +22,8 @@ def _show(report: DeploymentBackup) -> str:
             lines.append(f"  {name}: the journal of {item['same_as']}")
         elif item.get("missing"):
             lines.append(f"  {name}: no journal yet at {item['journal']}")
+        elif "error" in item:
+            lines.append(f"  {name}: not copied ({item['journal']}): see the error")
         else:
             verdict = "verified" if item["verify"]["ok"] else f"verify found {len(item['verify']['problems'])} problems"
             lines.append(f"  {name}: {item['files']} entry files, {verdict}")
@@ -42,8 +45,9 @@ def backup(settings: Settings, out: Path | None, into: Path | None, keep: int | 
     """Back up every configured agent's journal (online, verified), the configuration and the pause file into a new directory.
 
     Safe while serve or the timers run. --out names the new directory; --into a directory to make a new dated
-    one in, as the backup timer does ([backup] in the configuration). Exit 4 if a copy does not verify (and
-    --keep then removes nothing).
+    one in, as the backup timer does ([backup] in the configuration). A journal that cannot be copied (unreadable,
+    a corrupt manifest, a file in its place) is one error line naming the agent and its path; the others are
+    backed up still. Exit 4 if a journal could not be copied or a copy does not verify (and --keep then removes nothing).
 
     Example: ghostrunner backup --into /var/backups/ghostrunner --keep 7
     """
@@ -67,6 +71,10 @@ def backup(settings: Settings, out: Path | None, into: Path | None, keep: int | 
         echo_json(report.to_dict())
     else:
         echo(_show(report))
+    for name, item in report.failed.items():  # one line each on stderr, before the error that sums them up
+        click.echo(f"ghostrunner: error: agent {name!r}: cannot back up its journal {item['journal']!r}: {item['error']}", err=True)
     if not report.is_clean:
         problems = [p for item in report.journals.values() for p in item.get("verify", {}).get("problems", [])]
-        raise IntegrityError(len(problems), {"in the copies": len(problems)})
+        if not report.failed:
+            raise IntegrityError(len(problems), {"in the copies": len(problems)})
+        raise IncompleteBackupError(report.out, list(report.failed), len(problems))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
@@ -30,8 +31,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
-from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
-from journal.frame import refuse_inside_journals, replace_durably
+from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
+from journal.frame import partial_directory, refuse_inside_journals, remove_abandoned_partials, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -42,6 +43,8 @@ MARKER: Final = "ghostrunner-backup.json"
 _MADE_BY: Final = "ghostrunner backup"
 #: The directories backup_into makes: the UTC time of the run, and a counter when two runs share a second.
 _DATED: Final = re.compile(r"ghostrunner-backup-(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:-(?P<n>[2-9]|[1-9][0-9]{1,2}))?")
+#: What a run killed before it finished leaves: its hidden partial copy, or the hidden remains of an older backup it was removing.
+_LEFTOVER: Final = re.compile(r"\.ghostrunner-backup-[0-9]{8}T[0-9]{6}Z(?:-[0-9]{1,3})?\.(?:[A-Za-z0-9_]{8}\.partial|removing)")
 _MAX_SAME_SECOND: Final = 100
 #: A marker larger than this is not one backup wrote.
 _MARKER_MAX: Final = 1 << 20
@@ -59,12 +62,33 @@ class DeploymentBackup:
 
     @property
     def is_clean(self) -> bool:
-        """True when every copied journal verified clean."""
-        return all(item.get("verify", {}).get("ok", True) for item in self.journals.values())
+        """True when every journal was copied (or is not made yet) and every copy verified clean."""
+        return all("error" not in item and item.get("verify", {}).get("ok", True) for item in self.journals.values())
+
+    @property
+    def failed(self) -> dict[str, dict[str, Any]]:
+        """The agents whose journal could not be copied, each with its journal's path and the reason."""
+        return {name: item for name, item in self.journals.items() if "error" in item}
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
         return {"out": self.out, "ok": self.is_clean, "journals": self.journals, "files": self.files, "pruned": self.pruned}
+
+
+def _reason(exc: BaseException) -> str:
+    """One line saying why a journal could not be copied: the error's own message, or its errno's text and the path."""
+    if isinstance(exc, JournalError) or not isinstance(exc, OSError) or not exc.strerror:
+        return str(exc) or type(exc).__name__
+    return f"{exc.strerror.lower()} ({exc.filename!r})" if exc.filename else exc.strerror.lower()
+
+
+def _is_within(exc: BaseException, work: Path, *, inside: bool = True) -> bool:
+    """True when the error names *work* (or, *inside*, a path in it), the backup being written or the scratch space, not a journal being read."""
+    named = getattr(exc, "filename", None) or getattr(exc, "path", None)
+    if not isinstance(named, str | os.PathLike):
+        return False
+    path = Path(os.path.abspath(named))
+    return path == Path(os.path.abspath(work)) or (inside and Path(os.path.abspath(work)) in path.parents)
 
 
 def _fix(exc: OSError) -> str | None:
@@ -110,9 +134,17 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         raise OutputPathError(out, _EXISTS)
     refuse_inside_journals(out, "the backup directory", config.journals())
     try:
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+        remove_abandoned_partials(out)  # what a backup to the same directory killed before its rename left
+        work, claim = partial_directory(out)
     except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
         raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+    try:
+        return _write_backup(config, out, work)
+    finally:
+        os.close(claim)
+
+
+def _write_backup(config: RunnerConfig, out: Path, work: Path) -> DeploymentBackup:
     report = DeploymentBackup(str(out))
     try:
         os.chmod(work, 0o700)
@@ -129,8 +161,17 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
             except JournalNotFoundError:
                 report.journals[name] = {"journal": str(root), "missing": True}
                 continue
-            with journal:
-                made = journal.backup(work / "journals" / name)
+            except (JournalError, OSError) as exc:  # a file in its place, a foreign or corrupt manifest, no permission
+                report.journals[name] = {"journal": str(root), "error": _reason(exc)}
+                continue
+            try:
+                with journal:
+                    made = journal.backup(work / "journals" / name)
+            except (JournalError, OSError) as exc:
+                if _is_within(exc, work) or _is_within(exc, Path(tempfile.gettempdir()), inside=False):
+                    raise  # the backup's own directory or the scratch space (TMPDIR) refused: every other journal would fail the same way
+                report.journals[name] = {"journal": str(root), "error": _reason(exc)}
+                continue
             copied[real] = name
             report.journals[name] = {"journal": str(root), **made.to_dict(), "out": f"journals/{name}"}
         if config.config_file is not None:
@@ -185,6 +226,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
     fd = _open_parent(parent)
     try:
+        _enter(fd)  # held until os.close(fd) below
         stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
         name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
         try:
@@ -198,6 +240,45 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     if keep is not None and report.is_clean:
         report.pruned = prune_backups(parent, keep, made=name)
     return report
+
+
+def _enter(parent_fd: int) -> None:
+    """Take a shared lock on the backups' directory (its own descriptor) for this run; first, if no other run holds it, remove what
+    runs killed before they finished left behind (their hidden partial copies, the empty dated directories they had claimed, the
+    hidden remains of a removal), which only a run still alive could be writing.
+
+    The lock is the kernel's (flock) on the directory itself: released however a run ends, a SIGKILL or a power cut included.
+    """
+    try:
+        fcntl.flock(parent_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass  # another run is under way: what looks left behind may be its own
+    else:
+        _remove_leftovers(parent_fd)
+    fcntl.flock(parent_fd, fcntl.LOCK_SH)  # from exclusive (or waiting for a run removing leftovers) to shared: runs go on side by side
+
+
+def _remove_leftovers(parent_fd: int) -> list[str]:
+    """Remove from the backups' directory what only an interrupted run leaves: see :func:`_enter`. Returns the names removed."""
+    removed = []
+    with os.scandir(parent_fd) as listing:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+    for name, is_dir in entries:
+        if not is_dir:
+            continue
+        if _LEFTOVER.fullmatch(name):
+            try:
+                shutil.rmtree(name, dir_fd=parent_fd)  # fd-based: a symbolic link inside is removed, never followed
+            except OSError:
+                continue  # what stays keeps its hidden name, never taken for a backup; the new backup goes on
+            removed.append(name)
+        elif _is_dated(name) and _marker(parent_fd, name) is None:
+            try:
+                os.rmdir(name, dir_fd=parent_fd)  # only an empty one: a claimed name whose backup never arrived
+            except OSError:
+                continue  # not empty: a look-alike, never backup's to remove
+            removed.append(name)
+    return removed
 
 
 def _reserve(parent_fd: int, parent: Path, names: list[str]) -> str:

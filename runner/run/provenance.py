@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from journal import Journal
+from journal.errors import JournalError
 from runner.errors import MixedJournalError
 from runner.settings import AgentConfig, RunnerConfig
 
@@ -73,9 +74,14 @@ def check_journals(config: RunnerConfig, agents: Iterable[str]) -> None:
     """
     for name in agents:
         agent = config.agent(name)
-        if (agent.journal_root / "manifest.json").exists():
-            with Journal(agent.journal_root, create=False, writable=True) as journal:
-                check_journal(journal, agent)
+        try:
+            journal = Journal(agent.journal_root, create=False, writable=True)
+        except (JournalError, OSError):
+            # None yet (the first write makes it, empty, mixing nothing), or one that cannot be opened (corrupt, unreadable,
+            # a file in its place): that is the agent's alone, whose simulation reports each of its runs failed with the error.
+            continue
+        with journal:
+            check_journal(journal, agent)
 
 
 def allow_mixing(config: RunnerConfig) -> RunnerConfig:

