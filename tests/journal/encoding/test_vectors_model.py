@@ -191,6 +191,7 @@ def _search_in_a_process(root: Path, *model: str) -> tuple[list[str], dict[str, 
 
 def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_embed_each_others(tmp_path: Path) -> None:
     """The default encoder, sentence-transformers with the model's directory (another identity), then the default again: the third embeds nothing."""
+    pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed (the st extra): this test needs it as the second encoder")
     root = tmp_path / "journal"
     _fill(root, 40)
     first, numpy_holds = _search_in_a_process(root)
