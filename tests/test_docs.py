@@ -184,7 +184,9 @@ def _runnable(page: str) -> list[Block]:
 
 
 def _doc_env(home: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("GHOSTJOURNAL_", "GHOSTRUNNER_", "XDG_"))}
+    """A reader's environment in a home of its own; XDG_DATA_DIRS stays, where a machine shares its data (a downloaded model) with every home."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("GHOSTJOURNAL_", "GHOSTRUNNER_", "XDG_")) or key == "XDG_DATA_DIRS"}
     env |= {"HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state"), "XDG_DATA_HOME": str(home / ".local" / "share"), "TZ": "UTC",
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
     return env
