@@ -125,7 +125,8 @@ def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, p
 
     Raises:
         EntryValidationError: a pair without ``=``, a name that is no valid agent name, or an old
-            name given twice (which of its new names was meant is unknown), naming it.
+            name given twice with two new names (which was meant is unknown), naming it; the same
+            pair given twice says one thing and is taken once.
     """
     mapping: dict[str, str] = {}
     items = pairs.items() if isinstance(pairs, Mapping) else [_split_pair(pair) for pair in pairs]
@@ -133,7 +134,7 @@ def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, p
     for old, new in items:
         checked = check_old(old, "agent-map (old name)")
         renamed = check_agent(new, f"agent-map {old}=")
-        if checked in mapping:
+        if mapping.get(checked, renamed) != renamed:
             raise EntryValidationError("agent-map", "each OLD name once",
                                        f"{show_value(checked)} twice ({show_value(checked + '=' + mapping[checked])} and "
                                        f"{show_value(checked + '=' + renamed)})")

@@ -252,6 +252,11 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
             return [summaries[name] for name in agents]
     except BrokenProcessPool:
         # A worker was killed (the OOM killer, a kill -9): one line, not the pool's traceback. Its journal
-        # holds complete entries only, and a re-run appends just the slots still missing.
+        # holds complete entries only, and a re-run appends just the slots still missing. A worker the
+        # broken pool no longer stops (one it forked as it broke) would go on writing its journal behind
+        # the error and hold the output pipes open: every worker this process started ends here.
+        for worker in multiprocessing.active_children():
+            worker.kill()
+            worker.join(5)
         raise RunnerError("a simulation worker process died before it finished (killed?); run the same simulate again, "
                           "it appends only the slots still missing") from None

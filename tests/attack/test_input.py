@@ -505,13 +505,12 @@ def test_a_since_without_seconds_is_accepted_by_the_cli_and_explained_by_the_lib
     ("command", "needle"),
     [
         (["ghostjournal", "import", "-", "--agent-map", "alice=bob", "--agent-map", "alice=carol"], """expected each OLD name once, got "alice" twice ("alice=bob" and "alice=carol")"""),
-        (["ghostjournal", "import", "-", "--agent-map", "alice=bob", "--agent-map", "alice=bob"], '"alice" twice'),
         (["ghostrunner", "simulate", "--agent", "motoko", "--agent", "motoko", "--days", "1"], "expected each AGENT once, got 'motoko' twice"),
     ],
-    ids=["agent-map-two-new-names", "agent-map-same-pair", "simulate-agent"],
+    ids=["agent-map-two-new-names", "simulate-agent"],
 )
 def test_a_name_repeated_in_a_repeatable_option_is_a_usage_error(tmp_path: Path, command: list[str], needle: str) -> None:
-    """--agent-map a=b --agent-map a=c kept a=c silently; simulate --agent x --agent x ran x twice and counted it twice."""
+    """--agent-map a=b --agent-map a=c kept a=c silently (a=b twice says one thing); simulate --agent x --agent x ran x twice and counted it twice."""
     config = write_config(tmp_path / "config", SIMPLE_AGENT)
     program, *args = command
     result = subprocess.run([shutil.which(program) or program, *(["--root", str(tmp_path / "j")] if program == "ghostjournal" else ["--config", str(config)]), *args],
@@ -522,6 +521,7 @@ def test_a_name_repeated_in_a_repeatable_option_is_a_usage_error(tmp_path: Path,
     if program == "ghostjournal":
         with pytest.raises(EntryValidationError, match=r"expected each OLD name once, got \"alice\" twice"):
             parse_agent_map(["alice=bob", "alice=carol"])
+        assert parse_agent_map(["alice=bob", "alice=bob"]) == {"alice": "bob"}  # the same pair twice says one thing
     else:
         with pytest.raises(ValueError, match="agents: expected each agent once, got 'motoko' twice"):
             simulate(load_config(config), ["motoko", "motoko"], datetime(2026, 9, 5, tzinfo=UTC), datetime(2026, 9, 6, tzinfo=UTC))
@@ -919,7 +919,9 @@ def test_a_journal_root_that_leads_nowhere_is_one_line_naming_it(tmp_path: Path,
     result = ghostrunner("--config", str(config), *command, cwd=tmp_path)
     assert "Traceback" not in result.stderr, result.stderr
     if result.returncode:
-        assert len(result.stderr.splitlines()) == 1 and str(root) in result.stderr, result.stderr
+        # One line per problem (a backup names each journal it could not copy, then says it is not whole), naming where the path breaks.
+        lines = result.stderr.splitlines()
+        assert lines and all(line.startswith("ghostrunner: error: ") for line in lines) and str(root.parent) in result.stderr, result.stderr
     journal = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "list"], check=False, capture_output=True, text=True, timeout=60)
     assert journal.returncode != 0 and "Traceback" not in journal.stderr and len(journal.stderr.splitlines()) == 1, journal.stderr
     assert f"refused {str(root)!r}: a " in journal.stderr
