@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import multiprocessing
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -195,6 +196,16 @@ def _worker(args: tuple[RunnerConfig, str, datetime, datetime]) -> SimulationSum
     return simulate_agent(*args)
 
 
+def _dies_on_sigterm() -> None:
+    """A simulation worker ends at SIGTERM, as the pool that stops it expects.
+
+    A forked worker inherits the command's handler, which unwinds a run by raising SystemExit: the
+    pool's worker loop catches that as the task's result and waits for the next task, so a pool
+    stopping after another worker died waited on it for good.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _repeated(names: Sequence[str]) -> str | None:
     """The first of *names* that comes again later, or None."""
     seen: set[str] = set()
@@ -242,7 +253,7 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
     # fork keeps start-up cheap: the workers inherit the imported modules and the parsed config.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     try:
-        with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method)) as pool:
+        with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method), initializer=_dies_on_sigterm) as pool:
             futures = {pool.submit(_worker, (config, name, start, end)): name for name in agents}
             summaries: dict[str, SimulationSummary] = {}
             for future in as_completed(futures):

@@ -7,6 +7,7 @@ a --start with a time of day begins the simulation at that time, however date an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -71,7 +72,8 @@ def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) ->
     """A simulate worker killed with SIGKILL (as the OOM killer does) is one error line and exit 1, not BrokenProcessPool's traceback."""
     path = _two_agents_config(tmp_path)
     started = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "simulate", "--days", "3650", "--start", "2000-01-01",
-                                "--workers", "2", "--config", str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                "--workers", "2", "--config", str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         workers: list[int] = []
@@ -81,9 +83,11 @@ def test_simulate_reports_a_killed_worker_process_as_one_line(tmp_path: Path) ->
         os.kill(workers[0], signal.SIGKILL)
         _, stderr = started.communicate(timeout=60)
     finally:
+        # The simulation and any worker it left behind (one holding the pipes would keep communicate waiting for good).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(started.pid, signal.SIGKILL)
         if started.poll() is None:
-            started.kill()
-            started.communicate()
+            started.communicate(timeout=60)
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines()[-1].startswith("ghostrunner: error: a simulation worker process died before it finished")
     assert started.returncode == 1
