@@ -37,7 +37,19 @@ from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
 from journal.sync import append as append_payload
 
-__all__ = ["MAX_K", "MAX_LIMIT", "MODES", "AppendResult", "BackupReport", "EmbedResult", "ExportManifest", "ImportSummary", "Journal", "SkippedFile", "VerifyReport"]
+__all__ = [
+    "MAX_K",
+    "MAX_LIMIT",
+    "MODES",
+    "AppendResult",
+    "BackupReport",
+    "EmbedResult",
+    "ExportManifest",
+    "ImportSummary",
+    "Journal",
+    "SkippedFile",
+    "VerifyReport",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +72,13 @@ class EmbedResult:
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
-        return {"embedded": self.embedded, "entries": self.entries, "missing": self.missing, "encoder": self.encoder, "encoders": self.encoders}
+        return {
+            "embedded": self.embedded,
+            "entries": self.entries,
+            "missing": self.missing,
+            "encoder": self.encoder,
+            "encoders": self.encoders,
+        }
 
 
 class Journal:
@@ -101,9 +119,17 @@ class Journal:
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], *, enable_nn: bool = False, create: bool = True, lock_timeout: float = 60.0,
-        model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu", encoder: Encoder | None = None,
-        on_progress: Callable[[int, int], None] | None = None, writable: bool = False,
+        self,
+        root: str | os.PathLike[str],
+        *,
+        enable_nn: bool = False,
+        create: bool = True,
+        lock_timeout: float = 60.0,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        device: str = "cpu",
+        encoder: Encoder | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+        writable: bool = False,
     ) -> None:
         self.root = Path(root)
         with undone_on_failure(self.root):
@@ -112,7 +138,12 @@ class Journal:
             if enable_nn:
                 encoder = encoder or self._load_encoder(model, device, self.root / "models")
             self._keeper = IndexKeeper.open(
-                self.root, create=create, writable=writable, lock_timeout=lock_timeout, encoder=encoder, on_progress=on_progress,
+                self.root,
+                create=create,
+                writable=writable,
+                lock_timeout=lock_timeout,
+                encoder=encoder,
+                on_progress=on_progress,
             )
         self.manifest = self._keeper.manifest
         self._reader = Reader(self._keeper)
@@ -189,7 +220,9 @@ class Journal:
         return append_payload(self._keeper, payload, continuity_checked=continuity_checked)
 
     @writing
-    def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None) -> int:
+    def reindex(
+        self, *, on_skip: Callable[[SkippedFile], None] | None = None, on_progress: Callable[[int, int], None] | None = None
+    ) -> int:
         """Rebuild the index from the entry files; return how many entries it holds.
 
         Files that are not valid entries (foreign, corrupt, symlinks, duplicates)
@@ -214,8 +247,10 @@ class Journal:
         """
         semantic = self._keeper.semantic
         if semantic is None:
-            raise SemanticUnavailableError("embedding entries needs an encoder and this journal was opened without NN",
-                                           "open it with Journal(root, enable_nn=True) or pass --nn")
+            raise SemanticUnavailableError(
+                "embedding entries needs an encoder and this journal was opened without NN",
+                "open it with Journal(root, enable_nn=True) or pass --nn",
+            )
         embedded = semantic.fill(on_progress=on_progress) if batch is None else semantic.fill(batch=batch, on_progress=on_progress)
         return EmbedResult(embedded, self._keeper.index.count(), semantic.missing(), semantic.described, self._keeper.index.encoders())
 
@@ -269,7 +304,9 @@ class Journal:
             SemanticUnavailableError: *deep* without NN.
         """
         if deep and self._keeper.semantic is None:
-            raise SemanticUnavailableError("verify --deep re-embeds entries and this journal was opened without NN", "pass --nn (and --model)")
+            raise SemanticUnavailableError(
+                "verify --deep re-embeds entries and this journal was opened without NN", "pass --nn (and --model)"
+            )
         return _verify.verify(self._keeper, agent=agent, deep=deep, sample=sample)
 
     @writing
@@ -293,7 +330,12 @@ class Journal:
 
     @recovering
     def export(
-        self, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
+        self,
+        out: BinaryIO,
+        *,
+        agent: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         form: str = "jsonl",
     ) -> ExportManifest:
         """Write the entries (with *agent*: that agent's alone) to the binary stream *out*, oldest first, then a manifest line; return the manifest.
@@ -313,7 +355,11 @@ class Journal:
         return _export.export(self._keeper, out, agent=agent, since=since, until=until, form=form)
 
     def import_stream(
-        self, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+        self,
+        source: IO[bytes],
+        *,
+        agent_map: Mapping[str, str] | None = None,
+        partial: bool = False,
         on_entry: Callable[[int], None] | None = None,
     ) -> ImportSummary:
         """Import an export stream (the JSON Lines form of :meth:`export`) from the binary stream *source*; return what it did.
@@ -342,7 +388,11 @@ class Journal:
         return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
 
     def import_dir(
-        self, path: str | os.PathLike[str], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+        self,
+        path: str | os.PathLike[str],
+        *,
+        agent_map: Mapping[str, str] | None = None,
+        partial: bool = False,
         on_entry: Callable[[int], None] | None = None,
     ) -> ImportSummary:
         """Import the journal directory *path* of ghostjournal 0.1.1 (another project on PyPI); return what it did.
@@ -427,8 +477,15 @@ class Journal:
 
     @recovering
     def list(
-        self, kind: str | None = None, *, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, limit: int | None = None, as_of: datetime | str | None = None, current_only: bool = False,
+        self,
+        kind: str | None = None,
+        *,
+        agent: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
     ) -> builtins.list[Entry]:
         """Entries in a window (``since`` inclusive, ``until`` exclusive), newest first.
 
@@ -440,9 +497,18 @@ class Journal:
 
     @recovering
     def search(
-        self, query: str, *, k: int = 8, kind: str | None = None, agent: str | None = None,
-        since: datetime | str | None = None, until: datetime | str | None = None, mode: str = "auto",
-        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
+        self,
+        query: str,
+        *,
+        k: int = 8,
+        kind: str | None = None,
+        agent: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        mode: str = "auto",
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
+        floor: bool = True,
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
@@ -474,7 +540,16 @@ class Journal:
             SemanticUnavailableError: a semantic or hybrid mode, or ``floor=False``, without NN.
         """
         return self._ranker.search(
-            query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
+            query,
+            k=k,
+            kind=kind,
+            agent=agent,
+            since=since,
+            until=until,
+            mode=mode,
+            as_of=as_of,
+            current_only=current_only,
+            floor=floor,
         )
 
     @recovering
@@ -498,8 +573,13 @@ class Journal:
 
     @recovering
     def digest(
-        self, agent: str | None = None, *, since: datetime | str | None = None, until: datetime | str | None = None,
-        exclude_kinds: Collection[str] = (), as_of: datetime | str | None = None,
+        self,
+        agent: str | None = None,
+        *,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        exclude_kinds: Collection[str] = (),
+        as_of: datetime | str | None = None,
     ) -> Digest:
         """A computed summary of a window: themes, tags, focus, moods, novelty trend, continuity and corrections.
 
@@ -519,9 +599,17 @@ class Journal:
 
     @recovering
     def context(
-        self, query: str, *, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
-        current_only: bool = False, floor: bool = True,
+        self,
+        query: str,
+        *,
+        k: int = 6,
+        agent: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        max_chars: int = DEFAULT_CONTEXT_CHARS,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
+        floor: bool = True,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -540,19 +628,42 @@ class Journal:
             SemanticUnavailableError: ``floor=False`` without NN.
         """
         return self._ranker.context(
-            query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+            query,
+            k=k,
+            agent=agent,
+            since=since,
+            until=until,
+            max_chars=max_chars,
+            as_of=as_of,
+            current_only=current_only,
+            floor=floor,
         )
 
     @recovering
     def prompt_context(
-        self, query: str, k: int = 6, agent: str | None = None, since: datetime | str | None = None,
-        until: datetime | str | None = None, max_chars: int = DEFAULT_CONTEXT_CHARS, as_of: datetime | str | None = None,
-        current_only: bool = False, floor: bool = True,
+        self,
+        query: str,
+        k: int = 6,
+        agent: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        max_chars: int = DEFAULT_CONTEXT_CHARS,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
+        floor: bool = True,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
         It frames entries as data; it is not a full defence against prompt injection.
         """
         return self._ranker.context(
-            query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+            query,
+            k=k,
+            agent=agent,
+            since=since,
+            until=until,
+            max_chars=max_chars,
+            as_of=as_of,
+            current_only=current_only,
+            floor=floor,
         ).text

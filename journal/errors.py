@@ -130,8 +130,7 @@ class InvalidEntryIdError(JournalError, ValueError):
         self.entry_id = entry_id
         shown = repr(entry_id) if not isinstance(entry_id, str) or len(entry_id) <= 80 else repr(entry_id[:80] + "…")
         super().__init__(
-            f"invalid entry id {shown}: expected 1-128 characters of letters, digits, '_' or '-', "
-            "starting with a letter or digit"
+            f"invalid entry id {shown}: expected 1-128 characters of letters, digits, '_' or '-', starting with a letter or digit"
         )
 
 
@@ -153,8 +152,7 @@ class DuplicateEntryError(JournalError):
     def __init__(self, entry_id: str) -> None:
         self.entry_id = entry_id
         super().__init__(
-            f"an entry with id {entry_id!r} already exists; omit 'id' to get a fresh one, "
-            "or use 'client_key' for idempotent retries"
+            f"an entry with id {entry_id!r} already exists; omit 'id' to get a fresh one, or use 'client_key' for idempotent retries"
         )
 
 
@@ -230,8 +228,11 @@ class IntegrityError(JournalError):
         self.problems = problems
         self.counts = counts
         kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items())
-        fix = ("these remain after the repair; each one's fix is in the report" if repaired
-               else "each one's fix is in the report; 'ghostjournal verify --repair' rebuilds the index and moves files that are no entry to quarantine/")
+        fix = (
+            "these remain after the repair; each one's fix is in the report"
+            if repaired
+            else "each one's fix is in the report; 'ghostjournal verify --repair' rebuilds the index and moves files that are no entry to quarantine/"
+        )
         super().__init__(f"verify found {problems} problem{'s' if problems != 1 else ''} ({kinds}); {fix}")
 
 
@@ -314,8 +315,7 @@ class LockTimeoutError(JournalError, TimeoutError):
         self.path = path
         self.timeout = timeout
         super().__init__(
-            f"the journal's writer lock {str(path)!r} stayed busy for {timeout:g} s; "
-            "another writer is running, try again later"
+            f"the journal's writer lock {str(path)!r} stayed busy for {timeout:g} s; another writer is running, try again later"
         )
 
 
@@ -376,8 +376,11 @@ class JournalStorageError(JournalError, OSError):
     def class_for(errno_code: int) -> type[JournalStorageError]:
         """The subclass for *errno_code* (``errno.ENOSPC``, ...); JournalStorageError itself for any other errno."""
         kinds: dict[int, type[JournalStorageError]] = {
-            _errno.ENOSPC: DiskFullError, _errno.EDQUOT: DiskFullError, _errno.EROFS: ReadOnlyFilesystemError,
-            _errno.EACCES: StoragePermissionError, _errno.EPERM: StoragePermissionError,
+            _errno.ENOSPC: DiskFullError,
+            _errno.EDQUOT: DiskFullError,
+            _errno.EROFS: ReadOnlyFilesystemError,
+            _errno.EACCES: StoragePermissionError,
+            _errno.EPERM: StoragePermissionError,
         }
         return kinds.get(errno_code, JournalStorageError)
 

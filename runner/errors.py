@@ -213,7 +213,8 @@ class RealBackendsRefusedError(RunnerError):
         self.described = described
         super().__init__(
             f"{command} would make up to {described} backend calls, one per slot; pass --real-backends to make them, "
-            'or simulate agents on backend = "simulated"')
+            'or simulate agents on backend = "simulated"'
+        )
 
 
 class MixedJournalError(RunnerError):
@@ -232,13 +233,19 @@ class MixedJournalError(RunnerError):
         self.journal_root = journal_root
         self.is_simulated = is_simulated
         if is_simulated:
-            what = (f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries of '
-                    f"{agent!r} (not marked meta.simulated); simulated entries would mix with them")
+            what = (
+                f'agent {agent!r} is simulated (backend = "simulated"), but its journal {str(journal_root)!r} holds real entries of '
+                f"{agent!r} (not marked meta.simulated); simulated entries would mix with them"
+            )
         else:
-            what = (f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries of {agent!r} "
-                    "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past")
-        super().__init__(f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
-                         "(--mix-simulated for run, simulate and demo) to write there anyway")
+            what = (
+                f"agent {agent!r} is not simulated, but its journal {str(journal_root)!r} holds simulated entries of {agent!r} "
+                "(meta.simulated: true, from simulate or demo); its prompt contexts would recall them as its own past"
+            )
+        super().__init__(
+            f"{what}: give the agent another journal_root, or set agents.{agent}.mix_simulated = true "
+            "(--mix-simulated for run, simulate and demo) to write there anyway"
+        )
 
 
 class IncompleteBackupError(RunnerError):
@@ -258,12 +265,16 @@ class IncompleteBackupError(RunnerError):
         self.problems = problems
         parts = []
         if failed:
-            parts.append(f"the journal of {len(failed)} agent{'s' if len(failed) != 1 else ''} ({', '.join(repr(name) for name in failed)}) "
-                         "could not be copied (each named above)")
+            parts.append(
+                f"the journal of {len(failed)} agent{'s' if len(failed) != 1 else ''} ({', '.join(repr(name) for name in failed)}) "
+                "could not be copied (each named above)"
+            )
         if problems:
             parts.append(f"verify found {problems} problem{'s' if problems != 1 else ''} in the copies")
-        super().__init__(f"the backup {out!r} is not whole: {'; '.join(parts)}; the other journals are in it, and --keep removed "
-                         "no older backup; fix each and back up again")
+        super().__init__(
+            f"the backup {out!r} is not whole: {'; '.join(parts)}; the other journals are in it, and --keep removed "
+            "no older backup; fix each and back up again"
+        )
 
 
 class SchedulerBusyError(RunnerError):
@@ -274,8 +285,7 @@ class SchedulerBusyError(RunnerError):
     def __init__(self, lock_file: Path) -> None:
         self.lock_file = lock_file
         super().__init__(
-            f"another ghostrunner scheduler holds {str(lock_file)!r}; run one scheduler per deployment "
-            "(stop the other one first)"
+            f"another ghostrunner scheduler holds {str(lock_file)!r}; run one scheduler per deployment (stop the other one first)"
         )
 
 

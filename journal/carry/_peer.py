@@ -66,8 +66,11 @@ def read_peer_manifest(root: Path, root_fd: int) -> dict[str, Any]:
     try:
         fd = open_regular("manifest.json", os.O_RDONLY, "manifest.json", dir_fd=root_fd)
     except FileNotFoundError:
-        raise ImportSourceError(root, "holds no manifest.json: it is no journal directory",
-                                "import reads an export stream file, or the directory of a ghostjournal 0.1.1 journal") from None
+        raise ImportSourceError(
+            root,
+            "holds no manifest.json: it is no journal directory",
+            "import reads an export stream file, or the directory of a ghostjournal 0.1.1 journal",
+        ) from None
     except UnsafePathError as exc:
         raise ImportSourceError(shown, exc.reason) from None
     except OSError as exc:  # this user may not read it, or may not search the directory
@@ -84,12 +87,17 @@ def read_peer_manifest(root: Path, root_fd: int) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("format") != "ghostjournal":
         raise ImportSourceError(shown, 'is not the manifest of a ghostjournal journal (no "format": "ghostjournal")')
     if "format_version" in data:
-        raise ImportSourceError(root, "is a journal of this ghostjournal, not of ghostjournal 0.1.1",
-                                f"copy it with 'ghostjournal --root {root} backup --out NEW', "
-                                f"or 'ghostjournal --root {root} export --out FILE' and import FILE")
+        raise ImportSourceError(
+            root,
+            "is a journal of this ghostjournal, not of ghostjournal 0.1.1",
+            f"copy it with 'ghostjournal --root {root} backup --out NEW', "
+            f"or 'ghostjournal --root {root} export --out FILE' and import FILE",
+        )
     for key in ("manifest_version", "entry_schema_version"):
         if type(data.get(key)) is not int or data[key] != 1:
-            raise ImportSourceError(shown, f"{key} is {show_value(data.get(key))}: only ghostjournal 0.1.1 journals (version 1) can be imported")
+            raise ImportSourceError(
+                shown, f"{key} is {show_value(data.get(key))}: only ghostjournal 0.1.1 journals (version 1) can be imported"
+            )
     return data
 
 
@@ -229,6 +237,7 @@ def peer_entry(raw: bytes, rel: str, agent_map: Mapping[str, str]) -> Entry:
     local = datetime.fromisoformat(str(original_ts))
     expected = f"entries/{local.year:04d}/{local.month:02d}/{local.day:02d}/{entry.id}.json"
     if rel != expected:
-        raise EntryValidationError("(entry)", f"its file at {expected}, where ghostjournal 0.1.1 keeps the entry of this id and ts",
-                                   f"a stray copy at {rel}")
+        raise EntryValidationError(
+            "(entry)", f"its file at {expected}, where ghostjournal 0.1.1 keeps the entry of this id and ts", f"a stray copy at {rel}"
+        )
     return entry

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
 from journal.files.store import ScanProblem
-from journal.frame.outfile import partial_directory, refuse_inside_journals, remove_abandoned_partials
+from journal.frame.outfile import claim_partial_directory, refuse_inside_journals
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -59,8 +59,11 @@ def _check_target(out: Path, root: Path) -> None:
             check_dir(out, "the backup directory")
         except UnsafePathError as exc:
             raise OutputPathError(out, f"{exc.reason.split(';')[0]}; name a directory that does not exist yet") from None
-        raise OutputPathError(out, f"the backup directory exists{' and is ' + kind if kind else ''}; name a directory that does not exist yet "
-                                   "(a backup never writes into or over anything)")
+        raise OutputPathError(
+            out,
+            f"the backup directory exists{' and is ' + kind if kind else ''}; name a directory that does not exist yet "
+            "(a backup never writes into or over anything)",
+        )
     refuse_inside_journals(out, "the backup directory", {"the journal": root})
 
 
@@ -75,7 +78,7 @@ def _write(path: Path, data: bytes) -> None:
         os.fchmod(fd, FILE_MODE)
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -86,8 +89,7 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
     _check_target(out, keeper.root)
     parent = out.parent
     try:
-        remove_abandoned_partials(out)
-        work, claim = partial_directory(out)
+        work, claim = claim_partial_directory(out)
     except OSError as exc:
         raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
     try:

@@ -64,8 +64,19 @@ FORMATS: Final = ("jsonl", "tar")
 MANIFEST_MEMBER: Final = "export-manifest.json"
 #: Every key of the manifest, as written.
 MANIFEST_KEYS: Final = (
-    "ghostjournal_export", "journal_id", "schema_version", "exported_at", "agent", "since", "until", "entries", "agents",
-    "links_outside", "links_removed", "skipped", "sha256",
+    "ghostjournal_export",
+    "journal_id",
+    "schema_version",
+    "exported_at",
+    "agent",
+    "since",
+    "until",
+    "entries",
+    "agents",
+    "links_outside",
+    "links_removed",
+    "skipped",
+    "sha256",
 )
 
 
@@ -100,10 +111,19 @@ class ExportManifest:
     def to_dict(self) -> dict[str, Any]:
         """The manifest as JSON data, keys as in :data:`MANIFEST_KEYS`."""
         return {
-            "ghostjournal_export": EXPORT_FORMAT_VERSION, "journal_id": self.journal_id, "schema_version": SCHEMA_VERSION,
-            "exported_at": self.exported_at, "agent": self.agent, "since": self.since, "until": self.until, "entries": self.entries,
-            "agents": dict(sorted(self.agents.items())), "links_outside": self.links_outside, "links_removed": self.links_removed,
-            "skipped": self.skipped, "sha256": self.sha256,
+            "ghostjournal_export": EXPORT_FORMAT_VERSION,
+            "journal_id": self.journal_id,
+            "schema_version": SCHEMA_VERSION,
+            "exported_at": self.exported_at,
+            "agent": self.agent,
+            "since": self.since,
+            "until": self.until,
+            "entries": self.entries,
+            "agents": dict(sorted(self.agents.items())),
+            "links_outside": self.links_outside,
+            "links_removed": self.links_removed,
+            "skipped": self.skipped,
+            "sha256": self.sha256,
         }
 
     def line(self) -> bytes:
@@ -183,7 +203,7 @@ def _is_export(stream: BinaryIO) -> bool:
     tail = stream.read()
     if tail.endswith(b"\n"):
         cut = tail.rfind(b"\n", 0, len(tail) - 1)
-        if (cut >= 0 or start == 0) and _is_manifest(tail[cut + 1:]):
+        if (cut >= 0 or start == 0) and _is_manifest(tail[cut + 1 :]):
             return True
     name = MANIFEST_MEMBER.encode("ascii") + b"\0"
     at = tail.rfind(name)
@@ -192,10 +212,10 @@ def _is_export(stream: BinaryIO) -> bool:
     if at < 0:
         return False
     try:
-        length = int(tail[at + 124:at + 136].strip(b"\0 ") or b"0", 8)  # the header's size field, octal
+        length = int(tail[at + 124 : at + 136].strip(b"\0 ") or b"0", 8)  # the header's size field, octal
     except ValueError:
         return False
-    return _is_manifest(tail[at + _BLOCK:at + _BLOCK + length])
+    return _is_manifest(tail[at + _BLOCK : at + _BLOCK + length])
 
 
 #: What ``ghostjournal export --out`` writes: a file there is replaced without --force only when it is an export (either form).
@@ -203,8 +223,14 @@ EXPORT_OUTPUT: Final = OutputKind("the export", "an export that 'ghostjournal ex
 
 
 def export(
-    keeper: IndexKeeper, out: BinaryIO, *, agent: str | None = None, since: datetime | str | None = None, until: datetime | str | None = None,
-    form: str = "jsonl", now: datetime | None = None,
+    keeper: IndexKeeper,
+    out: BinaryIO,
+    *,
+    agent: str | None = None,
+    since: datetime | str | None = None,
+    until: datetime | str | None = None,
+    form: str = "jsonl",
+    now: datetime | None = None,
 ) -> ExportManifest:
     """Write the entries of the scope to *out* in *form*, then the manifest (see :meth:`journal.Journal.export`)."""
     if form not in FORMATS:
@@ -227,7 +253,9 @@ def export(
     return manifest
 
 
-def _export_one(store: EntryStore, snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window) -> None:
+def _export_one(
+    store: EntryStore, snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest, row: tuple[str, str, str], window: Window
+) -> None:
     entry_id, rel_path, owner = row
     # Scoped, a damaged or foreign file is named as the scope's reads name it: never by another agent's id, time or path.
     shown = shown_path(rel_path, entry_id, window.agent)
@@ -260,4 +288,3 @@ def _export_entry(snapshot: IndexSnapshot, sink: _Sink, manifest: ExportManifest
     sink.entry(rel_path, entry.to_json_bytes(), entry)
     manifest.entries += 1
     manifest.agents[entry.agent] = manifest.agents.get(entry.agent, 0) + 1
-

@@ -109,11 +109,27 @@ class ImportSummary:
     def to_dict(self) -> dict[str, Any]:
         """As JSON data: a stream's summary counts and lists lines, a directory's files."""
         if self.source is not None:
-            return {"from": self.source, "files": self.files, "appended": self.appended, "duplicate": self.duplicate,
-                    "conflict": self.conflict, "conflicts": self.conflicts, "bad_files": self.bad_files,
-                    "manifest": self.manifest, "agent_map": self.agent_map}
-        return {"lines": self.lines, "appended": self.appended, "duplicate": self.duplicate, "conflict": self.conflict,
-                "conflicts": self.conflicts, "bad_lines": self.bad_lines, "manifest": self.manifest, "agent_map": self.agent_map}
+            return {
+                "from": self.source,
+                "files": self.files,
+                "appended": self.appended,
+                "duplicate": self.duplicate,
+                "conflict": self.conflict,
+                "conflicts": self.conflicts,
+                "bad_files": self.bad_files,
+                "manifest": self.manifest,
+                "agent_map": self.agent_map,
+            }
+        return {
+            "lines": self.lines,
+            "appended": self.appended,
+            "duplicate": self.duplicate,
+            "conflict": self.conflict,
+            "conflicts": self.conflicts,
+            "bad_lines": self.bad_lines,
+            "manifest": self.manifest,
+            "agent_map": self.agent_map,
+        }
 
 
 def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, peer: bool = False) -> dict[str, str]:
@@ -135,9 +151,11 @@ def parse_agent_map(pairs: Mapping[str, str] | list[str] | tuple[str, ...], *, p
         checked = check_old(old, "agent-map (old name)")
         renamed = check_agent(new, f"agent-map {old}=")
         if mapping.get(checked, renamed) != renamed:
-            raise EntryValidationError("agent-map", "each OLD name once",
-                                       f"{show_value(checked)} twice ({show_value(checked + '=' + mapping[checked])} and "
-                                       f"{show_value(checked + '=' + renamed)})")
+            raise EntryValidationError(
+                "agent-map",
+                "each OLD name once",
+                f"{show_value(checked)} twice ({show_value(checked + '=' + mapping[checked])} and {show_value(checked + '=' + renamed)})",
+            )
         mapping[checked] = renamed
     return mapping
 
@@ -193,8 +211,14 @@ def _bad_line(summary: ImportSummary, *, partial: bool) -> Callable[[int, str], 
 
 
 def _check_stream(
-    source: IO[bytes], spool: IO[bytes], wheres: list[dict[str, Any]], links: list[_Links], summary: ImportSummary, agent_map: Mapping[str, str],
-    *, partial: bool,
+    source: IO[bytes],
+    spool: IO[bytes],
+    wheres: list[dict[str, Any]],
+    links: list[_Links],
+    summary: ImportSummary,
+    agent_map: Mapping[str, str],
+    *,
+    partial: bool,
 ) -> None:
     """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres* and its links
     in *links*, and check the manifest."""
@@ -289,7 +313,11 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
 
 
 def import_stream(
-    journal: ImportTarget, source: IO[bytes], *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    journal: ImportTarget,
+    source: IO[bytes],
+    *,
+    agent_map: Mapping[str, str] | None = None,
+    partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
@@ -309,8 +337,11 @@ def _outside(manifest: Mapping[str, Any] | None) -> frozenset[tuple[str, str]]:
     listed = manifest.get("links_outside") if manifest is not None else None
     if not isinstance(listed, list):
         return frozenset()
-    return frozenset((item["entry"], item["link"]) for item in listed
-                     if isinstance(item, dict) and isinstance(item.get("entry"), str) and isinstance(item.get("link"), str))
+    return frozenset(
+        (item["entry"], item["link"])
+        for item in listed
+        if isinstance(item, dict) and isinstance(item.get("entry"), str) and isinstance(item.get("link"), str)
+    )
 
 
 @contextlib.contextmanager
@@ -327,11 +358,15 @@ def _spool_write(spool: IO[bytes], data: bytes) -> None:
     view = memoryview(data)
     with scratch_errors("the import's spool"):
         while view:  # an unbuffered write may take part of the bytes
-            view = view[spool.write(view):]
+            view = view[spool.write(view) :]
 
 
 def _store_spooled(
-    journal: ImportTarget, spool: IO[bytes], wheres: list[dict[str, Any]], summary: ImportSummary, entries: int,
+    journal: ImportTarget,
+    spool: IO[bytes],
+    wheres: list[dict[str, Any]],
+    summary: ImportSummary,
+    entries: int,
     on_entry: Callable[[int], None] | None,
 ) -> None:
     """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
@@ -370,13 +405,20 @@ def _open_peer_dir(root: Path) -> int:
 def _peer_manifest(root: Path, root_fd: int, into: Path) -> dict[str, Any]:
     manifest = read_peer_manifest(root, root_fd)
     if into.resolve().is_relative_to(root.resolve()):
-        raise ImportSourceError(root, f"holds the journal to import into ({into}), and nothing may be written into the directory it reads",
-                                "import into a journal outside it")
+        raise ImportSourceError(
+            root,
+            f"holds the journal to import into ({into}), and nothing may be written into the directory it reads",
+            "import into a journal outside it",
+        )
     return manifest
 
 
 def import_peer_dir(
-    journal: ImportTarget, root: Path, *, agent_map: Mapping[str, str] | None = None, partial: bool = False,
+    journal: ImportTarget,
+    root: Path,
+    *,
+    agent_map: Mapping[str, str] | None = None,
+    partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
 ) -> ImportSummary:
     """Import the ghostjournal 0.1.1 journal directory *root* into *journal* (see :meth:`journal.Journal.import_dir`).
@@ -421,13 +463,19 @@ def import_peer_dir(
 
 
 def _leave_out_dangling(
-    journal: ImportTarget, links: list[_Links], wheres: list[dict[str, Any]], bad: Callable[[Mapping[str, Any], str], None],
+    journal: ImportTarget,
+    links: list[_Links],
+    wheres: list[dict[str, Any]],
+    bad: Callable[[Mapping[str, Any], str], None],
     outside: frozenset[tuple[str, str]] = frozenset(),
 ) -> None:
     """Mark to skip each spooled entry whose continuity links would dangle or cross agents (see :func:`_dangling`), reporting it as *bad*."""
     for position, ref in _dangling(journal, links, outside).items():
-        bad(wheres[position], f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
-                              "entry of the same agent (verify would report the link for good: entry files are never rewritten)")
+        bad(
+            wheres[position],
+            f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
+            "entry of the same agent (verify would report the link for good: entry files are never rewritten)",
+        )
         wheres[position] = {**wheres[position], "skip": True}
 
 
@@ -459,8 +507,16 @@ def _dangling(journal: ImportTarget, links: list[_Links], outside: frozenset[tup
 
     out: dict[int, str] = {}
     for position, (entry_id, agent, refs) in enumerate(links):
-        missing = next((ref for ref in refs if not (ref in position_of and links[position_of[ref]][1] == agent)
-                        and (entry_id, ref) not in outside and not holds(ref, agent)), None)
+        missing = next(
+            (
+                ref
+                for ref in refs
+                if not (ref in position_of and links[position_of[ref]][1] == agent)
+                and (entry_id, ref) not in outside
+                and not holds(ref, agent)
+            ),
+            None,
+        )
         if missing is not None:
             out[position] = missing
     # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.
@@ -484,6 +540,9 @@ def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> N
     info = os.statvfs(journal.root / "entries")
     needed = entries * info.f_frsize + 3 * size
     if info.f_bavail * info.f_frsize < needed:
-        raise JournalStorageError.for_errno(journal.root / "entries", errno.ENOSPC, f"import {what} into",
-                                            f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; "
-                                            "free space on that filesystem, then import again")
+        raise JournalStorageError.for_errno(
+            journal.root / "entries",
+            errno.ENOSPC,
+            f"import {what} into",
+            f"{needed} bytes are needed and {info.f_bavail * info.f_frsize} are free; free space on that filesystem, then import again",
+        )

@@ -110,8 +110,14 @@ class VerifyReport:
     def to_dict(self) -> dict[str, Any]:
         """As JSON data."""
         document: dict[str, Any] = {
-            "ok": self.is_clean, "files": self.files, "entries": self.entries, "agent": self.agent, "problems": [p.to_dict() for p in self.problems],
-            "counts": self.counts(), "unattributed": self.unattributed, "deep_checked": self.deep_checked,
+            "ok": self.is_clean,
+            "files": self.files,
+            "entries": self.entries,
+            "agent": self.agent,
+            "problems": [p.to_dict() for p in self.problems],
+            "counts": self.counts(),
+            "unattributed": self.unattributed,
+            "deep_checked": self.deep_checked,
         }
         if self.repairs or self.fixed:
             document |= {"repairs": self.repairs, "quarantine": self.quarantine, "fixed": [p.to_dict() for p in self.fixed]}
@@ -171,17 +177,37 @@ def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Proble
     seen.id_of_path[rel_path] = entry.id
     belongs = EntryStore.rel_path_for(entry)
     if belongs != rel_path:
-        return [Problem("misplaced", shown, f"holds entry {entry.id!r} of {entry.ts}, which belongs at entries/{belongs}",
-                        f"a file swapped or copied by hand; restore the right file here from a backup, or {_QUARANTINE}")]
+        return [
+            Problem(
+                "misplaced",
+                shown,
+                f"holds entry {entry.id!r} of {entry.ts}, which belongs at entries/{belongs}",
+                f"a file swapped or copied by hand; restore the right file here from a backup, or {_QUARANTINE}",
+            )
+        ]
     problems = []
     if raw != entry.to_json_bytes():
-        problems.append(Problem("not_canonical", shown, "its bytes are not the canonical JSON of the entry they hold (edited by hand?)",
-                                "restore it from a backup; until then the entry reads as the file's values say"))
+        problems.append(
+            Problem(
+                "not_canonical",
+                shown,
+                "its bytes are not the canonical JSON of the entry they hold (edited by hand?)",
+                "restore it from a backup; until then the entry reads as the file's values say",
+            )
+        )
     if stat.S_IMODE(info.st_mode) != FILE_MODE:
-        problems.append(Problem("mode", shown, f"mode {stat.S_IMODE(info.st_mode):04o}, not {FILE_MODE:04o}", f"chmod {FILE_MODE:o} {shown}"))
+        problems.append(
+            Problem("mode", shown, f"mode {stat.S_IMODE(info.st_mode):04o}, not {FILE_MODE:04o}", f"chmod {FILE_MODE:o} {shown}")
+        )
     if info.st_nlink > 1:
-        problems.append(Problem("hard_linked", shown, f"the file has {info.st_nlink} names (hard links): writing through another name changes this entry",
-                                f"give it a copy of its own: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}"))
+        problems.append(
+            Problem(
+                "hard_linked",
+                shown,
+                f"the file has {info.st_nlink} names (hard links): writing through another name changes this entry",
+                f"give it a copy of its own: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}",
+            )
+        )
     seen.loaded[rel_path] = entry
     return problems
 
@@ -197,14 +223,25 @@ def _link_problems(unique: Sequence[tuple[str, Entry]], agent: str | None) -> li
             for ref in refs:
                 owner = agent_of.get(ref)
                 if owner is None:
-                    problems.append(Problem("dangling_link", f"entries/{path}", f"{name} {ref!r}, which no entry of this journal holds",
-                                            "restore that entry from a backup (links are never rewritten: the entry file is immutable)"))
+                    problems.append(
+                        Problem(
+                            "dangling_link",
+                            f"entries/{path}",
+                            f"{name} {ref!r}, which no entry of this journal holds",
+                            "restore that entry from a backup (links are never rewritten: the entry file is immutable)",
+                        )
+                    )
                 elif owner != entry.agent:
                     # Scoped to one agent, the other agent's id is not shown: it is that agent's data.
                     target = "an entry" if agent is not None else repr(ref)
-                    problems.append(Problem("foreign_link", f"entries/{path}", f"{name} {target} of another agent; reads scoped to "
-                                            f"{entry.agent!r} ignore the link", "nothing to repair: reads never follow it; "
-                                            "restore the entry from a backup if the link is wrong"))
+                    problems.append(
+                        Problem(
+                            "foreign_link",
+                            f"entries/{path}",
+                            f"{name} {target} of another agent; reads scoped to {entry.agent!r} ignore the link",
+                            "nothing to repair: reads never follow it; restore the entry from a backup if the link is wrong",
+                        )
+                    )
     return problems
 
 
@@ -241,9 +278,11 @@ def _index_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | No
 
     def compare(kind: str, what: str, read: Callable[[IndexSnapshot], Iterator[tuple[Any, ...]]]) -> None:
         extra, lacking, changed = _differing(read(main), read(scratch))
-        parts = [f"{len(extra)} {what} of no entry file ({_ids(extra)})" if extra else "",
-                 f"no {what} for {len(lacking)} in the files ({_ids(lacking)})" if lacking else "",
-                 f"{len(changed)} {what} unlike their files ({_ids(changed)})" if changed else ""]
+        parts = [
+            f"{len(extra)} {what} of no entry file ({_ids(extra)})" if extra else "",
+            f"no {what} for {len(lacking)} in the files ({_ids(lacking)})" if lacking else "",
+            f"{len(changed)} {what} unlike their files ({_ids(changed)})" if changed else "",
+        ]
         if extra or lacking or changed:
             problems.append(Problem(kind, INDEX_FILE, "the index has " + "; ".join(p for p in parts if p), _REINDEX))
 
@@ -262,20 +301,39 @@ def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str
     for name in sorted(have.keys() | want.keys()):
         if name not in have or name not in want:
             if have.get(name, (0, 0))[1] or want.get(name, (0, 0))[1]:  # an agent row of no entries is what deletions leave
-                problems.append(Problem("index_agent_text", INDEX_FILE,
-                                        f"the text table of agent {name!r} is {'missing' if name not in have else 'of no entry file'}", _REINDEX))
+                problems.append(
+                    Problem(
+                        "index_agent_text",
+                        INDEX_FILE,
+                        f"the text table of agent {name!r} is {'missing' if name not in have else 'of no entry file'}",
+                        _REINDEX,
+                    )
+                )
             continue
         (main_id, main_count), (scratch_id, scratch_count) = have[name], want[name]
         rows = main.agent_text_rowids(main_id)
         agent_rows = main.entry_rowids(name)
         if main_count != scratch_count or rows != agent_rows:
-            problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} counts {main_count} entries and holds "
-                                    f"{len(rows)} rows, where its files give {scratch_count}", _REINDEX))
+            problems.append(
+                Problem(
+                    "index_agent_text",
+                    INDEX_FILE,
+                    f"the text table of agent {name!r} counts {main_count} entries and holds "
+                    f"{len(rows)} rows, where its files give {scratch_count}",
+                    _REINDEX,
+                )
+            )
             continue
         extra, lacking, changed = _differing(main.vocabulary(main_id), scratch.vocabulary(scratch_id))
         if extra or lacking or changed:
-            problems.append(Problem("index_agent_text", INDEX_FILE, f"the text table of agent {name!r} differs from its files in "
-                                    f"{len(extra | lacking | changed)} words", _REINDEX))
+            problems.append(
+                Problem(
+                    "index_agent_text",
+                    INDEX_FILE,
+                    f"the text table of agent {name!r} differs from its files in {len(extra | lacking | changed)} words",
+                    _REINDEX,
+                )
+            )
     return problems
 
 
@@ -289,17 +347,31 @@ def _vector_problems(main: IndexSnapshot, agent: str | None) -> list[Problem]:
         described = records.get(model)
         embed = f"run 'ghostjournal --nn --model MODEL embed' with the model {model.split(':')[0]!r}"
         if not described:
-            problems.append(Problem("vectors_unnamed", INDEX_FILE, f"{count} vectors of {model!r} name no encoder record", _REINDEX + ", then " + embed))
+            problems.append(
+                Problem("vectors_unnamed", INDEX_FILE, f"{count} vectors of {model!r} name no encoder record", _REINDEX + ", then " + embed)
+            )
             continue
         dimensions = {int(d["dimension"]) for d in described if isinstance(d.get("dimension"), int)}
         if dimensions:
             wrong = main.vectors_of_other_sizes(model, [_FLOAT32_BYTES * d for d in sorted(dimensions)], agent)
             if wrong:
-                problems.append(Problem("vector_size", INDEX_FILE, f"{wrong} vectors of {model!r} are not of its dimension {sorted(dimensions)}",
-                                        _REINDEX + ", then " + embed))
+                problems.append(
+                    Problem(
+                        "vector_size",
+                        INDEX_FILE,
+                        f"{wrong} vectors of {model!r} are not of its dimension {sorted(dimensions)}",
+                        _REINDEX + ", then " + embed,
+                    )
+                )
         if count != entries:
-            problems.append(Problem("vectors_count", INDEX_FILE, f"{count} vectors of {model!r} for {entries} entries",
-                                    embed + " to embed the entries lacking one" if count < entries else _REINDEX))
+            problems.append(
+                Problem(
+                    "vectors_count",
+                    INDEX_FILE,
+                    f"{count} vectors of {model!r} for {entries} entries",
+                    embed + " to embed the entries lacking one" if count < entries else _REINDEX,
+                )
+            )
     orphans = main.orphan_vectors()
     if orphans and agent is None:
         problems.append(Problem("vectors_count", INDEX_FILE, f"{orphans} vectors belong to no indexed entry", _REINDEX))
@@ -323,8 +395,15 @@ def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, unique: Sequence[tu
         norm = float((stored @ stored) ** 0.5 * (fresh @ fresh) ** 0.5)
         cosine = float(stored @ fresh) / norm if norm else 0.0
         if stored.shape != fresh.shape or cosine < MIN_COSINE:
-            problems.append(Problem("vector_stale", f"entries/{path}", f"its stored vector of {semantic.model!r} has cosine {cosine:.4f} with a fresh "
-                                    f"embedding (at least {MIN_COSINE} expected)", "run 'ghostjournal --nn reindex' to embed every entry again"))
+            problems.append(
+                Problem(
+                    "vector_stale",
+                    f"entries/{path}",
+                    f"its stored vector of {semantic.model!r} has cosine {cosine:.4f} with a fresh "
+                    f"embedding (at least {MIN_COSINE} expected)",
+                    "run 'ghostjournal --nn reindex' to embed every entry again",
+                )
+            )
     return problems, len(chosen)
 
 
@@ -338,8 +417,12 @@ def _snapshot(keeper: IndexKeeper, main: IndexSnapshot | None) -> tuple[list[str
             generation = main.begin()
             counter = keeper.lock.read_generation()
             if generation != counter:
-                behind = Problem("index_behind", INDEX_FILE, f"the index caught up with write {'none' if generation is None else generation}, "
-                                 f"the write counter is at {counter}", "open the journal for writing (any append), or " + _REINDEX)
+                behind = Problem(
+                    "index_behind",
+                    INDEX_FILE,
+                    f"the index caught up with write {'none' if generation is None else generation}, the write counter is at {counter}",
+                    "open the journal for writing (any append), or " + _REINDEX,
+                )
         for item in keeper.store.scan():
             if isinstance(item, ScanProblem):
                 foreign.append(item)
@@ -406,7 +489,9 @@ def _indexed_paths(main: IndexSnapshot | None) -> set[str]:
         return set()
 
 
-def _compare_with_rebuild(main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper) -> list[Problem]:
+def _compare_with_rebuild(
+    main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper
+) -> list[Problem]:
     """Rebuild the files into a scratch index in a temporary directory and compare the journal's index with it."""
     with scratch_errors("verify's scratch index"):  # a full or unwritable TMPDIR is named so, never taken for a damaged index
         scratch_dir = tempfile.mkdtemp(prefix="ghostjournal-verify-")
@@ -452,4 +537,3 @@ def repair(keeper: IndexKeeper, found: VerifyReport, *, now: datetime | None = N
         keeper.rebuild_locked(corrupt=any(p.kind == "index_unreadable" for p in found.problems))
         done.repairs.append("rebuilt the index from the entry files")
     return done
-

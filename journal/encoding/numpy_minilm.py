@@ -44,8 +44,18 @@ _BATCH_TOKENS: Final = 4096
 # relative error under 1.2e-7 for every z (Numerical Recipes' erfcc), P's
 # coefficients from the highest power down. A relative error in the tail is
 # what keeps x * Phi(x) exact for large negative x, where 1 + erf(x) cancels.
-_ERFC_COEFFICIENTS: Final = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807,
-                             -0.18628806, 0.09678418, 0.37409196, 1.00002368, -1.26551223)
+_ERFC_COEFFICIENTS: Final = (
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+)
 
 
 class _GeluScratch:
@@ -76,7 +86,7 @@ def _gelu_in_place(x: Array, scratch: _GeluScratch) -> None:
     import numpy as np
 
     flat = x.reshape(-1)
-    z, t, p = (buffer[:flat.size] for buffer in scratch.buffers)
+    z, t, p = (buffer[: flat.size] for buffer in scratch.buffers)
     np.abs(flat, out=z)
     z *= np.float32(1.0 / math.sqrt(2.0))
     np.multiply(z, np.float32(0.5), out=t)
@@ -214,8 +224,8 @@ class MiniLMEncoder:
             tokens = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.float32)
             for row, i in enumerate(batch):
-                tokens[row, :len(ids[i])] = ids[i]
-                mask[row, :len(ids[i])] = 1.0
+                tokens[row, : len(ids[i])] = ids[i]
+                mask[row, : len(ids[i])] = 1.0
             result[batch] = self._forward(tokens, mask)
 
     def _forward(self, tokens: npt.NDArray[np.int64], mask: Array) -> Array:
@@ -346,8 +356,8 @@ def _map_safetensors(path: Path) -> dict[str, Any]:
         mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     buffer = np.frombuffer(mapped, dtype=np.uint8)
     header_size = int(buffer[:8].view("<u8")[0])
-    header = json.loads(bytes(buffer[8:8 + header_size]))
-    data = buffer[8 + header_size:]
+    header = json.loads(bytes(buffer[8 : 8 + header_size]))
+    data = buffer[8 + header_size :]
     tensors: dict[str, Any] = {}
     for name, spec in header.items():
         if name == "__metadata__" or spec["dtype"] not in _SAFETENSORS_DTYPES:

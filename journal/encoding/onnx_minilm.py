@@ -117,25 +117,56 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         hidden = graph.input("embedded", FLOAT, ["texts", "width", self.dimension])
         mask = graph.input("mask", INT32, ["texts", "width"])
         norm_weight, norm_bias = self.embedding_norm
-        hidden = graph.node("LayerNormalization", [hidden, weight("embedding_norm.weight", norm_weight), weight("embedding_norm.bias", norm_bias)],
-                            axis=-1, epsilon=self.epsilon)
+        hidden = graph.node(
+            "LayerNormalization",
+            [hidden, weight("embedding_norm.weight", norm_weight), weight("embedding_norm.bias", norm_bias)],
+            axis=-1,
+            epsilon=self.epsilon,
+        )
         for number, layer in enumerate(self.layers):
+
             def own(part: str, value: Array, number: int = number) -> str:
                 return weight(f"layer{number}.{part}", value)
 
-            attended = graph.node("Attention", [hidden, own("qkv", layer.qkv), own("qkv_bias", layer.qkv_bias), mask],
-                                  domain=_CONTRIB, num_heads=self.heads)
+            attended = graph.node(
+                "Attention", [hidden, own("qkv", layer.qkv), own("qkv_bias", layer.qkv_bias), mask], domain=_CONTRIB, num_heads=self.heads
+            )
             projected = graph.node("MatMul", [attended, own("attention_out", layer.attention_out)])
-            hidden = graph.node("SkipLayerNormalization", [
-                projected, hidden, own("attention_norm.weight", layer.attention_norm[0]), own("attention_norm.bias", layer.attention_norm[1]),
-                own("attention_out_bias", layer.attention_out_bias)], domain=_CONTRIB, epsilon=self.epsilon)
-            inner = graph.node("BiasGelu", [graph.node("MatMul", [hidden, own("intermediate", layer.intermediate)]),
-                                            own("intermediate_bias", layer.intermediate_bias)], domain=_CONTRIB)
+            hidden = graph.node(
+                "SkipLayerNormalization",
+                [
+                    projected,
+                    hidden,
+                    own("attention_norm.weight", layer.attention_norm[0]),
+                    own("attention_norm.bias", layer.attention_norm[1]),
+                    own("attention_out_bias", layer.attention_out_bias),
+                ],
+                domain=_CONTRIB,
+                epsilon=self.epsilon,
+            )
+            inner = graph.node(
+                "BiasGelu",
+                [
+                    graph.node("MatMul", [hidden, own("intermediate", layer.intermediate)]),
+                    own("intermediate_bias", layer.intermediate_bias),
+                ],
+                domain=_CONTRIB,
+            )
             projected = graph.node("MatMul", [inner, own("output", layer.output)])
             last = number == len(self.layers) - 1
-            hidden = graph.node("SkipLayerNormalization", [
-                projected, hidden, own("output_norm.weight", layer.output_norm[0]), own("output_norm.bias", layer.output_norm[1]),
-                own("output_bias", layer.output_bias)], domain=_CONTRIB, epsilon=self.epsilon, output="hidden" if last else None)
+            hidden = graph.node(
+                "SkipLayerNormalization",
+                [
+                    projected,
+                    hidden,
+                    own("output_norm.weight", layer.output_norm[0]),
+                    own("output_norm.bias", layer.output_norm[1]),
+                    own("output_bias", layer.output_bias),
+                ],
+                domain=_CONTRIB,
+                epsilon=self.epsilon,
+                output="hidden" if last else None,
+            )
         graph.output("hidden", FLOAT, ["texts", "width", self.dimension])
         return graph, weights
 

@@ -114,7 +114,9 @@ class _Block:
         needed = self.size + len(rows)
         if needed > len(self.matrix):
             capacity = max(needed, 2 * len(self.matrix))
-            self.matrix = np.concatenate([self.matrix[: self.size], np.zeros((capacity - self.size, self.matrix.shape[1]), dtype=np.float32)])
+            self.matrix = np.concatenate(
+                [self.matrix[: self.size], np.zeros((capacity - self.size, self.matrix.shape[1]), dtype=np.float32)]
+            )
             self.kinds = np.concatenate([self.kinds[: self.size], np.zeros(capacity - self.size, dtype="U16")])
             self.ts_utc = np.concatenate([self.ts_utc[: self.size], np.zeros(capacity - self.size, dtype="U32")])
         new = slice(self.size, needed)
@@ -312,15 +314,17 @@ class SemanticIndex:
             report(0, total)
         with _chunk_encoder(self.encoder) as encode_chunks:
             for start in range(0, total, batch):
-                rows = self._index.texts_of(rowids[start:start + batch])  # entries removed meanwhile are left out
+                rows = self._index.texts_of(rowids[start : start + batch])  # entries removed meanwhile are left out
                 texts = [document_text(theme, tags, focus, voice) for _, _, theme, tags, focus, voice in rows]
                 blobs: list[bytes] = []
-                for vectors in encode_chunks([texts[first:first + _CHUNK] for first in range(0, len(texts), _CHUNK)]):
+                for vectors in encode_chunks([texts[first : first + _CHUNK] for first in range(0, len(texts), _CHUNK)]):
                     blobs += [to_blob(vector) for vector in vectors]
                     done += len(vectors)
                     if report is not None:
                         report(done, total)
-                self._index.store_vectors(self.model, [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)], self.described)
+                self._index.store_vectors(
+                    self.model, [(row[0], row[1], blob) for row, blob in zip(rows, blobs, strict=True)], self.described
+                )
         if report is not None and done != total:
             report(done, done)  # some entries went away meanwhile: the pass still ends at its total
         if done and after == 0:
@@ -376,7 +380,13 @@ class SemanticIndex:
         agent = window.agent
         with self._lock:
             self._refresh()
-            blocks = [self._blocks[agent]] if agent is not None and agent in self._blocks else [] if agent is not None else list(self._blocks.values())
+            blocks = (
+                [self._blocks[agent]]
+                if agent is not None and agent in self._blocks
+                else []
+                if agent is not None
+                else list(self._blocks.values())
+            )
             found: list[tuple[str, float, str]] = []
             for block in blocks:
                 if block.size == 0:

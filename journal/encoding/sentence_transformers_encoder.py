@@ -73,7 +73,12 @@ class SentenceTransformerEncoder:
     """
 
     def __init__(
-        self, model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", batch_size: int = 64, cache_dir: Path | None = None,
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        cache_dir: Path | None = None,
     ) -> None:
         path = resolve_model(model)
         library = _sentence_transformers()
@@ -82,8 +87,9 @@ class SentenceTransformerEncoder:
                 self._model = library.SentenceTransformer(str(path), device=device, local_files_only=True, trust_remote_code=False)
             except (OSError, ValueError) as exc:  # a directory that holds no model sentence-transformers can read
                 reason = " ".join(str(exc).split())[:200]
-                raise SemanticUnavailableError(f"the model in {str(path)!r} cannot be loaded ({reason})",
-                                               "pass a directory that holds a sentence-transformers model") from exc
+                raise SemanticUnavailableError(
+                    f"the model in {str(path)!r} cannot be loaded ({reason})", "pass a directory that holds a sentence-transformers model"
+                ) from exc
         dimension_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimension = int(dimension_of())
         self.name = os.fspath(model)

@@ -168,4 +168,3 @@ def parse_json_payload(raw: bytes) -> object:
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:  # also integers beyond the int/str conversion limit
         raise EntryValidationError("(entry)", "a JSON object", f"invalid JSON: {exc}") from None
-

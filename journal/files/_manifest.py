@@ -58,8 +58,11 @@ def load_manifest(path: Path) -> Manifest:
         raise ManifestError(path, f'not a {FORMAT} manifest (expected "format": "{FORMAT}")')
     version = data.get("format_version")
     if version is None and "manifest_version" in data:
-        raise ManifestError(path, "is the manifest of a ghostjournal 0.1.1 journal (another project's format), not of this ghostjournal; "
-                                  f"bring its entries into a journal of this one with 'ghostjournal --root NEW import {path.parent}'")
+        raise ManifestError(
+            path,
+            "is the manifest of a ghostjournal 0.1.1 journal (another project's format), not of this ghostjournal; "
+            f"bring its entries into a journal of this one with 'ghostjournal --root NEW import {path.parent}'",
+        )
     if type(version) is not int:
         raise ManifestError(path, f"format_version must be an integer, got {version!r}")
     if version > FORMAT_VERSION:
@@ -103,10 +106,18 @@ def create_manifest(path: Path, *, owner: Owner = None) -> Manifest:
         format_version=FORMAT_VERSION,
         created=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-    body = json.dumps(
-        {"journal_id": manifest.journal_id, "format": manifest.format, "format_version": manifest.format_version, "created": manifest.created},
-        indent=2,
-    ).encode("utf-8") + b"\n"
+    body = (
+        json.dumps(
+            {
+                "journal_id": manifest.journal_id,
+                "format": manifest.format,
+                "format_version": manifest.format_version,
+                "created": manifest.created,
+            },
+            indent=2,
+        ).encode("utf-8")
+        + b"\n"
+    )
     temp = path.with_name(f".manifest.tmp-{secrets.token_hex(6)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:

@@ -22,8 +22,16 @@ from typing import Final
 from journal.errors import UnsafePathError
 
 __all__ = [
-    "DIR_MODE", "FILE_MODE", "Owner", "check_dir", "check_regular", "describe",
-    "journal_owner", "make_dir", "open_regular", "take_ownership",
+    "DIR_MODE",
+    "FILE_MODE",
+    "Owner",
+    "check_dir",
+    "check_regular",
+    "describe",
+    "journal_owner",
+    "make_dir",
+    "open_regular",
+    "take_ownership",
 ]
 
 DIR_MODE: Final = 0o700
@@ -116,9 +124,7 @@ def make_dir(path: Path, what: str, owner: Owner) -> None:
         os.close(fd)
 
 
-def open_regular(
-    path: Path | str, flags: int, what: str, *, create: bool = False, owner: Owner = None, dir_fd: int | None = None
-) -> int:
+def open_regular(path: Path | str, flags: int, what: str, *, create: bool = False, owner: Owner = None, dir_fd: int | None = None) -> int:
     """Open the regular file *path* without following a symlink or blocking on a FIFO.
 
     With *create*, a missing file is created (exclusively, so that it is known

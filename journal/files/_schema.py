@@ -61,8 +61,20 @@ _KEY_MAX: Final = 256
 
 _TOP_LEVEL: Final = frozenset(
     {
-        "schema_version", "id", "ts", "kind", "agent", "voice", "theme", "tags", "mood",
-        "anchors", "signals", "embedding", "client_key", "meta",
+        "schema_version",
+        "id",
+        "ts",
+        "kind",
+        "agent",
+        "voice",
+        "theme",
+        "tags",
+        "mood",
+        "anchors",
+        "signals",
+        "embedding",
+        "client_key",
+        "meta",
     }
 )
 
@@ -141,7 +153,9 @@ def check_text_arguments(**arguments: object) -> None:
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{name} must be UTF-8 text, got {show_value(value)} (a character that is no text at position {exc.start})") from None
+            raise ValueError(
+                f"{name} must be UTF-8 text, got {show_value(value)} (a character that is no text at position {exc.start})"
+            ) from None
 
 
 def _require_string(payload: Mapping[str, Any], name: str, path: str, *, max_len: int, label: str) -> str:
@@ -164,7 +178,9 @@ def check_label(value: object, path: str, label: str) -> str:
     if not isinstance(value, str):
         raise EntryValidationError(path, f"{label} (a string)", json_type_name(value))
     if not value.strip() or _CONTROL.search(value) or len(value) > _SHORT:
-        raise EntryValidationError(path, f"a non-empty {label} of at most {_SHORT} characters without control characters", show_value(value))
+        raise EntryValidationError(
+            path, f"a non-empty {label} of at most {_SHORT} characters without control characters", show_value(value)
+        )
     return value
 
 
@@ -181,7 +197,11 @@ def check_agent(value: object, path: str) -> str:
 
 def _require_integer_one(value: object, path: str) -> int:
     if type(value) is not int or value != SCHEMA_VERSION:
-        raise EntryValidationError(path, f"the integer {SCHEMA_VERSION}", show_value(value) if not isinstance(value, bool | float) else f"{json_type_name(value)} {value!r}")
+        raise EntryValidationError(
+            path,
+            f"the integer {SCHEMA_VERSION}",
+            show_value(value) if not isinstance(value, bool | float) else f"{json_type_name(value)} {value!r}",
+        )
     return value
 
 
@@ -229,7 +249,9 @@ def _validate_signals(value: object) -> dict[str, Any]:
         raise EntryValidationError("signals", "an object {focus?, novelty?, continuity_refs?, supersedes?}", json_type_name(value))
     unknown = sorted(set(value) - set(_SIGNAL_FIELDS))
     if unknown:
-        raise EntryValidationError(f"signals.{unknown[0]}", "only 'focus', 'novelty', 'continuity_refs' and 'supersedes' in signals", "an unknown field")
+        raise EntryValidationError(
+            f"signals.{unknown[0]}", "only 'focus', 'novelty', 'continuity_refs' and 'supersedes' in signals", "an unknown field"
+        )
     if "focus" in value:
         check_label(value["focus"], "signals.focus", "focus")
     if "novelty" in value:
@@ -345,7 +367,9 @@ def validate_and_encode(payload: object, *, now: datetime | None) -> tuple[dict[
     if "client_key" in payload:
         key = payload["client_key"]
         if not isinstance(key, str) or not key or len(key) > _KEY_MAX or _CONTROL.search(key):
-            raise EntryValidationError("client_key", f"a non-empty string of at most {_KEY_MAX} characters without control characters", show_value(key))
+            raise EntryValidationError(
+                "client_key", f"a non-empty string of at most {_KEY_MAX} characters without control characters", show_value(key)
+            )
         data["client_key"] = key
     data["meta"] = _validate_meta(payload.get("meta", {}))
 
@@ -358,6 +382,7 @@ def validate_and_encode(payload: object, *, now: datetime | None) -> tuple[dict[
         raise EntryValidationError(where, "text that UTF-8 can encode (no lone surrogates U+D800..U+DFFF)", what) from None
     # The limit is on the whole file, its final newline included.
     if len(encoded) > MAX_ENTRY_BYTES:
-        raise EntryValidationError("(entry)", f"at most {MAX_ENTRY_BYTES} bytes of entry file (canonical JSON and its final newline)", f"{len(encoded)} bytes")
+        raise EntryValidationError(
+            "(entry)", f"at most {MAX_ENTRY_BYTES} bytes of entry file (canonical JSON and its final newline)", f"{len(encoded)} bytes"
+        )
     return data, encoded
-

@@ -75,8 +75,10 @@ def _permission_fix(path: Path | str, access: str = "write") -> str | None:
         owner = f"{pwd.getpwuid(info.st_uid).pw_name} (uid {info.st_uid})"
     except KeyError:
         owner = f"uid {info.st_uid}"
-    return (f"{str(directory)!r} is owned by {owner} with mode {stat.S_IMODE(info.st_mode):04o} and this process runs as uid {os.geteuid()}; "
-            f"run as a user that may {access} {'it' if os.path.isfile(directory) and access == 'read' else 'there'}, or change its owner or mode")
+    return (
+        f"{str(directory)!r} is owned by {owner} with mode {stat.S_IMODE(info.st_mode):04o} and this process runs as uid {os.geteuid()}; "
+        f"run as a user that may {access} {'it' if os.path.isfile(directory) and access == 'read' else 'there'}, or change its owner or mode"
+    )
 
 
 def is_storage_failure(exc: sqlite3.Error) -> bool:

@@ -26,9 +26,7 @@ from journal.files.entry import MAX_ENTRY_BYTES, Entry
 __all__ = ["EntryStore", "PendingEntry", "ScanProblem", "check_entry_path"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_ENTRY_PATH: Final = re.compile(
-    r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json"
-)
+_ENTRY_PATH: Final = re.compile(r"(?P<y>\d{4})/(?P<m>\d{2})/(?P<d>\d{2})/(?P<id>[A-Za-z0-9][A-Za-z0-9_-]{0,127})\.json")
 _TEMP_PREFIX: Final = ".tmp-"
 # The largest file read as an entry: the size limit of canonical JSON plus its
 # newline. Whether the bytes are a valid entry is journal.files.entry's to judge.
@@ -185,7 +183,7 @@ class EntryStore:
             take_ownership(fd, _FILE_MODE, self._owner)
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             self._fsync(fd, meanwhile)
         except BaseException:
             os.close(fd)

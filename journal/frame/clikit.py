@@ -46,7 +46,22 @@ from click.core import ParameterSource
 from journal.errors import JournalStorageError
 from journal.frame.timeinput import TIME_FORMS, parse_time_input
 
-__all__ = ["CommandGroup", "TimeParam", "after_command", "echo", "force_option", "json_text", "once_each", "out_option", "output_option", "repeated_option", "terminal_width", "version_option", "wants_json", "warn"]
+__all__ = [
+    "CommandGroup",
+    "TimeParam",
+    "after_command",
+    "echo",
+    "force_option",
+    "json_text",
+    "once_each",
+    "out_option",
+    "output_option",
+    "repeated_option",
+    "terminal_width",
+    "version_option",
+    "wants_json",
+    "warn",
+]
 
 _JSON_KEY: Final = "clikit.json"
 
@@ -167,9 +182,14 @@ def _attach(group: click.Group, command: click.Command) -> None:
 def repeated_option(option: click.Option, *, expose_value: bool = False) -> click.Option:
     """A command's copy of the group's *option*: same name, type and help, no default and no environment variable."""
     return click.Option(
-        [str(option.name), *option.opts], type=None if option.is_flag else option.type, is_flag=option.is_flag,
-        default=False if option.is_flag else None, metavar=option.metavar, help=option.help,
-        expose_value=expose_value, callback=after_command,
+        [str(option.name), *option.opts],
+        type=None if option.is_flag else option.type,
+        is_flag=option.is_flag,
+        default=False if option.is_flag else None,
+        metavar=option.metavar,
+        help=option.help,
+        expose_value=expose_value,
+        callback=after_command,
     )
 
 
@@ -191,7 +211,8 @@ def after_command(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     if owner is not None and owner.get_parameter_source(name) is ParameterSource.COMMANDLINE and owner.params[name] != value:
         flag = max(param.opts, key=len)
         raise click.UsageError(
-            f"{flag} is given before the command as {str(owner.params[name])!r} and after it as {str(value)!r}; give it once", ctx,
+            f"{flag} is given before the command as {str(owner.params[name])!r} and after it as {str(value)!r}; give it once",
+            ctx,
         )
     if ctx.obj is not None and hasattr(ctx.obj, name):
         setattr(ctx.obj, name, value)
@@ -239,7 +260,11 @@ def output_option(function: Any) -> Any:
             ctx.meta[_JSON_KEY] = value
 
     return click.option(
-        "--json/--text", "output_json", default=None, expose_value=False, callback=remember,
+        "--json/--text",
+        "output_json",
+        default=None,
+        expose_value=False,
+        callback=remember,
         help="Print JSON, or text for a person. Default: text on a terminal, JSON when piped.",
     )(function)
 
@@ -257,16 +282,25 @@ def out_option(what: str) -> Callable[[Any], Any]:
             raise click.BadParameter(f"stdout is a terminal and {what} is an HTML file: pass --out FILE, or pipe the output")
         return value
 
-    return click.option("--out", "out", default="-", show_default=True, callback=checked,
-                        help=f"The file to write {what} to (replaced whole, never through a symlink, into a FIFO or inside a journal), "
-                             "or - for stdout.")
+    return click.option(
+        "--out",
+        "out",
+        default="-",
+        show_default=True,
+        callback=checked,
+        help=f"The file to write {what} to (replaced whole, never through a symlink, into a FIFO or inside a journal), or - for stdout.",
+    )
 
 
 def force_option(what: str) -> Callable[[Any], Any]:
     """``--force``: replace a file at ``--out`` that is not an earlier *what* (see :mod:`journal.frame.outfile`); reaches the command as ``force``."""
-    return click.option("--force", "force", is_flag=True,
-                        help=f"Replace a file at --out that is not an earlier {what} (a file inside a journal, a link, a FIFO or a directory "
-                             "is refused all the same).")
+    return click.option(
+        "--force",
+        "force",
+        is_flag=True,
+        help=f"Replace a file at --out that is not an earlier {what} (a file inside a journal, a link, a FIFO or a directory "
+        "is refused all the same).",
+    )
 
 
 def wants_json() -> bool:

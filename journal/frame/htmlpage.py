@@ -68,8 +68,10 @@ def content_security_policy() -> str:
 
 
 #: How every page :func:`page` writes begins, whatever its policy's hashes: what :func:`page_title` knows one by.
-_OPENING: Final = (b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-                   b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; ')
+_OPENING: Final = (
+    b'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+)
 _TITLE: Final = re.compile(rb"\n<title>([^<\n]*)</title>\n")
 #: Where the title of such a page ends at the latest: after the policy and two short tags (an agent's name is short).
 _HEAD_BYTES: Final = 16 * 1024

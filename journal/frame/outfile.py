@@ -37,7 +37,15 @@ from typing import BinaryIO, Final
 from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
-__all__ = ["STDOUT", "OutputKind", "partial_directory", "refuse_inside_journals", "remove_abandoned_partials", "replace_durably", "streamed_output", "write_output"]
+__all__ = [
+    "STDOUT",
+    "OutputKind",
+    "claim_partial_directory",
+    "refuse_inside_journals",
+    "replace_durably",
+    "streamed_output",
+    "write_output",
+]
 
 #: The ``--out`` value that means standard output.
 STDOUT = "-"
@@ -77,7 +85,9 @@ def refuse_inside_journals(path: Path | str, what: str, journals: Mapping[str, P
             raise OutputPathError(path, f"{what} is inside {name} ({str(root)!r}), which only the journal writes; name one outside it")
     for directory in (real, *real.parents):
         if holds_journal_manifest(directory):
-            raise OutputPathError(path, f"{what} is inside the journal {str(directory)!r}, which only the journal writes; name one outside it")
+            raise OutputPathError(
+                path, f"{what} is inside the journal {str(directory)!r}, which only the journal writes; name one outside it"
+            )
 
 
 def _fix(code: int | None) -> str | None:
@@ -91,8 +101,15 @@ def _fix(code: int | None) -> str | None:
     return None  # a full disk's own hint (free space) holds for any file
 
 
-def write_output(target: str, data: bytes, *, kind: OutputKind, journals: Mapping[str, Path] = _NO_JOURNALS, force: bool = False,
-                 stdout: BinaryIO | None = None) -> Path | None:
+def write_output(
+    target: str,
+    data: bytes,
+    *,
+    kind: OutputKind,
+    journals: Mapping[str, Path] = _NO_JOURNALS,
+    force: bool = False,
+    stdout: BinaryIO | None = None,
+) -> Path | None:
     """Write *data* to the file *target* atomically, or to *stdout* when *target* is ``-``; return the path written (None for stdout).
 
     *journals*: the journals the command knows of (see :func:`refuse_inside_journals`); *force*: replace a
@@ -120,8 +137,9 @@ def write_output(target: str, data: bytes, *, kind: OutputKind, journals: Mappin
         replace_durably(path, data, prepare=lambda fd: os.fchmod(fd, FILE_MODE))
     except OSError as exc:
         into = exc.filename == str(directory)  # the temporary file could not be made there
-        raise JournalStorageError.for_errno(directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}",
-                                            _fix(exc.errno)) from None
+        raise JournalStorageError.for_errno(
+            directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}", _fix(exc.errno)
+        ) from None
     return path
 
 
@@ -131,8 +149,9 @@ def _checked_target(target: str, kind: OutputKind, journals: Mapping[str, Path],
     last = os.path.basename(target)
     if last in ("", ".", ".."):
         # Path() would drop a trailing "/" or "/.": "--out reports/" would then become a file named reports.
-        raise OutputPathError(target, f"{what} names a directory (it ends with {last or '/'!r}), "
-                                      "not a file; name a file in it, such as report.html")
+        raise OutputPathError(
+            target, f"{what} names a directory (it ends with {last or '/'!r}), not a file; name a file in it, such as report.html"
+        )
     path = Path(target)
     refuse_inside_journals(path, what, journals)
     try:
@@ -158,8 +177,9 @@ def _is_earlier(path: Path, kind: OutputKind) -> bool:
 
 
 @contextlib.contextmanager
-def streamed_output(target: str, *, kind: OutputKind, journals: Mapping[str, Path] = _NO_JOURNALS, force: bool = False,
-                    stdout: BinaryIO | None = None) -> Iterator[BinaryIO]:
+def streamed_output(
+    target: str, *, kind: OutputKind, journals: Mapping[str, Path] = _NO_JOURNALS, force: bool = False, stdout: BinaryIO | None = None
+) -> Iterator[BinaryIO]:
     """A binary stream that becomes the file *target* whole when the block ends without error (``-``: *stdout* as it is).
 
     The stream is a temporary file in the target's directory: written as the
@@ -238,16 +258,38 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
         raise
 
 
-def partial_directory(target: Path) -> tuple[Path, int]:
-    """Make the hidden directory (``.NAME.XXXXXXXX.partial``, mode 0700) a copy meant for *target* is written in before its rename.
+def claim_partial_directory(target: Path) -> tuple[Path, int]:
+    """Make the hidden directory (``.NAME.XXXXXXXX.partial``, mode 0700) a copy meant for *target* is written in before its rename, after
+    removing those of earlier copies meant for *target* that no process holds any more (what a run killed before its rename left).
 
     Returns it and a descriptor that holds its lock (the kernel's flock) until closed: closed by the caller once the copy is renamed or
-    removed, and released by the kernel however the process ends, so a partial directory no process holds is one a killed run left
-    (see :func:`remove_abandoned_partials`).
+    removed, and released by the kernel however the process ends, so a partial directory no process holds is one a killed run left.
+
+    Making a partial directory and locking it are two steps; a lock on the parent directory (shared while claiming, exclusive while
+    removing) keeps another run's removal out from between them. A removal that finds the parent busy leaves the leftovers to a later run.
 
     Raises:
         OSError: the directory could not be made (nothing is left).
     """
+    try:
+        parent = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        parent = None  # a parent this user may not list: no leftovers can be found, and mkdtemp says what else is wrong
+    try:
+        if parent is not None:
+            try:
+                fcntl.flock(parent, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fcntl.flock(parent, fcntl.LOCK_SH)  # another run is claiming (or a backup run holds the directory): no removal now
+            else:
+                _remove_abandoned_partials(target)
+        return _make_locked_partial(target)
+    finally:
+        if parent is not None:
+            os.close(parent)
+
+
+def _make_locked_partial(target: Path) -> tuple[Path, int]:
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
     try:
         held = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -259,17 +301,14 @@ def partial_directory(target: Path) -> tuple[Path, int]:
     return work, held
 
 
-def remove_abandoned_partials(target: Path) -> list[str]:
-    """Remove the partial directories of copies meant for *target* that no process holds any more: what a run killed (SIGKILL, a power cut)
-    before its rename left. One still being written is locked by its run and left alone; one that cannot be removed stays. Returns the
-    names removed.
-    """
+def _remove_abandoned_partials(target: Path) -> None:
+    """Remove the partial directories meant for *target* that no process holds; one still being written is locked by its run and left
+    alone, and one that cannot be removed stays (hidden, it never stops the new copy)."""
     prefix = f".{target.name}."
     try:
         names = [name for name in os.listdir(target.parent) if name.startswith(prefix) and name.endswith(".partial")]
-    except FileNotFoundError:
-        return []
-    removed = []
+    except OSError:
+        return
     for name in names:
         try:
             held = os.open(target.parent / name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -278,14 +317,9 @@ def remove_abandoned_partials(target: Path) -> list[str]:
         try:
             fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(held)
             continue  # a run still writing it
-        try:
-            shutil.rmtree(target.parent / name)
-        except OSError:
-            continue  # it stays, hidden, and never stops the new copy
         else:
-            removed.append(name)
+            with contextlib.suppress(OSError):
+                shutil.rmtree(target.parent / name)
         finally:
             os.close(held)
-    return removed

@@ -92,7 +92,9 @@ def zone_name(zone: tzinfo) -> str:
     return key if isinstance(key, str) else str(datetime.now(zone).tzname())
 
 
-def parse_time_input(text: str, *, zone: tzinfo, now: datetime, earliest: datetime | None = None, latest: datetime | None = None) -> datetime:
+def parse_time_input(
+    text: str, *, zone: tzinfo, now: datetime, earliest: datetime | None = None, latest: datetime | None = None
+) -> datetime:
     """*text* (one of the forms in the module docstring) as an aware time.
 
     Args:
@@ -147,7 +149,11 @@ def _parse_iso(value: str) -> date | datetime | None:
     if not value or not value[:1].isdigit():
         return None  # fromisoformat accepts a few forms no user means, such as a leading sign or blank
     try:
-        return date.fromisoformat(value) if len(value) <= 10 and "T" not in value.upper() and ":" not in value else datetime.fromisoformat(value)
+        return (
+            date.fromisoformat(value)
+            if len(value) <= 10 and "T" not in value.upper() and ":" not in value
+            else datetime.fromisoformat(value)
+        )
     except ValueError:
         return None
 

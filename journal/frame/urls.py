@@ -20,7 +20,9 @@ _LABEL: Final = re.compile(r"[A-Za-z0-9_-]{1,63}")
 _MAX_HOST: Final = 253
 _MAX_PORT: Final = 65535
 #: What every refusal says a URL's address must be.
-HOST_EXPECTED: Final = "a URL whose host is an ASCII name (dot-separated labels of letters, digits, '-' or '_'), an IPv4 address or an [IPv6] address"
+HOST_EXPECTED: Final = (
+    "a URL whose host is an ASCII name (dot-separated labels of letters, digits, '-' or '_'), an IPv4 address or an [IPv6] address"
+)
 PORT_EXPECTED: Final = "a URL whose port is a number from 1 to 65535"
 
 

@@ -27,18 +27,207 @@ _SNIPPET_WORDS: Final = 24
 # Words too common to carry meaning in a query; dropping them keeps BM25 from
 # scoring most of the journal for "what did I ...".
 _STOPWORDS: Final = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves"]
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
 )
 # Words that say when, not what: a journal is all dated entries, so "what's new
 # today?" or "last week" matching an entry is no sign that the entry is about
 # the question. They are searched and ranked like any word, but a match on them
 # alone does not keep an entry below the relevance floor (see telling()).
 _TIME_WORDS: Final = frozenset(
-    ["ago", "afternoon", "current", "currently", "daily", "day", "days", "earlier", "evening", "hour", "hours", "last", "lately", "later",
-     "latest", "minute", "minutes", "month", "monthly", "months", "morning", "new", "newer", "newest", "next", "night", "past", "previous",
-     "previously", "recent", "recently", "since", "soon", "time", "times", "today", "tomorrow", "tonight", "week", "weekend", "weekly", "weeks",
-     "year", "yearly", "years", "yesterday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january",
-     "february", "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"]
+    [
+        "ago",
+        "afternoon",
+        "current",
+        "currently",
+        "daily",
+        "day",
+        "days",
+        "earlier",
+        "evening",
+        "hour",
+        "hours",
+        "last",
+        "lately",
+        "later",
+        "latest",
+        "minute",
+        "minutes",
+        "month",
+        "monthly",
+        "months",
+        "morning",
+        "new",
+        "newer",
+        "newest",
+        "next",
+        "night",
+        "past",
+        "previous",
+        "previously",
+        "recent",
+        "recently",
+        "since",
+        "soon",
+        "time",
+        "times",
+        "today",
+        "tomorrow",
+        "tonight",
+        "week",
+        "weekend",
+        "weekly",
+        "weeks",
+        "year",
+        "yearly",
+        "years",
+        "yesterday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ]
 )
 _TOKEN: Final = re.compile(r"[^\W_]+")
 # An English clitic after an apostrophe ("what's", "don't", "I'll"). The index's
@@ -148,7 +337,14 @@ class TextSearch:
         self._plans.clear()
 
     def search(
-        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str], with_snippets: bool,
+        self,
+        conn: sqlite3.Connection,
+        query: QueryWords,
+        *,
+        k: int,
+        window: Window,
+        exclude: Sequence[str],
+        with_snippets: bool,
     ) -> list[SearchRow]:
         """The best *k* rows in *window* for *query*, by BM25; see :meth:`journal.indexing.index.Index.search`."""
         terms = list(query.terms)
@@ -193,12 +389,17 @@ class TextSearch:
         if plan is None:
             return set()
         table, match, _ = plan
-        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
+        rowids = dict(
+            conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+        )
         marks = ",".join("?" * len(rowids))
         searched = _QUOTED.findall(match)
         lacking: set[str] = set()
         for term in searched:
-            holding = {row[0] for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids])}
+            holding = {
+                row[0]
+                for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids])
+            }
             lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
         return lacking
 
@@ -234,8 +435,12 @@ class TextSearch:
             return set(entry_ids)
         if not telling:
             return set()
-        rowids = dict(conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall())
-        holding = conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({','.join('?' * len(rowids))})", [_any_of(telling), *rowids])
+        rowids = dict(
+            conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+        )
+        holding = conn.execute(
+            f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({','.join('?' * len(rowids))})", [_any_of(telling), *rowids]
+        )
         return {rowids[row[0]] for row in holding}
 
     def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
@@ -265,7 +470,9 @@ def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int,
     return _any_of(rare), False
 
 
-def _newest_ranked(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int) -> list[tuple[Any, ...]]:
+def _newest_ranked(
+    conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int
+) -> list[tuple[Any, ...]]:
     """The best *k* of the newest :attr:`CommonWords.candidates` matches, as rows of :data:`COLUMNS`, score and rowid.
 
     Newest by the entries' own time, then id, never by rowid: rowids follow the
@@ -279,17 +486,25 @@ def _newest_ranked(conn: sqlite3.Connection, table: str, match: str, clauses: li
     if not picked:
         return []
     chosen = set(picked)
-    scored = conn.execute(f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(picked), max(picked)])
+    scored = conn.execute(
+        f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
+        [match, min(picked), max(picked)],
+    )
     rank = {rowid: score for rowid, score in scored if rowid in chosen}
     # picked is newest first, so a stable sort by score leaves ties to the newer entry, then the id, as the other plan does.
     best = sorted(picked, key=lambda rowid: rank[rowid])[:k]
-    rows = {row[-1]: row for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)}
+    rows = {
+        row[-1]: row
+        for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
+    }
     return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
 
 def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:
     """True if *term* is in at least *threshold* rows of *table* (counting stops there)."""
-    found = conn.execute(f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)).fetchone()[0]
+    found = conn.execute(
+        f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)
+    ).fetchone()[0]
     return int(found) >= threshold
 
 

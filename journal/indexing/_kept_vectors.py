@@ -55,7 +55,7 @@ def restore_vectors(conn: sqlite3.Connection) -> int:
     ).rowcount
     live = {row[0] for row in conn.execute("SELECT DISTINCT model FROM main.vectors")}
     for key, value in conn.execute("SELECT key, value FROM temp.kept_encoders").fetchall():
-        if key[len(ENCODER_PREFIX):].rsplit("\n", 1)[0] in live:
+        if key[len(ENCODER_PREFIX) :].rsplit("\n", 1)[0] in live:
             conn.execute("INSERT OR IGNORE INTO main.state (key, value) VALUES (?, ?)", (key, value))
     conn.execute("DROP TABLE temp.kept_vectors")
     conn.execute("DROP TABLE IF EXISTS temp.kept_encoders")

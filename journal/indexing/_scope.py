@@ -74,8 +74,10 @@ def bound(value: datetime | str | None, name: str) -> str | None:
         try:
             value = parse_timestamp(value, name)
         except EntryValidationError as exc:
-            raise ValueError(f"{name} must be an ISO 8601 time with seconds and a timezone such as '2026-09-05T16:00:00Z' "
-                             f"or '2026-09-05T16:00:00+02:00', within years 1-9999 in UTC, got {show_value(value)}") from exc
+            raise ValueError(
+                f"{name} must be an ISO 8601 time with seconds and a timezone such as '2026-09-05T16:00:00Z' "
+                f"or '2026-09-05T16:00:00+02:00', within years 1-9999 in UTC, got {show_value(value)}"
+            ) from exc
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise ValueError(f"{name} must be a timezone-aware datetime or ISO 8601 string, got {show_value(value)}")
     try:

@@ -16,8 +16,19 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
-    "COLUMNS", "FTS_COLUMNS", "INDEX_SCHEMA_VERSION", "WHOLE_JOURNAL", "IndexRow", "IndexState", "VectorRow", "VectorState",
-    "Window", "agent_text_table", "create_tables", "scoped_text_table", "text_table_of",
+    "COLUMNS",
+    "FTS_COLUMNS",
+    "INDEX_SCHEMA_VERSION",
+    "WHOLE_JOURNAL",
+    "IndexRow",
+    "IndexState",
+    "VectorRow",
+    "VectorState",
+    "Window",
+    "agent_text_table",
+    "create_tables",
+    "scoped_text_table",
+    "text_table_of",
 ]
 
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
@@ -146,7 +157,12 @@ class Window:
         """SQL conditions on the entries table (as ``e``) that keep the window, with their parameters."""
         clauses: list[str] = []
         params: list[Any] = []
-        for condition, value in (("e.kind = ?", self.kind), ("e.agent = ?", self.agent), ("e.ts_utc >= ?", self.since), ("e.ts_utc < ?", self.until)):
+        for condition, value in (
+            ("e.kind = ?", self.kind),
+            ("e.agent = ?", self.agent),
+            ("e.ts_utc >= ?", self.since),
+            ("e.ts_utc < ?", self.until),
+        ):
             if value is not None:
                 clauses.append(condition)
                 params.append(value)

@@ -50,10 +50,19 @@ class Digest:
 
     def to_dict(self) -> dict[str, Any]:
         data = {
-            "agent": self.agent, "since": self.since, "until": self.until, "count": self.count,
-            "first_ts": self.first_ts, "last_ts": self.last_ts, "kinds": dict(self.kinds),
-            "themes": list(self.themes), "tags": list(self.tags), "focus": list(self.focus),
-            "moods": list(self.moods), "novelty": dict(self.novelty), "continuity": dict(self.continuity),
+            "agent": self.agent,
+            "since": self.since,
+            "until": self.until,
+            "count": self.count,
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
+            "kinds": dict(self.kinds),
+            "themes": list(self.themes),
+            "tags": list(self.tags),
+            "focus": list(self.focus),
+            "moods": list(self.moods),
+            "novelty": dict(self.novelty),
+            "continuity": dict(self.continuity),
             "corrections": dict(self.corrections),
         }
         if self.as_of is not None:
@@ -120,14 +129,29 @@ def row_of_entry(entry: Entry, path: str) -> IndexRow:
     """The index row that the entry file at *path* stands for, so a digest can be computed from files."""
     signals = entry.signals or {}
     return IndexRow(
-        id=entry.id, path=path, ts=entry.ts, ts_utc=utc_key(entry.timestamp), kind=entry.kind, agent=entry.agent,
-        theme=entry.theme, mood=entry.mood, focus=signals.get("focus"), novelty=signals.get("novelty"), tags=tuple(entry.tags),
+        id=entry.id,
+        path=path,
+        ts=entry.ts,
+        ts_utc=utc_key(entry.timestamp),
+        kind=entry.kind,
+        agent=entry.agent,
+        theme=entry.theme,
+        mood=entry.mood,
+        focus=signals.get("focus"),
+        novelty=signals.get("novelty"),
+        tags=tuple(entry.tags),
     )
 
 
 def compute_digest(
-    rows: Sequence[IndexRow], links: Sequence[tuple[str, str]], *, agent: str | None, since: str | None, until: str | None,
-    corrections: Sequence[tuple[str, str]] = (), as_of: str | None = None,
+    rows: Sequence[IndexRow],
+    links: Sequence[tuple[str, str]],
+    *,
+    agent: str | None,
+    since: str | None,
+    until: str | None,
+    corrections: Sequence[tuple[str, str]] = (),
+    as_of: str | None = None,
 ) -> Digest:
     """Summarize *rows* (oldest first), the continuity *links* leaving them and the *corrections* (supersessions) they declare."""
     return Digest(
@@ -147,4 +171,3 @@ def compute_digest(
         corrections={"entries": len({src for src, _ in corrections}), "superseded": len({dst for _, dst in corrections})},
         as_of=as_of,
     )
-

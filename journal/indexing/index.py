@@ -93,8 +93,18 @@ class Index(Database):
             "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.theme,
-                entry.mood, signals.get("focus"), signals.get("novelty"), json.dumps(list(entry.tags)), entry.client_key,
+                entry.id,
+                rel_path,
+                entry.ts,
+                utc_key(entry.timestamp),
+                entry.kind,
+                entry.agent,
+                entry.theme,
+                entry.mood,
+                signals.get("focus"),
+                signals.get("novelty"),
+                json.dumps(list(entry.tags)),
+                entry.client_key,
                 int(entry.is_simulated),
             ),
         )
@@ -157,7 +167,9 @@ class Index(Database):
     @staticmethod
     def insert_vector(conn: sqlite3.Connection, entry_id: str, model: str, vector: bytes) -> None:
         """Store the vector of an entry inserted in the same open transaction."""
-        conn.execute("INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE id = ?", (model, vector, entry_id))
+        conn.execute(
+            "INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE id = ?", (model, vector, entry_id)
+        )
 
     def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]], described: dict[str, Any] | None = None) -> None:
         """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped.
@@ -189,7 +201,8 @@ class Index(Database):
         with corruption_guard():
             return int(
                 self.conn.execute(
-                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid WHERE v.entry IS NULL", (model,)
+                    "SELECT count(*) FROM entries e LEFT JOIN vectors v ON v.model = ? AND v.entry = e.rowid WHERE v.entry IS NULL",
+                    (model,),
                 ).fetchone()[0]
             )
 
@@ -210,7 +223,7 @@ class Index(Database):
         rows = []
         with corruption_guard():
             for start in range(0, len(rowids), _IDS_PER_QUERY):  # SQLite takes at most 32,766 parameters per statement
-                part = rowids[start:start + _IDS_PER_QUERY]
+                part = rowids[start : start + _IDS_PER_QUERY]
                 rows += self.conn.execute(
                     "SELECT e.rowid, e.id, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
                     f" WHERE e.rowid IN ({','.join('?' * len(part))}) ORDER BY e.rowid",
@@ -252,7 +265,7 @@ class Index(Database):
         with self.transaction() as conn:
             live = {row[0] for row in conn.execute("SELECT DISTINCT model FROM vectors")}
             for (name,) in conn.execute("SELECT key FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE).fetchall():
-                if name[len(ENCODER_PREFIX):].rsplit("\n", 1)[0] not in live:
+                if name[len(ENCODER_PREFIX) :].rsplit("\n", 1)[0] not in live:
                     conn.execute("DELETE FROM state WHERE key = ?", (name,))
 
     def vectors_after(self, model: str, after_rowid: int) -> list[VectorRow]:
@@ -316,7 +329,7 @@ class Index(Database):
         found: dict[str, int] = {}
         with corruption_guard():
             for start in range(0, len(ids), _IDS_PER_QUERY):
-                part = list(ids[start:start + _IDS_PER_QUERY])
+                part = list(ids[start : start + _IDS_PER_QUERY])
                 found.update(self.conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
         return found
 
@@ -336,7 +349,12 @@ class Index(Database):
             return self.conn.execute(sql, (int(simulated), *((agent,) if agent is not None else ()))).fetchone() is not None
 
     def rows(
-        self, window: Window = WHOLE_JOURNAL, *, limit: int | None = None, ids: Sequence[str] | None = None, oldest_first: bool = False,
+        self,
+        window: Window = WHOLE_JOURNAL,
+        *,
+        limit: int | None = None,
+        ids: Sequence[str] | None = None,
+        oldest_first: bool = False,
     ) -> list[IndexRow]:
         """Index rows in *window* (among *ids*, if given), newest first unless *oldest_first*."""
         clauses, params = window.where()
@@ -353,7 +371,13 @@ class Index(Database):
             return [IndexRow.from_sql(r) for r in self.conn.execute(sql, params)]
 
     def search(
-        self, query: str | QueryWords, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = (), with_snippets: bool = True,
+        self,
+        query: str | QueryWords,
+        *,
+        k: int,
+        window: Window = WHOLE_JOURNAL,
+        exclude: Sequence[str] = (),
+        with_snippets: bool = True,
     ) -> list[SearchRow]:
         """Rank the entries in *window* for *query* by BM25 (any text is accepted, or its words parsed once by :class:`QueryWords`).
 
@@ -441,5 +465,8 @@ class Index(Database):
 
     def corrections_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Supersession pairs ``(src, dst)`` whose source is among *ids* and whose target is an entry of the same agent."""
-        return self._pairs_among(ids, "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
-                                      " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent")
+        return self._pairs_among(
+            ids,
+            "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+            " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent",
+        )

@@ -38,7 +38,9 @@ __all__ = ["IndexSnapshot", "copy_index"]
 
 #: Rows fetched at a time by the reads that stream a window.
 _BATCH: Final = 500
-_ROW_COLUMNS: Final = "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
+_ROW_COLUMNS: Final = (
+    "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
+)
 _TEXT_COLUMNS: Final = ", ".join("f." + column for column in FTS_COLUMNS.split(", "))
 #: A read-only connection waits this long (ms) for a writer's lock rather than fail at once.
 _BUSY_TIMEOUT_MS: Final = 60000
@@ -112,7 +114,7 @@ class IndexSnapshot:
         """Each encoder key's recorded identities (one per implementation), as stored by :meth:`journal.indexing.index.Index.record_encoder`."""
         records: dict[str, list[dict[str, Any]]] = {}
         for key, value in self._conn.execute("SELECT key, value FROM state WHERE key >= ? AND key < ?", ENCODER_RANGE):
-            model = key[len(ENCODER_PREFIX):].rsplit("\n", 1)[0]
+            model = key[len(ENCODER_PREFIX) :].rsplit("\n", 1)[0]
             records.setdefault(model, []).append(json.loads(value))
         return records
 
@@ -206,17 +208,27 @@ class IndexSnapshot:
     def vectors_of_other_sizes(self, model: str, sizes: Sequence[int], agent: str | None = None) -> int:
         """How many vectors of *model* (with *agent*: of that agent's entries) are of none of the byte lengths *sizes*."""
         join, params = _agent_join(agent)
-        sql = f"SELECT count(*) FROM vectors v {join or 'WHERE 1'} AND v.model = ? AND length(v.vector) NOT IN ({','.join('?' * len(sizes))})"
+        sql = (
+            f"SELECT count(*) FROM vectors v {join or 'WHERE 1'} AND v.model = ? AND length(v.vector) NOT IN ({','.join('?' * len(sizes))})"
+        )
         return int(self._conn.execute(sql, [*params, model, *sizes]).fetchone()[0])
 
     def orphan_vectors(self) -> int:
         """How many vectors belong to no entry row."""
-        return int(self._conn.execute("SELECT count(*) FROM vectors v LEFT JOIN entries e ON e.rowid = v.entry WHERE e.rowid IS NULL").fetchone()[0])
+        return int(
+            self._conn.execute("SELECT count(*) FROM vectors v LEFT JOIN entries e ON e.rowid = v.entry WHERE e.rowid IS NULL").fetchone()[
+                0
+            ]
+        )
 
     def vectors_of(self, model: str) -> Iterator[tuple[str, bytes]]:
         """``(entry id, vector)`` of each stored vector of *model*, by id."""
-        yield from ((row[0], row[1]) for row in self._conn.execute(
-            "SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (model,)))
+        yield from (
+            (row[0], row[1])
+            for row in self._conn.execute(
+                "SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (model,)
+            )
+        )
 
 
 def _agent_join(agent: str | None) -> tuple[str, list[Any]]:

@@ -1,4 +1,3 @@
-"""The journal as an MCP server: tools, their schemas and handlers, over stdio and Streamable HTTP.
-"""
+"""The journal as an MCP server: tools, their schemas and handlers, over stdio and Streamable HTTP."""
 
 __all__: list[str] = []

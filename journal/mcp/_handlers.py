@@ -32,12 +32,13 @@ _ENTRY_PREFIX: Final = "journal://entries/"
 def _instructions(agent: str | None, is_read_only: bool) -> str:
     scope = (
         f"This server serves only agent {agent!r}: every read returns that agent's entries, and appends are stored as {agent!r}."
-        if agent is not None else
-        "This server serves every agent of the journal: pass agent to a read to keep to one agent's entries, and to every append."
+        if agent is not None
+        else "This server serves every agent of the journal: pass agent to a read to keep to one agent's entries, and to every append."
     )
     writing = (
-        "It is read-only: journal_append is not offered." if is_read_only else
-        "At the end of a piece of work, call journal_append once with what happened and what you learned, and a client_key "
+        "It is read-only: journal_append is not offered."
+        if is_read_only
+        else "At the end of a piece of work, call journal_append once with what happened and what you learned, and a client_key "
         "unique to that work, so that a retry never writes it twice."
     )
     return (
@@ -55,8 +56,10 @@ class Logger:
         self._log = structlog.wrap_logger(
             structlog.WriteLogger(stream),
             processors=[
-                structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True),
-                structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer(ensure_ascii=False),
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.dict_tracebacks,
+                structlog.processors.JSONRenderer(ensure_ascii=False),
             ],
         )
 
@@ -76,15 +79,23 @@ class Handlers:
         self._calls = itertools.count(1)
 
     async def list_tools(self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[
-            types.Tool(
-                name=spec.name, description=spec.description, input_schema=spec.input_schema, output_schema=spec.output_schema,
-                annotations=types.ToolAnnotations(
-                    read_only_hint=spec.is_read_only, destructive_hint=False, idempotent_hint=spec.is_read_only, open_world_hint=False,
-                ),
-            )
-            for spec in self.tools.specs.values()
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=spec.name,
+                    description=spec.description,
+                    input_schema=spec.input_schema,
+                    output_schema=spec.output_schema,
+                    annotations=types.ToolAnnotations(
+                        read_only_hint=spec.is_read_only,
+                        destructive_hint=False,
+                        idempotent_hint=spec.is_read_only,
+                        open_world_hint=False,
+                    ),
+                )
+                for spec in self.tools.specs.values()
+            ]
+        )
 
     async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in self.tools.specs:
@@ -105,27 +116,49 @@ class Handlers:
             self._finished(call, name, started, error=str(exc))
             return types.CallToolResult(content=[types.TextContent(text=f"{name}: {exc}")], is_error=True)
         except Exception as exc:  # noqa: BLE001 - a bug: still an error result (logged with its traceback), so the server answers the next call
-            self.log.failure("mcp.tool.finished", call=call, tool=name, outcome="error", duration_ms=_ms(started), error=repr(exc), exc_info=True)
-            return types.CallToolResult(content=[types.TextContent(text=f"{name}: internal error {exc!r}; see the server's log")], is_error=True)
+            self.log.failure(
+                "mcp.tool.finished", call=call, tool=name, outcome="error", duration_ms=_ms(started), error=repr(exc), exc_info=True
+            )
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"{name}: internal error {exc!r}; see the server's log")], is_error=True
+            )
         self._finished(call, name, started)
         return types.CallToolResult(content=[types.TextContent(text=result.text)], structured_content=result.structured)
 
     def _finished(self, call: int, name: str, started: float, error: str | None = None) -> None:
-        self.log.info("mcp.tool.finished", call=call, tool=name, outcome="ok" if error is None else "error", duration_ms=_ms(started), error=error)
+        self.log.info(
+            "mcp.tool.finished", call=call, tool=name, outcome="ok" if error is None else "error", duration_ms=_ms(started), error=error
+        )
 
-    async def list_resources(self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(
-            uri=_NEWEST_URI, name="newest entries", mime_type="application/json",
-            description=f"The {NEWEST} newest entries{self._scope_note()}, newest first, as a JSON array.",
-        )])
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=_NEWEST_URI,
+                    name="newest entries",
+                    mime_type="application/json",
+                    description=f"The {NEWEST} newest entries{self._scope_note()}, newest first, as a JSON array.",
+                )
+            ]
+        )
 
     async def list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None,
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.PaginatedRequestParams | None,
     ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
-            uri_template=_ENTRY_PREFIX + "{id}", name="entry", mime_type="application/json",
-            description=f"One entry{self._scope_note()} by its id, as a JSON object.",
-        )])
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=_ENTRY_PREFIX + "{id}",
+                    name="entry",
+                    mime_type="application/json",
+                    description=f"One entry{self._scope_note()} by its id, as a JSON object.",
+                )
+            ]
+        )
 
     def _scope_note(self) -> str:
         return "" if self.tools.agent is None else f" of agent {self.tools.agent!r}"
@@ -153,9 +186,14 @@ def _ms(started: float) -> float:
 def build(tools: Tools, log: Logger) -> Server[Any]:
     handlers = Handlers(tools, log)
     return Server(
-        "ghostjournal", version=version("ghostjournal"), instructions=_instructions(tools.agent, tools.is_read_only),
-        on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool, on_list_resources=handlers.list_resources,
-        on_list_resource_templates=handlers.list_resource_templates, on_read_resource=handlers.read_resource,
+        "ghostjournal",
+        version=version("ghostjournal"),
+        instructions=_instructions(tools.agent, tools.is_read_only),
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_resource_templates,
+        on_read_resource=handlers.read_resource,
     )
 
 

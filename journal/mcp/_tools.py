@@ -89,8 +89,9 @@ def _checked_value(name: str, value: object, schema: Mapping[str, Any]) -> objec
     JSON Schema counts a number with a zero fractional part (``1.0``) an integer, so it is taken as one.
     """
     if "const" in schema and value != schema["const"]:
-        raise ValueError(f"{name} must be {schema['const']!r}: this server serves only agent {schema['const']!r}; omit {name}, "
-                         f"got {show_value(value)}")
+        raise ValueError(
+            f"{name} must be {schema['const']!r}: this server serves only agent {schema['const']!r}; omit {name}, got {show_value(value)}"
+        )
     kind = schema.get("type")
     if kind == "string":
         if not isinstance(value, str):
@@ -132,8 +133,10 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
     for name in schema["required"]:
         if name not in arguments:
             raise ValueError(f"{name} is required")
-    return {name: _checked_value(name, value, properties[name]) if check_values or name == "agent" else value
-            for name, value in arguments.items()}
+    return {
+        name: _checked_value(name, value, properties[name]) if check_values or name == "agent" else value
+        for name, value in arguments.items()
+    }
 
 
 def _json(value: object) -> str:
@@ -148,7 +151,9 @@ class Tools:
 
     def __init__(self, journal: Journal, *, agent: str | None, is_read_only: bool) -> None:
         if agent is not None and not re.fullmatch(entry_schema()["properties"]["agent"]["pattern"], agent):
-            raise ValueError(f"--agent must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit, got {show_value(agent)}")
+            raise ValueError(
+                f"--agent must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit, got {show_value(agent)}"
+            )
         self.journal = journal
         self.agent = agent
         self.is_read_only = is_read_only

@@ -49,7 +49,9 @@ __all__ = ["EXIT_TRANSPORT", "build_server", "serve"]
 EXIT_TRANSPORT: Final = 74
 
 
-def build_server(journal: Journal, *, agent: str | None = None, is_read_only: bool = False, log_stream: TextIO | None = None) -> Server[Any]:
+def build_server(
+    journal: Journal, *, agent: str | None = None, is_read_only: bool = False, log_stream: TextIO | None = None
+) -> Server[Any]:
     """The MCP server over *journal*: its tools, resources and instructions, scoped to *agent* (None: every agent).
 
     Raises:
@@ -117,8 +119,13 @@ async def _serve(tools: Tools, log: Logger) -> str:
         stdin = cast(anyio.AsyncFile[str], _StdinLines())
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
             log.info(
-                "mcp.started", pid=os.getpid(), root=str(tools.journal.root), agent=tools.agent, read_only=tools.is_read_only,
-                nn=tools.journal.encoder is not None, tools=list(tools.specs),
+                "mcp.started",
+                pid=os.getpid(),
+                root=str(tools.journal.root),
+                agent=tools.agent,
+                read_only=tools.is_read_only,
+                nn=tools.journal.encoder is not None,
+                tools=list(tools.specs),
             )
             server = build(tools, log)
             await server.run(read_stream, write_stream, server.create_initialization_options())

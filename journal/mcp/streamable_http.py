@@ -54,7 +54,6 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-
 class _Bearer:
     """ASGI middleware: 401 for any HTTP request without the bearer token."""
 
@@ -66,8 +65,13 @@ class _Bearer:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"www-authenticate", b"Bearer"), (b"content-type", b"text/plain")]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"www-authenticate", b"Bearer"), (b"content-type", b"text/plain")],
+                    }
+                )
                 await send({"type": "http.response.body", "body": b"a bearer token is required\n"})
                 return
         await self._app(scope, receive, send)
@@ -97,7 +101,13 @@ def _uvicorn_server(app: Any, stopped: list[str]) -> Any:
 
 
 def serve_http(
-    journal: Journal, *, host: str, port: int, agent: str | None = None, is_read_only: bool = False, log_stream: TextIO | None = None,
+    journal: Journal,
+    *,
+    host: str,
+    port: int,
+    agent: str | None = None,
+    is_read_only: bool = False,
+    log_stream: TextIO | None = None,
 ) -> int:
     """Serve *journal* over Streamable HTTP on *host*:*port* until SIGTERM or SIGINT; return the exit code (0).
 
@@ -126,8 +136,15 @@ def serve_http(
     server = _uvicorn_server(app, stopped)
     shown = f"[{host}]" if ":" in host else host
     log.info(
-        "mcp.started", pid=os.getpid(), root=str(journal.root), agent=agent, read_only=is_read_only, nn=journal.encoder is not None,
-        tools=list(tools.specs), url=f"http://{shown}:{bound}{_PATH}", token=token is not None,
+        "mcp.started",
+        pid=os.getpid(),
+        root=str(journal.root),
+        agent=agent,
+        read_only=is_read_only,
+        nn=journal.encoder is not None,
+        tools=list(tools.specs),
+        url=f"http://{shown}:{bound}{_PATH}",
+        token=token is not None,
     )
     with listener, one_blas_thread(journal):
         asyncio.run(server.serve(sockets=[listener]))

@@ -33,7 +33,7 @@ def _tick_every(columns: int) -> int:
 
 
 def _svg(height: float, label: str, inner: list[str]) -> str:
-    return (f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:.0f}" role="img" aria-label="{text(label)}">' + "".join(inner) + "</svg>")
+    return f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:.0f}" role="img" aria-label="{text(label)}">' + "".join(inner) + "</svg>"
 
 
 def stacked_bars(columns: Sequence[str], counts: Mapping[str, Mapping[str, int]], series: Sequence[str], label: str) -> str:
@@ -55,7 +55,9 @@ def stacked_bars(columns: Sequence[str], counts: Mapping[str, Mapping[str, int]]
                 continue
             height = plot * held[name] / top
             y -= height
-            parts.append(f'<rect class="k{position % 6}" x="{x + step * 0.1:.2f}" y="{y:.2f}" width="{step * 0.8:.2f}" height="{height:.2f}"/>')
+            parts.append(
+                f'<rect class="k{position % 6}" x="{x + step * 0.1:.2f}" y="{y:.2f}" width="{step * 0.8:.2f}" height="{height:.2f}"/>'
+            )
         parts.append("</g>")
         inner.extend(parts)
         if index % every == 0:
@@ -68,8 +70,11 @@ def line_chart(columns: Sequence[str], values: Mapping[str, float], label: str, 
     step = _step(len(columns), _LEFT)
     plot = _HEIGHT - 20
     span = (high - low) or 1.0
-    inner = [f'<text x="{_LEFT - 4}" y="10" text-anchor="end">{high:g}</text>', f'<text x="{_LEFT - 4}" y="{plot}" text-anchor="end">{low:g}</text>',
-             f'<line x1="{_LEFT}" y1="{plot}" x2="{_WIDTH - 4}" y2="{plot}" stroke="#d8dde2"/>']
+    inner = [
+        f'<text x="{_LEFT - 4}" y="10" text-anchor="end">{high:g}</text>',
+        f'<text x="{_LEFT - 4}" y="{plot}" text-anchor="end">{low:g}</text>',
+        f'<line x1="{_LEFT}" y1="{plot}" x2="{_WIDTH - 4}" y2="{plot}" stroke="#d8dde2"/>',
+    ]
     points = []
     marks = []
     every = _tick_every(len(columns))
@@ -82,15 +87,19 @@ def line_chart(columns: Sequence[str], values: Mapping[str, float], label: str, 
         value = min(max(values[column], low), high)
         y = plot - plot * (value - low) / span
         points.append(f"{x:.2f},{y:.2f}")
-        marks.append(f'<g class="col" data-col="{text(column)}"><title>{text(column)}: {values[column]:.2f}</title>'
-                     f'<circle cx="{x:.2f}" cy="{y:.2f}" r="2.2" fill="#4e79a7"/></g>')
+        marks.append(
+            f'<g class="col" data-col="{text(column)}"><title>{text(column)}: {values[column]:.2f}</title>'
+            f'<circle cx="{x:.2f}" cy="{y:.2f}" r="2.2" fill="#4e79a7"/></g>'
+        )
     if points:
         inner.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="#4e79a7" stroke-width="1.2"/>')
     inner.extend(marks)
     return _svg(_HEIGHT, label, inner)
 
 
-def heat_grid(columns: Sequence[str], rows: Sequence[str], counts: Mapping[tuple[str, str], int], label: str, *, unit: str = "entries") -> str:
+def heat_grid(
+    columns: Sequence[str], rows: Sequence[str], counts: Mapping[tuple[str, str], int], label: str, *, unit: str = "entries"
+) -> str:
     """One row per *rows* item (a theme, a tag, a mood, a focus), one column per *columns*; darker where the count is higher."""
     step = _step(len(columns), _LABELS_LEFT)
     height = 24 + _ROW * len(rows)
@@ -98,7 +107,9 @@ def heat_grid(columns: Sequence[str], rows: Sequence[str], counts: Mapping[tuple
     inner = []
     for position, row in enumerate(rows):
         y = 4 + position * _ROW
-        inner.append(f'<text x="{_LABELS_LEFT - 6}" y="{y + _ROW * 0.7:.1f}" text-anchor="end">{text(row if len(row) <= 28 else row[:27] + "…")}</text>')
+        inner.append(
+            f'<text x="{_LABELS_LEFT - 6}" y="{y + _ROW * 0.7:.1f}" text-anchor="end">{text(row if len(row) <= 28 else row[:27] + "…")}</text>'
+        )
     every = _tick_every(len(columns))
     for index, column in enumerate(columns):
         x = _LABELS_LEFT + index * step
@@ -108,12 +119,16 @@ def heat_grid(columns: Sequence[str], rows: Sequence[str], counts: Mapping[tuple
             if not count:
                 continue
             y = 4 + position * _ROW
-            parts.append(f'<rect x="{x:.2f}" y="{y}" width="{max(step - 0.5, 0.5):.2f}" height="{_ROW - 2}" fill="#4e79a7" '
-                         f'fill-opacity="{0.15 + 0.85 * count / top:.2f}"><title>{text(column)}, {text(row)}: {count} {unit}</title></rect>')
+            parts.append(
+                f'<rect x="{x:.2f}" y="{y}" width="{max(step - 0.5, 0.5):.2f}" height="{_ROW - 2}" fill="#4e79a7" '
+                f'fill-opacity="{0.15 + 0.85 * count / top:.2f}"><title>{text(column)}, {text(row)}: {count} {unit}</title></rect>'
+            )
         parts.append("</g>")
         inner.extend(parts)
         if index % every == 0:
-            inner.append(f'<text x="{x + step / 2:.1f}" y="{height - 6}" text-anchor="middle">{text(column[5:] if column[4:5] == "-" else column)}</text>')
+            inner.append(
+                f'<text x="{x + step / 2:.1f}" y="{height - 6}" text-anchor="middle">{text(column[5:] if column[4:5] == "-" else column)}</text>'
+            )
     return _svg(height, label, inner)
 
 
@@ -130,9 +145,13 @@ def link_chart(points: Sequence[tuple[str, float, float, int, str]], links: Sequ
     for source, target, kind in links:
         (x1, y1), (x2, y2) = place[source], place[target]
         colour, width = ("#e15759", 1.6) if kind == "corrects" else ("#4e79a7", 0.8)
-        inner.append(f'<line class="link {kind}" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
-                     f'stroke-width="{width}" stroke-opacity="0.6"/>')
+        inner.append(
+            f'<line class="link {kind}" x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+            f'stroke-width="{width}" stroke-opacity="0.6"/>'
+        )
     for key, _, _, colour_index, title in points:
         x, y = place[key]
-        inner.append(f'<a href="#{key}"><circle class="k{colour_index % 6}" cx="{x:.1f}" cy="{y:.1f}" r="2.4"><title>{text(title)}</title></circle></a>')
+        inner.append(
+            f'<a href="#{key}"><circle class="k{colour_index % 6}" cx="{x:.1f}" cy="{y:.1f}" r="2.4"><title>{text(title)}</title></circle></a>'
+        )
     return _svg(height, label, inner)

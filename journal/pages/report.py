@@ -125,8 +125,10 @@ class _Timeline:
         self.continued_by: dict[str, list[str]] = {}
         self.corrected_by: dict[str, list[str]] = {}
         for entry in self.entries:
-            for refs, forward, backward in ((entry.continuity_refs, self.continues, self.continued_by),
-                                            (entry.supersedes, self.corrects, self.corrected_by)):
+            for refs, forward, backward in (
+                (entry.continuity_refs, self.continues, self.continued_by),
+                (entry.supersedes, self.corrects, self.corrected_by),
+            ):
                 for ref in dict.fromkeys(refs):
                     if ref not in on_page or ref == entry.id:
                         self.hidden_links += 1
@@ -150,8 +152,11 @@ def _record(entry: Entry, timeline: _Timeline) -> dict[str, Any]:
     """What the side panel shows of an entry: all of it, links only to entries on the page."""
     signals = entry.signals or {}
     fields: list[list[Any]] = [
-        ["time", timeline.local[entry.id].isoformat()], ["kind", entry.kind], ["theme", entry.theme],
-        ["mood", entry.mood or "-"], ["tags", ", ".join(entry.tags) or "-"],
+        ["time", timeline.local[entry.id].isoformat()],
+        ["kind", entry.kind],
+        ["theme", entry.theme],
+        ["mood", entry.mood or "-"],
+        ["tags", ", ".join(entry.tags) or "-"],
     ]
     if isinstance(signals.get("focus"), str):
         fields.append(["focus", signals["focus"]])
@@ -159,8 +164,12 @@ def _record(entry: Entry, timeline: _Timeline) -> dict[str, Any]:
     if novelty is not None:
         fields.append(["novelty", f"{novelty:.3f}"])
     fields.append(["voice", entry.voice, "long"])
-    for name, links in (("continues", timeline.continues), ("corrects", timeline.corrects),
-                        ("continued by", timeline.continued_by), ("corrected by", timeline.corrected_by)):
+    for name, links in (
+        ("continues", timeline.continues),
+        ("corrects", timeline.corrects),
+        ("continued by", timeline.continued_by),
+        ("corrected by", timeline.corrected_by),
+    ):
         if entry.id in links:
             fields.append([name, [[_key(ref), timeline.label(ref)] for ref in links[entry.id]], "links"])
     if entry.anchors:
@@ -185,12 +194,17 @@ def _entry_item(entry: Entry, timeline: _Timeline) -> str:
         f'<li class="{classes}" id="{key}" data-key="{key}"><a class="open" href="#{key}">{timeline.local[entry.id]:%H:%M} '
         f'<span class="kind">{text(entry.kind)}</span> \u00b7 <span class="theme">{text(entry.theme)}</span></a>{mood}{tags} '
         f'<span class="voice">{text(first_line(entry.voice))}</span>'
-        + (f' <span class="links">{"; ".join(links)}</span>' if links else "") + "</li>"
+        + (f' <span class="links">{"; ".join(links)}</span>' if links else "")
+        + "</li>"
     )
 
 
 def _legend(names: Sequence[str]) -> str:
-    return '<div class="legend">' + "".join(f'<span><span class="swatch k{i % 6}"></span>{text(name)}</span>' for i, name in enumerate(names)) + "</div>"
+    return (
+        '<div class="legend">'
+        + "".join(f'<span><span class="swatch k{i % 6}"></span>{text(name)}</span>' for i, name in enumerate(names))
+        + "</div>"
+    )
 
 
 def _charts(timeline: _Timeline, days: list[str]) -> str:
@@ -236,16 +250,28 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
             focus_cells[name, column] += count
     sections = [
         ("Entries per day, by kind", _legend(kinds) + stacked_bars(days, per_day, kinds, "entries per day by kind"), "chart-kinds"),
-        ("Novelty, mean per day", line_chart(days, {day: sum(values) / len(values) for day, values in novelty.items()}, "novelty per day"),
-         "chart-novelty"),
+        (
+            "Novelty, mean per day",
+            line_chart(days, {day: sum(values) / len(values) for day, values in novelty.items()}, "novelty per day"),
+            "chart-novelty",
+        ),
         (f"Moods per {'day' if by_day else 'week'}", heat_grid(days if by_day else weeks, _top(moods), mood_cells, "moods"), "chart-moods"),
         ("Top themes per week", heat_grid(weeks, _top(themes), theme_weeks, "themes per week"), "chart-themes"),
         ("Top tags per week", heat_grid(weeks, _top(tags), tag_weeks, "tags per week"), "chart-tags"),
-        ("The digests' focus", heat_grid(columns, _top(focus_total), focus_cells, "focus of each digest", unit="mentions") if columns
-         else '<p class="summary">No digest entry in this window.</p>', "chart-focus"),
+        (
+            "The digests' focus",
+            heat_grid(columns, _top(focus_total), focus_cells, "focus of each digest", unit="mentions")
+            if columns
+            else '<p class="summary">No digest entry in this window.</p>',
+            "chart-focus",
+        ),
     ]
     sections.insert(0, ("Continuity links (blue) and corrections (red)", _links(timeline, days, kinds), "chart-links"))
-    return '<div class="charts">' + "".join(f'<section id="{anchor}"><h2>{title}</h2>{chart}</section>' for title, chart, anchor in sections) + "</div>"
+    return (
+        '<div class="charts">'
+        + "".join(f'<section id="{anchor}"><h2>{title}</h2>{chart}</section>' for title, chart, anchor in sections)
+        + "</div>"
+    )
 
 
 def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> str:
@@ -259,8 +285,12 @@ def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> str:
         hour = local.hour + local.minute / 60
         x = ((local.date() - start).days + hour / 24) / len(days)
         points.append((_key(entry.id), x, hour, kinds.index(entry.kind), timeline.label(entry.id)))
-    links = [(_key(source), _key(target), kind) for kind, found in (("continues", timeline.continues), ("corrects", timeline.corrects))
-             for source, targets in found.items() for target in targets]
+    links = [
+        (_key(source), _key(target), kind)
+        for kind, found in (("continues", timeline.continues), ("corrects", timeline.corrects))
+        for source, targets in found.items()
+        for target in targets
+    ]
     return _legend(kinds) + link_chart(points, links, "links between entries")
 
 
@@ -282,7 +312,12 @@ def _summary(agent: str, digest: dict[str, Any], timeline: _Timeline, window: st
 
 
 def build_journal_report(
-    journal: Journal, agent: str, *, since: datetime | None = None, until: datetime | None = None, zone: tzinfo = UTC,
+    journal: Journal,
+    agent: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    zone: tzinfo = UTC,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> JournalReport:
     """The report page of *agent*'s entries in ``[since, until)``, days and times in *zone*.
@@ -298,7 +333,7 @@ def build_journal_report(
     first, last = (timeline.local[entries[0].id].date(), timeline.local[entries[-1].id].date()) if entries else (date.min, date.min)
     span = (last - first).days + 1 if entries else 0
     days = _days(first, last) if entries and span <= CHARTED_DAYS else []
-    window = (f"{since.isoformat() if since else 'the beginning'} to {until.isoformat() if until else 'now'}, days in {zone}")
+    window = f"{since.isoformat() if since else 'the beginning'} to {until.isoformat() if until else 'now'}, days in {zone}"
     records: dict[str, Any] = {}
     sections: list[str] = []
     current: str | None = None
@@ -306,8 +341,11 @@ def build_journal_report(
 
     def close_day() -> None:
         if current is not None:
-            sections.append(f'<li class="day" data-group id="d-{current}"><h3>{current} ({len(items)})</h3><ul class="entries">'
-                            + "".join(items) + "</ul></li>")
+            sections.append(
+                f'<li class="day" data-group id="d-{current}"><h3>{current} ({len(items)})</h3><ul class="entries">'
+                + "".join(items)
+                + "</ul></li>"
+            )
 
     for done, entry in enumerate(entries, start=1):
         day = timeline.day(entry)
@@ -319,13 +357,22 @@ def build_journal_report(
         if on_progress is not None and (done % _PROGRESS_EVERY == 0 or done == len(entries)):
             on_progress(done, len(entries))
     close_day()
-    body = "\n".join([
-        _summary(agent, digest, timeline, window),
-        (_charts(timeline, days) if days else
-         f'<p class="summary">The entries span {span} days, from {first} to {last}: charts are drawn for windows of {CHARTED_DAYS} days '
-         "at most; narrow --since and --until to see them.</p>" if entries else '<p class="summary">No entries of this agent in this window.</p>'),
-        ('<h2>Timeline</h2>\n<p><input id="search" type="search" placeholder="Filter entries: words of the voice, theme, tags, mood, kind" '
-        f'aria-label="Filter entries" autocomplete="off"> <span id="shown">{len(entries)}</span> of {len(entries)} entries</p>'),
-        '<ol class="timeline">' + "\n".join(sections) + "</ol>",
-    ])
+    body = "\n".join(
+        [
+            _summary(agent, digest, timeline, window),
+            (
+                _charts(timeline, days)
+                if days
+                else f'<p class="summary">The entries span {span} days, from {first} to {last}: charts are drawn for windows of {CHARTED_DAYS} days '
+                "at most; narrow --since and --until to see them.</p>"
+                if entries
+                else '<p class="summary">No entries of this agent in this window.</p>'
+            ),
+            (
+                '<h2>Timeline</h2>\n<p><input id="search" type="search" placeholder="Filter entries: words of the voice, theme, tags, mood, kind" '
+                f'aria-label="Filter entries" autocomplete="off"> <span id="shown">{len(entries)}</span> of {len(entries)} entries</p>'
+            ),
+            '<ol class="timeline">' + "\n".join(sections) + "</ol>",
+        ]
+    )
     return JournalReport(page(f"{agent}{_TITLE_END}", body, records), len(entries), span, timeline.hidden_links)

@@ -1,4 +1,3 @@
-"""Ranking: search and relate by words, by meaning or both fused, corrections, and the prompt context.
-"""
+"""Ranking: search and relate by words, by meaning or both fused, corrections, and the prompt context."""
 
 __all__: list[str] = []

@@ -20,7 +20,9 @@ __all__ = ["order_corrections"]
 
 
 def order_corrections(
-    hits: Sequence[Hit], superseders: Callable[[Sequence[str]], Mapping[str, Sequence[str]]], bring: Callable[[str, Hit], Hit | None],
+    hits: Sequence[Hit],
+    superseders: Callable[[Sequence[str]], Mapping[str, Sequence[str]]],
+    bring: Callable[[str, Hit], Hit | None],
 ) -> list[Hit]:
     """*hits* with each superseded entry moved right after its superseders, which are brought in if missing.
 

@@ -44,8 +44,17 @@ class ContextRecord:
     @classmethod
     def of(cls, entry: Entry, found_by: str, superseded_by: Sequence[str] = ()) -> ContextRecord:
         """The record of *entry*, found by *found_by*, with its whole voice."""
-        return cls(entry.id, entry.ts, entry.kind, entry.theme, tuple(entry.tags), entry.mood or None, found_by, entry.voice,
-                   superseded_by=tuple(superseded_by))
+        return cls(
+            entry.id,
+            entry.ts,
+            entry.kind,
+            entry.theme,
+            tuple(entry.tags),
+            entry.mood or None,
+            found_by,
+            entry.voice,
+            superseded_by=tuple(superseded_by),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON-ready data: exactly the object of its line in the block (mood, superseded_by and voice_truncated only when set)."""
@@ -152,7 +161,11 @@ def _fit_truncated(record: ContextRecord, budget: int) -> tuple[ContextRecord, s
 
 
 def build_prompt_context(
-    query: str, picks: Sequence[tuple[Entry, str]], *, max_chars: int, superseded_by: Mapping[str, Sequence[str]] | None = None,
+    query: str,
+    picks: Sequence[tuple[Entry, str]],
+    *,
+    max_chars: int,
+    superseded_by: Mapping[str, Sequence[str]] | None = None,
 ) -> PromptContext:
     """Frame *picks* (most relevant first, each with how it was found) as a labelled data block of at most *max_chars*.
 

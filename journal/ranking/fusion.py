@@ -68,7 +68,10 @@ class FusionParams:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"fusion method must be one of {', '.join(map(repr, METHODS))}, got {self.method!r}")
-        if min(self.lexical_weight, self.semantic_weight, self.rrf_k) < 0 or min(self.depth, self.lexical_floor_rank, self.semantic_floor_rank) < 1:
+        if (
+            min(self.lexical_weight, self.semantic_weight, self.rrf_k) < 0
+            or min(self.depth, self.lexical_floor_rank, self.semantic_floor_rank) < 1
+        ):
             raise ValueError(f"fusion weights and rrf_k must be >= 0, depth and floor ranks >= 1, got {self!r}")
 
 
@@ -93,7 +96,10 @@ def _floor(ranked: Sequence[tuple[str, float]], rank: int, window: int, partial:
 
 
 def _evidence(
-    lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams, partial: Collection[str],
+    lexical: Sequence[tuple[str, float]],
+    semantic: Sequence[tuple[str, float]],
+    params: FusionParams,
+    partial: Collection[str],
 ) -> tuple[dict[str, float], dict[str, float]]:
     # Every entry of the window has a cosine, so the longer list bounds the window's size.
     window = max(len(lexical), len(semantic))
@@ -126,7 +132,11 @@ def _rrf(ranked: Sequence[tuple[str, float]], k: float) -> dict[str, float]:
 
 
 def fuse(
-    lexical: Sequence[tuple[str, float]], semantic: Sequence[tuple[str, float]], params: FusionParams = FUSION, *, partial: Collection[str] = (),
+    lexical: Sequence[tuple[str, float]],
+    semantic: Sequence[tuple[str, float]],
+    params: FusionParams = FUSION,
+    *,
+    partial: Collection[str] = (),
 ) -> list[tuple[str, float]]:
     """Fuse two best-first ``(id, score)`` lists (BM25 and cosine, higher is better) into one.
 

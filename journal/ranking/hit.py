@@ -31,7 +31,13 @@ class Hit:
 
     def to_dict(self) -> dict[str, Any]:
         """The hit as JSON-ready data; ``superseded_by`` only when a later entry corrects this one."""
-        data = {"entry_id": self.entry_id, "score": round(self.score, 6), "reason": self.reason, "snippet": self.snippet, "entry": self.entry.to_dict()}
+        data = {
+            "entry_id": self.entry_id,
+            "score": round(self.score, 6),
+            "reason": self.reason,
+            "snippet": self.snippet,
+            "entry": self.entry.to_dict(),
+        }
         if self.superseded_by:
             data["superseded_by"] = list(self.superseded_by)
         return data

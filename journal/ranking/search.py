@@ -95,7 +95,15 @@ class Ranker:
         return self._semantic.relevance_floor if floor else None
 
     def _rank(
-        self, query: QueryWords, *, k: int, mode: str, scope: Scope, exclude: Sequence[str] = (), vector: Vector | None = None, floor: float | None = None,
+        self,
+        query: QueryWords,
+        *,
+        k: int,
+        mode: str,
+        scope: Scope,
+        exclude: Sequence[str] = (),
+        vector: Vector | None = None,
+        floor: float | None = None,
     ) -> _Ranking:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.ranking.fusion`).
 
@@ -167,7 +175,16 @@ class Ranker:
             depth = k + sum(1 for hit in ranking.hits if hit.entry_id in hidden)
 
     def _rank_once(
-        self, query: QueryWords, *, k: int, mode: str, exclude: Sequence[str], vector: Vector | None, bad: set[str], scope: Scope, floor: float | None,
+        self,
+        query: QueryWords,
+        *,
+        k: int,
+        mode: str,
+        exclude: Sequence[str],
+        vector: Vector | None,
+        bad: set[str],
+        scope: Scope,
+        floor: float | None,
     ) -> _Ranking:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
@@ -187,7 +204,11 @@ class Ranker:
             ranked = semantic[:k]
         else:
             lexical_ranked = [(r.row.id, r.score) for r in lexical]
-            partial = self._index.partial_matches(query, [i for i, _ in lexical_ranked], window) if needs_partial(len(lexical), len(semantic)) else set()
+            partial = (
+                self._index.partial_matches(query, [i for i, _ in lexical_ranked], window)
+                if needs_partial(len(lexical), len(semantic))
+                else set()
+            )
             ranked = fuse(lexical_ranked, semantic, partial=partial)
         scores = dict(ranked)
         if floor is not None:
@@ -205,13 +226,25 @@ class Ranker:
         return _Ranking(hits, mode, vector, scores)
 
     def search(
-        self, query: str, *, k: int, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, mode: str,
-        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
+        self,
+        query: str,
+        *,
+        k: int,
+        kind: str | None,
+        agent: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        mode: str,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
+        floor: bool = True,
     ) -> list[Hit]:
         """See :meth:`journal.Journal.search`."""
         check_text_arguments(kind=kind, agent=agent)
         positive(k, "k", MAX_K)
-        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        scope = Scope(
+            agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only
+        )
         return self._found(QueryWords.of(query), k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope))
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
@@ -237,7 +270,9 @@ class Ranker:
             reason = wanted[row.id]
             if entry is None or (row.agent != source.agent and reason in ("supersedes", "superseded_by")):
                 continue
-            if (reason == "continued_by" and entry_id not in entry.continuity_refs) or (reason == "superseded_by" and entry_id not in entry.supersedes):
+            if (reason == "continued_by" and entry_id not in entry.continuity_refs) or (
+                reason == "superseded_by" and entry_id not in entry.supersedes
+            ):
                 continue
             linked[row.id] = (reason, entry)
         # Only links in scope count towards how many similar entries are fetched.
@@ -260,8 +295,17 @@ class Ranker:
         return hits[:k]
 
     def context(
-        self, query: str, *, k: int, agent: str | None, since: datetime | str | None, until: datetime | str | None, max_chars: int,
-        as_of: datetime | str | None = None, current_only: bool = False, floor: bool = True,
+        self,
+        query: str,
+        *,
+        k: int,
+        agent: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        max_chars: int,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
+        floor: bool = True,
     ) -> PromptContext:
         """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
@@ -277,7 +321,9 @@ class Ranker:
                 rows = self._index.rows(scope.window, limit=k + len(seen) + extra)
                 return [row for row in rows if row.id not in seen]
 
-            recent = self._reader.usable_rows(lambda extra: [row for row in fetch(extra + len(hidden)) if row.id not in hidden], k - len(picks), scope)
+            recent = self._reader.usable_rows(
+                lambda extra: [row for row in fetch(extra + len(hidden)) if row.id not in hidden], k - len(picks), scope
+            )
             picks += [(entry, "recent") for entry in recent]
         # The matches already carry their correctors; only the recent fill is asked for its own.
         corrected = {hit.entry_id: list(hit.superseded_by) for hit in found if hit.superseded_by}

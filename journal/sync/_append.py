@@ -145,7 +145,9 @@ def _check_links(keeper: IndexKeeper, entry: Entry, *, continuity: bool) -> None
                 raise EntryValidationError(field, "the id of an earlier entry, not the entry's own id", show_value(ref))
             row = keeper.index.row_for(entry_id=ref)
             if row is None or row.agent != entry.agent:
-                raise EntryValidationError(field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none")
+                raise EntryValidationError(
+                    field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none"
+                )
 
 
 def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, entry: Entry, entry_id: str, rel_path: str) -> Entry | None:
@@ -203,9 +205,13 @@ def _stored_unindexed(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Entr
         return None
     indexed = keeper.index.paths()
     fresh = load_many(keeper.store, sorted(set(scan(keeper.store, lambda item: None)) - indexed.keys()), lambda item: None)
-    found = next((stored for _, stored in sorted(fresh.items()) if (stored.agent, stored.client_key) == (entry.agent, entry.client_key)), None)
+    found = next(
+        (stored for _, stored in sorted(fresh.items()) if (stored.agent, stored.client_key) == (entry.agent, entry.client_key)), None
+    )
     if found is not None:
-        log.warning("entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key, problem)
+        log.warning(
+            "entry %s with client_key %r is stored, but the index could not catch up with it: %s", found.id, entry.client_key, problem
+        )
     return found
 
 
@@ -229,5 +235,9 @@ def _index_fell_behind(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Non
         else:
             return
     problem = storage_error(exc, keeper.index.path, "commit the index", index_path=keeper.index.path) or exc
-    log.warning("entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
-                entry.id, rel_path, problem)
+    log.warning(
+        "entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
+        entry.id,
+        rel_path,
+        problem,
+    )

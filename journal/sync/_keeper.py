@@ -167,7 +167,13 @@ class IndexKeeper:
 
     @classmethod
     def open(
-        cls, root: Path, *, create: bool, writable: bool, lock_timeout: float, encoder: Encoder | None,
+        cls,
+        root: Path,
+        *,
+        create: bool,
+        writable: bool,
+        lock_timeout: float,
+        encoder: Encoder | None,
         on_progress: Callable[[int, int], None] | None,
     ) -> IndexKeeper:
         """Open (or create) the journal at *root* and bring its index up to date (see :class:`journal.Journal`)."""
@@ -252,7 +258,9 @@ class IndexKeeper:
         if self.opened_in != os.getpid():
             # The child shares the parent's SQLite connection and writer lock
             # (one flock for both processes): using either would corrupt.
-            raise JournalClosedError(self.root, f"was opened in process {self.opened_in}, before a fork; open a new Journal in process {os.getpid()}")
+            raise JournalClosedError(
+                self.root, f"was opened in process {self.opened_in}, before a fork; open a new Journal in process {os.getpid()}"
+            )
         if self.closed:
             raise JournalClosedError(self.root, "is closed; open a new Journal to use it again")
 
@@ -318,7 +326,9 @@ class IndexKeeper:
                     raise
                 # Reads still work from the index as it is. A writer must catch it up before it may
                 # write (so client_keys stay exactly-once), and fails clearly while it cannot.
-                log.warning("the index is behind the entry files and could not be caught up: %s; reads miss the newest entries until it is", problem)
+                log.warning(
+                    "the index is behind the entry files and could not be caught up: %s; reads miss the newest entries until it is", problem
+                )
             finally:
                 self.lock.release()
 
@@ -339,7 +349,8 @@ class IndexKeeper:
         log.warning(
             "the index of journal %s cannot be used here (%s); reading the entry files into an in-memory index, writing nothing. "
             "Read as the journal's owner, with the fault fixed, to use index/ (and rebuild it if missing)",
-            self.root, self._problem(self.unusable),
+            self.root,
+            self._problem(self.unusable),
         )
         self.index.switch_to_memory()
         skipped: list[SkippedFile] = []
@@ -394,7 +405,11 @@ class IndexKeeper:
         return generation if generation >= 0 else self.lock.bump_generation()
 
     def rebuild_locked(
-        self, *, corrupt: bool, preloaded: dict[str, Entry] | None = None, on_skip: Callable[[SkippedFile], None] | None = None,
+        self,
+        *,
+        corrupt: bool,
+        preloaded: dict[str, Entry] | None = None,
+        on_skip: Callable[[SkippedFile], None] | None = None,
         keep_vectors: bool = True,
     ) -> int:
         """Under the lock: rebuild every table from the entry files; return how many entries the index holds.

@@ -34,7 +34,16 @@ from journal.indexing.digest import Digest, compute_digest, row_of_entry
 from journal.indexing.index import Index, IndexRow, Window
 
 __all__ = [
-    "ANOTHER_AGENTS_ENTRY", "MAX_LIMIT", "Reader", "SkippedFile", "first_of_each", "load_entry", "load_many", "scan", "shown_path", "shown_reason",
+    "ANOTHER_AGENTS_ENTRY",
+    "MAX_LIMIT",
+    "Reader",
+    "SkippedFile",
+    "first_of_each",
+    "load_entry",
+    "load_many",
+    "scan",
+    "shown_path",
+    "shown_reason",
 ]
 
 log = logging.getLogger("journal")
@@ -111,7 +120,9 @@ def load_entry(store: EntryStore, rel_path: str) -> Entry:
         raise EntryFileError(f"entries/{rel_path}", str(exc)) from None
     if EntryStore.rel_path_for(entry) != rel_path:
         raise EntryFileError(
-            f"entries/{rel_path}", f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}", holder=entry.agent,
+            f"entries/{rel_path}",
+            f"holds entry {entry.id!r} of {entry.ts}, which belongs at {EntryStore.rel_path_for(entry)}",
+            holder=entry.agent,
         )
     return entry
 
@@ -140,7 +151,9 @@ def load_many(store: EntryStore, paths: list[str], on_skip: Callable[[SkippedFil
     return loaded
 
 
-def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None], *, held: Collection[str] = ()) -> list[tuple[str, Entry]]:
+def first_of_each(
+    loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], None], *, held: Collection[str] = ()
+) -> list[tuple[str, Entry]]:
     """The entries a rebuild indexes, by time: one file for each id and for each agent's client_key, the others skipped.
 
     A client_key is unique per agent: two agents' entries with one key are both indexed.
@@ -158,7 +171,13 @@ def first_of_each(loaded: dict[str, Entry], on_skip: Callable[[SkippedFile], Non
             on_skip(SkippedFile(f"entries/{path}", f"duplicate id {entry.id!r}, first in entries/{ids[entry.id]}", ids[entry.id]))
         elif key is not None and key in keys:
             first = keys[key]
-            on_skip(SkippedFile(f"entries/{path}", f"duplicate client_key {entry.client_key!r} of agent {entry.agent!r}, first in entries/{first}", first))
+            on_skip(
+                SkippedFile(
+                    f"entries/{path}",
+                    f"duplicate client_key {entry.client_key!r} of agent {entry.agent!r}, first in entries/{first}",
+                    first,
+                )
+            )
         else:
             ids[entry.id] = path
             if key is not None:
@@ -221,7 +240,9 @@ class Reader:
         item = SkippedFile(shown_path(rel_path, entry_id, agent), reason)
         log.warning(
             "skipped %s (entry %s): %s; its index row is dropped, restore the file and run 'ghostjournal reindex' to bring it back",
-            item.path, entry_id, reason,
+            item.path,
+            entry_id,
+            reason,
         )
         keeper.note_skipped(item)
         if keeper.index.in_memory:
@@ -310,14 +331,23 @@ class Reader:
         return entry
 
     def entries(
-        self, *, kind: str | None, agent: str | None, since: datetime | str | None, until: datetime | str | None, limit: int | None,
-        as_of: datetime | str | None = None, current_only: bool = False,
+        self,
+        *,
+        kind: str | None,
+        agent: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        limit: int | None,
+        as_of: datetime | str | None = None,
+        current_only: bool = False,
     ) -> list[Entry]:
         """Entries in a window, newest first; rows whose files disagree are skipped, so fewer than *limit* may come back."""
         check_text_arguments(kind=kind, agent=agent)
         if limit is not None:
             positive(limit, "limit", MAX_LIMIT)
-        scope = Scope(agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
+        scope = Scope(
+            agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only
+        )
         index = self._keeper.index
         hidden = set(index.superseded_in(scope.window, before=scope.as_of)) if current_only else set()
 
@@ -328,7 +358,12 @@ class Reader:
         return self.usable_rows(fetch, limit, scope)
 
     def digest(
-        self, *, agent: str | None, since: datetime | str | None, until: datetime | str | None, exclude_kinds: Collection[str],
+        self,
+        *,
+        agent: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        exclude_kinds: Collection[str],
         as_of: datetime | str | None = None,
     ) -> Digest:
         """The digest of a window: from the index alone when unscoped, from the entry files with *agent* given."""

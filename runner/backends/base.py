@@ -230,7 +230,9 @@ def load_reply_json(data: bytes | str, backend: str, what: str = "the reply") ->
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
-        raise BackendReplyError(backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}") from None
+        raise BackendReplyError(
+            backend, f"{what} is not valid JSON ({one_line(str(exc), 120)}); it began {one_line(text.strip(), 80)!r}"
+        ) from None
 
 
 def keep_shown_ids(fields: dict[str, Any], shown: set[str]) -> dict[str, Any]:
@@ -261,7 +263,9 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         raise BackendReplyError(backend, f"the reply must be a JSON object with {', '.join(REPLY_FIELDS)}; got {json_type_name(reply)}")
     for key in reply:
         if key not in REPLY_FIELDS:
-            raise BackendReplyError(backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}")
+            raise BackendReplyError(
+                backend, f"the reply has an unexpected field {one_line(repr(key), 80)}; allowed: {', '.join(REPLY_FIELDS)}"
+            )
     for key in REQUIRED_REPLY_FIELDS:
         value = reply.get(key)
         if not isinstance(value, str) or not value.strip():
@@ -306,4 +310,3 @@ def parse_reply_text(text: str, backend: str, secret: str | None = None) -> dict
     if secret and holds_secret(reply, secret):
         raise BackendError(backend, "the reply contains the API key; it is refused so that no entry or log ever holds the key")
     return check_reply(reply, backend)
-

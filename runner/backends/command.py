@@ -146,7 +146,9 @@ class _Call:
                         elif fd == stdout:
                             self.stdout += chunk
                             if len(self.stdout) > MAX_REPLY_BYTES:
-                                raise BackendReplyError(backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout")
+                                raise BackendReplyError(
+                                    backend, f"{program!r} printed more than the limit of {MAX_REPLY_BYTES} bytes on stdout"
+                                )
                         else:
                             self.stderr += chunk
                             del self.stderr[:-_STDERR_TAIL]
@@ -201,8 +203,15 @@ class CommandBackend:
         marker = uuid.uuid4().hex
         try:
             process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                env={**{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env}, MARKER_VARIABLE: marker},
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env={
+                    **{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env},
+                    MARKER_VARIABLE: marker,
+                },
             )
         except OSError as exc:
             raise BackendError(self.name, f"cannot start {program!r}: {exc.strerror or exc}") from None

@@ -84,10 +84,15 @@ def build_messages(request: ReflectionRequest) -> list[dict[str, str]]:
     )
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     if request.correction:
-        messages.append({"role": "user", "content": (
-            f"Your previous reply could not be used: {request.correction}\n"
-            "Reply again with exactly one JSON object with the fields listed, and nothing else."
-        )})
+        messages.append(
+            {
+                "role": "user",
+                "content": (
+                    f"Your previous reply could not be used: {request.correction}\n"
+                    "Reply again with exactly one JSON object with the fields listed, and nothing else."
+                ),
+            }
+        )
     return messages
 
 
@@ -98,7 +103,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _recording(connection_class: type[http.client.HTTPConnection], opened: list[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+def _recording(
+    connection_class: type[http.client.HTTPConnection], opened: list[http.client.HTTPConnection]
+) -> Callable[..., http.client.HTTPConnection]:
     """A factory for *connection_class* that remembers each connection, so the caller can cut it at the deadline."""
 
     def connect(host: str, **kwargs: Any) -> http.client.HTTPConnection:
@@ -247,7 +254,9 @@ class OpenAIBackend:
             raise BackendError(self.name, f"the API key variable {variable!r} is not set; export it or remove api_key_env")
         if not all("!" <= char <= "~" for char in key):
             # http.client would refuse it with an error that quotes the whole header, key included.
-            raise BackendError(self.name, f"the API key in {variable!r} holds a space, a control or a non-ASCII character; store the bare key")
+            raise BackendError(
+                self.name, f"the API key in {variable!r} holds a space, a control or a non-ASCII character; store the bare key"
+            )
         return key
 
     def reflect(self, request: ReflectionRequest) -> dict[str, Any]:
@@ -314,9 +323,13 @@ class OpenAIBackend:
         if exchange.incomplete:
             raise BackendUnavailableError(self.name, f"{shown} closed the connection in the middle of its answer")
         if len(exchange.body) > MAX_REPLY_BYTES:
-            raise BackendReplyError(self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there")
+            raise BackendReplyError(
+                self.name, f"the answer of {shown} is larger than the limit of {MAX_REPLY_BYTES} bytes; it was cut off there"
+            )
         if key is not None and key.encode("ascii") in exchange.body:
-            raise BackendError(self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key")
+            raise BackendError(
+                self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key"
+            )
         return reply_from_completion(exchange.body, self.name, key)
 
     def _exchange(self, http_request: urllib.request.Request, budget: CallBudget) -> _Exchange:
@@ -348,7 +361,9 @@ class OpenAIBackend:
         if isinstance(error, http.client.HTTPException):
             return BackendError(self.name, f"{shown} did not answer with valid HTTP ({type(error).__name__})")
         if isinstance(reason, ssl.SSLCertVerificationError):  # a certificate refused now is refused next time too
-            return BackendError(self.name, f"the certificate of {shown} is not trusted: {self._quote(reason.verify_message or str(reason), key)}")
+            return BackendError(
+                self.name, f"the certificate of {shown} is not trusted: {self._quote(reason.verify_message or str(reason), key)}"
+            )
         if isinstance(reason, OSError):  # refused, reset, no route, a name that does not resolve (yet)
             return BackendUnavailableError(self.name, f"cannot reach {shown}: {self._quote(reason.strerror or str(reason), key)}")
         if isinstance(reason, BaseException):

@@ -109,7 +109,9 @@ class SimulatedBackend:
             signals["continuity_refs"] = refs
         return {"voice": voice, "theme": interest.theme, "tags": tags, "mood": mood, "signals": signals}
 
-    def _voice(self, rng: random.Random, request: ReflectionRequest, mode: str, interest: Interest, focus: str, anchor: ContextRecord | None) -> str:
+    def _voice(
+        self, rng: random.Random, request: ReflectionRequest, mode: str, interest: Interest, focus: str, anchor: ContextRecord | None
+    ) -> str:
         persona = self.persona
         sentences = []
         if persona.openers and rng.random() < 0.5:

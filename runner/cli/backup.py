@@ -34,10 +34,18 @@ def _show(report: DeploymentBackup) -> str:
 
 @click.command()
 @click.option("--out", "out", type=click.Path(path_type=Path), help="The new directory to write the backup into (it must not exist yet).")
-@click.option("--into", "into", type=click.Path(path_type=Path),
-              help="Write the backup into a new ghostrunner-backup-YYYYMMDDTHHMMSSZ (UTC) directory of this one (made if missing).")
-@click.option("--keep", type=click.IntRange(min=1), default=None,
-              help="With --into, after a clean backup: remove the backups there older than the newest N clean ones (only ones backup made).")
+@click.option(
+    "--into",
+    "into",
+    type=click.Path(path_type=Path),
+    help="Write the backup into a new ghostrunner-backup-YYYYMMDDTHHMMSSZ (UTC) directory of this one (made if missing).",
+)
+@click.option(
+    "--keep",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --into, after a clean backup: remove the backups there older than the newest N clean ones (only ones backup made).",
+)
 @config_option
 @output_option
 @click.pass_obj

@@ -94,8 +94,14 @@ __all__ = ["cli", "main"]
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_path", envvar=CONFIG_ENVVAR, type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).")
+@click.option(
+    "--config",
+    "config_path",
+    envvar=CONFIG_ENVVAR,
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).",
+)
 @click.option("--log-level", type=LOG_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
 @version_option("ghostrunner")
 @click.pass_context
@@ -111,8 +117,13 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @cli.command()
 @click.argument("routine")
 @click.option("--agent", required=True, help="The configured agent to run it for.")
-@click.option("--at", "at_text", default=None, help="The time whose slot to run (a date, a time in runner.timezone, an ISO 8601 time with an offset, or -12h; default now). "
-                   "It is snapped to the latest scheduled time at or before it.")
+@click.option(
+    "--at",
+    "at_text",
+    default=None,
+    help="The time whose slot to run (a date, a time in runner.timezone, an ISO 8601 time with an offset, or -12h; default now). "
+    "It is snapped to the latest scheduled time at or before it.",
+)
 @click.option("--dry-run", is_flag=True, help="Build and validate the entry, print it, append nothing.")
 @click.option("--mix-simulated", is_flag=True, help="Write into a journal holding the other sort of entries (simulated or real) anyway.")
 @click.option("--run-id", default=None, hidden=True)
@@ -120,8 +131,17 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
 @config_option
 @output_option
 @click.pass_obj
-def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_run: bool, mix_simulated: bool, run_id: str | None,
-        config_on_stdin: bool, config_path: Path | None) -> None:
+def run(
+    settings: Settings,
+    routine: str,
+    agent: str,
+    at_text: str | None,
+    dry_run: bool,
+    mix_simulated: bool,
+    run_id: str | None,
+    config_on_stdin: bool,
+    config_path: Path | None,
+) -> None:
     """Run ROUTINE once for one agent and print the outcome (JSON when piped).
 
     Safe to repeat: a slot that already has its entry reports "duplicate".
@@ -138,13 +158,29 @@ def run(settings: Settings, routine: str, agent: str, at_text: str | None, dry_r
     try:
         # The result is printed (what serve reads) the moment its run.finished is logged, before a
         # signal can end the process; a RunInterrupted has been printed already and just exits.
-        result = run_at(config, agent, routine, at=at, dry_run=dry_run, run_id=run_id, on_result=lambda finished: echo(
-            finished.to_json_line() if as_json else show_run(finished.to_dict(), terminal_width())))
+        result = run_at(
+            config,
+            agent,
+            routine,
+            at=at,
+            dry_run=dry_run,
+            run_id=run_id,
+            on_result=lambda finished: echo(finished.to_json_line() if as_json else show_run(finished.to_dict(), terminal_width())),
+        )
     except NoScheduledTimeError as exc:
         raise TimeOptionError(str(exc), param_hint="--at") from None
     # 78 (EX_CONFIG): the backend refused for good (a key, a model, a URL to fix); systemd restarts a timer run on 1, never on 78.
-    sys.exit(EXIT_BUSY if result.outcome is Outcome.BUSY else 0 if result.is_ok else fault_exit_code(result.fault) if result.fault
-             else 78 if result.permanent else 1)
+    sys.exit(
+        EXIT_BUSY
+        if result.outcome is Outcome.BUSY
+        else 0
+        if result.is_ok
+        else fault_exit_code(result.fault)
+        if result.fault
+        else 78
+        if result.permanent
+        else 1
+    )
 
 
 @cli.command()
@@ -164,8 +200,13 @@ def serve(settings: Settings, config_path: Path | None) -> None:
     configure_logging(stream=sys.stdout, level=settings.log_level or "info")
     config = settings.config(config_path)
     if config.fleet is not None:
-        raise ConfigError(config.source, "fleet", "no [fleet] table for serve (the fleet's beat schedules these agents, and both would run "
-                                                  "every slot): run ghostrunner fleet beat and fleet worker, or remove [fleet]", "a [fleet] table")
+        raise ConfigError(
+            config.source,
+            "fleet",
+            "no [fleet] table for serve (the fleet's beat schedules these agents, and both would run "
+            "every slot): run ghostrunner fleet beat and fleet worker, or remove [fleet]",
+            "a [fleet] table",
+        )
     notifier = Notifier.from_environ()
     interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
     try:
@@ -178,24 +219,46 @@ def serve(settings: Settings, config_path: Path | None) -> None:
 
 def _simulation_options(function: Any) -> Any:
     """``--real-backends`` and ``--mix-simulated``, shared by simulate and demo."""
-    function = click.option("--mix-simulated", is_flag=True,
-                            help="Write into a journal that holds real entries (or, for a real backend, simulated ones) anyway.")(function)
-    return click.option("--real-backends", is_flag=True,
-                        help="Simulate agents on openai or command backends too: one backend call per slot.")(function)
+    function = click.option(
+        "--mix-simulated",
+        is_flag=True,
+        help="Write into a journal that holds real entries (or, for a real backend, simulated ones) anyway.",
+    )(function)
+    return click.option(
+        "--real-backends", is_flag=True, help="Simulate agents on openai or command backends too: one backend call per slot."
+    )(function)
 
 
 @cli.command(name="simulate")
-@click.option("--agent", "agents", multiple=True, metavar="AGENT", callback=once_each,
-              help="Agent to simulate (repeatable, each once; default: every configured agent).")
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="AGENT",
+    callback=once_each,
+    help="Agent to simulate (repeatable, each once; default: every configured agent).",
+)
 @click.option("--days", type=click.IntRange(min=1, max=MAX_DAYS), required=True, help="How many days of virtual time.")
-@click.option("--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today.")
-@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count).")
+@click.option(
+    "--start", "start_text", default=None, help="First day (YYYY-MM-DD, in the configured timezone); default: DAYS days before today."
+)
+@click.option(
+    "--workers", type=click.IntRange(min=1), default=None, help="Worker processes for several agents (default: config or CPU count)."
+)
 @_simulation_options
 @config_option
 @output_option
 @click.pass_obj
-def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, start_text: str | None, workers: int | None, real_backends: bool,
-                     mix_simulated: bool, config_path: Path | None) -> None:
+def simulate_command(
+    settings: Settings,
+    agents: tuple[str, ...],
+    days: int,
+    start_text: str | None,
+    workers: int | None,
+    real_backends: bool,
+    mix_simulated: bool,
+    config_path: Path | None,
+) -> None:
     """Live DAYS days of the agents' routines on a virtual clock, as fast as possible; print a summary.
 
     Every slot runs in time order through the same code as `run`; re-running
@@ -224,7 +287,10 @@ def simulate_command(settings: Settings, agents: tuple[str, ...], days: int, sta
     for summary in summaries:
         totals.update(summary.outcomes)
     document = {
-        "start": start.isoformat(), "end": end.isoformat(), "runs": sum(totals.values()), "outcomes": dict(sorted(totals.items())),
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+        "runs": sum(totals.values()),
+        "outcomes": dict(sorted(totals.items())),
         "agents": [summary.to_dict() for summary in summaries],
     }
     if wants_json():
@@ -243,15 +309,29 @@ def systemd() -> None:
 @config_option
 # A str, checked before it becomes a Path: Path("") is ".", so an empty --out wrote the units into the working directory.
 @click.option("--out", "out_text", required=True, help="Directory to write the units into.")
-@click.option("--exec", "exec_text", default=None,
-              help="How units start ghostrunner (absolute path, shell-like words). Default: the ghostrunner script beside this Python.")
+@click.option(
+    "--exec",
+    "exec_text",
+    default=None,
+    help="How units start ghostrunner (absolute path, shell-like words). Default: the ghostrunner script beside this Python.",
+)
 @click.option("--installed-config", default=None, help="The --config path the units use (default: the configuration file's absolute path).")
 @click.option("--user", default="ghostrunner", show_default=True, help="The system user the units run as.")
-@click.option("--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine).")
+@click.option(
+    "--randomized-delay", "delay_text", default="60s", show_default=True, help="The timers' RandomizedDelaySec (capped per routine)."
+)
 @click.option("--strict", is_flag=True, help="Write nothing and exit 78 if render has any warning.")
 @click.pass_obj
-def render(settings: Settings, config_path: Path | None, out_text: str, exec_text: str | None, installed_config: str | None, user: str,
-           delay_text: str, strict: bool) -> None:
+def render(
+    settings: Settings,
+    config_path: Path | None,
+    out_text: str,
+    exec_text: str | None,
+    installed_config: str | None,
+    user: str,
+    delay_text: str,
+    strict: bool,
+) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, ghostrunner-timers.target and, with a [backup] table, ghostrunner-backup.service and .timer into OUT.
 
     Cron schedules become OnCalendar= in the configured timezone; a schedule
@@ -279,8 +359,9 @@ def render(settings: Settings, config_path: Path | None, out_text: str, exec_tex
         argv = shlex.split(exec_text) if exec_text else default_exec_argv()
     except ValueError as exc:
         raise UnitRenderError("--exec", f"{quoted(exec_text)} is not a command line ({exc}); quote words as a shell would") from None
-    rendering = render_units(config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user,
-                             randomized_delay=delay)
+    rendering = render_units(
+        config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user, randomized_delay=delay
+    )
     write_rendered(rendering, out, write_units, noun="unit", strict=strict, journals=config.journals())
     click.echo("\nserve:  systemctl enable --now ghostrunner.service")
     click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
@@ -295,21 +376,28 @@ def _render_status(report: StatusReport, tz: Any) -> str:
         return f"{record.slot or '?'} ({record.outcome}, {record.finished.astimezone(tz):%Y-%m-%d %H:%M})"
 
     rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE")]
-    rows += [(p.agent, p.routine, p.state.upper() if p.state != "ok" else "ok", p.due_slot or "-", when(p.last_success), when(p.last_failure))
-             for p in report.pairs]
+    rows += [
+        (p.agent, p.routine, p.state.upper() if p.state != "ok" else "ok", p.due_slot or "-", when(p.last_success), when(p.last_failure))
+        for p in report.pairs
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     errors = [f"  {p.agent} {p.routine}: {p.problem}" for p in report.pairs if p.problem]
-    errors += [f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error]
+    errors += [
+        f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error
+    ]
     if errors:
         lines += ["", "last errors:", *errors]
     missed = [f"  {p.agent} {p.routine}: " + ", ".join(f"{m.slot} ({m.reason or '?'})" for m in p.missed) for p in report.pairs if p.missed]
     if missed:
         lines += ["", "missed slots (recorded by serve, not run; newest first):", *missed]
     counts = report.input
-    lines += ["", f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
-                  f"{counts['malformed']} malformed, {counts['foreign']} foreign"
-              + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else "")]
+    lines += [
+        "",
+        f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
+        f"{counts['malformed']} malformed, {counts['foreign']} foreign"
+        + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else ""),
+    ]
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
     lines.append(f"status: {report.verdict} (exit {report.exit_code})")
@@ -318,15 +406,31 @@ def _render_status(report: StatusReport, tz: Any) -> str:
 
 @cli.command()
 @config_option
-@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
-              help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.File("r", encoding="utf-8", errors="replace"),
+    default=None,
+    help="JSON log lines to read ('-' for stdin, the default when it is a pipe).",
+)
 @output_option
-@click.option("--now", "now_text", default=None, help="Judge as of this time (a date, a time in runner.timezone, an ISO 8601 time, or -1h; default now).")
-@click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).")
+@click.option(
+    "--now",
+    "now_text",
+    default=None,
+    help="Judge as of this time (a date, a time in runner.timezone, an ISO 8601 time, or -1h; default now).",
+)
+@click.option(
+    "--grace",
+    "grace_text",
+    default=None,
+    help="How late a success may be before its slot is overdue (default: misfire_grace + run_timeout + 5m).",
+)
 @fleet_option
 @click.pass_obj
-def status(settings: Settings, config_path: Path | None, log_file: IO[str] | None, now_text: str | None, grace_text: str | None,
-           from_fleet: bool) -> None:
+def status(
+    settings: Settings, config_path: Path | None, log_file: IO[str] | None, now_text: str | None, grace_text: str | None, from_fleet: bool
+) -> None:
     """Report each agent and routine's last success, last failure and whether it is overdue, from the runner's logs.
 
     A table on a terminal (or with --text), one JSON document when piped (or with --json).
@@ -350,17 +454,38 @@ def status(settings: Settings, config_path: Path | None, log_file: IO[str] | Non
 
 @cli.command(name="report")
 @config_option
-@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
-              help="JSON log lines to read ('-' for stdin, the default when it is a pipe): what status and history read.")
-@click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (a date, a time in runner.timezone, an ISO 8601 time, or -7d).")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.File("r", encoding="utf-8", errors="replace"),
+    default=None,
+    help="JSON log lines to read ('-' for stdin, the default when it is a pipe): what status and history read.",
+)
+@click.option(
+    "--since",
+    "since_text",
+    default=None,
+    help="Only runs that finished at or after this time (a date, a time in runner.timezone, an ISO 8601 time, or -7d).",
+)
 @click.option("--now", "now_text", default=None, help="Judge as of this time, as status does (default now).")
-@click.option("--grace", "grace_text", default=None, help="How late a success may be before its slot is late or overdue (status's default).")
+@click.option(
+    "--grace", "grace_text", default=None, help="How late a success may be before its slot is late or overdue (status's default)."
+)
 @out_option("the report")
 @force_option("runs report")
 @fleet_option
 @click.pass_obj
-def report_command(settings: Settings, config_path: Path | None, log_file: IO[str] | None, since_text: str | None, now_text: str | None,
-                   grace_text: str | None, out: str, force: bool, from_fleet: bool) -> None:
+def report_command(
+    settings: Settings,
+    config_path: Path | None,
+    log_file: IO[str] | None,
+    since_text: str | None,
+    now_text: str | None,
+    grace_text: str | None,
+    out: str,
+    force: bool,
+    from_fleet: bool,
+) -> None:
     """Write the runs in the runner's logs as one self-contained HTML page: agent x routine by slot, each slot's runs.
 
     Reads the same input as status and history. The page's overall state and the exit code are
@@ -377,18 +502,24 @@ def report_command(settings: Settings, config_path: Path | None, log_file: IO[st
     built = build_run_report(config, lines, now=now, since=since, grace=grace, paused=paused_or_unknown(config))
     written = write_output(out, built.html, kind=RUNS_REPORT, journals=config.journals(), force=force)
     if written is not None:
-        click.echo(f"wrote {written} ({sum(built.states.values())} slots, {len(built.html)} bytes); status: {built.status.verdict}", err=True)
+        click.echo(
+            f"wrote {written} ({sum(built.states.values())} slots, {len(built.html)} bytes); status: {built.status.verdict}", err=True
+        )
     sys.exit(built.status.exit_code)
 
 
 @cli.command()
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
-@click.option("--days", type=click.IntRange(min=7, max=MAX_DAYS), default=DEMO_DAYS, show_default=True, help="How many days of virtual time.")
+@click.option(
+    "--days", type=click.IntRange(min=7, max=MAX_DAYS), default=DEMO_DAYS, show_default=True, help="How many days of virtual time."
+)
 @click.option("--start", "start_text", default=DEMO_START.isoformat(), show_default=True, help="First day (YYYY-MM-DD).")
 @_simulation_options
 @config_option
 @click.pass_obj
-def demo(settings: Settings, agent: str, days: int, start_text: str, real_backends: bool, mix_simulated: bool, config_path: Path | None) -> None:
+def demo(
+    settings: Settings, agent: str, days: int, start_text: str, real_backends: bool, mix_simulated: bool, config_path: Path | None
+) -> None:
     """Let an agent live some weeks in seconds, then show where it wrote, its digest and prompt context.
 
     Uses the embedded defaults unless a configuration is given; no network, no model

@@ -26,14 +26,19 @@ def _require_extra() -> None:
         import celery  # noqa: F401 - only to learn whether the extra is installed
         import redbeat  # noqa: F401
     except ImportError:
-        raise FleetUnavailableError("the fleet needs Celery, RedBeat and redis-py, which are not installed",
-                                    "install them with: pip install 'ghostjournal[fleet]'") from None
+        raise FleetUnavailableError(
+            "the fleet needs Celery, RedBeat and redis-py, which are not installed", "install them with: pip install 'ghostjournal[fleet]'"
+        ) from None
 
 
 def fleet_option(function: Any) -> Any:
     """``--fleet``: read the fleet's runs record in Redis instead of a log."""
-    return click.option("--fleet", "from_fleet", is_flag=True,
-                        help="Read the runs the fleet's workers and beat recorded in Redis ([fleet] broker), not a log.")(function)
+    return click.option(
+        "--fleet",
+        "from_fleet",
+        is_flag=True,
+        help="Read the runs the fleet's workers and beat recorded in Redis ([fleet] broker), not a log.",
+    )(function)
 
 
 def _record_lines(config: RunnerConfig) -> Iterator[str]:
@@ -47,8 +52,10 @@ def _record_lines(config: RunnerConfig) -> Iterator[str]:
     try:
         yield from record.lines()
     except redis.RedisError as exc:
-        raise FleetUnavailableError(f"cannot read the fleet's runs record in Redis at {broker}: {exc}",
-                                    "check that redis-server runs there and fleet.broker names it") from None
+        raise FleetUnavailableError(
+            f"cannot read the fleet's runs record in Redis at {broker}: {exc}",
+            "check that redis-server runs there and fleet.broker names it",
+        ) from None
 
 
 def runs_input(config: RunnerConfig, log_file: IO[str] | None, from_fleet: bool, command: str) -> Iterable[str]:
@@ -88,8 +95,9 @@ def beat(settings: Settings, config_path: Path | None) -> None:
 
 @fleet.command()
 @click.option("--shard", required=True, help="The shard whose agents this worker runs (a name under [fleet.shards]).")
-@click.option("--concurrency", type=click.IntRange(min=1, max=1024), default=None,
-              help="Runs at once (default: runner.max_concurrent_runs).")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1, max=1024), default=None, help="Runs at once (default: runner.max_concurrent_runs)."
+)
 @config_option
 @click.pass_obj
 def worker(settings: Settings, shard: str, concurrency: int | None, config_path: Path | None) -> None:

@@ -24,15 +24,24 @@ def k8s() -> None:
 @config_option
 # Strings, checked before use: Path("") is ".", so an empty --out would write into the working directory.
 @click.option("--out", "out_text", required=True, help="Directory to write the manifests into (one JSON file per object).")
-@click.option("--image", required=True, help="The container image that holds this ghostrunner (a tag or digest, such as registry.example/ghostrunner:0.1.0).")
+@click.option(
+    "--image",
+    required=True,
+    help="The container image that holds this ghostrunner (a tag or digest, such as registry.example/ghostrunner:0.1.0).",
+)
 @click.option("--namespace", default="ghostrunner", show_default=True, help="The namespace of every object (it must exist).")
-@click.option("--journal-mount", default=str(STATE_DIRECTORY), show_default=True,
-              help="Where each shard's volume is mounted in its pods; every journal and the state directory must lie under it.")
+@click.option(
+    "--journal-mount",
+    default=str(STATE_DIRECTORY),
+    show_default=True,
+    help="Where each shard's volume is mounted in its pods; every journal and the state directory must lie under it.",
+)
 @click.option("--storage", default="1Gi", show_default=True, help="The size each shard's volume claims.")
 @click.option("--strict", is_flag=True, help="Write nothing and exit 78 if render has any warning.")
 @click.pass_obj
-def render(settings: Settings, config_path: Path | None, out_text: str, image: str, namespace: str, journal_mount: str, storage: str,
-           strict: bool) -> None:
+def render(
+    settings: Settings, config_path: Path | None, out_text: str, image: str, namespace: str, journal_mount: str, storage: str, strict: bool
+) -> None:
     """Write a CronJob per agent and routine, a volume claim per shard, a ServiceAccount and a ConfigMap into OUT.
 
     Each CronJob runs `ghostrunner run` for its pair in runner.timezone, never

@@ -95,30 +95,56 @@ def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bo
     rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""
-        rows.append((
-            f"{slot.runs[0].finished.astimezone(tz):%Y-%m-%d %H:%M:%S}", slot.agent, slot.routine, slot.slot or "?", deciding.outcome.value,
-            str(len(slot.runs)), _duration(deciding.duration_ms), error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
-        ))
+        rows.append(
+            (
+                f"{slot.runs[0].finished.astimezone(tz):%Y-%m-%d %H:%M:%S}",
+                slot.agent,
+                slot.routine,
+                slot.slot or "?",
+                deciding.outcome.value,
+                str(len(slot.runs)),
+                _duration(deciding.duration_ms),
+                error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     counts = history.digest.counts()
-    lines += ["", (f"{len(history.slots)} slots; input: {counts['lines']} lines, {counts['runs']} runs, "
-                   f"{counts['malformed']} malformed, {counts['foreign']} foreign")]
+    lines += [
+        "",
+        (
+            f"{len(history.slots)} slots; input: {counts['lines']} lines, {counts['runs']} runs, "
+            f"{counts['malformed']} malformed, {counts['foreign']} foreign"
+        ),
+    ]
     return "\n".join(lines)
 
 
 @click.command()
 @config_option
-@click.option("--log", "log_file", type=click.File("r", encoding="utf-8", errors="replace"), default=None,
-              help="JSON log lines to read ('-' for stdin, the default when it is a pipe).")
+@click.option(
+    "--log",
+    "log_file",
+    type=click.File("r", encoding="utf-8", errors="replace"),
+    default=None,
+    help="JSON log lines to read ('-' for stdin, the default when it is a pipe).",
+)
 @click.option("--agent", default=None, help="Only this agent's slots.")
 @click.option("--routine", default=None, help="Only this routine's slots.")
 @click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (ISO 8601).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON array (default on a pipe: one JSON object per line).")
 @fleet_option
 @click.pass_obj
-def history(settings: Settings, config_path: Path | None, log_file: IO[str] | None, agent: str | None, routine: str | None,
-            since_text: str | None, as_json: bool, from_fleet: bool) -> None:
+def history(
+    settings: Settings,
+    config_path: Path | None,
+    log_file: IO[str] | None,
+    agent: str | None,
+    routine: str | None,
+    since_text: str | None,
+    as_json: bool,
+    from_fleet: bool,
+) -> None:
     """List each slot's runs from the runner's logs, newest first: outcome, attempts, duration and error.
 
     Reads the same input as status. A table on a terminal; JSON lines when

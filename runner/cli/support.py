@@ -99,14 +99,20 @@ class Settings:
         if path is None and CONFIG_ENVVAR in os.environ and not os.environ[CONFIG_ENVVAR].strip():
             # click reads an empty variable as unset: a script whose variable came out empty
             # would silently run the embedded defaults' agent into its journal.
-            raise click.UsageError(f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults")
+            raise click.UsageError(
+                f"${CONFIG_ENVVAR} is set but empty; name a configuration file, or unset it to use the embedded defaults"
+            )
         return load_config(path)
 
 
 def config_option(function: Any) -> Any:
     """A command's own ``--config``: the group's option after the command (the same value, or the group's is not given)."""
     return click.option(
-        "--config", "config_path", type=click.Path(dir_okay=False, path_type=Path), default=None, callback=after_command,
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        callback=after_command,
         help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults). Given before the command too, it must be the same file.",
     )(function)
 
@@ -136,7 +142,9 @@ def parse_time(text: str, config: RunnerConfig, option: str, *, now: datetime | 
     not run another slot.
     """
     try:
-        return parse_time_input(text, zone=config.timezone, now=now or datetime.now(config.timezone), earliest=EARLIEST_TIME, latest=LATEST_TIME)
+        return parse_time_input(
+            text, zone=config.timezone, now=now or datetime.now(config.timezone), earliest=EARLIEST_TIME, latest=LATEST_TIME
+        )
     except ValueError as exc:
         raise TimeOptionError(str(exc), param_hint=option) from None
 
@@ -168,8 +176,9 @@ def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
         raise JournalStorageError.for_errno(named, exc.errno, action) from exc
 
 
-def write_rendered(rendering: Any, out: Path, write: Callable[[Any, Path], list[Path]], *, noun: str, strict: bool,
-                   journals: Mapping[str, Path]) -> None:
+def write_rendered(
+    rendering: Any, out: Path, write: Callable[[Any, Path], list[Path]], *, noun: str, strict: bool, journals: Mapping[str, Path]
+) -> None:
     """What both render commands do with a rendering: refuse it under --strict if it warns, or an *out* inside a journal
     (one of *journals*, or any other: exit 2), else write it into *out*, say what was written, then warn on stderr
     (after the files: a refused --out is the one line of its error)."""

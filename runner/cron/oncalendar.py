@@ -165,8 +165,9 @@ def expand_schedule(routine: str, schedule: str, target: str = "a systemd OnCale
         raise ScheduleNotExpressibleError(routine, schedule, f"a cron expression has 5 fields, got {len(fields)}", target)
     minute, hour, day, month, weekday = fields
     try:
-        return CronFields(_MINUTE.expand(minute), _HOUR.expand(hour), _DAY.expand(day), _MONTH.expand(month),
-                          _WEEKDAY.expand(day_of_week_names(weekday)))
+        return CronFields(
+            _MINUTE.expand(minute), _HOUR.expand(hour), _DAY.expand(day), _MONTH.expand(month), _WEEKDAY.expand(day_of_week_names(weekday))
+        )
     except ValueError as exc:
         raise ScheduleNotExpressibleError(routine, schedule, str(exc), target) from None
 
@@ -207,7 +208,12 @@ def skipped_local_times(routine: str, schedule: str, timezone: ZoneInfo, start: 
         day = start + timedelta(days=offset)
         before = datetime.combine(day, dt_time(0), timezone).utcoffset()
         after = datetime.combine(day + timedelta(days=1), dt_time(0), timezone).utcoffset()
-        if before == after or day.day not in fields.days or day.month not in fields.months or (day.weekday() + 1) % 7 not in fields.weekdays:
+        if (
+            before == after
+            or day.day not in fields.days
+            or day.month not in fields.months
+            or (day.weekday() + 1) % 7 not in fields.weekdays
+        ):
             continue
         for hour in fields.hours:
             for minute in fields.minutes:

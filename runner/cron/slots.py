@@ -51,7 +51,19 @@ from apscheduler.triggers.cron import CronTrigger
 
 from runner.cron.crontab import day_of_week_names
 
-__all__ = ["EARLIEST_TIME", "LATEST_TIME", "LEAST_MISFIRE_GRACE", "CronSchedule", "client_key", "cron_trigger", "fire_times", "fires_since", "is_late", "latest_fire_time", "slot_for"]
+__all__ = [
+    "EARLIEST_TIME",
+    "LATEST_TIME",
+    "LEAST_MISFIRE_GRACE",
+    "CronSchedule",
+    "client_key",
+    "cron_trigger",
+    "fire_times",
+    "fires_since",
+    "is_late",
+    "latest_fire_time",
+    "slot_for",
+]
 
 #: The times a run may be asked for (``run --at``, a fleet task's fire time). The schedules find no
 #: fire time before 1970 (APScheduler works in POSIX time); the margin below year 9999 leaves room
@@ -90,8 +102,7 @@ def _resolve(wall: datetime, tz: tzinfo) -> datetime:
     first, second = wall.replace(tzinfo=tz, fold=0), wall.replace(tzinfo=tz, fold=1)
     if first.utcoffset() == second.utcoffset():
         return first  # the common case: the time exists once
-    real = [moment.astimezone(UTC) for moment in (first, second)
-            if moment.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall]
+    real = [moment.astimezone(UTC) for moment in (first, second) if moment.astimezone(UTC).astimezone(tz).replace(tzinfo=None) == wall]
     if real:
         return min(real).astimezone(tz)  # repeated: the first occurrence
     # Skipped: the gap's end is the one transition between the two readings' instants.

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
-from journal.frame import partial_directory, refuse_inside_journals, remove_abandoned_partials, replace_durably
+from journal.frame import claim_partial_directory, refuse_inside_journals, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -134,8 +134,7 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         raise OutputPathError(out, _EXISTS)
     refuse_inside_journals(out, "the backup directory", config.journals())
     try:
-        remove_abandoned_partials(out)  # what a backup to the same directory killed before its rename left
-        work, claim = partial_directory(out)
+        work, claim = claim_partial_directory(out)  # first removing what a backup to the same directory killed before its rename left
     except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
         raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
     try:
@@ -200,7 +199,9 @@ def _open_parent(parent: Path) -> int:
         return os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
         if os.path.islink(parent):
-            raise OutputPathError(parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)") from None
+            raise OutputPathError(
+                parent, "the backups' directory is a symbolic link; name the directory itself (backups follow no link)"
+            ) from None
         if os.path.lexists(parent):
             raise OutputPathError(parent, "the backups' directory is not a directory") from None
         raise exc from None
@@ -228,7 +229,9 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     try:
         _enter(fd)  # held until os.close(fd) below
         stamp = f"{(now or datetime.now(UTC)).astimezone(UTC):%Y%m%dT%H%M%SZ}"
-        name = _reserve(fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))])
+        name = _reserve(
+            fd, parent, [f"ghostrunner-backup-{stamp}", *(f"ghostrunner-backup-{stamp}-{n}" for n in range(2, _MAX_SAME_SECOND))]
+        )
         try:
             report = backup_deployment(config, parent / name, reserved=True)
         except BaseException:

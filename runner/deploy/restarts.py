@@ -65,28 +65,34 @@ class RestartPlan:
         """The ``[Unit]`` lines: the start limit."""
         if not self.reruns:
             return "# No restarts (see [Service]): the default start limit applies."
-        return "\n".join([
-            f"# At most {self.reruns + 1} starts (the timer's and {self.reruns} restarts) within {_seconds(self.interval)}: then the slot",
-            "# waits for the routine's next fire.",
-            f"StartLimitIntervalSec={_seconds(self.interval)}",
-            f"StartLimitBurst={self.reruns + 1}",
-        ])
+        return "\n".join(
+            [
+                f"# At most {self.reruns + 1} starts (the timer's and {self.reruns} restarts) within {_seconds(self.interval)}: then the slot",
+                "# waits for the routine's next fire.",
+                f"StartLimitIntervalSec={_seconds(self.interval)}",
+                f"StartLimitBurst={self.reruns + 1}",
+            ]
+        )
 
     def service_lines(self) -> str:
         """The ``[Service]`` lines: when systemd starts a failed run again."""
         if not self.reruns:
-            return "\n".join([
-                f"# The schedule fires every {_seconds(self.gap)} or more often: too often for reruns in between; the next fire is the retry.",
-                "Restart=no",
-            ])
-        return "\n".join([
-            "# A run that failed for a transient reason (exit 1, a timeout) runs again; one the backend refused for good",
-            "# (78), a usage error (2), a read-only journal (73), a denied permission (77) or a program systemd could not",
-            "# start (203, EXEC) does not.",
-            "Restart=on-failure",
-            f"RestartSec={_seconds(self.delay)}",
-            "RestartPreventExitStatus=" + " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
-        ])
+            return "\n".join(
+                [
+                    f"# The schedule fires every {_seconds(self.gap)} or more often: too often for reruns in between; the next fire is the retry.",
+                    "Restart=no",
+                ]
+            )
+        return "\n".join(
+            [
+                "# A run that failed for a transient reason (exit 1, a timeout) runs again; one the backend refused for good",
+                "# (78), a usage error (2), a read-only journal (73), a denied permission (77) or a program systemd could not",
+                "# start (203, EXEC) does not.",
+                "Restart=on-failure",
+                f"RestartSec={_seconds(self.delay)}",
+                "RestartPreventExitStatus=" + " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
+            ]
+        )
 
 
 def _seconds(delta: timedelta) -> str:

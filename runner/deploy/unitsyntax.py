@@ -44,7 +44,8 @@ STATE_DIRECTORY: Final = PurePosixPath("/var/lib/ghostrunner")
 #: clean"), silently dropping the whole setting.
 _FORBIDDEN: Final = re.compile(
     r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufdd0-\ufdef"
-    + "".join(f"{chr(plane << 16 | 0xFFFE)}{chr(plane << 16 | 0xFFFF)}" for plane in range(17)) + "]"
+    + "".join(f"{chr(plane << 16 | 0xFFFE)}{chr(plane << 16 | 0xFFFF)}" for plane in range(17))
+    + "]"
 )
 #: A word systemd reads back unchanged without quotes (no whitespace, quote, backslash or ';').
 _BARE_WORD: Final = re.compile(r"[A-Za-z0-9/._+:@,=%~-]+")
@@ -76,9 +77,14 @@ def checked_text(value: str, field: str, source: str | None = None) -> str:
     """
     found = _FORBIDDEN.search(value)
     if found:
-        raise UnitRenderError(field, (
-            f"{quoted(value)} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
-            "(after a line break systemd reads the rest as new settings); remove it"), source)
+        raise UnitRenderError(
+            field,
+            (
+                f"{quoted(value)} holds the character U+{ord(found.group()):04X}, which no systemd unit may carry "
+                "(after a line break systemd reads the rest as new settings); remove it"
+            ),
+            source,
+        )
     return value
 
 
@@ -96,8 +102,9 @@ def absolute_path(value: str, field: str, source: str | None = None) -> str:
     """
     checked_text(value, field, source)
     if not value.startswith("/"):
-        raise UnitRenderError(field, f"expected an absolute path, got {quoted(value)}; units run in {STATE_DIRECTORY}, not where render runs",
-                              source)
+        raise UnitRenderError(
+            field, f"expected an absolute path, got {quoted(value)}; units run in {STATE_DIRECTORY}, not where render runs", source
+        )
     normal = normal_path(value)
     encoded = normal.encode("utf-8")
     if len(encoded) > _PATH_MAX or any(len(part) > _NAME_MAX for part in encoded.split(b"/")):
@@ -122,9 +129,13 @@ def exec_program(path: str) -> str:
     normal = absolute_path(path, "--exec")
     bad = sorted(set(normal) & set("\"'\\$"))
     if bad:
-        raise UnitRenderError("--exec", (
-            f"the program path {quoted(path)} holds {', '.join(repr(char) for char in bad)}, which systemd does not accept in (or expands"
-            " differently from) an ExecStart= program; install the program under a plain path such as /usr/local/bin/ghostrunner"))
+        raise UnitRenderError(
+            "--exec",
+            (
+                f"the program path {quoted(path)} holds {', '.join(repr(char) for char in bad)}, which systemd does not accept in (or expands"
+                " differently from) an ExecStart= program; install the program under a plain path such as /usr/local/bin/ghostrunner"
+            ),
+        )
     return quoted_word(normal.replace("%", "%%"))
 
 
@@ -147,6 +158,9 @@ def checked_lines(block: str, field: str, source: str | None) -> str:
 
 def unit_name(name: str, field: str, source: str | None) -> str:
     if len(name.encode("utf-8")) > _UNIT_NAME_MAX or not _UNIT_NAME.fullmatch(name):
-        raise UnitRenderError(field, f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); "
-                              "use a shorter name", source)
+        raise UnitRenderError(
+            field,
+            f"the unit name {name!r} is not one systemd accepts (its characters, at most {_UNIT_NAME_MAX} bytes); use a shorter name",
+            source,
+        )
     return name

@@ -38,9 +38,13 @@ class RenderedKind:
     link_hint: str = ""
 
 
-UNIT_FILES: Final = RenderedKind("unit", "ghostrunner systemd render", len(RENDERED_MARKER.encode("utf-8")),
-                                 lambda head: head == RENDERED_MARKER.encode("utf-8"),
-                                 " (systemctl unmask or disable {name} if systemctl made it)")
+UNIT_FILES: Final = RenderedKind(
+    "unit",
+    "ghostrunner systemd render",
+    len(RENDERED_MARKER.encode("utf-8")),
+    lambda head: head == RENDERED_MARKER.encode("utf-8"),
+    " (systemctl unmask or disable {name} if systemctl made it)",
+)
 
 
 def write_unit_files(files: Mapping[str, str], out: Path, kind: RenderedKind = UNIT_FILES) -> list[Path]:
@@ -61,8 +65,10 @@ def write_unit_files(files: Mapping[str, str], out: Path, kind: RenderedKind = U
         except OSError:  # missing, or a name the filesystem refuses (ENAMETOOLONG): the first error says why
             info = None
         if info is not None and stat.S_ISLNK(info.st_mode):
-            raise UnitRenderError("--out", f"{str(out)!r} is a symbolic link (to {os.readlink(out)!r}); render writes through no link: "
-                                  "pass the directory itself") from None
+            raise UnitRenderError(
+                "--out",
+                f"{str(out)!r} is a symbolic link (to {os.readlink(out)!r}); render writes through no link: pass the directory itself",
+            ) from None
         if info is not None and not stat.S_ISDIR(info.st_mode):
             raise UnitRenderError("--out", f"{str(out)!r} is not a directory; pass the directory to write the {noun}s into") from None
         _refused(exc, out, f"write the {noun}s into", noun)
@@ -102,8 +108,7 @@ def _refused(exc: OSError, path: Path, action: str, noun: str) -> None:
     from journal import JournalStorageError
 
     if errorcode.get(exc.errno or 0) in _REFUSALS:
-        raise JournalStorageError.for_errno(path, exc.errno or 0, action,
-                                            f"no {noun} was replaced; fix that and render again") from None
+        raise JournalStorageError.for_errno(path, exc.errno or 0, action, f"no {noun} was replaced; fix that and render again") from None
 
 
 def _check_replaceable(directory: int, path: Path, name: str, kind: RenderedKind) -> None:
@@ -113,8 +118,11 @@ def _check_replaceable(directory: int, path: Path, name: str, kind: RenderedKind
         return
     if stat.S_ISLNK(info.st_mode):
         target = os.readlink(name, dir_fd=directory)
-        raise UnitRenderError("--out", f"{str(path)!r} is a symbolic link (to {target!r}); render writes through no link: remove it"
-                              f"{kind.link_hint.format(name=name)} and render again")
+        raise UnitRenderError(
+            "--out",
+            f"{str(path)!r} is a symbolic link (to {target!r}); render writes through no link: remove it"
+            f"{kind.link_hint.format(name=name)} and render again",
+        )
     if not stat.S_ISREG(info.st_mode):
         raise UnitRenderError("--out", f"{str(path)!r} is not a regular file; remove it and render again")
     try:
@@ -127,8 +135,11 @@ def _check_replaceable(directory: int, path: Path, name: str, kind: RenderedKind
         _refused(exc, path, f"read the {kind.noun}", kind.noun)
         raise RunnerError(f"cannot read {str(path)!r} to see whether render wrote it: {exc.strerror}; nothing was written") from None
     if not kind.is_own(head):
-        raise UnitRenderError("--out", f"{str(path)!r} exists and was not written by {kind.command}; render replaces only "
-                              f"its own {kind.noun}s: move that file away (or choose another --out) and render again")
+        raise UnitRenderError(
+            "--out",
+            f"{str(path)!r} exists and was not written by {kind.command}; render replaces only "
+            f"its own {kind.noun}s: move that file away (or choose another --out) and render again",
+        )
 
 
 def _stage_one(directory: int, path: Path, name: str, text: str, noun: str) -> str:
@@ -140,7 +151,7 @@ def _stage_one(directory: int, path: Path, name: str, text: str, noun: str) -> s
             os.fchmod(descriptor, 0o644)  # whatever the umask: systemd (or kubectl) and the operator read them
             data = text.encode("utf-8")
             while data:
-                data = data[os.write(descriptor, data):]
+                data = data[os.write(descriptor, data) :]
             os.fsync(descriptor)
         finally:
             os.close(descriptor)

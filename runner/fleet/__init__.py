@@ -33,5 +33,11 @@ from typing import Final
 __all__ = ["FLEET_EVENTS"]
 
 #: The log events only the fleet's processes write (docs/fleet.md, "The fleet's log lines", lists their fields).
-FLEET_EVENTS: Final = ("fleet.beat_standby", "fleet.beat_active", "fleet.beat_lost_lock", "fleet.broker_unreachable", "fleet.task_refused",
-                      "fleet.beat_entry_reset")
+FLEET_EVENTS: Final = (
+    "fleet.beat_standby",
+    "fleet.beat_active",
+    "fleet.beat_lost_lock",
+    "fleet.broker_unreachable",
+    "fleet.task_refused",
+    "fleet.beat_entry_reset",
+)

@@ -57,7 +57,9 @@ def broker_password(config: RunnerConfig) -> str | None:
         return None
     password = os.environ.get(fleet.password_env)
     if not password:
-        raise ConfigError(config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set")
+        raise ConfigError(
+            config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set"
+        )
     return password
 
 

@@ -93,7 +93,11 @@ class PairSchedule(BaseSchedule):  # type: ignore[misc]  # celery ships no type 
         return schedstate(is_due=wait <= 0, next=max(wait, 0.0))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PairSchedule) and (self.expression, self.zone, self.granularity) == (other.expression, other.zone, other.granularity)
+        return isinstance(other, PairSchedule) and (self.expression, self.zone, self.granularity) == (
+            other.expression,
+            other.zone,
+            other.granularity,
+        )
 
     def __hash__(self) -> int:
         return hash((self.expression, self.zone, self.granularity))
@@ -134,8 +138,13 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         try:
             entry: SlotEntry = super().from_key(key, app=app)
             agent, routine = entry.args
-            if not (isinstance(agent, str) and isinstance(routine, str) and isinstance(entry.schedule, PairSchedule)
-                    and isinstance(entry.last_run_at, datetime) and entry.last_run_at.tzinfo is not None):
+            if not (
+                isinstance(agent, str)
+                and isinstance(routine, str)
+                and isinstance(entry.schedule, PairSchedule)
+                and isinstance(entry.last_run_at, datetime)
+                and entry.last_run_at.tzinfo is not None
+            ):
                 raise TypeError("not a pair's entry: [agent, routine], its schedule and an aware last_run_at")  # noqa: TRY301 - handled with the decoders' errors below
         except (KeyError, redis.exceptions.RedisError):  # missing, or Redis away: as RedBeat handles them
             raise
@@ -164,8 +173,15 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         return schedule.next_after(self.last_run_at)
 
     def save(self) -> SlotEntry:
-        definition = {"name": self.name, "task": self.task, "args": self.args, "kwargs": self.kwargs, "options": self.options,
-                      "schedule": self.schedule, "enabled": self.enabled}
+        definition = {
+            "name": self.name,
+            "task": self.task,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "options": self.options,
+            "schedule": self.schedule,
+            "enabled": self.enabled,
+        }
         meta = {"last_run_at": self.last_run_at}
         with redbeat.get_redis(self.app).pipeline() as pipe:
             pipe.hset(self.key, "definition", json.dumps(definition, cls=_Encoder))
@@ -185,7 +201,9 @@ def beat_schedule(config: RunnerConfig) -> dict[str, dict[str, Any]]:
         for name in agent.routines:
             routine = config.routines[name]
             entries[f"{agent.name}:{name}"] = {
-                "task": RUN_TASK, "schedule": PairSchedule(routine.schedule, zone, routine.slot), "args": [agent.name, name],
+                "task": RUN_TASK,
+                "schedule": PairSchedule(routine.schedule, zone, routine.slot),
+                "args": [agent.name, name],
                 "options": {"queue": queue},
             }
     return entries
@@ -225,8 +243,14 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
         super().setup_schedule()
         fleet = fleet_of(self.runner_config)
-        log.info("scheduler.started", agents=sorted(self.runner_config.agents), jobs=len(self.app.conf.beat_schedule),
-                 timezone=self.runner_config.timezone.key, shards=sorted(fleet.shards), role="beat")
+        log.info(
+            "scheduler.started",
+            agents=sorted(self.runner_config.agents),
+            jobs=len(self.app.conf.beat_schedule),
+            timezone=self.runner_config.timezone.key,
+            shards=sorted(fleet.shards),
+            role="beat",
+        )
 
     @staticmethod
     def _acquire(lock: redis.lock.Lock) -> bool:
@@ -271,16 +295,27 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
             late = is_late(moment, now, config.misfire_grace)
             if not late:
-                self.app.send_task(RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id,
-                                   producer=producer, retry=False)
+                self.app.send_task(
+                    RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id, producer=producer, retry=False
+                )
             # Noted right after the publish, and logged only then: the one moment a kill makes the next
             # beat publish the fire again is between these two Redis calls.
             entry = entry._next_instance(last_run_at=moment.astimezone(UTC))
             if late:
-                log.warning("scheduler.missed", agent=agent, routine=routine_name, slot=identity.slot, scheduled=moment.isoformat(),
-                            reason="late")
+                log.warning(
+                    "scheduler.missed", agent=agent, routine=routine_name, slot=identity.slot, scheduled=moment.isoformat(), reason="late"
+                )
             else:
-                log.info("scheduler.run_queued", agent=agent, routine=routine_name, slot=identity.slot, client_key=identity.client_key,
-                         scheduled=moment.isoformat(), trigger="cron", queue=queue, task_id=task_id)
+                log.info(
+                    "scheduler.run_queued",
+                    agent=agent,
+                    routine=routine_name,
+                    slot=identity.slot,
+                    client_key=identity.client_key,
+                    scheduled=moment.isoformat(),
+                    trigger="cron",
+                    queue=queue,
+                    task_id=task_id,
+                )
         following = schedule.next_after(entry.last_run_at)
         return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())

@@ -42,8 +42,9 @@ def redis_client(url: str, password: str | None = None, *, timeout: float = 10.0
     Replies are decoded as UTF-8 with U+FFFD for what is not: anyone who can write to Redis can add
     bytes to the runs stream, and a reader must skip such a record as it skips a log's garbled line.
     """
-    return redis.Redis.from_url(url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True,
-                                encoding_errors="replace")
+    return redis.Redis.from_url(
+        url, password=password, socket_timeout=timeout, socket_connect_timeout=timeout, decode_responses=True, encoding_errors="replace"
+    )
 
 
 class RunsRecord:

@@ -66,11 +66,15 @@ def check_start(config: RunnerConfig) -> None:
     try:
         redis_client(fleet.broker, broker_password(config), timeout=_PING_SECONDS).ping()
     except redis.RedisError as exc:
-        raise FleetUnavailableError(f"cannot reach the fleet's Redis at {fleet.broker} (fleet.broker): {exc}",
-                                    "start redis-server there, or correct fleet.broker in " + config.source) from None
+        raise FleetUnavailableError(
+            f"cannot reach the fleet's Redis at {fleet.broker} (fleet.broker): {exc}",
+            "start redis-server there, or correct fleet.broker in " + config.source,
+        ) from None
     if DeploymentLock(config.lock_file).is_held():
-        raise FleetUnavailableError(f"ghostrunner serve holds {str(config.lock_file)!r} (runner.lock_file) for these agents",
-                                    "stop serve before starting the fleet: both would run every slot")
+        raise FleetUnavailableError(
+            f"ghostrunner serve holds {str(config.lock_file)!r} (runner.lock_file) for these agents",
+            "stop serve before starting the fleet: both would run every slot",
+        )
 
 
 def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
@@ -124,11 +128,26 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
     hold_shard(config, shard)
     app = fleet_app(config)
     processes = concurrency or config.max_concurrent_runs
-    log.info("scheduler.started", agents=list(fleet.shards[shard]), timezone=config.timezone.key, pid=os.getpid(),
-             max_concurrent_runs=processes, role="worker", queue=fleet.queue_of(shard))
-    worker = app.Worker(queues=[fleet.queue_of(shard)], concurrency=processes, pool="prefork", quiet=True, without_gossip=True,
-                        without_mingle=True, optimization="fair", hostname=f"{shard}@{socket.gethostname()}.{os.getpid()}",
-                        loglevel=level.upper())
+    log.info(
+        "scheduler.started",
+        agents=list(fleet.shards[shard]),
+        timezone=config.timezone.key,
+        pid=os.getpid(),
+        max_concurrent_runs=processes,
+        role="worker",
+        queue=fleet.queue_of(shard),
+    )
+    worker = app.Worker(
+        queues=[fleet.queue_of(shard)],
+        concurrency=processes,
+        pool="prefork",
+        quiet=True,
+        without_gossip=True,
+        without_mingle=True,
+        optimization="fair",
+        hostname=f"{shard}@{socket.gethostname()}.{os.getpid()}",
+        loglevel=level.upper(),
+    )
     worker.start()
     code: int = worker.exitcode or 0
     return code

@@ -74,8 +74,17 @@ def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: st
     """Publish the slot's next run after a transient failure, while retries and the slot's time last (raises celery's Retry)."""
     config = work.config
     now = datetime.now(UTC)
-    when = planned_rerun(config, result, agent=agent, routine=routine, slot=result.slot if result is not None else None, scheduled=scheduled,
-                         scheduled_text=scheduled.isoformat(), rerun=int(task.request.retries or 0) + 1, now=now)
+    when = planned_rerun(
+        config,
+        result,
+        agent=agent,
+        routine=routine,
+        slot=result.slot if result is not None else None,
+        scheduled=scheduled,
+        scheduled_text=scheduled.isoformat(),
+        rerun=int(task.request.retries or 0) + 1,
+        now=now,
+    )
     if when is None:
         return
     raise task.retry(countdown=max(0.0, (when - now).total_seconds()), max_retries=config.slot_retries)
@@ -92,15 +101,33 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
         raise RuntimeError("this process serves no shard: start it with ghostrunner fleet worker")
     agent, routine, scheduled = (*args, None, None, None)[:3]
     if len(args) != 3 or kwargs or not isinstance(agent, str) or not isinstance(routine, str):
-        _refuse(task, agent, routine, scheduled, f"the task's arguments are not [agent, routine, fire time] as strings: got {len(args)} "
-                                                 f"argument(s) and keyword(s) {sorted(kwargs)}")
+        _refuse(
+            task,
+            agent,
+            routine,
+            scheduled,
+            f"the task's arguments are not [agent, routine, fire time] as strings: got {len(args)} "
+            f"argument(s) and keyword(s) {sorted(kwargs)}",
+        )
         return None
     if not work.holds(agent):
-        _refuse(task, agent, routine, scheduled, f"agent {agent!r} is not in shard {work.shard!r} here: check that every host has the same [fleet.shards]")
+        _refuse(
+            task,
+            agent,
+            routine,
+            scheduled,
+            f"agent {agent!r} is not in shard {work.shard!r} here: check that every host has the same [fleet.shards]",
+        )
         return None
     at = _scheduled(scheduled)
     if at is None:
-        _refuse(task, agent, routine, scheduled, f"the task's fire time is no ISO 8601 time with a UTC offset from {EARLIEST_TIME:%Y-%m-%d} to {LATEST_TIME:%Y-%m-%d}")
+        _refuse(
+            task,
+            agent,
+            routine,
+            scheduled,
+            f"the task's fire time is no ISO 8601 time with a UTC offset from {EARLIEST_TIME:%Y-%m-%d} to {LATEST_TIME:%Y-%m-%d}",
+        )
         return None
     try:
         result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds())

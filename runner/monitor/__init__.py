@@ -1,4 +1,3 @@
-"""Monitoring: structured logs, what they say about runs, status, history and the runs report.
-"""
+"""Monitoring: structured logs, what they say about runs, status, history and the runs report."""
 
 __all__: list[str] = []

@@ -66,10 +66,17 @@ class SlotHistory:
         deciding = self.deciding
         scheduled = next((run.scheduled for run in self.runs if run.scheduled is not None), None)
         return {
-            "agent": self.agent, "routine": self.routine, "slot": self.slot,
-            "scheduled": scheduled.isoformat() if scheduled else None, "outcome": deciding.outcome.value,
-            "attempts": len(self.runs), "backend_attempts": self.backend_attempts, "duration_ms": deciding.duration_ms,
-            "error": self.error, "entry_id": deciding.entry_id, "last_finished": self.runs[0].finished.isoformat(),
+            "agent": self.agent,
+            "routine": self.routine,
+            "slot": self.slot,
+            "scheduled": scheduled.isoformat() if scheduled else None,
+            "outcome": deciding.outcome.value,
+            "attempts": len(self.runs),
+            "backend_attempts": self.backend_attempts,
+            "duration_ms": deciding.duration_ms,
+            "error": self.error,
+            "entry_id": deciding.entry_id,
+            "last_finished": self.runs[0].finished.isoformat(),
             "runs": [run.to_dict() for run in self.runs],
         }
 
@@ -83,7 +90,11 @@ class History:
 
 
 def build_history(
-    lines: Iterable[str], *, agent: str | None = None, routine: str | None = None, since: datetime | None = None,
+    lines: Iterable[str],
+    *,
+    agent: str | None = None,
+    routine: str | None = None,
+    since: datetime | None = None,
 ) -> History:
     """The history of every slot in *lines*, optionally of one agent and/or routine, with runs finished at or after *since*.
 

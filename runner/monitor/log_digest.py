@@ -69,10 +69,17 @@ class RunRecord:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
-            "finished": self.finished.isoformat(), "outcome": self.outcome.value, "slot": self.slot,
-            "scheduled": self.scheduled.isoformat() if self.scheduled else None, "run_id": self.run_id,
-            "entry_id": self.entry_id, "error": self.error, "duration_ms": self.duration_ms, "reason": self.reason,
-            "attempts": self.attempts, "dry_run": self.dry_run,
+            "finished": self.finished.isoformat(),
+            "outcome": self.outcome.value,
+            "slot": self.slot,
+            "scheduled": self.scheduled.isoformat() if self.scheduled else None,
+            "run_id": self.run_id,
+            "entry_id": self.entry_id,
+            "error": self.error,
+            "duration_ms": self.duration_ms,
+            "reason": self.reason,
+            "attempts": self.attempts,
+            "dry_run": self.dry_run,
         }
 
 
@@ -87,8 +94,12 @@ class MissedRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
-        return {"logged": self.logged.isoformat(), "slot": self.slot, "scheduled": self.scheduled.isoformat() if self.scheduled else None,
-                "reason": self.reason}
+        return {
+            "logged": self.logged.isoformat(),
+            "slot": self.slot,
+            "scheduled": self.scheduled.isoformat() if self.scheduled else None,
+            "reason": self.reason,
+        }
 
 
 @dataclass(slots=True)
@@ -122,9 +133,15 @@ class LogDigest:
     def counts(self) -> dict[str, Any]:
         """The input counters as JSON-ready data."""
         return {
-            "lines": self.lines, "events": self.events, "runs": self.runs, "malformed": self.malformed, "foreign": self.foreign,
-            "dry_runs": self.dry_runs, "busy": self.busy,
-            "first": self.first.isoformat() if self.first else None, "last": self.last.isoformat() if self.last else None,
+            "lines": self.lines,
+            "events": self.events,
+            "runs": self.runs,
+            "malformed": self.malformed,
+            "foreign": self.foreign,
+            "dry_runs": self.dry_runs,
+            "busy": self.busy,
+            "first": self.first.isoformat() if self.first else None,
+            "last": self.last.isoformat() if self.last else None,
         }
 
 
@@ -223,9 +240,15 @@ def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str],
     if key is not None and (not isinstance(key, str) or slot is None or _text(key) != client_key(agent, routine, slot)):
         return None  # a line that contradicts itself cannot vouch for any slot
     return (agent, routine), RunRecord(
-        finished=finished, outcome=outcome, slot=slot, scheduled=_timestamp(event.get("scheduled")),
-        run_id=_text(event.get("run_id")), entry_id=_text(event.get("entry_id")), error=_text(event.get("error")),
-        duration_ms=_number(event.get("duration_ms")), reason=_text(event.get("reason")),
+        finished=finished,
+        outcome=outcome,
+        slot=slot,
+        scheduled=_timestamp(event.get("scheduled")),
+        run_id=_text(event.get("run_id")),
+        entry_id=_text(event.get("entry_id")),
+        error=_text(event.get("error")),
+        duration_ms=_number(event.get("duration_ms")),
+        reason=_text(event.get("reason")),
         attempts=int(attempts) if (attempts := _number(event.get("attempts"))) is not None and attempts.is_integer() else None,
         dry_run=_is_dry_run(event),
     )

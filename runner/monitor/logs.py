@@ -130,8 +130,13 @@ class _Tee:
         return event
 
 
-def configure_logging(*, stream: IO[str] | None = None, level: str = "info", json: bool | None = None,
-                      tee: tuple[frozenset[str], Callable[[dict[str, Any]], object]] | None = None) -> None:
+def configure_logging(
+    *,
+    stream: IO[str] | None = None,
+    level: str = "info",
+    json: bool | None = None,
+    tee: tuple[frozenset[str], Callable[[dict[str, Any]], object]] | None = None,
+) -> None:
     """Send structlog and stdlib logs to *stream* as JSON lines (or console lines on a TTY).
 
     Args:
@@ -153,7 +158,8 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
     # Tracebacks without each frame's local variables (rich's and structlog's default show them):
     # those hold request headers, API keys and replies.
     renderer: Any = (
-        structlog.processors.JSONRenderer() if use_json
+        structlog.processors.JSONRenderer()
+        if use_json
         else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )
     tracebacks = structlog.processors.ExceptionRenderer(structlog.tracebacks.ExceptionDictTransformer(show_locals=False))
@@ -166,9 +172,16 @@ def configure_logging(*, stream: IO[str] | None = None, level: str = "info", jso
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(target)
-    handler.setFormatter(structlog.stdlib.ProcessorFormatter(foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()], processors=[
-        structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail, renderer,
-    ]))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *tail,
+                renderer,
+            ],
+        )
+    )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)

@@ -103,36 +103,70 @@ def _run_cell(slot: SlotHistory, grace: timedelta, zone: Any) -> _Cell:
     data = slot.to_dict()
     scheduled = next((run.scheduled for run in slot.runs if run.scheduled is not None), None)
     fields: list[list[Any]] = [
-        ["state", state], ["scheduled", scheduled.astimezone(zone).isoformat() if scheduled else "-"],
-        ["runs", str(data["attempts"])], ["backend attempts", "-" if data["backend_attempts"] is None else str(data["backend_attempts"])],
-        ["duration", _duration(data["duration_ms"])], ["error", data["error"] or "-", "long"],
+        ["state", state],
+        ["scheduled", scheduled.astimezone(zone).isoformat() if scheduled else "-"],
+        ["runs", str(data["attempts"])],
+        ["backend attempts", "-" if data["backend_attempts"] is None else str(data["backend_attempts"])],
+        ["duration", _duration(data["duration_ms"])],
+        ["error", data["error"] or "-", "long"],
         ["entry", data["entry_id"] or "-"],
     ]
     for number, run in enumerate(slot.runs, start=1):
-        lines = [f"finished {run.finished.astimezone(zone).isoformat()}", f"outcome {run.outcome.value}", f"duration {_duration(run.duration_ms)}"]
-        lines += [f"{name} {value}" for name, value in (("reason", run.reason), ("backend attempts", run.attempts), ("run id", run.run_id),
-                                                        ("error", run.error)) if value is not None]
+        lines = [
+            f"finished {run.finished.astimezone(zone).isoformat()}",
+            f"outcome {run.outcome.value}",
+            f"duration {_duration(run.duration_ms)}",
+        ]
+        lines += [
+            f"{name} {value}"
+            for name, value in (("reason", run.reason), ("backend attempts", run.attempts), ("run id", run.run_id), ("error", run.error))
+            if value is not None
+        ]
         fields.append([f"run {number} (newest first)", "\n".join(lines), "long"])
-    return _Cell(slot.agent, slot.routine, slot.slot or "?", state, scheduled or slot.runs[-1].finished,
-                 {"title": f"{slot.agent} {slot.routine} {slot.slot or '?'}: {state}", "fields": fields})
+    return _Cell(
+        slot.agent,
+        slot.routine,
+        slot.slot or "?",
+        state,
+        scheduled or slot.runs[-1].finished,
+        {"title": f"{slot.agent} {slot.routine} {slot.slot or '?'}: {state}", "fields": fields},
+    )
 
 
 def _missed_cell(agent: str, routine: str, missed: MissedRecord, zone: Any) -> _Cell:
-    fields = [["state", "missed"], ["scheduled", missed.scheduled.astimezone(zone).isoformat() if missed.scheduled else "-"],
-              ["recorded", missed.logged.astimezone(zone).isoformat()], ["reason", missed.reason or "-"],
-              ["runs", "0: serve recorded the slot missed, and no run covered it"]]
-    return _Cell(agent, routine, missed.slot, "missed", missed.scheduled or missed.logged,
-                 {"title": f"{agent} {routine} {missed.slot}: missed", "fields": fields})
+    fields = [
+        ["state", "missed"],
+        ["scheduled", missed.scheduled.astimezone(zone).isoformat() if missed.scheduled else "-"],
+        ["recorded", missed.logged.astimezone(zone).isoformat()],
+        ["reason", missed.reason or "-"],
+        ["runs", "0: serve recorded the slot missed, and no run covered it"],
+    ]
+    return _Cell(
+        agent,
+        routine,
+        missed.slot,
+        "missed",
+        missed.scheduled or missed.logged,
+        {"title": f"{agent} {routine} {missed.slot}: missed", "fields": fields},
+    )
 
 
 def _absent_cell(agent: str, routine: str, slot: str, due: datetime, zone: Any) -> _Cell:
-    fields = [["state", "absent"], ["scheduled", due.astimezone(zone).isoformat()],
-              ["runs", "0: the log holds no run of this slot, and no record of it being missed"]]
+    fields = [
+        ["state", "absent"],
+        ["scheduled", due.astimezone(zone).isoformat()],
+        ["runs", "0: the log holds no run of this slot, and no record of it being missed"],
+    ]
     return _Cell(agent, routine, slot, "absent", due, {"title": f"{agent} {routine} {slot}: absent", "fields": fields})
 
 
-def _cells(config: RunnerConfig, status: StatusReport, slots: Iterable[SlotHistory], since: datetime | None,
-           seen: Mapping[tuple[str, str], PairRuns]) -> list[_Cell]:
+def _cells(
+    config: RunnerConfig,
+    status: StatusReport,
+    slots: Iterable[SlotHistory],
+    since: datetime | None,
+    seen: Mapping[tuple[str, str], PairRuns],
+) -> list[_Cell]:
     zone = config.timezone
     cells = {(slot.agent, slot.routine, slot.slot or "?"): _run_cell(slot, status.grace, zone) for slot in slots}
     for (agent, routine), runs in seen.items():
@@ -164,8 +198,7 @@ def _grid(config: RunnerConfig, cells: list[_Cell], keys: dict[int, str]) -> str
     pairs = configured + sorted({(cell.agent, cell.routine) for cell in cells} - set(configured))
     by_place: dict[tuple[str, str, str], list[str]] = {}
     for index, cell in enumerate(cells):
-        link = (f'<a class="cell {cell.state}" href="#{keys[index]}" data-key="{keys[index]}" '
-                f'title="{text(cell.slot)}: {cell.state}"></a>')
+        link = f'<a class="cell {cell.state}" href="#{keys[index]}" data-key="{keys[index]}" title="{text(cell.slot)}: {cell.state}"></a>'
         by_place.setdefault((cell.agent, cell.routine, cell.moment.astimezone(zone).date().isoformat()), []).append(link)
     head = "<tr><th>agent</th><th>routine</th>" + "".join(f'<th data-col="{day.isoformat()}">{day:%m-%d}</th>' for day in span) + "</tr>"
     rows = []
@@ -182,22 +215,35 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
         f"<td>{text(pair.problem or (pair.last_failure.error if pair.last_failure is not None and pair.last_failure.error else ''))}</td></tr>"
         for pair in status.pairs
     )
-    legend = '<div class="legend">' + "".join(
-        f'<span><span class="swatch cell {state}"></span>{state} {states.get(state, 0)}</span>' for state in STATES) + "</div>"
-    source = (f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), {counts['malformed']} malformed, "
-              f"{counts['foreign']} foreign" + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else ""))
+    legend = (
+        '<div class="legend">'
+        + "".join(f'<span><span class="swatch cell {state}"></span>{state} {states.get(state, 0)}</span>' for state in STATES)
+        + "</div>"
+    )
+    source = (
+        f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), {counts['malformed']} malformed, "
+        f"{counts['foreign']} foreign" + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else "")
+    )
     return (
         f'<h1>Runs</h1>\n<p class="summary"><span class="verdict" id="verdict">status: {text(status.verdict)} (exit {status.exit_code})</span>'
         f" \u00b7 judged at {text(status.now.astimezone(zone).isoformat())}, grace {text(status.grace)} \u00b7 {text(source)}</p>\n"
         f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>last error</th></tr></thead>'
         f"<tbody>{pairs}</tbody></table>\n<h2>Slots by day</h2>\n{legend}"
-        + (f'<p class="summary">The log reaches back beyond {ABSENT_DAYS} days: absent slots are shown for the last {ABSENT_DAYS} only.</p>'
-           if counts["first"] and status.now - datetime.fromisoformat(counts["first"]) > timedelta(days=ABSENT_DAYS) + status.grace else "")
+        + (
+            f'<p class="summary">The log reaches back beyond {ABSENT_DAYS} days: absent slots are shown for the last {ABSENT_DAYS} only.</p>'
+            if counts["first"] and status.now - datetime.fromisoformat(counts["first"]) > timedelta(days=ABSENT_DAYS) + status.grace
+            else ""
+        )
     )
 
 
 def build_run_report(
-    config: RunnerConfig, lines: Iterable[str], *, now: datetime, since: datetime | None = None, grace: timedelta | None = None,
+    config: RunnerConfig,
+    lines: Iterable[str],
+    *,
+    now: datetime,
+    since: datetime | None = None,
+    grace: timedelta | None = None,
     paused: frozenset[tuple[str, str]] | None = frozenset(),
 ) -> RunReport:
     """The report page of the runs in *lines*, finished at or after *since*, judged as ``status`` judges them at *now*.

@@ -82,7 +82,10 @@ EXIT_MISSED: Final = 6
 _STATE_ORDER: Final = ("failed", "overdue", "missed", "unknown", "paused", "ok")
 #: What each exit code means, in the words ``status`` and ``report`` print.
 VERDICTS: Final = {
-    EXIT_OK: "all well", EXIT_FAILED: "something failed", EXIT_OVERDUE: "something is overdue", EXIT_NO_EVENTS: "no runner events in the input",
+    EXIT_OK: "all well",
+    EXIT_FAILED: "something failed",
+    EXIT_OVERDUE: "something is overdue",
+    EXIT_NO_EVENTS: "no runner events in the input",
     EXIT_MISSED: "a due slot was missed (recorded by serve, not run)",
     EXIT_UNKNOWN: "unknown: the log does not reach back to a due slot (feed more log)",
 }
@@ -108,11 +111,16 @@ class PairStatus:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
-            "agent": self.agent, "routine": self.routine, "schedule": self.schedule, "state": self.state,
-            "due": self.due.isoformat() if self.due else None, "due_slot": self.due_slot,
+            "agent": self.agent,
+            "routine": self.routine,
+            "schedule": self.schedule,
+            "state": self.state,
+            "due": self.due.isoformat() if self.due else None,
+            "due_slot": self.due_slot,
             "last_success": self.last_success.to_dict() if self.last_success else None,
             "last_failure": self.last_failure.to_dict() if self.last_failure else None,
-            "problem": self.problem, "missed": [missed.to_dict() for missed in self.missed],
+            "problem": self.problem,
+            "missed": [missed.to_dict() for missed in self.missed],
         }
 
 
@@ -150,8 +158,12 @@ class StatusReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what ``status --json`` prints)."""
         return {
-            "now": self.now.isoformat(), "grace_seconds": self.grace.total_seconds(), "exit_code": self.exit_code,
-            "pairs": [pair.to_dict() for pair in self.pairs], "input": self.input, "unconfigured": list(self.unconfigured),
+            "now": self.now.isoformat(),
+            "grace_seconds": self.grace.total_seconds(),
+            "exit_code": self.exit_code,
+            "pairs": [pair.to_dict() for pair in self.pairs],
+            "input": self.input,
+            "unconfigured": list(self.unconfigured),
         }
 
 
@@ -172,7 +184,10 @@ def _agent_problem(digest: LogDigest, agent: str, pair: PairRuns) -> str | None:
 
 
 def build_report(
-    config: RunnerConfig, digest: LogDigest, now: datetime, grace: timedelta | None = None,
+    config: RunnerConfig,
+    digest: LogDigest,
+    now: datetime,
+    grace: timedelta | None = None,
     paused: frozenset[tuple[str, str]] | None = frozenset(),
 ) -> StatusReport:
     """Judge each configured (agent, routine) from *digest* at *now*.
@@ -191,7 +206,9 @@ def build_report(
         for name in config.agents[agent].routines:
             routine = config.routines[name]
             seen = digest.pairs.get((agent, name), PairRuns())
-            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)  # real time, not wall clock
+            due = latest_fire_time(
+                cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace
+            )  # real time, not wall clock
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             problem = _agent_problem(digest, agent, seen)
             if (agent, name) in (paused or ()) or (paused is None and seen.latest is not None and seen.latest.reason == REASON_PAUSED):
@@ -206,10 +223,16 @@ def build_report(
                 state = "overdue"
             else:
                 state = "unknown"
-            missed = tuple(sorted((record for slot, record in seen.missed.items() if slot not in seen.covered),
-                                  key=lambda record: record.slot, reverse=True)[:MISSED_SHOWN])
-            pairs.append(PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem,
-                                    missed))
+            missed = tuple(
+                sorted(
+                    (record for slot, record in seen.missed.items() if slot not in seen.covered),
+                    key=lambda record: record.slot,
+                    reverse=True,
+                )[:MISSED_SHOWN]
+            )
+            pairs.append(
+                PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem, missed)
+            )
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
     unconfigured = tuple(sorted(f"{agent}:{routine}" for agent, routine in digest.pairs if (agent, routine) not in configured))
     pairs.sort(key=lambda pair: (_STATE_ORDER.index(pair.state), pair.agent, pair.routine))

@@ -55,7 +55,8 @@ class MemoryUnavailableError(RunnerError):
         self.fix = fix
         super().__init__(
             f'agent {agent!r} has memory = "hybrid" (agents.{agent}.memory, or runner.memory when the agent sets none), '
-            f'which cannot run here: {reason}; {fix}, or set memory = "lexical"')
+            f'which cannot run here: {reason}; {fix}, or set memory = "lexical"'
+        )
 
 
 class EmbeddingProgress:
@@ -116,11 +117,16 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
     try:
         seconds = progress_after() if after is None else after
     except ValueError as exc:  # the run fails with the message, naming the variable, like a bad configuration key
-        raise ConfigError("the environment", PROGRESS_ENVVAR, "a number of seconds, 0 or more", repr(os.environ.get(PROGRESS_ENVVAR))) from exc
+        raise ConfigError(
+            "the environment", PROGRESS_ENVVAR, "a number of seconds, 0 or more", repr(os.environ.get(PROGRESS_ENVVAR))
+        ) from exc
     fields = {"agent": agent.name, "memory": agent.memory}
     try:
-        with reporting_slow(seconds, lambda: log.info("memory.model_loading", **fields),
-                            lambda took: log.info("memory.model_loaded", **fields, seconds=round(took, 3))):
+        with reporting_slow(
+            seconds,
+            lambda: log.info("memory.model_loading", **fields),
+            lambda took: log.info("memory.model_loaded", **fields, seconds=round(took, 3)),
+        ):
             # The journal's models/ remembers the hash of the model files (see journal.EncoderIdentity).
             encoder = load_encoder(cache_dir=agent.journal_root / "models")
     except SemanticUnavailableError as exc:
@@ -128,4 +134,6 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
         log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{exc.reason}; {exc.fix} for hybrid memory")
         return Journal(agent.journal_root, writable=True)
-    return Journal(agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=seconds))
+    return Journal(
+        agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=seconds)
+    )

@@ -33,7 +33,18 @@ from runner.cron.slots import client_key, slot_for
 from runner.errors import MalformedResultError
 from runner.processes import signals_deferred
 
-__all__ = ["OUTCOMES", "REASON_PAUSED", "REASON_SLOT_LOCKED", "SUCCESS_OUTCOMES", "Outcome", "RunEnding", "RunIdentity", "RunInterrupted", "RunResult", "signal_exit_code"]
+__all__ = [
+    "OUTCOMES",
+    "REASON_PAUSED",
+    "REASON_SLOT_LOCKED",
+    "SUCCESS_OUTCOMES",
+    "Outcome",
+    "RunEnding",
+    "RunIdentity",
+    "RunInterrupted",
+    "RunResult",
+    "signal_exit_code",
+]
 
 log = structlog.get_logger()
 
@@ -92,8 +103,14 @@ class RunIdentity:
             raise ValueError(f"the scheduled time of a run must carry its timezone, got {scheduled.isoformat()!r}")
         scheduled = scheduled.astimezone(tz)
         slot = slot_for(scheduled, routine.slot, tz)
-        return cls(run_id or str(uuid.uuid4()), agent, routine.name, slot, client_key(agent, routine.name, slot),
-                   scheduled.isoformat(timespec="seconds"))
+        return cls(
+            run_id or str(uuid.uuid4()),
+            agent,
+            routine.name,
+            slot,
+            client_key(agent, routine.name, slot),
+            scheduled.isoformat(timespec="seconds"),
+        )
 
     def fields(self, *, scheduled: bool = True) -> dict[str, str]:
         """The run's log fields: every identity field (``scheduled`` only when asked, as it is by default)."""
@@ -103,7 +120,14 @@ class RunIdentity:
         return data
 
     def log_finished(
-        self, outcome: Outcome, *, entry_id: str | None, duration_ms: float | None, error: str | None, dry_run: bool, reason: str | None = None,
+        self,
+        outcome: Outcome,
+        *,
+        entry_id: str | None,
+        duration_ms: float | None,
+        error: str | None,
+        dry_run: bool,
+        reason: str | None = None,
         attempts: int | None = 0,
     ) -> None:
         """Log the run's one ``run.finished`` line (at error level when it failed, warning when busy).
@@ -116,8 +140,17 @@ class RunIdentity:
         e.g. a duplicate or a digest; None: unknown, the worker died first).
         """
         level = log.error if outcome.is_failure else log.warning if outcome is Outcome.BUSY else log.info
-        level("run.finished", **self.fields(), entry_id=entry_id, outcome=outcome.value, duration_ms=duration_ms, error=error, dry_run=dry_run,
-              reason=reason, attempts=attempts)
+        level(
+            "run.finished",
+            **self.fields(),
+            entry_id=entry_id,
+            outcome=outcome.value,
+            duration_ms=duration_ms,
+            error=error,
+            dry_run=dry_run,
+            reason=reason,
+            attempts=attempts,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,12 +253,25 @@ class RunResult:
             outcome = Outcome(data["outcome"])
         except ValueError:
             raise MalformedResultError(f"field 'outcome' is {data['outcome']!r}, not one of {', '.join(OUTCOMES)}") from None
-        identity = RunIdentity(run_id=data["run_id"], agent=data["agent"], routine=data["routine"], slot=data["slot"],
-                               client_key=data["client_key"], scheduled=data["scheduled"])
+        identity = RunIdentity(
+            run_id=data["run_id"],
+            agent=data["agent"],
+            routine=data["routine"],
+            slot=data["slot"],
+            client_key=data["client_key"],
+            scheduled=data["scheduled"],
+        )
         return cls(
-            identity=identity, outcome=outcome, entry_id=data["entry_id"], duration_ms=float(data["duration_ms"]),
-            error=data.get("error"), entry=data.get("entry"), fault=data.get("fault"), reason=data.get("reason"),
-            attempts=data.get("attempts") or 0, permanent=data.get("permanent") is True,
+            identity=identity,
+            outcome=outcome,
+            entry_id=data["entry_id"],
+            duration_ms=float(data["duration_ms"]),
+            error=data.get("error"),
+            entry=data.get("entry"),
+            fault=data.get("fault"),
+            reason=data.get("reason"),
+            attempts=data.get("attempts") or 0,
+            permanent=data.get("permanent") is True,
         )
 
 
@@ -286,21 +332,42 @@ class RunEnding:
         self.result: RunResult | None = None
 
     def end(
-        self, outcome: Outcome, *, entry_id: str | None = None, duration_ms: float = 0.0, error: str | None = None,
-        entry: dict[str, Any] | None = None, fault: str | None = None, reason: str | None = None, attempts: int = 0,
+        self,
+        outcome: Outcome,
+        *,
+        entry_id: str | None = None,
+        duration_ms: float = 0.0,
+        error: str | None = None,
+        entry: dict[str, Any] | None = None,
+        fault: str | None = None,
+        reason: str | None = None,
+        attempts: int = 0,
         permanent: bool = False,
     ) -> RunResult:
         """End the run with these fields, unless it has ended: then its result as it ended (see the class)."""
         with signals_deferred():
             if self.result is None:
-                self.identity.log_finished(outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=self.dry_run,
-                                           reason=reason, attempts=attempts)
-                self.result = RunResult(self.identity, outcome=outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, entry=entry,
-                                        fault=fault, reason=reason, attempts=attempts, permanent=permanent)
+                self.identity.log_finished(
+                    outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=self.dry_run, reason=reason, attempts=attempts
+                )
+                self.result = RunResult(
+                    self.identity,
+                    outcome=outcome,
+                    entry_id=entry_id,
+                    duration_ms=duration_ms,
+                    error=error,
+                    entry=entry,
+                    fault=fault,
+                    reason=reason,
+                    attempts=attempts,
+                    permanent=permanent,
+                )
                 if self._on_result is not None:
                     self._on_result(self.result)
             return self.result
 
-    def interrupted(self, exc: KeyboardInterrupt | SystemExit, *, error: str | None, outcome: Outcome = Outcome.FAILED, **fields: Any) -> RunInterrupted:
+    def interrupted(
+        self, exc: KeyboardInterrupt | SystemExit, *, error: str | None, outcome: Outcome = Outcome.FAILED, **fields: Any
+    ) -> RunInterrupted:
         """What to raise when SIGTERM or SIGINT (*exc*) ends the run: the run ended first, as *outcome* with *error*, if it had not."""
         return RunInterrupted(self.end(outcome, error=error, **fields), signal_exit_code(exc))

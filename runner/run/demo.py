@@ -42,7 +42,9 @@ class DemoReport:
     def render(self) -> str:
         """The demo's text: where it wrote, what it simulated, the last week's digest, the prompt context, what to try next."""
         week = self.last_week
-        zone = self.timezone + (" (this system's local zone; set runner.timezone in a configuration to choose another)" if self.is_local_zone else "")
+        zone = self.timezone + (
+            " (this system's local zone; set runner.timezone in a configuration to choose another)" if self.is_local_zone else ""
+        )
         novelty = week["novelty"]
         if novelty["mean"] is None:
             novelty_line = "  novelty: none recorded"
@@ -54,8 +56,10 @@ class DemoReport:
         lines = [
             f"{self.agent}'s journal: {self.journal_root}",
             f"timezone: {zone}",
-            (f"simulated {self.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in self.simulation.outcomes.items()) or 'none'})"
-             f" in {self.simulation.seconds:.1f} s; the journal holds {self.entries} entries"),
+            (
+                f"simulated {self.simulation.runs} runs ({', '.join(f'{n} {o}' for o, n in self.simulation.outcomes.items()) or 'none'})"
+                f" in {self.simulation.seconds:.1f} s; the journal holds {self.entries} entries"
+            ),
             "",
             f"digest of the last week ({week['count']} entries):",
             "  themes:  " + (", ".join(f"{t['theme']} ({t['count']})" for t in themes[:5]) or "none"),
@@ -66,7 +70,8 @@ class DemoReport:
             f"prompt context for {self.question!r}:",
             self.context,
             "",
-            "Explore it: " + shlex.join(["ghostjournal", "--root", self.journal_root, "search", _search_word(themes), "--agent", self.agent]),
+            "Explore it: "
+            + shlex.join(["ghostjournal", "--root", self.journal_root, "search", _search_word(themes), "--agent", self.agent]),
         ]
         return "\n".join(lines)
 
@@ -77,8 +82,16 @@ def _search_word(themes: list[dict[str, Any]]) -> str:
     return words[0] if words else "harbour"
 
 
-def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, question: str = DEMO_QUESTION, real_backends: bool = False,
-             on_progress: Progress | None = None) -> DemoReport:
+def run_demo(
+    config: RunnerConfig,
+    agent: str,
+    start: datetime,
+    days: int,
+    *,
+    question: str = DEMO_QUESTION,
+    real_backends: bool = False,
+    on_progress: Progress | None = None,
+) -> DemoReport:
     """Simulate *days* of *agent* from *start*, then read back its last week and a prompt context.
 
     Raises:
@@ -93,5 +106,14 @@ def run_demo(config: RunnerConfig, agent: str, start: datetime, days: int, *, qu
         last_week = digest_window(journal, agent=agent, since=end - timedelta(days=7), until=end).to_dict()
         entries = journal.digest(agent=agent).count
         context = journal.prompt_context(question, k=4, agent=agent, until=end, max_chars=2500)
-    return DemoReport(str(settings.journal_root), summary, entries, last_week, question, context, agent=agent,
-                      timezone=config.timezone.key, is_local_zone=config.source == EMBEDDED_SOURCE)
+    return DemoReport(
+        str(settings.journal_root),
+        summary,
+        entries,
+        last_week,
+        question,
+        context,
+        agent=agent,
+        timezone=config.timezone.key,
+        is_local_zone=config.source == EMBEDDED_SOURCE,
+    )

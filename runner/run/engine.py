@@ -69,17 +69,36 @@ def backend_deadline(started: float, run_timeout: float | None) -> float | None:
 
 
 def _fields_from_backend(
-    journal: Journal, agent: AgentConfig, routine: Routine, scheduled: datetime, slot: str, key: str, backend: Backend, deadline: float | None,
+    journal: Journal,
+    agent: AgentConfig,
+    routine: Routine,
+    scheduled: datetime,
+    slot: str,
+    key: str,
+    backend: Backend,
+    deadline: float | None,
     retrier: Retrier,
 ) -> dict[str, Any]:
     context = journal.context(
-        routine.question, k=routine.context_k, agent=agent.name, since=scheduled - routine.window, until=scheduled,
+        routine.question,
+        k=routine.context_k,
+        agent=agent.name,
+        since=scheduled - routine.window,
+        until=scheduled,
         max_chars=routine.context_chars,
     )
     request = ReflectionRequest(
-        agent=agent.name, routine=routine.name, kind=routine.kind, slot=slot, client_key=key,
-        scheduled=scheduled.isoformat(timespec="seconds"), question=routine.question, instructions=routine.prompt,
-        context=context, persona=agent.persona, deadline=deadline,
+        agent=agent.name,
+        routine=routine.name,
+        kind=routine.kind,
+        slot=slot,
+        client_key=key,
+        scheduled=scheduled.isoformat(timespec="seconds"),
+        question=routine.question,
+        instructions=routine.prompt,
+        context=context,
+        persona=agent.persona,
+        deadline=deadline,
     )
 
     def attempt(request: ReflectionRequest) -> dict[str, Any]:
@@ -98,8 +117,16 @@ def _fields_from_backend(
 
 
 def execute_run(
-    journal: Journal, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
-    dry_run: bool = False, run_id: str | None = None, run_timeout: float | None = None,
+    journal: Journal,
+    *,
+    agent: AgentConfig,
+    routine: Routine,
+    scheduled: datetime,
+    backend: Backend | None,
+    tz: tzinfo,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    run_timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* at the *scheduled* time and append the entry.
@@ -129,7 +156,14 @@ def execute_run(
 
 
 def _execute(
-    journal: Journal, ending: RunEnding, *, agent: AgentConfig, routine: Routine, scheduled: datetime, backend: Backend | None, tz: tzinfo,
+    journal: Journal,
+    ending: RunEnding,
+    *,
+    agent: AgentConfig,
+    routine: Routine,
+    scheduled: datetime,
+    backend: Backend | None,
+    tz: tzinfo,
     run_timeout: float | None,
 ) -> RunResult:
     """:func:`execute_run` for the run *ending* will end."""
@@ -146,7 +180,9 @@ def _execute(
     permanent = False
 
     def on_retry(attempt: int, delay: float, exc: BackendError) -> None:
-        log.warning("run.retry", **run.fields(scheduled=False), attempt=attempt, delay=round(delay, 3), error=str(exc.for_agent(agent.name)))
+        log.warning(
+            "run.retry", **run.fields(scheduled=False), attempt=attempt, delay=round(delay, 3), error=str(exc.for_agent(agent.name))
+        )
 
     settings = agent.backend
     retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
@@ -172,7 +208,12 @@ def _execute(
                 if fields is None:
                     outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
-                    meta = {**fields.pop("meta", {}), "source_routine": routine.name, "slot": slot, "backend": "digest" if routine.is_digest else backend.name if backend else None}
+                    meta = {
+                        **fields.pop("meta", {}),
+                        "source_routine": routine.name,
+                        "slot": slot,
+                        "backend": "digest" if routine.is_digest else backend.name if backend else None,
+                    }
                     # meta.simulated is the engine's mark, never a reply's: a simulated agent's entries, its digests too,
                     # carry it (runner.run.provenance keeps the two sorts apart).
                     meta.pop("simulated", None)
@@ -195,16 +236,31 @@ def _execute(
         except Exception as exc:  # a bug in a backend or routine must still end the run with one clear line
             error = f"{type(exc).__name__}: {exc}"
             log.exception("run.error", **run.fields(scheduled=False))
-        return ending.end(outcome, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3), error=error,
-                          entry=would_be, fault=fault, attempts=retrier.attempts, permanent=permanent)
+        return ending.end(
+            outcome,
+            entry_id=entry_id,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            error=error,
+            entry=would_be,
+            fault=fault,
+            attempts=retrier.attempts,
+            permanent=permanent,
+        )
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
         # the run here; it still gets its one run.finished line before the process goes
         # (unless that line was just written and reported: then the signal came right after it).
         if outcome is Outcome.FAILED:
             error = "interrupted by a signal before the run finished; the slot has no entry and can be run again"
-        raise ending.interrupted(exc, outcome=outcome, error=error, entry_id=entry_id, duration_ms=round((time.perf_counter() - started) * 1000, 3),
-                                 fault=fault, attempts=retrier.attempts) from exc
+        raise ending.interrupted(
+            exc,
+            outcome=outcome,
+            error=error,
+            entry_id=entry_id,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            fault=fault,
+            attempts=retrier.attempts,
+        ) from exc
 
 
 def open_failure(agent: AgentConfig, exc: RunnerError | JournalError | OSError) -> tuple[str, str | None]:
@@ -218,14 +274,25 @@ def open_failure(agent: AgentConfig, exc: RunnerError | JournalError | OSError) 
         return str(exc), exc.errno_name  # names the path, the errno and the fix already
     if isinstance(exc, OSError):
         reason = exc.strerror or str(exc)
-        return f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user", None
+        return (
+            f"cannot open the journal at {str(agent.journal_root)!r}: {reason}; check that the directory exists and is writable by this user",
+            None,
+        )
     # The journal's own error (a foreign manifest, an unsupported format) says what is wrong: no guess about permissions.
     return f"cannot open the journal at {str(agent.journal_root)!r}: {exc}", None
 
 
 def run_slot(
-    agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo, dry_run: bool = False,
-    run_id: str | None = None, run_timeout: float | None = None, on_result: Callable[[RunResult], object] | None = None,
+    agent: AgentConfig,
+    routine: Routine,
+    scheduled: datetime,
+    *,
+    backend: Backend | None,
+    tz: tzinfo,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    run_timeout: float | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
     slot_lock: SlotLock | None = None,
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
@@ -249,8 +316,15 @@ def run_slot(
 
 
 def _run_slot(
-    ending: RunEnding, agent: AgentConfig, routine: Routine, scheduled: datetime, *, backend: Backend | None, tz: tzinfo,
-    run_timeout: float | None, slot_lock: SlotLock | None,
+    ending: RunEnding,
+    agent: AgentConfig,
+    routine: Routine,
+    scheduled: datetime,
+    *,
+    backend: Backend | None,
+    tz: tzinfo,
+    run_timeout: float | None,
+    slot_lock: SlotLock | None,
 ) -> RunResult:
     """:func:`run_slot` for the run *ending* will end."""
     try:
@@ -259,11 +333,18 @@ def _run_slot(
         error, fault = open_failure(agent, exc)
         return ending.end(Outcome.FAILED, error=error, fault=fault)
     except (KeyboardInterrupt, SystemExit) as exc:
-        raise ending.interrupted(exc, error="interrupted by a signal while the journal was being opened; the slot has no entry from this run "
-                                            "and can be run again") from exc
+        raise ending.interrupted(
+            exc,
+            error="interrupted by a signal while the journal was being opened; the slot has no entry from this run and can be run again",
+        ) from exc
     try:
-        result = run_in_turn(ending, slot_lock, lambda: _execute(
-            journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout))
+        result = run_in_turn(
+            ending,
+            slot_lock,
+            lambda: _execute(
+                journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout
+            ),
+        )
     except BaseException:
         journal.close()
         raise
@@ -276,7 +357,11 @@ def _run_slot(
 
 
 def held_by_pause(
-    config: RunnerConfig, identity: RunIdentity, *, dry_run: bool = False, on_result: Callable[[RunResult], object] | None = None,
+    config: RunnerConfig,
+    identity: RunIdentity,
+    *,
+    dry_run: bool = False,
+    on_result: Callable[[RunResult], object] | None = None,
 ) -> RunResult | None:
     """The end of *identity*'s run when the pause file holds it back, or None when it may go on.
 
@@ -296,8 +381,15 @@ def _held_by_pause(config: RunnerConfig, ending: RunEnding) -> RunResult | None:
 
 
 def run_at(
-    config: RunnerConfig, agent: str, routine: str, *, at: datetime | None = None, dry_run: bool = False, run_id: str | None = None,
-    on_result: Callable[[RunResult], object] | None = None, run_timeout: float | None = None,
+    config: RunnerConfig,
+    agent: str,
+    routine: str,
+    *,
+    at: datetime | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    on_result: Callable[[RunResult], object] | None = None,
+    run_timeout: float | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
 
@@ -337,5 +429,6 @@ def run_at(
         run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
     slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
-    return _run_slot(ending, agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, run_timeout=run_timeout,
-                     slot_lock=slot_lock)
+    return _run_slot(
+        ending, agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, run_timeout=run_timeout, slot_lock=slot_lock
+    )

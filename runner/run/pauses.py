@@ -76,8 +76,13 @@ class PauseChange:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data (what the commands print)."""
-        return {"agent": self.agent, "routine": self.routine, "action": self.action, "changed": self.changed,
-                "paused_routines": list(self.paused_routines)}
+        return {
+            "agent": self.agent,
+            "routine": self.routine,
+            "action": self.action,
+            "changed": self.changed,
+            "paused_routines": list(self.paused_routines),
+        }
 
 
 def _parse(path: Path, data: bytes) -> tuple[Pause, ...]:
@@ -92,8 +97,12 @@ def _parse(path: Path, data: bytes) -> tuple[Pause, ...]:
         raise StateFileError(path, "the pause file has no 'paused' list", _FIX)
     pauses = []
     for record in records:
-        if (not isinstance(record, dict) or not isinstance(record.get("agent"), str) or not isinstance(record.get("since"), str)
-                or not isinstance(record.get("routine"), str | None)):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("agent"), str)
+            or not isinstance(record.get("since"), str)
+            or not isinstance(record.get("routine"), str | None)
+        ):
             raise StateFileError(path, "the pause file holds a record that is not {agent, routine, since}", _FIX)
         pauses.append(Pause(record["agent"], record["routine"], record["since"]))
     return tuple(pauses)
@@ -121,8 +130,11 @@ class PauseBook:
         except IsADirectoryError:
             raise StateFileError(self.path, "the pause file is a directory", _FIX) from None
         except NotADirectoryError:
-            raise StateFileError(self.path.parent, "the runner's state directory is not a directory",
-                                 "move it away; ghostrunner creates the directory itself (it lives beside runner.lock_file)") from None
+            raise StateFileError(
+                self.path.parent,
+                "the runner's state directory is not a directory",
+                "move it away; ghostrunner creates the directory itself (it lives beside runner.lock_file)",
+            ) from None
         if len(data) > _MAX_BYTES:
             raise StateFileError(self.path, f"the pause file is larger than {_MAX_BYTES} bytes", _FIX)
         return _parse(self.path, data)
@@ -142,8 +154,12 @@ class PauseBook:
             StateFileError, OSError: as :meth:`read`.
         """
         pauses = self.read()
-        return frozenset((agent.name, name) for agent in self.config.agents.values() for name in agent.routines
-                         if any(pause.covers(agent.name, name) for pause in pauses))
+        return frozenset(
+            (agent.name, name)
+            for agent in self.config.agents.values()
+            for name in agent.routines
+            if any(pause.covers(agent.name, name) for pause in pauses)
+        )
 
     def pause(self, agent: str, routine: str | None = None, *, now: datetime | None = None) -> PauseChange:
         """Pause *agent* (every routine) or its *routine*; pausing what is paused already changes nothing.
@@ -206,8 +222,11 @@ class PauseBook:
         try:
             lock.acquire()
         except filelock.Timeout:
-            raise StateFileError(Path(lock.lock_file), f"another pause or resume has held this lock for {_CHANGE_WAIT_SECONDS:g} s",
-                                 "try again once it has finished") from None
+            raise StateFileError(
+                Path(lock.lock_file),
+                f"another pause or resume has held this lock for {_CHANGE_WAIT_SECONDS:g} s",
+                "try again once it has finished",
+            ) from None
         try:
             hand_over(Path(lock.lock_file))
             before = list(self.read())
@@ -233,8 +252,12 @@ def pause_of(config: RunnerConfig, agent: str, routine: str) -> tuple[bool, str 
     except StateFileError as exc:
         return False, str(exc), None
     except OSError as exc:
-        refused = JournalStorageError.for_errno(book.path, exc.errno or 0, "read the pause file",
-                                                "make the runner's state directory (beside runner.lock_file) readable by this user")
+        refused = JournalStorageError.for_errno(
+            book.path,
+            exc.errno or 0,
+            "read the pause file",
+            "make the runner's state directory (beside runner.lock_file) readable by this user",
+        )
         return False, str(refused), refused.errno_name
 
 

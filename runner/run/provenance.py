@@ -46,6 +46,7 @@ def is_simulated(agent: AgentConfig) -> bool:
 
 def describe_calls(calls: Mapping[str, int], config: RunnerConfig) -> str:
     """``56 (batou: 28 on openai llama3.2, togusa: 28 on command)``: the calls of *calls*, per agent."""
+
     def backend(name: str) -> str:
         settings = config.agent(name).backend
         return f"{settings.type} {settings.model}" if settings.type == "openai" else settings.type

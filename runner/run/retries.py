@@ -73,8 +73,12 @@ class Retrier:
     """
 
     def __init__(
-        self, policy: RetryPolicy, *, on_retry: Callable[[int, float, BackendError], object] | None = None,
-        sleep: Callable[[float], object] = time.sleep, clock: Callable[[], float] = time.monotonic,
+        self,
+        policy: RetryPolicy,
+        *,
+        on_retry: Callable[[int, float, BackendError], object] | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
     ) -> None:
         self.policy = policy

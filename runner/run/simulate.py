@@ -40,7 +40,16 @@ from runner.run.engine import RunResult, execute_run, open_failure
 from runner.run.provenance import check_journals, describe_calls, is_simulated
 from runner.settings.config import RunnerConfig
 
-__all__ = ["Progress", "SimulationSummary", "backend_calls", "check_backends", "schedule_for", "simulate", "simulate_agent", "simulation_window"]
+__all__ = [
+    "Progress",
+    "SimulationSummary",
+    "backend_calls",
+    "check_backends",
+    "schedule_for",
+    "simulate",
+    "simulate_agent",
+    "simulation_window",
+]
 
 log = structlog.get_logger()
 
@@ -65,12 +74,19 @@ class SimulationSummary:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
         return {
-            "agent": self.agent, "start": self.start, "end": self.end, "runs": self.runs,
-            "outcomes": dict(self.outcomes), "failures": list(self.failures), "seconds": self.seconds,
+            "agent": self.agent,
+            "start": self.start,
+            "end": self.end,
+            "runs": self.runs,
+            "outcomes": dict(self.outcomes),
+            "failures": list(self.failures),
+            "seconds": self.seconds,
         } | ({"fault": self.fault} if self.fault else {})
 
 
-def simulation_window(days: int, tz: tzinfo, start: date | datetime | None = None, *, now: datetime | None = None) -> tuple[datetime, datetime]:
+def simulation_window(
+    days: int, tz: tzinfo, start: date | datetime | None = None, *, now: datetime | None = None
+) -> tuple[datetime, datetime]:
     """The ``[start, end)`` of a simulation of *days* days in *tz*.
 
     Days are *tz*'s local days, 23 or 25 hours across a DST change.
@@ -115,12 +131,16 @@ def backend_calls(config: RunnerConfig, agents: Iterable[str], start: datetime, 
 
     One per slot of a routine that is not a digest; a slot that already has its entry makes none, so a re-run makes fewer.
     """
-    return {name: sum(1 for _, routine in schedule_for(config, name, start, end) if not routine.is_digest)
-            for name in agents if not is_simulated(config.agent(name))}
+    return {
+        name: sum(1 for _, routine in schedule_for(config, name, start, end) if not routine.is_digest)
+        for name in agents
+        if not is_simulated(config.agent(name))
+    }
 
 
-def check_backends(config: RunnerConfig, agents: Iterable[str], start: datetime, end: datetime, *, real_backends: bool,
-                   command: str = "simulate") -> dict[str, int]:
+def check_backends(
+    config: RunnerConfig, agents: Iterable[str], start: datetime, end: datetime, *, real_backends: bool, command: str = "simulate"
+) -> dict[str, int]:
     """The backend calls of :func:`backend_calls`, once they are allowed.
 
     Raises:
@@ -132,7 +152,9 @@ def check_backends(config: RunnerConfig, agents: Iterable[str], start: datetime,
     return calls
 
 
-def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datetime, *, on_progress: Progress | None = None) -> SimulationSummary:
+def simulate_agent(
+    config: RunnerConfig, agent: str, start: datetime, end: datetime, *, on_progress: Progress | None = None
+) -> SimulationSummary:
     """Run every slot of *agent* between *start* and *end* in this process.
 
     It checks neither backends nor journals first: :func:`simulate` and the demo do.
@@ -171,8 +193,15 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     # Each run's new entry is embedded on a second core while the run stores it and the next one starts.
     with journal, journal.embedding_behind():
         for scheduled, routine in schedule_for(config, agent, start, end):
-            result: RunResult = execute_run(journal, agent=settings, routine=routine, scheduled=scheduled, backend=backend, tz=config.timezone,
-                                            run_timeout=config.run_timeout.total_seconds())
+            result: RunResult = execute_run(
+                journal,
+                agent=settings,
+                routine=routine,
+                scheduled=scheduled,
+                backend=backend,
+                tz=config.timezone,
+                run_timeout=config.run_timeout.total_seconds(),
+            )
             outcomes[result.outcome.value] += 1
             if on_progress is not None:
                 on_progress(agent, sum(outcomes.values()), total)
@@ -184,10 +213,13 @@ def simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datet
     return _summary(agent, start, end, began, outcomes, failures, fault)
 
 
-def _summary(agent: str, start: datetime, end: datetime, began: float, outcomes: Counter[str], failures: list[str],
-             fault: str | None) -> SimulationSummary:
+def _summary(
+    agent: str, start: datetime, end: datetime, began: float, outcomes: Counter[str], failures: list[str], fault: str | None
+) -> SimulationSummary:
     seconds = round(time.perf_counter() - began, 3)
-    summary = SimulationSummary(agent, start.isoformat(), end.isoformat(), sum(outcomes.values()), dict(sorted(outcomes.items())), failures, seconds, fault)
+    summary = SimulationSummary(
+        agent, start.isoformat(), end.isoformat(), sum(outcomes.values()), dict(sorted(outcomes.items())), failures, seconds, fault
+    )
     log.info("simulate.finished", agent=agent, runs=summary.runs, outcomes=summary.outcomes, seconds=seconds)
     return summary
 
@@ -216,8 +248,16 @@ def _repeated(names: Sequence[str]) -> str | None:
     return None
 
 
-def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: datetime, *, workers: int | None = None,
-             real_backends: bool = False, on_progress: Progress | None = None) -> list[SimulationSummary]:
+def simulate(
+    config: RunnerConfig,
+    agents: Sequence[str],
+    start: datetime,
+    end: datetime,
+    *,
+    workers: int | None = None,
+    real_backends: bool = False,
+    on_progress: Progress | None = None,
+) -> list[SimulationSummary]:
     """Simulate each of *agents* from *start* to *end*, in parallel worker processes when there are several.
 
     Args:
@@ -269,5 +309,7 @@ def simulate(config: RunnerConfig, agents: Sequence[str], start: datetime, end: 
         for worker in multiprocessing.active_children():
             worker.kill()
             worker.join(5)
-        raise RunnerError("a simulation worker process died before it finished (killed?); run the same simulate again, "
-                          "it appends only the slots still missing") from None
+        raise RunnerError(
+            "a simulation worker process died before it finished (killed?); run the same simulate again, "
+            "it appends only the slots still missing"
+        ) from None

@@ -130,8 +130,12 @@ def take_turn(identity: RunIdentity, lock: SlotLock | None) -> Turn:
     except RunnerError as exc:
         return Turn(Outcome.FAILED, error=str(exc))
     except OSError as exc:
-        refused = JournalStorageError.for_errno(exc.filename or lock.path, exc.errno or 0, "take the slot lock in",
-                                                "make the runner's state directory (beside runner.lock_file) writable by this user")
+        refused = JournalStorageError.for_errno(
+            exc.filename or lock.path,
+            exc.errno or 0,
+            "take the slot lock in",
+            "make the runner's state directory (beside runner.lock_file) writable by this user",
+        )
         return Turn(Outcome.FAILED, error=str(refused), fault=refused.errno_name)
     waited_ms = round((time.perf_counter() - started) * 1000, 3)
     if not held:
@@ -157,5 +161,6 @@ def run_in_turn(ending: RunEnding, lock: SlotLock | None, work: Callable[[], Run
     except RunInterrupted:
         raise  # the work's own: logged and reported already
     except (KeyboardInterrupt, SystemExit) as exc:
-        raise ending.interrupted(exc, error="interrupted by a signal while waiting for the slot lock; the slot has no entry from this run "
-                                            "and can be run again") from exc
+        raise ending.interrupted(
+            exc, error="interrupted by a signal while waiting for the slot lock; the slot has no entry from this run and can be run again"
+        ) from exc

@@ -74,9 +74,14 @@ class Worker:
         # The configuration text serve holds goes in on stdin: a file edited since serve read it (and not
         # reloaded, or refused by a reload) does not reach a run.
         self._input = config.config_text.encode("utf-8") if config.config_file is not None and config.config_text is not None else None
-        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL if self._input is None else subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                                         env={**os.environ, WORKER_MARKER_VARIABLE: identity.run_id})
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL if self._input is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+            env={**os.environ, WORKER_MARKER_VARIABLE: identity.run_id},
+        )
         self._out = b""
         self._timeout: float | None = None  # set when the worker ran past it and was killed
 

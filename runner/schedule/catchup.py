@@ -78,8 +78,7 @@ class CatchupPlan:
 
 def _journal_error(agent: AgentConfig, exc: Exception) -> str:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
-    return (f"cannot use the journal at {str(agent.journal_root)!r}: {reason}; its runs fail until it is fixed "
-            "(the other agents are served)")
+    return f"cannot use the journal at {str(agent.journal_root)!r}: {reason}; its runs fail until it is fixed (the other agents are served)"
 
 
 def _latest_entry(journal: Journal, agent: str, routine: Routine, now: datetime) -> datetime | None:
@@ -150,8 +149,9 @@ def _plan_pair(journal: Journal, config: RunnerConfig, agent: str, routine: Rout
     plan.runs += reversed(runs)
 
 
-def plan_catchup(config: RunnerConfig, now: datetime, *, pairs: Collection[tuple[str, str]] | None = None,
-                 strict: bool = False) -> CatchupPlan:
+def plan_catchup(
+    config: RunnerConfig, now: datetime, *, pairs: Collection[tuple[str, str]] | None = None, strict: bool = False
+) -> CatchupPlan:
     """Plan the start of ``serve`` at *now*: which missed slots run, which are recorded as missed.
 
     Args:
@@ -175,7 +175,7 @@ def plan_catchup(config: RunnerConfig, now: datetime, *, pairs: Collection[tuple
         except Exception as exc:
             if strict:
                 raise
-            del plan.runs[before[0]:], plan.missed[before[1]:]
+            del plan.runs[before[0] :], plan.missed[before[1] :]
             plan.unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
     plan.missed.sort(key=lambda missed: missed.scheduled.astimezone(UTC))
     return plan

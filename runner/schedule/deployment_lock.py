@@ -40,7 +40,8 @@ class DeploymentLock:
 
     def _refuse(self, what: str) -> ConfigError:
         return ConfigError(
-            self.source, "runner.lock_file",
+            self.source,
+            "runner.lock_file",
             "a path of the scheduler's own (no file yet, or a regular file holding only a process id); "
             "point runner.lock_file at a new file",
             f"{str(self.path)!r}, {what}",
@@ -114,4 +115,3 @@ class DeploymentLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-

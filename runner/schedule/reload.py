@@ -43,11 +43,16 @@ class ConfigChange:
             ConfigError: *new* moves ``runner.lock_file``, which a running scheduler holds.
         """
         if new.lock_file != old.lock_file:
-            raise ConfigError(new.source, "runner.lock_file", f"the lock file serve holds, {str(old.lock_file)!r} "
-                              "(a running serve cannot move its lock: restart it to use another)", repr(str(new.lock_file)))
+            raise ConfigError(
+                new.source,
+                "runner.lock_file",
+                f"the lock file serve holds, {str(old.lock_file)!r} (a running serve cannot move its lock: restart it to use another)",
+                repr(str(new.lock_file)),
+            )
         before, after = pairs_of(old), pairs_of(new)
         rescheduled = {
-            (agent, routine) for agent, routine in before & after
+            (agent, routine)
+            for agent, routine in before & after
             if old.routines[routine].schedule != new.routines[routine].schedule or old.timezone != new.timezone
         }
         return cls(frozenset(after - before), frozenset(before - after), frozenset(rescheduled))

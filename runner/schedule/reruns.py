@@ -62,13 +62,26 @@ def slot_rerun_time(config: RunnerConfig, routine: str, scheduled: datetime, *, 
     ``runner.slot_retry_delay`` after the failure and doubling, each before the routine's next fire.
     """
     trigger = cron_trigger(config.routines[routine].schedule, config.timezone)
-    return rerun_time(rerun=rerun, retries=config.slot_retries, delay=config.slot_retry_delay, failed_at=failed_at,
-                      deadline=next_fire_after(trigger, scheduled))
+    return rerun_time(
+        rerun=rerun,
+        retries=config.slot_retries,
+        delay=config.slot_retry_delay,
+        failed_at=failed_at,
+        deadline=next_fire_after(trigger, scheduled),
+    )
 
 
 def planned_rerun(
-    config: RunnerConfig, result: RunResult | None, *, agent: str, routine: str, slot: str | None, scheduled: datetime, scheduled_text: str,
-    rerun: int, now: datetime,
+    config: RunnerConfig,
+    result: RunResult | None,
+    *,
+    agent: str,
+    routine: str,
+    slot: str | None,
+    scheduled: datetime,
+    scheduled_text: str,
+    rerun: int,
+    now: datetime,
 ) -> datetime | None:
     """When rerun number *rerun* of a slot whose run ended with *result* (None: its worker died first) starts; None when it gets none.
 
@@ -79,6 +92,13 @@ def planned_rerun(
         return None
     when = slot_rerun_time(config, routine, scheduled, rerun=rerun, failed_at=now)
     if when is not None:
-        log.info("scheduler.retry_scheduled", agent=agent, routine=routine, slot=slot, scheduled=scheduled_text, rerun=rerun,
-                 run_date=when.isoformat())
+        log.info(
+            "scheduler.retry_scheduled",
+            agent=agent,
+            routine=routine,
+            slot=slot,
+            scheduled=scheduled_text,
+            rerun=rerun,
+            run_date=when.isoformat(),
+        )
     return when

@@ -75,8 +75,13 @@ class RunQueue:
                 return False
             key = run.identity.client_key
             if key in self._going or any(waiting.identity.client_key == key for waiting in self._waiting):
-                log.warning("scheduler.run_skipped", agent=run.identity.agent, routine=run.identity.routine,
-                            scheduled=run.identity.scheduled, reason="a run of this slot is already waiting or going")
+                log.warning(
+                    "scheduler.run_skipped",
+                    agent=run.identity.agent,
+                    routine=run.identity.routine,
+                    scheduled=run.identity.scheduled,
+                    reason="a run of this slot is already waiting or going",
+                )
                 return False
             self._waiting.append(run)
             if self._open:
@@ -97,8 +102,14 @@ class RunQueue:
 
     def _log_queued(self, run: QueuedRun, waiting: int) -> None:
         busy = any(going.pair == run.pair for going in self._going.values())
-        log.info("scheduler.run_queued", **run.identity.fields(), trigger=run.trigger, running=len(self._going), waiting=waiting,
-                 reason="a run of this agent and routine is going" if busy else "max_concurrent_runs runs are going")
+        log.info(
+            "scheduler.run_queued",
+            **run.identity.fields(),
+            trigger=run.trigger,
+            running=len(self._going),
+            waiting=waiting,
+            reason="a run of this agent and routine is going" if busy else "max_concurrent_runs runs are going",
+        )
 
     def set_limit(self, limit: int) -> None:
         """Change how many runs may go at once (a reload); a larger limit starts waiting runs now."""

@@ -100,8 +100,14 @@ def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAge
 
 
 def _log_missed(missed: MissedSlot) -> None:
-    log.warning("scheduler.missed", agent=missed.agent, routine=missed.routine, slot=missed.slot,
-                scheduled=missed.scheduled.isoformat(), reason=missed.reason)
+    log.warning(
+        "scheduler.missed",
+        agent=missed.agent,
+        routine=missed.routine,
+        slot=missed.slot,
+        scheduled=missed.scheduled.isoformat(),
+        reason=missed.reason,
+    )
 
 
 class Scheduler:
@@ -118,8 +124,13 @@ class Scheduler:
     """
 
     def __init__(
-        self, config: RunnerConfig, *, now: Callable[[], datetime] | None = None, log_stream: IO[str] | None = None,
-        notify: Callable[[str], object] | None = None, watchdog_interval: float | None = None,
+        self,
+        config: RunnerConfig,
+        *,
+        now: Callable[[], datetime] | None = None,
+        log_stream: IO[str] | None = None,
+        notify: Callable[[str], object] | None = None,
+        watchdog_interval: float | None = None,
         reload: Callable[[], RunnerConfig] | None = None,
     ) -> None:
         self.config = config
@@ -231,15 +242,33 @@ class Scheduler:
         with self._config_lock:
             rerun = self._reruns.get(key, 0) + 1
             still_served = not self._stopping.is_set() and (identity.agent, identity.routine) in pairs_of(self.config)
-            when = planned_rerun(self.config, result, agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=scheduled,
-                                 scheduled_text=identity.scheduled, rerun=rerun, now=self._now()) if still_served else None
+            when = (
+                planned_rerun(
+                    self.config,
+                    result,
+                    agent=identity.agent,
+                    routine=identity.routine,
+                    slot=identity.slot,
+                    scheduled=scheduled,
+                    scheduled_text=identity.scheduled,
+                    rerun=rerun,
+                    now=self._now(),
+                )
+                if still_served
+                else None
+            )
             if when is None:
                 self._reruns.pop(key, None)
                 return
             self._reruns[key] = rerun
         self._scheduler.add_job(
-            self.dispatch, "date", run_date=when, args=[identity.agent, identity.routine, scheduled, "retry"],
-            id=f"{identity.agent}:{identity.routine}:retry", replace_existing=True, misfire_grace_time=None,
+            self.dispatch,
+            "date",
+            run_date=when,
+            args=[identity.agent, identity.routine, scheduled, "retry"],
+            id=f"{identity.agent}:{identity.routine}:retry",
+            replace_existing=True,
+            misfire_grace_time=None,
         )
 
     # -- jobs ----------------------------------------------------------------------
@@ -250,8 +279,15 @@ class Scheduler:
         # Explicit: APScheduler would count from when the loop starts (or the job is added), and a fire
         # between *now* and then would fall to neither the catch-up nor the job.
         first = trigger.get_next_fire_time(None, now + timedelta(microseconds=1))
-        self._scheduler.add_job(self.fire, trigger, args=[agent, routine], id=f"{agent}:{routine}", name=f"{agent}:{routine}",
-                                replace_existing=True, next_run_time=first)
+        self._scheduler.add_job(
+            self.fire,
+            trigger,
+            args=[agent, routine],
+            id=f"{agent}:{routine}",
+            name=f"{agent}:{routine}",
+            replace_existing=True,
+            next_run_time=first,
+        )
         self._last_fire[(agent, routine)] = now
 
     def _remove_jobs(self, agent: str, routine: str) -> None:
@@ -269,15 +305,27 @@ class Scheduler:
         for missed in plan.missed:
             _log_missed(missed)
         for at, run in spread(plan.runs, now, self.config.catchup_spread):
-            log.info("scheduler.catchup", agent=run.agent, routine=run.routine, slot=run.slot, scheduled=run.scheduled.isoformat(),
-                     starts=at.isoformat())
+            log.info(
+                "scheduler.catchup",
+                agent=run.agent,
+                routine=run.routine,
+                slot=run.slot,
+                scheduled=run.scheduled.isoformat(),
+                starts=at.isoformat(),
+            )
             if at <= now:
                 # Due now: into the queue at once, in the plan's order (date jobs due at one moment run on
                 # the pool's threads in any order).
                 self.dispatch(run.agent, run.routine, run.scheduled, "catchup")
                 continue
-            self._scheduler.add_job(self.dispatch, "date", run_date=at, args=[run.agent, run.routine, run.scheduled, "catchup"],
-                                    id=f"{run.agent}:{run.routine}:catchup:{run.slot}", replace_existing=True)
+            self._scheduler.add_job(
+                self.dispatch,
+                "date",
+                run_date=at,
+                args=[run.agent, run.routine, run.scheduled, "catchup"],
+                id=f"{run.agent}:{run.routine}:catchup:{run.slot}",
+                replace_existing=True,
+            )
 
     # -- reload --------------------------------------------------------------------
 
@@ -312,14 +360,25 @@ class Scheduler:
             for pair in change.added | change.rescheduled:
                 self._add_job(*pair, now)
             for run in self._queue.discard(change.removed):
-                log.warning("scheduler.run_skipped", agent=run.identity.agent, routine=run.identity.routine,
-                            scheduled=run.identity.scheduled, reason="its agent or routine left the configuration")
+                log.warning(
+                    "scheduler.run_skipped",
+                    agent=run.identity.agent,
+                    routine=run.identity.routine,
+                    scheduled=run.identity.scheduled,
+                    reason="its agent or routine left the configuration",
+                )
             self._queue.set_limit(new.max_concurrent_runs)
             plan = plan_catchup(new, now, pairs=change.added)
             self._start_catchup(plan, now)
             jobs = len(pairs_of(new))
-        log.info("scheduler.reloaded", config=new.source, agents=sorted(new.agents), jobs=jobs, **change.to_fields(),
-                 max_concurrent_runs=new.max_concurrent_runs)
+        log.info(
+            "scheduler.reloaded",
+            config=new.source,
+            agents=sorted(new.agents),
+            jobs=jobs,
+            **change.to_fields(),
+            max_concurrent_runs=new.max_concurrent_runs,
+        )
         for problem in plan.unusable:
             log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
         return True
@@ -368,8 +427,15 @@ class Scheduler:
                     self._add_job(agent, routine, now)
                 plan = plan_catchup(self.config, now)
                 self._start_catchup(plan, now)
-                log.info("scheduler.started", agents=sorted(self.config.agents), jobs=len(self._last_fire), timezone=str(self.config.timezone),
-                         lock_file=str(self.config.lock_file), pid=os.getpid(), max_concurrent_runs=self.config.max_concurrent_runs)
+                log.info(
+                    "scheduler.started",
+                    agents=sorted(self.config.agents),
+                    jobs=len(self._last_fire),
+                    timezone=str(self.config.timezone),
+                    lock_file=str(self.config.lock_file),
+                    pid=os.getpid(),
+                    max_concurrent_runs=self.config.max_concurrent_runs,
+                )
             for problem in plan.unusable:  # after scheduler.started, so that status knows which start each belongs to
                 log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
             self._notify("READY=1")

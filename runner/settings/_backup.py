@@ -50,14 +50,17 @@ def read_backup(reader: FieldReader, value: object, agents: Mapping[str, AgentCo
     """
     data: dict[str, Any] = reader.table(value, "backup", BACKUP_KEYS)
     if "dir" not in data:
-        raise reader.fail("backup.dir", "the directory backups go into (required in [backup]), such as '/var/backups/ghostrunner'", "nothing")
+        raise reader.fail(
+            "backup.dir", "the directory backups go into (required in [backup]), such as '/var/backups/ghostrunner'", "nothing"
+        )
     directory = reader.path(data["dir"], "backup.dir", state=True)
     for name, agent in sorted(agents.items()):
         # A backup inside a journal would be copied by the next backup of that journal, and the journal refuses it.
         # Judged as written without '..' and as this host resolves its links: 'other/../journal/b' and 'link/b' are inside too.
         if _overlaps(str(directory), str(agent.journal_root)):
-            raise reader.fail("backup.dir", f"a directory outside agent {name!r}'s journal ({str(agent.journal_root)!r}) and not holding it",
-                              data["dir"])
+            raise reader.fail(
+                "backup.dir", f"a directory outside agent {name!r}'s journal ({str(agent.journal_root)!r}) and not holding it", data["dir"]
+            )
     fields: dict[str, Any] = {"dir": directory}
     if "schedule" in data:
         schedule = reader.string(data["schedule"], "backup.schedule")
@@ -65,10 +68,13 @@ def read_backup(reader: FieldReader, value: object, agents: Mapping[str, AgentCo
             cron_trigger(schedule, tz)
             to_on_calendar("backup", schedule, tz)
         except ScheduleNotExpressibleError as exc:
-            raise reader.fail("backup.schedule", f"a five-field cron expression systemd's OnCalendar= can express ({exc.reason})",
-                              schedule) from None
+            raise reader.fail(
+                "backup.schedule", f"a five-field cron expression systemd's OnCalendar= can express ({exc.reason})", schedule
+            ) from None
         except ValueError as exc:
-            raise reader.fail("backup.schedule", f"a five-field cron expression that fires, such as '30 3 * * *' ({exc})", schedule) from None
+            raise reader.fail(
+                "backup.schedule", f"a five-field cron expression that fires, such as '30 3 * * *' ({exc})", schedule
+            ) from None
         fields["schedule"] = schedule
     if "keep" in data:
         fields["keep"] = reader.positive_int(data["keep"], "backup.keep", maximum=_MAX_KEEP)

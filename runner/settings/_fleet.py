@@ -42,8 +42,11 @@ def _broker(reader: FieldReader, value: object) -> str:
     if url.partition("://")[0].lower() not in ("redis", "rediss"):
         raise reader.fail("fleet.broker", "a redis:// or rediss:// URL such as 'redis://127.0.0.1:6379/0'", url)
     if "@" in url_authority(url):
-        raise reader.fail("fleet.broker", "a URL without user:password@ (put the password in the variable password_env names)",
-                          "an address with credentials in it (not shown)")
+        raise reader.fail(
+            "fleet.broker",
+            "a URL without user:password@ (put the password in the variable password_env names)",
+            "an address with credentials in it (not shown)",
+        )
     if "?" in url or "#" in url:
         raise reader.fail("fleet.broker", "a URL without ?query or #fragment", url)
     try:
@@ -65,8 +68,12 @@ def _shards(reader: FieldReader, value: object, agents: Mapping[str, AgentConfig
     for shard, members in table.items():
         key = f"fleet.shards.{shard}"
         if not _SHARD_NAME.fullmatch(shard):
-            raise reader.fail(key, "a shard name of 1-40 lowercase letters, digits or '-', starting with a letter or digit "
-                                   "(it names the shard's queue and its volume)", shard)
+            raise reader.fail(
+                key,
+                "a shard name of 1-40 lowercase letters, digits or '-', starting with a letter or digit "
+                "(it names the shard's queue and its volume)",
+                shard,
+            )
         if not isinstance(members, list) or not members:
             raise reader.fail(key, "a non-empty list of the agents this shard holds", members)
         for position, agent in enumerate(members):
@@ -101,8 +108,11 @@ def read_fleet(reader: FieldReader, value: object, agents: Mapping[str, AgentCon
     visibility = fields.get("visibility_timeout", _DEFAULT_VISIBILITY)
     if visibility <= run_timeout:
         # A shorter one hands a task that is still running to a second worker, which then waits on the slot lock.
-        raise reader.fail("fleet.visibility_timeout", f"a duration longer than runner.run_timeout ({int(run_timeout.total_seconds())} s)",
-                          data.get("visibility_timeout", "the default 15m"))
+        raise reader.fail(
+            "fleet.visibility_timeout",
+            f"a duration longer than runner.run_timeout ({int(run_timeout.total_seconds())} s)",
+            data.get("visibility_timeout", "the default 15m"),
+        )
     if "beat_lock_timeout" in data:
         lock_timeout = reader.duration(data["beat_lock_timeout"], "fleet.beat_lock_timeout")
         if not _LEAST_LOCK_TIMEOUT <= lock_timeout <= _MOST_LOCK_TIMEOUT:

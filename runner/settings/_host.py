@@ -51,9 +51,12 @@ def state_directory(source: str, environ: Mapping[str, str] | None = None) -> Pa
     home = env.get("HOME", "")
     if os.path.isabs(home):
         return Path(home) / ".local" / "state" / STATE_SUBDIRECTORY
-    raise ConfigError(source, "runner.journal_root",
-                      "a journal_root, since this process has no state directory ($STATE_DIRECTORY, $XDG_STATE_HOME and $HOME "
-                      "are unset or not absolute paths)")
+    raise ConfigError(
+        source,
+        "runner.journal_root",
+        "a journal_root, since this process has no state directory ($STATE_DIRECTORY, $XDG_STATE_HOME and $HOME "
+        "are unset or not absolute paths)",
+    )
 
 
 def _zone_key(name: str) -> str | None:

@@ -79,7 +79,11 @@ def _check_base_url(url: str, key: str, fail: Any) -> None:
     back whole, since it may hold a secret.
     """
     if "@" in url_authority(url):
-        raise fail(key, "a URL without user:password@ (put the key in the environment variable api_key_env names)", "an address with credentials in it (not shown)")
+        raise fail(
+            key,
+            "a URL without user:password@ (put the key in the environment variable api_key_env names)",
+            "an address with credentials in it (not shown)",
+        )
     if "?" in url or "#" in url:
         raise fail(key, "a base URL without ?query or #fragment (the backend appends /chat/completions)", "an address with one (not shown)")
     try:
@@ -97,7 +101,11 @@ class FieldReader:
         self.state_base = state_base
 
     def fail(self, key: str, expected: str, got: object = None) -> ConfigError:
-        shown = None if got is None else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else quoted(got))
+        shown = (
+            None
+            if got is None
+            else (got if isinstance(got, str) and (got.startswith("an ") or got in ("nothing", "none")) else quoted(got))
+        )
         return ConfigError(self.source, key, expected, shown)
 
     def table(self, value: object, key: str, allowed: tuple[str, ...] | None) -> dict[str, Any]:
@@ -165,7 +173,9 @@ class FieldReader:
             try:
                 cron_trigger(schedule, tz)
             except ValueError as exc:
-                raise self.fail(f"{key}.schedule", f"a five-field cron expression that fires, such as '0 21 * * *' ({exc})", schedule) from None
+                raise self.fail(
+                    f"{key}.schedule", f"a five-field cron expression that fires, such as '0 21 * * *' ({exc})", schedule
+                ) from None
             changes["schedule"] = schedule
         if "slot" in data:
             if data["slot"] not in SLOT_GRANULARITIES:
@@ -225,8 +235,14 @@ class FieldReader:
             settings["temperature"] = float(temperature)
         if kind == "command":
             command = data.get("command")
-            if not isinstance(command, list) or not command or not all(isinstance(part, str) and part and "\x00" not in part for part in command):
-                raise self.fail(f"{key}.command", "a non-empty list of strings without NUL characters (the program and its arguments)", command)
+            if (
+                not isinstance(command, list)
+                or not command
+                or not all(isinstance(part, str) and part and "\x00" not in part for part in command)
+            ):
+                raise self.fail(
+                    f"{key}.command", "a non-empty list of strings without NUL characters (the program and its arguments)", command
+                )
             program = command[0]
             if "/" in program and not os.path.isabs(program):
                 program = str(self.files_base / program)
@@ -238,7 +254,12 @@ class FieldReader:
             # it is logged on every load, so it is not missed.
             logging.getLogger("runner.config").warning(
                 "%s: %s.base_url: the API key in $%s is sent in cleartext to %s over http://; use https:// for an endpoint "
-                "that is not on this host", self.source, key, built.api_key_env, quoted(host))
+                "that is not on this host",
+                self.source,
+                key,
+                built.api_key_env,
+                quoted(host),
+            )
         return built
 
     def agent(self, name: str, value: object, routines: Mapping[str, Routine], root_template: str, memory: str = "lexical") -> AgentConfig:
@@ -264,7 +285,11 @@ class FieldReader:
             raise self.fail(f"{key}.routines", "a non-empty list of routine names", names)
         for position, routine in enumerate(names):
             if routine not in routines:
-                raise self.fail(f"{key}.routines[{position}]", "a routine defined under [routines] or built in (" + ", ".join(sorted(routines)) + ")", routine)
+                raise self.fail(
+                    f"{key}.routines[{position}]",
+                    "a routine defined under [routines] or built in (" + ", ".join(sorted(routines)) + ")",
+                    routine,
+                )
         if len(set(names)) != len(names):
             raise self.fail(f"{key}.routines", "each routine once", names)
         template = self.string(data["journal_root"], f"{key}.journal_root") if "journal_root" in data else root_template
@@ -274,5 +299,12 @@ class FieldReader:
         mix_simulated = data.get("mix_simulated", False)
         if not isinstance(mix_simulated, bool):
             raise self.fail(f"{key}.mix_simulated", "true or false", mix_simulated)
-        return AgentConfig(name=name, persona=persona, backend=backend, routines=tuple(names), journal_root=root, memory=memory,
-                           mix_simulated=mix_simulated)
+        return AgentConfig(
+            name=name,
+            persona=persona,
+            backend=backend,
+            routines=tuple(names),
+            journal_root=root,
+            memory=memory,
+            mix_simulated=mix_simulated,
+        )

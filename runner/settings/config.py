@@ -97,8 +97,21 @@ CONFIG_ENVVAR: Final = "GHOSTRUNNER_CONFIG"
 EMBEDDED_SOURCE: Final = "<embedded defaults>"
 
 _RUNNER_KEYS: Final = (
-    "journal_root", "timezone", "catchup_grace", "misfire_grace", "run_timeout", "shutdown_timeout", "lock_file", "workers", "memory",
-    "catchup_max", "catchup_spread", "max_concurrent_runs", "slot_lock_wait", "slot_retries", "slot_retry_delay",
+    "journal_root",
+    "timezone",
+    "catchup_grace",
+    "misfire_grace",
+    "run_timeout",
+    "shutdown_timeout",
+    "lock_file",
+    "workers",
+    "memory",
+    "catchup_max",
+    "catchup_spread",
+    "max_concurrent_runs",
+    "slot_lock_wait",
+    "slot_retries",
+    "slot_retry_delay",
 )
 _MAX_WORKERS: Final = 1024  # worker processes of simulate (or serve at once); more only exhausts the process table
 #: The most catch-up runs of one pair on start; each is a backend call, so a large number is a burst by another name.
@@ -114,8 +127,9 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None,
-                 default_timezone: str = "UTC") -> RunnerConfig:
+def parse_config(
+    text: str, *, source: str, files_base: Path, state_base: Path, config_file: Path | None = None, default_timezone: str = "UTC"
+) -> RunnerConfig:
     """Validate configuration *text*.
 
     Without ``runner.journal_root``, each agent's journal is ``AGENT`` in the
@@ -155,8 +169,9 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     workers = reader.positive_int(runner["workers"], "runner.workers", maximum=_MAX_WORKERS) if "workers" in runner else None
     catchup_max = reader.positive_int(runner.get("catchup_max", 1), "runner.catchup_max", minimum=0, maximum=_MAX_CATCHUP)
     catchup_spread = reader.duration(runner.get("catchup_spread", "5m"), "runner.catchup_spread")
-    max_concurrent_runs = reader.positive_int(runner.get("max_concurrent_runs", cpu_count()), "runner.max_concurrent_runs",
-                                              maximum=_MAX_WORKERS)
+    max_concurrent_runs = reader.positive_int(
+        runner.get("max_concurrent_runs", cpu_count()), "runner.max_concurrent_runs", maximum=_MAX_WORKERS
+    )
     slot_retries = reader.positive_int(runner.get("slot_retries", 3), "runner.slot_retries", minimum=0, maximum=_MAX_SLOT_RETRIES)
     slot_retry_delay = reader.duration(runner.get("slot_retry_delay", "5m"), "runner.slot_retry_delay")
     if slot_retry_delay < timedelta(seconds=1):
@@ -170,8 +185,10 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     memory = reader.memory(runner.get("memory", "lexical"), "runner.memory")
     agents = {name: reader.agent(name, value, routines, root_template, memory) for name, value in agents_table.items()}
     secrets = tuple(sorted({agent.backend.api_key_env for agent in agents.values() if agent.backend.api_key_env}))
-    agents = {name: replace(agent, backend=replace(agent.backend, hidden_env=secrets)) if agent.backend.type == "command" else agent
-              for name, agent in agents.items()}
+    agents = {
+        name: replace(agent, backend=replace(agent.backend, hidden_env=secrets)) if agent.backend.type == "command" else agent
+        for name, agent in agents.items()
+    }
     if "lock_file" in runner:
         lock_file = reader.path(runner["lock_file"], "runner.lock_file", state=True)
     else:
@@ -180,10 +197,22 @@ def parse_config(text: str, *, source: str, files_base: Path, state_base: Path, 
     fleet = read_fleet(reader, data["fleet"], agents, durations["run_timeout"]) if "fleet" in data else None
     backup = read_backup(reader, data["backup"], agents, tz) if "backup" in data else None
     return RunnerConfig(
-        source=source, timezone=tz, lock_file=lock_file, workers=workers, routines=routines, agents=agents,
-        config_file=config_file, **durations, catchup_max=catchup_max, catchup_spread=catchup_spread,
-        max_concurrent_runs=max_concurrent_runs, config_text=text if config_file is not None else None,
-        slot_retries=slot_retries, slot_retry_delay=slot_retry_delay, fleet=fleet, backup=backup,
+        source=source,
+        timezone=tz,
+        lock_file=lock_file,
+        workers=workers,
+        routines=routines,
+        agents=agents,
+        config_file=config_file,
+        **durations,
+        catchup_max=catchup_max,
+        catchup_spread=catchup_spread,
+        max_concurrent_runs=max_concurrent_runs,
+        config_text=text if config_file is not None else None,
+        slot_retries=slot_retries,
+        slot_retry_delay=slot_retry_delay,
+        fleet=fleet,
+        backup=backup,
     )
 
 
@@ -201,8 +230,13 @@ def load_config(path: str | os.PathLike[str] | None = None, *, text: str | None 
         data_dir = resources.files("runner") / "data"
         text = (data_dir / "default.toml").read_text(encoding="utf-8")
         # The embedded defaults keep time in the system's local zone; a configuration file says its own (UTC when it does not).
-        config = parse_config(text, source=EMBEDDED_SOURCE, files_base=Path(str(data_dir)), state_base=state_directory(EMBEDDED_SOURCE),
-                              default_timezone=local_zone_name())
+        config = parse_config(
+            text,
+            source=EMBEDDED_SOURCE,
+            files_base=Path(str(data_dir)),
+            state_base=state_directory(EMBEDDED_SOURCE),
+            default_timezone=local_zone_name(),
+        )
         return replace(config, agents={name: replace(agent, memory_fallback=True) for name, agent in config.agents.items()})
     config_path = Path(chosen)
     if text is None:

@@ -67,8 +67,11 @@ def ensure_state_dir(path: Path) -> Path:
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode):
         what = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a directory"
-        raise StateFileError(path, f"the runner's state directory is {what}",
-                             "move it away; ghostrunner creates the directory itself (it lives beside runner.lock_file)")
+        raise StateFileError(
+            path,
+            f"the runner's state directory is {what}",
+            "move it away; ghostrunner creates the directory itself (it lives beside runner.lock_file)",
+        )
     return path
 
 

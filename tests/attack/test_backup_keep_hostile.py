@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import Journal
+from journal.frame import claim_partial_directory
 from runner.deploy.backup import MARKER, backup_deployment, backup_into, prune_backups
 from runner.errors import ConfigError
 from runner.settings.config import load_config
@@ -286,6 +287,26 @@ def test_two_backups_racing_for_one_out_directory_give_one_backup_and_one_clear_
     assert error.startswith("OutputPathError: ") and "the backup directory exists" in error
     assert json.loads((tmp_path / "copy" / MARKER).read_text())["ok"] is True
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".copy.")] == []
+
+
+def _claim_again_and_again(target: Path, times: int) -> int:
+    """Claim a partial directory for *target* *times* over, each checked to be there (made, locked, not removed under it) and given back."""
+    for _ in range(times):
+        work, held = claim_partial_directory(target)
+        try:
+            assert work.is_dir(), f"{work} was removed while its claim was held"
+            os.rmdir(work)
+        finally:
+            os.close(held)
+    return times
+
+
+def test_claims_racing_with_each_others_removal_of_leftovers_never_lose_their_directory(tmp_path: Path) -> None:
+    """Each claim first removes the partial directories no process holds; four processes claiming for one target over and over: no
+    claim's directory is ever removed between its making and its lock (the race lost one of two racing backups with ENOENT)."""
+    got = _together(4, _claim_again_and_again, tmp_path / "copy", 300)
+    assert got == [("ok", 300)] * 4, got
+    assert os.listdir(tmp_path) == []
 
 
 def _four_agents(tmp_path: Path) -> Path:

@@ -43,14 +43,22 @@ def path_warnings(config: RunnerConfig, mount: str) -> list[str]:
     def relative(value: object) -> bool:
         return isinstance(value, str) and not value.startswith("/")
 
-    for key, value in [("runner.journal_root", runner_table.get("journal_root")), ("runner.lock_file", runner_table.get("lock_file")),
-                       *((f"agents.{name}.{item}", table.get(item)) for name, table in sorted(agents_table.items())
-                         for item in ("journal_root", "persona"))]:
+    for key, value in [
+        ("runner.journal_root", runner_table.get("journal_root")),
+        ("runner.lock_file", runner_table.get("lock_file")),
+        *(
+            (f"agents.{name}.{item}", table.get(item))
+            for name, table in sorted(agents_table.items())
+            for item in ("journal_root", "persona")
+        ),
+    ]:
         if relative(value):
             if key.endswith(".persona") and _beside(value) is not None:
                 continue  # in the ConfigMap, beside the configuration (config_files)
-            warnings.append(f"{key} {value!r} is relative: a pod resolves it beside {CONFIG_PATH}, where only the configuration "
-                            f"and the persona files beside it are; write it absolute ({'under ' + mount if not key.endswith('persona') else 'where the image holds it'})")
+            warnings.append(
+                f"{key} {value!r} is relative: a pod resolves it beside {CONFIG_PATH}, where only the configuration "
+                f"and the persona files beside it are; write it absolute ({'under ' + mount if not key.endswith('persona') else 'where the image holds it'})"
+            )
     configured = "journal_root" in runner_table
     for name, agent in sorted(config.agents.items()):
         own = agents_table.get(name, {}).get("journal_root")
@@ -58,14 +66,18 @@ def path_warnings(config: RunnerConfig, mount: str) -> list[str]:
             continue  # the pod's default: $STATE_DIRECTORY/AGENT, on the volume
         root = normal_path(str(agent.journal_root))
         if not relative(own if own is not None else runner_table["journal_root"]) and not PurePosixPath(root).is_relative_to(volume):
-            warnings.append(f"agent {name!r}'s journal {root!r} is outside --journal-mount {mount!r}, on the pod's read-only root "
-                            f"filesystem: its runs would fail; set its journal_root under {mount}")
+            warnings.append(
+                f"agent {name!r}'s journal {root!r} is outside --journal-mount {mount!r}, on the pod's read-only root "
+                f"filesystem: its runs would fail; set its journal_root under {mount}"
+            )
     lock = runner_table.get("lock_file")
     if (configured or lock is not None) and not relative(lock if lock is not None else runner_table.get("journal_root")):
         state = normal_path(str(state_dir(config)))
         if not PurePosixPath(state).is_relative_to(volume):
-            warnings.append(f"the state directory {state!r} (beside runner.lock_file: pauses and slot locks) is outside --journal-mount "
-                            f"{mount!r}, on the pod's read-only root filesystem: every run would fail; set runner.lock_file under {mount}")
+            warnings.append(
+                f"the state directory {state!r} (beside runner.lock_file: pauses and slot locks) is outside --journal-mount "
+                f"{mount!r}, on the pod's read-only root filesystem: every run would fail; set runner.lock_file under {mount}"
+            )
     return warnings
 
 
@@ -91,7 +103,11 @@ def config_files(text: str, directory: Path) -> tuple[dict[str, str], list[dict[
         items.append({"key": key, "path": path})
     size = sum(len(key.encode("utf-8")) + len(value.encode("utf-8")) for key, value in data.items())
     if size > CONFIG_MAP_MAX:
-        raise UnitRenderError("--config", f"the configuration and the persona files beside it hold {size} bytes, more than the "
-                              f"{CONFIG_MAP_MAX} a ConfigMap holds; make them smaller, or put the personas in the image and name them "
-                              "by absolute paths", exit_code=78)
+        raise UnitRenderError(
+            "--config",
+            f"the configuration and the persona files beside it hold {size} bytes, more than the "
+            f"{CONFIG_MAP_MAX} a ConfigMap holds; make them smaller, or put the personas in the image and name them "
+            "by absolute paths",
+            exit_code=78,
+        )
     return data, items

@@ -164,7 +164,7 @@ def _runs(values: Sequence[int]) -> str:
         end = start
         while end + 1 < len(values) and values[end + 1] == values[end] + 1:
             end += 1
-        parts.append(f"{values[start]}-{values[end]}" if end - start >= 2 else ",".join(map(str, values[start:end + 1])))
+        parts.append(f"{values[start]}-{values[end]}" if end - start >= 2 else ",".join(map(str, values[start : end + 1])))
         start = end + 1
     return ",".join(parts)
 
@@ -184,8 +184,9 @@ def kubernetes_schedule(routine: str, schedule: str) -> str:
     full = {"minutes": 60, "hours": 24, "days": 31, "months": 12, "weekdays": 7}
     written = {name: "*" if len(getattr(fields, name)) == size else _runs(getattr(fields, name)) for name, size in full.items()}
     if written["days"] != "*" and written["weekdays"] != "*":
-        raise ScheduleNotExpressibleError(routine, schedule, "a CronJob fires when the day of month or the day of week matches, "
-                                          "the runner only when both do", target)
+        raise ScheduleNotExpressibleError(
+            routine, schedule, "a CronJob fires when the day of month or the day of week matches, the runner only when both do", target
+        )
     return " ".join(written[name] for name in full)
 
 
@@ -201,32 +202,49 @@ def _text(manifest: Mapping[str, Any]) -> str:
 def _checked_options(image: str, namespace: str, journal_mount: str, storage: str) -> str:
     """The normalised --journal-mount, once every option is one Kubernetes takes as meant."""
     if not image.strip() or any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in image):
-        raise UnitRenderError("--image", f"expected a container image reference such as 'registry.example/ghostrunner:0.1.0', got {quoted(image)}")
+        raise UnitRenderError(
+            "--image", f"expected a container image reference such as 'registry.example/ghostrunner:0.1.0', got {quoted(image)}"
+        )
     if not DNS_LABEL.fullmatch(namespace):
-        raise UnitRenderError("--namespace", f"expected a namespace name (1-63 lowercase letters, digits or '-', starting and ending with a "
-                                             f"letter or digit), got {quoted(namespace)}")
+        raise UnitRenderError(
+            "--namespace",
+            f"expected a namespace name (1-63 lowercase letters, digits or '-', starting and ending with a "
+            f"letter or digit), got {quoted(namespace)}",
+        )
     if not _QUANTITY.fullmatch(storage):
         raise UnitRenderError("--storage", f"expected a size such as 1Gi or 500Mi, got {quoted(storage)}")
     # A plain path: nothing in it that a container runtime, a shell or $(NAME) expansion could read otherwise (it is also a variable's value).
     if not re.fullmatch(r"/[A-Za-z0-9._/-]*", journal_mount):
-        raise UnitRenderError("--journal-mount", f"expected an absolute path in the container, of letters, digits, '.', '_', '-' and '/', "
-                                                 f"got {quoted(journal_mount)}")
+        raise UnitRenderError(
+            "--journal-mount",
+            f"expected an absolute path in the container, of letters, digits, '.', '_', '-' and '/', got {quoted(journal_mount)}",
+        )
     mount = normal_path(journal_mount)
     if mount in _RESERVED_MOUNTS or PurePosixPath(mount).is_relative_to(CONFIG_PATH.parent):
-        raise UnitRenderError("--journal-mount", f"{quoted(journal_mount)} would hide the container's own files or its configuration; "
-                                                 f"mount the journals on a directory of their own such as {STATE_DIRECTORY}")
+        raise UnitRenderError(
+            "--journal-mount",
+            f"{quoted(journal_mount)} would hide the container's own files or its configuration; "
+            f"mount the journals on a directory of their own such as {STATE_DIRECTORY}",
+        )
     return mount
 
 
 def _network_policy(config: RunnerConfig, namespace: str) -> dict[str, str]:
     """The runs' NetworkPolicy: nothing in; nothing out either when no backend needs the network (simulated agents only)."""
     offline = all(agent.backend.type == "simulated" for agent in config.agents.values())
-    spec: dict[str, Any] = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "ghostrunner", "app.kubernetes.io/component": "run"}},
-                            "policyTypes": ["Ingress", "Egress"] if offline else ["Ingress"], "ingress": []}
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "ghostrunner", "app.kubernetes.io/component": "run"}},
+        "policyTypes": ["Ingress", "Egress"] if offline else ["Ingress"],
+        "ingress": [],
+    }
     if offline:
         spec["egress"] = []
-    manifest = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta("ghostrunner-runs", namespace, "runs"),
-                "spec": spec}
+    manifest = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta("ghostrunner-runs", namespace, "runs"),
+        "spec": spec,
+    }
     return {"networkpolicy-ghostrunner-runs.json": _text(manifest)}
 
 
@@ -238,28 +256,46 @@ def _claims(config: RunnerConfig, namespace: str, storage: str) -> tuple[dict[st
     for shard, agents in sorted(shards.items()):
         name = dns_name("ghostrunner-journals", shard) if shard else "ghostrunner-journals"
         metadata = _meta(name, namespace, "journals", {"ghostrunner/shard": shard} if shard else None)
-        manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
-                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}}}
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata,
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": storage}}},
+        }
         files[f"persistentvolumeclaim-{name}.json"] = _text(manifest)
         claim_of |= dict.fromkeys(agents, name)
     return files, claim_of
 
 
-def _pod_spec(config: RunnerConfig, agent: str, routine: str, *, image: str, mount: str, claim: str,
-              items: list[dict[str, str]]) -> dict[str, Any]:
+def _pod_spec(
+    config: RunnerConfig, agent: str, routine: str, *, image: str, mount: str, claim: str, items: list[dict[str, str]]
+) -> dict[str, Any]:
     hybrid = config.agents[agent].memory == "hybrid"  # the sentence model in memory
     fields = {f"--agent={agent}": _key("agents", agent), routine: _key("routines", routine)}
     container = {
-        "name": _CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
+        "name": _CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
         "command": [_container_word(word, fields.get(word, "--config")) for word in run_argv(routine, agent)],
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "STATE_DIRECTORY", "value": _container_word(mount, "--journal-mount")}],
+        "env": [
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+            {"name": "STATE_DIRECTORY", "value": _container_word(mount, "--journal-mount")},
+        ],
         "envFrom": [{"secretRef": {"name": _ENV_FROM, "optional": True}}],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "2Gi" if hybrid else "512Mi"}},
         # The systemd sandbox's NoNewPrivileges=, CapabilityBoundingSet= (empty) and ProtectSystem=strict, in a container's words.
-        "securityContext": {"allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-                            "capabilities": {"drop": ["ALL"]}},
-        "volumeMounts": [{"name": "journals", "mountPath": mount}, {"name": "config", "mountPath": str(CONFIG_PATH.parent), "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],  # noqa: S108 - the pod's own empty /tmp, as PrivateTmp=yes gives
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "journals", "mountPath": mount},
+            {"name": "config", "mountPath": str(CONFIG_PATH.parent), "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],  # noqa: S108 - the pod's own empty /tmp, as PrivateTmp=yes gives
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     # A ReadWriteOnce volume is attached to one node at a time: a pod of the shard elsewhere waits (within its deadline) for the
@@ -267,20 +303,37 @@ def _pod_spec(config: RunnerConfig, agent: str, routine: str, *, image: str, mou
     beside = {"labelSelector": {"matchLabels": {_JOURNALS_LABEL: claim}}, "topologyKey": "kubernetes.io/hostname"}
     return {
         "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": beside}]}},
-        "serviceAccountName": _ACCOUNT, "automountServiceAccountToken": False,
+        "serviceAccountName": _ACCOUNT,
+        "automountServiceAccountToken": False,
         # No variables for every Service in the namespace: nothing the run reads, and nothing $(NAME) could pick up.
-        "enableServiceLinks": False, "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
-                            "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}},
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "fsGroup": RUN_AS_USER,
+            "fsGroupChangePolicy": "OnRootMismatch",
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
-        "volumes": [{"name": "journals", "persistentVolumeClaim": {"claimName": claim}},
-                    {"name": "config", "configMap": {"name": _CONFIG_MAP, "defaultMode": 0o444, "items": items}},
-                    {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+        "volumes": [
+            {"name": "journals", "persistentVolumeClaim": {"claimName": claim}},
+            {"name": "config", "configMap": {"name": _CONFIG_MAP, "defaultMode": 0o444, "items": items}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
     }
 
 
-def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghostrunner", journal_mount: str = str(STATE_DIRECTORY),
-                     storage: str = "1Gi", today: date | None = None) -> Manifests:
+def render_manifests(
+    config: RunnerConfig,
+    *,
+    image: str,
+    namespace: str = "ghostrunner",
+    journal_mount: str = str(STATE_DIRECTORY),
+    storage: str = "1Gi",
+    today: date | None = None,
+) -> Manifests:
     """Render every manifest for *config* (module docstring: what, and why each setting).
 
     Args:
@@ -304,17 +357,31 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
     if "@" not in image and ":" not in image.rsplit("/", 1)[-1]:
         warnings.append(f"--image {image!r} has no tag or digest, so each node pulls whatever 'latest' is then; name a version")
     if config.misfire_grace < _CONTROLLER_PERIOD:
-        warnings.append(f"runner.misfire_grace is {int(config.misfire_grace.total_seconds())} s, the CronJobs' startingDeadlineSeconds: "
-                        "the controller looks about every 10 s and can miss a fire altogether; allow at least 10s")
+        warnings.append(
+            f"runner.misfire_grace is {int(config.misfire_grace.total_seconds())} s, the CronJobs' startingDeadlineSeconds: "
+            "the controller looks about every 10 s and can miss a fire altogether; allow at least 10s"
+        )
     data, items = config_files(config.config_text, config.config_file.parent)
-    files = {"configmap-ghostrunner-config.json": _text({"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(_CONFIG_MAP, namespace, "config"),
-                                                         "data": data})}
-    files["serviceaccount-ghostrunner.json"] = _text({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(_ACCOUNT, namespace, "runs"),
-                                                      "automountServiceAccountToken": False})
+    files = {
+        "configmap-ghostrunner-config.json": _text(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(_CONFIG_MAP, namespace, "config"), "data": data}
+        )
+    }
+    files["serviceaccount-ghostrunner.json"] = _text(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(_ACCOUNT, namespace, "runs"),
+            "automountServiceAccountToken": False,
+        }
+    )
     files |= _network_policy(config, namespace)
-    warnings += [f"agent {name!r}'s openai backend {agent.backend.base_url!r} is on localhost, which in a pod is the pod itself; "
-                 "point base_url at the model server's Service" for name, agent in sorted(config.agents.items())
-                 if agent.backend.type == "openai" and is_loopback_url(agent.backend.base_url)]
+    warnings += [
+        f"agent {name!r}'s openai backend {agent.backend.base_url!r} is on localhost, which in a pod is the pod itself; "
+        "point base_url at the model server's Service"
+        for name, agent in sorted(config.agents.items())
+        if agent.backend.type == "openai" and is_loopback_url(agent.backend.base_url)
+    ]
     claim_files, claim_of = _claims(config, namespace, storage)
     files |= claim_files
     cronjobs: list[tuple[str, str]] = []
@@ -324,38 +391,57 @@ def render_manifests(config: RunnerConfig, *, image: str, namespace: str = "ghos
         # Kubernetes' cron library steps through the hours in real time, so it never meets a skipped one (as systemd's timers).
         skipped = skipped_local_times(routine_name, config.routines[routine_name].schedule, config.timezone, today)
         if skipped:
-            warnings.append(f"routine {routine_name!r} ({config.routines[routine_name].schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time "
-                            f"{timezone} skips for daylight saving: its CronJobs will not fire that day (serve runs it after the gap); "
-                            "pick a time outside the gap")
+            warnings.append(
+                f"routine {routine_name!r} ({config.routines[routine_name].schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time "
+                f"{timezone} skips for daylight saving: its CronJobs will not fire that day (serve runs it after the gap); "
+                "pick a time outside the gap"
+            )
     for agent_name, agent in sorted(config.agents.items()):
         for routine_name in agent.routines:
             schedule = config.routines[routine_name].schedule
             name = dns_name("", routine_name, agent_name, limit=CRONJOB_NAME_MAX)
             plan = restart_plan(config, schedule, run_time, today)
             deadline = (plan.reruns + 1) * run_time
-            if config.misfire_grace + deadline >= plan.gap and agent_name == min(name for name, other in config.agents.items()
-                                                                                  if routine_name in other.routines):  # once a routine
-                warnings.append(f"routine {routine_name!r} ({schedule}) fires every {int(plan.gap.total_seconds())} s or more often, within "
-                                f"misfire_grace + run_timeout + 30 s ({int((config.misfire_grace + deadline).total_seconds())} s): a late pod "
-                                "could start after the next fire and run that slot instead of its own; shorten misfire_grace or run_timeout")
+            if config.misfire_grace + deadline >= plan.gap and agent_name == min(
+                name for name, other in config.agents.items() if routine_name in other.routines
+            ):  # once a routine
+                warnings.append(
+                    f"routine {routine_name!r} ({schedule}) fires every {int(plan.gap.total_seconds())} s or more often, within "
+                    f"misfire_grace + run_timeout + 30 s ({int((config.misfire_grace + deadline).total_seconds())} s): a late pod "
+                    "could start after the next fire and run that slot instead of its own; shorten misfire_grace or run_timeout"
+                )
             job = {
                 # Pod retries are the slot's later runs (slot_retries, as systemd restarts them), not `attempts`, which each run spends itself.
                 "backoffLimit": plan.reruns,
                 "activeDeadlineSeconds": int(deadline.total_seconds()),
-                "podFailurePolicy": {"rules": [
-                    {"action": "FailJob", "onExitCodes": {"containerName": _CONTAINER, "operator": "In", "values": list(NO_RESTART_STATUSES)}},
-                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                ]},
-                "template": {"metadata": {"labels": _meta(name, namespace, "run")["labels"] | {_JOURNALS_LABEL: claim_of[agent_name]}},
-                             "spec": _pod_spec(config, agent_name, routine_name, image=image, mount=mount, claim=claim_of[agent_name],
-                                               items=items)},
+                "podFailurePolicy": {
+                    "rules": [
+                        {
+                            "action": "FailJob",
+                            "onExitCodes": {"containerName": _CONTAINER, "operator": "In", "values": list(NO_RESTART_STATUSES)},
+                        },
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                    ]
+                },
+                "template": {
+                    "metadata": {"labels": _meta(name, namespace, "run")["labels"] | {_JOURNALS_LABEL: claim_of[agent_name]}},
+                    "spec": _pod_spec(config, agent_name, routine_name, image=image, mount=mount, claim=claim_of[agent_name], items=items),
+                },
             }
             manifest = {
-                "apiVersion": "batch/v1", "kind": "CronJob",
+                "apiVersion": "batch/v1",
+                "kind": "CronJob",
                 "metadata": _meta(name, namespace, "run", {"ghostrunner/agent": agent_name, "ghostrunner/routine": routine_name}),
-                "spec": {"schedule": kubernetes_schedule(routine_name, schedule), "timeZone": timezone, "concurrencyPolicy": "Forbid",
-                         "startingDeadlineSeconds": int(config.misfire_grace.total_seconds()), "suspend": False,
-                         "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 3, "jobTemplate": {"spec": job}},
+                "spec": {
+                    "schedule": kubernetes_schedule(routine_name, schedule),
+                    "timeZone": timezone,
+                    "concurrencyPolicy": "Forbid",
+                    "startingDeadlineSeconds": int(config.misfire_grace.total_seconds()),
+                    "suspend": False,
+                    "successfulJobsHistoryLimit": 1,
+                    "failedJobsHistoryLimit": 3,
+                    "jobTemplate": {"spec": job},
+                },
             }
             cronjobs.append((f"agent {agent_name!r}'s routine {routine_name!r}", name))
             files[f"cronjob-{name}.json"] = _text(manifest)

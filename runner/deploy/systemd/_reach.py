@@ -32,8 +32,11 @@ __all__ = ["HIDDEN", "UNIT_PATH", "Step", "startup_chain", "startup_warnings"]
 
 #: What the sandbox hides from the service, and which setting hides it.
 HIDDEN: Final = (
-    ("/home", "ProtectHome=yes"), ("/root", "ProtectHome=yes"), ("/run/user", "ProtectHome=yes"),
-    ("/tmp", "PrivateTmp=yes"), ("/var/tmp", "PrivateTmp=yes"),  # noqa: S108 - directories the sandbox hides, not files written there
+    ("/home", "ProtectHome=yes"),
+    ("/root", "ProtectHome=yes"),
+    ("/run/user", "ProtectHome=yes"),
+    ("/tmp", "PrivateTmp=yes"),
+    ("/var/tmp", "PrivateTmp=yes"),  # noqa: S108 - directories the sandbox hides, not files written there
 )
 #: The PATH systemd gives system services (its manager's default; the units set none of their own).
 UNIT_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -264,11 +267,12 @@ def _installation(path: str) -> str:
 
 
 def _route(chain: Sequence[Step], upto: int) -> str:
-    return " -> ".join([repr(chain[0].path), *(f"{step.how} {step.path!r}" for step in chain[1:upto + 1])])
+    return " -> ".join([repr(chain[0].path), *(f"{step.how} {step.path!r}" for step in chain[1 : upto + 1])])
 
 
-def startup_warnings(what: str, argv: Sequence[str], *, known: Sequence[str] = (), hidden: Sequence[tuple[str, str]] = HIDDEN,
-                     unit_path: str = UNIT_PATH) -> list[str]:
+def startup_warnings(
+    what: str, argv: Sequence[str], *, known: Sequence[str] = (), hidden: Sequence[tuple[str, str]] = HIDDEN, unit_path: str = UNIT_PATH
+) -> list[str]:
     """One line for each installation the sandbox hides on the way to starting *argv*, with the setting and the fix.
 
     *what* names the program in the message (``the --exec program``); steps at a path of *known* (the program's
@@ -285,16 +289,24 @@ def startup_warnings(what: str, argv: Sequence[str], *, known: Sequence[str] = (
         if expose in warnings:
             continue
         # A venv's own python outside the sandbox's hiding starts, then finds no standard library where its home is.
-        fails = ("every start fails (Python finds no standard library)" if step.how == _VENV_HOME else
-                 "every start fails (what it imports from there is missing)" if step.how.endswith("sys.path") else
-                 "every start fails (203/EXEC)")
+        fails = (
+            "every start fails (Python finds no standard library)"
+            if step.how == _VENV_HOME
+            else "every start fails (what it imports from there is missing)"
+            if step.how.endswith("sys.path")
+            else "every start fails (203/EXEC)"
+        )
         reached = f"{what} {chain[0].path!r} needs {step.path!r} to start ({_route(chain, index)}), which is under {directory}"
         if setting == "ProtectHome=yes":
-            warnings[expose] = (f"{reached}, which {setting} hides from the service: {fails}; install the project "
-                                "with a system Python (/usr/bin/python3 -m venv /opt/ghostrunner), or give the units a drop-in with "
-                                f"ProtectHome=tmpfs and BindReadOnlyPaths={expose} (under ProtectHome=yes no ReadOnlyPaths= or "
-                                "BindReadOnlyPaths= entry is visible)")
+            warnings[expose] = (
+                f"{reached}, which {setting} hides from the service: {fails}; install the project "
+                "with a system Python (/usr/bin/python3 -m venv /opt/ghostrunner), or give the units a drop-in with "
+                f"ProtectHome=tmpfs and BindReadOnlyPaths={expose} (under ProtectHome=yes no ReadOnlyPaths= or "
+                "BindReadOnlyPaths= entry is visible)"
+            )
         else:
-            warnings[expose] = (f"{reached}, which {setting} replaces with the service's own empty directory: {fails}; "
-                                "install it elsewhere (e.g. a venv of a system Python in /opt/ghostrunner)")
+            warnings[expose] = (
+                f"{reached}, which {setting} replaces with the service's own empty directory: {fails}; "
+                "install it elsewhere (e.g. a venv of a system Python in /opt/ghostrunner)"
+            )
     return list(warnings.values())

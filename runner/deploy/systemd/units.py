@@ -167,19 +167,22 @@ def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool 
 def _identity(user: str) -> str:
     # A User= systemd cannot parse is ignored with a warning, and the unit then runs as root: refuse it here.
     if not _USER_NAME.fullmatch(checked_text(user, "--user")):
-        raise UnitRenderError("--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), "
-                                        f"got {quoted(user)}")
-    return "\n".join([
-        f"User={user}",
-        f"Group={user}",
-        f"StateDirectory={STATE_DIRECTORY.name}",
-        "StateDirectoryMode=0700",
-        f"WorkingDirectory={STATE_DIRECTORY}",
-        "UMask=0077",
-        "Environment=PYTHONUNBUFFERED=1",
-        "# Secrets for hosted backends (api_key_env), if any: VAR=value lines, mode 0600.",
-        "EnvironmentFile=-/etc/ghostrunner/env",
-    ])
+        raise UnitRenderError(
+            "--user", f"expected a system user name (a letter or '_', then up to 30 letters, digits, '_' or '-'), got {quoted(user)}"
+        )
+    return "\n".join(
+        [
+            f"User={user}",
+            f"Group={user}",
+            f"StateDirectory={STATE_DIRECTORY.name}",
+            "StateDirectoryMode=0700",
+            f"WorkingDirectory={STATE_DIRECTORY}",
+            "UMask=0077",
+            "Environment=PYTHONUNBUFFERED=1",
+            "# Secrets for hosted backends (api_key_env), if any: VAR=value lines, mode 0600.",
+            "EnvironmentFile=-/etc/ghostrunner/env",
+        ]
+    )
 
 
 def _delay_for(config: RunnerConfig, schedule: str, wanted: timedelta, today: date) -> timedelta:
@@ -192,8 +195,10 @@ def _location_warnings(what: str, raw: str, normal: str) -> list[str]:
     warnings = []
     real = os.path.realpath(raw)
     if real != os.path.realpath(normal):  # a '..' after a symbolic link: the kernel goes up from the link's target
-        warnings.append(f"{what} {raw!r} has '..' after a symbolic link: on this host it is {real!r}, but units name it {normal!r}; "
-                        "write the path without '..'")
+        warnings.append(
+            f"{what} {raw!r} has '..' after a symbolic link: on this host it is {real!r}, but units name it {normal!r}; "
+            "write the path without '..'"
+        )
     seen = set()
     for location in dict.fromkeys([normal, real]):
         for hidden, setting in HIDDEN:
@@ -202,17 +207,26 @@ def _location_warnings(what: str, raw: str, normal: str) -> list[str]:
             seen.add(hidden)
             named = repr(raw) if location == raw else f"{raw!r} (that is {location!r})"
             if setting == "ProtectHome=yes":
-                warnings.append(f"{what} {named} is under {hidden}, which {setting} hides from the service; "
-                                "install it elsewhere (e.g. /usr/local, /etc/ghostrunner, /var/lib/ghostrunner)")
+                warnings.append(
+                    f"{what} {named} is under {hidden}, which {setting} hides from the service; "
+                    "install it elsewhere (e.g. /usr/local, /etc/ghostrunner, /var/lib/ghostrunner)"
+                )
             else:
-                warnings.append(f"{what} {named} is under {hidden}, which {setting} replaces with the service's own empty directory, "
-                                "removed when it stops (what it writes there is lost); keep it elsewhere (e.g. /var/lib/ghostrunner)")
+                warnings.append(
+                    f"{what} {named} is under {hidden}, which {setting} replaces with the service's own empty directory, "
+                    "removed when it stops (what it writes there is lost); keep it elsewhere (e.g. /var/lib/ghostrunner)"
+                )
     return warnings
 
 
 def render_units(
-    config: RunnerConfig, *, exec_argv: Sequence[str], config_path: str, user: str = "ghostrunner",
-    randomized_delay: timedelta = timedelta(seconds=60), today: date | None = None,
+    config: RunnerConfig,
+    *,
+    exec_argv: Sequence[str],
+    config_path: str,
+    user: str = "ghostrunner",
+    randomized_delay: timedelta = timedelta(seconds=60),
+    today: date | None = None,
 ) -> Rendering:
     """Render every unit for *config*.
 
@@ -233,15 +247,20 @@ def render_units(
     for word in exec_argv:
         checked_text(word, "--exec")
     if not exec_argv or not exec_argv[0].startswith("/"):
-        raise UnitRenderError("--exec", f"the command units run must start with an absolute path, got {quoted(' '.join(exec_argv))}; "
-                                        "pass --exec /usr/local/bin/ghostrunner")
+        raise UnitRenderError(
+            "--exec",
+            f"the command units run must start with an absolute path, got {quoted(' '.join(exec_argv))}; "
+            "pass --exec /usr/local/bin/ghostrunner",
+        )
     program = exec_program(exec_argv[0])
     installed = absolute_path(config_path, "--installed-config")
     today = today or date.today()  # noqa: DTZ011 - the host's date only picks where the DST checks start
     agents = sorted(config.agents)
     for agent in agents:
         checked_text(agent, _key("agents", agent), source)
-    roots = {agent: absolute_path(str(config.agents[agent].journal_root), _key("agents", agent, "journal_root"), source) for agent in agents}
+    roots = {
+        agent: absolute_path(str(config.agents[agent].journal_root), _key("agents", agent, "journal_root"), source) for agent in agents
+    }
     lock_file = absolute_path(str(config.lock_file), "runner.lock_file", source)
     write_paths = _write_paths([*roots.values(), str(PurePosixPath(lock_file).parent)])
     common = {
@@ -254,14 +273,32 @@ def render_units(
         "STOPPED": str(STOPPED_STATUS),
         "NO_RESTART": " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
     }
-    files = {"ghostrunner.service": _fill(_template("ghostrunner.service"), {
-        **common, "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s", "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),
-    })}
-    warnings = _warnings(config, exec_argv, program_normal=absolute_path(exec_argv[0], "--exec"), config_path=config_path, installed=installed,
-                         roots=roots, lock_file=lock_file, user=user)
-    warnings += [f"ReadWritePaths={path} (for a journal root or the lock file's directory) opens {path} to the service for writing, "
-                 "undoing much of ProtectSystem=strict; give the journal and the lock file directories of their own"
-                 for path in write_paths if path in _SYSTEM_DIRECTORIES]
+    files = {
+        "ghostrunner.service": _fill(
+            _template("ghostrunner.service"),
+            {
+                **common,
+                "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s",
+                "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),
+            },
+        )
+    }
+    warnings = _warnings(
+        config,
+        exec_argv,
+        program_normal=absolute_path(exec_argv[0], "--exec"),
+        config_path=config_path,
+        installed=installed,
+        roots=roots,
+        lock_file=lock_file,
+        user=user,
+    )
+    warnings += [
+        f"ReadWritePaths={path} (for a journal root or the lock file's directory) opens {path} to the service for writing, "
+        "undoing much of ProtectSystem=strict; give the journal and the lock file directories of their own"
+        for path in write_paths
+        if path in _SYSTEM_DIRECTORIES
+    ]
     timers = []
     routines = sorted({name for agent in config.agents.values() for name in agent.routines})
     timezone = checked_text(config.timezone.key, "runner.timezone", source)
@@ -270,9 +307,15 @@ def render_units(
         field = _key("routines", name)
         service = unit_name(f"ghostrunner-run-{checked_text(name, field, source)}@.service", field, source)
         values = {
-            **common, "ROUTINE": name, "SCHEDULE": checked_text(routine.schedule, f"{field}.schedule", source), "TIMEZONE": timezone,
-            "ROUTINE_ARG": exec_word(name, field, source), "ROUTINE_DESCRIPTION": description(name),
-            "ON_CALENDAR": checked_lines("OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone), f"{field}.schedule", source),
+            **common,
+            "ROUTINE": name,
+            "SCHEDULE": checked_text(routine.schedule, f"{field}.schedule", source),
+            "TIMEZONE": timezone,
+            "ROUTINE_ARG": exec_word(name, field, source),
+            "ROUTINE_DESCRIPTION": description(name),
+            "ON_CALENDAR": checked_lines(
+                "OnCalendar=" + to_on_calendar(name, routine.schedule, config.timezone), f"{field}.schedule", source
+            ),
             "RUN_TIMEOUT_SEC": _seconds(config.run_timeout + _STOP_MARGIN),
             # 0 is a delay of its own (none), unlike the timeouts, where 0 would mean "no limit".
             "RANDOMIZED_DELAY_SEC": f"{int(_delay_for(config, routine.schedule, randomized_delay, today).total_seconds())}s",
@@ -294,13 +337,20 @@ def render_units(
             timers.append(unit_name(f"{instance}.timer", _key("agents", agent), source))
     files["ghostrunner-timers.target"] = _fill(_template("ghostrunner-timers.target"), {**common, "TIMERS": " ".join(timers)})
     if config.backup is not None:
-        files |= _backup_units(config, config.backup, common, write_paths=[*roots.values(), str(PurePosixPath(lock_file).parent)],
-                               warnings=warnings, today=today)
+        files |= _backup_units(
+            config,
+            config.backup,
+            common,
+            write_paths=[*roots.values(), str(PurePosixPath(lock_file).parent)],
+            warnings=warnings,
+            today=today,
+        )
     return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
 
 
-def _backup_units(config: RunnerConfig, backup: BackupConfig, common: dict[str, str], *, write_paths: list[str], warnings: list[str],
-                  today: date) -> dict[str, str]:
+def _backup_units(
+    config: RunnerConfig, backup: BackupConfig, common: dict[str, str], *, write_paths: list[str], warnings: list[str], today: date
+) -> dict[str, str]:
     """``ghostrunner-backup.service`` and ``.timer`` for the ``[backup]`` table; what the sandbox would hide is added to *warnings*.
 
     The service opens each journal as the runs do (it takes the journal's lock and brings its index up to date
@@ -311,27 +361,45 @@ def _backup_units(config: RunnerConfig, backup: BackupConfig, common: dict[str, 
     paths = _write_paths([*write_paths, directory])
     warnings += _location_warnings("the backup directory", str(backup.dir), directory)
     if os.path.islink(directory):
-        warnings.append(f"backup.dir {directory!r} is a symbolic link on this host, and backup --into refuses a link (it follows none): "
-                        f"every backup would fail; name the directory it points to ({os.path.realpath(directory)!r})")
+        warnings.append(
+            f"backup.dir {directory!r} is a symbolic link on this host, and backup --into refuses a link (it follows none): "
+            f"every backup would fail; name the directory it points to ({os.path.realpath(directory)!r})"
+        )
     if directory in _SYSTEM_DIRECTORIES:
-        warnings.append(f"backup.dir {directory!r} is a system directory: ReadWritePaths={directory} would open it to the backup service "
-                        "for writing; give the backups a directory of their own (e.g. /var/backups/ghostrunner)")
+        warnings.append(
+            f"backup.dir {directory!r} is a system directory: ReadWritePaths={directory} would open it to the backup service "
+            "for writing; give the backups a directory of their own (e.g. /var/backups/ghostrunner)"
+        )
     values = {
-        **common, "SANDBOX": _sandbox(config, paths, offline=True),
-        "BACKUP_DIR": exec_word(directory, "backup.dir", source), "BACKUP_DIR_DESCRIPTION": description(directory),
+        **common,
+        "SANDBOX": _sandbox(config, paths, offline=True),
+        "BACKUP_DIR": exec_word(directory, "backup.dir", source),
+        "BACKUP_DIR_DESCRIPTION": description(directory),
         "KEEP": "" if backup.keep is None else f" --keep {backup.keep}",
-        "SCHEDULE": checked_text(backup.schedule, "backup.schedule", source), "TIMEZONE": config.timezone.key,
+        "SCHEDULE": checked_text(backup.schedule, "backup.schedule", source),
+        "TIMEZONE": config.timezone.key,
         "ON_CALENDAR": checked_lines("OnCalendar=" + to_on_calendar("backup", backup.schedule, config.timezone), "backup.schedule", source),
     }
     skipped = skipped_local_times("backup", backup.schedule, config.timezone, today)
     if skipped:
-        warnings.append(f"backup.schedule ({backup.schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time {config.timezone.key} skips "
-                        "for daylight saving: the backup timer will not fire that day; pick a time outside the gap")
+        warnings.append(
+            f"backup.schedule ({backup.schedule}) is due at {skipped[0]:%Y-%m-%d %H:%M}, a time {config.timezone.key} skips "
+            "for daylight saving: the backup timer will not fire that day; pick a time outside the gap"
+        )
     return {name: _fill(_template(name), values) for name in ("ghostrunner-backup.service", "ghostrunner-backup.timer")}
 
 
-def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal: str, config_path: str, installed: str, roots: dict[str, str],
-              lock_file: str, user: str) -> list[str]:
+def _warnings(
+    config: RunnerConfig,
+    exec_argv: Sequence[str],
+    *,
+    program_normal: str,
+    config_path: str,
+    installed: str,
+    roots: dict[str, str],
+    lock_file: str,
+    user: str,
+) -> list[str]:
     """What the sandbox would hide from the service (under /home, /root, /run/user, /tmp, /var/tmp), and a unit running as root.
 
     The programs the units start (--exec, a command backend) are followed to what they need on this host: links,
@@ -351,18 +419,26 @@ def _warnings(config: RunnerConfig, exec_argv: Sequence[str], *, program_normal:
         known = [normal_path(argv[0]), os.path.realpath(argv[0])] if argv[0].startswith("/") else []
         warnings += startup_warnings(what, argv, known=known)
         # An argument naming a file here is one the program opens (a backend script): hidden, the start fails all the same.
-        warnings += [warning for word in argv[1:] if word.startswith("/") and os.path.exists(word)
-                     for warning in _location_warnings(f"{what}'s argument", word, normal_path(word))]
+        warnings += [
+            warning
+            for word in argv[1:]
+            if word.startswith("/") and os.path.exists(word)
+            for warning in _location_warnings(f"{what}'s argument", word, normal_path(word))
+        ]
     if config.config_file is not None and normal_path(str(config.config_file)) != installed:
         # Relative paths in the configuration resolve beside the file that is read: render read this one, the service reads *installed*.
         here = PurePosixPath(normal_path(str(config.config_file))).parent
         beside = [normal for what, raw, normal in paths[2:] if PurePosixPath(normal).is_relative_to(here)]
-        warnings += [f"{path!r} lies beside the configuration render read ({str(config.config_file)!r}), but the units read {installed!r}: "
-                     f"if the configuration names it relatively, the service looks beside {installed!r} instead; render from the "
-                     "installed file, or write absolute paths" for path in beside]
+        warnings += [
+            f"{path!r} lies beside the configuration render read ({str(config.config_file)!r}), but the units read {installed!r}: "
+            f"if the configuration names it relatively, the service looks beside {installed!r} instead; render from the "
+            "installed file, or write absolute paths"
+            for path in beside
+        ]
     if user == "root":
-        warnings.append("--user root: the units would run as root; create a system user (useradd --system ghostrunner) "
-                        "and render without --user")
+        warnings.append(
+            "--user root: the units would run as root; create a system user (useradd --system ghostrunner) and render without --user"
+        )
     return warnings
 
 
@@ -379,8 +455,12 @@ def refuse_warnings(rendering: _Warned, noun: str = "unit") -> None:
     """
     if rendering.warnings:
         count = len(rendering.warnings)
-        raise UnitRenderError("--strict", f"render found {count} problem{'s' if count > 1 else ''} (the warning{'s' if count > 1 else ''} "
-                              f"above) and wrote no {noun}; fix them, or render without --strict", exit_code=78)
+        raise UnitRenderError(
+            "--strict",
+            f"render found {count} problem{'s' if count > 1 else ''} (the warning{'s' if count > 1 else ''} "
+            f"above) and wrote no {noun}; fix them, or render without --strict",
+            exit_code=78,
+        )
 
 
 def write_units(rendering: Rendering, out: Path) -> list[Path]:
