@@ -1,8 +1,8 @@
 """Routine definitions for the runner: the Routine record, the built-ins, and the digest hook.
 
-    >>> from routines import BUILTIN_ROUTINES
-    >>> BUILTIN_ROUTINES["evening"].schedule
-    '0 21 * * *'
+>>> from routines import BUILTIN_ROUTINES
+>>> BUILTIN_ROUTINES["evening"].schedule
+'0 21 * * *'
 """
 
 from routines.builtin import BUILTIN_ROUTINES, DIGEST, EVENING, PULSE_4H

@@ -206,9 +206,8 @@ def build_report(
         for name in config.agents[agent].routines:
             routine = config.routines[name]
             seen = digest.pairs.get((agent, name), PairRuns())
-            due = latest_fire_time(
-                cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace
-            )  # real time, not wall clock
+            # real time, not wall clock
+            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             problem = _agent_problem(digest, agent, seen)
             if (agent, name) in (paused or ()) or (paused is None and seen.latest is not None and seen.latest.reason == REASON_PAUSED):

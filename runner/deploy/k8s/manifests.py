@@ -294,8 +294,8 @@ def _pod_spec(
         "volumeMounts": [
             {"name": "journals", "mountPath": mount},
             {"name": "config", "mountPath": str(CONFIG_PATH.parent), "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],  # noqa: S108 - the pod's own empty /tmp, as PrivateTmp=yes gives
+            {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108 - the pod's own empty /tmp, as PrivateTmp=yes gives
+        ],
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     # A ReadWriteOnce volume is attached to one node at a time: a pod of the shard elsewhere waits (within its deadline) for the
