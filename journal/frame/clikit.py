@@ -234,8 +234,8 @@ def once_each(ctx: click.Context, param: click.Parameter, values: tuple[str, ...
 
 
 def version_option(prog: str) -> Callable[[Any], Any]:
-    """``--version``: the installed distribution's version, from its metadata."""
-    return click.version_option(package_name="ghostjournal", prog_name=prog, message="%(prog)s %(version)s")
+    """``-V``/``--version``: the installed distribution's version, from its metadata."""
+    return click.version_option(None, "-V", "--version", package_name="ghostjournal", prog_name=prog, message="%(prog)s %(version)s")
 
 
 #: A character Python decodes an undecodable byte of a file name into (os.fsdecode's surrogateescape).

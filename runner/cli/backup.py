@@ -32,7 +32,7 @@ def _show(report: DeploymentBackup) -> str:
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(short_help="Back up every agent's journal and the settings.")
 @click.option("--out", "out", type=click.Path(path_type=Path), help="The new directory to write the backup into (it must not exist yet).")
 @click.option(
     "--into",

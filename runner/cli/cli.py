@@ -114,7 +114,7 @@ def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> 
     ctx.obj = Settings(config_path, log_level)
 
 
-@cli.command()
+@cli.command(short_help="Run one routine once for one agent.")
 @click.argument("routine")
 @click.option("--agent", required=True, help="The configured agent to run it for.")
 @click.option(
@@ -183,7 +183,7 @@ def run(
     )
 
 
-@cli.command()
+@cli.command(short_help="Run the scheduler until SIGTERM or SIGINT.")
 @config_option
 @click.pass_obj
 def serve(settings: Settings, config_path: Path | None) -> None:
@@ -229,7 +229,7 @@ def _simulation_options(function: Any) -> Any:
     )(function)
 
 
-@cli.command(name="simulate")
+@cli.command(name="simulate", short_help="Live DAYS days of routines on a virtual clock.")
 @click.option(
     "--agent",
     "agents",
@@ -300,12 +300,12 @@ def simulate_command(
     sys.exit(simulation_exit_code(summaries))
 
 
-@cli.group()
+@cli.group(short_help="systemd units for this configuration.")
 def systemd() -> None:
     """systemd units for this configuration: the serve service, or timers."""
 
 
-@systemd.command()
+@systemd.command(short_help="Write the systemd units into OUT.")
 @config_option
 # A str, checked before it becomes a Path: Path("") is ".", so an empty --out wrote the units into the working directory.
 @click.option("--out", "out_text", required=True, help="Directory to write the units into.")
@@ -404,7 +404,7 @@ def _render_status(report: StatusReport, tz: Any) -> str:
     return "\n".join(lines)
 
 
-@cli.command()
+@cli.command(short_help="Each routine's last success, failure and lateness.")
 @config_option
 @click.option(
     "--log",
@@ -452,7 +452,7 @@ def status(
     sys.exit(report.exit_code)
 
 
-@cli.command(name="report")
+@cli.command(name="report", short_help="Write the runs in the logs as an HTML page.")
 @config_option
 @click.option(
     "--log",
@@ -508,7 +508,7 @@ def report_command(
     sys.exit(built.status.exit_code)
 
 
-@cli.command()
+@cli.command(short_help="Let an agent live some weeks in seconds.")
 @click.option("--agent", default="motoko", show_default=True, help="The configured agent to simulate.")
 @click.option(
     "--days", type=click.IntRange(min=7, max=MAX_DAYS), default=DEMO_DAYS, show_default=True, help="How many days of virtual time."

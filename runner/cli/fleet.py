@@ -71,12 +71,12 @@ def runs_input(config: RunnerConfig, log_file: IO[str] | None, from_fleet: bool,
     return _record_lines(config)
 
 
-@click.group()
+@click.group(short_help="Run agents on several hosts (Celery and Redis).")
 def fleet() -> None:
     """Run agents on several hosts from one schedule: Celery with Redis, RedBeat's beat (the fleet extra)."""
 
 
-@fleet.command()
+@fleet.command(short_help="Publish each due slot to its shard's queue.")
 @config_option
 @click.pass_obj
 def beat(settings: Settings, config_path: Path | None) -> None:
@@ -93,7 +93,7 @@ def beat(settings: Settings, config_path: Path | None) -> None:
     sys.exit(start_beat(config, level=settings.log_level or "info"))
 
 
-@fleet.command()
+@fleet.command(short_help="Run the slots of one shard's agents.")
 @click.option("--shard", required=True, help="The shard whose agents this worker runs (a name under [fleet.shards]).")
 @click.option(
     "--concurrency", type=click.IntRange(min=1, max=1024), default=None, help="Runs at once (default: runner.max_concurrent_runs)."

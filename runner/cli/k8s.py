@@ -15,12 +15,12 @@ from runner.errors import quoted
 __all__ = ["K8S_COMMANDS"]
 
 
-@click.group()
+@click.group(short_help="Kubernetes manifests for this configuration.")
 def k8s() -> None:
     """Kubernetes manifests for this configuration: a CronJob per agent and routine."""
 
 
-@k8s.command()
+@k8s.command(short_help="Write the Kubernetes manifests into OUT.")
 @config_option
 # Strings, checked before use: Path("") is ".", so an empty --out would write into the working directory.
 @click.option("--out", "out_text", required=True, help="Directory to write the manifests into (one JSON file per object).")

@@ -49,16 +49,20 @@ def _show_change(change: PauseChange) -> str:
     return f"{done}; {change.agent}'s paused routines: {', '.join(change.paused_routines) or 'none'}"
 
 
-def _pause_command(function: Callable[[Settings, str, str | None, Path | None], None]) -> click.Command:
+def _pause_command(short_help: str) -> Callable[[Callable[[Settings, str, str | None, Path | None], None]], click.Command]:
     """The one form of ``pause`` and ``resume``: AGENT [ROUTINE], ``--config``, ``--json/--text``, the group's settings."""
-    command: Any = click.pass_obj(function)
-    for decorate in (output_option, config_option, click.argument("routine", required=False), click.argument("agent")):
-        command = decorate(command)
-    made: click.Command = click.command()(command)
-    return made
+
+    def make(function: Callable[[Settings, str, str | None, Path | None], None]) -> click.Command:
+        command: Any = click.pass_obj(function)
+        for decorate in (output_option, config_option, click.argument("routine", required=False), click.argument("agent")):
+            command = decorate(command)
+        made: click.Command = click.command(short_help=short_help)(command)
+        return made
+
+    return make
 
 
-@_pause_command
+@_pause_command("Pause an agent, or one of its routines.")
 def pause(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Pause AGENT (all its routines) or its ROUTINE: its runs are skipped, reason "paused", until resumed.
 
@@ -71,7 +75,7 @@ def pause(settings: Settings, agent: str, routine: str | None, config_path: Path
     _change(settings, config_path, lambda book: book.pause(agent, routine))
 
 
-@_pause_command
+@_pause_command("Resume an agent, or one of its routines.")
 def resume(settings: Settings, agent: str, routine: str | None, config_path: Path | None) -> None:
     """Resume AGENT (all its routines, however paused) or its ROUTINE (also out of a pause of the whole agent).
 
@@ -120,7 +124,7 @@ def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bo
     return "\n".join(lines)
 
 
-@click.command()
+@click.command(short_help="List each slot's runs, newest first.")
 @config_option
 @click.option(
     "--log",
