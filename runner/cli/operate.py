@@ -8,7 +8,6 @@ JSON otherwise, kept in one function so that a shared renderer can replace it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -90,12 +89,10 @@ def _duration(milliseconds: float | None) -> str:
     return f"{milliseconds:.0f} ms" if milliseconds < 1000 else f"{milliseconds / 1000:.1f} s"
 
 
-def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bool) -> str:
-    """*history* as a table (a terminal), one JSON array (``--json``), or JSON lines, one slot each (a pipe)."""
-    if as_array:
+def render_history(history: History, tz: tzinfo, *, as_json: bool) -> str:
+    """*history* as one JSON array of slots, or as a table for a person."""
+    if as_json:
         return json_text([slot.to_dict() for slot in history.slots])
-    if not as_table:
-        return "\n".join(json_text(slot.to_dict()) for slot in history.slots)
     rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""
@@ -136,7 +133,7 @@ def render_history(history: History, tz: tzinfo, *, as_table: bool, as_array: bo
 @click.option("--agent", default=None, help="Only this agent's slots.")
 @click.option("--routine", default=None, help="Only this routine's slots.")
 @click.option("--since", "since_text", default=None, help="Only runs that finished at or after this time (ISO 8601).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array (default on a pipe: one JSON object per line).")
+@output_option
 @fleet_option
 @click.pass_obj
 def history(
@@ -146,22 +143,19 @@ def history(
     agent: str | None,
     routine: str | None,
     since_text: str | None,
-    as_json: bool,
     from_fleet: bool,
 ) -> None:
     """List each slot's runs from the runner's logs, newest first: outcome, attempts, duration and error.
 
-    Reads the same input as status. A table on a terminal; JSON lines when
-    piped; one JSON array with --json. Each slot in JSON also lists its runs.
+    Reads the same input as status. A table on a terminal; one JSON array of
+    slots when piped (or with --json). Each slot in JSON also lists its runs.
 
     Example: journalctl -u ghostrunner -o cat --since -2d | ghostrunner history --agent motoko --json
     """
     config = settings.config(config_path)
     since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
     found = build_history(runs_input(config, log_file, from_fleet, "history"), agent=agent, routine=routine, since=since)
-    text = render_history(found, config.timezone, as_table=not as_json and sys.stdout.isatty(), as_array=as_json)
-    if text:
-        echo(text)
+    echo(render_history(found, config.timezone, as_json=wants_json()))
 
 
 #: The commands this module adds to ``ghostrunner``.

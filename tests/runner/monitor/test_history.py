@@ -60,11 +60,11 @@ def _history(config: Path, *args: str, stdin: str | None = None) -> subprocess.C
 
 
 def test_each_slot_shows_its_attempts_outcome_duration_and_error_newest_first(logged: tuple[Path, Path, list[dict[str, Any]]]) -> None:
-    """Piped, history prints one JSON line per slot, newest first; a slot appended after a failure keeps the failure's error."""
+    """Piped, history prints one JSON array of slots, newest first; a slot appended after a failure keeps the failure's error."""
     config, log, finished = logged
     result = _history(config, "--log", str(log))
     assert result.returncode == 0, result.stderr
-    slots = [json.loads(line) for line in result.stdout.splitlines()]
+    slots = json.loads(result.stdout)
     assert [(s["routine"], s["slot"], s["outcome"], s["attempts"]) for s in slots] == [
         ("pulse-4h", "2026-09-06T08", "appended", 1), ("evening", "2026-09-05", "appended", 3)]  # the dry run is left out
     evening = slots[1]
@@ -73,8 +73,10 @@ def test_each_slot_shows_its_attempts_outcome_duration_and_error_newest_first(lo
     assert evening["error"] == finished[0]["error"] and "exited with status 3" in evening["error"]
     assert evening["last_finished"] == evening["runs"][0]["finished"] and evening["scheduled"] == "2026-09-05T21:00:00+00:00"
     as_array = _history(config, "--log", str(log), "--json")
-    assert json.loads(as_array.stdout) == slots
+    assert as_array.stdout == result.stdout  # piped or asked for, the same JSON, as every command prints it
     assert _history(config, "--json", stdin=log.read_text()).stdout == as_array.stdout  # standard input, as from journalctl
+    table = _history(config, "--log", str(log), "--text")
+    assert table.stdout.split("\n", 1)[0].split()[:3] == ["LAST", "RUN", "AGENT"] and table.stdout.rstrip().endswith("foreign")
 
 
 def test_filters_narrow_by_agent_routine_and_time(logged: tuple[Path, Path, list[dict[str, Any]]]) -> None:
@@ -83,7 +85,7 @@ def test_filters_narrow_by_agent_routine_and_time(logged: tuple[Path, Path, list
     only = json.loads(_history(config, "--log", str(log), "--routine", "evening", "--json").stdout)
     assert [s["routine"] for s in only] == ["evening"]
     none = _history(config, "--log", str(log), "--agent", "batou")
-    assert (none.returncode, none.stdout) == (0, "")
+    assert (none.returncode, json.loads(none.stdout)) == (0, [])
     since = json.loads(_history(config, "--log", str(log), "--routine", "evening", "--since", finished[1]["timestamp"], "--json").stdout)
     assert [(s["attempts"], s["outcome"], s["error"]) for s in since] == [(2, "appended", None)]
     bad = _history(config, "--log", str(log), "--since", "soon")
