@@ -174,16 +174,28 @@ def show_download(document: Mapping[str, Any], width: int) -> str:
     return labelled([("model", document["model"]), ("path", document["path"]), ("source", document.get("source", ""))])
 
 
+def _encoder(identity: Mapping[str, Any]) -> str:
+    """An encoder's identity in a line: its model, vector length, short weights hash and what computed the vectors; only its key
+    where the index knows no more of it."""
+    if "model" not in identity:
+        return printable(str(identity["key"]))
+    made_by = [identity["implementation"]] if identity.get("implementation") else list(identity.get("implementations") or [])
+    parts = [f"{identity['dimension']} dimensions", str(identity.get("weights") or "unknown weights")[:19], *map(str, made_by)]
+    return printable(f"{identity['model']} ({', '.join(parts)})")
+
+
 def show_embed(document: Mapping[str, Any], width: int) -> str:
-    """``embed``: how many entries were embedded, how many still lack a vector, and the encoder used."""
-    return labelled(
-        [
-            ("embedded", _count(document["embedded"], "entry", "entries")),
-            ("entries", str(document["entries"])),
-            ("missing", str(document["missing"])),
-            ("encoder", str(document["encoder"])),
-        ]
-    )
+    """``embed``: how many entries were embedded, how many still lack a vector, the encoder used, and every encoder the index holds
+    vectors of (when another's are there too)."""
+    rows = [
+        ("embedded", _count(document["embedded"], "entry", "entries")),
+        ("entries", str(document["entries"])),
+        ("missing", str(document["missing"])),
+        ("encoder", _encoder(document["encoder"])),
+    ]
+    others = [held for held in document["encoders"] if held.get("key") != document["encoder"]["key"]]
+    rows += [("also held", f"{_count(held['vectors'], 'vector', 'vectors')} of {_encoder(held)}") for held in others]
+    return labelled(rows)
 
 
 def show_verify(document: Mapping[str, Any], width: int) -> str:

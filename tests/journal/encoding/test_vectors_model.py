@@ -256,3 +256,21 @@ def test_a_query_after_a_bulk_embed_runs_on_the_calling_thread_with_one_blas_thr
     query = watched.calls[bulk:]
     assert query == [(threading.get_ident(), 1)]
     assert _blas_threads() == before
+
+
+def test_embed_as_text_names_the_encoder_in_a_line_and_every_other_encoders_vectors(tmp_path: Path) -> None:
+    """`embed --text` shows the encoder as its model, length, short weights hash and implementation (it printed a Python dict), and
+    the vectors of any other encoder the index holds, by count."""
+    root = tmp_path / "journal"
+    _fill(root, 6)
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as index, index:  # vectors an unknown encoder left
+        index.execute("INSERT INTO vectors (model, entry, vector) SELECT 'elsewhere:3:l2:none', rowid, ? FROM entries LIMIT 2",
+                      (np.ones(3, dtype=np.float32).tobytes(),))
+    done = subprocess.run([*_CLI, "--root", str(root), "embed", "--text"], check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=_env())
+    assert done.returncode == 0, done.stderr
+    rows = dict(re.split(r":\s+", line, maxsplit=1) for line in done.stdout.splitlines())
+    assert rows["embedded"] == "6 entries" and (rows["entries"], rows["missing"]) == ("6", "0")
+    assert re.fullmatch(rf"{re.escape(DEFAULT_MODEL)} \(384 dimensions, sha256:[0-9a-f]{{12}}, {DEFAULT_IMPLEMENTATION}\)", rows["encoder"]), rows
+    assert rows["also held"] == "2 vectors of elsewhere:3:l2:none"
+    assert "{" not in done.stdout
