@@ -25,13 +25,14 @@ class TerminalResult:
 
 
 def in_terminal(argv: list[str], *, columns: int = 100, env: dict[str, str] | None = None, cwd: Path | None = None,
-                timeout: float = 60) -> TerminalResult:
-    """Run *argv* with stdout on a pseudo-terminal *columns* wide, stdin empty and stderr captured."""
+                timeout: float = 60, stderr_too: bool = False) -> TerminalResult:
+    """Run *argv* with stdout on a pseudo-terminal *columns* wide, stdin empty and stderr captured (or, *stderr_too*, on the terminal
+    as well, as in a shell: then both are in ``stdout``)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     environment = {key: value for key, value in (env if env is not None else os.environ).items() if key not in {"COLUMNS", "LINES"}}
     with tempfile.TemporaryFile() as errors:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=errors, env=environment, cwd=cwd)
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave if stderr_too else errors, env=environment, cwd=cwd)
         os.close(slave)
         chunks: list[bytes] = []
         deadline = time.monotonic() + timeout

@@ -102,7 +102,12 @@ __all__ = ["cli", "main"]
     default=None,
     help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).",
 )
-@click.option("--log-level", type=LOG_LEVELS, default=None, help="Lowest log level written (default: info; warning for simulate).")
+@click.option(
+    "--log-level",
+    type=LOG_LEVELS,
+    default=None,
+    help="Lowest log level written (default: info; warning for simulate, and for run on a terminal).",
+)
 @version_option("ghostrunner")
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None, log_level: str | None) -> None:
@@ -148,7 +153,8 @@ def run(
 
     Example: ghostrunner run evening --agent motoko --at 2026-09-05T21:00
     """
-    configure_logging(stream=sys.stderr, level=settings.log_level or "info")
+    # On a terminal the result says what the run's info lines would (they are for logs: serve's workers and timers log them all).
+    configure_logging(stream=sys.stderr, level=settings.log_level or ("warning" if sys.stderr.isatty() else "info"))
     # SIGTERM unwinds the run (journal.frame.clikit.CommandGroup), killing a command backend's process group
     # on the way, instead of vanishing mid-call; the journal guarantees a complete entry or none either way.
     config = settings.config(config_path, text=sys.stdin.read() if config_on_stdin else None)

@@ -22,6 +22,7 @@ def show_run(result: Mapping[str, Any], width: int) -> str:
         labelled(
             [
                 ("outcome", result["outcome"] + (" (dry run)" if "entry" in result else "")),
+                ("reason", result.get("reason")),
                 ("agent", result["agent"]),
                 ("routine", result["routine"]),
                 ("slot", result["slot"]),

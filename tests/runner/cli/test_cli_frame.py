@@ -117,6 +117,19 @@ def test_run_on_a_terminal_shows_its_outcome_in_lines(config: Path, tmp_path: Pa
     assert json.loads(again.stdout)["outcome"] == "duplicate"
 
 
+def test_run_in_a_shell_prints_its_result_alone_and_a_paused_runs_reason(config: Path, tmp_path: Path) -> None:
+    """stdout and stderr both a terminal: the result's lines and nothing before them (its log lines repeated it), unless --log-level
+    asks for them; a paused run says why it was skipped."""
+    argv = [*GHOSTRUNNER, "run", "evening", "--agent", "motoko", "--config", str(config), "--at"]
+    quiet = in_terminal([*argv, "2026-09-05T21:30"], cwd=tmp_path, stderr_too=True)
+    assert quiet.returncode == 0 and quiet.stdout.startswith("outcome:   appended\n"), quiet.stdout
+    logged = in_terminal([*argv, "2026-09-05T21:30", "--log-level", "info"], cwd=tmp_path, stderr_too=True)
+    assert "run.started" in logged.stdout and "outcome:   duplicate" in logged.stdout
+    assert subprocess.run([*GHOSTRUNNER, "pause", "motoko", "--config", str(config)], capture_output=True, check=False, cwd=tmp_path).returncode == 0
+    paused = in_terminal([*argv, "2026-09-06T21:30"], cwd=tmp_path, stderr_too=True)
+    assert paused.returncode == 0 and paused.stdout.startswith("outcome:   skipped\nreason:    paused\n"), paused.stdout
+
+
 def test_simulate_on_a_terminal_is_a_summary_table(config: Path, tmp_path: Path) -> None:
     """simulate on a terminal: a line, then one row per agent with its outcome counts."""
     result = in_terminal([*GHOSTRUNNER, "simulate", "--days", "2", "--start", "2026-09-01", "--config", str(config)], cwd=tmp_path)
