@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+import structlog
 
 from journal.frame import write_output
 from journal.frame.clikit import (
@@ -550,9 +551,12 @@ def demo(
 
 
 def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) -> None:
-    """Say on stderr how many backend calls an allowed simulation of real backends makes, before it makes them."""
+    """Log how many backend calls an allowed simulation of real backends makes, before it makes them: a line of the command's log
+    (JSON when stderr is no terminal), never plain text among its JSON lines, which status would count as malformed."""
     if calls:
-        click.echo(f"ghostrunner: {command} makes up to {describe_calls(calls, config)} backend calls, one per slot", err=True)
+        structlog.get_logger().warning(
+            "simulate.backend_calls", command=command, calls=dict(calls), message=f"up to {describe_calls(calls, config)}, one per slot"
+        )
 
 
 for _command in (*OPERATE_COMMANDS, fleet, *K8S_COMMANDS, backup):

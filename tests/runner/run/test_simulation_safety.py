@@ -58,7 +58,10 @@ def test_a_real_backend_is_refused_without_the_flag_and_the_calls_are_counted(tm
     assert _calls(tmp_path) == [] and not (tmp_path / "journal").exists()
     allowed = ghostrunner(*args, "--real-backends", cwd=tmp_path, timeout=300)
     assert allowed.returncode == 0, allowed.stderr
-    assert f"ghostrunner: {command} makes up to 49 (batou: 49 on command) backend calls, one per slot\n" in allowed.stderr
+    [announced] = [json.loads(line) for line in allowed.stderr.splitlines() if "simulate.backend_calls" in line]  # a JSON log line
+    assert (announced["level"], announced["command"], announced["calls"]) == ("warning", command, {"batou": 49})
+    assert announced["message"] == "up to 49 (batou: 49 on command), one per slot"
+    assert all(json.loads(line) for line in allowed.stderr.splitlines())  # nothing else that status would count as malformed
     assert len(_calls(tmp_path)) == 49
 
 
