@@ -19,7 +19,7 @@ from journal.frame.outfile import (
     streamed_output,
     write_output,
 )
-from journal.frame.render import clip, labelled, table, text_width
+from journal.frame.render import clip, counted, labelled, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.frame.urls import UrlAddress, check_url_address, url_authority
 from journal.terminal import printable
@@ -33,6 +33,7 @@ __all__ = [
     "claim_partial_directory",
     "clip",
     "content_security_policy",
+    "counted",
     "embed_json",
     "first_line",
     "is_loopback_host",

@@ -20,7 +20,7 @@ from typing import Final
 
 from journal.terminal import printable
 
-__all__ = ["clip", "labelled", "table", "text_width"]
+__all__ = ["clip", "counted", "labelled", "table", "text_width"]
 
 _ELLIPSIS: Final = "…"
 
@@ -82,6 +82,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
         cells = [[clip(cell, widths[column]) if i == column else cell for i, cell in enumerate(row)] for row in cells]
     lines = ["  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in [heads, *cells]]
     return "\n".join(lines)
+
+
+def counted(number: int, one: str, many: str | None = None) -> str:
+    """``1 run``, ``2 runs``: *number* and its noun, *many* (default: *one* and an ``s``) unless it is one."""
+    return f"{number} {one if number == 1 else many or one + 's'}"
 
 
 def labelled(pairs: Sequence[tuple[str, object]]) -> str:

@@ -82,9 +82,10 @@ from runner.cli.support import (
     simulation_exit_code,
     write_rendered,
 )
-from runner.cli.views import TerminalProgress, show_run, show_simulation
+from runner.cli.views import TerminalProgress, input_line, reach_back_hint, show_run, show_simulation
 from runner.errors import ConfigError, quoted
 from runner.monitor.report import RUNS_REPORT, build_run_report
+from runner.monitor.status import EXIT_UNKNOWN
 from runner.run.contract import Outcome
 from runner.run.demo import DEMO_DAYS, DEMO_START
 from runner.run.pauses import paused_or_unknown
@@ -376,7 +377,7 @@ def render(
         click.echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
 
 
-def _render_status(report: StatusReport, tz: Any) -> str:
+def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
     def when(record: Any) -> str:
         if record is None:
             return "-"
@@ -397,17 +398,12 @@ def _render_status(report: StatusReport, tz: Any) -> str:
         lines += ["", "last errors:", *errors]
     missed = [f"  {p.agent} {p.routine}: " + ", ".join(f"{m.slot} ({m.reason or '?'})" for m in p.missed) for p in report.pairs if p.missed]
     if missed:
-        lines += ["", "missed slots (recorded by serve, not run; newest first):", *missed]
-    counts = report.input
-    lines += [
-        "",
-        f"input: {counts['lines']} lines, {counts['events']} runner events ({counts['runs']} runs), "
-        f"{counts['malformed']} malformed, {counts['foreign']} foreign"
-        + (f"; from {counts['first']} to {counts['last']}" if counts["first"] else ""),
-    ]
+        lines += ["", "missed slots (recorded missed, not run; newest first):", *missed]
+    lines += ["", input_line(report.input, from_fleet=from_fleet)]
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
-    lines.append(f"status: {report.verdict} (exit {report.exit_code})")
+    hint = f" ({reach_back_hint(from_fleet=from_fleet)})" if report.exit_code == EXIT_UNKNOWN else ""
+    lines.append(f"status: {report.verdict}{hint} (exit {report.exit_code})")
     return "\n".join(lines)
 
 
@@ -445,7 +441,7 @@ def status(
     Exit codes: 0 all well; 1 a routine's latest run failed, or serve found its agent's journal
     unusable (wins over overdue); 3 a routine's latest due slot has no success after the grace period;
     6 a due slot was recorded missed by serve (downtime, catchup_max, a late fire), nothing failed or is overdue;
-    4 no runner events in the input; 5 unknown: the log starts after a due slot (feed more log).
+    4 no runner events in the input; 5 unknown: what was read starts after a due slot.
     Malformed, oversized, too deeply nested and foreign lines are counted, never fatal.
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
@@ -455,7 +451,7 @@ def status(
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(lines), now, grace, paused_or_unknown(config))
-    echo(json_text(report.to_dict()) if wants_json() else _render_status(report, config.timezone))
+    echo(json_text(report.to_dict()) if wants_json() else _render_status(report, config.timezone, from_fleet=from_fleet))
     sys.exit(report.exit_code)
 
 

@@ -18,6 +18,7 @@ import click
 from journal.frame.clikit import echo, json_text, output_option, wants_json
 from runner.cli.fleet import fleet_option, runs_input
 from runner.cli.support import Settings, config_option, echo_json, parse_time, raise_storage_failure
+from runner.cli.views import input_line
 from runner.monitor.history import History, build_history
 from runner.run.pauses import PauseBook, PauseChange
 
@@ -89,7 +90,7 @@ def _duration(milliseconds: float | None) -> str:
     return f"{milliseconds:.0f} ms" if milliseconds < 1000 else f"{milliseconds / 1000:.1f} s"
 
 
-def render_history(history: History, tz: tzinfo, *, as_json: bool) -> str:
+def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: bool) -> str:
     """*history* as one JSON array of slots, or as a table for a person."""
     if as_json:
         return json_text([slot.to_dict() for slot in history.slots])
@@ -110,14 +111,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    counts = history.digest.counts()
-    lines += [
-        "",
-        (
-            f"{len(history.slots)} slots; input: {counts['lines']} lines, {counts['runs']} runs, "
-            f"{counts['malformed']} malformed, {counts['foreign']} foreign"
-        ),
-    ]
+    lines += ["", f"{len(history.slots)} slots; {input_line(history.digest.counts(), from_fleet=from_fleet)}"]
     return "\n".join(lines)
 
 
@@ -155,7 +149,7 @@ def history(
     config = settings.config(config_path)
     since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
     found = build_history(runs_input(config, log_file, from_fleet, "history"), agent=agent, routine=routine, since=since)
-    echo(render_history(found, config.timezone, as_json=wants_json()))
+    echo(render_history(found, config.timezone, as_json=wants_json(), from_fleet=from_fleet))
 
 
 #: The commands this module adds to ``ghostrunner``.

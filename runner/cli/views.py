@@ -1,4 +1,5 @@
-"""What ``ghostrunner run`` and ``simulate`` show on a terminal: results made from the document their JSON output prints, and progress.
+"""What ``ghostrunner run`` and ``simulate`` show on a terminal: results made from the document their JSON output prints, and progress;
+and how ``status`` and ``history`` name what they read.
 
 Piped (as ``serve`` reads a worker's result), or with ``--json``, they print
 that document as JSON, unchanged; these views are for a person, built with
@@ -11,9 +12,29 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Any, Final
 
-from journal.frame import labelled, printable, table
+from journal.frame import counted, labelled, printable, table
 
-__all__ = ["TerminalProgress", "show_run", "show_simulation"]
+__all__ = ["TerminalProgress", "input_line", "reach_back_hint", "show_run", "show_simulation"]
+
+
+def input_line(counts: Mapping[str, Any], *, from_fleet: bool) -> str:
+    """What status or history read, in the words of its source: the log's lines, or the fleet's runs record (whose every record is a
+    run: it has no foreign lines)."""
+    span = f"; from {counts['first']} to {counts['last']}" if counts.get("first") else ""
+    runs = counted(counts["runs"], "run")
+    if from_fleet:
+        return f"input: the fleet's runs record, {runs}, {counted(counts['malformed'], 'malformed record')}{span}"
+    return (
+        f"input: {counted(counts['lines'], 'log line')}, {counted(counts['events'], 'runner event')} ({runs}), "
+        f"{counts['malformed']} malformed, {counts['foreign']} foreign{span}"
+    )
+
+
+def reach_back_hint(*, from_fleet: bool) -> str:
+    """How to let status judge a slot older than what it read."""
+    if from_fleet:
+        return "the runs record keeps fleet.keep_runs of runs; a slot older than that cannot be judged"
+    return "read further back: journalctl --since, or an older log file"
 
 
 def show_run(result: Mapping[str, Any], width: int) -> str:

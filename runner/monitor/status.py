@@ -86,8 +86,8 @@ VERDICTS: Final = {
     EXIT_FAILED: "something failed",
     EXIT_OVERDUE: "something is overdue",
     EXIT_NO_EVENTS: "no runner events in the input",
-    EXIT_MISSED: "a due slot was missed (recorded by serve, not run)",
-    EXIT_UNKNOWN: "unknown: the log does not reach back to a due slot (feed more log)",
+    EXIT_MISSED: "a due slot was missed (recorded missed, not run)",
+    EXIT_UNKNOWN: "unknown: what was read does not reach back to a due slot",
 }
 #: How many missed slots a pair lists (the newest).
 MISSED_SHOWN: Final = 20

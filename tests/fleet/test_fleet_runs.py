@@ -57,6 +57,10 @@ def test_each_shards_worker_runs_its_agents_slots_once_and_status_fleet_sees_a_m
     # The record starts when the beat did, after the fires it was rewound over: batou's slot is not known to have run.
     assert states == {"motoko": "ok", "batou": "unknown"}, status.stdout
     assert status.returncode == 5  # never "all well" with a slot that has no run
+    told = ghostrunner("--config", str(config), "status", "--fleet", "--text", "--now", now, "--grace", "10s").stdout.splitlines()
+    assert told[-2].startswith(f"input: the fleet's runs record, {len(fires)} runs, 0 malformed records; from "), told  # not "log lines"
+    assert told[-1] == ("status: unknown: what was read does not reach back to a due slot (the runs record keeps fleet.keep_runs of runs; "
+                        "a slot older than that cannot be judged) (exit 5)"), told
 
     history = ghostrunner("--config", str(config), "history", "--fleet", "--json", "--agent", "motoko")
     assert history.returncode == 0, history.stderr

@@ -76,7 +76,7 @@ def test_each_slot_shows_its_attempts_outcome_duration_and_error_newest_first(lo
     assert as_array.stdout == result.stdout  # piped or asked for, the same JSON, as every command prints it
     assert _history(config, "--json", stdin=log.read_text()).stdout == as_array.stdout  # standard input, as from journalctl
     table = _history(config, "--log", str(log), "--text")
-    assert table.stdout.split("\n", 1)[0].split()[:3] == ["LAST", "RUN", "AGENT"] and table.stdout.rstrip().endswith("foreign")
+    assert table.stdout.split("\n", 1)[0].split()[:3] == ["LAST", "RUN", "AGENT"] and " 0 foreign; from " in table.stdout.splitlines()[-1]
 
 
 def test_filters_narrow_by_agent_routine_and_time(logged: tuple[Path, Path, list[dict[str, Any]]]) -> None:

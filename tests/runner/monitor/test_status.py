@@ -110,6 +110,18 @@ def test_log_starting_after_the_due_slot_is_unknown_and_empty_input_exits_4(conf
     assert _report(config_path, ["junk"], "2026-09-05T17:00:00+00:00").exit_code == EXIT_NO_EVENTS
 
 
+def test_an_unknown_status_says_how_to_read_further_back(config_path: Path, tmp_path: Path) -> None:
+    """The text of exit 5 from a log names the log's lines and how to read further back (the fleet's record has its own words)."""
+    lines = [_finished("motoko", "pulse-4h", "2026-09-05T16", "2026-09-05T16:00:00+00:00", "appended", "2026-09-05T16:00:02Z")]
+    told = ghostrunner("status", "--config", str(config_path), "--now", "2026-09-05T17:00:00+00:00", "--grace", "10m", "--text",
+                       "--log", str(_write(tmp_path, "\n".join(lines) + "\n")))
+    assert told.returncode == EXIT_UNKNOWN, told.stderr
+    assert told.stdout.splitlines()[-2:] == [
+        "input: 1 log line, 1 runner event (1 run), 0 malformed, 0 foreign; from 2026-09-05T16:00:02+00:00 to 2026-09-05T16:00:02+00:00",
+        ("status: unknown: what was read does not reach back to a due slot (read further back: journalctl --since, or an older log file) "
+         "(exit 5)")]
+
+
 def test_status_reads_real_run_logs_from_stdin(config_path: Path, tmp_path: Path) -> None:
     """Logs of real `ghostrunner run` processes piped to `ghostrunner status --json` are ok now and overdue a day later."""
     log, scheduled = [], []
