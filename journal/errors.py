@@ -176,8 +176,23 @@ class JournalNotFoundError(JournalError, FileNotFoundError):
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        # The hint is shell-quoted, so a root with spaces, quotes or a line break stays one line that can be pasted.
-        super().__init__(f"no journal at {str(root)!r}; create one with {shlex.join(['ghostjournal', '--root', str(root), 'init'])!r}")
+        super().__init__(f"no journal at {str(root)!r}; create one with: {_shell_line(['ghostjournal', '--root', str(root), 'init'])}")
+
+
+def _shell_line(argv: list[str]) -> str:
+    """*argv* as one line a shell runs as it is: each argument shell-quoted, and one holding a control character (a line break) in
+    bash's $'...' form, so the line stays one and can be pasted. Never wrapped in repr(), whose escapes a shell would not undo."""
+
+    def quoted(argument: str) -> str:
+        if argument.isprintable():
+            return shlex.quote(argument)
+        escaped = "".join(
+            char if char.isprintable() and char not in "\\'" else f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\U{ord(char):08x}"
+            for char in argument
+        )
+        return f"$'{escaped}'"
+
+    return " ".join(quoted(argument) for argument in argv)
 
 
 class UnsafePathError(JournalError, PermissionError):

@@ -905,6 +905,19 @@ def test_no_journal_at_a_root_with_a_line_break_is_still_one_line(tmp_path: Path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("root", ["ada's journal", "a\nb", 'say "hi" $HOME `id` \\', "tab\there"])
+def test_the_create_hint_is_a_line_a_shell_runs_as_it_stands(tmp_path: Path, root: str) -> None:
+    """The hint after "create one with:" is pasted into bash as it is and creates the journal at that very root (it was a repr() of
+    the shell-quoted command, whose escapes no shell undoes)."""
+    missing = subprocess.run([shutil.which("ghostjournal") or "ghostjournal", "--root", root, "list"],
+                             check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 3 and len(missing.stderr.splitlines()) == 1, missing.stderr
+    hint = missing.stderr.rstrip("\n").split("create one with: ", 1)[1]
+    created = subprocess.run(["bash", "-c", hint], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    assert os.listdir(tmp_path) == [root] and (tmp_path / root / "manifest.json").is_file()
+
+
 @pytest.mark.parametrize("way", ["link-loop", "file-in-a-parent"])
 @pytest.mark.parametrize("command", [["systemd", "render", "--exec", "/usr/bin/true", "--out", "units"], ["k8s", "render", "--image", "ghostrunner:1", "--out", "k8s"],
                                      ["backup", "--into", "backups"]], ids=["systemd-render", "k8s-render", "backup"])
