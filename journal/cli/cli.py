@@ -188,7 +188,14 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
-    payload = parse_json_payload(read_input(source))
+    if source.isatty():  # a person at a terminal: say what it waits for, not nothing
+        click.echo("ghostjournal: reading one entry, a JSON object, from the terminal; end it with Ctrl-D", err=True)
+    raw = read_input(source)
+    if not raw.strip():
+        raise EntryValidationError(
+            "(entry)", "a JSON object on stdin (or --input FILE), e.g. echo '{...}' | ghostjournal append", "no input"
+        )
+    payload = parse_json_payload(raw)
     result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 from importlib.metadata import version
@@ -198,3 +199,34 @@ def test_clicks_other_errors_are_the_same_one_line() -> None:
 
     result = CliRunner().invoke(group, ["read"])
     assert (result.exit_code, result.stderr) == (1, "demo-prog: error: Could not open file '/nowhere/file': No such file or directory\n")
+
+
+def test_append_says_what_it_waits_for_at_a_terminal_and_names_no_input(tmp_path: Path) -> None:
+    """At a terminal, append says on stderr that it reads a JSON object until Ctrl-D (it waited silently); ended with no input, it
+    says "no input" and how to give one (it said "invalid JSON"); piped empty input is the same error, exit 65, nothing stored."""
+    root = tmp_path / "j"
+    assert invoke("--root", str(root), "init").exit_code == 0
+    leader, follower = os.openpty()
+    process = subprocess.Popen([*GHOSTJOURNAL, "--root", str(root), "append"], stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    said = b""
+    while b"Ctrl-D" not in said:  # the line comes before anything is read; silence for a minute is the old failure
+        assert select.select([leader], [], [], 60)[0], f"append said nothing at the terminal: {said!r}"
+        said += os.read(leader, 4096)
+    os.write(leader, b"\x04")  # the terminal's end of input, as a person types it
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the process closed its side
+            break
+        if not chunk:
+            break
+        said += chunk
+    os.close(leader)
+    assert process.wait(60) == 65
+    lines = said.decode().replace("\r\n", "\n").splitlines()
+    assert lines[0] == "ghostjournal: reading one entry, a JSON object, from the terminal; end it with Ctrl-D", lines
+    assert lines[-1].startswith("ghostjournal: error: entry: expected a JSON object on stdin (or --input FILE)") and "got no input" in lines[-1]
+    piped = subprocess.run([*GHOSTJOURNAL, "--root", str(root), "append"], input=" \n", capture_output=True, text=True, check=False)
+    assert (piped.returncode, piped.stderr.count("\n")) == (65, 1) and "got no input" in piped.stderr, piped.stderr
+    assert list((root / "entries").rglob("*.json")) == []
