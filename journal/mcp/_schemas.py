@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any, Final
 
 from journal.files.entry import KINDS
+from journal.frame import TIME_FORMS
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MODES
 
 __all__ = [
@@ -45,8 +46,8 @@ MAX_CONTEXT_CHARS: Final = 100_000
 APPEND_FIELDS: Final = ("kind", "voice", "theme", "tags", "mood", "signals", "anchors", "client_key", "meta")
 
 _TIME = (
-    "ISO 8601 time with seconds and a timezone, e.g. '2026-09-05T16:00:00Z' or '2026-09-05T18:00:00+02:00'; "
-    "a time without a timezone is refused."
+    f"One of: {TIME_FORMS}, as the command line takes them; a date or a time without an offset is read in the server's time zone "
+    "({zone}), a date as the first moment of that day."
 )
 
 
@@ -102,13 +103,15 @@ def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
 
 
-def read_inputs(agent: str | None) -> dict[str, dict[str, Any]]:
-    """The argument schema of every read tool, by tool name, for a server scoped to *agent* (None: every agent)."""
-    since = {"type": "string", "description": f"Only entries at or after this time. {_TIME}"}
-    until = {"type": "string", "description": f"Only entries before this time. {_TIME}"}
+def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
+    """The argument schema of every read tool, by tool name, for a server scoped to *agent* (None: every agent), reading times in
+    the time zone named *zone*."""
+    times = _TIME.format(zone=zone)
+    since = {"type": "string", "description": f"Only entries at or after this time. {times}"}
+    until = {"type": "string", "description": f"Only entries before this time. {times}"}
     as_of = {
         "type": "string",
-        "description": f"Answer from the journal as it stood at this time: entries written later, and the corrections they make, are left out. {_TIME}",
+        "description": f"Answer from the journal as it stood at this time: entries written later, and the corrections they make, are left out. {times}",
     }
     current_only = {"type": "boolean", "default": False, "description": "Leave out entries that a later entry corrects (supersedes)."}
     floor = {

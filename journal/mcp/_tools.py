@@ -16,17 +16,21 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from journal.api import Journal
 from journal.files import json_type_name, show_value
 from journal.files.entry import Entry, check_text_arguments
+from journal.frame import local_zone, parse_time_input, zone_name
 from journal.mcp._schemas import append_input, entry_schema, read_inputs, result_schemas
 
 __all__ = ["NEWEST", "ToolResult", "ToolSpec", "Tools"]
 
 #: How many entries the newest-entries resource holds.
 NEWEST: Final = 20
+#: The read tools' time arguments: each takes the command line's forms (see journal.frame.timeinput).
+_TIME_ARGUMENTS: Final = ("since", "until", "as_of")
 
 _DESCRIPTIONS: Final = {
     "journal_context": (
@@ -158,7 +162,8 @@ class Tools:
         self.agent = agent
         self.is_read_only = is_read_only
         outputs = result_schemas(agent)
-        inputs = read_inputs(agent)
+        self.zone = local_zone()  # where a date or a time without an offset is read, as the command line reads it
+        inputs = read_inputs(agent, zone_name(self.zone))
         if not is_read_only:
             inputs["journal_append"] = append_input(agent)
         self.specs = {
@@ -174,6 +179,8 @@ class Tools:
         """
         spec = self.specs[name]  # the server answers a name it does not list with a protocol error before this
         args = check_arguments(name, spec.input_schema, arguments, check_values=spec.is_read_only)
+        if spec.is_read_only:
+            args.update({key: self._time(key, args[key]) for key in _TIME_ARGUMENTS if isinstance(args.get(key), str)})
         if self.agent is not None:
             args["agent"] = self.agent
         journal = self.journal
@@ -199,6 +206,12 @@ class Tools:
                 outcome = "duplicate" if result.is_duplicate else "appended"
                 return self._result({"outcome": outcome, "duplicate": result.is_duplicate, "entry": result.entry.to_dict()})
         raise AssertionError(f"tool {name!r} is listed but has no implementation")
+
+    def _time(self, name: str, text: str) -> datetime:
+        try:
+            return parse_time_input(text, zone=self.zone, now=datetime.now(UTC))
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
 
     @staticmethod
     def _result(structured: dict[str, Any]) -> ToolResult:

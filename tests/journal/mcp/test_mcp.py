@@ -127,6 +127,10 @@ def test_every_read_tool_answers_as_the_journal_does(everyone: McpServer, shared
         assert context == {**expected.to_dict(), "text": expected.text}
         assert everyone.call("journal_context", {"query": "what about the harbor?", "k": 2, "agent": "motoko"}).content[0] == types.TextContent(text=expected.text)
         assert everyone.ok("journal_digest", since="2026-09-01T00:00:00Z") == journal.digest(since="2026-09-01T00:00:00Z").to_dict()
+        # The command line's time forms: a date is the first moment of its day in the server's zone, as a time without an offset is.
+        by_date = everyone.ok("journal_list", since="2026-09-02", until="2026-09-04")["entries"]
+        assert by_date == everyone.ok("journal_list", since="2026-09-02T00:00", until="2026-09-04T00:00")["entries"] != []
+        assert everyone.ok("journal_list", since="-100000d", until="now") == everyone.ok("journal_list")
         related = everyone.ok("journal_relate", id=ids["light"], k=3)["hits"]
         assert related == [hit.to_dict() for hit in journal.relate(ids["light"], k=3)]
         assert related[0] == {**related[0], "entry_id": ids["tide"], "reason": "continued_by"}
@@ -252,8 +256,8 @@ def test_bad_append_is_an_error_result_and_writes_nothing(writer: McpServer, cha
 
 
 SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
-    ("naive-since", {"since": "2026-09-05T16:00:00"}, "since must be an ISO 8601 time with seconds and a timezone"),
-    ("bad-until", {"until": "yesterday"}, "until must be an ISO 8601 time"),
+    ("impossible-since", {"since": "2026-02-30"}, "since: expected a date (2026-01-01), a time without an offset"),
+    ("bad-until", {"until": "yesterday"}, "until: expected a date (2026-01-01)"),
     ("since-number", {"since": 1757088000}, "since must be a string, got a number"),
     ("unknown-argument", {"colour": "blue"}, "unknown argument 'colour'; journal_search takes query, k"),
     ("missing-query", {"query": None}, "query is required"),
@@ -273,7 +277,7 @@ SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("floor-string", {"floor": "false"}, 'floor must be true or false, got a string "false"'),
     ("floor-number", {"floor": 0}, "floor must be true or false, got a number 0"),
     ("no-floor-without-nn", {"floor": False}, "floor=False (--no-floor; floor: false over MCP) lifts the relevance floor of ranking by meaning"),
-    ("naive-as-of", {"as_of": "2026-09-05T16:00:00"}, "as_of must be an ISO 8601 time with seconds and a timezone"),
+    ("bad-as-of", {"as_of": "2026-09-05 at four"}, "as_of: expected a date (2026-01-01)"),
 ]
 
 
