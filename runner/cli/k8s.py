@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Final
 
@@ -64,7 +65,8 @@ def render(
         raise click.UsageError("Kubernetes manifests need a configuration file for the pods to read; pass --config FILE")
     manifests = render_manifests(config, image=image, namespace=namespace, journal_mount=journal_mount, storage=storage)
     write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict, journals=config.journals())
-    click.echo(f"\napply: kubectl apply -f {out}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
+    click.echo(f"\nnamespace: kubectl create namespace {shlex.quote(namespace)}   # once: every object goes into it, and apply makes none")
+    click.echo(f"apply:     kubectl apply -f {shlex.quote(str(out))}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
 
 
 K8S_COMMANDS: Final = (k8s,)

@@ -551,3 +551,7 @@ def test_the_readme_kubernetes_render_runs_as_written(tmp_path: Path) -> None:
     written = sorted((deploy / "k8s").iterdir())
     assert written and all(kubernetes_validate.validate(json.loads(path.read_text()), KUBERNETES_VERSION, strict=True) for path in written)
     assert any(line.startswith("kubectl apply -f k8s/") for line in lines)
+    # What render tells the operator to run is what the page runs: the namespace first (apply makes none), then the manifests.
+    told = [line.split(":", 1)[1].split("#")[0].strip() for line in done.stdout.splitlines() if line.startswith(("namespace:", "apply:"))]
+    assert told == ["kubectl create namespace ghostrunner", "kubectl apply -f k8s"], done.stdout
+    assert [line for line in lines if line.startswith("kubectl")] == ["kubectl create namespace ghostrunner", "kubectl apply -f k8s/"]
