@@ -206,6 +206,16 @@ def test_the_pages_shell_and_python_blocks_run_in_order(page: str, tmp_path: Pat
         assert done.returncode == 0, (f"{page}:{block.line}", done.stdout[-2000:], done.stderr[-2000:])
 
 
+def test_the_readmes_python_block_run_twice_stores_one_entry(tmp_path: Path) -> None:
+    """The README's first Python block, run twice where its journal is, appends once: its client_key makes a rerun a duplicate."""
+    [block, *_] = [block for block in _runnable("README.md") if block.language == "python"]
+    env = _doc_env(tmp_path)
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", block.text], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "journal" / "entries").rglob("*.json"))) == 1
+
+
 # -- configuration, JSON and unit files ----------------------------------------------------------------------------
 
 
