@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
 from journal.encoding import Encoder
-from journal.errors import JournalClosedError, JournalNotFoundError
+from journal.errors import JournalClosedError, JournalNotFoundError, UnsafePathError
 from journal.files import (
     Manifest,
     Owner,
     WriteLock,
     create_manifest,
+    holds_journal_manifest,
     current_boot_id,
     ensure_dir,
     journal_owner,
@@ -130,6 +131,18 @@ def _manifest_exists(path: Path) -> bool:
     return True
 
 
+def _refuse_inside_a_journal(root: Path) -> None:
+    """Refuse to create a journal at *root* when a directory above it (as the kernel resolves it) is a journal: the new one's files
+    would be written among the other's, which only it writes, and each would take the other's for damage or foreign files.
+
+    Raises:
+        UnsafePathError: naming the journal above.
+    """
+    for directory in Path(os.path.realpath(root)).parents:
+        if holds_journal_manifest(directory):
+            raise UnsafePathError(root, f"it lies inside the journal {str(directory)!r}; create a journal outside any other")
+
+
 class IndexKeeper:
     """One open journal's parts (lock, entry files, index, vectors) and the protocol that keeps its index caught up.
 
@@ -178,6 +191,8 @@ class IndexKeeper:
     ) -> IndexKeeper:
         """Open (or create) the journal at *root* and bring its index up to date (see :class:`journal.Journal`)."""
         manifest_path = root / "manifest.json"
+        if create and not _manifest_exists(manifest_path):
+            _refuse_inside_a_journal(root)
         try:
             ensure_dir(root, create=False)
         except FileNotFoundError:

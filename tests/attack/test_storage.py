@@ -125,6 +125,29 @@ def open_dir() -> Iterator[Path]:
         shutil.rmtree(path)
 
 
+# -- 0. a journal is never created inside another -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("inside", ["entries/x", "index/nested/deeper", "models", "sub", "via-link/y"])
+def test_no_journal_is_created_inside_another(root: Path, tmp_path: Path, make_payload: Payload, inside: str) -> None:
+    """`init` or Journal() at a root below a journal's (reached directly or through a symbolic link) is refused in one line naming
+    that journal, and creates nothing: the other journal keeps every byte and still opens."""
+    with Journal(root) as journal:
+        journal.append(make_payload())
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "via-link").symlink_to(root)
+    target = (tmp_path / "elsewhere" if inside.startswith("via-link") else root) / inside
+    before = tree_digest(root)
+    with pytest.raises(UnsafePathError, match=f"inside the journal {str(root)!r}"):
+        Journal(target)
+    done = subprocess.run([sys.executable, "-m", "journal.cli.cli", "--root", str(target), "init"], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and f"inside the journal {str(root)!r}" in done.stderr, done.stderr
+    assert tree_digest(root) == before
+    with Journal(root, create=False) as journal:
+        assert len(journal.list()) == 1
+
+
 # -- 1. a symlink at any journal path is refused; its target stays unchanged -----------------
 
 LINKED_PATHS = [
