@@ -108,6 +108,8 @@ class CommandGroup(click.Group):
             self._is_attached = True
             for command in _walk(self):
                 _attach(self, command)
+            for command in (self, *_walk(self)):
+                _refuse_repeats(command)
         kwargs.setdefault("prog_name", self.prog)
         previous = _unwind_on_sigterm()
         try:
@@ -177,6 +179,26 @@ def _attach(group: click.Group, command: click.Command) -> None:
         if not isinstance(option, click.Option) or option.name in taken or set(option.opts) & taken or option.name in {"version", "help"}:
             continue
         command.params.append(repeated_option(option))
+
+
+def _refuse_repeats(command: click.Command) -> None:
+    """Make *command* refuse an option that takes one value given more than once (click keeps the last without a word: ``--at X
+    --at Y`` ran Y's slot); options meant to repeat (``multiple``, ``count``) are left alone."""
+    parse = command.parse_args
+
+    def parse_args(ctx: click.Context, args: list[str]) -> list[str]:
+        _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+        seen: set[str | None] = set()
+        for param in order:
+            if not isinstance(param, click.Option) or param.multiple or param.count or param.name in {"help", "version"}:
+                continue
+            if param.name in seen:
+                flag = max(param.opts, key=len) + ("/" + max(param.secondary_opts, key=len) if param.secondary_opts else "")
+                raise click.UsageError(f"{flag} is given more than once; give it once (only one value can hold)", ctx)
+            seen.add(param.name)
+        return parse(ctx, args)
+
+    command.parse_args = parse_args  # type: ignore[method-assign]  # per command object: the commands are click's own classes
 
 
 def repeated_option(option: click.Option, *, expose_value: bool = False) -> click.Option:

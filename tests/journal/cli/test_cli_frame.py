@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from journal.cli.cli import cli
 from journal.frame.clikit import CommandGroup
 from journal.frame.render import text_width
+from runner.cli.cli import cli as runner_cli
 from tests._terminal import in_terminal
 
 GHOSTJOURNAL = [sys.executable, "-m", "journal.cli.cli"]
@@ -38,10 +39,27 @@ def filled(tmp_path: Path) -> Path:
     return root
 
 
-def test_version_comes_from_the_package_metadata() -> None:
-    """`ghostjournal --version` prints the installed distribution's version."""
-    result = subprocess.run([*GHOSTJOURNAL, "--version"], capture_output=True, text=True, check=False)
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_comes_from_the_package_metadata(flag: str) -> None:
+    """`ghostjournal --version` (or `-V`, as most commands take it) prints the installed distribution's version."""
+    result = subprocess.run([*GHOSTJOURNAL, flag], capture_output=True, text=True, check=False)
     assert (result.returncode, result.stdout) == (0, f"ghostjournal {version('ghostjournal')}\n")
+
+
+def _groups(group: click.Group, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    return [path, *(found for name, command in sorted(group.commands.items()) if isinstance(command, click.Group)
+                    for found in _groups(command, (*path, name)))]
+
+
+@pytest.mark.parametrize("path", [*_groups(cli, ()), *(("--runner", *path) for path in _groups(runner_cli, ()))], ids=" ".join)
+def test_every_command_list_shows_whole_summaries_at_80_columns(path: tuple[str, ...]) -> None:
+    """Each line of a command list in `--help` is a whole phrase on an 80-column terminal, never one cut short with '...'."""
+    group, args = (runner_cli, path[1:]) if path[:1] == ("--runner",) else (cli, path)
+    result = CliRunner().invoke(group, [*args, "--help"], terminal_width=80)
+    listed = result.output.split("Commands:\n", 1)[1].splitlines()
+    assert result.exit_code == 0 and listed, result.output
+    for line in listed:
+        assert not line.rstrip().endswith("...") and len(line) <= 80 and line.rstrip().endswith("."), line
 
 
 @pytest.mark.parametrize("args", [
@@ -230,3 +248,30 @@ def test_append_says_what_it_waits_for_at_a_terminal_and_names_no_input(tmp_path
     piped = subprocess.run([*GHOSTJOURNAL, "--root", str(root), "append"], input=" \n", capture_output=True, text=True, check=False)
     assert (piped.returncode, piped.stderr.count("\n")) == (65, 1) and "got no input" in piped.stderr, piped.stderr
     assert list((root / "entries").rglob("*.json")) == []
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--runner", "run", "evening", "--agent", "motoko", "--at", "2026-09-05", "--at", "2026-09-06"], "--at"),
+    (["--runner", "--config", "a.toml", "--config", "b.toml", "status"], "--config"),
+    (["--runner", "status", "--json", "--text"], "--json/--text"),
+    (["--root", "j", "--root", "k", "init"], "--root"),
+    (["--root", "j", "init", "--json", "--json"], "--json/--text"),
+    (["list", "--limit", "2", "--limit=3"], "--limit"),
+], ids=["run-at", "runner-config", "json-text", "root", "json-twice", "limit-equals"])
+def test_an_option_of_one_value_given_twice_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str], flag: str) -> None:
+    """Click kept the last of two values without a word (`--at X --at Y` ran Y's slot): now one line naming the option, exit 2,
+    nothing made; an option meant to repeat still repeats."""
+    group, args = (runner_cli, argv[1:]) if argv[0] == "--runner" else (cli, argv)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(group, args)
+    assert os.listdir(tmp_path) == []
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"{flag} is given more than once; give it once" in result.output
+
+
+def test_an_option_meant_to_repeat_still_repeats(filled: Path, tmp_path: Path) -> None:
+    """`--agent-map` takes one pair each time it is given: two pairs are two renames, never a usage error."""
+    exported = invoke("--root", str(filled), "export", "--out", str(tmp_path / "all.jsonl"))
+    assert exported.exit_code == 0, exported.output
+    imported = invoke("--root", str(tmp_path / "copy"), "import", str(tmp_path / "all.jsonl"), "--agent-map", "motoko=m2", "--agent-map", "ada=a2")
+    assert imported.exit_code == 0, imported.output

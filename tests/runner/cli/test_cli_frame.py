@@ -22,9 +22,10 @@ def config(tmp_path: Path) -> Path:
     return write_config(tmp_path / "conf", SIMPLE_AGENT)
 
 
-def test_version_comes_from_the_package_metadata() -> None:
-    """`ghostrunner --version` prints the installed distribution's version (the reported gap)."""
-    result = ghostrunner("--version")
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_comes_from_the_package_metadata(flag: str) -> None:
+    """`ghostrunner --version` (or `-V`) prints the installed distribution's version (the reported gap)."""
+    result = ghostrunner(flag)
     assert (result.returncode, result.stdout) == (0, f"ghostrunner {version('ghostjournal')}\n")
 
 
