@@ -34,7 +34,18 @@ from runner.cron.slots import cron_trigger, slot_for
 from runner.run.contract import RunIdentity
 from runner.settings.config import AgentConfig, RunnerConfig
 
-__all__ = ["BEYOND_CATCHUP_MAX", "DOWNTIME", "LATE", "MAX_REPORTED", "CatchupPlan", "MissedSlot", "UnusableAgent", "plan_catchup", "spread"]
+__all__ = [
+    "BEYOND_CATCHUP_MAX",
+    "DOWNTIME",
+    "LATE",
+    "MAX_REPORTED",
+    "MISSED_LINES_PER_PAIR",
+    "CatchupPlan",
+    "MissedSlot",
+    "UnusableAgent",
+    "plan_catchup",
+    "spread",
+]
 
 #: How many slots missed during downtime are recorded per pair, the newest first.
 MAX_REPORTED: Final = 1000
@@ -45,6 +56,9 @@ _FIRST_SCAN: Final = 8
 DOWNTIME: Final = "downtime"
 BEYOND_CATCHUP_MAX: Final = "catchup_max"
 LATE: Final = "late"
+#: The most slots of one pair recorded missed at once with a ``scheduler.missed`` line each; past it, one
+#: ``scheduler.missed_summary`` line covers all but the newest, so a long downtime is a few lines a pair, not one a slot.
+MISSED_LINES_PER_PAIR: Final = 10
 
 
 @dataclass(frozen=True, slots=True)

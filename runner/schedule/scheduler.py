@@ -55,7 +55,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import IO
 
@@ -68,7 +68,7 @@ from runner.run.contract import RunIdentity, RunResult
 from runner.run.engine import held_by_pause
 from runner.run.worker import Worker
 from runner.schedule._loop import StoppableScheduler
-from runner.schedule.catchup import LATE, CatchupPlan, MissedSlot, UnusableAgent, plan_catchup, spread
+from runner.schedule.catchup import LATE, MISSED_LINES_PER_PAIR, CatchupPlan, MissedSlot, UnusableAgent, plan_catchup, spread
 from runner.schedule.deployment_lock import DeploymentLock
 from runner.schedule.notify import WatchdogPinger
 from runner.schedule.reload import ConfigChange, pairs_of
@@ -99,15 +99,34 @@ def missed_slots(config: RunnerConfig, now: datetime, unusable: list[UnusableAge
     return plan.runs
 
 
-def _log_missed(missed: MissedSlot) -> None:
-    log.warning(
-        "scheduler.missed",
-        agent=missed.agent,
-        routine=missed.routine,
-        slot=missed.slot,
-        scheduled=missed.scheduled.isoformat(),
-        reason=missed.reason,
-    )
+def _log_missed(slots: list[MissedSlot]) -> None:
+    """Record *slots* as missed: a ``scheduler.missed`` line each, except that a pair with more than :data:`MISSED_LINES_PER_PAIR`
+    of them (a start after a long downtime, or after a simulated past; a host that slept for days) has one
+    ``scheduler.missed_summary`` line for all but its newest, which keeps its own line: status judges a pair by its newest slot."""
+    by_pair: dict[tuple[str, str], list[MissedSlot]] = {}
+    for missed in sorted(slots, key=lambda missed: missed.scheduled.astimezone(UTC)):
+        by_pair.setdefault((missed.agent, missed.routine), []).append(missed)
+    for (agent, routine), of_pair in by_pair.items():
+        older, own_lines = (of_pair[:-1], of_pair[-1:]) if len(of_pair) > MISSED_LINES_PER_PAIR else ([], of_pair)
+        if older:
+            log.warning(
+                "scheduler.missed_summary",
+                agent=agent,
+                routine=routine,
+                count=len(older),
+                first=older[0].scheduled.isoformat(),
+                last=older[-1].scheduled.isoformat(),
+                reason=",".join(sorted({str(missed.reason) for missed in older})),
+            )
+        for missed in own_lines:
+            log.warning(
+                "scheduler.missed",
+                agent=missed.agent,
+                routine=missed.routine,
+                slot=missed.slot,
+                scheduled=missed.scheduled.isoformat(),
+                reason=missed.reason,
+            )
 
 
 class Scheduler:
@@ -193,11 +212,15 @@ class Scheduler:
             if fires:
                 self._last_fire[pair] = fires[-1]
             grace = self.config.misfire_grace
+        late = [moment for moment in fires if is_late(moment, now, grace)]
+        _log_missed(
+            [
+                MissedSlot(agent, routine, moment, RunIdentity.of(agent, routine_config, moment, self.config.timezone).slot, LATE)
+                for moment in late
+            ]
+        )
         for moment in fires:
-            if is_late(moment, now, grace):
-                identity = RunIdentity.of(agent, routine_config, moment, self.config.timezone)
-                _log_missed(MissedSlot(agent, routine, moment, identity.slot, LATE))
-            else:
+            if not is_late(moment, now, grace):
                 self.dispatch(agent, routine, moment, "cron")
 
     # -- runs ----------------------------------------------------------------------
@@ -302,8 +325,7 @@ class Scheduler:
 
     def _start_catchup(self, plan: CatchupPlan, now: datetime) -> None:
         """Log what *plan* records as missed, and schedule its catch-up runs spread over ``catchup_spread``."""
-        for missed in plan.missed:
-            _log_missed(missed)
+        _log_missed(plan.missed)
         for at, run in spread(plan.runs, now, self.config.catchup_spread):
             log.info(
                 "scheduler.catchup",

@@ -149,6 +149,37 @@ def test_serve_spreads_its_catchup_and_records_the_misses(tmp_path: Path, proces
     assert code == 5 and (pairs["motoko"]["state"], pairs["batou"]["state"]) == ("ok", "unknown")
 
 
+def test_a_long_downtime_is_one_summary_line_a_pair_and_its_newest_missed_slot(tmp_path: Path, processes: list) -> None:
+    """A real serve started a month after its agent's last entry (as after a simulated past): one scheduler.missed_summary line
+    for the pair, counting every missed slot but the newest, which keeps its own scheduler.missed line; status still says missed."""
+    path = write_config(tmp_path, NIGHTLY + """
+    [agents.motoko]
+    persona = "motoko.toml"
+    routines = ["nightly"]
+    """, runner='catchup_grace = "1d"\n', wall_clock=True)
+    last = datetime.now(TEST_ZONE).date() - timedelta(days=30)
+    at = datetime(last.year, last.month, last.day, tzinfo=TEST_ZONE).isoformat()
+    assert ghostrunner("run", "nightly", "--agent", "motoko", "--at", at, "--config", str(path), cwd=tmp_path).returncode == 0
+    process, reader = start_serve(path, tmp_path)
+    processes.append(process)
+    today = catchup_planned_at(reader).astimezone(TEST_ZONE).replace(hour=0, minute=0, second=0, microsecond=0)
+    reader.wait(event_named("scheduler.started"))
+    events = _stop(process, reader)
+    yesterday = (today - timedelta(days=1)).date()
+    [summary] = [e for e in events if e["event"] == "scheduler.missed_summary"]
+    missed = [e for e in events if e["event"] == "scheduler.missed"]
+    assert [e["slot"] for e in missed] == [yesterday.isoformat()]  # the newest missed slot (today's is caught up)
+    older = (yesterday - last).days - 1  # the days after the last entry and before yesterday
+    assert (summary["agent"], summary["routine"], summary["count"], summary["reason"]) == ("motoko", "nightly", older, "downtime")
+    assert datetime.fromisoformat(summary["first"]).date() == last + timedelta(days=1)
+    assert datetime.fromisoformat(summary["last"]).date() == yesterday - timedelta(days=1)
+    log = tmp_path / "serve.log"
+    log.write_text("".join(reader.raw))
+    judged = ghostrunner("status", "--json", "--log", str(log), "--grace", "1m", "--now", (today - timedelta(hours=1)).isoformat(),
+                         "--config", str(path), cwd=tmp_path)
+    assert judged.returncode == EXIT_MISSED, judged.stdout
+
+
 def test_status_reports_a_missed_due_slot_as_missed_with_exit_6(tmp_path: Path) -> None:
     """A due slot recorded as missed is `missed` (exit 6), not overdue; a later success of that slot makes it ok."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
