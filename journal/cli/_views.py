@@ -107,7 +107,7 @@ def _relative(scores: Sequence[float]) -> list[str]:
     """Each score as a share of the best one's, the best 1.000: a score's size means something only beside the others'.
 
     BM25 has no scale at all (one entry matching every word of a query scores about 0 in a journal of one entry,
-    each word being in every entry), and a fused score is a sum of such shares; ``--json`` keeps each score as computed.
+    each word being in every entry), and a fused score is made of such shares; ``--json`` keeps each score as computed.
     With no score above 0 there is nothing to compare with, and each shows ``-``.
     """
     best = max(scores, default=0.0)
@@ -117,17 +117,21 @@ def _relative(scores: Sequence[float]) -> list[str]:
 _SCORES = "scores relative to the best (1.000)"
 
 
-def _columns(listing: Listing, columns: Sequence[tuple[str, Sequence[object]]]) -> tuple[list[str], list[tuple[object, ...]]]:
-    """Headers and rows from named columns, the agent's left out when the listing is one agent's."""
+def _listing_table(listing: Listing, columns: Sequence[tuple[str, Sequence[object]]], width: int, footer: str) -> str:
+    """The table of named *columns* (the agent's left out for one agent's), then *footer*.
+
+    It is fitted to *width* by the theme (second to last) giving way first, then the text (last), which keeps the rest.
+    """
     kept = [(name, cells) for name, cells in columns if not (listing.one_agent and name == "agent")]
-    return [name for name, _ in kept], list(zip(*(cells for _, cells in kept), strict=True))
+    headers, rows = [name for name, _ in kept], list(zip(*(cells for _, cells in kept), strict=True))
+    return table(headers, rows, width=width, flexible=(len(headers) - 1, len(headers) - 2)) + "\n" + footer
 
 
 def show_entries(entries: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
     """``list``: one row per entry, newest first, the voice taking what the other columns leave of the terminal."""
     if not entries:
         return "no entries"
-    headers, rows = _columns(
+    return _listing_table(
         listing,
         [
             ("id", listing.ids([e["id"] for e in entries])),
@@ -137,11 +141,8 @@ def show_entries(entries: Sequence[Mapping[str, Any]], width: int, listing: List
             ("theme", [e["theme"] for e in entries]),
             ("voice", [_one_line(e["voice"]) for e in entries]),
         ],
-    )
-    return (
-        table(headers, rows, width=width, flexible=(len(headers) - 1, len(headers) - 2))
-        + "\n"
-        + listing.footer(_count(len(entries), "entry", "entries"))
+        width,
+        listing.footer(_count(len(entries), "entry", "entries")),
     )
 
 
@@ -149,7 +150,7 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
     """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal."""
     if not hits:
         return "no hits"
-    headers, rows = _columns(
+    return _listing_table(
         listing,
         [
             ("score", _relative([hit["score"] for hit in hits])),
@@ -159,11 +160,8 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
             ("theme", [hit["entry"]["theme"] for hit in hits]),
             ("snippet", [_one_line(hit["snippet"]) for hit in hits]),
         ],
-    )
-    return (
-        table(headers, rows, width=width, flexible=(len(headers) - 1, len(headers) - 2))
-        + "\n"
-        + listing.footer(_count(len(hits), "hit", "hits"), _SCORES)
+        width,
+        listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
     )
 
 
@@ -171,7 +169,7 @@ def show_related(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing
     """``relate``: one row per related entry, with why it is related (continues, continued by, similar), the voice taking the rest."""
     if not hits:
         return "no related entries"
-    headers, rows = _columns(
+    return _listing_table(
         listing,
         [
             ("reason", [hit["reason"] for hit in hits]),
@@ -182,11 +180,8 @@ def show_related(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing
             ("theme", [hit["entry"]["theme"] for hit in hits]),
             ("voice", [_one_line(hit["entry"]["voice"]) for hit in hits]),
         ],
-    )
-    return (
-        table(headers, rows, width=width, flexible=(len(headers) - 1, len(headers) - 2))
-        + "\n"
-        + listing.footer(_count(len(hits), "entry", "entries"), _SCORES)
+        width,
+        listing.footer(_count(len(hits), "entry", "entries"), _SCORES),
     )
 
 
