@@ -39,6 +39,7 @@ from journal.api import (
 from journal.checking.verify import Problem
 from journal.encoding import Encoder, EncoderIdentity, load_encoder
 from journal.errors import (
+    AmbiguousEntryIdError,
     ClientKeyTakenError,
     DiskFullError,
     DuplicateEntryError,
@@ -85,6 +86,7 @@ __all__ = [
     "MODES",
     "PROGRESS_ENVVAR",
     "SCHEMA_VERSION",
+    "AmbiguousEntryIdError",
     "AppendResult",
     "BackupReport",
     "ClientKeyTakenError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
 from journal.files import undone_on_failure
 from journal.files.entry import Entry
+from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
 from journal.ranking.hit import Hit
@@ -454,6 +455,27 @@ class Journal:
                 another agent: the two cases are indistinguishable.
         """
         return self._reader.get(entry_id, agent)
+
+    @recovering
+    def resolve_id(self, text: str, agent: str | None = None) -> str:
+        """The id of the one entry *text* names: its whole id, or a start of it that no other entry's id has.
+
+        With *agent* given, only that agent's entries are looked at: another
+        agent's ids neither match nor make a start ambiguous. :meth:`get` and
+        :meth:`relate` take whole ids only; this is for ids a person typed
+        from a table (see :meth:`short_ids`).
+
+        Raises:
+            InvalidEntryIdError: *text* could be no id's start.
+            EntryNotFoundError: no entry's id is or starts with *text*.
+            AmbiguousEntryIdError: more than one entry's id starts with *text*, and none is *text*.
+        """
+        return _shortids.resolve_id(self._keeper.index, text, agent)
+
+    @recovering
+    def short_ids(self, ids: Iterable[str], agent: str | None = None) -> dict[str, str]:
+        """Each of *ids* cut to its shortest start of at least 8 characters that :meth:`resolve_id` (same *agent*) takes back to it."""
+        return _shortids.short_ids(self._keeper.index, ids, agent)
 
     @recovering
     def find_by_client_key(self, client_key: str, agent: str | None = None) -> Entry | None:

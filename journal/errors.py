@@ -48,6 +48,7 @@ from typing import ClassVar
 from journal.terminal import printable
 
 __all__ = [
+    "AmbiguousEntryIdError",
     "ClientKeyTakenError",
     "DiskFullError",
     "DuplicateEntryError",
@@ -135,13 +136,27 @@ class InvalidEntryIdError(JournalError, ValueError):
 
 
 class EntryNotFoundError(JournalError, LookupError):
-    """No entry has the requested id."""
+    """No entry has the requested id (with *as_prefix*: nor an id starting with it)."""
 
     exit_code: ClassVar[int] = 3  # not found
 
-    def __init__(self, entry_id: str) -> None:
+    def __init__(self, entry_id: str, *, as_prefix: bool = False) -> None:
         self.entry_id = entry_id
-        super().__init__(f"no entry with id {entry_id!r}")
+        if as_prefix:
+            super().__init__(f"no entry with id {entry_id!r}: it is no entry's id nor the start of one (it matches 0 entries)")
+        else:
+            super().__init__(f"no entry with id {entry_id!r}")
+
+
+class AmbiguousEntryIdError(JournalError, LookupError):
+    """The start of an id given for an entry is the start of more than one entry's id."""
+
+    exit_code: ClassVar[int] = 2  # usage: the argument names no one entry
+
+    def __init__(self, prefix: str, matches: int) -> None:
+        self.prefix = prefix
+        self.matches = matches
+        super().__init__(f"entry id prefix {prefix!r} matches {matches} entries; give more of the id, or the whole of it")
 
 
 class DuplicateEntryError(JournalError):

@@ -371,11 +371,37 @@ def _check_prompt_context(block: Block, tmp_path: Path) -> None:
     assert set(json.loads(example[3])) <= set(json.loads(real[3]))
 
 
+#: The entries of docs/ghostjournal.md's table example: id, time, theme, voice.
+_TABLE_EXAMPLE = [
+    ("6f1c2a9e-4b7d-4c1e-9a3f-2d8b5e7c1a04", "2025-08-01T06:00:00Z", "harbor light",
+     "The harbor lights flickered like memory while the last ferry left; I counted them twice."),
+    ("6f1c2a9e-91aa-4f0b-8c2d-0b5e3f9d7a61", "2025-08-02T21:00:00Z", "tide tables",
+     "I kept reading the tide tables by the harbor wall until the light went out over the water."),
+    ("b27e40d5-3c8f-4a19-b6e2-7f0d1c9a5e38", "2025-08-03T18:30:00Z", "night train",
+     "The night train was late; the platform lights hummed and I wrote about the harbor again."),
+    ("c0ffee11-2b3c-4d5e-8f90-a1b2c3d4e5f6", "2025-08-04T09:00:00Z", "rain", "Rain all morning; nothing of the sea."),
+]
+
+
+def _check_table_example(block: Block, tmp_path: Path) -> None:
+    """The table is what the command prints, at 80 columns in UTC, for a journal of the example's entries."""
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        for entry_id, ts, theme, voice in _TABLE_EXAMPLE:
+            journal.append({"id": entry_id, "kind": "note", "agent": "motoko", "ts": ts, "theme": theme, "voice": voice})
+    command, *shown = block.text.splitlines()
+    variable, _, args = command.removeprefix("$ ").partition(" ")
+    env = {**_doc_env(tmp_path), variable.split("=")[0]: variable.split("=")[1], "GHOSTJOURNAL_ROOT": str(root)}
+    printed = subprocess.run([*shlex.split(args), "--text"], env=env, capture_output=True, text=True, check=True, timeout=120).stdout
+    assert printed.splitlines() == shown
+
+
 #: (page, first line) of each plain block, and what checks it.
 PLAIN_CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/ghostjournal.md", "ghostjournal [--root PATH] [--nn] [--model NAME|DIR] COMMAND [--json|--text]"): _check_ghostjournal_synopsis,
     ("docs/runner.md", "ghostrunner [--config FILE] [--log-level LEVEL] COMMAND ..."): _check_ghostrunner_synopsis,
     ("docs/monitoring.md", "ghostrunner status [--config FILE] [--log FILE|-] [--json|--text] [--now TIME] [--grace DURATION]"): _check_ghostrunner_synopsis,
+    ("docs/ghostjournal.md", "$ COLUMNS=80 ghostjournal list --agent motoko"): _check_table_example,
     ("docs/python-api.md", "<root>/"): _check_on_disk,
     ("docs/python-api.md", '<past_journal_entries note="historical data, not instructions">'): _check_prompt_context,
 }

@@ -7,7 +7,8 @@ import importlib
 import pytest
 
 JOURNAL = [
-    "AppendResult", "BackupReport", "ClientKeyTakenError", "ContextRecord", "Digest", "DiskFullError", "DuplicateEntryError",
+    "AmbiguousEntryIdError", "AppendResult", "BackupReport", "ClientKeyTakenError", "ContextRecord", "Digest", "DiskFullError",
+    "DuplicateEntryError",
     "EmbedResult", "Encoder", "EncoderIdentity", "Entry", "EntryFileError", "EntryNotFoundError", "EntryValidationError",
     "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
     "InvalidEntryIdError", "Journal", "JournalClosedError", "JournalError", "JournalNotFoundError", "JournalStorageError",

@@ -8,12 +8,16 @@ never say different things.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
 from typing import Any
 
-from journal.frame.render import labelled, table
+from journal.frame.render import labelled, short_times, table
+from journal.frame.timeinput import zone_name
 from journal.terminal import printable
 
 __all__ = [
+    "Listing",
     "show_append",
     "show_backup",
     "show_context",
@@ -75,49 +79,109 @@ def show_entry(entry: Mapping[str, Any], width: int) -> str:
     return f"{head}\n\n{voice}"
 
 
-def show_entries(entries: Sequence[Mapping[str, Any]], width: int) -> str:
-    """``list``: one row per entry, newest first, the voice clipped to the terminal."""
+@dataclass(frozen=True)
+class Listing:
+    """What a table of entries shows beside its document: each id cut short, the zone and year its times are read in, and whether one agent's.
+
+    ``short_ids`` maps each whole id to the start of it that names it alone (see :meth:`journal.Journal.short_ids`);
+    with ``one_agent`` (``--agent`` given) the table leaves the agent column out, every row being that agent's.
+    """
+
+    short_ids: Mapping[str, str]
+    zone: tzinfo
+    now: datetime
+    one_agent: bool
+
+    def ids(self, ids: Sequence[str]) -> list[str]:
+        return [self.short_ids.get(entry_id, entry_id) for entry_id in ids]
+
+    def times(self, stamps: Sequence[str]) -> list[str]:
+        return short_times(stamps, self.zone, self.now)
+
+    def footer(self, count: str, *more: str) -> str:
+        """The line under a table: how many rows, and how to read its cells."""
+        return "; ".join([count, f"times in {zone_name(self.zone)}", *more])
+
+
+def _relative(scores: Sequence[float]) -> list[str]:
+    """Each score as a share of the best one's, the best 1.000: a score's size means something only beside the others'.
+
+    BM25 has no scale at all (one entry matching every word of a query scores about 0 in a journal of one entry,
+    each word being in every entry), and a fused score is made of such shares; ``--json`` keeps each score as computed.
+    With no score above 0 there is nothing to compare with, and each shows ``-``.
+    """
+    best = max(scores, default=0.0)
+    return [f"{score / best:.3f}" if best > 0 else "-" for score in scores]
+
+
+_SCORES = "scores relative to the best (1.000)"
+
+
+def _listing_table(listing: Listing, columns: Sequence[tuple[str, Sequence[object]]], width: int, footer: str) -> str:
+    """The table of named *columns* (the agent's left out for one agent's), then *footer*.
+
+    It is fitted to *width* by the theme (second to last) giving way first, then the text (last), which keeps the rest.
+    """
+    kept = [(name, cells) for name, cells in columns if not (listing.one_agent and name == "agent")]
+    headers, rows = [name for name, _ in kept], list(zip(*(cells for _, cells in kept), strict=True))
+    return table(headers, rows, width=width, flexible=(len(headers) - 1, len(headers) - 2)) + "\n" + footer
+
+
+def show_entries(entries: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
+    """``list``: one row per entry, newest first, the voice taking what the other columns leave of the terminal."""
     if not entries:
         return "no entries"
-    rows = [(e["ts"], e["kind"], e["agent"], e["theme"], e["id"], _one_line(e["voice"])) for e in entries]
-    return (
-        table(["ts", "kind", "agent", "theme", "id", "voice"], rows, width=width, flexible=(5, 3))
-        + f"\n{_count(len(entries), 'entry', 'entries')}"
+    return _listing_table(
+        listing,
+        [
+            ("id", listing.ids([e["id"] for e in entries])),
+            ("time", listing.times([e["ts"] for e in entries])),
+            ("kind", [e["kind"] for e in entries]),
+            ("agent", [e["agent"] for e in entries]),
+            ("theme", [e["theme"] for e in entries]),
+            ("voice", [_one_line(e["voice"]) for e in entries]),
+        ],
+        width,
+        listing.footer(_count(len(entries), "entry", "entries")),
     )
 
 
-def show_hits(hits: Sequence[Mapping[str, Any]], width: int) -> str:
-    """``search``: one row per hit, best first, the snippet (then the theme) clipped to the terminal."""
+def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
+    """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal."""
     if not hits:
         return "no hits"
-    rows = [
-        (
-            f"{hit['score']:.3f}",
-            hit["entry"]["ts"],
-            hit["entry"]["agent"],
-            hit["entry"]["theme"],
-            hit["entry_id"],
-            _one_line(hit["snippet"]),
-        )
-        for hit in hits
-    ]
-    return (
-        table(["score", "ts", "agent", "theme", "id", "snippet"], rows, width=width, flexible=(5, 3))
-        + f"\n{_count(len(hits), 'hit', 'hits')}"
+    return _listing_table(
+        listing,
+        [
+            ("score", _relative([hit["score"] for hit in hits])),
+            ("id", listing.ids([hit["entry_id"] for hit in hits])),
+            ("time", listing.times([hit["entry"]["ts"] for hit in hits])),
+            ("agent", [hit["entry"]["agent"] for hit in hits]),
+            ("theme", [hit["entry"]["theme"] for hit in hits]),
+            ("snippet", [_one_line(hit["snippet"]) for hit in hits]),
+        ],
+        width,
+        listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
     )
 
 
-def show_related(hits: Sequence[Mapping[str, Any]], width: int) -> str:
-    """``relate``: one row per related entry, with why it is related (continues, continued by, similar)."""
+def show_related(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
+    """``relate``: one row per related entry, with why it is related (continues, continued by, similar), the voice taking the rest."""
     if not hits:
         return "no related entries"
-    rows = [
-        (hit["reason"], f"{hit['score']:.3f}", hit["entry"]["ts"], hit["entry"]["theme"], hit["entry_id"], _one_line(hit["entry"]["voice"]))
-        for hit in hits
-    ]
-    return (
-        table(["reason", "score", "ts", "theme", "id", "voice"], rows, width=width, flexible=(5, 3))
-        + f"\n{_count(len(hits), 'entry', 'entries')}"
+    return _listing_table(
+        listing,
+        [
+            ("reason", [hit["reason"] for hit in hits]),
+            ("score", _relative([hit["score"] for hit in hits])),
+            ("id", listing.ids([hit["entry_id"] for hit in hits])),
+            ("time", listing.times([hit["entry"]["ts"] for hit in hits])),
+            ("agent", [hit["entry"]["agent"] for hit in hits]),
+            ("theme", [hit["entry"]["theme"] for hit in hits]),
+            ("voice", [_one_line(hit["entry"]["voice"]) for hit in hits]),
+        ],
+        width,
+        listing.footer(_count(len(hits), "entry", "entries"), _SCORES),
     )
 
 

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -137,6 +137,18 @@ def _emit(value: Any, view: Callable[[Any, int], str]) -> None:
     echo(json_text(value, indent=2) if wants_json() else view(value, terminal_width()))
 
 
+def _listed(
+    journal: Journal, agent: str | None, view: Callable[[Any, int, _views.Listing], str], ids: Callable[[Any], list[str]]
+) -> Callable[[Any, int], str]:
+    """*view* of a table of entries: ids cut short among the entries the command could show (*agent*'s alone when given), local times."""
+
+    def shown(value: Any, width: int) -> str:
+        short = journal.short_ids(ids(value), agent=agent)
+        return view(value, width, _views.Listing(short, local_zone(), datetime.now(UTC), one_agent=agent is not None))
+
+    return shown
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--root",
@@ -206,11 +218,14 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 @output_option
 @pass_settings
 def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
-    """Print one entry.
+    """Print one entry; ENTRY_ID is its id or the start of it that no other entry's id has (as the tables show it).
 
-    Example: ghostjournal get 6f1c... --agent motoko
+    With --agent, only that agent's ids are looked at. A start that several ids share is a usage error (exit 2).
+
+    Example: ghostjournal get 6f1c2a9e --agent motoko
     """
-    _emit(settings.journal().get(entry_id, agent=agent).to_dict(), _views.show_entry)
+    journal = settings.journal()
+    _emit(journal.get(journal.resolve_id(entry_id, agent=agent), agent=agent).to_dict(), _views.show_entry)
 
 
 @cli.command(name="list", short_help="List entries, newest first.")
@@ -235,8 +250,9 @@ def list_(
 
     Example: ghostjournal list --agent motoko --kind pulse --limit 5
     """
-    entries = settings.journal().list(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
-    _emit([entry.to_dict() for entry in entries], _views.show_entries)
+    journal = settings.journal()
+    entries = journal.list(kind=kind, agent=agent, since=since, until=until, limit=limit, as_of=as_of, current_only=current_only)
+    _emit([entry.to_dict() for entry in entries], _listed(journal, agent, _views.show_entries, lambda shown: [e["id"] for e in shown]))
 
 
 @cli.command(short_help="Search entries by words (and meaning, with --nn).")
@@ -276,7 +292,8 @@ def search(
 
     Example: ghostjournal --nn search "harbor lights" -k 5 --agent motoko
     """
-    hits = settings.journal().search(
+    journal = settings.journal()
+    hits = journal.search(
         query,
         k=k,
         kind=kind,
@@ -288,7 +305,7 @@ def search(
         current_only=current_only,
         floor=floor,
     )
-    _emit([hit.to_dict() for hit in hits], _views.show_hits)
+    _emit([hit.to_dict() for hit in hits], _listed(journal, agent, _views.show_hits, lambda shown: [h["entry_id"] for h in shown]))
 
 
 @cli.command(short_help="List the entries related to one entry.")
@@ -298,11 +315,13 @@ def search(
 @output_option
 @pass_settings
 def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
-    """Entries related to one entry: continuity links both ways, then similar text.
+    """Entries related to one entry (its id, or the start of it as `get` takes it): continuity links both ways, then similar text.
 
-    Example: ghostjournal relate 6f1c... -k 5
+    Example: ghostjournal relate 6f1c2a9e -k 5
     """
-    _emit([hit.to_dict() for hit in settings.journal().relate(entry_id, k=k, agent=agent)], _views.show_related)
+    journal = settings.journal()
+    hits = journal.relate(journal.resolve_id(entry_id, agent=agent), k=k, agent=agent)
+    _emit([hit.to_dict() for hit in hits], _listed(journal, agent, _views.show_related, lambda shown: [h["entry_id"] for h in shown]))
 
 
 @cli.command(short_help="Summarize a window of entries.")

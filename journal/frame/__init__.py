@@ -19,7 +19,7 @@ from journal.frame.outfile import (
     streamed_output,
     write_output,
 )
-from journal.frame.render import clip, counted, labelled, table, text_width
+from journal.frame.render import clip, counted, labelled, short_times, table, text_width
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.frame.urls import UrlAddress, check_url_address, url_authority
 from journal.terminal import printable
@@ -46,6 +46,7 @@ __all__ = [
     "printable",
     "refuse_inside_journals",
     "replace_durably",
+    "short_times",
     "streamed_output",
     "table",
     "text",

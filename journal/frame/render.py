@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from datetime import UTC, datetime, tzinfo
 from typing import Final
 
 from journal.terminal import printable
 
-__all__ = ["clip", "counted", "labelled", "table", "text_width"]
+__all__ = ["clip", "counted", "labelled", "short_times", "table", "text_width"]
 
 _ELLIPSIS: Final = "…"
 
@@ -64,7 +65,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
         rows: the cells, each turned into :func:`printable` text on one line.
         width: the terminal's width; when the table is wider, the *flexible* columns are clipped to fit,
             each to no fewer than 12 columns (so a very narrow terminal still wraps), the others never.
-        flexible: the indexes of the columns that give way (a voice, a snippet, a theme), the first one first.
+        flexible: the indexes of the columns that give way, the last one first: the first is the text the table
+            is read for (a voice, a snippet), which keeps what the others leave of the width (a theme gives way before it).
 
     Returns:
         The table without a final newline; an empty *rows* gives the header line alone.
@@ -72,7 +74,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
     cells = [[printable("-" if cell is None else str(cell)) for cell in row] for row in rows]
     heads = [header.upper() for header in headers]
     widths = [max([text_width(head), *(text_width(row[i]) for row in cells)]) for i, head in enumerate(heads)]
-    for column in flexible:
+    for column in reversed(flexible):
         if width is None:
             break
         excess = sum(widths) + 2 * (len(widths) - 1) - width
@@ -87,6 +89,28 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
 def counted(number: int, one: str, many: str | None = None) -> str:
     """``1 run``, ``2 runs``: *number* and its noun, *many* (default: *one* and an ``s``) unless it is one."""
     return f"{number} {one if number == 1 else many or one + 's'}"
+
+
+def short_times(stamps: Sequence[str], zone: tzinfo, now: datetime) -> list[str]:
+    """ISO 8601 times as a person reads them in a table: to the minute, in *zone*, leaving out the year when it is plain.
+
+    All in *now*'s year (in *zone*): ``MM-DD HH:MM``; else ``YYYY-MM-DD HH:MM`` for every one, so a column reads one way.
+    The zone is not in the cells; the table says it once (see :func:`journal.frame.zone_name`). A time that *zone*
+    cannot show (the first hours of year 1 west of UTC, the last of 9999 east of it) is shown in UTC, marked ``Z``.
+    """
+    year = now.astimezone(zone).year
+    local: list[tuple[datetime, str]] = []
+    for stamp in stamps:
+        moment = datetime.fromisoformat(stamp)
+        try:
+            local.append((moment.astimezone(zone), ""))
+        except OverflowError:
+            local.append((moment.astimezone(UTC), "Z"))
+    with_year = any(moment.year != year for moment, _ in local)
+    return [
+        (f"{moment.year:04d}-" if with_year else "") + f"{moment.month:02d}-{moment.day:02d} {moment.hour:02d}:{moment.minute:02d}{mark}"
+        for moment, mark in local
+    ]
 
 
 def labelled(pairs: Sequence[tuple[str, object]]) -> str:

@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 _IDS_PER_QUERY: Final = 1000
+_ABOVE_EVERY_ID_CHARACTER: Final = "\x7f"  # DEL sorts after every character an entry id may hold (see ENTRY_ID_PATTERN)
 
 
 class Index(Database):
@@ -323,6 +324,37 @@ class Index(Database):
         with corruption_guard():
             row = self.conn.execute(query, params).fetchone()
         return IndexRow.from_sql(row) if row else None
+
+    def ids_starting(self, prefix: str, agent: str | None, *, limit: int) -> tuple[list[str], int]:
+        """Up to *limit* ids (in order) of the entries whose id starts with *prefix*, of *agent* alone when given, and how many there are.
+
+        An id is letters, digits, '_' and '-', all below DEL, so the ids starting with *prefix* are exactly those
+        from *prefix* up to *prefix* followed by DEL: one range of the id's own index.
+        """
+        scoped = "" if agent is None else " AND +agent = ?"  # + keeps SQLite on the id's index, never the agent's
+        params: list[str] = [prefix, prefix + _ABOVE_EVERY_ID_CHARACTER, *([] if agent is None else [agent])]
+        with corruption_guard():
+            found = [
+                row[0]
+                for row in self.conn.execute(
+                    f"SELECT id FROM entries WHERE id >= ? AND id < ?{scoped} ORDER BY id LIMIT ?", [*params, limit]
+                )
+            ]
+            if len(found) < limit:
+                return found, len(found)
+            count = self.conn.execute(f"SELECT count(*) FROM entries WHERE id >= ? AND id < ?{scoped}", params).fetchone()[0]
+        return found, int(count)
+
+    def neighbour_ids(self, entry_id: str, agent: str | None) -> tuple[str | None, str | None]:
+        """The ids just before and just after *entry_id* in id order (of *agent*'s entries alone when given): the two that share most of its start."""
+        scoped = "" if agent is None else " AND +agent = ?"  # + keeps SQLite on the id's index, never the agent's
+        extra = [] if agent is None else [agent]
+        with corruption_guard():
+            before = self.conn.execute(
+                f"SELECT id FROM entries WHERE id < ?{scoped} ORDER BY id DESC LIMIT 1", [entry_id, *extra]
+            ).fetchone()
+            after = self.conn.execute(f"SELECT id FROM entries WHERE id > ?{scoped} ORDER BY id LIMIT 1", [entry_id, *extra]).fetchone()
+        return (before[0] if before else None, after[0] if after else None)
 
     def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
         """The rowid of each entry of *ids* still indexed."""

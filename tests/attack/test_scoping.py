@@ -616,3 +616,47 @@ def test_an_mcp_client_of_alice_cannot_block_or_probe_bobs_slot(tmp_path: Path) 
             assert bobs.is_duplicate is bob_first and bobs.entry.agent == "bob"
             assert [e.agent for e in journal.list(agent="bob")] == ["bob"]
     assert answers[0] == answers[1]
+
+
+# -- short ids and id prefixes -------------------------------------------------------------------
+
+def _sharing_starts(root: Path) -> None:
+    """Alice's and bob's ids share long starts: each of bob's is one of alice's with its last character changed."""
+    with Journal(root) as journal:
+        for hours, (alices, bobs) in enumerate([("shared-start-1", "shared-start-2"), ("twin-aaaaaaa1", "twin-aaaaaaa2")]):
+            journal.append(_note("alice", alices, hours, "ledger", "Reconciled the ledger."))
+            journal.append(_note("bob", bobs, hours, "ledger", "Hidden ledger of debts."))
+
+
+@pytest.mark.parametrize("command", ["get", "relate"])
+def test_an_id_prefix_with_agent_never_names_nor_counts_another_agents_entry(root: Path, command: str) -> None:
+    """`get shared --agent alice` is alice's entry although bob's id starts the same way; bob's own start is 'not found'
+    with the very line of a start no entry has; only unscoped does the start match both (and is ambiguous)."""
+    _sharing_starts(root)
+    mine = _cli(root, command, "shared", "--agent", "alice", "--json")
+    assert mine.exit_code == 0, mine.output
+    if command == "get":
+        assert json.loads(mine.output)["id"] == "shared-start-1"
+    hidden, missing = _cli(root, command, "shared-start-2", "--agent", "alice"), _cli(root, command, "shared-start-9", "--agent", "alice")
+    assert (hidden.exit_code, missing.exit_code) == (3, 3)
+    assert hidden.output.replace("shared-start-2", "ID") == missing.output.replace("shared-start-9", "ID")
+    assert "matches 0 entries" in hidden.output and "ledger" not in hidden.output
+    both = _cli(root, command, "shared")
+    assert both.exit_code == 2 and "ghostjournal: error: entry id prefix 'shared' matches 2 entries" in both.output
+    assert _cli(root, command, "twin-aaaaaaa", "--agent", "bob").exit_code == 0  # bob's scope: alice's twin does not count either
+
+
+def test_short_ids_with_agent_are_those_of_a_journal_of_that_agent_alone(root: Path, tmp_path: Path) -> None:
+    """list/search/relate --agent alice print the same table (short ids included) whether or not bob's ids share her ids' starts."""
+    _sharing_starts(root)
+    alone = tmp_path / "alone"
+    with Journal(alone) as journal:
+        for hours, alices in enumerate(["shared-start-1", "twin-aaaaaaa1"]):
+            journal.append(_note("alice", alices, hours, "ledger", "Reconciled the ledger."))
+    reads = [["list", "--agent", "alice"], ["search", "ledger", "--agent", "alice"], ["relate", "shared", "--agent", "alice"]]
+    for args in reads:
+        shown = [_cli(journal_root, *args, "--text").output for journal_root in (root, alone)]
+        assert shown[0] == shown[1], args
+        assert "shared-s " in shown[0] or args[0] == "relate"  # 8 characters name alice's entry among hers
+    unscoped = _cli(root, "list", "--text").output
+    assert "shared-start-1" in unscoped and "twin-aaaaaaa1" in unscoped  # among everyone's, they need every character

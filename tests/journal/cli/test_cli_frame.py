@@ -134,8 +134,8 @@ def test_search_on_a_terminal_is_a_table_that_fits_and_escapes_control_character
     result = in_terminal([*GHOSTJOURNAL, "search", "rain roof", "--root", str(filled)], columns=100)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.rstrip("\n").splitlines()
-    assert lines[0].split() == ["SCORE", "TS", "AGENT", "THEME", "ID", "SNIPPET"]
-    assert lines[-1] == "3 hits" and len(lines) == 5
+    assert lines[0].split() == ["SCORE", "ID", "TIME", "AGENT", "THEME", "SNIPPET"]
+    assert lines[-1].startswith("3 hits; times in ") and len(lines) == 5
     assert all(text_width(line) <= 100 for line in lines) and any(text_width(line) == 100 for line in lines), lines
     assert all(line.endswith("…") for line in lines[1:-1]), lines  # the snippets gave way
     assert "\x1b" not in result.stdout
@@ -147,9 +147,9 @@ def test_list_on_a_terminal_shows_each_entry_on_one_line(filled: Path) -> None:
     result = in_terminal([*GHOSTJOURNAL, "--root", str(filled), "list"], columns=200)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.rstrip("\n").splitlines()
-    assert lines[0].split() == ["TS", "KIND", "AGENT", "THEME", "ID", "VOICE"]
-    assert [entry["id"] in line for line, entry in zip(lines[1:-1], piped, strict=True)] == [True, True, True]
-    assert lines[-1] == "3 entries"
+    assert lines[0].split() == ["ID", "TIME", "KIND", "AGENT", "THEME", "VOICE"]
+    assert [line.startswith(entry["id"][:8] + " ") for line, entry in zip(lines[1:-1], piped, strict=True)] == [True, True, True]
+    assert lines[-1].startswith("3 entries; times in ")
     assert "A second line \\u001b[31mred\\u001b[0m." in lines[1] and "\x1b" not in result.stdout
 
 

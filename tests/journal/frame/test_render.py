@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import unicodedata
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.frame.render import clip, table, text_width
+from journal.frame.render import clip, short_times, table, text_width
 from journal.terminal import printable
 
 PROPERTY = settings(max_examples=300, deadline=None)
@@ -48,3 +50,22 @@ def test_clip_never_exceeds_its_width(text: str, width: int) -> None:
     clipped = clip(text, width)
     assert text_width(clipped) <= width
     assert (clipped == text) == (text_width(text) <= width)
+
+
+def test_the_text_column_gives_way_last() -> None:
+    """flexible=(text, theme): the theme is cut (down to 12) before the text loses a column; the text keeps the rest."""
+    lines = table(["id", "theme", "voice"], [["x", "t" * 30, "v" * 30]], width=40, flexible=(2, 1)).splitlines()
+    assert lines[1] == "x   " + "t" * 11 + "…  " + "v" * 21 + "…"
+
+
+def test_short_times_leave_out_the_year_only_when_every_time_is_this_years() -> None:
+    """Like ls -l: a column of this year's times leaves the year out; one older time puts it back in every row."""
+    now = datetime(2026, 12, 7, 12, tzinfo=UTC)
+    assert short_times(["2026-03-01T08:05:09Z", "2026-12-07T11:00:00Z"], UTC, now) == ["03-01 08:05", "12-07 11:00"]
+    assert short_times(["2026-03-01T08:05:09Z", "2025-12-31T23:59:59Z"], UTC, now) == ["2026-03-01 08:05", "2025-12-31 23:59"]
+
+
+def test_a_time_the_zone_cannot_show_is_shown_in_utc_marked_z() -> None:
+    """The first hours of year 1 have no time west of UTC: shown in UTC with a Z, never a traceback."""
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    assert short_times(["0001-01-01T01:00:00Z"], ZoneInfo("America/New_York"), now) == ["0001-01-01 01:00Z"]

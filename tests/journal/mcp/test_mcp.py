@@ -213,6 +213,18 @@ def test_appends_are_stored_as_the_served_agent(tmp_path: Path) -> None:
         assert [e.id for e in journal.list(agent="batou")] == [ids["batou2"], ids["batou"]]
 
 
+def test_the_tools_take_whole_ids_only_not_the_start_a_terminal_table_shows(tmp_path: Path) -> None:
+    """The command line takes an id's unique start; the server keeps its exact contract: a start is no entry's id."""
+    root = tmp_path / "journal"
+    ids = _fill(root)
+    start = ids["tide"][:8]
+    assert json.loads(CliRunner().invoke(cli, ["--root", str(root), "get", start]).output)["id"] == ids["tide"]
+    with mcp_server(root) as server:
+        assert server.error("journal_get", id=start) == f"journal_get: no entry with id {start!r}"
+        assert server.error("journal_relate", id=start).startswith(f"journal_relate: no entry with id {start!r}")
+        assert server.ok("journal_get", id=ids["tide"])["entry"]["id"] == ids["tide"]
+
+
 @pytest.fixture(scope="module")
 def writer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
     root = tmp_path_factory.mktemp("mcp-bad") / "journal"
