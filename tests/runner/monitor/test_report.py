@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runner.monitor.log_digest import read_log
+from runner.monitor.report import build_run_report
+from runner.monitor.status import build_report
+from runner.settings.config import load_config
 from tests._browser import Browser
 from tests._docs import block_after
 from tests._support import ghostrunner, write_config
-from tests.runner._runlogs import FLEET, NOW, run_log
+from tests.runner._runlogs import FLEET, NOW, finished_line, log_line, run_log
 
 pytestmark = pytest.mark.xdist_group("report-browser")
 
@@ -130,3 +136,65 @@ def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
                             check=False, timeout=120)
     assert done.returncode == status.returncode and done.stderr.startswith("wrote runs.html (")
     assert (tmp_path / "runs.html").read_text(encoding="utf-8").count('class="cell ') >= 2 * 7
+
+
+MONTH = """
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["pulse-4h", "evening", "digest"]
+"""
+
+
+def test_a_simulated_month_on_time_is_all_appended_and_agrees_with_status(browser: Browser, tmp_path: Path) -> None:
+    """A real simulated month judged at its end: every slot appended (judged on the simulation's clock, as status judges it), status all well."""
+    config = write_config(tmp_path, MONTH)
+    simulated = ghostrunner("--log-level", "info", "simulate", "--config", str(config), "--agent", "motoko", "--days", "30",
+                            "--start", "2026-08-01", cwd=tmp_path, timeout=300)
+    assert simulated.returncode == 0, simulated.stderr
+    log = tmp_path / "runs.log"
+    log.write_text(simulated.stderr, encoding="utf-8")
+    out = tmp_path / "runs.html"
+    now = "2026-08-31T00:00"
+    done = ghostrunner("report", "--config", str(config), "--log", str(log), "--now", now, "--out", str(out))
+    status = ghostrunner("status", "--config", str(config), "--log", str(log), "--now", now, "--json")
+    judged = json.loads(status.stdout)
+    assert done.returncode == status.returncode == judged["exit_code"] == 0, done.stderr
+    assert [pair["state"] for pair in judged["pairs"]] == ["ok", "ok", "ok"]
+    assert judged["input"]["first"] == "2026-08-01T00:00:00+00:00"  # the log's reach is on the simulation's clock too
+    page = browser.open(out).page
+    states = page.eval_on_selector_all("table.grid a.cell", "cells => cells.map(cell => cell.className.split(' ')[1])")
+    assert len(states) == judged["input"]["runs"] == 30 * 6 + 30 + 5 and set(states) == {"appended"}
+    legend = page.text_content(".legend")
+    assert legend is not None and f"appended {len(states)}" in legend and "late 0" in legend and "absent 0" in legend
+
+
+def _late_log(simulated: bool) -> list[str]:
+    """motoko's evening of 09-01 appended at 21:00 (on time), of 09-02 at 21:20 (the grace's edge), of 09-03 six hours after it fired."""
+    marks = {"simulated": True} if simulated else {}
+    return [
+        finished_line("motoko", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-01T21:00:00Z", **marks),
+        finished_line("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "appended", "2026-09-02T21:20:00Z", **marks),
+        finished_line("motoko", "evening", "2026-09-03", "2026-09-03T21:00:00+00:00", "appended", "2026-09-04T03:00:00Z", **marks),
+    ]
+
+
+@pytest.mark.parametrize("simulated", [False, True], ids=["real", "simulated"])
+def test_a_run_is_late_exactly_when_status_would_have_called_its_slot_overdue_before_it(tmp_path: Path, simulated: bool) -> None:
+    """One rule: a run is late when status, judging just before it on its schedule's clock, called its slot overdue; a simulated run's clock is its slot's."""
+    config = load_config(write_config(tmp_path, FLEET))
+    grace = timedelta(minutes=20)
+    lines = [log_line("scheduler.started", "2026-08-31T00:00:00Z", agents=["motoko", "batou"]), *_late_log(simulated)]
+    page = build_run_report(config, lines, now=datetime(2026, 9, 4, 4, tzinfo=UTC), grace=grace)
+    row = re.search(r'<tr data-group data-pair="motoko:evening">.*?</tr>', page.html.decode())
+    assert row is not None
+    cells = re.findall(r'<a class="cell (\w+)" href="#s-\d+" data-key="s-\d+" title="(2026-09-0\d): ', row.group())
+    expected = ["appended", "appended", "appended"] if simulated else ["appended", "appended", "late"]
+    assert [state for state, _ in cells] == expected
+    for line, state in zip(lines[1:], expected, strict=True):
+        run = json.loads(line)
+        finished = run["scheduled"] if simulated else run["timestamp"]
+        just_before = datetime.fromisoformat(finished) - timedelta(microseconds=1)
+        earlier = [earlier for earlier in lines if json.loads(earlier)["timestamp"] < run["timestamp"]]
+        pair = next(pair for pair in build_report(config, read_log(earlier), just_before, grace).pairs if pair.routine == "evening"
+                    and pair.agent == "motoko")
+        assert (pair.due_slot == run["slot"] and pair.state == "overdue") == (state == "late"), (run["slot"], pair.due_slot, pair.state)
