@@ -16,6 +16,7 @@ from journal.frame.timeinput import local_zone
 __all__ = [
     "KIND",
     "K_RANGE",
+    "REPORT_TIME",
     "TEXT",
     "TIME",
     "RootPath",
@@ -64,6 +65,8 @@ def read_input(source: IO[bytes]) -> bytes:
 
 #: Dates and times without an offset are read in the system's local zone (TZ, else /etc/localtime).
 TIME = TimeParam(lambda ctx: local_zone())
+#: ``report``'s: read in its --tz when given (an eager option, so parsed first), else in the local zone.
+REPORT_TIME = TimeParam(lambda ctx: (ctx.params.get("zone") if ctx is not None else None) or local_zone())
 
 
 def window_options(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -240,3 +240,61 @@ def test_since_and_until_bound_the_page_and_links_out_of_the_window_are_counted_
     assert shown == known["motoko"][2:6]  # the three of 08-02 and the one of 08-03, oldest first
     assert known["motoko"][1] not in done.stdout  # the entry 08-02's first continues, outside the window
     assert "2 links to entries not in this report" in done.stdout  # that one, and day 3's link to bob
+
+
+#: Berlin leaves summer time on 2026-10-25 at 01:00 UTC: that day has 25 hours, 02:30 twice.
+AROUND_THE_CHANGE = ("2026-10-24T21:30:00+00:00", "2026-10-24T22:30:00+00:00", "2026-10-25T00:30:00+00:00", "2026-10-25T01:30:00+00:00",
+                     "2026-10-25T22:30:00+00:00", "2026-10-25T23:30:00+00:00")
+
+
+@pytest.fixture(scope="module")
+def changing_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dst") / "journal"
+    with Journal(root) as journal:
+        for number, moment in enumerate(AROUND_THE_CHANGE):
+            journal.append({"kind": "pulse", "agent": "motoko", "theme": f"hour {number}", "voice": f"Entry {number}.", "ts": moment})
+    return root
+
+
+def _days_and_times(page: Any) -> tuple[list[str], list[str], list[list[str]]]:
+    days = page.eval_on_selector_all("li.day h3", "heads => heads.map(head => head.textContent)")
+    times = page.eval_on_selector_all("li.entry .open", "links => links.map(link => link.textContent.slice(0, 5))")
+    bars = page.eval_on_selector_all("#chart-kinds svg g.col", "cols => cols.map(col => [col.dataset.col, col.dataset.count])")
+    return days, times, bars
+
+
+def test_tz_groups_days_in_that_zone_across_a_daylight_saving_change(browser: Browser, changing_root: Path, tmp_path: Path) -> None:
+    """--tz Europe/Berlin: the 25-hour 2026-10-25 holds its four entries (02:30 twice), whatever TZ says; the default is TZ's zone."""
+    berlin = (["2026-10-24 (1)", "2026-10-25 (4)", "2026-10-26 (1)"], ["23:30", "00:30", "02:30", "02:30", "23:30", "00:30"],
+              [["2026-10-24", "1"], ["2026-10-25", "4"], ["2026-10-26", "1"]])
+    for name, args, env in (("flag", ["--tz", "Europe/Berlin"], {"TZ": "UTC"}), ("local", [], {"TZ": "Europe/Berlin"})):
+        out = tmp_path / f"{name}.html"
+        done = _run("--root", str(changing_root), "report", "--agent", "motoko", *args, "--out", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+        opened = browser.open(out)
+        assert opened.problems() == []
+        assert _days_and_times(opened.page) == berlin, name
+        assert "days in Europe/Berlin" in out.read_text(encoding="utf-8")
+    utc = tmp_path / "utc.html"
+    assert _run("--root", str(changing_root), "report", "--agent", "motoko", "--out", str(utc)).returncode == 0
+    days, _, _ = _days_and_times(browser.open(utc).page)
+    assert days == ["2026-10-24 (2)", "2026-10-25 (4)"]  # the same entries on UTC's days
+
+
+def test_since_and_until_are_read_in_the_tz_given(changing_root: Path) -> None:
+    """--since 2026-10-25 --until 2026-10-26 with --tz Europe/Berlin is Berlin's whole 25-hour day, wherever --tz stands on the line."""
+    for args in (["--tz", "Europe/Berlin", "--since", "2026-10-25", "--until", "2026-10-26"],
+                 ["--since", "2026-10-25", "--until", "2026-10-26", "--tz", "Europe/Berlin"]):
+        done = _run("--root", str(changing_root), "report", "--agent", "motoko", *args, "--out", "-")
+        assert done.returncode == 0, done.stderr
+        assert re.findall(r'<span class="theme">hour (\d)</span>', done.stdout) == ["1", "2", "3", "4"], args
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "", "../../etc/passwd", "/etc/localtime", "Europe"])
+def test_a_tz_that_is_no_zone_is_one_line_and_writes_nothing(changing_root: Path, tmp_path: Path, zone: str) -> None:
+    """A --tz that names no IANA zone: exit 2, one line quoting it and saying what is expected, no file."""
+    done = _run("--root", str(changing_root), "report", "--agent", "motoko", "--tz", zone, "--out", str(tmp_path / "page.html"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"ghostjournal: error: Invalid value for '--tz': expected an IANA time zone name such as Europe/Berlin or UTC, "
+                           f"got {zone!r}\n")
+    assert list(tmp_path.iterdir()) == []
