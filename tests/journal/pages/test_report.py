@@ -298,3 +298,118 @@ def test_a_tz_that_is_no_zone_is_one_line_and_writes_nothing(changing_root: Path
     assert done.stderr == (f"ghostjournal: error: Invalid value for '--tz': expected an IANA time zone name such as Europe/Berlin or UTC, "
                            f"got {zone!r}\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def header_and_panels(page: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """The counts the header states, and the same counts as the panels and the timeline show them, by name.
+
+    Names: entries, each kind, continuity links, corrections. The panels' side counts the timeline's entries, each kind in the
+    bars by day, the digests as columns of the focus panel, and the links as lines drawn or as the bars counting them.
+    """
+    summary = page.text_content("p.summary")
+    parts = summary.split(" \u00b7 ")
+    header = {"entries": int(parts[0].split(" ", 1)[0])}
+    header |= {kind: int(count) for kind, count in (item.rsplit(" ", 1) for item in parts[1].split(", "))}
+    for part in parts[2:]:
+        if match := re.fullmatch(r"(\d+) continuity links?, longest chain \d+", part):
+            header["continuity links"] = int(match.group(1))
+        elif match := re.fullmatch(r"(\d+) corrections?", part):
+            header["corrections"] = int(match.group(1))
+    header.setdefault("continuity links", 0)
+    header.setdefault("corrections", 0)
+    shown: dict[str, int] = {"entries": page.eval_on_selector_all("li.entry", "items => items.length")}
+    for title in page.eval_on_selector_all("#chart-kinds svg g.col > title", "titles => titles.map(title => title.textContent)"):
+        for kind, count in re.findall(r"(\w+) (\d+)", title.partition("(")[2]):
+            shown[kind] = shown.get(kind, 0) + int(count)
+    if "digest" in shown:
+        shown["digest"] = page.eval_on_selector_all("#chart-focus svg g.col", "cols => cols.length")
+    if page.query_selector("#chart-links svg line") is not None or page.query_selector("#chart-links svg g.col") is None:
+        shown["continuity links"] = page.eval_on_selector_all("#chart-links line.continues", "lines => lines.length")
+        shown["corrections"] = page.eval_on_selector_all("#chart-links line.corrects", "lines => lines.length")
+    else:  # a long window: the links counted per week or month
+        shown["continuity links"] = shown["corrections"] = 0
+        for title in page.eval_on_selector_all("#chart-links svg g.col > title", "titles => titles.map(title => title.textContent)"):
+            for kind, count in re.findall(r"(continues|corrects) (\d+)", title):
+                shown["continuity links" if kind == "continues" else "corrections"] += int(count)
+    return header, shown
+
+
+@pytest.fixture(scope="module")
+def digests_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fortnight of motoko: pulses in a chain, a correction, and four digests, two of which recorded no focus (one written by hand)."""
+    root = tmp_path_factory.mktemp("digests") / "journal"
+    with Journal(root) as journal:
+        previous: str | None = None
+        first: str | None = None
+        for day in range(1, 15):
+            entry = journal.append({"kind": "pulse", "agent": "motoko", "theme": "the tide", "voice": f"Day {day}.",
+                                    "ts": f"2026-08-{day:02d}T09:00:00+00:00", "signals": {"novelty": 0.5} | (
+                                        {"continuity_refs": [previous]} if previous else {})})
+            previous, first = entry.id, first or entry.id
+        journal.append({"kind": "note", "agent": "motoko", "theme": "the tide", "voice": "Correction.", "ts": "2026-08-14T10:00:00+00:00",
+                        "signals": {"supersedes": [first]}})
+        for day, focus in ((3, [{"focus": "tide tables", "count": 2}]), (7, []), (10, None), (14, [{"focus": "the lights", "count": 1}])):
+            meta = {} if focus is None else {"digest": {"focus": focus}}
+            journal.append({"kind": "digest", "agent": "motoko", "theme": "digest", "voice": "Digest.", "ts": f"2026-08-{day:02d}T22:00:00+00:00",
+                            "meta": meta})
+    return root
+
+
+def test_every_count_in_the_header_is_one_the_panels_show(browser: Browser, digests_root: Path, tmp_path: Path) -> None:
+    """Four digests, two without focus, are four columns of the focus panel; links and corrections are those drawn; also in a narrowed window."""
+    for name, window in (("all", []), ("narrowed", ["--since", "2026-08-05"])):
+        out = tmp_path / f"{name}.html"
+        done = _run("--root", str(digests_root), "report", "--agent", "motoko", *window, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        opened = browser.open(out)
+        assert opened.problems() == []
+        header, shown = header_and_panels(opened.page)
+        assert header == shown, name
+        if name == "all":
+            assert header == {"entries": 19, "pulse": 14, "note": 1, "digest": 4, "continuity links": 13, "corrections": 1}
+            assert opened.page.text_content("#focus-none") == "2 of the 4 digests recorded no focus (meta.digest.focus): their columns are empty."
+            assert "No digest entry" not in opened.page.content()
+        else:  # the link of 08-05 to 08-04 and the correction of 08-01 leave the window: counted apart, not as links shown
+            assert header["continuity links"] == 9 and header["corrections"] == 0 and header["digest"] == 3
+            assert "2 links to entries not in this report" in opened.page.text_content("p.summary")
+
+
+@pytest.fixture(scope="module")
+def long_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An entry every third day for three years, each continuing the one before, one correction a year."""
+    root = tmp_path_factory.mktemp("long") / "journal"
+    with Journal(root) as journal:
+        previous: str | None = None
+        payloads = []
+        start = date(2025, 1, 1)
+        for step in range(0, 3 * 365, 3):
+            day = start + timedelta(days=step)
+            payloads.append((day, {"kind": "pulse", "agent": "motoko", "theme": "the tide", "voice": f"On {day}.", "ts": f"{day}T09:00:00+00:00"}))
+        for day, payload in payloads:
+            signals: dict[str, Any] = {"continuity_refs": [previous]} if previous else {}
+            entry = journal.append({**payload, "signals": signals})
+            if day.month == 6 and day.day <= 3:
+                journal.append({"kind": "note", "agent": "motoko", "theme": "the tide", "voice": "Correction.", "ts": f"{day}T10:00:00+00:00",
+                                "signals": {"supersedes": [entry.id]}})
+            previous = entry.id
+    return root
+
+
+@pytest.mark.parametrize(("since", "columns"), [("2027-10-15", ""), ("2026-01-01", "2026-W01"), (None, "2025-01")],
+                         ids=["short", "by-week", "by-month"])
+def test_the_links_panel_stays_a_chart_for_long_windows(browser: Browser, long_root: Path, tmp_path: Path, since: str | None, columns: str) -> None:
+    """Up to 92 days the links are drawn; past that they are counted per week, past two years per month; the counts are the header's."""
+    out = tmp_path / "page.html"
+    done = _run("--root", str(long_root), "report", "--agent", "motoko", *(["--since", since] if since else []), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    opened = browser.open(out)
+    assert opened.problems() == []
+    panel = opened.page.text_content("#chart-links")
+    assert panel is not None and "Drawn for windows" not in panel
+    cols = opened.page.eval_on_selector_all("#chart-links svg g.col", "cols => cols.map(col => col.dataset.col)")
+    if since == "2027-10-15":
+        assert cols == [] and opened.page.eval_on_selector_all("#chart-links line.continues", "lines => lines.length") > 0
+    else:
+        assert cols[0] == columns and len(cols) == (105 if since else 36)
+    header, shown = header_and_panels(opened.page)
+    assert header == shown and header["continuity links"] > 0 and (header["corrections"] > 0) == (since != "2027-10-15")  # corrections: in June
