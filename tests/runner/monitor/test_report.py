@@ -17,8 +17,9 @@ from runner.monitor.report import build_run_report
 from runner.monitor.status import build_report
 from runner.settings.config import load_config
 from tests._browser import Browser
-from tests._docs import block_after
+from tests._docs import blocks, page_text
 from tests._support import ghostrunner, write_config
+from tests.journal.pages._figures import header_and_panels
 from tests.runner._runlogs import FLEET, NOW, finished_line, log_line, run_log
 
 pytestmark = pytest.mark.xdist_group("report-browser")
@@ -114,29 +115,58 @@ def test_out_refuses_a_symlink_and_writes_nothing(fleet: tuple[Path, Path], tmp_
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.txt", "runs.html"]
 
 
-def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
-    """Both report blocks (docs/ghostjournal.md, docs/monitoring.md), in a fresh home: a simulated week, its page, and the runs page from a log on stdin, exiting as status."""
+def _block(page: str, first_line: str) -> list[str]:
+    """The lines of *page*'s shell block that starts with *first_line*."""
+    (block,) = [block for block in blocks(page) if block.language == "sh" and block.first_line == first_line]
+    return [line for line in block.text.splitlines() if line.strip()]
+
+
+def _figures_said(page: str, first_line: str) -> list[str]:
+    """The figures *page* says the block starting with *first_line* produces: the code spans of "The page it writes says A, B and C, and ..."."""
+    text = page_text(page)
+    after = text[text.index(first_line):]
+    sentence = after[after.index("The page it writes says"):].replace("\n", " ").split(", and ", 1)[0]
+    return re.findall(r"`([^`]+)`", sentence)
+
+
+def test_the_readme_report_commands_run_as_written(browser: Browser, tmp_path: Path) -> None:
+    """Both pages' report commands (docs/ghostjournal.md, docs/monitoring.md) run as written in a fresh home, and their pages say what the docs say."""
     env = {key: value for key, value in os.environ.items() if key not in {"XDG_STATE_HOME", "GHOSTRUNNER_CONFIG"}}
     env |= {"HOME": str(tmp_path), "TZ": "UTC"}
-    for line in block_after("A picture of one agent: `ghostjournal report`", page="docs/ghostjournal.md"):
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
+
+    def run(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+    simulate = "ghostrunner --log-level info simulate --agent motoko --days 28 --start 2026-08-01 2> runs.log"
+    for line in _block("docs/ghostjournal.md", simulate):
+        done = run(line)
         assert done.returncode == 0, (line, done.stderr)
-    page = (tmp_path / "motoko.html").read_text(encoding="utf-8")
-    assert page.count('<li class="entry') == 7 * 6 + 7 + 1  # a week of pulses, evenings and one digest
-    log = tmp_path / "ghostrunner.log"
-    simulated = subprocess.run(["ghostrunner", "--log-level", "info", "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01"],
-                               cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
-    log.write_text(simulated.stderr, encoding="utf-8")
-    (command,) = block_after("The runs as a page: `ghostrunner report`", page="docs/monitoring.md")
+    opened = browser.open(tmp_path / "motoko.html")
+    assert opened.problems() == []
+    summary = opened.page.text_content("p.summary")
+    said = _figures_said("docs/ghostjournal.md", simulate)
+    assert said[0] == "200 entries" and all(figure in summary for figure in said), (said, summary)
+    header, shown = header_and_panels(opened.page)
+    assert header == shown
+    picture = "ghostrunner report --log runs.log --now 2026-08-29T00:00 --out runs.html"
+    (line,) = _block("docs/monitoring.md", picture)
+    done = run(line)
+    status = run("ghostrunner status --log runs.log --now 2026-08-29T00:00")
+    assert done.returncode == status.returncode == 0 and done.stderr.startswith("wrote runs.html ("), done.stderr
+    runs = browser.open(tmp_path / "runs.html")
+    assert runs.problems() == []
+    said = _figures_said("docs/monitoring.md", picture)
+    assert said == ["status: all well (exit 0)", "appended 200", "late 0"]
+    assert runs.page.text_content("#verdict") == said[0]
+    legend = runs.page.eval_on_selector_all(".legend > span", "items => items.map(item => item.textContent)")
+    assert set(said[1:]) <= set(legend) and runs.page.eval_on_selector_all("a.cell.appended", "cells => cells.length") == 200
+    # The block for a live journal, fed the same log on stdin: its exit is status's.
+    (command,) = _block("docs/monitoring.md", "journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html")
     source, report = command.split(" | ", 1)
     assert source.startswith("journalctl -u ghostrunner -o cat")
-    done = subprocess.run(["bash", "-c", f"cat ghostrunner.log | {report}"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-                          timeout=120)
-    status = subprocess.run(["bash", "-c", "cat ghostrunner.log | ghostrunner status"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            check=False, timeout=120)
+    done = run(f"cat runs.log | {report} --force")
+    status = run("cat runs.log | ghostrunner status")
     assert done.returncode == status.returncode and done.stderr.startswith("wrote runs.html (")
-    assert (tmp_path / "runs.html").read_text(encoding="utf-8").count('class="cell ') >= 2 * 7
-
 
 MONTH = """
 [agents.motoko]
