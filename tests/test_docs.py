@@ -77,7 +77,9 @@ COVERED: dict[tuple[str, str], str] = {
         "tests/runner/deploy/test_k8s.py::test_the_readme_kubernetes_render_runs_as_written",
     ("docs/fleet.md", "[runner]"): "tests/fleet/test_fleet_readme.py::test_the_readme_configuration_loads_with_its_shards",
     ("docs/fleet.md", "ghostrunner --config fleet.toml fleet beat"): "tests/fleet/test_fleet_readme.py::test_the_readme_commands_run_as_written",
-    ("docs/ghostjournal.md", "ghostrunner simulate --agent motoko --days 7 --start 2026-08-01"):
+    ("docs/ghostjournal.md", "ghostrunner --log-level info simulate --agent motoko --days 28 --start 2026-08-01 2> runs.log"):
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
+    ("docs/monitoring.md", "ghostrunner report --log runs.log --now 2026-08-29T00:00 --out runs.html"):
         "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal verify                 # every file and the index; exit 0 when all is well"):
         "tests/journal/checking/test_verify.py::test_the_readme_verify_commands_run_as_written",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import tzinfo
 from typing import IO, Any
 
 import click
@@ -16,6 +17,7 @@ from journal.frame.timeinput import local_zone
 __all__ = [
     "KIND",
     "K_RANGE",
+    "REPORT_TIME",
     "TEXT",
     "TIME",
     "RootPath",
@@ -64,6 +66,14 @@ def read_input(source: IO[bytes]) -> bytes:
 
 #: Dates and times without an offset are read in the system's local zone (TZ, else /etc/localtime).
 TIME = TimeParam(lambda ctx: local_zone())
+#: ``report``'s: read in its --tz when given (an eager option, so parsed first), else in the local zone.
+REPORT_TIME = TimeParam(lambda ctx: _given_zone(ctx) or local_zone())
+
+
+def _given_zone(ctx: click.Context | None) -> tzinfo | None:
+    """The --tz parsed so far; absent, None (click may hold a sentinel there, not None)."""
+    zone = ctx.params.get("zone") if ctx is not None else None
+    return zone if isinstance(zone, tzinfo) else None
 
 
 def window_options(function: Callable[..., Any]) -> Callable[..., Any]:

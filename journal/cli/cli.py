@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,8 +26,8 @@ from journal.cli import _views
 from journal.cli._options import (
     K_RANGE,
     KIND,
+    REPORT_TIME,
     TEXT,
-    TIME,
     RootPath,
     as_of_option,
     current_only_option,
@@ -41,6 +41,7 @@ from journal.errors import EntryValidationError, ImportConflictError, IntegrityE
 from journal.files.entry import parse_json_payload
 from journal.frame.clikit import (
     CommandGroup,
+    ZoneParam,
     echo,
     force_option,
     json_text,
@@ -345,19 +346,29 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
     callback=lambda ctx, param, value: _named(value, "an agent's name"),
     help="The agent whose entries the report shows (no other agent's are read).",
 )
-@click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -30d.")
-@click.option("--until", type=TIME, help="Only entries before this time: a date, a local time, an ISO time, or -7d.")
+@click.option(
+    "--tz",
+    "zone",
+    type=ZoneParam(),
+    is_eager=True,  # read before --since and --until, whose dates and wall-clock times are in this zone
+    help="The time zone whose days the page groups entries by, and in which --since and --until are read "
+    "(an IANA name such as Europe/Berlin; default the local zone: TZ, else /etc/localtime).",
+)
+@click.option("--since", type=REPORT_TIME, help="Only entries at or after this time: a date, a time in --tz, an ISO time, or -30d.")
+@click.option("--until", type=REPORT_TIME, help="Only entries before this time: a date, a time in --tz, an ISO time, or -7d.")
 @out_option("the report")
 @force_option("report")
 @pass_settings
-def report(settings: _Settings, agent: str, since: datetime | None, until: datetime | None, out: str, force: bool) -> None:
+def report(
+    settings: _Settings, agent: str, zone: tzinfo | None, since: datetime | None, until: datetime | None, out: str, force: bool
+) -> None:
     """Write one agent's entries as one self-contained HTML page: timeline, charts, search; nothing fetched from the network.
 
-    Days are those of the local time zone. Progress goes to stderr when the build takes a while.
+    Days are those of --tz (default the local time zone). Progress goes to stderr when the build takes a while.
 
-    Example: ghostjournal report --agent motoko --since -30d --out motoko.html
+    Example: ghostjournal report --agent motoko --tz Europe/Berlin --since -30d --out motoko.html
     """
-    zone = local_zone()
+    zone = zone or local_zone()
     built = build_journal_report(
         settings.journal(),
         agent,

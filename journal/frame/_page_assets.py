@@ -56,6 +56,7 @@ table.grid thead th { font-weight: 400; color: var(--muted); font-size: .85em; }
 .cell { display: inline-block; width: 12px; height: 12px; margin: 1px; border-radius: 2px; text-decoration: none; }
 .k0 { background: #4e79a7; fill: #4e79a7; } .k1 { background: #f28e2b; fill: #f28e2b; } .k2 { background: #59a14f; fill: #59a14f; }
 .k3 { background: #b07aa1; fill: #b07aa1; } .k4 { background: #9c755f; fill: #9c755f; } .k5 { background: #76b7b2; fill: #76b7b2; }
+.kred { background: #e15759; fill: #e15759; }
 .appended { background: #59a14f; } .duplicate { background: #a0cbe8; } .failed { background: #e15759; } .busy { background: #f1ce63; }
 .missed { background: #8c564b; } .skipped { background: #d4d4d4; } .paused { background: #bab0ac; } .late { background: #f28e2b; } .absent { background: #fff; border: 1px dashed #e15759; }
 """

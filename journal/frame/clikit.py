@@ -44,11 +44,12 @@ import click
 from click.core import ParameterSource
 
 from journal.errors import JournalStorageError
-from journal.frame.timeinput import TIME_FORMS, parse_time_input
+from journal.frame.timeinput import TIME_FORMS, named_zone, parse_time_input
 
 __all__ = [
     "CommandGroup",
     "TimeParam",
+    "ZoneParam",
     "after_command",
     "echo",
     "force_option",
@@ -377,6 +378,23 @@ class TimeParam(click.ParamType):  # type: ignore[type-arg]  # generic only from
 
     def __repr__(self) -> str:
         return f"TimeParam({TIME_FORMS})"
+
+
+class ZoneParam(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.4, as TimeParam
+    """A time zone option's value: an IANA name (:func:`journal.frame.timeinput.named_zone`), else a one-line usage error."""
+
+    name = "zone"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> tzinfo:
+        if isinstance(value, tzinfo):
+            return value
+        try:
+            return named_zone(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "ZONE"
 
 
 def echo(text: str) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["TIME_FORMS", "local_zone", "parse_time_input", "zone_name"]
+__all__ = ["TIME_FORMS", "local_zone", "named_zone", "parse_time_input", "zone_name"]
 
 #: What a time option accepts, for error messages and help texts.
 TIME_FORMS: Final = (
@@ -84,6 +84,18 @@ def local_zone() -> tzinfo:
             return ZoneInfo.from_file(file, key="localtime")
     except (OSError, ValueError):
         return UTC
+
+
+def named_zone(name: str) -> ZoneInfo:
+    """The IANA time zone called *name* (``Europe/Berlin``, ``UTC``), with its daylight-saving rules.
+
+    Raises:
+        ValueError: no such zone on this system; the message quotes *name* and says what is expected.
+    """
+    try:
+        return ZoneInfo(name.strip())  # refuses an absolute path or one with "..": a key is never a file of the caller's choosing
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ValueError(f"expected an IANA time zone name such as Europe/Berlin or UTC, got {_quoted(name)}") from None
 
 
 def zone_name(zone: tzinfo) -> str:

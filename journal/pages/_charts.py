@@ -36,8 +36,19 @@ def _svg(height: float, label: str, inner: list[str]) -> str:
     return f'<svg class="chart" viewBox="0 0 {_WIDTH} {height:.0f}" role="img" aria-label="{text(label)}">' + "".join(inner) + "</svg>"
 
 
-def stacked_bars(columns: Sequence[str], counts: Mapping[str, Mapping[str, int]], series: Sequence[str], label: str) -> str:
-    """One stacked bar per column: how many of each *series* (a kind) it holds; *series*' index picks its colour class."""
+def stacked_bars(
+    columns: Sequence[str],
+    counts: Mapping[str, Mapping[str, int]],
+    series: Sequence[str],
+    label: str,
+    *,
+    unit: str = "entries",
+    classes: Sequence[str] = (),
+) -> str:
+    """One stacked bar per column: how many of each *series* (a kind) it holds, in *unit*.
+
+    Each series is coloured by its class in *classes*, else by its index (``k0``...``k5``).
+    """
     top = max((sum(counts.get(column, {}).values()) for column in columns), default=0) or 1
     step = _step(len(columns), _LEFT)
     plot = _HEIGHT - 20
@@ -48,16 +59,15 @@ def stacked_bars(columns: Sequence[str], counts: Mapping[str, Mapping[str, int]]
         x = _LEFT + index * step
         parts = [f'<g class="col" data-col="{text(column)}" data-count="{sum(held.values())}">']
         summary = ", ".join(f"{name} {held[name]}" for name in series if held.get(name))
-        parts.append(f"<title>{text(column)}: {sum(held.values())} entries{' (' + text(summary) + ')' if summary else ''}</title>")
+        parts.append(f"<title>{text(column)}: {sum(held.values())} {unit}{' (' + text(summary) + ')' if summary else ''}</title>")
         y = float(plot)
         for position, name in enumerate(series):
             if not held.get(name):
                 continue
             height = plot * held[name] / top
             y -= height
-            parts.append(
-                f'<rect class="k{position % 6}" x="{x + step * 0.1:.2f}" y="{y:.2f}" width="{step * 0.8:.2f}" height="{height:.2f}"/>'
-            )
+            colour = classes[position] if position < len(classes) else f"k{position % 6}"
+            parts.append(f'<rect class="{colour}" x="{x + step * 0.1:.2f}" y="{y:.2f}" width="{step * 0.8:.2f}" height="{height:.2f}"/>')
         parts.append("</g>")
         inner.extend(parts)
         if index % every == 0:

@@ -1,10 +1,12 @@
 """``ghostjournal report``: one agent's entries as one self-contained HTML page.
 
-The page holds a summary (the agent's :meth:`~journal.api.Journal.digest`
-of the window), charts computed here as inline SVG (the entries with the
-links between them, for windows of a quarter at most; entries per day by kind,
+The page holds a summary (the digest of the very entries and links the
+page shows, so that every count in it is one a chart or the timeline shows
+too), charts computed here as inline SVG (the entries with the links between
+them, for windows of a quarter at most, and the links counted per week or
+month beyond; entries per day by kind,
 novelty per day, moods per day, the top themes and tags per week, and the
-focus of the agent's digest entries), and a timeline of the entries by day:
+focus of each of the agent's digest entries), and a timeline of the entries by day:
 kind, theme, mood and the first line of the voice, each opening to the whole
 entry, with its continuity links and corrections as links to the entries
 they point at. A search box filters the timeline in the page itself.
@@ -29,6 +31,7 @@ from journal.api import Journal
 from journal.files.entry import KINDS, Entry
 from journal.frame.htmlpage import first_line, page, page_title, text
 from journal.frame.outfile import OutputKind
+from journal.indexing.digest import Digest, compute_digest, row_of_entry
 from journal.pages._charts import heat_grid, line_chart, link_chart, stacked_bars
 
 __all__ = ["JOURNAL_REPORT", "JournalReport", "build_journal_report"]
@@ -47,8 +50,11 @@ JOURNAL_REPORT: Final = OutputKind("the report", "a page that 'ghostjournal repo
 
 #: How many themes, tags, moods and focus items the charts show (the most frequent).
 TOP: Final = 8
-#: Links between entries are drawn for windows up to this many days (a quarter); a year of dots and lines would not be read.
+#: Links between entries are drawn as lines for windows up to this many days (a quarter); a year of dots and lines would
+#: not be read, so longer windows count them per week instead, and per month past :data:`LINKS_BY_WEEK` days.
 LINKS_DRAWN: Final = 92
+#: Links are counted per week up to this many days (two years: about a hundred columns), per month beyond.
+LINKS_BY_WEEK: Final = 731
 #: Moods are charted per day up to this many days (a quarter), per week beyond: a year of days would be a grid of thousands of cells.
 MOODS_BY_DAY: Final = 92
 #: The charts are drawn for windows up to this many days (ten years): one entry far off (a time of year 1 or 9999, which
@@ -219,7 +225,7 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
     by_day = len(days) <= MOODS_BY_DAY
     theme_weeks: Counter[tuple[str, str]] = Counter()
     tag_weeks: Counter[tuple[str, str]] = Counter()
-    digests: list[tuple[str, dict[str, int]]] = []
+    digests: list[tuple[str, dict[str, int]]] = []  # every digest entry, with the focus it recorded (maybe none)
     for entry in entries:
         day = timeline.day(entry)
         week = _week(date.fromisoformat(day))
@@ -227,8 +233,7 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
         if (value := _novelty(entry)) is not None:
             novelty.setdefault(day, []).append(value)
         if entry.kind == "digest":  # a digest's theme and tags sum up the others; its own chart shows its focus
-            if focus := _digest_focus(entry):
-                digests.append((day, focus))
+            digests.append((day, _digest_focus(entry)))
             continue
         if entry.mood:
             moods[entry.mood] += 1
@@ -258,15 +263,9 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
         (f"Moods per {'day' if by_day else 'week'}", heat_grid(days if by_day else weeks, _top(moods), mood_cells, "moods"), "chart-moods"),
         ("Top themes per week", heat_grid(weeks, _top(themes), theme_weeks, "themes per week"), "chart-themes"),
         ("Top tags per week", heat_grid(weeks, _top(tags), tag_weeks, "tags per week"), "chart-tags"),
-        (
-            "The digests' focus",
-            heat_grid(columns, _top(focus_total), focus_cells, "focus of each digest", unit="mentions")
-            if columns
-            else '<p class="summary">No digest entry in this window.</p>',
-            "chart-focus",
-        ),
+        ("The digests' focus", _focus(columns, digests, focus_total, focus_cells), "chart-focus"),
     ]
-    sections.insert(0, ("Continuity links (blue) and corrections (red)", _links(timeline, days, kinds), "chart-links"))
+    sections.insert(0, _links(timeline, days, kinds))
     return (
         '<div class="charts">'
         + "".join(f'<section id="{anchor}"><h2>{title}</h2>{chart}</section>' for title, chart, anchor in sections)
@@ -274,10 +273,47 @@ def _charts(timeline: _Timeline, days: list[str]) -> str:
     )
 
 
-def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> str:
-    """The entries on their days and hours, with their links drawn; for windows of a quarter at most."""
+def _focus(columns: list[str], digests: list[tuple[str, dict[str, int]]], total: Counter[str], cells: Counter[tuple[str, str]]) -> str:
+    """One column per digest entry, each with the focus it recorded; a digest that recorded none is an empty column, and said so."""
+    if not columns:
+        return '<p class="summary">No digest entry in this window.</p>'
+    blank = sum(1 for _, focus in digests if not focus)
+    note = (
+        f'<p class="summary" id="focus-none">{blank} of the {len(digests)} digest{"" if len(digests) == 1 else "s"} recorded no focus '
+        "(meta.digest.focus): their columns are empty.</p>"
+        if blank
+        else ""
+    )
+    return heat_grid(columns, _top(total), cells, "focus of each digest", unit="mentions") + note
+
+
+def _link_pairs(timeline: _Timeline) -> list[tuple[str, str, str]]:
+    """Every link on the page: (from entry, to entry, ``continues`` or ``corrects``)."""
+    return [
+        (source, target, kind)
+        for kind, found in (("continues", timeline.continues), ("corrects", timeline.corrects))
+        for source, targets in found.items()
+        for target in targets
+    ]
+
+
+def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> tuple[str, str, str]:
+    """The first panel: the entries on their days and hours with their links drawn, or for a longer window the links per week or month."""
+    pairs = _link_pairs(timeline)
     if len(days) > LINKS_DRAWN:
-        return f'<p class="summary">Drawn for windows of {LINKS_DRAWN} days at most: narrow --since and --until to see them.</p>'
+        period, columns, of_day = (
+            ("week", _weeks(days), lambda day: _week(date.fromisoformat(day)))
+            if len(days) <= LINKS_BY_WEEK
+            else ("month", list(dict.fromkeys(day[:7] for day in days)), lambda day: day[:7])
+        )
+        counts: dict[str, Counter[str]] = {}
+        for source, _, kind in pairs:  # a link counts where the entry making it is
+            counts.setdefault(of_day(timeline.day(timeline.by_id[source])), Counter())[kind] += 1
+        series = ["continues", "corrects"]
+        chart = _legend_of(("continuity links", "k0"), ("corrections", "kred")) + stacked_bars(
+            columns, counts, series, f"links per {period}", unit="links", classes=("k0", "kred")
+        )
+        return f"Continuity links (blue) and corrections (red) per {period}", chart, "chart-links"
     start = date.fromisoformat(days[0])
     points = []
     for entry in timeline.entries:
@@ -285,27 +321,48 @@ def _links(timeline: _Timeline, days: list[str], kinds: list[str]) -> str:
         hour = local.hour + local.minute / 60
         x = ((local.date() - start).days + hour / 24) / len(days)
         points.append((_key(entry.id), x, hour, kinds.index(entry.kind), timeline.label(entry.id)))
-    links = [
-        (_key(source), _key(target), kind)
-        for kind, found in (("continues", timeline.continues), ("corrects", timeline.corrects))
-        for source, targets in found.items()
-        for target in targets
-    ]
-    return _legend(kinds) + link_chart(points, links, "links between entries")
+    links = [(_key(source), _key(target), kind) for source, target, kind in pairs]
+    return (
+        "Continuity links (blue) and corrections (red)",
+        _legend(kinds) + link_chart(points, links, "links between entries"),
+        "chart-links",
+    )
 
 
-def _summary(agent: str, digest: dict[str, Any], timeline: _Timeline, window: str) -> str:
-    novelty = digest["novelty"]
-    continuity = digest["continuity"]
-    parts = [f"{digest['count']} entries, {window}", ", ".join(f"{kind} {count}" for kind, count in digest["kinds"].items())]
+def _legend_of(*items: tuple[str, str]) -> str:
+    return (
+        '<div class="legend">'
+        + "".join(f'<span><span class="swatch {colour}"></span>{text(name)}</span>' for name, colour in items)
+        + "</div>"
+    )
+
+
+def _page_digest(agent: str, timeline: _Timeline, since: datetime | None, until: datetime | None) -> Digest:
+    """The digest of exactly what the page shows: its entries, and the links among them that its charts draw or count."""
+    pairs = _link_pairs(timeline)
+    return compute_digest(
+        [row_of_entry(entry, "") for entry in timeline.entries],
+        [(source, target) for source, target, kind in pairs if kind == "continues"],
+        agent=agent,
+        since=since.isoformat() if since else None,
+        until=until.isoformat() if until else None,
+        corrections=[(source, target) for source, target, kind in pairs if kind == "corrects"],
+    )
+
+
+def _summary(agent: str, digest: Digest, timeline: _Timeline, window: str) -> str:
+    """The header: every count in it is one the page shows (the timeline, the bars by kind, the links, the digests' columns)."""
+    novelty = digest.novelty
+    continuity = digest.continuity
+    parts = [f"{digest.count} entries, {window}", ", ".join(f"{kind} {count}" for kind, count in digest.kinds.items())]
     if novelty.get("mean") is not None:
         parts.append(f"novelty mean {novelty['mean']:.2f}" + (f", {novelty['trend']}" if novelty.get("trend") else ""))
     if continuity.get("links"):
         longest = max((len(chain) for chain in continuity.get("longest_chains") or []), default=0)
-        parts.append(f"{continuity['links']} continuity links, longest chain {longest}")
-    corrections = digest.get("corrections") or {}
-    if corrections.get("correcting"):
-        parts.append(f"{corrections['correcting']} corrections")
+        parts.append(f"{continuity['links']} continuity link{'' if continuity['links'] == 1 else 's'}, longest chain {longest}")
+    corrections = sum(len(targets) for targets in timeline.corrects.values())
+    if corrections:
+        parts.append(f"{corrections} correction{'' if corrections == 1 else 's'}")
     if timeline.hidden_links:
         parts.append(f"{timeline.hidden_links} link{'' if timeline.hidden_links == 1 else 's'} to entries not in this report")
     return f'<h1>{text(agent)}</h1>\n<p class="summary">' + " \u00b7 ".join(text(part) for part in parts if part) + "</p>"
@@ -328,7 +385,7 @@ def build_journal_report(
         EntryValidationError: *agent* is not a valid agent name.
     """
     timeline = _Timeline(journal.list(agent=agent, since=since, until=until), zone)
-    digest = journal.digest(agent=agent, since=since, until=until).to_dict()
+    digest = _page_digest(agent, timeline, since, until)
     entries = timeline.entries
     first, last = (timeline.local[entries[0].id].date(), timeline.local[entries[-1].id].date()) if entries else (date.min, date.min)
     span = (last - first).days + 1 if entries else 0

@@ -15,6 +15,8 @@ each ``run.finished`` by (agent, routine, slot). A slot's
 
 Slots come newest first (by their latest run), and so do the runs of each.
 Dry runs append nothing and are left out, as ``status`` leaves them out.
+*since* is read on the schedule's clock, as ``status`` reads times: a
+simulated run counts as finished at its scheduled time.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ def build_history(
     def collect(pair: tuple[str, str], record: RunRecord) -> None:
         if record.dry_run or (agent is not None and pair[0] != agent) or (routine is not None and pair[1] != routine):
             return
-        if since is not None and record.finished < since:
+        if since is not None and record.on_clock < since:  # a simulated run finished at its scheduled time
             return
         grouped.setdefault((*pair, record.slot), []).append(record)
 

@@ -9,6 +9,13 @@ whose ``client_key`` is not ``agent:routine:slot``), a line longer than
 :data:`MAX_LINE_CHARS` or nested deeper than :data:`MAX_DEPTH` are counted as
 malformed and skipped; JSON lines that are not runner events are counted as
 foreign; neither stops the read, and no line can make it raise.
+
+Every moment is read on the schedule's clock (:attr:`RunRecord.on_clock`): a
+line of a simulation (``simulated: true``) was logged at the wall-clock time
+the simulation ran, but stands for its ``scheduled`` time on the simulation's
+virtual clock, so the log's reach (``first``, ``last``) and a run's lateness
+are judged there; a simulated line without a scheduled time (``simulate.finished``)
+has no place on that clock and counts as an event only.
 """
 
 from __future__ import annotations
@@ -65,6 +72,12 @@ class RunRecord:
     reason: str | None = None  # paused, slot_locked
     attempts: int | None = None  # backend attempts, where the line counts them
     dry_run: bool = False
+    simulated: bool = False  # a run of a simulation: its clock is virtual, and it ran at its scheduled time
+
+    @property
+    def on_clock(self) -> datetime:
+        """When the run finished on its schedule's clock: its line's time, or for a simulated run its scheduled time."""
+        return self.scheduled if self.simulated and self.scheduled is not None else self.finished
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -80,6 +93,7 @@ class RunRecord:
             "reason": self.reason,
             "attempts": self.attempts,
             "dry_run": self.dry_run,
+            "simulated": self.simulated,
         }
 
 
@@ -251,6 +265,7 @@ def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str],
         reason=_text(event.get("reason")),
         attempts=int(attempts) if (attempts := _number(event.get("attempts"))) is not None and attempts.is_integer() else None,
         dry_run=_is_dry_run(event),
+        simulated=event.get("simulated") is True,
     )
 
 
@@ -332,8 +347,10 @@ def read_log(lines: Iterable[str], on_run: Callable[[tuple[str, str], RunRecord]
             digest.malformed += 1
             continue
         digest.events += 1
-        digest.first = moment if digest.first is None else min(digest.first, moment)
-        digest.last = moment if digest.last is None else max(digest.last, moment)
+        reach = _timestamp(event.get("scheduled")) if event.get("simulated") is True else moment
+        if reach is not None:
+            digest.first = reach if digest.first is None else min(digest.first, reach)
+            digest.last = reach if digest.last is None else max(digest.last, reach)
         if parsed is None:
             _note_scheduler_event(digest, event, moment)
             continue

@@ -23,7 +23,8 @@ run.error                  run_id, agent, routine, slot, client_key, exception (
 simulate.finished          agent, runs, outcomes, seconds
 =========================  =====================================================
 
-Every line also has ``timestamp`` (ISO 8601, UTC) and ``level``. docs/monitoring.md's
+Every line also has ``timestamp`` (ISO 8601, UTC) and ``level``. Every line of a simulation
+(``simulate``, ``demo``) also has ``simulated: true`` (its runs' clock is virtual). docs/monitoring.md's
 event table documents the same, and a test keeps them in agreement. On a TTY
 the console renderer is used instead of JSON. Logs of APScheduler and the
 journal library (stdlib logging) go through the same renderer.

@@ -11,7 +11,7 @@ the slot:
 
 =========  ==============================================================
 appended   a run appended its entry within the grace of its fire time
-late       a run appended it, later than the grace (``status``'s grace)
+late       a run appended it, later than the grace (``status``'s rule: :func:`runner.monitor.status.is_late`)
 duplicate  its runs found the entry already there
 failed     its latest run that was not busy failed
 busy       every run of it found another run holding the slot
@@ -20,6 +20,9 @@ skipped    it was skipped for another reason
 missed     ``serve`` recorded it missed (downtime, catchup_max, a late fire) and no run covered it
 absent     it was due within the log's reach, and the log holds no line about it
 =========  ==============================================================
+
+A simulated run is judged on the simulation's clock, as ``status`` judges it:
+a simulated month whose every slot got its entry is all ``appended``.
 
 Each cell opens to the slot's runs: attempts, error and duration of each.
 Text from the log is escaped by :mod:`runner.monitor.log_digest` and again by
@@ -31,14 +34,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, BinaryIO, Final
 
 from journal.frame import OutputKind, page, page_title, text
 from runner.cron.slots import cron_trigger, fire_times, slot_for
 from runner.monitor.history import SlotHistory, build_history
 from runner.monitor.log_digest import MissedRecord, PairRuns
-from runner.monitor.status import StatusReport, build_report
+from runner.monitor.status import StatusReport, build_report, is_late, latest_due
 from runner.run.contract import REASON_PAUSED, Outcome
 from runner.settings.config import RunnerConfig
 
@@ -91,8 +94,8 @@ def _duration(milliseconds: float | None) -> str:
 def _state_of(slot: SlotHistory, grace: timedelta) -> str:
     deciding = slot.deciding
     if deciding.outcome is Outcome.APPENDED:
-        scheduled = deciding.scheduled or next((run.scheduled for run in slot.runs if run.scheduled is not None), None)
-        return "late" if scheduled is not None and deciding.finished - scheduled > grace else "appended"
+        scheduled = next((run.scheduled for run in slot.runs if run.scheduled is not None), None)
+        return "late" if is_late(deciding, grace, scheduled=scheduled) else "appended"
     if deciding.outcome is Outcome.SKIPPED:
         return "paused" if deciding.reason == REASON_PAUSED else "skipped"
     return deciding.outcome.value
@@ -176,7 +179,7 @@ def _cells(
     first = status.input["first"]
     if first is not None:
         start = max(datetime.fromisoformat(first), since) if since is not None else datetime.fromisoformat(first)
-        end = status.now.astimezone(UTC) - status.grace
+        end = latest_due(status.now, status.grace)
         start = max(start, end - timedelta(days=ABSENT_DAYS))
         for agent in sorted(config.agents):
             for name in config.agents[agent].routines:

@@ -29,6 +29,12 @@ schedules. A pair is
   covers the due slot, and a dry run (``dry_run``) is no run of its slot at
   all, since it appends nothing (unless it found the slot's entry: ``duplicate``).
 
+Times are on the schedule's clock (:attr:`RunRecord.on_clock`): a simulated
+run is judged at its scheduled time on the simulation's virtual clock, never
+at the wall-clock time its line was written. A slot is due *grace* after it
+fires (:func:`latest_due`), and a success that came after that was late
+(:func:`is_late`): the one rule ``status`` and ``report`` judge by.
+
 Every pair also lists the slots recorded missed that no success covered
 since (newest first, at most :data:`MISSED_SHOWN`).
 
@@ -70,6 +76,8 @@ __all__ = [
     "StatusReport",
     "build_report",
     "default_grace",
+    "is_late",
+    "latest_due",
     "read_log",
 ]
 
@@ -172,6 +180,22 @@ def default_grace(config: RunnerConfig) -> timedelta:
     return config.misfire_grace + config.run_timeout + timedelta(minutes=5)
 
 
+def latest_due(now: datetime, grace: timedelta) -> datetime:
+    """The latest fire time whose slot is due at *now*: a slot is due *grace* after it fires (in real time, not wall clock)."""
+    return now.astimezone(UTC) - grace
+
+
+def is_late(run: RunRecord, grace: timedelta, *, scheduled: datetime | None = None) -> bool:
+    """Whether *run* finished after its slot was due (:func:`latest_due`), on its schedule's clock.
+
+    So a run is late exactly when ``status``, judging at any moment between its slot's due
+    time and the run, would have called the slot overdue. *scheduled* is the slot's fire
+    time when the run's own line lacks it; without either, no run is late.
+    """
+    fired = run.scheduled or scheduled
+    return fired is not None and fired < latest_due(run.on_clock, grace)
+
+
 def _agent_problem(digest: LogDigest, agent: str, pair: PairRuns) -> str | None:
     """The error of the agent's latest ``scheduler.agent_unusable``, unless a success or a serve of the agent followed it."""
     if agent not in digest.unusable:
@@ -206,8 +230,7 @@ def build_report(
         for name in config.agents[agent].routines:
             routine = config.routines[name]
             seen = digest.pairs.get((agent, name), PairRuns())
-            # real time, not wall clock
-            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), now.astimezone(UTC) - grace)
+            due = latest_fire_time(cron_trigger(routine.schedule, config.timezone), latest_due(now, grace))
             due_slot = slot_for(due, routine.slot, config.timezone) if due is not None else None
             problem = _agent_problem(digest, agent, seen)
             if (agent, name) in (paused or ()) or (paused is None and seen.latest is not None and seen.latest.reason == REASON_PAUSED):

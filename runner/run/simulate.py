@@ -157,6 +157,9 @@ def simulate_agent(
 ) -> SimulationSummary:
     """Run every slot of *agent* between *start* and *end* in this process.
 
+    Every line it logs carries ``simulated: true``: its runs happen on a virtual clock, at their
+    scheduled times, which is when ``status`` and ``report`` judge them (their lines are written now).
+
     It checks neither backends nor journals first: :func:`simulate` and the demo do.
     A journal that cannot be opened (hybrid memory whose model cannot load, the
     filesystem refusing it) fails the agent's runs as ``run`` fails them, each
@@ -166,6 +169,11 @@ def simulate_agent(
     Raises:
         MixedJournalError: the journal holds entries of the other sort; nothing was written.
     """
+    with structlog.contextvars.bound_contextvars(simulated=True):
+        return _simulate_agent(config, agent, start, end, on_progress)
+
+
+def _simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: datetime, on_progress: Progress | None) -> SimulationSummary:
     began = time.perf_counter()
     settings = config.agent(agent)
     backend = build_backend(settings)

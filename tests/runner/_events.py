@@ -6,9 +6,11 @@ import re
 
 from tests._docs import page_text
 
-__all__ = ["ALWAYS", "documented_events"]
+__all__ = ["ALWAYS", "SIMULATED", "documented_events"]
 
 ALWAYS = {"event", "level", "timestamp"}
+#: The field every line of a simulation has besides (docs/monitoring.md says so above the table).
+SIMULATED = "simulated"
 
 
 def documented_events() -> dict[str, set[str]]:

@@ -16,6 +16,7 @@ from journal import Journal
 from tests._browser import Browser
 from tests._support import place_entries
 from tests._terminal import in_terminal
+from tests.journal.pages._figures import header_and_panels
 
 pytestmark = pytest.mark.xdist_group("report-browser")  # one browser for the module, on one worker
 
@@ -240,3 +241,142 @@ def test_since_and_until_bound_the_page_and_links_out_of_the_window_are_counted_
     assert shown == known["motoko"][2:6]  # the three of 08-02 and the one of 08-03, oldest first
     assert known["motoko"][1] not in done.stdout  # the entry 08-02's first continues, outside the window
     assert "2 links to entries not in this report" in done.stdout  # that one, and day 3's link to bob
+
+
+#: Berlin leaves summer time on 2026-10-25 at 01:00 UTC: that day has 25 hours, 02:30 twice.
+AROUND_THE_CHANGE = ("2026-10-24T21:30:00+00:00", "2026-10-24T22:30:00+00:00", "2026-10-25T00:30:00+00:00", "2026-10-25T01:30:00+00:00",
+                     "2026-10-25T22:30:00+00:00", "2026-10-25T23:30:00+00:00")
+
+
+@pytest.fixture(scope="module")
+def changing_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("dst") / "journal"
+    with Journal(root) as journal:
+        for number, moment in enumerate(AROUND_THE_CHANGE):
+            journal.append({"kind": "pulse", "agent": "motoko", "theme": f"hour {number}", "voice": f"Entry {number}.", "ts": moment})
+    return root
+
+
+def _days_and_times(page: Any) -> tuple[list[str], list[str], list[list[str]]]:
+    days = page.eval_on_selector_all("li.day h3", "heads => heads.map(head => head.textContent)")
+    times = page.eval_on_selector_all("li.entry .open", "links => links.map(link => link.textContent.slice(0, 5))")
+    bars = page.eval_on_selector_all("#chart-kinds svg g.col", "cols => cols.map(col => [col.dataset.col, col.dataset.count])")
+    return days, times, bars
+
+
+def test_tz_groups_days_in_that_zone_across_a_daylight_saving_change(browser: Browser, changing_root: Path, tmp_path: Path) -> None:
+    """--tz Europe/Berlin: the 25-hour 2026-10-25 holds its four entries (02:30 twice), whatever TZ says; the default is TZ's zone."""
+    berlin = (["2026-10-24 (1)", "2026-10-25 (4)", "2026-10-26 (1)"], ["23:30", "00:30", "02:30", "02:30", "23:30", "00:30"],
+              [["2026-10-24", "1"], ["2026-10-25", "4"], ["2026-10-26", "1"]])
+    for name, args, env in (("flag", ["--tz", "Europe/Berlin"], {"TZ": "UTC"}), ("local", [], {"TZ": "Europe/Berlin"})):
+        out = tmp_path / f"{name}.html"
+        done = _run("--root", str(changing_root), "report", "--agent", "motoko", *args, "--out", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+        opened = browser.open(out)
+        assert opened.problems() == []
+        assert _days_and_times(opened.page) == berlin, name
+        assert "days in Europe/Berlin" in out.read_text(encoding="utf-8")
+    utc = tmp_path / "utc.html"
+    assert _run("--root", str(changing_root), "report", "--agent", "motoko", "--out", str(utc)).returncode == 0
+    days, _, _ = _days_and_times(browser.open(utc).page)
+    assert days == ["2026-10-24 (2)", "2026-10-25 (4)"]  # the same entries on UTC's days
+
+
+def test_since_and_until_are_read_in_the_tz_given(changing_root: Path) -> None:
+    """--since 2026-10-25 --until 2026-10-26 with --tz Europe/Berlin is Berlin's whole 25-hour day, wherever --tz stands on the line."""
+    for args in (["--tz", "Europe/Berlin", "--since", "2026-10-25", "--until", "2026-10-26"],
+                 ["--since", "2026-10-25", "--until", "2026-10-26", "--tz", "Europe/Berlin"]):
+        done = _run("--root", str(changing_root), "report", "--agent", "motoko", *args, "--out", "-")
+        assert done.returncode == 0, done.stderr
+        assert re.findall(r'<span class="theme">hour (\d)</span>', done.stdout) == ["1", "2", "3", "4"], args
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "", "../../etc/passwd", "/etc/localtime", "Europe"])
+def test_a_tz_that_is_no_zone_is_one_line_and_writes_nothing(changing_root: Path, tmp_path: Path, zone: str) -> None:
+    """A --tz that names no IANA zone: exit 2, one line quoting it and saying what is expected, no file."""
+    done = _run("--root", str(changing_root), "report", "--agent", "motoko", "--tz", zone, "--out", str(tmp_path / "page.html"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (f"ghostjournal: error: Invalid value for '--tz': expected an IANA time zone name such as Europe/Berlin or UTC, "
+                           f"got {zone!r}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def digests_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fortnight of motoko: pulses in a chain, a correction, and four digests, two of which recorded no focus (one written by hand)."""
+    root = tmp_path_factory.mktemp("digests") / "journal"
+    with Journal(root) as journal:
+        previous: str | None = None
+        first: str | None = None
+        for day in range(1, 15):
+            entry = journal.append({"kind": "pulse", "agent": "motoko", "theme": "the tide", "voice": f"Day {day}.",
+                                    "ts": f"2026-08-{day:02d}T09:00:00+00:00", "signals": {"novelty": 0.5} | (
+                                        {"continuity_refs": [previous]} if previous else {})})
+            previous, first = entry.id, first or entry.id
+        journal.append({"kind": "note", "agent": "motoko", "theme": "the tide", "voice": "Correction.", "ts": "2026-08-14T10:00:00+00:00",
+                        "signals": {"supersedes": [first]}})
+        for day, focus in ((3, [{"focus": "tide tables", "count": 2}]), (7, []), (10, None), (14, [{"focus": "the lights", "count": 1}])):
+            meta = {} if focus is None else {"digest": {"focus": focus}}
+            journal.append({"kind": "digest", "agent": "motoko", "theme": "digest", "voice": "Digest.", "ts": f"2026-08-{day:02d}T22:00:00+00:00",
+                            "meta": meta})
+    return root
+
+
+def test_every_count_in_the_header_is_one_the_panels_show(browser: Browser, digests_root: Path, tmp_path: Path) -> None:
+    """Four digests, two without focus, are four columns of the focus panel; links and corrections are those drawn; also in a narrowed window."""
+    for name, window in (("all", []), ("narrowed", ["--since", "2026-08-05"])):
+        out = tmp_path / f"{name}.html"
+        done = _run("--root", str(digests_root), "report", "--agent", "motoko", *window, "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        opened = browser.open(out)
+        assert opened.problems() == []
+        header, shown = header_and_panels(opened.page)
+        assert header == shown, name
+        if name == "all":
+            assert header == {"entries": 19, "pulse": 14, "note": 1, "digest": 4, "continuity links": 13, "corrections": 1}
+            assert opened.page.text_content("#focus-none") == "2 of the 4 digests recorded no focus (meta.digest.focus): their columns are empty."
+            assert "No digest entry" not in opened.page.content()
+        else:  # the link of 08-05 to 08-04 and the correction of 08-01 leave the window: counted apart, not as links shown
+            assert header["continuity links"] == 9 and header["corrections"] == 0 and header["digest"] == 3
+            assert "2 links to entries not in this report" in opened.page.text_content("p.summary")
+
+
+@pytest.fixture(scope="module")
+def long_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An entry every third day for three years, each continuing the one before, one correction a year."""
+    root = tmp_path_factory.mktemp("long") / "journal"
+    with Journal(root) as journal:
+        previous: str | None = None
+        payloads = []
+        start = date(2025, 1, 1)
+        for step in range(0, 3 * 365, 3):
+            day = start + timedelta(days=step)
+            payloads.append((day, {"kind": "pulse", "agent": "motoko", "theme": "the tide", "voice": f"On {day}.", "ts": f"{day}T09:00:00+00:00"}))
+        for day, payload in payloads:
+            signals: dict[str, Any] = {"continuity_refs": [previous]} if previous else {}
+            entry = journal.append({**payload, "signals": signals})
+            if day.month == 6 and day.day <= 3:
+                journal.append({"kind": "note", "agent": "motoko", "theme": "the tide", "voice": "Correction.", "ts": f"{day}T10:00:00+00:00",
+                                "signals": {"supersedes": [entry.id]}})
+            previous = entry.id
+    return root
+
+
+@pytest.mark.parametrize(("since", "columns"), [("2027-10-15", ""), ("2026-01-01", "2026-W01"), (None, "2025-01")],
+                         ids=["short", "by-week", "by-month"])
+def test_the_links_panel_stays_a_chart_for_long_windows(browser: Browser, long_root: Path, tmp_path: Path, since: str | None, columns: str) -> None:
+    """Up to 92 days the links are drawn; past that they are counted per week, past two years per month; the counts are the header's."""
+    out = tmp_path / "page.html"
+    done = _run("--root", str(long_root), "report", "--agent", "motoko", *(["--since", since] if since else []), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    opened = browser.open(out)
+    assert opened.problems() == []
+    panel = opened.page.text_content("#chart-links")
+    assert panel is not None and "Drawn for windows" not in panel
+    cols = opened.page.eval_on_selector_all("#chart-links svg g.col", "cols => cols.map(col => col.dataset.col)")
+    if since == "2027-10-15":
+        assert cols == [] and opened.page.eval_on_selector_all("#chart-links line.continues", "lines => lines.length") > 0
+    else:
+        assert cols[0] == columns and len(cols) == (105 if since else 36)
+    header, shown = header_and_panels(opened.page)
+    assert header == shown and header["continuity links"] > 0 and (header["corrections"] > 0) == (since != "2027-10-15")  # corrections: in June

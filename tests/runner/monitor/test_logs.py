@@ -28,7 +28,7 @@ from runner.schedule.scheduler import Scheduler
 from runner.settings.config import load_config
 from tests._docs import page_text
 from tests._support import NIGHTLY, SIMPLE_AGENT, event_named, ghostrunner, reap, script, start_serve, write_config
-from tests.runner._events import ALWAYS, documented_events
+from tests.runner._events import ALWAYS, SIMULATED, documented_events
 
 
 def _documented_fields() -> set[str]:
@@ -175,9 +175,14 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
     # scheduler.retry_scheduled from serve (its crashed worker gets a rerun); the rest of EVENTS from both.
     # memory.fallback needs the nn extra missing: tests/runner/run/test_memory.py checks its fields in such a process.
     assert seen == set(EVENTS) - {"memory.fallback"}
+    simulated = {event["event"] for event in emitted_in_process if SIMULATED in event}
+    assert {"run.started", "run.finished", "simulate.finished"} <= simulated  # simulate_agent's lines
+    assert not any(SIMULATED in event for event in emitted_in_process if str(event.get("scheduled")).startswith("2026-09-05"))  # execute_run's own
+    assert not any(SIMULATED in event for event in emitted_by_serve)
     for event in runner_events:
         assert event["event"] in documented, event
-        assert set(event) == documented[event["event"]] | ALWAYS, event
+        assert set(event) - {SIMULATED} == documented[event["event"]] | ALWAYS, event
+        assert event.get(SIMULATED, True) is True, event
         assert event["timestamp"].endswith("Z") and datetime.fromisoformat(event["timestamp"]).utcoffset().total_seconds() == 0
 
 

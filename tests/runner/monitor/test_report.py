@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from runner.monitor.log_digest import read_log
+from runner.monitor.report import build_run_report
+from runner.monitor.status import build_report
+from runner.settings.config import load_config
 from tests._browser import Browser
-from tests._docs import block_after
+from tests._docs import blocks, page_text
 from tests._support import ghostrunner, write_config
-from tests.runner._runlogs import FLEET, NOW, run_log
+from tests.journal.pages._figures import header_and_panels
+from tests.runner._runlogs import FLEET, NOW, finished_line, log_line, run_log
 
 pytestmark = pytest.mark.xdist_group("report-browser")
 
@@ -108,25 +115,116 @@ def test_out_refuses_a_symlink_and_writes_nothing(fleet: tuple[Path, Path], tmp_
     assert sorted(path.name for path in tmp_path.iterdir()) == ["keep.txt", "runs.html"]
 
 
-def test_the_readme_report_commands_run_as_written(tmp_path: Path) -> None:
-    """Both report blocks (docs/ghostjournal.md, docs/monitoring.md), in a fresh home: a simulated week, its page, and the runs page from a log on stdin, exiting as status."""
+def _block(page: str, first_line: str) -> list[str]:
+    """The lines of *page*'s shell block that starts with *first_line*."""
+    (block,) = [block for block in blocks(page) if block.language == "sh" and block.first_line == first_line]
+    return [line for line in block.text.splitlines() if line.strip()]
+
+
+def _figures_said(page: str, first_line: str) -> list[str]:
+    """The figures *page* says the block starting with *first_line* produces: the code spans of "The page it writes says A, B and C, and ..."."""
+    text = page_text(page)
+    after = text[text.index(first_line):]
+    sentence = after[after.index("The page it writes says"):].replace("\n", " ").split(", and ", 1)[0]
+    return re.findall(r"`([^`]+)`", sentence)
+
+
+def test_the_readme_report_commands_run_as_written(browser: Browser, tmp_path: Path) -> None:
+    """Both pages' report commands (docs/ghostjournal.md, docs/monitoring.md) run as written in a fresh home, and their pages say what the docs say."""
     env = {key: value for key, value in os.environ.items() if key not in {"XDG_STATE_HOME", "GHOSTRUNNER_CONFIG"}}
     env |= {"HOME": str(tmp_path), "TZ": "UTC"}
-    for line in block_after("A picture of one agent: `ghostjournal report`", page="docs/ghostjournal.md"):
-        done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
+
+    def run(line: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300)
+
+    simulate = "ghostrunner --log-level info simulate --agent motoko --days 28 --start 2026-08-01 2> runs.log"
+    for line in _block("docs/ghostjournal.md", simulate):
+        done = run(line)
         assert done.returncode == 0, (line, done.stderr)
-    page = (tmp_path / "motoko.html").read_text(encoding="utf-8")
-    assert page.count('<li class="entry') == 7 * 6 + 7 + 1  # a week of pulses, evenings and one digest
-    log = tmp_path / "ghostrunner.log"
-    simulated = subprocess.run(["ghostrunner", "--log-level", "info", "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01"],
-                               cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=120)
-    log.write_text(simulated.stderr, encoding="utf-8")
-    (command,) = block_after("The runs as a page: `ghostrunner report`", page="docs/monitoring.md")
+    opened = browser.open(tmp_path / "motoko.html")
+    assert opened.problems() == []
+    summary = opened.page.text_content("p.summary")
+    said = _figures_said("docs/ghostjournal.md", simulate)
+    assert said[0] == "200 entries" and all(figure in summary for figure in said), (said, summary)
+    header, shown = header_and_panels(opened.page)
+    assert header == shown
+    picture = "ghostrunner report --log runs.log --now 2026-08-29T00:00 --out runs.html"
+    (line,) = _block("docs/monitoring.md", picture)
+    done = run(line)
+    status = run("ghostrunner status --log runs.log --now 2026-08-29T00:00")
+    assert done.returncode == status.returncode == 0 and done.stderr.startswith("wrote runs.html ("), done.stderr
+    runs = browser.open(tmp_path / "runs.html")
+    assert runs.problems() == []
+    said = _figures_said("docs/monitoring.md", picture)
+    assert said == ["status: all well (exit 0)", "appended 200", "late 0"]
+    assert runs.page.text_content("#verdict") == said[0]
+    legend = runs.page.eval_on_selector_all(".legend > span", "items => items.map(item => item.textContent)")
+    assert set(said[1:]) <= set(legend) and runs.page.eval_on_selector_all("a.cell.appended", "cells => cells.length") == 200
+    # The block for a live journal, fed the same log on stdin: its exit is status's.
+    (command,) = _block("docs/monitoring.md", "journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html")
     source, report = command.split(" | ", 1)
     assert source.startswith("journalctl -u ghostrunner -o cat")
-    done = subprocess.run(["bash", "-c", f"cat ghostrunner.log | {report}"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
-                          timeout=120)
-    status = subprocess.run(["bash", "-c", "cat ghostrunner.log | ghostrunner status"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            check=False, timeout=120)
+    done = run(f"cat runs.log | {report} --force")
+    status = run("cat runs.log | ghostrunner status")
     assert done.returncode == status.returncode and done.stderr.startswith("wrote runs.html (")
-    assert (tmp_path / "runs.html").read_text(encoding="utf-8").count('class="cell ') >= 2 * 7
+
+MONTH = """
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["pulse-4h", "evening", "digest"]
+"""
+
+
+def test_a_simulated_month_on_time_is_all_appended_and_agrees_with_status(browser: Browser, tmp_path: Path) -> None:
+    """A real simulated month judged at its end: every slot appended (judged on the simulation's clock, as status judges it), status all well."""
+    config = write_config(tmp_path, MONTH)
+    simulated = ghostrunner("--log-level", "info", "simulate", "--config", str(config), "--agent", "motoko", "--days", "30",
+                            "--start", "2026-08-01", cwd=tmp_path, timeout=300)
+    assert simulated.returncode == 0, simulated.stderr
+    log = tmp_path / "runs.log"
+    log.write_text(simulated.stderr, encoding="utf-8")
+    out = tmp_path / "runs.html"
+    now = "2026-08-31T00:00"
+    done = ghostrunner("report", "--config", str(config), "--log", str(log), "--now", now, "--out", str(out))
+    status = ghostrunner("status", "--config", str(config), "--log", str(log), "--now", now, "--json")
+    judged = json.loads(status.stdout)
+    assert done.returncode == status.returncode == judged["exit_code"] == 0, done.stderr
+    assert [pair["state"] for pair in judged["pairs"]] == ["ok", "ok", "ok"]
+    assert judged["input"]["first"] == "2026-08-01T00:00:00+00:00"  # the log's reach is on the simulation's clock too
+    page = browser.open(out).page
+    states = page.eval_on_selector_all("table.grid a.cell", "cells => cells.map(cell => cell.className.split(' ')[1])")
+    assert len(states) == judged["input"]["runs"] == 30 * 6 + 30 + 5 and set(states) == {"appended"}
+    legend = page.text_content(".legend")
+    assert legend is not None and f"appended {len(states)}" in legend and "late 0" in legend and "absent 0" in legend
+
+
+def _late_log(simulated: bool) -> list[str]:
+    """motoko's evening of 09-01 appended at 21:00 (on time), of 09-02 at 21:20 (the grace's edge), of 09-03 six hours after it fired."""
+    marks = {"simulated": True} if simulated else {}
+    return [
+        finished_line("motoko", "evening", "2026-09-01", "2026-09-01T21:00:00+00:00", "appended", "2026-09-01T21:00:00Z", **marks),
+        finished_line("motoko", "evening", "2026-09-02", "2026-09-02T21:00:00+00:00", "appended", "2026-09-02T21:20:00Z", **marks),
+        finished_line("motoko", "evening", "2026-09-03", "2026-09-03T21:00:00+00:00", "appended", "2026-09-04T03:00:00Z", **marks),
+    ]
+
+
+@pytest.mark.parametrize("simulated", [False, True], ids=["real", "simulated"])
+def test_a_run_is_late_exactly_when_status_would_have_called_its_slot_overdue_before_it(tmp_path: Path, simulated: bool) -> None:
+    """One rule: a run is late when status, judging just before it on its schedule's clock, called its slot overdue; a simulated run's clock is its slot's."""
+    config = load_config(write_config(tmp_path, FLEET))
+    grace = timedelta(minutes=20)
+    lines = [log_line("scheduler.started", "2026-08-31T00:00:00Z", agents=["motoko", "batou"]), *_late_log(simulated)]
+    page = build_run_report(config, lines, now=datetime(2026, 9, 4, 4, tzinfo=UTC), grace=grace)
+    row = re.search(r'<tr data-group data-pair="motoko:evening">.*?</tr>', page.html.decode())
+    assert row is not None
+    cells = re.findall(r'<a class="cell (\w+)" href="#s-\d+" data-key="s-\d+" title="(2026-09-0\d): ', row.group())
+    expected = ["appended", "appended", "appended"] if simulated else ["appended", "appended", "late"]
+    assert [state for state, _ in cells] == expected
+    for line, state in zip(lines[1:], expected, strict=True):
+        run = json.loads(line)
+        finished = run["scheduled"] if simulated else run["timestamp"]
+        just_before = datetime.fromisoformat(finished) - timedelta(microseconds=1)
+        earlier = [earlier for earlier in lines if json.loads(earlier)["timestamp"] < run["timestamp"]]
+        pair = next(pair for pair in build_report(config, read_log(earlier), just_before, grace).pairs if pair.routine == "evening"
+                    and pair.agent == "motoko")
+        assert (pair.due_slot == run["slot"] and pair.state == "overdue") == (state == "late"), (run["slot"], pair.due_slot, pair.state)
