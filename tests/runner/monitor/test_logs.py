@@ -101,6 +101,8 @@ def emitted_in_process(tmp_path: Path) -> list[dict[str, Any]]:
     scheduler = Scheduler(config, now=lambda: late)
     scheduler._last_fire[("motoko", "evening")] = scheduled - timedelta(seconds=1)  # what serve set when it started
     scheduler.fire("motoko", "evening")  # the 21:00 fire, come past misfire_grace: recorded as missed, not run
+    scheduler._last_fire[("motoko", "pulse-4h")] = scheduled - timedelta(days=3)  # a host asleep for days: a summary and one line
+    scheduler.fire("motoko", "pulse-4h")
     # Another run holds the slot lock of a slot without its entry: this one waits (run.waiting), then is busy.
     holder = SlotLock(tmp_path / "state", "motoko", "pulse-4h", wait=0)
     assert holder.acquire()
@@ -173,8 +175,9 @@ def test_emitted_events_match_the_readme(emitted_in_process: list[dict[str, Any]
     seen = {event["event"] for event in runner_events}
     # run.error, run.retry, scheduler.run_skipped and memory.* (but memory.fallback) come from the in-process part,
     # scheduler.retry_scheduled from serve (its crashed worker gets a rerun); the rest of EVENTS from both.
-    # memory.fallback needs the nn extra missing: tests/runner/run/test_memory.py checks its fields in such a process.
-    assert seen == set(EVENTS) - {"memory.fallback"}
+    # memory.fallback needs the nn extra missing: tests/runner/run/test_memory.py checks its fields in such a process;
+    # simulate.backend_calls a command backend: tests/runner/run/test_simulation_safety.py checks its fields.
+    assert seen == set(EVENTS) - {"memory.fallback", "simulate.backend_calls"}
     simulated = {event["event"] for event in emitted_in_process if SIMULATED in event}
     assert {"run.started", "run.finished", "simulate.finished"} <= simulated  # simulate_agent's lines
     assert not any(SIMULATED in event for event in emitted_in_process if str(event.get("scheduled")).startswith("2026-09-05"))  # execute_run's own
