@@ -47,6 +47,7 @@ from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
 from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
+from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
@@ -279,6 +280,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         self._extended_at = time.monotonic()  # RedBeat's tick extends the lock first, or raises
         try:
             interval: float = super().tick(*args, **kwargs)
+            self._publish_reruns()
         except redis.exceptions.LockError:
             self._lose_lock()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError) as exc:
@@ -339,6 +341,53 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                 continue
             entries[entry.name] = entry
         return entries
+
+    # -- the slots' reruns -----------------------------------------------------------------
+
+    def _publish_reruns(self) -> None:
+        """Publish each rerun a worker planned whose time has come (runner.fleet.tasks), as a fire is: once, with the lock held.
+
+        A beat killed between the publish and the removal publishes it again on its return (or
+        the standby does): the run of that second task finds the slot's entry and ends ``duplicate``.
+        """
+        client = redbeat.get_redis(self.app)
+        now = self.app.now()
+        for member in client.zrangebyscore(RERUNS_KEY, "-inf", now.timestamp(), start=0, num=_FIRES_PER_TICK):
+            self._hold_lock()
+            rerun = PlannedRerun.decode(member)
+            if rerun is None:
+                client.zrem(RERUNS_KEY, member)
+                log.error(
+                    "fleet.task_refused",
+                    agent=None,
+                    routine=None,
+                    scheduled=None,
+                    task_id=None,
+                    error=f"a planned rerun in {RERUNS_KEY} that is not the runner's own, dropped: {member[:200]!r}",
+                )
+                continue
+            self.app.send_task(
+                RUN_TASK,
+                args=[rerun.agent, rerun.routine, rerun.scheduled],
+                queue=rerun.queue,
+                task_id=rerun.task_id,
+                retries=rerun.rerun,
+                producer=self.producer,
+                retry=False,
+            )
+            client.zrem(RERUNS_KEY, member)
+            log.info(
+                "scheduler.run_queued",
+                agent=rerun.agent,
+                routine=rerun.routine,
+                slot=rerun.slot,
+                client_key=rerun.client_key,
+                scheduled=rerun.scheduled,
+                trigger="retry",
+                queue=rerun.queue,
+                task_id=rerun.task_id,
+                rerun=rerun.rerun,
+            )
 
     # -- one pair's fires ------------------------------------------------------------------
 

@@ -10,28 +10,65 @@ A run that failed for a transient reason is run again, as under ``serve``
 (:mod:`runner.schedule.reruns`): at most ``runner.slot_retries`` times, the
 first ``runner.slot_retry_delay`` later and doubling, while the routine has
 not fired again. A rerun is a new task of the same slot, so its client key
-makes it find the entry if one got there meanwhile.
+makes it find the entry if one got there meanwhile. It waits in Redis
+(:data:`RERUNS_KEY`), not in a worker as a task with a countdown: Redis hands
+a task a worker holds unacknowledged past ``fleet.visibility_timeout`` out
+again, so a delay longer than that would run the rerun once per timeout. The
+active beat publishes it when its time comes (:mod:`runner.fleet.beat`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from celery import Task
 
 from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import NoScheduledTimeError, UnknownNameError
-from runner.run.contract import RunInterrupted, RunResult
+from runner.run.contract import RunIdentity, RunInterrupted, RunResult
 from runner.run.engine import run_at
 from runner.schedule.reruns import planned_rerun
 from runner.settings.config import RunnerConfig
 
-__all__ = ["ShardWork", "hold_shard", "run_slot_task"]
+__all__ = ["RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task"]
 
 log = structlog.get_logger()
+#: The sorted set of planned reruns in Redis, each scored by its time (seconds since the epoch).
+RERUNS_KEY: Final = "ghostrunner:reruns"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRerun:
+    """A slot's rerun waiting in Redis for its time: the task to publish then, and which rerun of the slot it is."""
+
+    agent: str
+    routine: str
+    scheduled: str
+    slot: str
+    client_key: str
+    queue: str
+    task_id: str
+    rerun: int
+
+    def encode(self) -> str:
+        """Its member of :data:`RERUNS_KEY`: the same text for the same rerun, so that planning it twice keeps one."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def decode(cls, text: str) -> PlannedRerun | None:
+        """The rerun *text* encodes, or None for anything else (anyone who can write to Redis can add to the set)."""
+        try:
+            data = json.loads(text)
+            values = {field.name: data[field.name] for field in fields(cls)}
+        except (ValueError, TypeError, KeyError, RecursionError):
+            return None
+        if not all(type(value) is (int if name == "rerun" else str) for name, value in values.items()):
+            return None
+        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,23 +108,36 @@ def _refuse(task: Task, agent: object, routine: object, scheduled: object, error
 
 
 def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: str, routine: str, scheduled: datetime) -> None:
-    """Publish the slot's next run after a transient failure, while retries and the slot's time last (raises celery's Retry)."""
+    """Plan the slot's next run after a transient failure, while retries and the slot's time last: into Redis, for the beat."""
     config = work.config
     now = datetime.now(UTC)
+    rerun = int(task.request.retries or 0) + 1
+    identity = RunIdentity.of(agent, config.routines[routine], scheduled, config.timezone)
     when = planned_rerun(
         config,
         result,
         agent=agent,
         routine=routine,
-        slot=result.slot if result is not None else None,
+        slot=identity.slot,
         scheduled=scheduled,
         scheduled_text=scheduled.isoformat(),
-        rerun=int(task.request.retries or 0) + 1,
+        rerun=rerun,
         now=now,
     )
-    if when is None:
+    if when is None or config.fleet is None:
         return
-    raise task.retry(countdown=max(0.0, (when - now).total_seconds()), max_retries=config.slot_retries)
+    planned = PlannedRerun(
+        agent,
+        routine,
+        scheduled.isoformat(),
+        identity.slot,
+        identity.client_key,
+        config.fleet.queue_of(work.shard),
+        str(task.request.id),
+        rerun,
+    )
+    # The result store is the fleet's Redis; its client is this process's own (a pool process reconnects after the fork).
+    task.app.backend.client.zadd(RERUNS_KEY, {planned.encode(): when.timestamp()})
 
 
 def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any] | None:
