@@ -2,9 +2,13 @@
 
 The task carries the fire time beat published it for, never "now": a task
 that waits in Redis (no worker of its shard was up) still runs its own
-slot. A worker runs only its shard's agents; a task for another agent (a
-configuration that differs between hosts) is refused with
-``fleet.task_refused`` and acknowledged, since no retry can fix it.
+slot. A worker runs only its shard's agents. A task for an agent its
+configuration puts in another shard (one published before a shard move) is
+passed on to that shard's queue, once (``fleet.task_forwarded``). Any other
+task no run can come of is refused with ``fleet.task_refused`` and
+acknowledged, since no retry can fix it; when it names a slot of a routine
+this configuration knows, that slot is recorded as ``scheduler.missed``
+(reason ``refused``), which ``status --fleet`` shows.
 
 A run that failed for a transient reason is run again, as under ``serve``
 (:mod:`runner.schedule.reruns`): at most ``runner.slot_retries`` times, the
@@ -34,11 +38,15 @@ from runner.run.engine import run_at
 from runner.schedule.reruns import planned_rerun
 from runner.settings.config import RunnerConfig
 
-__all__ = ["RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task"]
+__all__ = ["FORWARDED_HEADER", "REFUSED", "RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task"]
 
 log = structlog.get_logger()
 #: The sorted set of planned reruns in Redis, each scored by its time (seconds since the epoch).
 RERUNS_KEY: Final = "ghostrunner:reruns"
+#: The header of a task one worker passed on to another shard's queue (its value: the shard it came from).
+FORWARDED_HEADER: Final = "ghostrunner_forwarded_from"
+#: The reason of the ``scheduler.missed`` line of a slot whose task every worker it reached refused.
+REFUSED: Final = "refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +115,44 @@ def _refuse(task: Task, agent: object, routine: object, scheduled: object, error
     log.error("fleet.task_refused", agent=agent, routine=routine, scheduled=scheduled, task_id=task.request.id, error=error)
 
 
+def _forward(task: Task, work: ShardWork, agent: str, routine: str, scheduled: object) -> bool:
+    """Pass a task on to the queue of the shard this configuration puts *agent* in; whether it was.
+
+    After a shard move, the old shard's queue still holds the tasks published before the beat's
+    restart. A task is passed on once (:data:`FORWARDED_HEADER`): a worker whose configuration
+    disagrees again refuses it, so two hosts that disagree cannot hand it back and forth.
+    """
+    fleet = work.config.fleet
+    shard = next((name for name, agents in fleet.shards.items() if agent in agents), None) if fleet is not None else None
+    if fleet is None or shard is None or shard == work.shard or task.request.get(FORWARDED_HEADER):
+        return False
+    queue = fleet.queue_of(shard)
+    task.app.send_task(
+        task.name,
+        args=[agent, routine, scheduled],
+        queue=queue,
+        task_id=task.request.id,
+        retries=int(task.request.retries or 0),
+        headers={FORWARDED_HEADER: work.shard},
+        add_to_parent=False,
+    )
+    log.warning("fleet.task_forwarded", agent=agent, routine=routine, scheduled=scheduled, task_id=task.request.id, queue=queue)
+    return True
+
+
+def _record_missed(work: ShardWork, agent: str, routine: str, at: datetime | None) -> None:
+    """Record a refused task's slot as missed (reason ``refused``), in the runs record ``status --fleet`` reads, when it names one.
+
+    It names one when its fire time is good and this configuration knows the routine (the slot's
+    length comes from it): a task forged with other arguments is no slot of any pair.
+    """
+    definition = work.config.routines.get(routine)
+    if at is None or definition is None:
+        return
+    identity = RunIdentity.of(agent, definition, at, work.config.timezone)
+    log.warning("scheduler.missed", agent=agent, routine=routine, slot=identity.slot, scheduled=at.isoformat(), reason=REFUSED)
+
+
 def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: str, routine: str, scheduled: datetime) -> None:
     """Plan the slot's next run after a transient failure, while retries and the slot's time last: into Redis, for the beat."""
     config = work.config
@@ -160,7 +206,10 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
             f"argument(s) and keyword(s) {sorted(kwargs)}",
         )
         return None
+    at = _scheduled(scheduled)
     if not work.holds(agent):
+        if _forward(task, work, agent, routine, scheduled):
+            return None
         _refuse(
             task,
             agent,
@@ -168,8 +217,8 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
             scheduled,
             f"agent {agent!r} is not in shard {work.shard!r} here: check that every host has the same [fleet.shards]",
         )
+        _record_missed(work, agent, routine, at)
         return None
-    at = _scheduled(scheduled)
     if at is None:
         _refuse(
             task,
@@ -183,6 +232,7 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
         result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds())
     except (UnknownNameError, NoScheduledTimeError) as exc:
         _refuse(task, agent, routine, scheduled, str(exc))
+        _record_missed(work, agent, routine, at)
         return None
     except RunInterrupted as exc:  # the worker is going down: the run logged its end; the slot may run again
         _plan_rerun(task, work, exc.result, agent, routine, at)

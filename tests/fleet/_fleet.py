@@ -51,10 +51,10 @@ def fleet_body(broker: str, shards: dict[str, list[str]], agents: str, *, extra:
     return agents + f'\n[fleet]\nbroker = "{broker}"\nvisibility_timeout = "{visibility}"\nbeat_lock_timeout = "{lock}"\n{extra}\n[fleet.shards]\n{table}'
 
 
-def write_fleet(directory: Path, body: str, *, runner: str = "", slot_retries: int = 0) -> Path:
+def write_fleet(directory: Path, body: str, *, runner: str = "", slot_retries: int = 0, name: str = "ghostrunner.toml") -> Path:
     """A fleet configuration in UTC: journals in ./journal/AGENT, misfire_grace 10m, run_timeout 20s, no reruns unless asked."""
     settings = f'misfire_grace = "10m"\nrun_timeout = "20s"\nslot_retries = {slot_retries}\n' + runner
-    path = write_config(directory, body, runner=settings)
+    path = write_config(directory, body, runner=settings, name=name)
     text = path.read_text(encoding="utf-8").replace('journal_root = "./journal"', 'journal_root = "./journal/{agent}"')
     path.write_text(text, encoding="utf-8")
     return path
