@@ -13,7 +13,13 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from runner.fleet.tasks import RERUNS_KEY
+import structlog
+from structlog.testing import capture_logs
+
+from runner.fleet.app import fleet_app
+from runner.fleet.beat import SlotScheduler, beat_schedule
+from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
+from runner.settings.config import load_config
 from tests._redis import RedisServer
 from tests._support import script
 from tests.fleet._fleet import FleetProcess, entries_by_key, fleet_body, minutes_back, rewind, routine, write_fleet
@@ -74,3 +80,33 @@ def _wait_until_nothing_is_queued_or_held(server: RedisServer, timeout: float = 
             return
         assert time.monotonic() < deadline, f"{queued} task(s) queued and {held} held after {timeout} s"
         time.sleep(0.2)
+
+
+def test_a_garbled_planned_rerun_is_dropped_with_one_line_and_the_good_one_is_published_once(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Anyone who can write to Redis can add to the planned reruns: the beat drops what is not a rerun, and publishes the rest once."""
+    schedule, fires = minutes_back(1)
+    agents = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
+    config = load_config(write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, agents)))
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    slot = f"{fires[0]:%Y-%m-%dT%H:%M}"
+    good = PlannedRerun("motoko", "tick", fires[0].isoformat(), slot, f"motoko:tick:{slot}", "ghostrunner.east", "the-task", 1)
+    garbled = ["not JSON", "[1, 2]", json.dumps({**json.loads(good.encode()), "rerun": "1"}), json.dumps({**json.loads(good.encode()), "rerun": True}),
+               "[" * 100_000, json.dumps({"agent": "motoko"})]
+    client = redis_server.client()
+    client.zadd(RERUNS_KEY, dict.fromkeys([*garbled, good.encode()], 0))
+    client.zadd(RERUNS_KEY, {json.dumps({**json.loads(good.encode()), "task_id": "later"}, sort_keys=True): 4_000_000_000})  # not due
+    with capture_logs() as logs:
+        beat = SlotScheduler(app=app)
+        beat.tick()
+        beat.tick()
+        beat.close()
+    structlog.reset_defaults()
+    refused = [event for event in logs if event["event"] == "fleet.task_refused"]
+    queued = [event for event in logs if event["event"] == "scheduler.run_queued"]
+    assert len(refused) == len(garbled)
+    assert [(event["task_id"], event["trigger"], event["rerun"]) for event in queued] == [("the-task", "retry", 1)]
+    tasks = [json.loads(raw) for raw in client.lrange("ghostrunner.east", 0, -1)]
+    assert [(task["headers"]["id"], task["headers"]["retries"]) for task in tasks] == [("the-task", 1)]
+    assert client.zrange(RERUNS_KEY, 0, -1) == [json.dumps({**json.loads(good.encode()), "task_id": "later"}, sort_keys=True)]
