@@ -29,7 +29,8 @@ def _free_port() -> int:
 class RedisServer:
     """One redis-server process; ``url`` reaches it. *durable*: AOF with fsync on every write, so a restart keeps all.
 
-    *password*: the server wants it (``requirepass``); ``url`` holds none, ``client()`` sends it.
+    *password*: the server wants it (``requirepass``); ``url`` holds none, ``client()`` sends it. ``DEBUG SLEEP``
+    is allowed from loopback, so that a test can make a Redis that stalls.
     """
 
     def __init__(self, directory: Path, *, durable: bool = False, password: str | None = None) -> None:
@@ -59,7 +60,7 @@ class RedisServer:
         persistence = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.durable else ["--save", "", "--appendonly", "no"]
         self.process = subprocess.Popen(
             [self.program, "--port", str(self.port), "--bind", "127.0.0.1", "--protected-mode", "yes", "--dir", str(self.directory),
-             "--daemonize", "no", "--loglevel", "warning", *persistence, *secret],
+             "--daemonize", "no", "--loglevel", "warning", "--enable-debug-command", "local", *persistence, *secret],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30

@@ -39,5 +39,6 @@ FLEET_EVENTS: Final = (
     "fleet.beat_lost_lock",
     "fleet.broker_unreachable",
     "fleet.task_refused",
+    "fleet.task_forwarded",
     "fleet.beat_entry_reset",
 )

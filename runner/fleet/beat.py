@@ -16,9 +16,11 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   the standby) comes back: the run of that task finds the slot's entry by
   its client key and ends ``duplicate``;
 * Redis going away is waited out, by the active beat and a standby alike
-  (``fleet.broker_unreachable``, no fire is
-  passed over); a beat that finds its lock taken by another beat meanwhile
-  stops (exit 75), so that two beats never publish at once.
+  (``fleet.broker_unreachable``, no fire is passed over);
+* the lock is extended within a pass too, however long it is (many pairs, a
+  slow Redis), and a beat that finds its lock lapsed or taken by another
+  beat stops (exit 75) before it publishes another fire, so that two beats
+  never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
 fire before that is run or recorded. So does a pair whose entry in Redis
@@ -31,7 +33,7 @@ import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 from zoneinfo import ZoneInfo
 
 import redis
@@ -45,6 +47,7 @@ from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
 from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
+from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
@@ -54,6 +57,8 @@ log = structlog.get_logger()
 #: The most fires of one pair handled in one tick: a beat back after a long gap catches up in bounded steps.
 _FIRES_PER_TICK: Final = 1000
 _SCHEDULE_TYPE: Final = "ghostrunner-cron"
+#: How often the active beat extends its lock within the lock's timeout while a pass goes on.
+_EXTENSIONS_PER_TIMEOUT: Final = 3
 
 # RedBeat takes its lock in a beat_init handler, after Celery has built the scheduler, and so after a
 # standby has written the schedule it is not serving; SlotScheduler takes the lock itself, first.
@@ -213,8 +218,10 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
     """RedBeat's scheduler, publishing fires by :mod:`runner.cron.slots`'s rule (see the module's description)."""
 
     Entry = SlotEntry
-    #: Set when another beat took the lock: this one stopped.
+    #: Set when the lock lapsed or another beat took it: this one stopped.
     lost_lock = False
+    #: When the lock was last taken or extended (time.monotonic()).
+    _extended_at = 0.0
 
     def __init__(self, app: Celery, **kwargs: Any) -> None:
         self.runner_config: RunnerConfig = app.conf.ghostrunner_config
@@ -239,9 +246,13 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                 standby = True
             time.sleep(lock.sleep)
         self.lock = lock
+        self._extended_at = time.monotonic()
         self._active.set()
         log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
-        super().setup_schedule()
+        try:
+            super().setup_schedule()
+        except BeatLostLock:
+            return  # Celery is building this scheduler: raising here would build another; the first tick stops it instead
         fleet = fleet_of(self.runner_config)
         log.info(
             "scheduler.started",
@@ -262,21 +273,121 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             return False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self.lost_lock:
+            raise BeatLostLock  # lost while the schedule was being installed
         if self._stop.is_set():
             raise SystemExit(0)  # celery's Service ends its loop on it, and closes the scheduler: the lock goes at once
+        self._extended_at = time.monotonic()  # RedBeat's tick extends the lock first, or raises
         try:
             interval: float = super().tick(*args, **kwargs)
+            self._publish_reruns()
         except redis.exceptions.LockError:
-            interval = -1.0
+            self._lose_lock()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError) as exc:
             log.warning("fleet.broker_unreachable", error=str(exc))
             return min(1.0, float(self.max_interval))
-        if interval < 0:  # the lock is another beat's now
-            log.error("fleet.beat_lost_lock", lock=self.lock_key, error="another beat holds the lock now; this one stops")
-            self.lock = None
-            self.lost_lock = True
-            raise BeatLostLock
         return interval
+
+    def _hold_lock(self) -> None:
+        """Keep the lock through a pass however long it takes: extended once a third of its timeout has gone since it last was.
+
+        Called before each fire is published and each entry read or written, so that a pass over
+        many pairs, or on a slow Redis, never outlasts the lock while a standby waits on it. What
+        is left of the timeout after the check is the margin for one Redis call: a call stalled
+        past it lets the lock lapse, and the next check stops this beat before it publishes again.
+
+        Raises:
+            BeatLostLock: the lock lapsed or is another beat's (logged ``fleet.beat_lost_lock``).
+        """
+        if self.lock is None:
+            return
+        checked = time.monotonic()
+        if checked - self._extended_at < self.lock_timeout / _EXTENSIONS_PER_TIMEOUT:
+            return
+        try:
+            self.lock.extend(int(self.lock_timeout))
+        except redis.exceptions.LockError:
+            self._lose_lock()
+        self._extended_at = checked  # from before the call: the lock's new expiry is no earlier than this plus its timeout
+
+    def _lose_lock(self) -> NoReturn:
+        log.error("fleet.beat_lost_lock", lock=self.lock_key, error="the lock lapsed or another beat holds it now; this one stops")
+        self.lock = None
+        self.lost_lock = True
+        raise BeatLostLock
+
+    def update_from_dict(self, dict_: dict[str, Any]) -> None:
+        for name, definition in dict_.items():  # installing thousands of pairs may outlast the lock too
+            self._hold_lock()
+            super().update_from_dict({name: definition})
+
+    @property
+    def schedule(self) -> dict[str, SlotEntry]:
+        """The entries due now, and the first due within a loop (to size the sleep), each read with the lock held."""
+        client = redbeat.get_redis(self.app)
+        key = self.app.redbeat_conf.schedule_key
+        now = redbeat.to_timestamp(self.app.now())
+        with client.pipeline() as pipe:
+            pipe.zrangebyscore(key, 0, now)
+            pipe.zrangebyscore(key, f"({now}", now + self.max_interval, start=0, num=1)
+            due, soon = pipe.execute()
+        entries = {}
+        for name in [*due, *soon]:
+            self._hold_lock()
+            try:
+                entry = self.Entry.from_key(name, app=self.app)
+            except KeyError:  # gone, or not the configuration's: out of the schedule
+                client.zrem(key, name)
+                continue
+            entries[entry.name] = entry
+        return entries
+
+    # -- the slots' reruns -----------------------------------------------------------------
+
+    def _publish_reruns(self) -> None:
+        """Publish each rerun a worker planned whose time has come (runner.fleet.tasks), as a fire is: once, with the lock held.
+
+        A beat killed between the publish and the removal publishes it again on its return (or
+        the standby does): the run of that second task finds the slot's entry and ends ``duplicate``.
+        """
+        client = redbeat.get_redis(self.app)
+        now = self.app.now()
+        for member in client.zrangebyscore(RERUNS_KEY, "-inf", now.timestamp(), start=0, num=_FIRES_PER_TICK):
+            self._hold_lock()
+            rerun = PlannedRerun.decode(member)
+            if rerun is None:
+                client.zrem(RERUNS_KEY, member)
+                log.error(
+                    "fleet.task_refused",
+                    agent=None,
+                    routine=None,
+                    scheduled=None,
+                    task_id=None,
+                    error=f"a planned rerun in {RERUNS_KEY} that is not the runner's own, dropped: {member[:200]!r}",
+                )
+                continue
+            self.app.send_task(
+                RUN_TASK,
+                args=[rerun.agent, rerun.routine, rerun.scheduled],
+                queue=rerun.queue,
+                task_id=rerun.task_id,
+                retries=rerun.rerun,
+                producer=self.producer,
+                retry=False,
+            )
+            client.zrem(RERUNS_KEY, member)
+            log.info(
+                "scheduler.run_queued",
+                agent=rerun.agent,
+                routine=rerun.routine,
+                slot=rerun.slot,
+                client_key=rerun.client_key,
+                scheduled=rerun.scheduled,
+                trigger="retry",
+                queue=rerun.queue,
+                task_id=rerun.task_id,
+                rerun=rerun.rerun,
+            )
 
     # -- one pair's fires ------------------------------------------------------------------
 
@@ -294,6 +405,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             queue = entry.options.get("queue")
             task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
             late = is_late(moment, now, config.misfire_grace)
+            self._hold_lock()
             if not late:
                 self.app.send_task(
                     RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id, producer=producer, retry=False

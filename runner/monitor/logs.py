@@ -10,7 +10,7 @@ run.finished               run_id, agent, routine, slot, client_key, scheduled, 
                            dry_run, reason (paused | slot_locked, only when set) -- exactly one per run
 scheduler.started          agents, jobs, timezone, lock_file, pid, max_concurrent_runs
 scheduler.catchup          agent, routine, slot, scheduled, starts (a missed slot run on start, at ``starts``)
-scheduler.missed           agent, routine, slot, scheduled, reason (a slot that is not run: downtime | catchup_max | late)
+scheduler.missed           agent, routine, slot, scheduled, reason (a slot that is not run: downtime | catchup_max | late | refused)
 scheduler.run_queued       run_id, agent, routine, slot, client_key, scheduled, trigger, running, waiting, reason
 scheduler.reloaded         config, agents, jobs, added, removed, rescheduled, max_concurrent_runs (SIGHUP)
 scheduler.reload_failed    config, error (the old configuration keeps serving)

@@ -46,33 +46,38 @@ prompt = "Write a short note."
 """
 
 
-def fleet_body(broker: str, shards: dict[str, list[str]], agents: str, *, extra: str = "") -> str:
+def fleet_body(broker: str, shards: dict[str, list[str]], agents: str, *, extra: str = "", visibility: str = "25s", lock: str = "4s") -> str:
     table = "".join(f"{shard} = {json.dumps(members)}\n" for shard, members in shards.items())
-    return agents + f'\n[fleet]\nbroker = "{broker}"\nvisibility_timeout = "25s"\nbeat_lock_timeout = "4s"\n{extra}\n[fleet.shards]\n{table}'
+    return agents + f'\n[fleet]\nbroker = "{broker}"\nvisibility_timeout = "{visibility}"\nbeat_lock_timeout = "{lock}"\n{extra}\n[fleet.shards]\n{table}'
 
 
-def write_fleet(directory: Path, body: str, *, runner: str = "") -> Path:
-    """A fleet configuration in UTC: journals in ./journal/AGENT, misfire_grace 10m, run_timeout 20s."""
-    settings = 'misfire_grace = "10m"\nrun_timeout = "20s"\nslot_retries = 0\n' + runner
-    path = write_config(directory, body, runner=settings)
+def write_fleet(directory: Path, body: str, *, runner: str = "", slot_retries: int = 0, name: str = "ghostrunner.toml") -> Path:
+    """A fleet configuration in UTC: journals in ./journal/AGENT, misfire_grace 10m, run_timeout 20s, no reruns unless asked."""
+    settings = f'misfire_grace = "10m"\nrun_timeout = "20s"\nslot_retries = {slot_retries}\n' + runner
+    path = write_config(directory, body, runner=settings, name=name)
     text = path.read_text(encoding="utf-8").replace('journal_root = "./journal"', 'journal_root = "./journal/{agent}"')
     path.write_text(text, encoding="utf-8")
     return path
 
 
-def rewind(server: RedisServer, agent: str, routine_name: str, schedule: str, to: datetime) -> None:
-    """Make *to* the last fire the beat handled for the pair: its next tick publishes every later fire up to now."""
-    key = f"{BEAT_PREFIX}{agent}:{routine_name}"
+def rewind(server: RedisServer, agent: str, routine_name: str | list[str], schedule: str, to: datetime) -> None:
+    """Make *to* the last fire the beat handled for the pair (or each of the agent's routines listed, at once: one beat pass sees them all).
+
+    The beat's next tick publishes every later fire up to now.
+    """
+    names = [routine_name] if isinstance(routine_name, str) else routine_name
     moment = to.astimezone(UTC)
     meta = {"last_run_at": {"__type__": "datetime", "year": moment.year, "month": moment.month, "day": moment.day, "hour": moment.hour,
                             "minute": moment.minute, "second": moment.second, "microsecond": moment.microsecond, "timezone": "UTC"}}
     following = cron_trigger(schedule, UTC).get_next_fire_time(moment, moment)
     assert following is not None
     client = server.client()
-    assert client.exists(key), f"the beat has not installed {key} yet"
+    keys = [f"{BEAT_PREFIX}{agent}:{name}" for name in names]
+    assert all(client.exists(key) for key in keys), f"the beat has not installed {keys} yet"
     with client.pipeline() as pipe:
-        pipe.hset(key, "meta", json.dumps(meta))
-        pipe.zadd(f"{BEAT_PREFIX}:schedule", {key: following.timestamp()})
+        for key in keys:
+            pipe.hset(key, "meta", json.dumps(meta))
+            pipe.zadd(f"{BEAT_PREFIX}:schedule", {key: following.timestamp()})
         pipe.execute()
 
 

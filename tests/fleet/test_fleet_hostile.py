@@ -119,7 +119,10 @@ def test_forged_tasks_are_each_refused_with_one_line_and_acknowledged_and_the_wo
     finally:
         assert worker.stop() == 0
     refused = [event["task_id"] for event in worker.log.events if event.get("event") == "fleet.task_refused"]
-    assert sorted(refused) == sorted(forged)
+    forwarded = [event["task_id"] for event in worker.log.events if event.get("event") == "fleet.task_forwarded"]
+    assert sorted(refused) == sorted(set(forged) - {"another-shards-agent"})
+    assert forwarded == ["another-shards-agent"]  # a task of batou's, passed on to its shard's queue
+    assert redis_server.client().llen("ghostrunner.west") == 1
     assert not [event for event in worker.log.events if event.get("level") == "error" and event.get("event") != "fleet.task_refused"]
     assert finished["outcome"] == "appended"
     assert redis_server.client().llen("ghostrunner.east") == 0  # each acknowledged, none left to come back
