@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Final
 
-__all__ = ["PROGRESS_AFTER", "PROGRESS_ENVVAR", "ProgressGate", "StderrProgress", "progress_after", "reporting_slow"]
+__all__ = ["PROGRESS_AFTER", "PROGRESS_ENVVAR", "ProgressGate", "StderrProgress", "about", "progress_after", "reporting_slow"]
 
 #: Seconds a step may take before it is reported.
 PROGRESS_AFTER: Final = 1.0
@@ -83,25 +83,66 @@ class ProgressGate:
 
 
 class StderrProgress:
-    """An ``on_progress`` drawing embedding passes on *stream*: a bar on a terminal, else one plain line per report shown."""
+    """An ``on_progress`` drawing embedding passes on *stream*: a bar on a terminal, else one plain line per report shown.
 
-    def __init__(self, label: str, *, after: float = PROGRESS_AFTER, stream: IO[str] | None = None) -> None:
+    With *note*, a pass that looks slow is first said in one line: at its
+    first report of work done, the pace so far gives an estimate of the whole
+    pass, and when that is *after* seconds or more, ``note(total, estimate)``
+    is written once for that pass (a quick pass says nothing, as its progress
+    says nothing).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        after: float = PROGRESS_AFTER,
+        stream: IO[str] | None = None,
+        note: Callable[[int, float], str] | None = None,
+    ) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.gate = ProgressGate(after)
+        self.note = note
         self._is_tty = self.stream.isatty()
+        self._began = 0.0
+        self._noted = True  # until a pass begins
+        self._bar_open = False
 
     def __call__(self, done: int, total: int) -> None:
+        if done == 0:
+            self._began, self._noted = time.monotonic(), self.note is None
+        elif not self._noted:
+            self._noted = True
+            estimate = (time.monotonic() - self._began) * total / done
+            if self.note is not None and done < total and estimate >= self.gate.after:
+                self._write(self.note(total, estimate) + "\n")
         seconds = self.gate(done, total)
         if seconds is None:
             return
         if self._is_tty:
             filled = _BAR_WIDTH * done // max(total, 1)
             end = "\n" if done >= total else ""
-            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] {done}/{total} {seconds:.0f}s{end}")
+            self._write(f"\r{self.label} [{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] {done}/{total} {seconds:.0f}s{end}")
+            self._bar_open = not end
         else:
-            self.stream.write(f"{self.label}: {done}/{total} ({seconds:.1f} s)\n")
+            self._write(f"{self.label}: {done}/{total} ({seconds:.1f} s)\n")
+
+    def _write(self, text: str) -> None:
+        if self._bar_open and not text.startswith("\r"):
+            text = "\n" + text  # a line of its own, never over the bar drawn so far
+            self._bar_open = False
+        self.stream.write(text)
         self.stream.flush()
+
+
+def about(seconds: float) -> str:
+    """A rough length of time, as an estimate is said: ``about 40 s``, ``about 3 min``, ``about 2 h``."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {round(seconds / 3600)} h"
 
 
 @contextlib.contextmanager

@@ -68,7 +68,7 @@ class ChatServer:
                 if server.gated:
                     server.release.wait(60)
                 if step == "hang":
-                    server.closing.wait(10)
+                    server.closing.wait()  # for good, until the server closes: only a timeout ends the call
                     return
                 server.answer(self, step)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import structlog
 
@@ -25,6 +26,10 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     _share_the_downloaded_model()
+    # No example is failed for its time: Hypothesis' default deadline (200 ms) fails a correct example on a loaded
+    # machine, and then replays it from its database in every later run. A property that sets its own settings keeps this.
+    hypothesis.settings.register_profile("no-deadline", deadline=None)
+    hypothesis.settings.load_profile("no-deadline")
 
 
 def _share_the_downloaded_model() -> None:

@@ -35,3 +35,10 @@ def test_no_test_module_imports_another() -> None:
         if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_")
     }
     assert not offenders, sorted(offenders)
+
+
+def test_no_hypothesis_example_is_failed_for_its_time() -> None:
+    """The suite's profile has no deadline, so a property without settings of its own cannot fail on a loaded machine."""
+    import hypothesis
+
+    assert hypothesis.settings().deadline is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
@@ -56,7 +57,7 @@ from journal.frame.outfile import STDOUT, refuse_inside_journals, streamed_outpu
 from journal.frame.timeinput import local_zone
 from journal.frame.urls import check_url_address
 from journal.pages.report import JOURNAL_REPORT, build_journal_report
-from journal.progress import StderrProgress, progress_after, reporting_slow
+from journal.progress import StderrProgress, about, progress_after, reporting_slow
 
 __all__ = ["cli", "main"]
 
@@ -88,6 +89,17 @@ class _Settings:
             self._progress = StderrProgress("embedding entries", after=progress_after())
         return self._progress
 
+    def _backfill_progress(self) -> StderrProgress:
+        """The progress of the passes a query starts by itself, which first say why they take long and how to run them beforehand."""
+        return StderrProgress("embedding entries", after=progress_after(), note=self._backfill_note)
+
+    def _backfill_note(self, total: int, estimate: float) -> str:
+        command = ["ghostjournal", "--root", str(self.root)] + (["--model", self.model] if self.model != DEFAULT_MODEL else []) + ["embed"]
+        return (
+            f"embedding {total} entries that have no vector from this model yet, once ({about(estimate)});"
+            f" '{shlex.join(command)}' does it ahead of time"
+        )
+
     def journal(self, *, create: bool = False, writable: bool = False) -> Journal:
         """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal)."""
         if self.root is None:
@@ -104,7 +116,7 @@ class _Settings:
             )
             with loading:
                 self._journal = Journal(
-                    self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self.progress, writable=writable
+                    self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self._backfill_progress(), writable=writable
                 )
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal

@@ -86,11 +86,13 @@ from runner.cli.views import TerminalProgress, input_line, reach_back_hint, show
 from runner.errors import ConfigError, quoted
 from runner.monitor.report import RUNS_REPORT, build_run_report
 from runner.monitor.status import EXIT_UNKNOWN
+from runner.run import settle_fallbacks
 from runner.run.contract import Outcome
 from runner.run.demo import DEMO_DAYS, DEMO_START
 from runner.run.pauses import paused_or_unknown
 from runner.run.provenance import allow_mixing, describe_calls
 from runner.run.simulate import check_backends
+from runner.settings import RunnerConfig
 
 __all__ = ["cli", "main"]
 
@@ -286,6 +288,7 @@ def simulate_command(
     start, end = simulation_window(days, config.timezone, first)
     names = list(agents) or sorted(config.agents)
     _announce_backend_calls(check_backends(config, names, start, end, real_backends=real_backends), config, "simulate")
+    config = _settle_memory(config, names, "simulate")
     progress = TerminalProgress(sys.stderr)
     try:
         summaries = simulate(config, names, start, end, workers=workers, real_backends=real_backends, on_progress=progress)
@@ -537,6 +540,7 @@ def demo(
     start, _ = simulation_window(days, config.timezone, parse_time(start_text, config, "--start").astimezone(config.timezone).date())
     end = start + timedelta(days=days)
     _announce_backend_calls(check_backends(config, [agent], start, end, real_backends=real_backends, command="demo"), config, "demo")
+    config = _settle_memory(config, [agent], "demo")
     progress = TerminalProgress(sys.stderr, label="demo")
     try:
         report = run_demo(config, agent, start, days, real_backends=real_backends, on_progress=progress)
@@ -544,6 +548,14 @@ def demo(
         progress.close()
     echo(report.render())
     sys.exit(simulation_exit_code([report.simulation]))
+
+
+def _settle_memory(config: RunnerConfig, agents: list[str], command: str) -> RunnerConfig:
+    """*config* with the agents whose hybrid memory falls back here made lexical, said in one line before any progress is drawn."""
+    config, fallback = settle_fallbacks(config, agents)
+    if fallback is not None:
+        click.echo(fallback.note(command), err=True)
+    return config
 
 
 def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) -> None:

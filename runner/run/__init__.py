@@ -4,8 +4,10 @@ Its contract (identity, outcome, result line), the engine, its worker process, r
 lock and later runs of a failed slot, pauses, the journal's memory, simulation and the demo.
 """
 
-from runner.run._memory import open_journal
+from runner.run._memory import Fallback, open_journal, settle_fallbacks
 
 __all__ = [
+    "Fallback",
     "open_journal",
+    "settle_fallbacks",
 ]

@@ -8,13 +8,20 @@ takes over a second (``GHOSTJOURNAL_PROGRESS_AFTER``) is reported as log
 events: ``memory.model_loading`` once the load has taken that long and
 ``memory.model_loaded`` at its end, ``memory.embedding`` while a pass goes.
 A slow start under a timer is never silent.
+
+Where the embedded defaults' hybrid memory cannot run, each run says so in
+one short ``memory.fallback`` line; the commands that run many slots in one
+process (``demo``, ``simulate``) settle it once before their first run
+(:func:`settle_fallbacks`) and say it once, never on their progress line nor
+again for each journal they open.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Final
 
 import structlog
@@ -22,6 +29,7 @@ import structlog
 from journal import (
     PROGRESS_ENVVAR,
     Journal,
+    ModelNotFoundError,
     ProgressGate,
     SemanticUnavailableError,
     load_encoder,
@@ -30,9 +38,18 @@ from journal import (
 )
 from runner.errors import ConfigError, RunnerError
 from runner.run.provenance import check_journal
-from runner.settings import AgentConfig
+from runner.settings import AgentConfig, RunnerConfig
 
-__all__ = ["PROGRESS_AFTER", "EmbeddingProgress", "MemoryUnavailableError", "memory_in_use", "open_journal"]
+__all__ = [
+    "PROGRESS_AFTER",
+    "EmbeddingProgress",
+    "Fallback",
+    "MemoryUnavailableError",
+    "fallback_reason",
+    "memory_in_use",
+    "open_journal",
+    "settle_fallbacks",
+]
 
 #: Seconds a model load or an embedding pass may take before it reports progress.
 PROGRESS_AFTER: Final = 1.0  # journal.progress.PROGRESS_AFTER: the runner's default is the journal commands'
@@ -111,6 +128,48 @@ def open_journal(agent: AgentConfig, *, after: float | None = None) -> Journal:
     return journal
 
 
+def fallback_reason(exc: SemanticUnavailableError) -> str:
+    """Why hybrid memory cannot run, and what provides it, in one short clause.
+
+    A missing model's places searched are left out: a fallback is said on
+    every run, and ``ghostjournal --nn`` lists them when asked for meaning.
+    """
+    reason = "no embedding model was found offline" if isinstance(exc, ModelNotFoundError) else exc.reason
+    return f"{reason}; {exc.fix}"
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """Agents whose hybrid memory fell back to lexical before their runs, and why (see :func:`fallback_reason`)."""
+
+    agents: tuple[str, ...]
+    reason: str
+
+    def note(self, command: str) -> str:
+        """The one line a command says about it."""
+        return f"ghostrunner: {command}: lexical memory for {', '.join(self.agents)} ({self.reason})"
+
+
+def settle_fallbacks(config: RunnerConfig, agents: Iterable[str]) -> tuple[RunnerConfig, Fallback | None]:
+    """*config* with *agents* that would fall back to lexical memory here made lexical, and which and why, or ``None``.
+
+    Only an agent whose hybrid memory may fall back (the embedded defaults)
+    is tried; a configuration file's hybrid memory stays, and fails its runs
+    where it cannot run. The model is loaded once to find out.
+    """
+    falling = [name for name in agents if config.agent(name).memory == "hybrid" and config.agent(name).memory_fallback]
+    if not falling:
+        return config, None
+    try:
+        load_encoder(cache_dir=config.agent(falling[0]).journal_root / "models")
+    except SemanticUnavailableError as exc:
+        reason = fallback_reason(exc)
+    else:
+        return config, None
+    agents_now = {name: replace(agent, memory="lexical") if name in falling else agent for name, agent in config.agents.items()}
+    return replace(config, agents=agents_now), Fallback(tuple(falling), reason)
+
+
 def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
     if agent.memory == "lexical":
         return Journal(agent.journal_root, writable=True)
@@ -132,7 +191,7 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
     except SemanticUnavailableError as exc:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
-        log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{exc.reason}; {exc.fix} for hybrid memory")
+        log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{fallback_reason(exc)} for hybrid memory")
         return Journal(agent.journal_root, writable=True)
     return Journal(
         agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=seconds)

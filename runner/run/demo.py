@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
+import structlog
+
 from routines import digest_window
-from runner.run._memory import open_journal
+from runner.run._memory import open_journal, settle_fallbacks
 from runner.run.simulate import Progress, SimulationSummary, check_backends, simulate_agent
 from runner.settings.config import EMBEDDED_SOURCE, RunnerConfig
 
 __all__ = ["DEMO_DAYS", "DEMO_QUESTION", "DEMO_START", "DemoReport", "run_demo"]
+
+log = structlog.get_logger()
 
 DEMO_QUESTION: Final = "what keeps returning?"
 #: The demo's first day and length, unless told others (``examples/motoko_sim.py`` uses them too, to be its twin).
@@ -100,6 +104,10 @@ def run_demo(
     """
     end = start + timedelta(days=days)
     check_backends(config, [agent], start, end, real_backends=real_backends, command="demo")
+    # Settled once: the simulation and the read-back open the journal, and each open would say it again.
+    config, fallback = settle_fallbacks(config, [agent])
+    if fallback is not None:
+        log.warning("memory.fallback", agent=agent, memory="lexical", reason=f"{fallback.reason} for hybrid memory")
     summary = simulate_agent(config, agent, start, end, on_progress=on_progress)
     settings = config.agent(agent)
     with open_journal(settings) as journal:  # with the agent's memory: the context its next run would see

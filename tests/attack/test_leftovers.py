@@ -348,8 +348,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
-    """A real serve, run_timeout 2 s; the helper (own session, ignores SIGTERM, sleeps) stops its worker with SIGSTOP,
-    so the worker can neither fail its own run nor clean up: serve SIGKILLs it, and must end the helper too."""
+    """A real serve; the helper (own session, ignores SIGTERM, sleeps for good) stops its worker with SIGSTOP,
+    so the worker can neither fail its own run nor clean up: serve SIGKILLs it at run_timeout, and must end the helper too.
+    Nothing ends by itself here, so run_timeout has room for a loaded machine to start the worker and the helper."""
     import signal
 
     from tests._support import NIGHTLY, event_named, reap, script, start_serve, wait_for_path
@@ -371,14 +372,14 @@ def test_serve_kill_of_stuck_worker_ends_its_helper(tmp_path: Path) -> None:
     routines = ["nightly"]
     backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "120s" }}
     """
-    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "2s"\n', wall_clock=True)
+    path = write_config(tmp_path, body, runner='catchup_grace = "2d"\nrun_timeout = "10s"\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     helper = None
     try:
-        reader.wait(event_named("run.started"), timeout=30)
-        wait_for_path(pid_file)
+        reader.wait(event_named("run.started"), timeout=180)
+        wait_for_path(pid_file, timeout=180)
         helper = int(pid_file.read_text())
-        crashed = reader.wait(event_named("scheduler.worker_crashed"), timeout=60)
+        crashed = reader.wait(event_named("scheduler.worker_crashed"), timeout=180)
         assert "run_timeout" in crashed["error"]
         still = _alive(helper)  # judged when serve reports the kill: its cleanup must be done by then
         process.send_signal(signal.SIGTERM)

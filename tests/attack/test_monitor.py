@@ -677,7 +677,7 @@ def test_a_stop_requested_before_the_scheduler_starts_ends_it_at_once() -> None:
     finished = threading.Event()
     runner = threading.Thread(target=lambda: (scheduler.start(), finished.set()), daemon=True)
     runner.start()
-    assert finished.wait(10), "the loop ignored a stop requested before it started"
+    assert finished.wait(60), "the loop ignored a stop requested before it started"
     assert not scheduler.running
 
 

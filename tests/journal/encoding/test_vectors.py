@@ -250,6 +250,35 @@ def test_progress_off_a_terminal_is_plain_lines() -> None:
         "embedding entries: 0/40", "embedding entries: 32/40", "embedding entries: 40/40"]
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_noted_pass_says_its_note_once_on_a_line_of_its_own_and_a_quick_one_says_none() -> None:
+    """The note comes once a pass, at its first work done, with the pass's size; on a terminal the bar drawn so far is ended first."""
+    notes: list[tuple[int, float]] = []
+
+    def note(total: int, estimate: float) -> str:
+        notes.append((total, estimate))
+        return f"NOTE {total}"
+
+    stream = _Terminal()
+    report = StderrProgress("embedding entries", after=0, stream=stream, note=note)
+    for done, total in ((0, 40), (32, 40), (40, 40), (0, 70), (32, 70), (64, 70), (70, 70)):
+        report(done, total)
+    lines = stream.getvalue().split("\n")
+    assert [line for line in lines if line.startswith("NOTE")] == ["NOTE 40", "NOTE 70"]
+    assert lines[0].startswith("\rembedding entries [") and lines[0].endswith("0/40 0s") and lines[1] == "NOTE 40"
+    assert lines[2].startswith("\rembedding entries [") and lines[2].endswith("40/40 0s")
+    assert [total for total, _ in notes] == [40, 70] and all(estimate >= 0 for _, estimate in notes)
+    quick = io.StringIO()
+    patient = StderrProgress("embedding entries", after=3600, stream=quick, note=note)
+    for done in (0, 32, 40):
+        patient(done, 40)
+    assert quick.getvalue() == "" and len(notes) == 2
+
+
 def test_a_slow_step_is_announced_and_its_end_reported_a_quick_or_failed_one_is_not() -> None:
     """reporting_slow with 0 announces at once and reports the end; with a long threshold a quick step says nothing; a failure no end."""
     said: list[str] = []

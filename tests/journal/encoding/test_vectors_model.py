@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -161,6 +162,44 @@ def test_embed_survives_kill_9_losing_at_most_one_batch_and_a_rerun_completes(tm
     assert progress[0].startswith(f"embedding entries: 0/{160 - stored} ") and progress[-1].startswith(f"embedding entries: {160 - stored}/{160 - stored} ")
 
 
+def _backfill_note(root: Path, count: int, estimate: str = "42 s") -> str:
+    """The line a query's embedding pass of *count* entries starts with, its estimate given."""
+    return (f"embedding {count} entries that have no vector from this model yet, once (about {estimate});"
+            f" 'ghostjournal --root {root} embed' does it ahead of time")
+
+
+def _estimated(line: str) -> str:
+    """*line* with its estimate made the one :func:`_backfill_note` gives by default (it depends on the machine's pace)."""
+    return re.sub(r"\(about \d+ (?:s|min|h)\)", "(about 42 s)", line)
+
+
+def test_a_first_search_by_meaning_says_once_what_it_embeds_and_the_command_that_does_it_ahead(tmp_path: Path) -> None:
+    """A query's pass over a backlog says once on stderr how many entries, about how long, and which command does it beforehand;
+    --json stdout stays one JSON document; that command embeds everything without saying it, and the next search embeds nothing."""
+    root = tmp_path / "journal"
+    _fill(root, 100)
+    search = [*_CLI, "--root", str(root), "--nn", "search", "tide 7", "-k", "1", "--json"]
+    first = subprocess.run(search, check=False, capture_output=True, text=True, cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert first.returncode == 0, first.stderr
+    assert [hit["entry"]["voice"] for hit in json.loads(first.stdout)] == ["tide 7"]
+    [note] = [line for line in first.stderr.splitlines() if not line.startswith(("loading the model", "loaded the model", "embedding entries: "))]
+    assert _estimated(note) == _backfill_note(root, 100), note
+
+    other = tmp_path / "other"
+    _fill(other, 100)
+    ahead = shlex.split(_backfill_note(other, 100).split("'")[1])
+    assert ahead[0] == "ghostjournal"
+    embedded = subprocess.run([*_CLI, *ahead[1:]], check=False, capture_output=True, text=True, cwd=REPO, timeout=300,
+                              env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert embedded.returncode == 0, embedded.stderr
+    assert json.loads(embedded.stdout)["embedded"] == 100
+    assert [line for line in embedded.stderr.splitlines() if line.startswith("embedding ") and "entries:" not in line] == []
+    later = subprocess.run([*_CLI, "--root", str(other), "--nn", "search", "tide 7", "-k", "1"], check=False, capture_output=True, text=True,
+                           cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
+    assert later.returncode == 0, later.stderr
+    assert [line for line in later.stderr.splitlines() if line.startswith("embedding")] == []
+
+
 def test_a_search_that_embeds_a_backlog_shows_its_progress_off_a_terminal(tmp_path: Path) -> None:
     """``ghostjournal --nn search`` over entries without vectors prints the model load and each batch on a piped stderr."""
     root = tmp_path / "journal"
@@ -169,9 +208,9 @@ def test_a_search_that_embeds_a_backlog_shows_its_progress_off_a_terminal(tmp_pa
                             text=True, cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)[0]["entry"]["voice"] == "tide 7"
-    shown = [re.sub(r" \(.*\)$| in \d+\.\d s$", "", line) for line in result.stderr.splitlines()]
+    shown = [re.sub(r" \(.*\)$| in \d+\.\d s$", "", _estimated(line)) for line in result.stderr.splitlines()]
     assert shown == [f"loading the model {DEFAULT_MODEL} ...", f"loaded the model {DEFAULT_MODEL}",
-                     "embedding entries: 0/40", "embedding entries: 32/40", "embedding entries: 40/40"]
+                     "embedding entries: 0/40", _backfill_note(root, 40), "embedding entries: 32/40", "embedding entries: 40/40"]
     again = subprocess.run([*_CLI, "--root", str(root), "--nn", "search", "tide 7", "-k", "1"], check=False, capture_output=True, text=True,
                            cwd=REPO, timeout=300, env=_env(GHOSTJOURNAL_PROGRESS_AFTER="0"))
     assert [line for line in again.stderr.splitlines() if line.startswith("embedding")] == []  # nothing left to embed

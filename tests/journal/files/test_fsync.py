@@ -93,7 +93,7 @@ def test_the_helper_thread_ends_on_close_and_when_the_helper_is_dropped(tmp_path
         del dropped  # never closed: collecting it must still let its thread end
         gc.collect()
         for thread in started:
-            thread.join(timeout=10)
+            thread.join(timeout=60)
             assert not thread.is_alive()
     finally:
         os.close(fd)

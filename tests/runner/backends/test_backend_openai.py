@@ -29,10 +29,11 @@ def server() -> Iterator[ChatServer]:
         yield instance
 
 
-def _config(tmp_path: Path, url: str) -> Any:
-    # One call per run here; tests/runner/backends/test_retries.py retries.
+def _config(tmp_path: Path, url: str, timeout: str = "60s") -> Any:
+    # One call per run here; tests/runner/backends/test_retries.py retries. A reply that comes has a minute to come,
+    # on a loaded machine too; a server that never answers is cut at the timeout a test gives.
     backend = 'attempts = 1\napi_key_env = "GHOSTRUNNER_TEST_KEY"\n'
-    return load_config(write_config(tmp_path, openai_agent(url, model="tiny-test-model", timeout="1s", backend=backend)))
+    return load_config(write_config(tmp_path, openai_agent(url, model="tiny-test-model", timeout=timeout, backend=backend)))
 
 
 def _run(config: Any) -> Any:
@@ -82,7 +83,7 @@ def test_bad_replies_fail_the_run_and_append_nothing(server: ChatServer, tmp_pat
     monkeypatch.setenv("GHOSTRUNNER_TEST_KEY", "sk-test")
     server.script.append(BAD_REPLIES[mode])
     with capture_logs() as logs:
-        result, count = _run(_config(tmp_path, server.url))
+        result, count = _run(_config(tmp_path, server.url, timeout="1s" if mode == "timeout" else "60s"))
     assert (result.outcome, count) == ("failed", 0)
     assert result.error.startswith(message)
     finished = [log for log in logs if log["event"] == "run.finished"]

@@ -113,12 +113,13 @@ def test_a_reset_connection_is_retried(tmp_path: Path) -> None:
 
 
 def test_a_timeout_is_retried(tmp_path: Path) -> None:
-    """A server that does not answer within the backend's timeout (1 s) is asked again, and its next reply is appended."""
+    """A server that never answers the first request is cut by the backend's timeout and asked again; its next reply is appended.
+    The timeout has room for the second reply to come on a loaded machine: the first never comes, however long it waits."""
     with ChatServer(["hang"]) as server:
-        code, result, logs = _run(_config(tmp_path, server.url, timeout="1s"))
+        code, result, logs = _run(_config(tmp_path, server.url))
         assert (code, result["outcome"], result["attempts"], len(server.requests)) == (0, "appended", 2, 2)
         (retry,) = _events(logs, "run.retry")
-        assert "no reply within 1 s (the backend's timeout)" in retry["error"]
+        assert "no reply within 10 s (the backend's timeout)" in retry["error"]
 
 
 def test_the_attempt_cap_ends_a_run_of_503s(tmp_path: Path) -> None:

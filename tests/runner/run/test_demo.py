@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from journal import Journal
 from tests._support import REPO, state_journal
+from tests.runner._no_nn import without_model, without_nn
 
 
 def _demo(cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -50,3 +55,15 @@ def test_motoko_sim_is_the_demos_twin(tmp_path: Path) -> None:
     def without_timing(text: str) -> list[str]:
         return [line for line in text.splitlines() if not line.startswith("simulated ")]
     assert without_timing(twin.stdout) == without_timing(demo.stdout) and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("missing", "fix"), [(without_model, "'ghostjournal download-model'"), (without_nn, "pip install 'ghostjournal[nn]'")],
+                         ids=["no-model", "no-nn-extra"])
+def test_the_demo_without_hybrid_memory_says_so_in_one_short_line(tmp_path: Path, missing: Callable[..., subprocess.CompletedProcess[str]], fix: str) -> None:
+    """Where the embedded defaults' hybrid memory cannot run, the demo runs on lexical memory and says so once, in one short line with the fix."""
+    completed = missing("demo", "--days", "7", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("motoko's journal: ") and re.search(r"^simulated (\d+) runs \(\1 appended\)", completed.stdout, re.MULTILINE)
+    [line] = completed.stderr.splitlines()
+    assert line.startswith("ghostrunner: demo: lexical memory for motoko (") and fix in line, line
+    assert len(line) <= 200, line

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import json
 import re
+import shutil
 import sqlite3
 import threading
 import uuid
@@ -93,8 +94,15 @@ def test_the_embedded_defaults_are_hybrid_with_a_fallback(tmp_path: Path, monkey
     assert (motoko.memory, motoko.memory_fallback) == ("hybrid", True)
 
 
-def test_the_example_turns_hybrid_memory_on_for_motoko() -> None:
-    assert load_config(REPO / "examples" / "ghostrunner.toml").agent("motoko").memory == "hybrid"
+def test_the_example_keeps_motoko_lexical_and_shows_the_line_that_turns_hybrid_on(tmp_path: Path) -> None:
+    """The example runs on a base install (lexical), and uncommenting its motoko's memory line makes motoko hybrid."""
+    example = REPO / "examples" / "ghostrunner.toml"
+    assert load_config(example).agent("motoko").memory == "lexical"
+    text = example.read_text()
+    [line] = [line for line in text.splitlines() if line.startswith('# memory = "hybrid"')]
+    shutil.copytree(REPO / "examples" / "agents", tmp_path / "agents")
+    (tmp_path / "ghostrunner.toml").write_text(text.replace(line, line.removeprefix("# ")))
+    assert load_config(tmp_path / "ghostrunner.toml").agent("motoko").memory == "hybrid"
 
 
 # -- hybrid runs --------------------------------------------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
 
 from runner.settings.config import load_config
 from tests._support import REPO, ghostrunner
+from tests.runner._no_nn import without_model
 
 
 def test_the_example_configuration_writes_nothing_into_the_repository() -> None:
@@ -35,3 +37,13 @@ def test_the_regenerate_command_in_the_example_deployments_header_works_from_the
     assert result.returncode == 0, result.stderr
     assert {p.name: p.read_text() for p in units.iterdir() if p.suffix in (".service", ".timer", ".target")} == {
         p.name: p.read_text() for p in (REPO / "systemd").iterdir() if p.suffix in (".service", ".timer", ".target")}
+
+
+def test_the_example_configuration_runs_clean_where_no_embedding_model_is_installed(tmp_path: Path) -> None:
+    """The simulation the example's header suggests appends every slot and says at most one short line where there is no model (the base install)."""
+    completed = without_model("--config", str(REPO / "examples" / "ghostrunner.toml"), "simulate", "--agent", "motoko", "--days", "7",
+                              "--start", "2026-08-03", cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert set(json.loads(completed.stdout)["outcomes"]) == {"appended"}
+    assert len(completed.stderr.splitlines()) <= 1 and len(completed.stderr) <= 200, completed.stderr
+    assert (tmp_path / "home" / ".local" / "state" / "ghostjournal" / "example-motoko").is_dir()
