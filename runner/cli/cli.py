@@ -554,17 +554,28 @@ def _settle_memory(config: RunnerConfig, agents: list[str], command: str) -> Run
     """*config* with the agents whose hybrid memory falls back here made lexical, said in one line before any progress is drawn."""
     config, fallback = settle_fallbacks(config, agents)
     if fallback is not None:
-        click.echo(fallback.note(command), err=True)
+        if sys.stderr.isatty():
+            click.echo(fallback.note(command), err=True)
+        for agent in fallback.agents:  # where stderr is a log: its own lines, never plain text status counts as malformed
+            _log_off_terminal("memory.fallback", agent=agent, memory="lexical", reason=fallback.reason)
     return config
 
 
 def _announce_backend_calls(calls: dict[str, int], config: Any, command: str) -> None:
-    """Log how many backend calls an allowed simulation of real backends makes, before it makes them: a line of the command's log
-    (JSON when stderr is no terminal), never plain text among its JSON lines, which status would count as malformed."""
+    """Say how many backend calls an allowed simulation of real backends makes, before it makes them: one line on a terminal, a
+    ``simulate.backend_calls`` line of the command's log where stderr is a log."""
     if calls:
-        structlog.get_logger().warning(
-            "simulate.backend_calls", command=command, calls=dict(calls), message=f"up to {describe_calls(calls, config)}, one per slot"
-        )
+        described = f"up to {describe_calls(calls, config)}, one per slot"
+        if sys.stderr.isatty():
+            click.echo(f"ghostrunner: {command} makes {described.replace(', one', ' backend calls, one', 1)}", err=True)
+        _log_off_terminal("simulate.backend_calls", command=command, calls=dict(calls), message=described)
+
+
+def _log_off_terminal(event: str, **fields: Any) -> None:
+    """Log *event* where stderr is no terminal (a file, a pipe, the journal): a simulation's stderr is a log that status and report
+    read, in which a plain line would count as malformed; on a terminal the command's own short line says it."""
+    if not sys.stderr.isatty():
+        structlog.get_logger().warning(event, **fields)
 
 
 for _command in (*OPERATE_COMMANDS, fleet, *K8S_COMMANDS, backup):

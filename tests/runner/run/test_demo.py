@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -60,10 +61,15 @@ def test_motoko_sim_is_the_demos_twin(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("missing", "fix"), [(without_model, "'ghostjournal download-model'"), (without_nn, "pip install 'ghostjournal[nn]'")],
                          ids=["no-model", "no-nn-extra"])
 def test_the_demo_without_hybrid_memory_says_so_in_one_short_line(tmp_path: Path, missing: Callable[..., subprocess.CompletedProcess[str]], fix: str) -> None:
-    """Where the embedded defaults' hybrid memory cannot run, the demo runs on lexical memory and says so once, in one short line with the fix."""
-    completed = missing("demo", "--days", "7", cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.startswith("motoko's journal: ") and re.search(r"^simulated (\d+) runs \(\1 appended\)", completed.stdout, re.MULTILINE)
-    [line] = completed.stderr.splitlines()
-    assert line.startswith("ghostrunner: demo: lexical memory for motoko (") and fix in line, line
-    assert len(line) <= 200, line
+    """Where the embedded defaults' hybrid memory cannot run, the demo runs on lexical memory and says so once, in one short line with the fix,
+    on a terminal; where stderr is a log, that is one memory.fallback line of it (a plain line there would count as malformed)."""
+    shown = missing("demo", "--days", "7", cwd=tmp_path / "shell", terminal=True)
+    assert shown.returncode == 0, shown.stdout
+    line, *rest = shown.stdout.splitlines()
+    assert line.startswith("ghostrunner: demo: lexical memory for motoko (") and fix in line and len(line) <= 200, line
+    assert any(other.startswith("motoko's journal: ") for other in rest) and re.search(r"^simulated (\d+) runs \(\1 appended\)", "\n".join(rest), re.MULTILINE)
+    assert not any("lexical memory" in other or "memory.fallback" in other for other in rest)
+    logged = missing("demo", "--days", "7", cwd=tmp_path / "logged")
+    assert logged.returncode == 0, logged.stderr
+    [event] = [json.loads(line) for line in logged.stderr.splitlines()]
+    assert (event["event"], event["agent"], event["memory"]) == ("memory.fallback", "motoko", "lexical") and fix in event["reason"]
