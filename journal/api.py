@@ -110,6 +110,11 @@ class Journal:
             once. Without it (the default) such an open still succeeds: the
             reads fall back to an in-memory index of the entry files (one
             warning, only once a read needs it), and writes raise the error.
+        repair_index: false to leave the index file as found: the open
+            neither rebuilds a missing, corrupt or outdated index nor catches
+            it up, and a read never rebuilds it. For :meth:`verify`, which
+            must report the index as it is (``verify`` and ``backup`` open a
+            journal they check so); other reads may then see it stale.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -130,6 +135,7 @@ class Journal:
         encoder: Encoder | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         writable: bool = False,
+        repair_index: bool = True,
     ) -> None:
         self.root = Path(root)
         with undone_on_failure(self.root):
@@ -144,6 +150,7 @@ class Journal:
                 lock_timeout=lock_timeout,
                 encoder=encoder,
                 on_progress=on_progress,
+                repair_index=repair_index,
             )
         self.manifest = self._keeper.manifest
         self._reader = Reader(self._keeper)
@@ -437,7 +444,7 @@ class Journal:
         """
 
         def check(copy: Path) -> VerifyReport:
-            with Journal(copy, create=False) as journal:
+            with Journal(copy, create=False, repair_index=False) as journal:  # a copy whose index is damaged is reported so
                 return journal.verify()
 
         return _backup.backup(self._keeper, Path(out), check)
