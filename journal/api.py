@@ -296,12 +296,17 @@ class Journal:
         """Check every entry file and the index, changing nothing; the report lists each problem with its file and fix.
 
         Each entry file: schema v1, canonical bytes, id and path agree, a
-        regular file of mode 0600 with one name; no two files of one id or one
-        client_key; every ``continues``/``supersedes`` link names an entry of
-        its own agent. Then the index against a rebuild of those files (made
-        in a temporary directory): rows, text, links, each agent's text table;
+        regular file of mode 0600 with one name, the entry that was appended
+        (its digest is the one the index recorded then, so an edit of any
+        field is reported at the file, as ``edited``); no two files of one id
+        or one client_key; every ``continues``/``supersedes`` link names an
+        entry of its own agent. Then the index against a rebuild of those
+        files (made in a temporary directory): its layout, rows, text, links,
+        each entry's words in the text index and its agent's text table;
         every encoder's vectors named, of their dimension, one per entry.
         *deep* re-embeds *sample* entries and compares cosines (needs NN).
+        Open the journal with ``repair_index=False`` to check its index as
+        found: a normal open rebuilds a corrupt or outdated one first.
 
         The files and the index are taken at one instant (the writer lock is
         held while the names are listed), so an entry appended during the

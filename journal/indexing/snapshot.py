@@ -42,9 +42,10 @@ _ROW_COLUMNS: Final = (
     "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
 )
 _TEXT_COLUMNS: Final = ", ".join("f." + column for column in FTS_COLUMNS.split(", "))
-#: The checksum of :meth:`IndexSnapshot.postings`, over ``fts5vocab`` 'instance' rows: the place (row, column, offset) times the word
-#: (its first letter and length), each posting's term kept below 2**31 so that no sum of SQLite's 64-bit integers can overflow.
-_POSTING_SUM: Final = "sum((doc * 8191 + col * 4099 + offset) % 1000003 * (unicode(term) * 64 + length(term)) % 2147483647)"
+#: The checksum of :meth:`IndexSnapshot.postings`, over ``fts5vocab`` 'instance' rows: the place (row, column, offset) times the
+#: word's first letter, each posting's term kept below 2**31 so that no sum of SQLite's 64-bit integers can overflow. Reading the
+#: whole word (its length, say) costs as much again at 100,000 entries; the letter and the row together catch a word moved.
+_POSTING_SUM: Final = "sum((doc * 8191 + col * 4099 + offset) * unicode(term) % 2147483647)"
 #: A read-only connection waits this long (ms) for a writer's lock rather than fail at once.
 _BUSY_TIMEOUT_MS: Final = 60000
 #: SQLite's primary result codes as the errnos they amount to, for a copy's file that refused.
@@ -220,12 +221,13 @@ class IndexSnapshot:
         The table is the journal-wide ``fts`` (*agent_id* None) or the text table
         of the agent with *agent_id*. A posting is one word at one place (column
         and offset) of one row; the checksum sums, over the postings, a number
-        made of the row's rowid, the place, and the word's first letter and
-        length. Two indexes whose rows of one entry have one rowid (see
+        made of the row's rowid, the place, and the word's first letter. Two
+        indexes whose rows of one entry have one rowid (see
         :meth:`journal.indexing.index.Index.rebuild`) give equal sums when each
         entry's words are indexed for it and no other: a word indexed for
-        another row changes the sum. It is a checksum, not a proof: damage
-        made to keep the sum is not ruled out.
+        another row changes the sum. It is a checksum, not a proof: a word
+        replaced by another of the same first letter at its place, or damage
+        made to keep the sum, is not ruled out.
         """
         count, total = self._postings(agent_id, agent, f"count(*), {_POSTING_SUM}", "")[0]
         return int(count), int(total or 0)
