@@ -315,3 +315,16 @@ def test_a_backup_of_a_journal_with_an_edited_entry_reports_the_edit_in_its_copy
     with Journal(root) as journal:
         report = journal.backup(tmp_path / "copy")
     assert [(p.kind, p.path) for p in report.verify.problems] == [("edited", f"entries/{paths[4].relative_to(root / 'entries')}")]
+
+
+def test_a_deleted_index_file_is_reported_missing_and_not_made_again(tmp_path: Path) -> None:
+    """With index/journal.sqlite3 gone, verify says so and creates nothing; --repair rebuilds it from the files."""
+    root = tmp_path / "j"
+    _journal(root)
+    (root / "index" / "journal.sqlite3").unlink()
+    before = tree_digest(root)
+    code, document, _ = _verify(root)
+    assert code == 4 and [(p["kind"], p["path"]) for p in document["problems"]] == [("index_missing", "index/journal.sqlite3")]
+    assert tree_digest(root) == before
+    code, document, _ = _verify(root, "--repair")
+    assert code == 0 and document["entries"] == 5
