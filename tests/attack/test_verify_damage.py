@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from journal import Journal
+from journal.files.entry import Entry
 from journal.files.store import EntryStore
 from tests._support import tree_digest
 
@@ -328,3 +329,23 @@ def test_a_deleted_index_file_is_reported_missing_and_not_made_again(tmp_path: P
     assert tree_digest(root) == before
     code, document, _ = _verify(root, "--repair")
     assert code == 0 and document["entries"] == 5
+
+
+def test_an_index_behind_an_interrupted_append_is_reported_not_caught_up(tmp_path: Path) -> None:
+    """An entry published by an append killed before its index commit: verify names the lagging index and leaves it be."""
+    root = tmp_path / "j"
+    _journal(root)
+    entry = Entry.from_payload({"kind": "note", "agent": "alice", "theme": "late", "voice": "Published, never indexed.", "ts": "2026-09-01T09:00:00Z"})
+    published = root / "entries" / EntryStore.rel_path_for(entry)
+    published.write_bytes(entry.to_json_bytes())
+    published.chmod(0o600)
+    counter = root / "entries" / ".generation"
+    width = len(counter.read_bytes())
+    counter.write_bytes(str(int(counter.read_bytes()) + 1).rjust(width).encode("ascii"))  # the append's bump, made before it published
+    before = tree_digest(root)
+    code, document, _ = _verify(root)
+    assert code == 4 and {"index_behind", "index_rows"} <= {p["kind"] for p in document["problems"]}
+    assert tree_digest(root) == before
+    with Journal(root) as journal:  # any other open catches it up
+        assert journal.get(entry.id) == entry
+    assert _verify(root)[0] == 0
