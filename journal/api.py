@@ -111,6 +111,11 @@ class Journal:
             once. Without it (the default) such an open still succeeds: the
             reads fall back to an in-memory index of the entry files (one
             warning, only once a read needs it), and writes raise the error.
+        repair_index: false to leave the index file as found: the open
+            neither rebuilds a missing, corrupt or outdated index nor catches
+            it up, and a read never rebuilds it. For :meth:`verify`, which
+            must report the index as it is (``verify`` and ``backup`` open a
+            journal they check so); other reads may then see it stale.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -131,6 +136,7 @@ class Journal:
         encoder: Encoder | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         writable: bool = False,
+        repair_index: bool = True,
     ) -> None:
         self.root = Path(root)
         with undone_on_failure(self.root):
@@ -145,6 +151,7 @@ class Journal:
                 lock_timeout=lock_timeout,
                 encoder=encoder,
                 on_progress=on_progress,
+                repair_index=repair_index,
             )
         self.manifest = self._keeper.manifest
         self._reader = Reader(self._keeper)
@@ -290,12 +297,17 @@ class Journal:
         """Check every entry file and the index, changing nothing; the report lists each problem with its file and fix.
 
         Each entry file: schema v1, canonical bytes, id and path agree, a
-        regular file of mode 0600 with one name; no two files of one id or one
-        client_key; every ``continues``/``supersedes`` link names an entry of
-        its own agent. Then the index against a rebuild of those files (made
-        in a temporary directory): rows, text, links, each agent's text table;
+        regular file of mode 0600 with one name, the entry that was appended
+        (its digest is the one the index recorded then, so an edit of any
+        field is reported at the file, as ``edited``); no two files of one id
+        or one client_key; every ``continues``/``supersedes`` link names an
+        entry of its own agent. Then the index against a rebuild of those
+        files (made in a temporary directory): its layout, rows, text, links,
+        each entry's words in the text index and its agent's text table;
         every encoder's vectors named, of their dimension, one per entry.
         *deep* re-embeds *sample* entries and compares cosines (needs NN).
+        Open the journal with ``repair_index=False`` to check its index as
+        found: a normal open rebuilds a corrupt or outdated one first.
 
         The files and the index are taken at one instant (the writer lock is
         held while the names are listed), so an entry appended during the
@@ -438,7 +450,7 @@ class Journal:
         """
 
         def check(copy: Path) -> VerifyReport:
-            with Journal(copy, create=False) as journal:
+            with Journal(copy, create=False, repair_index=False) as journal:  # a copy whose index is damaged is reported so
                 return journal.verify()
 
         return _backup.backup(self._keeper, Path(out), check)

@@ -32,7 +32,7 @@ from journal.files import FILE_MODE, fsync_directory, make_dir, scratch_errors
 from journal.files.entry import Entry, entry_from_json_bytes
 from journal.files.store import EntryStore, ScanProblem
 from journal.indexing import IndexSnapshot
-from journal.indexing.index import Index
+from journal.indexing.index import INDEX_SCHEMA_VERSION, Index
 from journal.sync import SkippedFile, first_of_each
 
 if TYPE_CHECKING:
@@ -272,12 +272,44 @@ def _differing(main: Iterator[tuple[Any, ...]], scratch: Iterator[tuple[Any, ...
     return only_main, only_scratch, changed
 
 
-def _index_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> list[Problem]:
-    """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*), table by table."""
-    problems = []
+def _skipping(rows: Iterator[tuple[Any, ...]], ids: set[str], key: Callable[[tuple[Any, ...]], str]) -> Iterator[tuple[Any, ...]]:
+    """The rows of *rows* whose entry (*key* of the row) is none of *ids*."""
+    return (row for row in rows if key(row) not in ids)
 
-    def compare(kind: str, what: str, read: Callable[[IndexSnapshot], Iterator[tuple[Any, ...]]]) -> None:
-        extra, lacking, changed = _differing(read(main), read(scratch))
+
+def _edited_problems(
+    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, path_of: dict[str, str]
+) -> tuple[list[Problem], set[str]]:
+    """Each entry file whose canonical bytes are not those the index recorded when it indexed the entry, at its file; and their ids."""
+    _, _, edited = _differing(main.digests(agent), scratch.digests(agent))
+    problems = [
+        Problem(
+            "edited",
+            f"entries/{path_of[entry_id]}",
+            "the file no longer holds the entry that was appended (its digest is not the one the index recorded then; "
+            "any field counts, meta and anchors too); 'ghostjournal reindex' would adopt the edit as the entry, and verify "
+            "could not tell afterwards",
+            "restore the file from a backup; to keep the edit instead, run 'ghostjournal reindex' ('verify --repair' does not adopt it)",
+        )
+        for entry_id in sorted(edited)
+    ]
+    return problems, edited
+
+
+def _index_problems(
+    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, path_of: dict[str, str], rowids: dict[str, int]
+) -> list[Problem]:
+    """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*, of the same *rowids*), table by table.
+
+    An entry whose file was edited is reported at its file, once: what its
+    rows differ in is the edit, and no fault of the index.
+    """
+    problems, edited = _edited_problems(main, scratch, agent, path_of)
+
+    def compare(
+        kind: str, what: str, read: Callable[[IndexSnapshot], Iterator[tuple[Any, ...]]], key: Callable[[tuple[Any, ...]], str]
+    ) -> None:
+        extra, lacking, changed = _differing(_skipping(read(main), edited, key), _skipping(read(scratch), edited, key))
         parts = [
             f"{len(extra)} {what} of no entry file ({_ids(extra)})" if extra else "",
             f"no {what} for {len(lacking)} in the files ({_ids(lacking)})" if lacking else "",
@@ -286,16 +318,50 @@ def _index_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | No
         if extra or lacking or changed:
             problems.append(Problem(kind, INDEX_FILE, "the index has " + "; ".join(p for p in parts if p), _REINDEX))
 
-    compare("index_rows", "rows", lambda index: index.rows(agent))
-    compare("index_text", "text rows", lambda index: index.texts(agent))
-    compare("index_links", "links rows", lambda index: index.links(agent))
-    compare("index_links", "supersessions rows", lambda index: index.supersessions(agent))
-    problems += _agent_text_problems(main, scratch, agent)
+    def entry_of(row: tuple[Any, ...]) -> str:
+        return str(row[0])
+
+    def source_of(row: tuple[Any, ...]) -> str:
+        return str(row[0]).split(" ", 1)[0]
+
+    compare("index_rows", "rows", lambda index: index.rows(agent), entry_of)
+    compare("index_text", "text rows", lambda index: index.texts(agent), entry_of)
+    compare("index_links", "links rows", lambda index: index.links(agent), source_of)
+    compare("index_links", "supersessions rows", lambda index: index.supersessions(agent), source_of)
+    # The words of an edited entry, and of one only the index or only the files hold, differ for reasons reported above.
+    in_files = set(path_of)
+    left_out = [rowid for entry_id, rowid in rowids.items() if entry_id in edited or entry_id not in in_files]
+    held = main.rowids()
+    left_out += [rowid for entry_id, rowid in rowids.items() if entry_id not in held]
+    for index in (main, scratch):
+        index.leave_out(left_out)
+    reference = scratch.postings(None, agent)  # each entry's words, from its file: one pass over the rebuild's text index
+    if main.postings(None, agent) != reference:
+        wrong = _wrong_rows(main.postings_by_row(None, agent), scratch.postings_by_row(None, agent), rowids)
+        problems.append(
+            Problem(
+                "index_text", INDEX_FILE, f"the text index holds words not their own for {len(wrong)} entries ({_ids(wrong)})", _REINDEX
+            )
+        )
+    problems += _agent_text_problems(main, scratch, agent, rowids, reference)
     return problems
 
 
-def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> list[Problem]:
-    """Each agent's own text table: its count, its rows (those of the agent's entries), and its words against a rebuild's."""
+def _wrong_rows(have: dict[int, tuple[int, int]], want: dict[int, tuple[int, int]], rowids: dict[str, int]) -> set[str]:
+    """The ids of the rows whose postings differ between *have* and *want* (a row of no entry by its rowid)."""
+    id_of = {rowid: entry_id for entry_id, rowid in rowids.items()}
+    return {id_of.get(rowid, f"row {rowid}") for rowid in have.keys() | want.keys() if have.get(rowid) != want.get(rowid)}
+
+
+def _agent_text_problems(
+    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, rowids: dict[str, int], reference: tuple[int, int]
+) -> list[Problem]:
+    """Each agent's own text table: its count, its rows (those of the agent's entries), and each entry's words against a rebuild's.
+
+    The agents' tables together hold each entry's words once, as the
+    journal-wide one does: their checksums add up to the rebuild's
+    (*reference*), or the entries whose words differ are sought row by row.
+    """
     problems = []
     have, want = main.agent_tables(agent), scratch.agent_tables(agent)
     for name in sorted(have.keys() | want.keys()):
@@ -310,7 +376,7 @@ def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str
                     )
                 )
             continue
-        (main_id, main_count), (scratch_id, scratch_count) = have[name], want[name]
+        (main_id, main_count), (_, scratch_count) = have[name], want[name]
         rows = main.agent_text_rowids(main_id)
         agent_rows = main.entry_rowids(name)
         if main_count != scratch_count or rows != agent_rows:
@@ -323,14 +389,21 @@ def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str
                     _REINDEX,
                 )
             )
-            continue
-        extra, lacking, changed = _differing(main.vocabulary(main_id), scratch.vocabulary(scratch_id))
-        if extra or lacking or changed:
+    if problems:
+        return problems  # the tables' rows are wrong already: their words are no use to compare
+    sums = [main.postings(agent_id, None) for agent_id, _ in have.values()]
+    if (sum(count for count, _ in sums), sum(total for _, total in sums)) == reference:
+        return []
+    wanted = scratch.postings_by_row(None, agent)
+    for name, (agent_id, _) in sorted(have.items()):
+        mine = main.entry_rowids(name)
+        wrong = _wrong_rows(main.postings_by_row(agent_id, None), {rowid: pair for rowid, pair in wanted.items() if rowid in mine}, rowids)
+        if wrong:
             problems.append(
                 Problem(
                     "index_agent_text",
                     INDEX_FILE,
-                    f"the text table of agent {name!r} differs from its files in {len(extra | lacking | changed)} words",
+                    f"the text table of agent {name!r} holds words not their own for {len(wrong)} entries ({_ids(wrong)})",
                     _REINDEX,
                 )
             )
@@ -384,13 +457,18 @@ def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, unique: Sequence[tu
 
     semantic = keeper.semantic
     assert semantic is not None  # noqa: S101 - narrows the type: Journal.verify refuses deep without NN
-    with_vectors = dict(main.vectors_of(semantic.model))
+    # The ids first, then only the chosen vectors: memory stays one id per entry, not one vector.
+    with_vectors = set(main.vector_ids(semantic.model))
     candidates = sorted((entry.id, path, entry) for path, entry in unique if entry.id in with_vectors)
+    del with_vectors
     step = max(1, math.ceil(len(candidates) / sample)) if sample else len(candidates) + 1
     chosen = candidates[::step][:sample]
     problems = []
     for entry_id, path, entry in chosen:
-        stored = from_blob(with_vectors[entry_id])
+        blob = main.vector_for(entry_id, semantic.model)
+        if blob is None:
+            continue  # cannot happen in one read transaction; the count check would report a missing vector
+        stored = from_blob(blob)
         fresh = from_blob(semantic.embed_entry(entry))
         norm = float((stored @ stored) ** 0.5 * (fresh @ fresh) ** 0.5)
         cosine = float(stored @ fresh) / norm if norm else 0.0
@@ -436,12 +514,14 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
     report = VerifyReport(agent=agent)
     index_path = keeper.root / INDEX_FILE
     with contextlib.ExitStack() as stack:
-        main: IndexSnapshot | None
-        try:
-            main = stack.enter_context(IndexSnapshot.read_only(index_path))
-        except sqlite3.Error as exc:
-            main = None
-            report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
+        main: IndexSnapshot | None = None
+        if not os.path.lexists(index_path):
+            report.problems.append(Problem("index_missing", INDEX_FILE, "there is no index file", _REINDEX))
+        else:
+            try:
+                main = stack.enter_context(IndexSnapshot.read_only(index_path))
+            except sqlite3.Error as exc:
+                report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
         paths, foreign, behind = _snapshot(keeper, main)
         if behind is not None:
             report.problems.append(behind)
@@ -470,6 +550,18 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
         if main is not None:
             with main:
                 try:
+                    layout = main.schema_version()
+                    if layout != INDEX_SCHEMA_VERSION:
+                        # Tables of another layout compare as nothing but differences: say what it is, and stop there.
+                        report.problems.append(
+                            Problem(
+                                "index_outdated",
+                                INDEX_FILE,
+                                f"the index is of layout {layout}, not {INDEX_SCHEMA_VERSION}: made by another version of ghostjournal",
+                                _REINDEX + " (any open that writes rebuilds it too)",
+                            )
+                        )
+                        return report
                     report.problems += _compare_with_rebuild(main, unique, agent, keeper)
                     if deep:
                         deep_found, report.deep_checked = _deep_problems(keeper, main, unique, sample)
@@ -499,10 +591,15 @@ def _compare_with_rebuild(
         with scratch_errors("verify's scratch index"):
             scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
         try:
+            # Each entry gets the rowid it has in the index, so the two text indexes' postings can be compared by sums.
+            rowids = main.rowids()
+            top = max(rowids.values(), default=0)
+            fresh = (entry.id for _, entry in unique if entry.id not in rowids)
+            rowids |= {entry_id: top + n for n, entry_id in enumerate(fresh, start=1)}
             with scratch_errors("verify's scratch index"):
-                scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False)
+                scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False, rowids=rowids)
             # Nobody else writes the scratch index: its reads need no transaction.
-            problems = _index_problems(main, IndexSnapshot.of(scratch), agent)
+            problems = _index_problems(main, IndexSnapshot.of(scratch), agent, {entry.id: path for path, entry in unique}, rowids)
         finally:
             scratch.close()
     finally:

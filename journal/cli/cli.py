@@ -100,8 +100,11 @@ class _Settings:
             f" '{shlex.join(command)}' does it ahead of time"
         )
 
-    def journal(self, *, create: bool = False, writable: bool = False) -> Journal:
-        """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal)."""
+    def journal(self, *, create: bool = False, writable: bool = False, repair_index: bool = True) -> Journal:
+        """The journal; *writable* for the commands that write (a journal they cannot write fails at once, see Journal).
+
+        Without *repair_index* the index is left as found (see Journal), for the check that reports it.
+        """
         if self.root is None:
             raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
         if self._journal is None:
@@ -116,7 +119,13 @@ class _Settings:
             )
             with loading:
                 self._journal = Journal(
-                    self.root, enable_nn=self.nn, create=create, model=self.model, on_progress=self._backfill_progress(), writable=writable
+                    self.root,
+                    enable_nn=self.nn,
+                    create=create,
+                    model=self.model,
+                    on_progress=self._backfill_progress(),
+                    writable=writable,
+                    repair_index=repair_index,
                 )
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
@@ -478,7 +487,8 @@ def verify(settings: _Settings, agent: str | None, deep: bool, sample: int, repa
     """
     if repair and agent is not None:
         raise click.UsageError("--repair rebuilds the whole index and takes no --agent; run 'ghostjournal verify --repair' alone")
-    journal = settings.journal(writable=repair)
+    # Opened as found, so the check reports a corrupt or outdated index rather than one the open rebuilt under it.
+    journal = settings.journal(writable=repair, repair_index=False)
     report = journal.repair(deep=deep, sample=sample) if repair else journal.verify(agent=agent, deep=deep, sample=sample)
     _emit(report.to_dict(), _views.show_verify)
     if not report.is_clean:

@@ -6,6 +6,7 @@ The rules of entry schema v1 live in :mod:`journal.files._schema`, JSON's in
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -163,6 +164,10 @@ class Entry:
         if self._json_bytes is not None:
             return self._json_bytes
         return (canonical_json(self.to_dict()) + "\n").encode("utf-8")
+
+    def digest(self) -> bytes:
+        """The SHA-256 of :meth:`to_json_bytes`: every field the file holds, as one value an index can record and compare."""
+        return hashlib.sha256(self.to_json_bytes()).digest()
 
 
 def entry_from_json_bytes(raw: bytes) -> Entry:

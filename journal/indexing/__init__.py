@@ -1,6 +1,7 @@
 """The derived SQLite index and the views computed over its rows.
 
-Its tables, lexical search, kept vectors, the scope of a read, digests, and the snapshot
+Its tables, lexical search, what a rebuild keeps (vectors, the digest each entry was indexed with),
+the scope of a read, digests (a window's summary), and the snapshot
 through which a check, an export or a backup reads one instant of it: no module outside
 this folder runs SQL. It never reads an entry file: the entries it indexes are handed to it.
 """

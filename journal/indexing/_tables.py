@@ -33,7 +33,8 @@ __all__ = [
 
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
 #: 8: a client_key is unique per agent, ``UNIQUE (agent, client_key)`` (7 held it unique in the journal).
-INDEX_SCHEMA_VERSION: Final = 8
+#: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
+INDEX_SCHEMA_VERSION: Final = 9
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -52,6 +53,7 @@ CREATE TABLE entries (
     tags TEXT NOT NULL,
     client_key TEXT,
     simulated INTEGER NOT NULL DEFAULT 0,
+    digest BLOB NOT NULL,
     UNIQUE (agent, client_key)
 );
 CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);

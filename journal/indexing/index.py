@@ -13,13 +13,14 @@ import contextlib
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from journal.files import Owner
 from journal.files.entry import Entry, utc_key
 from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, query_terms
+from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
@@ -87,13 +88,14 @@ class Index(Database):
         if boot_id is not None:
             conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
-    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str) -> None:
-        """Add one entry's rows (metadata, text, links) inside an open transaction."""
+    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None) -> None:
+        """Add one entry's rows (metadata, text, links) inside an open transaction; under *rowid*, if given, else the next."""
         signals = entry.signals or {}
         cursor = conn.execute(
-            "INSERT INTO entries (id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entries (rowid, id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                rowid,
                 entry.id,
                 rel_path,
                 entry.ts,
@@ -107,6 +109,7 @@ class Index(Database):
                 json.dumps(list(entry.tags)),
                 entry.client_key,
                 int(entry.is_simulated),
+                entry.digest(),
             ),
         )
         text = (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or "")
@@ -134,26 +137,43 @@ class Index(Database):
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
         conn.execute("DELETE FROM supersessions WHERE src = ?", (entry_id,))
 
-    def rebuild(self, entries: Iterable[tuple[Entry, str]], generation: int, boot_id: str, *, keep_vectors: bool = True) -> int:
+    def rebuild(
+        self,
+        entries: Iterable[tuple[Entry, str]],
+        generation: int,
+        boot_id: str,
+        *,
+        keep_vectors: bool = True,
+        keep_digests: bool = True,
+        rowids: Mapping[str, int] | None = None,
+    ) -> int:
         """Replace every table with rows for *entries*, in one transaction.
 
         With *keep_vectors*, every encoder's vectors of the entries whose text
         is unchanged are kept (see :mod:`journal.indexing._kept_vectors`); without, the
-        index holds no vector afterwards. Readers keep their old snapshot
-        until the commit, then see the new one.
+        index holds no vector afterwards. With *keep_digests*, each entry
+        keeps the digest it was first indexed with (see :mod:`journal.indexing._kept_digests`);
+        without, the files' digests are recorded as they are now. *rowids*
+        gives entries (by id) the rowids they are to have (a check's rebuild
+        takes those of the index it compares with). Readers keep their old
+        snapshot until the commit, then see the new one.
         """
         count = 0
         with self.transaction() as conn:
+            if keep_digests:
+                set_digests_aside(conn)
             if keep_vectors:
                 set_vectors_aside(conn)
             create_tables(conn)
             self.bump_vectors_epoch(conn)
             self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
-                self.insert_entry(conn, entry, rel_path)
+                self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id))
                 count += 1
             if keep_vectors:
                 restore_vectors(conn)
+            if keep_digests:
+                restore_digests(conn)
         with contextlib.suppress(sqlite3.OperationalError):
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return count

@@ -24,7 +24,7 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -42,6 +42,10 @@ _ROW_COLUMNS: Final = (
     "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, e.theme, e.mood, e.focus, e.novelty, e.tags, e.client_key, e.simulated"
 )
 _TEXT_COLUMNS: Final = ", ".join("f." + column for column in FTS_COLUMNS.split(", "))
+#: The checksum of :meth:`IndexSnapshot.postings`, over ``fts5vocab`` 'instance' rows: the place (row, column, offset) times the
+#: word's first letter, each posting's term kept below 2**31 so that no sum of SQLite's 64-bit integers can overflow. Reading the
+#: whole word (its length, say) costs as much again at 100,000 entries; the letter and the row together catch a word moved.
+_POSTING_SUM: Final = "sum((doc * 8191 + col * 4099 + offset) * unicode(term) % 2147483647)"
 #: A read-only connection waits this long (ms) for a writer's lock rather than fail at once.
 _BUSY_TIMEOUT_MS: Final = 60000
 #: SQLite's primary result codes as the errnos they amount to, for a copy's file that refused.
@@ -65,15 +69,19 @@ class IndexSnapshot:
     @classmethod
     @contextlib.contextmanager
     def read_only(cls, path: Path) -> Iterator[IndexSnapshot]:
-        """A snapshot over a read-only connection of its own to the index file at *path*, closed afterwards.
+        """A snapshot over a connection of its own to the index file at *path*, which only reads; closed afterwards.
 
-        A connection of its own writes nothing, whatever the file holds, and
-        leaves the journal's connection (which may be an in-memory fallback) alone.
+        It runs no statement that writes to the file, whatever the file holds,
+        and leaves the journal's connection (which may be an in-memory fallback)
+        alone. It is opened for writing where that is allowed (never creating
+        the file) only so that, closing last, it removes the WAL side files it
+        made, as every connection of the journal does: a read-only one would
+        leave them behind in the journal.
 
         Raises:
             sqlite3.Error: the file cannot be read as an index (checked with one read of its state table).
         """
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             conn.execute("SELECT 1 FROM state LIMIT 1").fetchall()
@@ -105,6 +113,11 @@ class IndexSnapshot:
 
     # -- the state -------------------------------------------------------------------
 
+    def schema_version(self) -> int | None:
+        """The layout the index's tables were made in (see :data:`journal.indexing.INDEX_SCHEMA_VERSION`), or None when none is recorded."""
+        row = self._conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone()
+        return int(row[0]) if row is not None else None
+
     def generation(self) -> int | None:
         """The writer lock's generation the index last caught up with, or None when none is recorded."""
         row = self._conn.execute("SELECT value FROM state WHERE key = 'generation'").fetchone()
@@ -132,6 +145,10 @@ class IndexSnapshot:
     def rows(self, agent: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Every column of each entry row but its rowid (with *agent*: that agent's rows), by id."""
         return self._by_id(f"SELECT {_ROW_COLUMNS} FROM entries e {{where}} ORDER BY e.id", agent)
+
+    def digests(self, agent: str | None = None) -> Iterator[tuple[Any, ...]]:
+        """Each entry's id and the digest recorded when it was indexed (with *agent*: that agent's entries), by id."""
+        return self._by_id("SELECT e.id, e.digest FROM entries e {where} ORDER BY e.id", agent)
 
     def texts(self, agent: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Each entry's id and its row of the text table (with *agent*: that agent's entries), by id."""
@@ -189,12 +206,52 @@ class IndexSnapshot:
         """The rowids of *agent*'s entry rows."""
         return {row[0] for row in self._conn.execute("SELECT rowid FROM entries WHERE agent = ?", (agent,))}
 
-    def vocabulary(self, agent_id: int) -> Iterator[tuple[Any, ...]]:
-        """``(term, documents, occurrences)`` of one agent's text table, by term (its rowids differ between two builds; these do not)."""
-        name = f"snapshot_vocab_{int(agent_id)}"
-        self._conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {text_table_of(agent_id)}, 'row')")
+    def rowids(self) -> dict[str, int]:
+        """Each entry's id mapped to its rowid (which keys its rows in the text tables)."""
+        return dict(self._conn.execute("SELECT id, rowid FROM entries"))
+
+    def leave_out(self, rowids: Iterable[int]) -> None:
+        """Leave the rows *rowids* out of :meth:`postings` and :meth:`postings_by_row` from now on (a temporary table of this connection)."""
+        self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS snapshot_left_out (rowid INTEGER PRIMARY KEY)")
+        self._conn.executemany("INSERT OR IGNORE INTO temp.snapshot_left_out (rowid) VALUES (?)", ((r,) for r in rowids))
+
+    def postings(self, agent_id: int | None, agent: str | None = None) -> tuple[int, int]:
+        """How many postings a text table holds and their checksum (with *agent*: of that agent's rows), in one pass in SQLite.
+
+        The table is the journal-wide ``fts`` (*agent_id* None) or the text table
+        of the agent with *agent_id*. A posting is one word at one place (column
+        and offset) of one row; the checksum sums, over the postings, a number
+        made of the row's rowid, the place, and the word's first letter. Two
+        indexes whose rows of one entry have one rowid (see
+        :meth:`journal.indexing.index.Index.rebuild`) give equal sums when each
+        entry's words are indexed for it and no other: a word indexed for
+        another row changes the sum. It is a checksum, not a proof: a word
+        replaced by another of the same first letter at its place, or damage
+        made to keep the sum, is not ruled out.
+        """
+        count, total = self._postings(agent_id, agent, f"count(*), {_POSTING_SUM}", "")[0]
+        return int(count), int(total or 0)
+
+    def postings_by_row(self, agent_id: int | None, agent: str | None = None) -> dict[int, tuple[int, int]]:
+        """:meth:`postings` per row: each rowid mapped to its count and sum (a sort of every posting: for a table whose sums differ)."""
+        return {
+            int(row[0]): (int(row[1]), int(row[2]))
+            for row in self._postings(agent_id, agent, f"doc, count(*), {_POSTING_SUM}", "GROUP BY doc")
+        }
+
+    def _postings(self, agent_id: int | None, agent: str | None, columns: str, group: str) -> list[tuple[Any, ...]]:
+        table = "fts" if agent_id is None else text_table_of(agent_id)
+        name = f"snapshot_postings_{table}"
+        self._conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{name} USING fts5vocab(main, {table}, 'instance')")
+        self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS snapshot_left_out (rowid INTEGER PRIMARY KEY)")
+        clauses, params = ["doc NOT IN (SELECT rowid FROM temp.snapshot_left_out)"], []
+        if agent is not None and agent_id is None:
+            clauses.append("doc IN (SELECT rowid FROM main.entries WHERE agent = ?)")
+            params.append(agent)
         try:
-            yield from (tuple(row) for row in self._conn.execute(f"SELECT term, doc, cnt FROM temp.{name} ORDER BY term"))
+            return [
+                tuple(row) for row in self._conn.execute(f"SELECT {columns} FROM temp.{name} WHERE {' AND '.join(clauses)} {group}", params)
+            ]
         finally:
             self._conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
 
@@ -221,14 +278,21 @@ class IndexSnapshot:
             ]
         )
 
-    def vectors_of(self, model: str) -> Iterator[tuple[str, bytes]]:
-        """``(entry id, vector)`` of each stored vector of *model*, by id."""
+    def vector_ids(self, model: str) -> Iterator[str]:
+        """The id of each entry holding a stored vector of *model*, by id (the vectors themselves are not read)."""
         yield from (
-            (row[0], row[1])
+            row[0]
             for row in self._conn.execute(
-                "SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (model,)
+                "SELECT e.id FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE v.model = ? ORDER BY e.id", (model,)
             )
         )
+
+    def vector_for(self, entry_id: str, model: str) -> bytes | None:
+        """The stored vector of *model* of the entry *entry_id*, or None."""
+        row = self._conn.execute(
+            "SELECT v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE e.id = ? AND v.model = ?", (entry_id, model)
+        ).fetchone()
+        return None if row is None else bytes(row[0])
 
 
 def _agent_join(agent: str | None) -> tuple[str, list[Any]]:

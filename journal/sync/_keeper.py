@@ -105,6 +105,8 @@ def _guarded(method: Callable[Concatenate[K, P], R], *, write: bool) -> Callable
                     try:
                         return method(owner, *args, **kwargs)
                     except IndexCorruptError as exc:
+                        if not keeper.repairs_index:
+                            raise  # opened to check the index as found: a rebuild would hide what a check must report
                         log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
                         with keeper.lock:
                             keeper.rebuild_locked(corrupt=True)
@@ -153,8 +155,18 @@ class IndexKeeper:
         unusable: why the on-disk index cannot be used here, or None: reads fall back, writes raise it.
     """
 
-    def __init__(self, root: Path, manifest: Manifest, *, owner: Owner, lock_timeout: float, unusable: BaseException | None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        *,
+        owner: Owner,
+        lock_timeout: float,
+        unusable: BaseException | None,
+        repairs_index: bool = True,
+    ) -> None:
         self.root = root
+        self.repairs_index = repairs_index
         self.manifest = manifest
         self.owner = owner
         self.unusable = unusable
@@ -188,8 +200,12 @@ class IndexKeeper:
         lock_timeout: float,
         encoder: Encoder | None,
         on_progress: Callable[[int, int], None] | None,
+        repair_index: bool = True,
     ) -> IndexKeeper:
-        """Open (or create) the journal at *root* and bring its index up to date (see :class:`journal.Journal`)."""
+        """Open (or create) the journal at *root* and bring its index up to date (see :class:`journal.Journal`).
+
+        Without *repair_index* the index is left as found: neither rebuilt nor caught up, here or by a read.
+        """
         manifest_path = root / "manifest.json"
         if create and not _manifest_exists(manifest_path):
             _refuse_inside_a_journal(root)
@@ -220,7 +236,7 @@ class IndexKeeper:
                     raise
                 if name == "index":
                     unusable = exc
-        keeper = cls(root, manifest, owner=owner, lock_timeout=lock_timeout, unusable=unusable)
+        keeper = cls(root, manifest, owner=owner, lock_timeout=lock_timeout, unusable=unusable, repairs_index=repair_index)
         try:
             keeper._open_first(writable=writable, encoder=encoder, on_progress=on_progress)
         except BaseException:
@@ -229,7 +245,7 @@ class IndexKeeper:
         return keeper
 
     def _open_first(self, *, writable: bool, encoder: Encoder | None, on_progress: Callable[[int, int], None] | None) -> None:
-        if self.unusable is None:
+        if self.unusable is None and self.repairs_index:
             try:
                 self.open_index()
             except (OSError, sqlite3.Error) as exc:
@@ -426,10 +442,12 @@ class IndexKeeper:
         preloaded: dict[str, Entry] | None = None,
         on_skip: Callable[[SkippedFile], None] | None = None,
         keep_vectors: bool = True,
+        keep_digests: bool = True,
     ) -> int:
         """Under the lock: rebuild every table from the entry files; return how many entries the index holds.
 
-        The vectors of entries whose text is unchanged are kept unless *keep_vectors* is false (an explicit reindex).
+        The vectors of entries whose text is unchanged are kept unless *keep_vectors* is false (an explicit reindex),
+        and the digests the entries were first indexed with unless *keep_digests* is (a reindex adopts the files as they are).
         """
         skipped: list[SkippedFile] = []
         report = on_skip or skipped.append
@@ -446,7 +464,9 @@ class IndexKeeper:
         loaded.update(load_many(self.store, [p for p in paths if p not in loaded], report))
         unique = first_of_each(loaded, report, held=held)
         generation = self._generation_locked()
-        count = self.index.rebuild(((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors)
+        count = self.index.rebuild(
+            ((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors, keep_digests=keep_digests
+        )
         self._caught_up = generation
         self.store.remove_temp_files()
         for item in skipped:
@@ -483,7 +503,10 @@ class IndexKeeper:
         preloaded = load_many(self.store, scan(self.store, lambda item: None), lambda item: None)
         with self.lock:
             # An explicit reindex re-embeds every entry, as documented: it is how a hybrid journal starts its vectors afresh.
-            count = self.rebuild_locked(corrupt=self.is_corrupt(self.state()), preloaded=preloaded, on_skip=report, keep_vectors=False)
+            # It adopts the files as they are: an entry edited by hand is recorded as it is now (see journal.indexing._kept_digests).
+            count = self.rebuild_locked(
+                corrupt=self.is_corrupt(self.state()), preloaded=preloaded, on_skip=report, keep_vectors=False, keep_digests=False
+            )
         self._skipped = skipped
         if on_skip is not None:
             for item in skipped:

@@ -31,6 +31,7 @@ from journal.encoding import Encoder, load_encoder
 from journal.errors import EntryNotFoundError, SemanticUnavailableError
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
+from journal.indexing.index import INDEX_SCHEMA_VERSION
 from tests._support import place_entries, tree_digest
 
 START = datetime(2026, 9, 1, tzinfo=UTC)
@@ -591,7 +592,7 @@ def test_an_index_of_the_journal_wide_key_layout_is_rebuilt_and_the_files_are_un
         bobs = journal.append_with_result(_bobs("Bob's words."))
         assert not bobs.is_duplicate and journal.find_by_client_key(BOBS_KEY, agent="alice") == mine
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn:
-        assert conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone() == ("8",)
+        assert conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone() == (str(INDEX_SCHEMA_VERSION),)
     assert {k: v for k, v in tree_digest(root / "entries").items() if k.endswith(".json") and bobs.entry.id not in k} == files
 
 
