@@ -211,21 +211,15 @@ class Journal:
         return self.append_with_result(payload).entry
 
     @writing
-    def append_with_result(self, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Like :meth:`append`, also telling whether the client_key already existed.
 
         Args:
-            payload: the entry, as for :meth:`append`.
-            continuity_checked: the caller has already checked the entry's
-                ``continuity_refs`` against a whole source it imports, as
-                :meth:`import_stream` and :meth:`import_dir` do, so they are not
-                looked up here: such a link may name an entry of the source
-                appended after this one, or one the export's scope left out.
-                ``supersedes`` are checked either way. Leave it false unless
-                you checked every link so: an entry continuing no entry stays
-                in its immutable file, and ``verify`` reports it for good.
+            payload: the entry, as for :meth:`append`. Every ``continuity_refs``
+                and ``supersedes`` id is checked as :meth:`append` checks it, for
+                every caller: an import too stores only what an append accepts.
         """
-        return append_payload(self._keeper, payload, continuity_checked=continuity_checked)
+        return append_payload(self._keeper, payload)
 
     @writing
     def reindex(
@@ -387,10 +381,13 @@ class Journal:
         conflict, reported and skipped. Importing a stream twice stores
         nothing the second time; an import killed at any point is finished by
         running it again. *on_entry* gets the count of entries handled so far.
-        As in :meth:`import_dir`, an entry continuing one that is neither
-        imported nor held as its own agent's (a line *partial* left out, say)
-        is a bad line itself, and so in turn is one continuing it; a link the
-        export's scope left out (the manifest's ``links_outside``) is kept.
+        An entry is stored only as :meth:`append_with_result` would store it
+        for its agent, after the entries of the stream it links to: one whose
+        link names itself, another agent's entry, an id neither imported nor
+        held as its agent's (the manifest's ``links_outside`` is no licence),
+        or a circle of links, is a bad line named by its position, and so in
+        turn is one continuing it; one refused when stored (a line it links to
+        was a conflict) is a conflict.
 
         Raises:
             ImportStreamError: a bad line, a missing manifest, a hash or count that does not match.
@@ -420,9 +417,9 @@ class Journal:
         second time. Nothing in *path* is written, locked or followed (a
         symlink or FIFO in it is refused); the directory may belong to a
         running peer, whose entries published later a rerun brings in. An
-        *agent_map* old name may be any agent name the peer accepts. An entry
-        continuing one that is neither imported nor held as its own agent's
-        cannot be imported (its link would dangle for good).
+        *agent_map* old name may be any agent name the peer accepts. Links are
+        checked as for a stream: an entry is stored only as an append would
+        store it, and one whose link would dangle or cross agents is a bad file.
 
         Raises:
             ImportSourceError: *path* is no ghostjournal 0.1.1 journal (our own journal is refused with what to use

@@ -11,13 +11,24 @@ and memory stays flat. A stream that fails any of this imports nothing and
 the error names the line (``partial`` imports the good lines anyway and lists
 the rest).
 
-Then each entry is appended as it is, keeping its id, ts and client_key.
-An entry already held with the same bytes is a *duplicate* and stores
-nothing; an id, or a client_key of the entry's agent, already held with
-other bytes is a *conflict*, reported and skipped, never overwritten (a key
-is unique per agent: another agent's entry of the same key is no conflict). So an import killed at any point is finished by running it
-again, and the second run's summary counts as duplicates exactly the entries
-the first stored.
+Then each entry is appended as it is, keeping its id, ts and client_key,
+through the journal's one append and its every check: what an import
+stores is exactly what an append accepts for that agent, whatever the
+stream says of itself (its manifest's ``links_outside`` is the export's
+report, never a licence). So the links are planned first
+(:func:`_plan`): an entry is stored only after the entries of the stream it
+links to, and an entry whose link no append could accept (to itself, to
+another agent's entry, to an id neither the journal nor the stream holds
+as its agent's, round a circle of links, or to a line left out) is a bad
+line, named by its position, never by another agent's id. An entry already
+held with the same bytes is a *duplicate* and stores nothing; an id, or a
+client_key of the entry's agent, already held with other bytes is a
+*conflict*, reported and skipped, never overwritten (a key is unique per
+agent: another agent's entry of the same key is no conflict), and so is an
+entry the append then refuses because a line it links to was such a
+conflict. So an import killed at any point is finished by running it again,
+and the second run's summary counts as duplicates exactly the entries the
+first stored.
 
 A journal directory of ghostjournal 0.1.1 (another project of the same
 name, read by :mod:`journal.carry._peer`) goes the same way: each entry file is
@@ -30,8 +41,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import heapq
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,8 +71,25 @@ __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir",
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
-#: A spooled entry's id, its agent (as stored) and the ids it continues.
-_Links = tuple[str, str, tuple[str, ...]]
+#: The field of a link an append refuses: ``signals.continuity_refs[0]``.
+_LINK_FIELD: Final = re.compile(r"signals\.(continuity_refs|supersedes)\[(\d+)\]")
+
+
+#: An entry as a link resolves it: its id and the agent of the entry linking to it (a link crosses no agents).
+_Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Spooled:
+    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool."""
+
+    where: dict[str, Any]
+    id: str
+    agent: str
+    #: (field, id) for each continuity and supersession link, as an append names them.
+    links: tuple[tuple[str, str], ...]
+    offset: int
+    size: int
 
 
 class ImportTarget(Protocol):
@@ -69,7 +99,7 @@ class ImportTarget(Protocol):
     def root(self) -> Path:
         """The journal directory."""
 
-    def append_with_result(self, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+    def append_with_result(self, payload: Mapping[str, Any]) -> AppendResult:
         """Append *payload*, or return the entry its client_key already holds (see :meth:`journal.Journal.append_with_result`)."""
 
     def get(self, entry_id: str, agent: str | None = None) -> Entry:
@@ -211,17 +241,10 @@ def _bad_line(summary: ImportSummary, *, partial: bool) -> Callable[[int, str], 
 
 
 def _check_stream(
-    source: IO[bytes],
-    spool: IO[bytes],
-    wheres: list[dict[str, Any]],
-    links: list[_Links],
-    summary: ImportSummary,
-    agent_map: Mapping[str, str],
-    *,
-    partial: bool,
+    source: IO[bytes], spool: IO[bytes], items: list[_Spooled], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool
 ) -> None:
-    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line with its line number in *wheres* and its links
-    in *links*, and check the manifest."""
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line listed in *items* with its line number,
+    and check the manifest."""
     digest = hashlib.sha256()
     manifest: dict[str, Any] | None = None
     last = 0
@@ -247,9 +270,7 @@ def _check_stream(
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        _spool_write(spool, entry.to_json_bytes())
-        wheres.append({"line": number})
-        links.append((entry.id, entry.agent, entry.continuity_refs))
+        _spool_entry(spool, items, entry, {"line": number})
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -270,17 +291,18 @@ def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) ->
     return None
 
 
-def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summary: ImportSummary) -> None:
+def _store(
+    journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summary: ImportSummary, place_of: Callable[[str, str], str | None]
+) -> None:
     """Append one entry as it is; count it appended, duplicate or conflict (listed with *where* it came from: its line or file).
 
     The entry goes through the journal's public append, the path of every
-    other write (its guard, the writer lock, the duplicate and ``supersedes``
-    checks), with ``continuity_checked=True`` said in the open: the import
-    checked each continuity link against its whole source before storing
-    anything (:func:`_leave_out_dangling`), where an append alone would refuse
-    a link to an entry the source holds further on, or one its export's
-    scope left out. A keyword on the one public path, not a second way in,
-    so nothing stores an entry without those guards.
+    other write, with every check of it: the guard, the writer lock, the
+    duplicate checks and each link's. The plan (:func:`_plan`) left out what
+    those checks would refuse as the journal stood; what they refuse now (a
+    line this one links to was a conflict, or another writer changed the
+    journal meanwhile) is a conflict, naming the linked entry by the position
+    *place_of* gives it in the source (among the entry's agent's), never by its id.
     """
     data = entry.to_json_bytes()
 
@@ -289,7 +311,7 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
         summary.conflicts.append({**where, "id": entry.id, "reason": reason})
 
     try:
-        result = journal.append_with_result(entry.to_dict(), continuity_checked=True)
+        result = journal.append_with_result(entry.to_dict())
     except DuplicateEntryError:
         try:
             held = journal.get(entry.id)
@@ -301,8 +323,8 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
         else:
             conflict("its id is held by an entry with other bytes")
         return
-    except EntryValidationError as exc:  # a supersession of an entry the journal does not hold, say
-        conflict(str(exc))
+    except EntryValidationError as exc:
+        conflict(_refused_link(entry, exc, place_of))
         return
     if not result.is_duplicate:
         summary.appended += 1
@@ -310,6 +332,17 @@ def _store(journal: ImportTarget, entry: Entry, where: Mapping[str, Any], summar
         summary.duplicate += 1
     else:
         conflict(f"its client_key {entry.client_key!r} is held by entry {result.entry.id!r} with other bytes")
+
+
+def _refused_link(entry: Entry, exc: EntryValidationError, place_of: Callable[[str, str], str | None]) -> str:
+    """Why the append refused *entry* (*exc*), a refused link named by its field and the linked line's position, not by its id."""
+    match = _LINK_FIELD.fullmatch(exc.field)
+    if match is None:
+        return str(exc)
+    refs = entry.continuity_refs if match.group(1) == "continuity_refs" else entry.supersedes
+    place = place_of(refs[int(match.group(2))], entry.agent)
+    target = f"the entry of {place}" if place is not None else "an id that is no line of its agent in this import"
+    return f"{exc.field} links to {target}, which this journal does not hold as an entry of agent {entry.agent!r}; nothing stored"
 
 
 def import_stream(
@@ -322,26 +355,13 @@ def import_stream(
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
     summary = ImportSummary(agent_map=dict(agent_map or {}))
-    wheres: list[dict[str, Any]] = []
-    links: list[_Links] = []
+    items: list[_Spooled] = []
     with _spool() as spool:
-        _check_stream(source, spool, wheres, links, summary, summary.agent_map, partial=partial)
+        _check_stream(source, spool, items, summary, summary.agent_map, partial=partial)
         bad = _bad_line(summary, partial=partial)
-        _leave_out_dangling(journal, links, wheres, lambda where, reason: bad(where["line"], reason), _outside(summary.manifest))
-        _store_spooled(journal, spool, wheres, summary, summary.lines, on_entry)
+        order = _plan(journal, items, lambda where, reason: bad(where["line"], reason))
+        _store_spooled(journal, spool, items, order, summary, on_entry)
     return summary
-
-
-def _outside(manifest: Mapping[str, Any] | None) -> frozenset[tuple[str, str]]:
-    """The (entry, link) pairs the export's manifest lists under ``links_outside``: links its scope left out, not lines that went bad."""
-    listed = manifest.get("links_outside") if manifest is not None else None
-    if not isinstance(listed, list):
-        return frozenset()
-    return frozenset(
-        (item["entry"], item["link"])
-        for item in listed
-        if isinstance(item, dict) and isinstance(item.get("entry"), str) and isinstance(item.get("link"), str)
-    )
 
 
 @contextlib.contextmanager
@@ -354,6 +374,15 @@ def _spool() -> Iterator[IO[bytes]]:
         yield spool
 
 
+def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, where: dict[str, Any]) -> None:
+    """Spool *entry*'s canonical line and list it in *items*, from *where*, with its links and its span in the spool."""
+    data = entry.to_json_bytes()
+    offset = spool.tell()
+    _spool_write(spool, data)
+    links = [(f"signals.{name}[{n}]", ref) for name in ("continuity_refs", "supersedes") for n, ref in enumerate(getattr(entry, name))]
+    items.append(_Spooled(where, entry.id, entry.agent, tuple(links), offset, len(data)))
+
+
 def _spool_write(spool: IO[bytes], data: bytes) -> None:
     view = memoryview(data)
     with scratch_errors("the import's spool"):
@@ -364,21 +393,28 @@ def _spool_write(spool: IO[bytes], data: bytes) -> None:
 def _store_spooled(
     journal: ImportTarget,
     spool: IO[bytes],
-    wheres: list[dict[str, Any]],
+    items: list[_Spooled],
+    order: list[int],
     summary: ImportSummary,
-    entries: int,
     on_entry: Callable[[int], None] | None,
 ) -> None:
-    """Store the checked entries *spool* holds (one canonical line each, from *wheres*), once the disk is known to have room."""
-    _check_space(journal, spool.tell(), entries, "the journal directory" if summary.source is not None else "the stream")
-    spool.seek(0)
-    with open(os.dup(spool.fileno()), "rb") as lines:  # read back in blocks (the spool is unbuffered), from where it was sought to
-        for count, (where, line) in enumerate(zip(wheres, lines, strict=True), start=1):
-            if where.get("skip"):
-                continue  # checked, then left out (a link it holds would dangle), and listed as such
-            _store(journal, entry_from_json_bytes(line), where, summary)
-            if on_entry is not None:
-                on_entry(count)
+    """Store the checked entries *spool* holds, those of *items* at the positions *order* lists, in that order, once the disk is known
+    to have room."""
+    _check_space(journal, spool.tell(), len(items), "the journal directory" if summary.source is not None else "the stream")
+    first: dict[_Key, int] = {}
+    for position, item in enumerate(items):
+        first.setdefault((item.id, item.agent), position)
+
+    def place_of(ref: str, agent: str) -> str | None:
+        linked = first.get((ref, agent))
+        return _place(items[linked].where) if linked is not None else None
+
+    for count, position in enumerate(order, start=1):
+        item = items[position]
+        data = os.pread(spool.fileno(), item.size, item.offset)
+        _store(journal, entry_from_json_bytes(data), item.where, summary, place_of)
+        if on_entry is not None:
+            on_entry(count)
 
 
 def check_peer_dir(root: Path, into: Path) -> dict[str, Any]:
@@ -429,8 +465,7 @@ def import_peer_dir(
     then makes a second import all duplicates.
     """
     summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
-    wheres: list[dict[str, Any]] = []
-    links: list[_Links] = []
+    items: list[_Spooled] = []
     root_fd = _open_peer_dir(root)
 
     def bad(rel: str, reason: str) -> None:
@@ -450,84 +485,151 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        _spool_write(spool, entry.to_json_bytes())
-                        wheres.append({"file": rel})
-                        links.append((entry.id, entry.agent, entry.continuity_refs))
+                        _spool_entry(spool, items, entry, {"file": rel})
                 if reason is not None:
                     bad(rel, reason)
-            _leave_out_dangling(journal, links, wheres, lambda where, reason: bad(where["file"], reason))
-            _store_spooled(journal, spool, wheres, summary, len(wheres), on_entry)
+            order = _plan(journal, items, lambda where, reason: bad(where["file"], reason))
+            _store_spooled(journal, spool, items, order, summary, on_entry)
     finally:
         os.close(root_fd)
     return summary
 
 
-def _leave_out_dangling(
-    journal: ImportTarget,
-    links: list[_Links],
-    wheres: list[dict[str, Any]],
-    bad: Callable[[Mapping[str, Any], str], None],
-    outside: frozenset[tuple[str, str]] = frozenset(),
-) -> None:
-    """Mark to skip each spooled entry whose continuity links would dangle or cross agents (see :func:`_dangling`), reporting it as *bad*."""
-    for position, ref in _dangling(journal, links, outside).items():
-        bad(
-            wheres[position],
-            f"it continues {ref!r}, which this import does not bring in and the journal does not hold as an "
-            "entry of the same agent (verify would report the link for good: entry files are never rewritten)",
-        )
-        wheres[position] = {**wheres[position], "skip": True}
+def _place(where: Mapping[str, Any]) -> str:
+    """Where a spooled entry came from, as a report names it: ``line 3``, or a directory's entry file."""
+    return f"line {where['line']}" if "line" in where else str(where["file"])
 
 
-def _dangling(journal: ImportTarget, links: list[_Links], outside: frozenset[tuple[str, str]] = frozenset()) -> dict[int, str]:
-    """The positions in *links* of the entries whose continuity links would dangle or cross agents, each with the first such id.
+def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[str, Any], str], None]) -> list[int]:
+    """The positions in *items* to store, in an order that stores each entry after the entries of the source it links to.
 
-    An entry continuing one that is neither imported nor held by *journal* as an entry of its own agent
-    (verify reports a dangling link and a foreign one alike) is left out, and so, in turn, is one continuing it.
-    A link in *outside* (``entry``, ``link``) is one a stream's export scope left out, as its manifest says, and is kept as
-    before. The answer depends only on the source and on what the journal held before,
-    so a rerun leaves out the same entries and stores nothing new.
+    A link is resolved within the source first: to the lines of the same id and the linking entry's
+    agent, stored before it. Only an id no such line can bring in is looked up in *journal*, whose
+    answer this import cannot have changed, so a rerun plans the same. An entry is left out, reported
+    to *bad* (in the order of the positions), when an append would refuse one of its links: to itself;
+    to an id that no line of its agent brings in and the journal does not hold as its agent's (an
+    unknown id and another agent's alike, as an append says); to an entry left out, in turn; or
+    round a circle of links, which no order of appends can store. A reason names a linked entry of
+    the same agent by its position in the source, never a linked entry by its id, nor another
+    agent's entry at all.
     """
-    position_of = {entry_id: position for position, (entry_id, _, _) in enumerate(links)}
-    dependents: dict[str, list[int]] = {}
-    for position, (_, _, refs) in enumerate(links):
-        for ref in refs:
-            dependents.setdefault(ref, []).append(position)
-    held: dict[tuple[str, str], bool] = {}
+    lines: dict[_Key, list[int]] = {}
+    for position, item in enumerate(items):
+        lines.setdefault((item.id, item.agent), []).append(position)
+    in_source = {item.id for item in items}
+    held: dict[_Key, bool] = {}
 
-    def holds(ref: str, agent: str) -> bool:
-        if (ref, agent) not in held:
+    def holds(key: _Key) -> bool:
+        if key not in held:
             try:
-                journal.get(ref, agent)
+                journal.get(*key)
             except EntryNotFoundError:
-                held[ref, agent] = False
+                held[key] = False
             else:
-                held[ref, agent] = True
-        return held[ref, agent]
+                held[key] = True
+        return held[key]
 
     out: dict[int, str] = {}
-    for position, (entry_id, agent, refs) in enumerate(links):
-        missing = next(
-            (
-                ref
-                for ref in refs
-                if not (ref in position_of and links[position_of[ref]][1] == agent)
-                and (entry_id, ref) not in outside
-                and not holds(ref, agent)
-            ),
-            None,
+    waits: list[dict[_Key, str]] = [{} for _ in items]  # position -> {an entry it links to that the source brings in: the field}
+    dependents: dict[_Key, list[int]] = {}
+    for position, item in enumerate(items):
+        for name, ref in item.links:
+            key = (ref, item.agent)
+            if ref == item.id:
+                out[position] = f"{name} is the entry's own id: an append refuses a link to itself"
+            elif key in lines:
+                waits[position].setdefault(key, name)
+                dependents.setdefault(key, []).append(position)
+                continue
+            elif holds(key):
+                continue
+            elif ref in in_source:
+                out[position] = f"{name} links to an entry of another agent in this import: an append refuses that link"
+            else:
+                out[position] = f"{name} names no entry of agent {item.agent!r} that this journal holds or this import brings in"
+            break
+    order, resolved = _in_link_order(items, waits, dependents, out, holds)
+    _explain_left_out(items, lines, waits, dependents, out, set(order), resolved)
+    for position in sorted(out):
+        bad(items[position].where, out[position])
+    return order
+
+
+def _in_link_order(
+    items: list[_Spooled],
+    waits: list[dict[_Key, str]],
+    dependents: Mapping[_Key, list[int]],
+    out: Mapping[int, str],
+    holds: Callable[[_Key], bool],
+) -> tuple[list[int], set[_Key]]:
+    """The positions not in *out* that can be stored, each after a line bringing in every entry it *waits* for (or, once no line can,
+    when the journal holds it), otherwise in the source's order; and the entries so resolved."""
+    remaining = [len(waiting) for waiting in waits]
+    ready = [position for position in range(len(items)) if position not in out and not waits[position]]
+    heapq.heapify(ready)
+    resolved: set[_Key] = set()
+    order: list[int] = []
+
+    def resolve(key: _Key) -> None:
+        if key in resolved:
+            return
+        resolved.add(key)
+        for dependent in dict.fromkeys(dependents.get(key, ())):
+            if dependent not in out and key in waits[dependent]:
+                remaining[dependent] -= 1
+                if remaining[dependent] == 0:
+                    heapq.heappush(ready, dependent)
+
+    while True:
+        while ready:
+            position = heapq.heappop(ready)
+            order.append(position)
+            resolve((items[position].id, items[position].agent))
+        # Stuck: what the waiting lines still need, no line brought in. The journal's answer for those is
+        # the one from before this import (no line of them was stored), so a rerun resolves the same.
+        stored = set(order)
+        needed = sorted(
+            {key for position, waiting in enumerate(waits) if position not in out and position not in stored for key in waiting} - resolved
         )
-        if missing is not None:
-            out[position] = missing
-    # Then what continues an entry left out, in turn: a worklist, so a hostile directory's long chains of links cost one pass.
-    pending = list(out)
+        found = [key for key in needed if holds(key)]
+        if not found:
+            return order, resolved
+        for key in found:
+            resolve(key)
+
+
+def _explain_left_out(
+    items: list[_Spooled],
+    lines: Mapping[_Key, list[int]],
+    waits: list[dict[_Key, str]],
+    dependents: Mapping[_Key, list[int]],
+    out: dict[int, str],
+    stored: set[int],
+    resolved: set[_Key],
+) -> None:
+    """Add to *out* the reason of each line neither stored nor left out yet: it links to a line left out, or round a circle."""
+    stuck = {position for position in range(len(items)) if position not in out and position not in stored}
+    # A worklist from the lines left out, so a hostile source's long chains of links cost one pass.
+    pending = sorted(out)
     while pending:
-        gone = links[pending.pop()][0]
-        for dependent in dependents.get(gone, ()):
-            if dependent not in out and not holds(gone, links[dependent][1]):
-                out[dependent] = gone
+        gone = pending.pop()
+        key = (items[gone].id, items[gone].agent)
+        if key in resolved or not all(line in out for line in lines[key]):
+            continue
+        for dependent in dependents.get(key, ()):
+            if dependent in stuck and dependent not in out:
+                out[dependent] = (
+                    f"{waits[dependent][key]} links to the entry of {_place(items[lines[key][0]].where)}, which this import leaves out"
+                )
                 pending.append(dependent)
-    return out
+    left_out = set(out)
+    for position in sorted(stuck - left_out):
+        key, name = next((key, name) for key, name in waits[position].items() if key not in resolved)
+        linked = next(line for line in lines[key] if line not in left_out)  # were all left out, the worklist would have left this out too
+        out[position] = (
+            f"{name} links to the entry of {_place(items[linked].where)}, and the links from there come back round in a circle: "
+            "no order of appends can store it"
+        )
 
 
 def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> None:

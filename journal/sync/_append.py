@@ -39,12 +39,11 @@ class AppendResult:
     is_duplicate: bool
 
 
-def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checked: bool = False) -> AppendResult:
+def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
     """Validate and durably store one entry (see :meth:`journal.Journal.append_with_result`).
 
-    *continuity_checked*: the entry comes from an import, which checked its
-    continuity links against the whole stream and its manifest (a link its
-    export's scope left out is kept), so only its ``supersedes`` are checked here.
+    Every link is checked here, under the lock, for every caller: there is
+    no way to store an entry whose links this check would refuse.
     """
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
@@ -77,7 +76,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checke
             # A generated UUID4 cannot collide; only a supplied id needs the lookup.
             if "id" in payload and index.find_id(entry.id) is not None:
                 raise DuplicateEntryError(entry.id)
-            _check_links(keeper, entry, continuity=not continuity_checked)
+            _check_links(keeper, entry)
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
@@ -128,17 +127,17 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], *, continuity_checke
     return AppendResult(entry, is_duplicate=False)
 
 
-def _check_links(keeper: IndexKeeper, entry: Entry, *, continuity: bool) -> None:
+def _check_links(keeper: IndexKeeper, entry: Entry) -> None:
     """Under the lock: every id *entry* continues or supersedes is an existing entry of its own agent, and not itself.
 
     Entry files are immutable, so a link that no read can follow (to an id no
     entry holds, or to another agent's entry) would stay a problem ``verify``
-    reports for good, and fail every backup that verifies; import refuses
-    such an entry for the same reason. An unknown id and another agent's id
-    get the same error, as reads give them: an append must not tell which ids
-    exist for other agents.
+    reports for good, and fail every backup that verifies; an import stores
+    through this append, so it refuses the same entries. An unknown id and
+    another agent's id get the same error, as reads give them: an append must
+    not tell which ids exist for other agents.
     """
-    for name, refs in (("continuity_refs", entry.continuity_refs if continuity else ()), ("supersedes", entry.supersedes)):
+    for name, refs in (("continuity_refs", entry.continuity_refs), ("supersedes", entry.supersedes)):
         for position, ref in enumerate(refs):
             field = f"signals.{name}[{position}]"
             if ref == entry.id:

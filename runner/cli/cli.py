@@ -345,6 +345,10 @@ def render(
 ) -> None:
     """Write ghostrunner.service, a timer and oneshot template per routine, ghostrunner-timers.target and, with a [backup] table, ghostrunner-backup.service and .timer into OUT.
 
+    With a [fleet] table, write the fleet's units instead: ghostrunner-fleet-beat.service
+    and ghostrunner-fleet-worker@.service (an instance per shard), never serve's or the
+    timers' (beside the fleet they would run every slot again); an OUT holding those is refused.
+
     Cron schedules become OnCalendar= in the configured timezone; a schedule
     that cannot be expressed is refused. Values that cannot go into a unit
     safely (control characters, relative paths, a user name systemd would
@@ -374,8 +378,13 @@ def render(
         config, exec_argv=argv, config_path=installed_config or str(config.config_file), user=user, randomized_delay=delay
     )
     write_rendered(rendering, out, write_units, noun="unit", strict=strict, journals=config.journals())
-    click.echo("\nserve:  systemctl enable --now ghostrunner.service")
-    click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
+    if rendering.fleet_services:
+        beat, *workers = rendering.fleet_services
+        click.echo(f"\nbeat:   systemctl enable --now {beat}   # on one host or two")
+        click.echo("worker: systemctl enable --now ghostrunner-fleet-worker@SHARD.service   # on each shard's host: " + " ".join(workers))
+    else:
+        click.echo("\nserve:  systemctl enable --now ghostrunner.service")
+        click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
     if config.backup is not None:
         click.echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
 

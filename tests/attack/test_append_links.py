@@ -5,9 +5,9 @@ names no entry, another agent's entry or the entry itself would be a
 ``dangling_link`` or ``foreign_link`` that ``verify`` reports for good, and
 every backup that verifies would fail on it. Append refuses each one with
 the field named, writes nothing, and tells another agent's id from a missing
-one by nothing. An import keeps what its export's scope left out (see
-tests/journal/carry/test_import.py); the runner keeps only ids its reply was
-shown (tests/runner/backends).
+one by nothing. An import stores through the same append, so it stores
+only what this accepts (see test_import_trust.py); the runner keeps only
+ids its reply was shown (tests/runner/backends).
 """
 
 from __future__ import annotations
@@ -63,22 +63,6 @@ def test_a_link_to_a_missing_foreign_or_own_id_is_refused_by_field_and_nothing_i
     # Another agent's id reads exactly like an id that does not exist: an append cannot probe for them.
     assert messages["foreign"].replace(theirs.id, "X") == messages["missing"].replace("no-such-entry", "X")
     assert journal.append(_payload("motoko", 6, **{field: [mine.id]})).signals == {field: [mine.id]}
-
-
-def test_continuity_checked_leaves_only_the_continuity_links_to_the_caller(journal: Journal, root: Path) -> None:
-    """``continuity_checked=True`` (what an import passes) stores a continuity link the journal does not hold yet, and still refuses such a supersedes."""
-    mine = journal.append(_payload("motoko", 0))
-    kept = journal.append_with_result(_payload("motoko", 1, continuity_refs=["held-by-the-source"]), continuity_checked=True)
-    assert not kept.is_duplicate and kept.entry.continuity_refs == ("held-by-the-source",)
-    before = entry_files(root)
-    with pytest.raises(EntryValidationError) as caught:
-        journal.append_with_result(_payload("motoko", 2, supersedes=["held-by-the-source"]), continuity_checked=True)
-    assert caught.value.field == "signals.supersedes[0]"
-    with pytest.raises(EntryValidationError) as unchecked:
-        journal.append_with_result(_payload("motoko", 3, continuity_refs=["held-by-the-source"]))
-    assert unchecked.value.field == "signals.continuity_refs[0]"
-    assert entry_files(root) == before
-    assert [e.id for e in journal.list(limit=10)] == [kept.entry.id, mine.id]
 
 
 @pytest.mark.parametrize("field", FIELDS)

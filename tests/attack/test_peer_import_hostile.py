@@ -152,7 +152,8 @@ def test_an_import_dir_onto_a_disk_that_clearly_cannot_hold_it_stores_nothing(tm
 
 def test_two_peer_entries_with_one_client_key_are_a_conflict_named_as_from_the_directory(tmp_path: Path) -> None:
     """The peer refuses a repeated client_key; a hostile copy holding one: the later file is a conflict (exit 4), listed by its path, and
-    the error line speaks of the journal directory, not of a stream; a rerun counts the same."""
+    so are peer-003, which continues it, and peer-010, which continues peer-003 (stored, their links would dangle), each naming the file
+    it continues; the error line speaks of the journal directory, not of a stream; the journal verifies clean; a rerun counts the same."""
     peer = tmp_path / "peer"
     shutil.copytree(SAMPLE, peer)
     first = peer / "entries/2026/03/01/peer-001.json"
@@ -160,8 +161,15 @@ def test_two_peer_entries_with_one_client_key_are_a_conflict_named_as_from_the_d
     for _ in range(2):
         done = _import(tmp_path / "j", peer, "--partial")
         assert done.returncode == 4, done.stderr
-        assert [(c["file"], c["id"]) for c in json.loads(done.stdout)["conflicts"]] == [("entries/2026/03/01/peer-002.json", "peer-002")]
-        assert done.stderr.startswith("ghostjournal: error: 1 entry of the journal directory clashes with entries this journal holds"), done.stderr
+        conflicts = json.loads(done.stdout)["conflicts"]
+        assert [(c["file"], c["id"]) for c in conflicts] == [
+            ("entries/2026/03/01/peer-002.json", "peer-002"), ("entries/2026/03/01/peer-003.json", "peer-003"),
+            ("entries/2026/03/05/peer-010.json", "peer-010")]
+        assert "] links to the entry of entries/2026/03/01/peer-002.json, which this journal does not hold" in conflicts[1]["reason"]
+        assert "] links to the entry of entries/2026/03/01/peer-003.json, which this journal does not hold" in conflicts[2]["reason"]
+        assert done.stderr.startswith("ghostjournal: error: 3 entries of the journal directory clash with entries this journal holds"), done.stderr
+        with Journal(tmp_path / "j") as journal:
+            assert journal.verify().is_clean
 
 
 @pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="making a device node needs root (CI runs as root, and never skips)")
@@ -230,9 +238,11 @@ def test_an_entry_continuing_one_this_import_leaves_out_is_left_out_too_so_the_j
         assert done.returncode == 0, done.stderr
         summary = json.loads(done.stdout)
         reasons = {bad["file"]: bad["reason"] for bad in summary["bad_files"]}
-        assert "'peer-008'" in reasons.pop("entries/2026/03/05/peer-010.json")
-        assert "'peer-010'" in reasons.pop("entries/2026/03/05/peer-011.json")
-        assert "'peer-001'" in reasons.pop("entries/2026/03/02/peer-005.json")
+        assert reasons.pop("entries/2026/03/05/peer-010.json").startswith("signals.continuity_refs[1] names no entry of agent ")
+        assert reasons.pop("entries/2026/03/05/peer-011.json") == (
+            "signals.continuity_refs[0] links to the entry of entries/2026/03/05/peer-010.json, which this import leaves out")
+        assert reasons.pop("entries/2026/03/02/peer-005.json") == (
+            "signals.continuity_refs[0] links to an entry of another agent in this import: an append refuses that link")
         assert set(reasons) == {"entries/2026/03/04/peer-008.json"}
         assert (summary["appended"], summary["duplicate"]) == ((8, 0) if run == 0 else (0, 8))
     with Journal(tmp_path / "j") as journal:

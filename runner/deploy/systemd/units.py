@@ -1,4 +1,4 @@
-"""systemd units for a configuration: the ``serve`` service, or a timer per (agent, routine).
+"""systemd units for a configuration: the ``serve`` service, or a timer per (agent, routine); or, for a fleet, its beat and workers.
 
 ``render_units`` fills the templates in ``runner/data/systemd/`` (``@NAME@``
 placeholders) from a validated configuration:
@@ -12,6 +12,21 @@ placeholders) from a validated configuration:
 * with a ``[backup]`` table only, ``ghostrunner-backup.service`` (oneshot
   ``ghostrunner backup --into DIR``) and ``ghostrunner-backup.timer``, apart
   from the target: backups suit both deployments.
+
+A configuration with a ``[fleet]`` table gets neither ``serve`` (which
+refuses it) nor the timers (beside the fleet each would run every slot a
+second time), but the fleet's own services, which conflict with both:
+
+* ``ghostrunner-fleet-beat.service``: ``ghostrunner fleet beat``;
+* ``ghostrunner-fleet-worker@.service``: ``ghostrunner fleet worker --shard
+  SHARD``, the instance naming the shard (``ghostrunner-fleet-worker@east``),
+  with ``KillMode=mixed`` so that a stop lets its runs in flight finish;
+* the backup units, as above.
+
+They have the same sandbox, their network limited to the broker's address
+(and, for a worker, what its backends need, as above). Writing them into a
+directory that holds a ``serve`` unit or timers is refused
+(:func:`write_units`).
 
 Both styles run as the dedicated system user ``ghostrunner`` (not
 ``DynamicUser=``: journals are long-lived data an operator reads and backs
@@ -33,6 +48,8 @@ and the programs the units start are followed to what they need to start
 
 from __future__ import annotations
 
+import fnmatch
+import ipaddress
 import os
 import re
 import sys
@@ -42,6 +59,7 @@ from datetime import date, timedelta
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Final, Protocol
+from urllib.parse import urlsplit
 
 from journal.frame import is_loopback_url
 from runner.cron.oncalendar import skipped_local_times, to_on_calendar
@@ -62,7 +80,7 @@ from runner.deploy.unitsyntax import (
 )
 from runner.deploy.written import RENDERED_MARKER, write_unit_files
 from runner.errors import UnitRenderError, quoted
-from runner.settings.config import BackupConfig, RunnerConfig
+from runner.settings.config import BackupConfig, FleetConfig, RunnerConfig
 
 __all__ = ["STATE_DIRECTORY", "Rendering", "default_exec_argv", "refuse_warnings", "render_units", "systemd_escape", "write_units"]
 
@@ -81,13 +99,15 @@ class Rendering:
 
     Attributes:
         files: unit file name to its text, in a stable order.
-        timers: the timer instances to enable (``ghostrunner-run-evening@motoko.timer``).
+        timers: the timer instances to enable (``ghostrunner-run-evening@motoko.timer``); none for a fleet.
         warnings: deployment problems found while rendering (one line each).
+        fleet_services: for a fleet, the services to enable (the beat, and a worker instance per shard); else empty.
     """
 
     files: dict[str, str]
     timers: tuple[str, ...]
     warnings: tuple[str, ...]
+    fleet_services: tuple[str, ...] = ()
 
 
 def _key(table: str, name: str, *rest: str) -> str:
@@ -131,9 +151,12 @@ def _write_paths(paths: Sequence[str]) -> list[str]:
 _NO_NETWORK: Final = ("# Simulated agents only: no network at all.", "RestrictAddressFamilies=AF_UNIX", "IPAddressDeny=any")
 
 
-def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool = False) -> str:
-    """The sandbox settings; *offline* for a unit that runs no backend (the backup): no network, and only CPython runs."""
+def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool = False, network: Sequence[str] | None = None) -> str:
+    """The sandbox settings; *offline* for a unit that runs no backend (the backup, the beat): only CPython runs, and no network
+    unless *network* (its lines) says otherwise."""
     has_command = not offline and any(agent.backend.type == "command" for agent in config.agents.values())
+    if network is None:
+        network = ["# No backend runs here: no network at all.", *_NO_NETWORK[1:]] if offline else _network_lines(config)
     lines = [
         "ProtectSystem=strict",
         *(["ReadWritePaths=" + " ".join(path_word(path) for path in write_paths)] if write_paths else []),
@@ -159,7 +182,7 @@ def _sandbox(config: RunnerConfig, write_paths: Sequence[str], *, offline: bool 
         "CapabilityBoundingSet=",
         "AmbientCapabilities=",
         "RemoveIPC=yes",
-        *(["# No backend runs here: no network at all.", *_NO_NETWORK[1:]] if offline else _network_lines(config)),
+        *network,
     ]
     return "\n".join(lines)
 
@@ -273,16 +296,6 @@ def render_units(
         "STOPPED": str(STOPPED_STATUS),
         "NO_RESTART": " ".join(str(status) for status in SYSTEMD_NO_RESTART_STATUSES),
     }
-    files = {
-        "ghostrunner.service": _fill(
-            _template("ghostrunner.service"),
-            {
-                **common,
-                "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s",
-                "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),
-            },
-        )
-    }
     warnings = _warnings(
         config,
         exec_argv,
@@ -299,6 +312,40 @@ def render_units(
         for path in write_paths
         if path in _SYSTEM_DIRECTORIES
     ]
+    if config.fleet is not None:
+        files, services = _fleet_units(config, config.fleet, common, write_paths, warnings)
+    else:
+        files, timers = _serve_and_timers(config, common, warnings, randomized_delay, today)
+    if config.backup is not None:
+        files |= _backup_units(
+            config,
+            config.backup,
+            common,
+            write_paths=[*roots.values(), str(PurePosixPath(lock_file).parent)],
+            warnings=warnings,
+            today=today,
+        )
+    if config.fleet is not None:
+        return Rendering(files=files, timers=(), warnings=tuple(warnings), fleet_services=services)
+    return Rendering(files=files, timers=timers, warnings=tuple(warnings))
+
+
+def _serve_and_timers(
+    config: RunnerConfig, common: dict[str, str], warnings: list[str], randomized_delay: timedelta, today: date
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The serve service, and a timer and oneshot service per routine with the target wanting each instance; *warnings* gets DST gaps."""
+    source = config.source
+    agents = sorted(config.agents)
+    files = {
+        "ghostrunner.service": _fill(
+            _template("ghostrunner.service"),
+            {
+                **common,
+                "WATCHDOG_SEC": f"{WATCHDOG_SECONDS}s",
+                "STOP_TIMEOUT_SEC": _seconds(config.shutdown_timeout + _STOP_MARGIN),
+            },
+        )
+    }
     timers = []
     routines = sorted({name for agent in config.agents.values() for name in agent.routines})
     timezone = checked_text(config.timezone.key, "runner.timezone", source)
@@ -336,16 +383,67 @@ def render_units(
             unit_name(f"{instance}.service", _key("agents", agent), source)  # the timer starts this name, two bytes longer
             timers.append(unit_name(f"{instance}.timer", _key("agents", agent), source))
     files["ghostrunner-timers.target"] = _fill(_template("ghostrunner-timers.target"), {**common, "TIMERS": " ".join(timers)})
-    if config.backup is not None:
-        files |= _backup_units(
-            config,
-            config.backup,
-            common,
-            write_paths=[*roots.values(), str(PurePosixPath(lock_file).parent)],
-            warnings=warnings,
-            today=today,
+    return files, tuple(timers)
+
+
+#: The units of serve and of the timers: a directory of a fleet's units holds none of them, or every slot would run twice.
+_SERVE_AND_TIMERS: Final = ("ghostrunner.service", "ghostrunner-timers.target", "ghostrunner-run-*")
+
+
+def _broker_address(broker: str) -> str | None:
+    """What ``IPAddressAllow=`` can name for the broker's host: its IP address, or ``localhost``; None for a host name."""
+    host = urlsplit(broker).hostname or ""
+    if host == "localhost":
+        return host
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
+
+
+def _fleet_network(config: RunnerConfig, address: str | None, *, runs_backends: bool) -> list[str]:
+    """The network lines of a fleet unit: the broker's *address* alone, and for a worker (*runs_backends*) what its backends need."""
+    lines = ["RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"]
+    if address is None:
+        return [*lines, "# fleet.broker names a host, not an address: no IP address restriction."]
+    allowed = [address]
+    what = "The broker only"
+    if runs_backends:
+        backends = [agent.backend for agent in config.agents.values()]
+        if any(backend.type == "command" for backend in backends):
+            return [*lines, "# A command backend may need the network: no IP address restriction."]
+        openai = [backend.base_url for backend in backends if backend.type == "openai"]
+        if not all(is_loopback_url(url) for url in openai):
+            return [*lines, "# An openai backend is on another host: no IP address restriction."]
+        if openai:
+            allowed, what = ["localhost", address], "The broker, and the openai backends on this host"
+    return [*lines, f"# {what}: nothing else.", "IPAddressDeny=any", "IPAddressAllow=" + " ".join(dict.fromkeys(allowed))]
+
+
+def _fleet_units(
+    config: RunnerConfig, fleet: FleetConfig, common: dict[str, str], write_paths: Sequence[str], warnings: list[str]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The beat's service and the workers' template; the services to enable (the beat, a worker per shard); *warnings* gets a broker
+    whose address the units cannot name."""
+    address = _broker_address(fleet.broker)
+    if address is None:
+        warnings.append(
+            f"fleet.broker {fleet.broker!r} names its host, and IPAddressAllow= takes addresses: the fleet's units cannot limit "
+            "their network to the broker, so they get no IP address restriction; name the broker by its IP address"
         )
-    return Rendering(files=files, timers=tuple(timers), warnings=tuple(warnings))
+    beat = {**common, "SANDBOX": _sandbox(config, [], offline=True, network=_fleet_network(config, address, runs_backends=False))}
+    worker = {
+        **common,
+        "SANDBOX": _sandbox(config, write_paths, network=_fleet_network(config, address, runs_backends=True)),
+        # A stop lets the runs in flight finish: each takes at most run_timeout.
+        "STOP_TIMEOUT_SEC": _seconds(max(config.run_timeout, config.shutdown_timeout) + _STOP_MARGIN),
+    }
+    files = {
+        "ghostrunner-fleet-beat.service": _fill(_template("ghostrunner-fleet-beat.service"), beat),
+        "ghostrunner-fleet-worker@.service": _fill(_template("ghostrunner-fleet-worker@.service"), worker),
+    }
+    workers = [unit_name(f"ghostrunner-fleet-worker@{shard}.service", f"fleet.shards.{shard}", config.source) for shard in fleet.shards]
+    return files, ("ghostrunner-fleet-beat.service", *workers)
 
 
 def _backup_units(
@@ -466,16 +564,39 @@ def refuse_warnings(rendering: _Warned, noun: str = "unit") -> None:
 def write_units(rendering: Rendering, out: Path) -> list[Path]:
     """Write the rendered files into *out* (created if missing); return their paths.
 
+    A fleet's units are not written into a directory that holds a unit of ``serve`` or of the timers
+    (``ghostrunner.service``, ``ghostrunner-timers.target``, ``ghostrunner-run-*``): enabled beside the
+    fleet, each would run every slot a second time, and removing a unit that may be running is the operator's step.
+
     Render usually runs as root into ``/etc/systemd/system``, so it writes nothing through a symbolic link (neither
     *out* itself nor a unit file in it) and replaces only files it wrote before (their first line is the
     render marker). Every target is checked before the first is written; each file is written whole to a
     temporary name and renamed over the old one, mode 0644.
 
     Raises:
-        UnitRenderError: *out* or a file in it is a symbolic link, not a regular file, or a file render did not write.
+        UnitRenderError: *out* or a file in it is a symbolic link, not a regular file, or a file render did not write;
+            or, for a fleet, *out* holds a unit of serve or of the timers.
         RunnerError: the directory or a file cannot be written (the operating system's reason).
     """
+    if rendering.fleet_services:
+        _refuse_serve_units(out)
     return write_unit_files(rendering.files, out)
+
+
+def _refuse_serve_units(out: Path) -> None:
+    try:
+        names = sorted(os.listdir(out)) if os.path.isdir(out) and not os.path.islink(out) else []
+    except OSError:
+        return  # write_unit_files says why the directory cannot be used
+    found = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in _SERVE_AND_TIMERS)]
+    if found:
+        shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+        raise UnitRenderError(
+            "--out",
+            f"{str(out)!r} holds units of serve or the timers ({shown}), which beside the fleet would run every slot a second time; "
+            "stop and disable them (systemctl disable --now ghostrunner.service ghostrunner-timers.target 'ghostrunner-run-*.timer'), "
+            "remove them, and render again",
+        )
 
 
 def default_exec_argv() -> list[str]:

@@ -228,19 +228,19 @@ def _chain(root: Path) -> tuple[bytes, dict[str, str]]:
 
 
 def test_partial_leaves_out_what_continues_a_bad_line_and_so_on_in_turn(tmp_path: Path) -> None:
-    """--partial dropping a's line leaves out b and c (they continue a) and d (it continues c), each listed with the link: stored, their links
-    would dangle and verify would fail for good. e and f are stored, verify is clean, and a rerun stores nothing and lists the same lines."""
+    """--partial dropping a's line leaves out b and c (they continue a) and d (it continues c), each listed with the link's field and, for d,
+    the line it continues: stored, their links would dangle and verify would fail for good. e and f are stored, verify is clean, and a
+    rerun stores nothing and lists the same lines."""
     stream, ids = _chain(tmp_path / "a")
     lines = stream.splitlines(keepends=True)
     damaged = b"".join([lines[0].replace(b"evening", b"\\ud800"), *lines[1:]])  # a's line: a lone surrogate
     done = _cli(tmp_path / "b", "-", "--partial", stdin=damaged)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    left_out = {bad["line"]: bad["reason"] for bad in document["bad_lines"] if bad["reason"].startswith("it continues ")}
+    left_out = {bad["line"]: bad["reason"] for bad in document["bad_lines"] if bad["reason"].startswith("signals.")}
     assert [bad["line"] for bad in document["bad_lines"] if bad["line"] not in left_out] == [1, 7]  # a's line, and the manifest's hash
-    assert sorted(left_out) == [2, 3, 4]
-    for line, continued in ((2, "a"), (3, "a"), (4, "c")):
-        assert left_out[line].startswith(f"it continues {ids[continued]!r}, which this import does not bring in"), left_out[line]
+    unknown = "signals.continuity_refs[0] names no entry of agent 'alice' that this journal holds or this import brings in"
+    assert left_out == {2: unknown, 3: unknown, 4: "signals.continuity_refs[0] links to the entry of line 3, which this import leaves out"}
     assert _summary(done) == {"appended": 2, "duplicate": 0, "conflict": 0}
     with Journal(tmp_path / "b") as journal:
         assert {entry.id for entry in journal.list(limit=10)} == {ids["e"], ids["f"]}
@@ -254,13 +254,26 @@ def test_partial_leaves_out_what_continues_a_bad_line_and_so_on_in_turn(tmp_path
     assert entry_files(tmp_path / "c") == {}
 
 
-def test_a_link_the_export_scope_left_out_is_kept_as_the_manifest_lists_it(tmp_path: Path) -> None:
-    """An export --since after a: b's and c's links to a are under the manifest's links_outside, so they are stored as before (d, e, f too)."""
+def test_a_link_outside_the_stream_is_kept_only_where_the_journal_holds_its_entry(tmp_path: Path) -> None:
+    """An export --since after a lists b's and c's links to a under links_outside, a report and no licence: into an empty journal b, c
+    and d (it continues c) are left out as links an append refuses, or nothing is imported without --partial; into a journal holding a,
+    every entry is stored, as appends would store them."""
     _, ids = _chain(tmp_path / "a")
     with Journal(tmp_path / "a") as journal:
-        out = io.BytesIO()
+        out, a_only = io.BytesIO(), io.BytesIO()
         manifest = journal.export(out, since="2026-09-01T01:00:00Z")
+        journal.export(a_only, until="2026-09-01T00:30:00Z")
     assert {(link["entry"], link["link"]) for link in manifest.links_outside} == {(ids["b"], ids["a"]), (ids["c"], ids["a"])}
     with Journal(tmp_path / "b") as journal:
+        with pytest.raises(ImportStreamError, match=r"^import stream line 1: signals.continuity_refs\[0\] names no entry of agent 'alice'"):
+            journal.import_stream(io.BytesIO(out.getvalue()))
+        assert entry_files(tmp_path / "b") == {}
+        summary = journal.import_stream(io.BytesIO(out.getvalue()), partial=True)
+        assert [bad["line"] for bad in summary.bad_lines] == [1, 2, 3]
+        assert {entry.id for entry in journal.list(limit=10)} == {ids["e"], ids["f"]}
+        assert journal.verify().is_clean
+    with Journal(tmp_path / "c") as journal:
+        assert journal.import_stream(io.BytesIO(a_only.getvalue())).appended == 1
         summary = journal.import_stream(io.BytesIO(out.getvalue()))
         assert summary.appended == 5 and summary.bad_lines == []
+        assert journal.verify().is_clean
