@@ -40,6 +40,7 @@ __all__ = [
     "download_model",
     "load_encoder",
     "one_blas_thread",
+    "pinned_model_dir",
     "resolve_model",
 ]
 
