@@ -185,13 +185,26 @@ class ClientKeyTakenError(DuplicateEntryError):
 
 
 class JournalNotFoundError(JournalError, FileNotFoundError):
-    """The root holds no journal (and creation was not asked for)."""
+    """The root holds no journal (and creation was not asked for).
+
+    Attributes:
+        root: the directory looked in.
+        chosen_by: what chose it when no root was given (``$GHOSTJOURNAL_ROOT``, an agent's state directory), else None.
+    """
 
     exit_code: ClassVar[int] = 3  # not found
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, chosen_by: str | None = None) -> None:
         self.root = root
-        super().__init__(f"no journal at {str(root)!r}; create one with: {_shell_line(['ghostjournal', '--root', str(root), 'init'])}")
+        self.chosen_by = chosen_by
+        create = _shell_line(["ghostjournal", "--root", str(root), "init"])
+        if chosen_by is None:
+            super().__init__(f"no journal at {str(root)!r}; create one with: {create}")
+        else:
+            # Found by the rule, not given: say what chose the place, and how to name another.
+            super().__init__(
+                f"no journal at {str(root)!r} ({chosen_by}); pass --root PATH for another journal, or create this one with: {create}"
+            )
 
 
 def _shell_line(argv: list[str]) -> str:

@@ -400,7 +400,7 @@ def _check_table_example(block: Block, tmp_path: Path) -> None:
 
 #: (page, first line) of each plain block, and what checks it.
 PLAIN_CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
-    ("docs/ghostjournal.md", "ghostjournal [--root PATH] [--nn] [--model NAME|DIR] COMMAND [--json|--text]"): _check_ghostjournal_synopsis,
+    ("docs/ghostjournal.md", "ghostjournal [--root PATH] [--agent A] [--nn] [--model NAME|DIR] COMMAND [--json|--text]"): _check_ghostjournal_synopsis,
     ("docs/runner.md", "ghostrunner [--config FILE] [--log-level LEVEL] COMMAND ..."): _check_ghostrunner_synopsis,
     ("docs/monitoring.md", "ghostrunner status [--config FILE] [--log FILE|-] [--json|--text] [--now TIME] [--grace DURATION]"): _check_ghostrunner_synopsis,
     ("docs/ghostjournal.md", "$ COLUMNS=80 ghostjournal list --agent motoko"): _check_table_example,

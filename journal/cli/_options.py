@@ -11,7 +11,7 @@ import click
 from journal.api import MAX_K
 from journal.errors import EntryValidationError
 from journal.files.entry import KINDS, MAX_INPUT_BYTES
-from journal.frame.clikit import TimeParam
+from journal.frame.clikit import TimeParam, after_command
 from journal.frame.timeinput import local_zone
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "TEXT",
     "TIME",
     "RootPath",
+    "agent_option",
     "as_of_option",
     "current_only_option",
     "floor_option",
@@ -83,7 +84,34 @@ def window_options(function: Callable[..., Any]) -> Callable[..., Any]:
     function = click.option("--since", type=TIME, help="Only entries at or after this time: a date, a local time, an ISO time, or -7d.")(
         function
     )
-    return click.option("--agent", type=TEXT, help="Only this agent's entries.")(function)
+    with_agent: Callable[..., Any] = agent_option("Only this agent's entries.")(function)
+    return with_agent
+
+
+def agent_option(
+    help: str,  # noqa: A002 - click's own name for it
+    *,
+    required: bool = False,
+    check: Callable[[str], str] | None = None,
+) -> Callable[[Any], Any]:
+    """A command's ``--agent``, which the group's ``--agent`` (before the command) also gives; two different ones are a usage error.
+
+    The agent also picks the journal when no root is given (see :mod:`journal.frame.roots`), so it is set on
+    the settings object too. *check* refuses a value (a blank name) with :class:`click.BadParameter`.
+    """
+
+    def chosen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            if check is not None:
+                check(value)
+            after_command(ctx, param, value)  # refuses another value before the command, and sets the settings' agent
+            return value
+        before: str | None = getattr(ctx.obj, "agent", None)
+        if before is None and required:
+            raise click.MissingParameter(ctx=ctx, param=param)
+        return before
+
+    return click.option("--agent", type=TEXT, callback=chosen, help=help)
 
 
 def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -30,6 +30,7 @@ from journal.cli._options import (
     REPORT_TIME,
     TEXT,
     RootPath,
+    agent_option,
     as_of_option,
     current_only_option,
     floor_option,
@@ -38,8 +39,9 @@ from journal.cli._options import (
 )
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
-from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError
+from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalNotFoundError
 from journal.files.entry import parse_json_payload
+from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
     CommandGroup,
     ZoneParam,
@@ -61,7 +63,6 @@ from journal.progress import StderrProgress, about, progress_after, reporting_sl
 
 __all__ = ["cli", "main"]
 
-ROOT_ENVVAR = "GHOSTJOURNAL_ROOT"
 MODEL_ENVVAR = "GHOSTJOURNAL_MODEL"
 
 
@@ -75,12 +76,38 @@ class _Group(CommandGroup):
 
 
 class _Settings:
-    def __init__(self, root: Path | None, nn: bool, model: str) -> None:
+    def __init__(self, root: Path | None, nn: bool, model: str, agent: str | None = None) -> None:
         self.root = root
         self.nn = nn
         self.model = model
+        self.agent = agent
         self._journal: Journal | None = None
         self._progress: StderrProgress | None = None
+        self._place: JournalPlace | None = None
+
+    def place(self) -> JournalPlace:
+        """The journal directory: --root, else as journal.frame.roots finds it ($GHOSTJOURNAL_ROOT, else --agent's state journal)."""
+        if self.root is not None:
+            return JournalPlace(self.root, "--root")
+        if self._place is None:
+            try:
+                found = journal_place(self.agent)
+            except PlaceError as exc:
+                raise click.BadParameter(exc.problem, param_hint=exc.source) from None
+            if found is None:
+                raise click.UsageError(self._no_root())
+            self._place = found
+        return self._place
+
+    def _no_root(self) -> str:
+        if self.agent is None:
+            return (
+                f"no journal root: pass --root PATH, set {ROOT_ENVVAR}, or name an agent with --agent (its journal in the state directory)"
+            )
+        return (
+            f"no journal root: pass --root PATH or set {ROOT_ENVVAR}; agent {self.agent!r} has no journal in the state directory, since "
+            "$STATE_DIRECTORY, $XDG_STATE_HOME and $HOME are unset or not absolute paths"
+        )
 
     @property
     def progress(self) -> StderrProgress:
@@ -94,7 +121,11 @@ class _Settings:
         return StderrProgress("embedding entries", after=progress_after(), note=self._backfill_note)
 
     def _backfill_note(self, total: int, estimate: float) -> str:
-        command = ["ghostjournal", "--root", str(self.root)] + (["--model", self.model] if self.model != DEFAULT_MODEL else []) + ["embed"]
+        command = (
+            ["ghostjournal", "--root", str(self.place().root)]
+            + (["--model", self.model] if self.model != DEFAULT_MODEL else [])
+            + ["embed"]
+        )
         return (
             f"embedding {total} entries that have no vector from this model yet, once ({about(estimate)});"
             f" '{shlex.join(command)}' does it ahead of time"
@@ -105,8 +136,7 @@ class _Settings:
 
         Without *repair_index* the index is left as found (see Journal), for the check that reports it.
         """
-        if self.root is None:
-            raise click.UsageError(f"no journal root: pass --root PATH or set {ROOT_ENVVAR}")
+        place = self.place()
         if self._journal is None:
             loading = (
                 reporting_slow(
@@ -118,21 +148,32 @@ class _Settings:
                 else contextlib.nullcontext()
             )
             with loading:
-                self._journal = Journal(
-                    self.root,
-                    enable_nn=self.nn,
-                    create=create,
-                    model=self.model,
-                    on_progress=self._backfill_progress(),
-                    writable=writable,
-                    repair_index=repair_index,
-                )
+                try:
+                    self._journal = Journal(
+                        place.root,
+                        enable_nn=self.nn,
+                        create=create,
+                        model=self.model,
+                        on_progress=self._backfill_progress(),
+                        writable=writable,
+                        repair_index=repair_index,
+                    )
+                except JournalNotFoundError as exc:
+                    if self.root is not None:
+                        raise
+                    raise JournalNotFoundError(place.root, place.chosen_by) from exc
             click.get_current_context().call_on_close(self._journal.close)
         return self._journal
 
     def journals(self) -> dict[str, Path]:
-        """The journal at --root, which no output may land in (named as messages name it); none without a root."""
-        return {} if self.root is None else {"the journal at --root": self.root}
+        """The journal the command uses, which no output may land in (named as messages name it); none when there is none."""
+        if self.root is not None:
+            return {"the journal at --root": self.root}
+        try:
+            place = self.place()
+        except click.UsageError:
+            return {}
+        return {f"the journal at {str(place.root)!r} ({place.chosen_by})": place.root}
 
 
 pass_settings = click.make_pass_decorator(_Settings)
@@ -175,9 +216,14 @@ def _listed(
 @click.option(
     "--root",
     type=RootPath(file_okay=False, path_type=Path),
-    envvar=ROOT_ENVVAR,
-    show_envvar=True,
-    help="The journal directory.",
+    help=f"The journal directory. Default: ${ROOT_ENVVAR}, else --agent's journal in the state directory, where ghostrunner keeps it.",
+)
+@click.option(
+    "--agent",
+    type=TEXT,
+    callback=lambda ctx, param, value: value if value is None else _named(value, "an agent's name"),
+    help="This agent's entries alone; without --root or $GHOSTJOURNAL_ROOT, its journal in the state directory "
+    "($XDG_STATE_HOME/ghostjournal/AGENT).",
 )
 @click.option("--nn", is_flag=True, help="Embed entries and rank by meaning as well as words (needs the 'nn' extra).")
 @click.option(
@@ -190,13 +236,13 @@ def _listed(
 )
 @version_option("ghostjournal")
 @click.pass_context
-def cli(ctx: click.Context, root: Path | None, nn: bool, model: str) -> None:
+def cli(ctx: click.Context, root: Path | None, agent: str | None, nn: bool, model: str) -> None:
     """A durable, local-first journal for scheduled agents.
 
-    Output is text on a terminal and JSON when piped (or with --json). --root, --nn and --model may
+    Output is text on a terminal and JSON when piped (or with --json). --root, --agent, --nn and --model may
     also follow the command.
     """
-    ctx.obj = _Settings(root, nn, model)
+    ctx.obj = _Settings(root, nn, model, agent)
 
 
 @cli.command(short_help="Create or open a journal; print its identity.")
@@ -236,7 +282,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
 
 @cli.command(short_help="Print one entry.")
 @click.argument("entry_id")
-@click.option("--agent", help="Only if it is this agent's entry (another agent's id is reported as not found).")
+@agent_option("Only if it is this agent's entry (another agent's id is reported as not found).")
 @output_option
 @pass_settings
 def get(settings: _Settings, entry_id: str, agent: str | None) -> None:
@@ -333,7 +379,7 @@ def search(
 @cli.command(short_help="List the entries related to one entry.")
 @click.argument("entry_id")
 @click.option("-k", "k", type=K_RANGE, default=8, show_default=True)
-@click.option("--agent", type=TEXT, help="Only this agent's entries.")
+@agent_option("Only this agent's entries.")
 @output_option
 @pass_settings
 def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> None:
@@ -360,12 +406,10 @@ def digest(settings: _Settings, agent: str | None, since: datetime | None, until
 
 
 @cli.command(short_help="Write one agent's entries as an HTML page.")
-@click.option(
-    "--agent",
-    type=TEXT,
+@agent_option(
+    "The agent whose entries the report shows (no other agent's are read).",
     required=True,
-    callback=lambda ctx, param, value: _named(value, "an agent's name"),
-    help="The agent whose entries the report shows (no other agent's are read).",
+    check=lambda value: _named(value, "an agent's name"),
 )
 @click.option(
     "--tz",
@@ -468,7 +512,7 @@ def reindex(settings: _Settings) -> None:
 
 
 @cli.command(short_help="Check the entry files and the index.")
-@click.option("--agent", type=TEXT, help="Only this agent's entry files and index rows.")
+@agent_option("Only this agent's entry files and index rows.")
 @click.option("--deep", is_flag=True, help="Also re-embed a sample of entries and compare with their stored vectors (needs --nn).")
 @click.option("--sample", type=click.IntRange(min=1, max=100_000), default=64, show_default=True, help="With --deep: how many entries.")
 @click.option(
@@ -577,8 +621,8 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
     except EntryValidationError as exc:
         expected = exc.expected if exc.field == "agent-map" else f"OLD=NEW with agent names of {exc.expected}"
         raise click.BadParameter(f"expected {expected}, got {exc.got}", param_hint="--agent-map") from None
-    if isinstance(source, Path) and settings.root is not None:
-        check_peer_dir(source, settings.root)  # refused before a journal is created to import it into
+    if isinstance(source, Path):
+        check_peer_dir(source, settings.place().root)  # refused before a journal is created to import it into
     journal = settings.journal(create=True, writable=True)
     if isinstance(source, Path):
         summary = journal.import_dir(source, agent_map=mapping, partial=partial)
@@ -667,7 +711,7 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
 
 
 @cli.command(short_help="Serve the journal to an agent over MCP (stdio).")
-@click.option("--agent", type=TEXT, help="Serve only this agent: reads return its entries alone, appends are stored as it.")
+@agent_option("Serve only this agent: reads return its entries alone, appends are stored as it.")
 @click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
 @click.option(
     "--http",

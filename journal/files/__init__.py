@@ -22,7 +22,7 @@ from journal.files._safefs import (
     open_regular,
     take_ownership,
 )
-from journal.files._schema import require_object
+from journal.files._schema import is_agent_name, require_object
 from journal.files._storage import scratch_errors, storage_error, storage_errors
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "ensure_dir",
     "fsync_directory",
     "holds_journal_manifest",
+    "is_agent_name",
     "journal_owner",
     "json_depth_exceeds",
     "json_type_name",

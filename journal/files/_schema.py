@@ -30,6 +30,7 @@ __all__ = [
     "check_label",
     "check_text_arguments",
     "check_utc_range",
+    "is_agent_name",
     "parse_timestamp",
     "require_object",
     "utc_key",
@@ -182,6 +183,11 @@ def check_label(value: object, path: str, label: str) -> str:
             path, f"a non-empty {label} of at most {_SHORT} characters without control characters", show_value(value)
         )
     return value
+
+
+def is_agent_name(value: str) -> bool:
+    """Whether *value* is a valid agent name (the ``agent`` field's rule): one path component, never ``.`` or ``..``."""
+    return _AGENT_PATTERN.fullmatch(value) is not None
 
 
 def check_agent(value: object, path: str) -> str:

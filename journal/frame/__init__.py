@@ -2,8 +2,8 @@
 
 Its faces: terminal text and tables (:mod:`.render`), typed time input (:mod:`.timeinput`),
 output files written durably and never over what they must not replace (:mod:`.outfile`), the
-self-contained HTML page (:mod:`.htmlpage`), the loopback test (:mod:`.loopback`) and the check of a URL's
-address (:mod:`.urls`); the click kit
+self-contained HTML page (:mod:`.htmlpage`), the loopback test (:mod:`.loopback`), the check of a URL's
+address (:mod:`.urls`) and where a journal is when no root is given (:mod:`.roots`); the click kit
 both command groups are built on is :mod:`journal.frame.clikit`, imported by name so that the
 rest of the frame does not import click.
 """
@@ -20,14 +20,19 @@ from journal.frame.outfile import (
     write_output,
 )
 from journal.frame.render import clip, counted, labelled, short_times, table, text_width
+from journal.frame.roots import ROOT_ENVVAR, STATE_SUBDIRECTORY, JournalPlace, PlaceError, journal_place, state_home
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.frame.urls import UrlAddress, check_url_address, url_authority
 from journal.terminal import printable
 
 __all__ = [
+    "ROOT_ENVVAR",
+    "STATE_SUBDIRECTORY",
     "STDOUT",
     "TIME_FORMS",
+    "JournalPlace",
     "OutputKind",
+    "PlaceError",
     "UrlAddress",
     "check_url_address",
     "claim_partial_directory",
@@ -38,6 +43,7 @@ __all__ = [
     "first_line",
     "is_loopback_host",
     "is_loopback_url",
+    "journal_place",
     "labelled",
     "local_zone",
     "page",
@@ -47,6 +53,7 @@ __all__ = [
     "refuse_inside_journals",
     "replace_durably",
     "short_times",
+    "state_home",
     "streamed_output",
     "table",
     "text",

@@ -10,10 +10,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any, Final
 
 import structlog
 
+from journal.frame import PlaceError, journal_place
 from routines import digest_window
 from runner.run._memory import open_journal, settle_fallbacks
 from runner.run.simulate import Progress, SimulationSummary, check_backends, simulate_agent
@@ -74,10 +76,17 @@ class DemoReport:
             f"prompt context for {self.question!r}:",
             self.context,
             "",
-            "Explore it: "
-            + shlex.join(["ghostjournal", "--root", self.journal_root, "search", _search_word(themes), "--agent", self.agent]),
+            "Explore it: " + shlex.join(["ghostjournal", *self._root_words(), "search", _search_word(themes), "--agent", self.agent]),
         ]
         return "\n".join(lines)
+
+    def _root_words(self) -> list[str]:
+        """``--root JOURNAL``, unless ghostjournal finds the journal without it (journal.frame.roots: by the agent's name, or $GHOSTJOURNAL_ROOT)."""
+        try:
+            found = journal_place(self.agent)
+        except PlaceError:  # a blank $GHOSTJOURNAL_ROOT: ghostjournal would refuse it, so the root is named
+            found = None
+        return [] if found is not None and found.root == Path(self.journal_root) else ["--root", self.journal_root]
 
 
 def _search_word(themes: list[dict[str, Any]]) -> str:

@@ -1,9 +1,11 @@
 """What this host says where journals go and what time it is, for a configuration that does not say.
 
-* :func:`state_directory`: the directory journals go to when no ``journal_root``
-  is configured: ``$STATE_DIRECTORY`` (set by systemd for a unit with
-  ``StateDirectory=``), else ``$XDG_STATE_HOME/ghostjournal``, else
-  ``~/.local/state/ghostjournal``; never the current directory.
+* :func:`state_directory`: the directory agents' journals go to when neither
+  ``journal_root`` nor ``$GHOSTJOURNAL_ROOT`` says: ``$STATE_DIRECTORY`` (set
+  by systemd for a unit with ``StateDirectory=``), else
+  ``$XDG_STATE_HOME/ghostjournal``, else ``~/.local/state/ghostjournal``;
+  never the current directory (the rule of :mod:`journal.frame.roots`, which
+  ``ghostjournal`` follows too).
 * :func:`local_zone_name`: the system's local time zone as an IANA name
   (from ``$TZ``, else the ``/etc/localtime`` link, else ``/etc/timezone``),
   ``UTC`` when none of them names one.
@@ -17,18 +19,17 @@ from pathlib import Path
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from journal.frame import STATE_SUBDIRECTORY, state_home
 from runner.errors import ConfigError
 
 __all__ = ["STATE_SUBDIRECTORY", "local_zone_name", "state_directory"]
 
-#: The directory below ``$XDG_STATE_HOME`` (or ``~/.local/state``) that journals go to.
-STATE_SUBDIRECTORY: Final = "ghostjournal"
 _LOCALTIME: Final = Path("/etc/localtime")
 _TIMEZONE_FILE: Final = Path("/etc/timezone")
 
 
 def state_directory(source: str, environ: Mapping[str, str] | None = None) -> Path:
-    """The directory journals go to without a configured ``journal_root``.
+    """The directory journals go to without a configured ``journal_root`` (:func:`journal.frame.state_home`, the rule ``ghostjournal`` follows too).
 
     Relative values of the variables are ignored, as the XDG specification
     says (a relative one would mean the current directory).
@@ -40,17 +41,9 @@ def state_directory(source: str, environ: Mapping[str, str] | None = None) -> Pa
     Raises:
         ConfigError: none of ``$STATE_DIRECTORY``, ``$XDG_STATE_HOME`` and ``$HOME`` gives an absolute path.
     """
-    env = os.environ if environ is None else environ
-    # systemd sets a colon-separated list when a unit names several StateDirectory= entries; the first is the unit's own.
-    unit_state = env.get("STATE_DIRECTORY", "").split(":")[0]
-    if os.path.isabs(unit_state):
-        return Path(unit_state)
-    xdg = env.get("XDG_STATE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / STATE_SUBDIRECTORY
-    home = env.get("HOME", "")
-    if os.path.isabs(home):
-        return Path(home) / ".local" / "state" / STATE_SUBDIRECTORY
+    home = state_home(environ)
+    if home is not None:
+        return home[0]
     raise ConfigError(
         source,
         "runner.journal_root",

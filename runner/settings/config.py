@@ -13,7 +13,7 @@ whole.
 Layout::
 
     [runner]
-    journal_root = "./ghostjournal-data"   # "{agent}" expands to the agent's name; default: the state directory's AGENT
+    journal_root = "./ghostjournal-data"   # "{agent}" expands to the agent's name; default: $GHOSTJOURNAL_ROOT, else the state directory's AGENT
     timezone = "Europe/Berlin"             # default UTC (the embedded defaults: the system's local zone)
     catchup_grace = "6h"       # on start, the latest missed slot this recent runs once
     misfire_grace = "10m"      # how late a cron fire may still start
@@ -70,7 +70,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+from journal.frame import PlaceError, journal_place
 from routines import BUILTIN_ROUTINES, Routine
+from runner.errors import ConfigError
 from runner.settings._backup import read_backup
 from runner.settings._fleet import read_fleet
 from runner.settings._host import local_zone_name, state_directory
@@ -119,6 +121,19 @@ _MAX_CATCHUP: Final = 1000
 _MAX_SLOT_RETRIES: Final = 100
 
 
+def _unconfigured_root(source: str) -> str:
+    """The journal root template without a configured ``journal_root``: ``$GHOSTJOURNAL_ROOT``, else the state directory's ``{agent}``.
+
+    Raises:
+        ConfigError: ``$GHOSTJOURNAL_ROOT`` is set but blank, or there is no state directory.
+    """
+    try:
+        named = journal_place(None)
+    except PlaceError as exc:  # set, but blank: a script's variable that came out empty
+        raise ConfigError(source, exc.source, exc.expected, f"{exc.got!r} ({exc.fix})" if exc.fix else repr(exc.got)) from None
+    return str(named.root) if named is not None else str(state_directory(source) / "{agent}")
+
+
 def cpu_count() -> int:
     """The CPUs this process may run on (its affinity mask, which a container or taskset narrows), at least 1."""
     try:
@@ -132,8 +147,10 @@ def parse_config(
 ) -> RunnerConfig:
     """Validate configuration *text*.
 
-    Without ``runner.journal_root``, each agent's journal is ``AGENT`` in the
-    user's state directory (see :func:`runner.settings._host.state_directory`).
+    Without ``runner.journal_root`` (nor an agent's own), every agent's journal
+    is ``$GHOSTJOURNAL_ROOT`` when that is set, else each agent's is ``AGENT``
+    in the user's state directory (see :mod:`journal.frame.roots`, the rule
+    ``ghostjournal`` follows too).
 
     Args:
         text: the TOML document.
@@ -151,10 +168,8 @@ def parse_config(
     reader.table(data, "", ("runner", "routines", "agents", "fleet", "backup"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
     tz = reader.timezone(runner.get("timezone", default_timezone))
-    if "journal_root" in runner:
-        root_template = reader.string(runner["journal_root"], "runner.journal_root")
-    else:  # the user's state directory, one journal per agent; never the current directory
-        root_template = str(state_directory(source) / "{agent}")
+    # Unconfigured, the rule ghostjournal follows too (journal.frame.roots): $GHOSTJOURNAL_ROOT, else each agent's in the state directory.
+    root_template = reader.string(runner["journal_root"], "runner.journal_root") if "journal_root" in runner else _unconfigured_root(source)
     durations = {
         name: reader.duration(runner.get(name, default), f"runner.{name}")
         for name, default in (("catchup_grace", "6h"), ("misfire_grace", "10m"), ("run_timeout", "5m"), ("shutdown_timeout", "2m"))

@@ -89,10 +89,10 @@ def test_user_errors_exit_with_documented_codes(tmp_path: Path, args: list[str],
 
 
 def test_no_root_at_all_is_a_usage_error() -> None:
-    """Without --root or GHOSTJOURNAL_ROOT the command says how to give one."""
+    """Without --root, GHOSTJOURNAL_ROOT or --agent the command says how to give one."""
     result = run(None, "list")
     assert result.exit_code == 2
-    assert "--root PATH or set GHOSTJOURNAL_ROOT" in result.stderr
+    assert "--root PATH, set GHOSTJOURNAL_ROOT, or name an agent with --agent" in result.stderr
 
 
 def test_duplicate_id_exits_4(root: Path) -> None:
