@@ -14,7 +14,7 @@
 4. Else there is no journal to open, and the caller says so.
 
 The library itself never guesses a path (``Journal(root)`` takes one); the
-two commands call :func:`journal_place` alone, so they cannot come to differ.
+two commands find journals through this module alone, so they cannot come to differ.
 An agent's name becomes one path component only when it is a valid agent
 name (the entry schema's), so ``--agent`` can never name a directory beside
 or above another agent's journal.
