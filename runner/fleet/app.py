@@ -8,13 +8,17 @@ been out for ``fleet.visibility_timeout`` (longer than ``run_timeout``, so
 never while its run may still be going). Each worker process takes one task
 at a time (``worker_prefetch_multiplier = 1``): a task waits in Redis, not in
 a busy worker's memory.
+
+The Redis password (from the variable ``fleet.password_env`` names) is in
+no URL: each part gets it in a setting Celery masks wherever it shows its
+configuration (``celery inspect conf`` and ``report``, Flower's worker page,
+the worker's banner), and every URL setting, shown as it is, holds none.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Final
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from celery import Celery
 
@@ -23,7 +27,7 @@ from runner.fleet.tasks import run_slot_task
 from runner.settings import FleetConfig
 from runner.settings.config import RunnerConfig
 
-__all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "broker_url", "fleet_app", "fleet_of"]
+__all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "fleet_app", "fleet_of"]
 
 #: The name of the task that runs one slot.
 RUN_TASK: Final = "ghostrunner.run"
@@ -63,24 +67,11 @@ def broker_password(config: RunnerConfig) -> str | None:
     return password
 
 
-def broker_url(config: RunnerConfig) -> str:
-    """The broker URL Celery connects to: ``fleet.broker`` with the password put in, percent-encoded.
-
-    Kombu, RedBeat and redis-py each decode it again; unencoded, a password holding ``@``, ``/``,
-    ``#``, ``?`` or ``%`` would be read as part of the host, path or fragment.
-    """
-    fleet = fleet_of(config)
-    password = broker_password(config)
-    if password is None:
-        return fleet.broker
-    parts = urlsplit(fleet.broker)
-    return urlunsplit(parts._replace(netloc=f":{quote(password, safe='')}@{parts.netloc}"))
-
-
 def fleet_app(config: RunnerConfig) -> Celery:
     """A Celery application for *config*'s fleet, with the run task registered (not the current app of the process)."""
     fleet = fleet_of(config)
-    url = broker_url(config)
+    url = fleet.broker
+    password = broker_password(config)
     visibility = fleet.visibility_timeout.total_seconds()
     transport = {
         "visibility_timeout": visibility,
@@ -91,6 +82,10 @@ def fleet_app(config: RunnerConfig) -> Celery:
     app.conf.update(
         broker_url=url,
         result_backend=url,
+        # Never in a URL: Celery shows redbeat_redis_url (and any setting not named as a secret) as it is, while it
+        # masks these three (a name with PASS in it, and so a key "password" in a table) in all it shows.
+        broker_password=password,
+        redis_password=password,
         broker_transport_options=transport,
         result_backend_transport_options={"visibility_timeout": visibility},
         broker_connection_retry_on_startup=True,
@@ -109,7 +104,7 @@ def fleet_app(config: RunnerConfig) -> Celery:
         worker_redirect_stdouts=False,
         task_default_queue="ghostrunner.unrouted",
         redbeat_redis_url=url,
-        redbeat_redis_options={},
+        redbeat_redis_options={} if password is None else {"password": password},
         redbeat_key_prefix=BEAT_KEY_PREFIX,
         redbeat_lock_timeout=int(fleet.beat_lock_timeout.total_seconds()),
         # A beat wakes at least this often: to extend its lock well within the lock's timeout, and to see a due fire soon.
