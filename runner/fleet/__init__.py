@@ -41,4 +41,5 @@ FLEET_EVENTS: Final = (
     "fleet.task_refused",
     "fleet.task_forwarded",
     "fleet.beat_entry_reset",
+    "fleet.record_refused",
 )

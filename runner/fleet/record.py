@@ -9,7 +9,10 @@ runs a day kept for 14 days is about 34 MB in Redis.
 A record that cannot be written (Redis restarting) waits in this process's
 memory, at most :data:`PENDING_KEPT`, and goes with the next write; a
 worker that dies meanwhile loses it, and ``status --fleet`` then shows that
-slot overdue or unknown, never well.
+slot overdue or unknown, never well. A write Redis refuses (out of memory,
+a key of another type at the stream's name, an ACL that forbids it) waits
+the same way and is logged each time as ``fleet.record_refused``: the
+record stays waiting for the cause to go, and the refusal is never silent.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from datetime import timedelta
 from typing import Any, Final
 
 import redis
+import structlog
 
 __all__ = ["PENDING_KEPT", "RECORDED_EVENTS", "RUNS_STREAM", "RunsRecord", "redis_client"]
 
@@ -34,6 +38,8 @@ RECORDED_EVENTS: Final = frozenset({"run.finished", "scheduler.missed", "schedul
 #: Records held in memory while Redis cannot take them; the oldest go first past this.
 PENDING_KEPT: Final = 10_000
 _READ_BATCH: Final = 1000
+
+log = structlog.get_logger()
 
 
 def redis_client(url: str, password: str | None = None, *, timeout: float = 10.0) -> redis.Redis:
@@ -71,6 +77,7 @@ class RunsRecord:
     def add(self, event: dict[str, Any]) -> None:
         """Record *event* (a log event's fields), and any earlier record that is still waiting; never raises."""
         line = json.dumps(event, ensure_ascii=False, default=str)
+        refused: redis.ResponseError | None = None
         with self._lock:
             self._pending.append(line)
             try:
@@ -79,8 +86,16 @@ class RunsRecord:
                 while self._pending:
                     client.xadd(RUNS_STREAM, {"line": self._pending[0]}, minid=floor, approximate=True)
                     self._pending.popleft()
+            except redis.ResponseError as exc:  # Redis answered, and said no: the line waits, and it is said
+                refused = exc
             except redis.RedisError:
                 self._client = None  # reconnect on the next write; the line waits in _pending
+            waiting = len(self._pending)
+        if refused is not None:
+            # Not a recorded event, so logging it never comes back here; logged outside the lock all the same.
+            log.error(
+                "fleet.record_refused", stream=RUNS_STREAM, error=str(refused)[:500], waiting=waiting, record_event=event.get("event")
+            )
 
     @property
     def waiting(self) -> int:

@@ -34,6 +34,9 @@ _SHARD_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _LEAST_LOCK_TIMEOUT: Final = timedelta(seconds=2)
 _MOST_LOCK_TIMEOUT: Final = timedelta(hours=1)
 _LEAST_KEEP: Final = timedelta(hours=1)
+#: The runs record trims to now - keep_runs on each write, and Redis refuses (ERR) a trim floor before 1970: anything
+#: over about 56 years (as of 2026) made every write of the record fail. Ten years stays far inside for decades.
+_MOST_KEEP: Final = timedelta(days=3650)
 _DEFAULT_VISIBILITY: Final = timedelta(minutes=15)  # FleetConfig's default
 
 
@@ -120,7 +123,7 @@ def read_fleet(reader: FieldReader, value: object, agents: Mapping[str, AgentCon
         fields["beat_lock_timeout"] = lock_timeout
     if "keep_runs" in data:
         keep = reader.duration(data["keep_runs"], "fleet.keep_runs")
-        if keep < _LEAST_KEEP:
-            raise reader.fail("fleet.keep_runs", "a duration of at least 1h", data["keep_runs"])
+        if not _LEAST_KEEP <= keep <= _MOST_KEEP:
+            raise reader.fail("fleet.keep_runs", "a duration from 1h to 3650d (ten years)", data["keep_runs"])
         fields["keep_runs"] = keep
     return FleetConfig(**fields)
