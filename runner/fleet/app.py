@@ -23,6 +23,7 @@ from typing import Final
 from celery import Celery
 
 from runner.errors import ConfigError
+from runner.fleet.request import SlotRequest
 from runner.fleet.tasks import run_slot_task
 from runner.settings import FleetConfig
 from runner.settings.config import RunnerConfig
@@ -115,5 +116,5 @@ def fleet_app(config: RunnerConfig) -> Celery:
     run_timeout = config.run_timeout.total_seconds()
     time_limit = run_timeout + min(_HARD_LIMIT_MARGIN, (visibility - run_timeout) / 2)
     # shared=False: Celery would otherwise give every app the process makes later this app's task, with this time limit.
-    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit, shared=False)(run_slot_task)
+    app.task(name=RUN_TASK, bind=True, acks_late=True, time_limit=time_limit, shared=False, Request=SlotRequest)(run_slot_task)
     return app
