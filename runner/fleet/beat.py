@@ -18,9 +18,10 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
 * Redis going away is waited out, by the active beat and a standby alike
   (``fleet.broker_unreachable``, no fire is passed over);
 * the lock is extended within a pass too, however long it is (many pairs, a
-  slow Redis), and a beat that finds its lock lapsed or taken by another
-  beat stops (exit 75) before it publishes another fire, so that two beats
-  never publish at once.
+  slow Redis); a beat that finds its lock lapsed takes it again when no
+  other beat took it meanwhile (``fleet.beat_active`` once more), and one
+  that finds it taken by another beat stops (exit 75) before it publishes
+  another fire, so that two beats never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
 fire before that is run or recorded. So does a pair whose entry in Redis
@@ -281,8 +282,12 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         try:
             interval: float = super().tick(*args, **kwargs)
             self._publish_reruns()
-        except redis.exceptions.LockError:
-            self._lose_lock()
+        except redis.exceptions.LockError:  # RedBeat's extension failed: the lock lapsed, or another beat has it
+            try:
+                self._retake_or_lose()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                log.warning("fleet.broker_unreachable", error=str(exc))
+            return min(1.0, float(self.max_interval))  # the next tick goes on with the pass, the lock held again
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError) as exc:
             log.warning("fleet.broker_unreachable", error=str(exc))
             return min(1.0, float(self.max_interval))
@@ -307,11 +312,33 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         try:
             self.lock.extend(int(self.lock_timeout))
         except redis.exceptions.LockError:
-            self._lose_lock()
+            self._retake_or_lose()
         self._extended_at = checked  # from before the call: the lock's new expiry is no earlier than this plus its timeout
 
+    def _retake_or_lose(self) -> None:
+        """After the lock could not be extended: take it again when it lapsed and no other beat took it, else stop.
+
+        A lock that lapsed while Redis stalled or was away, and that no other beat took meanwhile,
+        is this beat's to take again: no other beat published since, so it goes on where it was.
+
+        Raises:
+            BeatLostLock: another beat holds it (logged ``fleet.beat_lost_lock``).
+        """
+        lock = self.lock
+        if lock is None:
+            self._lose_lock()
+        try:
+            if lock.owned():  # still this beat's token, without its expiry
+                lock.reacquire()
+            elif not lock.acquire(blocking=False):
+                self._lose_lock()
+        except redis.exceptions.LockError:  # taken by another between the two calls
+            self._lose_lock()
+        self._extended_at = time.monotonic()
+        log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
+
     def _lose_lock(self) -> NoReturn:
-        log.error("fleet.beat_lost_lock", lock=self.lock_key, error="the lock lapsed or another beat holds it now; this one stops")
+        log.error("fleet.beat_lost_lock", lock=self.lock_key, error="another beat holds the lock now; this one stops")
         self.lock = None
         self.lost_lock = True
         raise BeatLostLock

@@ -11,14 +11,17 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from journal import Journal
-from runner.fleet.app import RUN_TASK, fleet_app
+from runner.fleet.app import BEAT_KEY_PREFIX, RUN_TASK, fleet_app
 from runner.settings.config import load_config
 from tests._redis import RedisServer
-from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, routine, write_fleet
+from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
+#: RedBeat's lock key under the fleet's prefix (docs/architecture.md, the locks' table).
+LOCK_KEY = f"{BEAT_KEY_PREFIX}:lock"
 AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
 
 
@@ -57,3 +60,41 @@ def test_a_run_killed_by_celerys_hard_time_limit_has_its_run_finished_failed(tmp
     assert f"hard time limit ({limit:g} s)" in finished["error"] and "run_timeout (4 s)" in finished["error"]
     assert crashed["client_key"] == finished["client_key"] and crashed["error"] == finished["error"]
     assert [line for line in worker.log.events if line.get("event") == "run.finished"] == [finished]
+
+
+def test_a_beat_whose_lock_lapsed_in_a_redis_outage_takes_it_again_and_goes_on(tmp_path: Path, durable_redis: RedisServer) -> None:
+    """No other beat took the lapsed lock: the beat takes it again and publishes, rather than exiting 75 over a beat that is not there."""
+    schedule, fires = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(durable_redis.url, {"east": ["motoko"]}, AGENT))
+    beat = FleetProcess(config, "beat")
+    try:
+        beat.wait_for("scheduler.started", role="beat")
+        durable_redis.stop()
+        beat.wait_for("fleet.broker_unreachable")
+        durable_redis.start()
+        durable_redis.client().delete(LOCK_KEY)  # lapsed: its expiry passed while Redis was away
+        again = beat.wait_for("fleet.beat_active")
+        rewind(durable_redis, "motoko", "tick", schedule, fires[0] - timedelta(minutes=1))
+        queued = beat.wait_for("scheduler.run_queued")
+    finally:
+        code = beat.stop()
+    assert code == 0
+    assert again["lock"] == LOCK_KEY and queued["scheduled"] == fires[0].isoformat()
+    assert not [event for event in beat.log.events if event.get("event") == "fleet.beat_lost_lock"]
+
+
+def test_a_beat_that_finds_its_lock_held_by_another_stops_with_75_and_says_so(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Another beat's token at the lock: this beat stops publishing at once, exit 75, and its line says another beat holds it."""
+    schedule, _ = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, AGENT))
+    beat = FleetProcess(config, "beat")
+    try:
+        beat.wait_for("scheduler.started", role="beat")
+        redis_server.client().set(LOCK_KEY, "another-beats-token", px=60_000)  # what another beat's acquire leaves
+        lost = beat.wait_for("fleet.beat_lost_lock")
+        code = beat.process.wait(60)
+    finally:
+        beat.stop()
+    assert code == 75
+    assert "another beat holds the lock" in lost["error"]
+    assert redis_server.client().get(LOCK_KEY) == "another-beats-token"  # left to its holder
