@@ -42,4 +42,5 @@ FLEET_EVENTS: Final = (
     "fleet.task_forwarded",
     "fleet.beat_entry_reset",
     "fleet.record_refused",
+    "fleet.missed_summary",
 )

@@ -11,7 +11,9 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
-  ``late``). Only then does ``last_run_at`` move past it. A beat killed
+  ``late``), and more than :data:`MISSED_LINES_PER_TICK` of them at once
+  (a long outage) as one ``fleet.missed_summary`` and the newest one's
+  ``scheduler.missed``. Only then does ``last_run_at`` move past it. A beat killed
   between the publish and that step publishes the fire again when it (or
   the standby) comes back: the run of that task finds the slot's entry by
   its client key and ends ``duplicate``;
@@ -52,11 +54,15 @@ from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
-__all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
+__all__ = ["MISSED_LINES_PER_TICK", "BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
 
 log = structlog.get_logger()
 #: The most fires of one pair handled in one tick: a beat back after a long gap catches up in bounded steps.
 _FIRES_PER_TICK: Final = 1000
+#: The most late fires of one pair a tick records one line each; past it, one fleet.missed_summary line covers all
+#: but the newest (which keeps its own scheduler.missed line, what status judges the pair by): a long outage is a
+#: handful of lines per pair, not a line per fire it slept through.
+MISSED_LINES_PER_TICK: Final = 10
 _SCHEDULE_TYPE: Final = "ghostrunner-cron"
 #: How often the active beat extends its lock within the lock's timeout while a pass goes on.
 _EXTENSIONS_PER_TIMEOUT: Final = 3
@@ -427,7 +433,21 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         if routine is None or entry.last_run_at is None:
             return longest
         now = self.app.now()
-        for moment in fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)[:_FIRES_PER_TICK]:
+        fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
+        overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
+        if len(overdue) > MISSED_LINES_PER_TICK:
+            entry = entry._next_instance(last_run_at=overdue[-2].astimezone(UTC))
+            log.warning(
+                "fleet.missed_summary",
+                agent=agent,
+                routine=routine_name,
+                count=len(overdue) - 1,
+                first=overdue[0].isoformat(),
+                last=overdue[-2].isoformat(),
+                reason="late",
+            )
+            fires = fires[len(overdue) - 1 :]
+        for moment in fires[:_FIRES_PER_TICK]:
             identity = RunIdentity.of(agent, routine, moment, config.timezone)
             queue = entry.options.get("queue")
             task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"

@@ -11,13 +11,18 @@ import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import structlog
+from structlog.testing import capture_logs
 
 from journal import Journal
 from runner.fleet.app import BEAT_KEY_PREFIX, RUN_TASK, fleet_app
+from runner.fleet.beat import SlotScheduler, beat_schedule
 from runner.settings.config import load_config
 from tests._redis import RedisServer
+from tests._support import write_config
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
 #: RedBeat's lock key under the fleet's prefix (docs/architecture.md, the locks' table).
@@ -98,3 +103,35 @@ def test_a_beat_that_finds_its_lock_held_by_another_stops_with_75_and_says_so(tm
     assert code == 75
     assert "another beat holds the lock" in lost["error"]
     assert redis_server.client().get(LOCK_KEY) == "another-beats-token"  # left to its holder
+
+
+def test_a_long_outage_is_one_summary_line_per_pair_and_the_newest_missed_fire_its_own(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Five days of a minute routine slept through: one fleet.missed_summary, one scheduler.missed, the fires within grace published."""
+    body = routine("tick", "* * * * *") + f'\n[fleet]\nbroker = "{redis_server.url}"\n[fleet.shards]\neast = ["motoko"]\n' + AGENT
+    config = load_config(write_config(tmp_path, body, runner='misfire_grace = "10m"\n'))
+    start = datetime(2026, 6, 1, 0, 0, 30, tzinfo=UTC)
+    clock = [start]
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    app.now = lambda: clock[0]
+    beat = SlotScheduler(app=app)
+    clock[0] = start + timedelta(days=5)  # the beat's host slept (or Redis was away) that long
+    with capture_logs() as logs:
+        beat.tick()
+        clock[0] += timedelta(seconds=5)
+        beat.tick()
+    beat.close()
+    late_before = clock[0] - timedelta(seconds=5) - timedelta(minutes=10)  # the first tick's now, less misfire_grace
+    newest_late = late_before.replace(second=0)
+    summaries = [event for event in logs if event["event"] == "fleet.missed_summary"]
+    missed = [event for event in logs if event["event"] == "scheduler.missed"]
+    queued = [event for event in logs if event["event"] == "scheduler.run_queued"]
+    assert [(event["agent"], event["routine"], event["reason"]) for event in summaries] == [("motoko", "tick", "late")]
+    assert summaries[0]["first"] == (start + timedelta(seconds=30)).isoformat()
+    assert summaries[0]["last"] == (newest_late - timedelta(minutes=1)).isoformat()
+    assert summaries[0]["count"] == 5 * 24 * 60 - 10 - 1  # every fire of the five days but the newest late one and the ten in grace
+    assert [(event["scheduled"], event["reason"]) for event in missed] == [(newest_late.isoformat(), "late")]
+    assert [event["scheduled"] for event in queued] == [(newest_late + timedelta(minutes=n)).isoformat() for n in range(1, 11)]
+    assert len(logs) == 1 + 1 + 10  # nothing more of the outage at the second tick
+    structlog.reset_defaults()
