@@ -28,12 +28,14 @@ from runner.fleet.tasks import run_slot_task
 from runner.settings import FleetConfig
 from runner.settings.config import RunnerConfig
 
-__all__ = ["BEAT_KEY_PREFIX", "RUN_TASK", "broker_password", "fleet_app", "fleet_of"]
+__all__ = ["BEAT_KEY_PREFIX", "LEAST_RECORD_KEY", "RUN_TASK", "broker_password", "fleet_app", "fleet_of", "record_key"]
 
 #: The name of the task that runs one slot.
 RUN_TASK: Final = "ghostrunner.run"
 #: Where RedBeat keeps the schedule and its lock in Redis.
 BEAT_KEY_PREFIX: Final = "ghostrunner:beat:"
+#: The shortest key the runs record is signed with: 128 bits as hex digits, and no pass phrase a guess finds.
+LEAST_RECORD_KEY: Final = 32
 #: How often a worker looks for tasks whose worker died (kombu's default is 10 s): at most a tenth of the visibility timeout.
 _RESTORE_INTERVALS: Final = 10
 #: How long past run_timeout Celery kills a run's process, at most (half the time to visibility_timeout when that is nearer).
@@ -66,6 +68,27 @@ def broker_password(config: RunnerConfig) -> str | None:
             config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set"
         )
     return password
+
+
+def record_key(config: RunnerConfig) -> bytes | None:
+    """The key the runs record is signed with, from the variable ``fleet.record_key_env`` names, if any.
+
+    Raises:
+        ConfigError: that variable is not set, or holds fewer than :data:`LEAST_RECORD_KEY` characters.
+    """
+    fleet = fleet_of(config)
+    if fleet.record_key_env is None:
+        return None
+    key = os.environ.get(fleet.record_key_env, "")
+    if len(key) < LEAST_RECORD_KEY:
+        raise ConfigError(
+            config.source,
+            "fleet.record_key_env",
+            f"the environment variable {fleet.record_key_env} to hold the runs record's key, at least {LEAST_RECORD_KEY} characters "
+            "(such as the output of: openssl rand -hex 32)",
+            "it is not set" if not key else f"a key of {len(key)} characters (not shown)",
+        )
+    return key.encode("utf-8")
 
 
 def fleet_app(config: RunnerConfig) -> Celery:

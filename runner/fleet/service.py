@@ -32,7 +32,7 @@ from celery.beat import Service
 
 from journal import JournalError
 from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
-from runner.fleet.app import broker_password, fleet_app, fleet_of
+from runner.fleet.app import broker_password, fleet_app, fleet_of, record_key
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
 from runner.fleet.tasks import hold_shard
@@ -52,17 +52,18 @@ _PING_SECONDS: Final = 5.0
 def runs_record(config: RunnerConfig) -> RunsRecord:
     """The runs record of *config*'s fleet."""
     fleet = fleet_of(config)
-    return RunsRecord(fleet.broker, broker_password(config), fleet.keep_runs)
+    return RunsRecord(fleet.broker, broker_password(config), fleet.keep_runs, key=record_key(config))
 
 
 def check_start(config: RunnerConfig) -> None:
     """Refuse a start this configuration cannot make safely (see the module's description).
 
     Raises:
-        ConfigError: no [fleet] table, or its password variable is not set.
+        ConfigError: no [fleet] table, or its password or record key variable is not set.
         FleetUnavailableError: Redis does not answer, or serve runs these agents.
     """
     fleet = fleet_of(config)
+    record_key(config)  # refused now, in one line, rather than when the first record is written
     try:
         redis_client(fleet.broker, broker_password(config), timeout=_PING_SECONDS).ping()
     except redis.RedisError as exc:

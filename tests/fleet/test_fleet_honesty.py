@@ -8,6 +8,9 @@ test here drives the real processes on a real redis-server.
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import hmac
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,9 +23,10 @@ from structlog.testing import capture_logs
 from journal import Journal
 from runner.fleet.app import BEAT_KEY_PREFIX, RUN_TASK, fleet_app
 from runner.fleet.beat import SlotScheduler, beat_schedule
+from runner.fleet.record import RUNS_STREAM
 from runner.settings.config import load_config
 from tests._redis import RedisServer
-from tests._support import write_config
+from tests._support import ghostrunner, write_config
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
 #: RedBeat's lock key under the fleet's prefix (docs/architecture.md, the locks' table).
@@ -135,3 +139,43 @@ def test_a_long_outage_is_one_summary_line_per_pair_and_the_newest_missed_fire_i
     assert [event["scheduled"] for event in queued] == [(newest_late + timedelta(minutes=n)).isoformat() for n in range(1, 11)]
     assert len(logs) == 1 + 1 + 10  # nothing more of the outage at the second tick
     structlog.reset_defaults()
+
+
+RECORD_KEY = "0123456789abcdef" * 4  # a made-up key for a record that lives for one test
+TWO_AGENTS = AGENT + '\n[agents.batou]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
+
+
+def test_with_a_record_key_no_record_forged_in_redis_makes_status_fleet_say_ok(tmp_path: Path, redis_server: RedisServer) -> None:
+    """A genuine run is read; one forged without the key, with another key, or with a genuine signature over changed words is not."""
+    schedule, fires = minutes_back(1)
+    extra = 'record_key_env = "GHOSTRUNNER_RECORD_KEY"'
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"], "west": ["batou"]}, TWO_AGENTS, extra=extra))
+    env = {"GHOSTRUNNER_RECORD_KEY": RECORD_KEY}
+    beat = FleetProcess(config, "beat", env=env)
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1", env=env)
+    try:
+        beat.wait_for("scheduler.started", role="beat")
+        worker.wait_for("scheduler.started", role="worker")
+        rewind(redis_server, "motoko", "tick", schedule, fires[0] - timedelta(minutes=1))
+        worker.wait_for("run.finished", agent="motoko")
+    finally:
+        assert (worker.stop(), beat.stop()) == (0, 0)
+    client = redis_server.client()
+    genuine = next(fields for _, fields in client.xrange(RUNS_STREAM) if '"run.finished"' in fields["line"])
+    assert genuine["sig"].startswith("hmac-sha256:")
+    forged = json.loads(genuine["line"]) | {"agent": "batou", "client_key": f"batou:tick:{fires[0]:%Y-%m-%dT%H:%M}"}
+    line = json.dumps(forged)
+    client.xadd(RUNS_STREAM, {"line": line})  # no signature
+    client.xadd(RUNS_STREAM, {"line": line, "sig": "hmac-sha256:" + hmac.new(b"another key", line.encode(), hashlib.sha256).hexdigest()})
+    client.xadd(RUNS_STREAM, {"line": line, "sig": genuine["sig"]})  # a genuine signature, over other words
+    client.xadd(RUNS_STREAM, {"line": line, "sig": "\u00e9" * 70})
+
+    now = (fires[0] + timedelta(seconds=30)).isoformat()
+    status = ghostrunner("--config", str(config), "status", "--fleet", "--json", "--now", now, "--grace", "10s", env=env)
+    report = json.loads(status.stdout)
+    assert {pair["agent"]: pair["state"] for pair in report["pairs"]} == {"motoko": "ok", "batou": "unknown"}, status.stdout
+    assert report["input"]["malformed"] == 4 and status.returncode == 5
+    keyless = ghostrunner("--config", str(config), "status", "--fleet", env={"GHOSTRUNNER_RECORD_KEY": ""})
+    assert keyless.returncode == 78 and keyless.stderr.count("\n") == 1 and "fleet.record_key_env" in keyless.stderr
+    short = ghostrunner("--config", str(config), "status", "--fleet", env={"GHOSTRUNNER_RECORD_KEY": "short"})
+    assert short.returncode == 78 and "at least 32 characters" in short.stderr and "short" not in short.stderr
