@@ -118,6 +118,11 @@ def fleet_app(config: RunnerConfig) -> Celery:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
+        # Nothing reads a run's result back (the runs record is what status reads): none is stored.
+        task_ignore_result=True,
+        # Task events for Celery's monitors (celery events, Flower): published to whoever listens, kept by no one.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],

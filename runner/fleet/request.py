@@ -1,4 +1,4 @@
-"""How a fleet worker's main process sees a run's end that the run could not log itself: Celery's hard time limit.
+"""How a fleet worker's main process sees a run's end that the run could not log itself: a hard time limit, a revoke.
 
 The run has its own deadline (``runner.run_timeout``) and logs its one
 ``run.finished`` when it passes it. Celery's hard time limit, a little
@@ -10,6 +10,12 @@ which then logs nothing. The worker's main process logs for it what
 that ``status`` says failed rather than overdue. The task is acknowledged
 (``task_acks_on_failure_or_timeout``): a run stuck this way would be stuck
 again.
+
+A task revoked (``celery control revoke``, Flower) or expired before its
+run started is acknowledged without a run: it is logged as the slot's
+``scheduler.missed``, reason ``revoked`` or ``expired``, so the slot shows
+as missed, never as a silent gap. One revoked with ``terminate`` while its
+run was going is logged as a killed run is, ``run.finished`` failed.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ log = structlog.get_logger()
 
 
 class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
-    """Celery's request of one run task, which also logs the end of a run its hard time limit killed."""
+    """Celery's request of one run task, which also logs what becomes of a slot Celery ended without its run's word (see above)."""
 
     def on_timeout(self, soft: bool, timeout: float) -> Any:
         outcome = super().on_timeout(soft, timeout)
@@ -37,14 +43,44 @@ class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
             self._log_killed(timeout)
         return outcome
 
-    def _log_killed(self, timeout: float) -> None:
+    def _announce_revoked(self, reason: str, terminated: bool, signum: Any, expired: bool) -> Any:
+        outcome = super()._announce_revoked(reason, terminated, signum, expired)
+        identity = self._identity()
+        if identity is None:
+            return outcome  # a task this process would have refused: it never started a run
+        if terminated:  # its run was going, and Celery killed its process
+            self._log_ended(identity, f"the task was revoked with terminate, and its run's process was killed ({signum})")
+        else:
+            log.warning(
+                "scheduler.missed",
+                agent=identity.agent,
+                routine=identity.routine,
+                slot=identity.slot,
+                scheduled=identity.scheduled,
+                reason="expired" if expired else "revoked",
+            )
+        return outcome
+
+    def _identity(self) -> RunIdentity | None:
+        """The identity of the run this task asks for, when this process serves it."""
         served = served_slot(self.args)
         if served is None:
-            return  # a task this process would have refused: it never started a run
+            return None
         work, agent, routine, at = served
-        identity = RunIdentity.of(agent, work.config.routines[routine], at, work.config.timezone)
-        run_timeout = work.config.run_timeout.total_seconds()
-        error = f"the run ran past run_timeout ({run_timeout:g} s), and Celery's hard time limit ({timeout:g} s) killed its process"
+        return RunIdentity.of(agent, work.config.routines[routine], at, work.config.timezone)
+
+    def _log_killed(self, timeout: float) -> None:
+        served = served_slot(self.args)
+        identity = self._identity()
+        if served is None or identity is None:
+            return  # a task this process would have refused: it never started a run
+        run_timeout = served[0].config.run_timeout.total_seconds()
+        self._log_ended(
+            identity, f"the run ran past run_timeout ({run_timeout:g} s), and Celery's hard time limit ({timeout:g} s) killed its process"
+        )
+
+    def _log_ended(self, identity: RunIdentity, error: str) -> None:
+        """Log what serve logs for a worker it killed: scheduler.worker_crashed, then the run's run.finished, failed."""
         trigger = "retry" if (self._context.retries or 0) > 0 else "cron"
         log.error("scheduler.worker_crashed", **identity.fields(scheduled=False), returncode=None, trigger=trigger, error=error)
         identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)

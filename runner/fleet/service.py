@@ -23,12 +23,15 @@ import socket
 import threading
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 import redis
 import structlog
+from billiard import util as billiard_util
 from celery.apps import worker as celery_worker
 from celery.beat import Service
+from celery.signals import setup_logging, worker_shutting_down
+from celery.worker import state as celery_state
 
 from journal import JournalError
 from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
@@ -85,11 +88,22 @@ def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
     # Celery's and its dependencies' warnings (SecurityWarning when run as root) go through logging, as JSON lines,
     # and so do the lines Celery's worker prints in plain text from its signal handlers ("worker: Warm shutdown").
     logging.captureWarnings(True)
+    # Any receiver of setup_logging makes Celery leave logging as configure_logging set it; without one, Celery gives
+    # billiard's pool logger a handler of its own, whose lines ("Process 'ForkPoolWorker-1' ... exited with 'signal 9
+    # (SIGKILL)'") are raw text. That logger does not propagate: it gets the JSON handler the root logger has.
+    setup_logging.connect(_keep_logging, weak=False)
+    pool_logger = billiard_util.get_logger()
+    pool_logger.handlers[:] = logging.getLogger().handlers
+    pool_logger.setLevel(logging.ERROR)
     celery_worker.safe_say = functools.partial(_say, fields)
     # Celery narrates every task at INFO ("Task ghostrunner.run[...] received", "... succeeded in ...: {result}"),
     # two lines a run whose event is free text; the run's own run.started and run.finished say what matters.
     for narrator in ("celery.app.trace", "celery.worker.strategy"):
         logging.getLogger(narrator).setLevel(max(logging.getLogger().level, logging.WARNING))
+
+
+def _keep_logging(**_: object) -> None:
+    """Celery's setup_logging receiver: logging is configured already (see :func:`_log_to`)."""
 
 
 def _say(fields: dict[str, str], message: str, _stream: object = None) -> None:
@@ -138,7 +152,10 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
         role="worker",
         queue=fleet.queue_of(shard),
     )
-    worker = app.Worker(
+    received: list[str] = []
+    # Sent from Celery's signal handler: only noted there; logging then could meet a log line half written.
+    worker_shutting_down.connect(lambda sig, **_: received.append(str(sig)), weak=False)
+    worker = _logging_worker(app.Worker, received)(
         queues=[fleet.queue_of(shard)],
         concurrency=processes,
         pool="prefork",
@@ -150,8 +167,35 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
         loglevel=level.upper(),
     )
     worker.start()
+    log.info("scheduler.stopped", killed=worker.killed)
     code: int = worker.exitcode or 0
     return code
+
+
+def _logging_worker(base: type[Any], received: list[str]) -> type[Any]:
+    """Celery's worker class *base*, logging ``scheduler.stopping`` as ``serve`` does when its stop begins (a signal in *received*)."""
+
+    class LoggingWorker(base):  # type: ignore[misc]  # celery ships no type hints
+        killed = 0
+        _stopping = False
+
+        def _say_stopping(self) -> None:
+            if not self._stopping:
+                self._stopping = True
+                active = len(celery_state.active_requests)
+                waiting = len(celery_state.reserved_requests) - active
+                log.info("scheduler.stopping", signal=received[0] if received else None, in_flight=active, waiting=max(0, waiting))
+
+        def stop(self, *args: Any, **kwargs: Any) -> Any:  # a warm stop: the runs in flight finish
+            self._say_stopping()
+            return super().stop(*args, **kwargs)
+
+        def terminate(self, *args: Any, **kwargs: Any) -> Any:  # a cold stop: the runs in flight are killed
+            self._say_stopping()
+            self.killed = max(self.killed, len(celery_state.active_requests))
+            return super().terminate(*args, **kwargs)
+
+    return LoggingWorker
 
 
 def start_beat(config: RunnerConfig, *, level: str = "info") -> int:

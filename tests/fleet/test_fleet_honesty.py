@@ -69,6 +69,8 @@ def test_a_run_killed_by_celerys_hard_time_limit_has_its_run_finished_failed(tmp
     assert f"hard time limit ({limit:g} s)" in finished["error"] and "run_timeout (4 s)" in finished["error"]
     assert crashed["client_key"] == finished["client_key"] and crashed["error"] == finished["error"]
     assert [line for line in worker.log.events if line.get("event") == "run.finished"] == [finished]
+    # Celery's and its pool's own lines about the kill ("Hard time limit ... exceeded", "Process ... exited with 'signal 9'") are JSON too.
+    assert [line for line in worker.log.raw if line.strip() and not line.startswith("{")] == []
 
 
 def test_a_beat_whose_lock_lapsed_in_a_redis_outage_takes_it_again_and_goes_on(tmp_path: Path, durable_redis: RedisServer) -> None:

@@ -1,0 +1,117 @@
+"""A Celery operator's habits work on the fleet: ``celery -A runner.fleet.celery_app``, task events, revoke, a worker's stop.
+
+One real worker of one shard, whose single pool process is held by a run
+while a second task waits in Redis: Celery's own command line revokes the
+second, an event receiver watches both, and the worker's log says what
+became of each, in JSON lines, through to its stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from runner.fleet.app import RUN_TASK, fleet_app
+from runner.settings.config import load_config
+from tests._redis import RedisServer
+from tests._support import script, wait_for_path
+from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, routine, write_fleet
+
+#: A backend that says it started (a file per slot), then answers only once the test creates ``release``.
+HELD_BACKEND = """
+    import json, pathlib, sys, time
+    request = json.load(sys.stdin)
+    here = pathlib.Path(sys.argv[1])
+    (here / ("started-" + request["slot"].replace(":", "-"))).touch()
+    while not (here / "release").exists():
+        time.sleep(0.05)
+    print(json.dumps({"voice": "A note for " + request["slot"], "theme": "held"}))
+"""
+
+
+def _held_agent(tmp_path: Path) -> str:
+    argv = [*script(tmp_path, "held.py", HELD_BACKEND), str(tmp_path)]
+    return f"""
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["tick"]
+backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "15s", attempts = 1 }}
+"""
+
+
+class EventWatcher:
+    """Celery's event receiver on a thread, as ``celery events`` and Flower run it: every event, in order."""
+
+    def __init__(self, app: Any) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._seen = threading.Condition()
+        self._connection = app.connection_for_read()
+        self._receiver = app.events.Receiver(self._connection, handlers={"*": self._note})
+        self._thread = threading.Thread(target=self._receiver.capture, kwargs={"limit": None, "timeout": None, "wakeup": False}, daemon=True)
+        self._thread.start()
+
+    def _note(self, event: dict[str, Any]) -> None:
+        with self._seen:
+            self.events.append(event)
+            self._seen.notify_all()
+
+    def wait(self, kind: str, uuid: str | None = None, timeout: float = 60) -> dict[str, Any]:
+        def found() -> dict[str, Any] | None:
+            return next((event for event in self.events if event["type"] == kind and uuid in (None, event.get("uuid"))), None)
+
+        with self._seen:
+            assert self._seen.wait_for(found, timeout), f"no {kind} event within {timeout} s: {[event['type'] for event in self.events]}"
+            event = found()
+            assert event is not None
+            return event
+
+    def close(self) -> None:
+        self._receiver.should_stop = True
+        self._thread.join(30)
+        self._connection.release()
+
+
+def test_celerys_tools_watch_and_revoke_and_a_revoked_task_is_its_slots_missed_line(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Events for Flower, a revoke from Celery's command line recorded as scheduler.missed, no result stored, the stop logged."""
+    schedule, fires = minutes_back(2)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, _held_agent(tmp_path)))
+    app = fleet_app(load_config(config))
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
+    watcher: EventWatcher | None = None
+    try:
+        worker.wait_for("scheduler.started", role="worker")
+        watcher = EventWatcher(app)
+        watcher.wait("worker-heartbeat")  # the receiver listens: what the worker sends from now on reaches it
+        for task_id, fire in (("first", fires[0]), ("second", fires[1])):
+            app.send_task(RUN_TASK, args=["motoko", "tick", fire.isoformat()], queue="ghostrunner.east", task_id=task_id)
+        wait_for_path(tmp_path / f"started-{fires[0]:%Y-%m-%dT%H-%M}")  # its one pool process holds the first; the second waits in Redis
+        revoke = subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "runner.fleet.celery_app", "control", "revoke", "second"],
+            env={**os.environ, "GHOSTRUNNER_CONFIG": str(config)}, capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert revoke.returncode == 0, revoke.stderr
+        worker.log.wait(lambda event: str(event.get("event", "")).startswith("Tasks flagged as revoked"))
+        (tmp_path / "release").touch()
+        finished = worker.wait_for("run.finished")
+        missed = worker.wait_for("scheduler.missed")
+        for kind, uuid in (("task-received", "first"), ("task-started", "first"), ("task-succeeded", "first"), ("task-revoked", "second")):
+            watcher.wait(kind, uuid)
+    finally:
+        if watcher is not None:
+            watcher.close()
+        code = worker.stop()
+    assert code == 0
+    assert (finished["scheduled"], finished["outcome"]) == (fires[0].isoformat(), "appended")
+    assert (missed["agent"], missed["routine"], missed["slot"], missed["reason"]) == ("motoko", "tick", f"{fires[1]:%Y-%m-%dT%H:%M}", "revoked")
+    assert missed["scheduled"] == fires[1].isoformat()
+    # Nothing reads a run's result: none is stored. (The revoke's own mark is Celery's control command's, expiring after keep_runs.)
+    assert redis_server.client().keys("celery-task-meta-*") == ["celery-task-meta-second"]
+    assert [line for line in worker.log.raw if line.strip() and not line.startswith("{")] == []  # Celery's own lines too are JSON
+    lines = [json.loads(line) for line in worker.log.raw if line.strip()]
+    ending = [(line["event"], line.get("signal"), line.get("in_flight"), line.get("killed")) for line in lines if line["event"].startswith("scheduler.stop")]
+    assert ending == [("scheduler.stopping", "SIGTERM", 0, None), ("scheduler.stopped", None, None, 0)]
