@@ -113,3 +113,21 @@ def test_the_mcp_extra_alone_starts_a_server_that_answers_initialize(wheel: Path
     code = server.returncode
     assert reply["id"] == 1 and "serverInfo" in reply["result"], (reply, stderr[-2000:])
     assert code == 0 and "Traceback" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.parametrize("extra", ["nn", "onnx"])
+def test_the_nn_and_onnx_extras_alone_search_by_meaning(wheel: Path, tmp_path: Path, extra: str) -> None:
+    """pip install 'ghostjournal[nn]' (or [onnx]) in a fresh venv: ghostjournal --nn appends with a vector and finds the entry by meaning."""
+    bin_dir = _venv_with(wheel, extra, tmp_path / "venv")
+    root = ["--root", str(tmp_path / "journal")]
+    entry = {"kind": "note", "agent": "motoko", "theme": "rain", "voice": "Rain on the tin roof all night."}
+    steps = [(["init"], None), (["--nn", "append"], json.dumps(entry)), (["--nn", "search", "a storm over the house", "-k", "1", "--json"], None)]
+    results = [
+        subprocess.run([str(bin_dir / "ghostjournal"), *root, *args], input=stdin, env=_clean_env(bin_dir), capture_output=True, text=True,
+                       timeout=300, check=False)
+        for args, stdin in steps
+    ]
+    assert [result.returncode for result in results] == [0, 0, 0], [result.stderr[-2000:] for result in results]
+    hits = json.loads(results[-1].stdout)
+    # No word of the question is in the entry: only its vector finds it (a lexical search finds nothing).
+    assert [hit["entry"]["voice"] for hit in hits] == [entry["voice"]] and "Traceback" not in results[-1].stderr
