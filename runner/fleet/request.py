@@ -15,12 +15,15 @@ A task revoked (``celery control revoke``, Flower) or expired before its
 run started is acknowledged without a run: it is logged as the slot's
 ``scheduler.missed``, reason ``revoked`` or ``expired``, so the slot shows
 as missed, never as a silent gap. One revoked with ``terminate`` while its
-run was going is logged as a killed run is, ``run.finished`` failed.
+run was going ends as its signal says: on SIGTERM (Celery's default) the
+run logs its own ``run.finished``, interrupted; on SIGKILL it cannot, and
+it is logged here as a killed run is.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import signal
+from typing import Any, Final
 
 import structlog
 from celery.worker import state
@@ -32,6 +35,8 @@ from runner.run.contract import Outcome, RunIdentity
 __all__ = ["SlotRequest"]
 
 log = structlog.get_logger()
+#: How a terminate signal may be spelled when the run cannot log its own end on it (SIGKILL, as a number or a name).
+_UNANSWERABLE: Final = frozenset({str(int(signal.SIGKILL)), "KILL"})
 
 
 class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
@@ -48,8 +53,10 @@ class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
         identity = self._identity()
         if identity is None:
             return outcome  # a task this process would have refused: it never started a run
-        if terminated:  # its run was going, and Celery killed its process
-            self._log_ended(identity, f"the task was revoked with terminate, and its run's process was killed ({signum})")
+        if terminated:  # its run was going, and Celery signalled its process
+            # SIGKILL leaves the run no word; on any other signal the run logs its own run.finished, interrupted.
+            if str(signum).removeprefix("SIG") in _UNANSWERABLE:
+                self._log_ended(identity, f"the task was revoked with terminate, and its run's process was killed (signal {signum})")
         else:
             log.warning(
                 "scheduler.missed",

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.fleet.app import RUN_TASK, fleet_app
 from runner.settings.config import load_config
 from tests._redis import RedisServer
@@ -115,3 +117,24 @@ def test_celerys_tools_watch_and_revoke_and_a_revoked_task_is_its_slots_missed_l
     lines = [json.loads(line) for line in worker.log.raw if line.strip()]
     ending = [(line["event"], line.get("signal"), line.get("in_flight"), line.get("killed")) for line in lines if line["event"].startswith("scheduler.stop")]
     assert ending == [("scheduler.stopping", "SIGTERM", 0, None), ("scheduler.stopped", None, None, 0)]
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_run_revoked_with_terminate_has_one_run_finished_failed(tmp_path: Path, redis_server: RedisServer, signal_name: str) -> None:
+    """On SIGTERM the run logs its own end; on SIGKILL it cannot and the worker logs it: one run.finished, failed, either way."""
+    schedule, fires = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, _held_agent(tmp_path)))
+    app = fleet_app(load_config(config))
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
+    try:
+        worker.wait_for("scheduler.started", role="worker")
+        app.send_task(RUN_TASK, args=["motoko", "tick", fires[0].isoformat()], queue="ghostrunner.east", task_id="held")
+        wait_for_path(tmp_path / f"started-{fires[0]:%Y-%m-%dT%H-%M}")
+        app.control.revoke("held", terminate=True, signal=signal_name)
+        finished = worker.wait_for("run.finished")
+    finally:
+        assert worker.stop() == 0
+    lines = [json.loads(line) for line in worker.log.raw if line.strip()]
+    assert [line["outcome"] for line in lines if line["event"] == "run.finished"] == ["failed"]
+    assert finished["scheduled"] == fires[0].isoformat()
+    assert [line["event"] for line in lines if line["event"] == "scheduler.worker_crashed"] == (["scheduler.worker_crashed"] if signal_name == "SIGKILL" else [])
