@@ -35,9 +35,10 @@ from celery.worker import state as celery_state
 
 from journal import JournalError
 from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
-from runner.fleet.app import broker_password, fleet_app, fleet_of, record_key
+from runner.fleet.app import RUN_TASK, broker_password, fleet_app, fleet_of, record_key
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
+from runner.fleet.request import log_missed, slot_identity
 from runner.fleet.tasks import hold_shard
 from runner.monitor.logs import configure_logging
 from runner.run import open_journal
@@ -46,7 +47,7 @@ from runner.schedule.catchup import UnusableAgent
 from runner.schedule.deployment_lock import DeploymentLock
 from runner.settings.config import RunnerConfig
 
-__all__ = ["check_start", "runs_record", "start_beat", "start_worker"]
+__all__ = ["check_start", "purge_shard", "runs_record", "start_beat", "start_worker"]
 
 log = structlog.get_logger()
 _PING_SECONDS: Final = 5.0
@@ -230,3 +231,42 @@ def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
     log.info("scheduler.stopping", signal=received[0] if received else None, in_flight=0, waiting=0)
     log.info("scheduler.stopped", killed=0)
     return 0
+
+
+def purge_shard(config: RunnerConfig, shard: str, *, level: str = "info") -> tuple[int, int]:
+    """Empty *shard*'s queue, each run task logged as its slot's ``scheduler.missed`` (reason ``purged``); (slots, other messages).
+
+    ``celery purge`` deletes the messages and leaves no word of the slots they were; here each one
+    is taken, recorded, then acknowledged, so that ``status --fleet`` shows its slot missed.
+
+    Raises:
+        UnknownNameError: the configuration has no such shard.
+        FleetUnavailableError, ConfigError: see :func:`check_start`.
+    """
+    fleet = fleet_of(config)
+    if shard not in fleet.shards:
+        raise UnknownNameError("shard", shard, sorted(fleet.shards))
+    check_start(config)
+    _log_to(config, level, shard=shard)
+    hold_shard(config, shard)
+    slots = other = 0
+    with fleet_app(config).connection_for_write() as connection:
+        queue = connection.SimpleQueue(fleet.queue_of(shard))
+        try:
+            while True:
+                try:
+                    message = queue.get(block=False)
+                except queue.Empty:
+                    break
+                payload = message.payload
+                args = payload[0] if message.headers.get("task") == RUN_TASK and isinstance(payload, list) and payload else None
+                identity = slot_identity(args)
+                if identity is None:
+                    other += 1
+                else:
+                    log_missed(identity, "purged")
+                    slots += 1
+                message.ack()
+        finally:
+            queue.close()
+    return slots, other

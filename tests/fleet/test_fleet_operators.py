@@ -13,15 +13,17 @@ import os
 import subprocess
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from runner.fleet.app import RUN_TASK, fleet_app
+from runner.fleet.record import RunsRecord
 from runner.settings.config import load_config
 from tests._redis import RedisServer
-from tests._support import script, wait_for_path
+from tests._support import ghostrunner, script, wait_for_path
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, routine, write_fleet
 
 #: A backend that says it started (a file per slot), then answers only once the test creates ``release``.
@@ -34,6 +36,9 @@ HELD_BACKEND = """
         time.sleep(0.05)
     print(json.dumps({"voice": "A note for " + request["slot"], "theme": "held"}))
 """
+
+
+AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
 
 
 def _held_agent(tmp_path: Path) -> str:
@@ -138,3 +143,25 @@ def test_a_run_revoked_with_terminate_has_one_run_finished_failed(tmp_path: Path
     assert [line["outcome"] for line in lines if line["event"] == "run.finished"] == ["failed"]
     assert finished["scheduled"] == fires[0].isoformat()
     assert [line["event"] for line in lines if line["event"] == "scheduler.worker_crashed"] == (["scheduler.worker_crashed"] if signal_name == "SIGKILL" else [])
+
+
+def test_fleet_purge_empties_a_shards_queue_and_records_each_slot_missed(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Where celery purge leaves a silent gap, ghostrunner fleet purge records each slot it drops: scheduler.missed, reason purged."""
+    schedule, fires = minutes_back(3)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, AGENT))
+    app = fleet_app(load_config(config))
+    for fire in fires:  # published by the beat; no worker of the shard took them
+        app.send_task(RUN_TASK, args=["motoko", "tick", fire.isoformat()], queue="ghostrunner.east")
+    app.send_task("someone.elses", args=[1], queue="ghostrunner.east")
+    purged = ghostrunner("--config", str(config), "fleet", "purge", "--shard", "east")
+    assert purged.returncode == 0, purged.stderr
+    assert "purged 3 slot(s) from shard 'east'" in purged.stdout and "1 other message(s)" in purged.stdout
+    assert redis_server.client().llen("ghostrunner.east") == 0
+    record = [json.loads(line) for line in RunsRecord(redis_server.url, None, timedelta(days=1)).lines()]
+    missed = [(line["slot"], line["reason"]) for line in record if line["event"] == "scheduler.missed"]
+    assert missed == [(f"{fire:%Y-%m-%dT%H:%M}", "purged") for fire in fires]
+    now = (fires[-1] + timedelta(seconds=30)).isoformat()
+    status = ghostrunner("--config", str(config), "status", "--fleet", "--json", "--now", now, "--grace", "10s")
+    assert [pair["state"] for pair in json.loads(status.stdout)["pairs"]] == ["missed"], status.stdout
+    unknown = ghostrunner("--config", str(config), "fleet", "purge", "--shard", "north")
+    assert unknown.returncode == 2 and "north" in unknown.stderr and unknown.stderr.count("\n") == 1
