@@ -436,6 +436,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
         overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
         if len(overdue) > MISSED_LINES_PER_TICK:
+            self._hold_lock()
             entry = entry._next_instance(last_run_at=overdue[-2].astimezone(UTC))
             log.warning(
                 "fleet.missed_summary",
