@@ -110,3 +110,22 @@ def worker(settings: Settings, shard: str, concurrency: int | None, config_path:
     from runner.fleet.service import start_worker
 
     sys.exit(start_worker(config, shard, concurrency=concurrency, level=settings.log_level or "info"))
+
+
+@fleet.command()
+@click.option("--shard", required=True, help="The shard whose queue to empty (a name under [fleet.shards]).")
+@config_option
+@click.pass_obj
+def purge(settings: Settings, shard: str, config_path: Path | None) -> None:
+    """Empty a shard's queue, logging each slot it held as missed (reason purged), so status --fleet shows it.
+
+    Unlike celery purge, which leaves no word of the slots it drops. Prints how many it dropped.
+
+    Example: ghostrunner fleet purge --shard east --config /etc/ghostrunner/ghostrunner.toml
+    """
+    _require_extra()
+    config = settings.config(config_path)
+    from runner.fleet.service import purge_shard
+
+    slots, other = purge_shard(config, shard, level=settings.log_level or "info")
+    click.echo(f"purged {slots} slot(s) from shard {shard!r}, each recorded missed (reason purged); {other} other message(s) dropped")

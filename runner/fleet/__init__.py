@@ -25,7 +25,13 @@ with a ``[fleet]`` table (:mod:`runner.settings._fleet`):
 
 Nothing here is imported by the rest of the runner: the ``fleet`` extra
 (Celery, RedBeat, redis-py) is needed only by the fleet's commands.
-Dependencies run one way: ``cli -> beat, tasks -> app -> record``.
+A run Celery ended without the run's own word (its hard time limit, a
+revoke) is logged by the worker's main process (:mod:`runner.fleet.request`);
+:mod:`runner.fleet.celery_app` is the application for Celery's own command
+line and Flower (``celery -A runner.fleet.celery_app``).
+
+Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``,
+``service -> record``, and ``celery_app -> app``.
 """
 
 from typing import Final
@@ -41,4 +47,6 @@ FLEET_EVENTS: Final = (
     "fleet.task_refused",
     "fleet.task_forwarded",
     "fleet.beat_entry_reset",
+    "fleet.record_refused",
+    "fleet.missed_summary",
 )

@@ -11,16 +11,19 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
-  ``late``). Only then does ``last_run_at`` move past it. A beat killed
+  ``late``), and more than :data:`MISSED_LINES_PER_TICK` of them at once
+  (a long outage) as one ``fleet.missed_summary`` and the newest one's
+  ``scheduler.missed``. Only then does ``last_run_at`` move past it. A beat killed
   between the publish and that step publishes the fire again when it (or
   the standby) comes back: the run of that task finds the slot's entry by
   its client key and ends ``duplicate``;
 * Redis going away is waited out, by the active beat and a standby alike
   (``fleet.broker_unreachable``, no fire is passed over);
 * the lock is extended within a pass too, however long it is (many pairs, a
-  slow Redis), and a beat that finds its lock lapsed or taken by another
-  beat stops (exit 75) before it publishes another fire, so that two beats
-  never publish at once.
+  slow Redis); a beat that finds its lock lapsed takes it again when no
+  other beat took it meanwhile (``fleet.beat_active`` once more), and one
+  that finds it taken by another beat stops (exit 75) before it publishes
+  another fire, so that two beats never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
 fire before that is run or recorded. So does a pair whose entry in Redis
@@ -51,11 +54,15 @@ from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
 from runner.settings.config import RunnerConfig
 
-__all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
+__all__ = ["MISSED_LINES_PER_TICK", "BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
 
 log = structlog.get_logger()
 #: The most fires of one pair handled in one tick: a beat back after a long gap catches up in bounded steps.
 _FIRES_PER_TICK: Final = 1000
+#: The most late fires of one pair a tick records one line each; past it, one fleet.missed_summary line covers all
+#: but the newest (which keeps its own scheduler.missed line, what status judges the pair by): a long outage is a
+#: handful of lines per pair, not a line per fire it slept through.
+MISSED_LINES_PER_TICK: Final = 10
 _SCHEDULE_TYPE: Final = "ghostrunner-cron"
 #: How often the active beat extends its lock within the lock's timeout while a pass goes on.
 _EXTENSIONS_PER_TIMEOUT: Final = 3
@@ -281,8 +288,12 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         try:
             interval: float = super().tick(*args, **kwargs)
             self._publish_reruns()
-        except redis.exceptions.LockError:
-            self._lose_lock()
+        except redis.exceptions.LockError:  # RedBeat's extension failed: the lock lapsed, or another beat has it
+            try:
+                self._retake_or_lose()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                log.warning("fleet.broker_unreachable", error=str(exc))
+            return min(1.0, float(self.max_interval))  # the next tick goes on with the pass, the lock held again
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError) as exc:
             log.warning("fleet.broker_unreachable", error=str(exc))
             return min(1.0, float(self.max_interval))
@@ -307,11 +318,33 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         try:
             self.lock.extend(int(self.lock_timeout))
         except redis.exceptions.LockError:
-            self._lose_lock()
+            self._retake_or_lose()
         self._extended_at = checked  # from before the call: the lock's new expiry is no earlier than this plus its timeout
 
+    def _retake_or_lose(self) -> None:
+        """After the lock could not be extended: take it again when it lapsed and no other beat took it, else stop.
+
+        A lock that lapsed while Redis stalled or was away, and that no other beat took meanwhile,
+        is this beat's to take again: no other beat published since, so it goes on where it was.
+
+        Raises:
+            BeatLostLock: another beat holds it (logged ``fleet.beat_lost_lock``).
+        """
+        lock = self.lock
+        if lock is None:
+            self._lose_lock()
+        try:
+            if lock.owned():  # still this beat's token, without its expiry
+                lock.reacquire()
+            elif not lock.acquire(blocking=False):
+                self._lose_lock()
+        except redis.exceptions.LockError:  # taken by another between the two calls
+            self._lose_lock()
+        self._extended_at = time.monotonic()
+        log.info("fleet.beat_active", lock=self.lock_key, lock_timeout=self.lock_timeout)
+
     def _lose_lock(self) -> NoReturn:
-        log.error("fleet.beat_lost_lock", lock=self.lock_key, error="the lock lapsed or another beat holds it now; this one stops")
+        log.error("fleet.beat_lost_lock", lock=self.lock_key, error="another beat holds the lock now; this one stops")
         self.lock = None
         self.lost_lock = True
         raise BeatLostLock
@@ -400,7 +433,22 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         if routine is None or entry.last_run_at is None:
             return longest
         now = self.app.now()
-        for moment in fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)[:_FIRES_PER_TICK]:
+        fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
+        overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
+        if len(overdue) > MISSED_LINES_PER_TICK:
+            self._hold_lock()
+            entry = entry._next_instance(last_run_at=overdue[-2].astimezone(UTC))
+            log.warning(
+                "fleet.missed_summary",
+                agent=agent,
+                routine=routine_name,
+                count=len(overdue) - 1,
+                first=overdue[0].isoformat(),
+                last=overdue[-2].isoformat(),
+                reason="late",
+            )
+            fires = fires[len(overdue) - 1 :]
+        for moment in fires[:_FIRES_PER_TICK]:
             identity = RunIdentity.of(agent, routine, moment, config.timezone)
             queue = entry.options.get("queue")
             task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"

@@ -23,18 +23,22 @@ import socket
 import threading
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Final
+from typing import Any, Final
 
 import redis
 import structlog
+from billiard import util as billiard_util
 from celery.apps import worker as celery_worker
 from celery.beat import Service
+from celery.signals import setup_logging, worker_shutting_down
+from celery.worker import state as celery_state
 
 from journal import JournalError
 from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
-from runner.fleet.app import broker_password, fleet_app, fleet_of
+from runner.fleet.app import RUN_TASK, broker_password, fleet_app, fleet_of, record_key
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
+from runner.fleet.request import log_missed, slot_identity
 from runner.fleet.tasks import hold_shard
 from runner.monitor.logs import configure_logging
 from runner.run import open_journal
@@ -43,7 +47,7 @@ from runner.schedule.catchup import UnusableAgent
 from runner.schedule.deployment_lock import DeploymentLock
 from runner.settings.config import RunnerConfig
 
-__all__ = ["check_start", "runs_record", "start_beat", "start_worker"]
+__all__ = ["check_start", "purge_shard", "runs_record", "start_beat", "start_worker"]
 
 log = structlog.get_logger()
 _PING_SECONDS: Final = 5.0
@@ -52,17 +56,18 @@ _PING_SECONDS: Final = 5.0
 def runs_record(config: RunnerConfig) -> RunsRecord:
     """The runs record of *config*'s fleet."""
     fleet = fleet_of(config)
-    return RunsRecord(fleet.broker, broker_password(config), fleet.keep_runs)
+    return RunsRecord(fleet.broker, broker_password(config), fleet.keep_runs, key=record_key(config))
 
 
 def check_start(config: RunnerConfig) -> None:
     """Refuse a start this configuration cannot make safely (see the module's description).
 
     Raises:
-        ConfigError: no [fleet] table, or its password variable is not set.
+        ConfigError: no [fleet] table, or its password or record key variable is not set.
         FleetUnavailableError: Redis does not answer, or serve runs these agents.
     """
     fleet = fleet_of(config)
+    record_key(config)  # refused now, in one line, rather than when the first record is written
     try:
         redis_client(fleet.broker, broker_password(config), timeout=_PING_SECONDS).ping()
     except redis.RedisError as exc:
@@ -84,11 +89,22 @@ def _log_to(config: RunnerConfig, level: str, **context: str) -> None:
     # Celery's and its dependencies' warnings (SecurityWarning when run as root) go through logging, as JSON lines,
     # and so do the lines Celery's worker prints in plain text from its signal handlers ("worker: Warm shutdown").
     logging.captureWarnings(True)
+    # Any receiver of setup_logging makes Celery leave logging as configure_logging set it; without one, Celery gives
+    # billiard's pool logger a handler of its own, whose lines ("Process 'ForkPoolWorker-1' ... exited with 'signal 9
+    # (SIGKILL)'") are raw text. That logger does not propagate: it gets the JSON handler the root logger has.
+    setup_logging.connect(_keep_logging, weak=False)
+    pool_logger = billiard_util.get_logger()
+    pool_logger.handlers[:] = logging.getLogger().handlers
+    pool_logger.setLevel(logging.ERROR)
     celery_worker.safe_say = functools.partial(_say, fields)
     # Celery narrates every task at INFO ("Task ghostrunner.run[...] received", "... succeeded in ...: {result}"),
     # two lines a run whose event is free text; the run's own run.started and run.finished say what matters.
     for narrator in ("celery.app.trace", "celery.worker.strategy"):
         logging.getLogger(narrator).setLevel(max(logging.getLogger().level, logging.WARNING))
+
+
+def _keep_logging(**_: object) -> None:
+    """Celery's setup_logging receiver: logging is configured already (see :func:`_log_to`)."""
 
 
 def _say(fields: dict[str, str], message: str, _stream: object = None) -> None:
@@ -137,7 +153,10 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
         role="worker",
         queue=fleet.queue_of(shard),
     )
-    worker = app.Worker(
+    received: list[str] = []
+    # Sent from Celery's signal handler: only noted there; logging then could meet a log line half written.
+    worker_shutting_down.connect(lambda sig, **_: received.append(str(sig)), weak=False)
+    worker = _logging_worker(app.Worker, received)(
         queues=[fleet.queue_of(shard)],
         concurrency=processes,
         pool="prefork",
@@ -149,8 +168,35 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
         loglevel=level.upper(),
     )
     worker.start()
+    log.info("scheduler.stopped", killed=worker.killed)
     code: int = worker.exitcode or 0
     return code
+
+
+def _logging_worker(base: type[Any], received: list[str]) -> type[Any]:
+    """Celery's worker class *base*, logging ``scheduler.stopping`` as ``serve`` does when its stop begins (a signal in *received*)."""
+
+    class LoggingWorker(base):  # type: ignore[misc]  # celery ships no type hints
+        killed = 0
+        _stopping = False
+
+        def _say_stopping(self) -> None:
+            if not self._stopping:
+                self._stopping = True
+                active = len(celery_state.active_requests)
+                waiting = len(celery_state.reserved_requests) - active
+                log.info("scheduler.stopping", signal=received[0] if received else None, in_flight=active, waiting=max(0, waiting))
+
+        def stop(self, *args: Any, **kwargs: Any) -> Any:  # a warm stop: the runs in flight finish
+            self._say_stopping()
+            return super().stop(*args, **kwargs)
+
+        def terminate(self, *args: Any, **kwargs: Any) -> Any:  # a cold stop: the runs in flight are killed
+            self._say_stopping()
+            self.killed = max(self.killed, len(celery_state.active_requests))
+            return super().terminate(*args, **kwargs)
+
+    return LoggingWorker
 
 
 def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
@@ -185,3 +231,42 @@ def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
     log.info("scheduler.stopping", signal=received[0] if received else None, in_flight=0, waiting=0)
     log.info("scheduler.stopped", killed=0)
     return 0
+
+
+def purge_shard(config: RunnerConfig, shard: str, *, level: str = "info") -> tuple[int, int]:
+    """Empty *shard*'s queue, each run task logged as its slot's ``scheduler.missed`` (reason ``purged``); (slots, other messages).
+
+    ``celery purge`` deletes the messages and leaves no word of the slots they were; here each one
+    is taken, recorded, then acknowledged, so that ``status --fleet`` shows its slot missed.
+
+    Raises:
+        UnknownNameError: the configuration has no such shard.
+        FleetUnavailableError, ConfigError: see :func:`check_start`.
+    """
+    fleet = fleet_of(config)
+    if shard not in fleet.shards:
+        raise UnknownNameError("shard", shard, sorted(fleet.shards))
+    check_start(config)
+    _log_to(config, level, shard=shard)
+    hold_shard(config, shard)
+    slots = other = 0
+    with fleet_app(config).connection_for_write() as connection:
+        queue = connection.SimpleQueue(fleet.queue_of(shard))
+        try:
+            while True:
+                try:
+                    message = queue.get(block=False)
+                except queue.Empty:
+                    break
+                payload = message.payload
+                args = payload[0] if message.headers.get("task") == RUN_TASK and isinstance(payload, list) and payload else None
+                identity = slot_identity(args)
+                if identity is None:
+                    other += 1
+                else:
+                    log_missed(identity, "purged")
+                    slots += 1
+                message.ack()
+        finally:
+            queue.close()
+    return slots, other

@@ -38,7 +38,7 @@ from runner.run.engine import run_at
 from runner.schedule.reruns import planned_rerun
 from runner.settings.config import RunnerConfig
 
-__all__ = ["FORWARDED_HEADER", "REFUSED", "RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task"]
+__all__ = ["FORWARDED_HEADER", "REFUSED", "RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task", "served_slot"]
 
 log = structlog.get_logger()
 #: The sorted set of planned reruns in Redis, each scored by its time (seconds since the epoch).
@@ -239,3 +239,15 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
         raise
     _plan_rerun(task, work, result, agent, routine, at)
     return result.to_dict()
+
+
+def served_slot(args: object) -> tuple[ShardWork, str, str, datetime] | None:
+    """What a task's arguments *args* name and this process serves: (work, agent, routine, fire time), else None."""
+    work = _work
+    if work is None or not isinstance(args, list | tuple) or len(args) != 3:
+        return None
+    agent, routine, scheduled = args
+    at = _scheduled(scheduled)
+    if not (isinstance(agent, str) and isinstance(routine, str) and work.holds(agent) and routine in work.config.routines) or at is None:
+        return None
+    return work, agent, routine, at

@@ -5,6 +5,7 @@ Layout::
     [fleet]
     broker = "redis://10.0.0.5:6379/0"   # Celery's broker and result store, RedBeat's schedule and lock, the runs record
     password_env = "GHOSTRUNNER_REDIS_PASSWORD"   # the variable holding Redis's password, if it wants one
+    record_key_env = "GHOSTRUNNER_RECORD_KEY"     # the variable holding the key the runs record is signed with, if any
     visibility_timeout = "15m"   # a task its worker never acknowledged (the worker died) is delivered again after this
     beat_lock_timeout = "30s"    # a standby beat takes over at most this long after the active beat died
     keep_runs = "14d"            # how long the runs record keeps the fleet's runs (status --fleet, history --fleet)
@@ -28,12 +29,15 @@ from runner.settings._schema import FieldReader
 
 __all__ = ["FLEET_KEYS", "read_fleet"]
 
-FLEET_KEYS: Final = ("broker", "password_env", "visibility_timeout", "beat_lock_timeout", "keep_runs", "shards")
+FLEET_KEYS: Final = ("broker", "password_env", "record_key_env", "visibility_timeout", "beat_lock_timeout", "keep_runs", "shards")
 #: A shard's name becomes its queue's (``ghostrunner.NAME``), a Redis key and a Kubernetes name: nothing else is safe in all three.
 _SHARD_NAME: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _LEAST_LOCK_TIMEOUT: Final = timedelta(seconds=2)
 _MOST_LOCK_TIMEOUT: Final = timedelta(hours=1)
 _LEAST_KEEP: Final = timedelta(hours=1)
+#: The runs record trims to now - keep_runs on each write, and Redis refuses (ERR) a trim floor before 1970: anything
+#: over about 56 years (as of 2026) made every write of the record fail. Ten years stays far inside for decades.
+_MOST_KEEP: Final = timedelta(days=3650)
 _DEFAULT_VISIBILITY: Final = timedelta(minutes=15)  # FleetConfig's default
 
 
@@ -101,8 +105,9 @@ def read_fleet(reader: FieldReader, value: object, agents: Mapping[str, AgentCon
     if "shards" not in data:
         raise reader.fail("fleet.shards", "a table of shards, each the list of its agents (required in [fleet])", "nothing")
     fields: dict[str, Any] = {"broker": _broker(reader, data["broker"]), "shards": _shards(reader, data["shards"], agents)}
-    if "password_env" in data:
-        fields["password_env"] = reader.string(data["password_env"], "fleet.password_env")
+    for name in ("password_env", "record_key_env"):
+        if name in data:
+            fields[name] = reader.string(data[name], f"fleet.{name}")
     if "visibility_timeout" in data:
         fields["visibility_timeout"] = reader.duration(data["visibility_timeout"], "fleet.visibility_timeout")
     visibility = fields.get("visibility_timeout", _DEFAULT_VISIBILITY)
@@ -120,7 +125,7 @@ def read_fleet(reader: FieldReader, value: object, agents: Mapping[str, AgentCon
         fields["beat_lock_timeout"] = lock_timeout
     if "keep_runs" in data:
         keep = reader.duration(data["keep_runs"], "fleet.keep_runs")
-        if keep < _LEAST_KEEP:
-            raise reader.fail("fleet.keep_runs", "a duration of at least 1h", data["keep_runs"])
+        if not _LEAST_KEEP <= keep <= _MOST_KEEP:
+            raise reader.fail("fleet.keep_runs", "a duration from 1h to 3650d (ten years)", data["keep_runs"])
         fields["keep_runs"] = keep
     return FleetConfig(**fields)

@@ -85,6 +85,9 @@ class FleetConfig:
     shards: Mapping[str, tuple[str, ...]]
     #: The environment variable that holds the Redis password, if the server wants one.
     password_env: str | None = None
+    #: The environment variable that holds the key the runs record's records are signed with (HMAC-SHA256), if any:
+    #: with it, a record without its valid signature (forged by anyone who can write to Redis) is not read.
+    record_key_env: str | None = None
     #: A task delivered but not acknowledged this long (its worker died) is delivered again: above run_timeout.
     visibility_timeout: timedelta = timedelta(minutes=15)
     #: How long the active beat's lock outlives it: a standby beat takes over within this.

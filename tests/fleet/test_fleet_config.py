@@ -55,7 +55,8 @@ def test_a_configuration_without_a_fleet_table_has_none(tmp_path: Path) -> None:
         (fleet().replace("redis://127.0.0.1:6399/0", "redis://127.0.0.1%2F:6399/0"), "fleet.broker", "an ASCII name"),
         (fleet(extra='visibility_timeout = "1m"'), "fleet.visibility_timeout", "longer than runner.run_timeout"),
         (fleet(extra='beat_lock_timeout = "1s"'), "fleet.beat_lock_timeout", "from 2s to 1h"),
-        (fleet(extra='keep_runs = "10m"'), "fleet.keep_runs", "at least 1h"),
+        (fleet(extra='keep_runs = "10m"'), "fleet.keep_runs", "from 1h to 3650d"),
+        (fleet(extra='keep_runs = "21900d"'), "fleet.keep_runs", "from 1h to 3650d"),
         (fleet(extra='shard = "east"'), "fleet.shard", "one of the keys"),
     ],
 )

@@ -158,8 +158,10 @@ def test_two_workers_of_one_shard_run_a_slot_published_twice_into_one_entry(tmp_
         for worker in workers:
             worker.wait_for("scheduler.started", role="worker")
         app = fleet_app(config)
-        # A beat that published the fire, died before it noted so, and its successor publishing it again.
-        sent = [app.send_task(RUN_TASK, args=["motoko", "tick", fires[0].isoformat()], queue="ghostrunner.east", task_id=f"copy-{copy}")
+        # A beat that published the fire, died before it noted so, and its successor publishing it again; this test reads
+        # each run's result back, so it asks for them to be stored (the fleet stores none of its own: nothing reads them).
+        sent = [app.send_task(RUN_TASK, args=["motoko", "tick", fires[0].isoformat()], queue="ghostrunner.east", task_id=f"copy-{copy}",
+                              ignore_result=False)
                 for copy in range(2)]
         wait_for_path(tmp_path / f"started-{slot.replace(':', '-')}")
         (tmp_path / "release").touch()
