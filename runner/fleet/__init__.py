@@ -48,5 +48,4 @@ FLEET_EVENTS: Final = (
     "fleet.task_forwarded",
     "fleet.beat_entry_reset",
     "fleet.record_refused",
-    "fleet.missed_summary",
 )

@@ -11,8 +11,8 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
-  ``late``), and more than :data:`MISSED_LINES_PER_TICK` of them at once
-  (a long outage) as one ``fleet.missed_summary`` and the newest one's
+  ``late``), and more than ``MISSED_LINES_PER_PAIR`` of them at once
+  (a long outage) as one ``scheduler.missed_summary`` and the newest one's
   ``scheduler.missed``. Only then does ``last_run_at`` move past it. A beat killed
   between the publish and that step publishes the fire again when it (or
   the standby) comes back: the run of that task finds the slot's entry by
@@ -52,17 +52,14 @@ from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
 from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
+from runner.schedule.catchup import MISSED_LINES_PER_PAIR
 from runner.settings.config import RunnerConfig
 
-__all__ = ["MISSED_LINES_PER_TICK", "BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
+__all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
 
 log = structlog.get_logger()
 #: The most fires of one pair handled in one tick: a beat back after a long gap catches up in bounded steps.
 _FIRES_PER_TICK: Final = 1000
-#: The most late fires of one pair a tick records one line each; past it, one fleet.missed_summary line covers all
-#: but the newest (which keeps its own scheduler.missed line, what status judges the pair by): a long outage is a
-#: handful of lines per pair, not a line per fire it slept through.
-MISSED_LINES_PER_TICK: Final = 10
 _SCHEDULE_TYPE: Final = "ghostrunner-cron"
 #: How often the active beat extends its lock within the lock's timeout while a pass goes on.
 _EXTENSIONS_PER_TIMEOUT: Final = 3
@@ -435,11 +432,11 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         now = self.app.now()
         fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
         overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
-        if len(overdue) > MISSED_LINES_PER_TICK:
+        if len(overdue) > MISSED_LINES_PER_PAIR:  # as serve does: a summary, and the newest its own line
             self._hold_lock()
             entry = entry._next_instance(last_run_at=overdue[-2].astimezone(UTC))
             log.warning(
-                "fleet.missed_summary",
+                "scheduler.missed_summary",
                 agent=agent,
                 routine=routine_name,
                 count=len(overdue) - 1,

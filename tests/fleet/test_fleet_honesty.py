@@ -112,7 +112,7 @@ def test_a_beat_that_finds_its_lock_held_by_another_stops_with_75_and_says_so(tm
 
 
 def test_a_long_outage_is_one_summary_line_per_pair_and_the_newest_missed_fire_its_own(tmp_path: Path, redis_server: RedisServer) -> None:
-    """Five days of a minute routine slept through: one fleet.missed_summary, one scheduler.missed, the fires within grace published."""
+    """Five days of a minute routine slept through: one scheduler.missed_summary, one scheduler.missed, the fires within grace published."""
     body = routine("tick", "* * * * *") + f'\n[fleet]\nbroker = "{redis_server.url}"\n[fleet.shards]\neast = ["motoko"]\n' + AGENT
     config = load_config(write_config(tmp_path, body, runner='misfire_grace = "10m"\n'))
     start = datetime(2026, 6, 1, 0, 0, 30, tzinfo=UTC)
@@ -130,7 +130,7 @@ def test_a_long_outage_is_one_summary_line_per_pair_and_the_newest_missed_fire_i
     beat.close()
     late_before = clock[0] - timedelta(seconds=5) - timedelta(minutes=10)  # the first tick's now, less misfire_grace
     newest_late = late_before.replace(second=0)
-    summaries = [event for event in logs if event["event"] == "fleet.missed_summary"]
+    summaries = [event for event in logs if event["event"] == "scheduler.missed_summary"]
     missed = [event for event in logs if event["event"] == "scheduler.missed"]
     queued = [event for event in logs if event["event"] == "scheduler.run_queued"]
     assert [(event["agent"], event["routine"], event["reason"]) for event in summaries] == [("motoko", "tick", "late")]
