@@ -59,7 +59,9 @@ def read_backup(reader: FieldReader, value: object, agents: Mapping[str, AgentCo
         # Judged as written without '..' and as this host resolves its links: 'other/../journal/b' and 'link/b' are inside too.
         if _overlaps(str(directory), str(agent.journal_root)):
             raise reader.fail(
-                "backup.dir", f"a directory outside agent {name!r}'s journal ({str(agent.journal_root)!r}) and not holding it", data["dir"]
+                "backup.dir",
+                f"a directory outside the journal of agent {name!r} ({str(agent.journal_root)!r}) and not holding it",
+                data["dir"],
             )
     fields: dict[str, Any] = {"dir": directory}
     if "schedule" in data:

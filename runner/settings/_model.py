@@ -161,8 +161,8 @@ class RunnerConfig:
         return replace(self, agents=agents)
 
     def journals(self) -> dict[str, Path]:
-        """Every agent's journal root, keyed by how a message names it ("agent 'motoko''s journal"): where no output may land."""
-        return {f"agent {name!r}'s journal": agent.journal_root for name, agent in sorted(self.agents.items())}
+        """Every agent's journal root, keyed by how a message names it ("the journal of agent 'motoko'"): where no output may land."""
+        return {f"the journal of agent {name!r}": agent.journal_root for name, agent in sorted(self.agents.items())}
 
     def agent(self, name: str) -> AgentConfig:
         """The agent called *name*.

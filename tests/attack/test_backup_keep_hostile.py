@@ -145,7 +145,7 @@ def test_a_backup_dir_inside_a_journal_through_dot_dot_or_a_link_is_refused_when
         config = write_config(tmp_path, SIMPLE_AGENT + f'\n[backup]\ndir = "{directory}"\n')
         with pytest.raises(ConfigError) as raised:
             load_config(config)
-        assert raised.value.key == "backup.dir" and "a directory outside agent 'motoko''s journal" in str(raised.value), directory
+        assert raised.value.key == "backup.dir" and "a directory outside the journal of agent 'motoko'" in str(raised.value), directory
 
 
 def test_backup_into_a_parent_inside_the_journal_writes_nothing_there(tmp_path: Path) -> None:

@@ -461,7 +461,8 @@ def test_render_refuses_what_would_inject_with_one_line(tmp_path: Path, runner: 
     """Each field refuses a line break (and its other unusable values) with exit 78 or 2, one line naming it, and no --out written."""
     agent_key = runner.startswith("journal_root")  # write_config's [runner] has one: give the agent its own
     path = write_config(tmp_path, ONE_AGENT + (runner + "\n" if agent_key else ""), runner="" if agent_key else runner + "\n")
-    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", exec_path(), *options)
+    default_exec = [] if "--exec" in options else ["--exec", exec_path()]  # an option given twice is refused for that alone
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), *default_exec, *options)
     assert result.returncode == code, result.stderr
     prefix = f"ghostrunner: error: {path}: {field}: " if code == 78 else f"ghostrunner: error: {field}: "
     assert result.stderr.startswith(prefix), result.stderr
@@ -491,8 +492,9 @@ def render_cli(tmp_path: Path, agent_root: str, *options: str, runner: str = "")
     path = write_config(tmp_path / "etc", ONE_AGENT + f'journal_root = "{agent_root}"\n',
                         runner=runner or 'lock_file = "/var/lib/ghostrunner/serve.lock"\n')
     out = tmp_path / "units"
-    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), "--exec", exec_path(),
-                         "--installed-config", "/etc/ghostrunner/ghostrunner.toml", *options)
+    defaults = [option for pair in (("--exec", exec_path()), ("--installed-config", "/etc/ghostrunner/ghostrunner.toml"))
+                if pair[0] not in options for option in pair]  # an option given twice is refused for that alone
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(out), *defaults, *options)
     return result, out
 
 
@@ -516,7 +518,7 @@ def test_paths_are_normalised_before_they_are_written_or_classified(tmp_path: Pa
     assert result.returncode == 0, result.stderr
     service = (out / "ghostrunner.service").read_text()
     assert path_list(only(service, "ReadWritePaths")) == [written]
-    journal_warnings = [line for line in warnings_of(result) if "agent 'motoko''s journal" in line]
+    journal_warnings = [line for line in warnings_of(result) if "the journal of agent 'motoko'" in line]
     if hidden is None:
         assert journal_warnings == []
     else:
@@ -550,7 +552,7 @@ def test_a_command_backends_script_in_tmp_warns_and_a_word_naming_no_file_does_n
     result = ghostrunner("systemd", "render", "--config", str(path), "--out", str(tmp_path / "units"), "--exec", "/bin/true",
                          "--installed-config", "/etc/ghostrunner/ghostrunner.toml")
     assert result.returncode == 0, result.stderr
-    assert warnings_of(result) == [(f"ghostrunner: warning: agent 'motoko''s command backend's argument '{script}' is under /tmp, which "
+    assert warnings_of(result) == [(f"ghostrunner: warning: the command backend of agent 'motoko': its argument '{script}' is under /tmp, which "
                                     "PrivateTmp=yes replaces with the service's own empty directory, removed when it stops (what it writes "
                                     "there is lost); keep it elsewhere (e.g. /var/lib/ghostrunner)")]
 

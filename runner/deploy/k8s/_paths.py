@@ -67,7 +67,7 @@ def path_warnings(config: RunnerConfig, mount: str) -> list[str]:
         root = normal_path(str(agent.journal_root))
         if not relative(own if own is not None else runner_table["journal_root"]) and not PurePosixPath(root).is_relative_to(volume):
             warnings.append(
-                f"agent {name!r}'s journal {root!r} is outside --journal-mount {mount!r}, on the pod's read-only root "
+                f"the journal of agent {name!r}, {root!r}, is outside --journal-mount {mount!r}, on the pod's read-only root "
                 f"filesystem: its runs would fail; set its journal_root under {mount}"
             )
     lock = runner_table.get("lock_file")

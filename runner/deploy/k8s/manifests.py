@@ -377,7 +377,7 @@ def render_manifests(
     )
     files |= _network_policy(config, namespace)
     warnings += [
-        f"agent {name!r}'s openai backend {agent.backend.base_url!r} is on localhost, which in a pod is the pod itself; "
+        f"the openai backend of agent {name!r}, {agent.backend.base_url!r}, is on localhost, which in a pod is the pod itself; "
         "point base_url at the model server's Service"
         for name, agent in sorted(config.agents.items())
         if agent.backend.type == "openai" and is_loopback_url(agent.backend.base_url)
@@ -443,7 +443,7 @@ def render_manifests(
                     "jobTemplate": {"spec": job},
                 },
             }
-            cronjobs.append((f"agent {agent_name!r}'s routine {routine_name!r}", name))
+            cronjobs.append((f"routine {routine_name!r} of agent {agent_name!r}", name))
             files[f"cronjob-{name}.json"] = _text(manifest)
     unique_names(cronjobs)
     return Manifests(files=files, cronjobs=tuple(name for _, name in cronjobs), warnings=tuple(warnings))

@@ -506,11 +506,11 @@ def _warnings(
     paths = [("the --exec program", exec_argv[0], program_normal), ("the configuration", config_path, installed)]
     programs = [("the --exec program", list(exec_argv))]
     for name, agent in sorted(config.agents.items()):
-        paths.append((f"agent {name!r}'s journal", str(agent.journal_root), roots[name]))
+        paths.append((f"the journal of agent {name!r}", str(agent.journal_root), roots[name]))
         if agent.backend.type == "command":
-            programs.append((f"agent {name!r}'s command backend", list(agent.backend.command)))
+            programs.append((f"the command backend of agent {name!r}", list(agent.backend.command)))
         if agent.backend.type == "command" and agent.backend.command[0].startswith("/"):
-            paths.append((f"agent {name!r}'s command backend", agent.backend.command[0], normal_path(agent.backend.command[0])))
+            paths.append((f"the command backend of agent {name!r}", agent.backend.command[0], normal_path(agent.backend.command[0])))
     paths.append(("the lock file", str(config.lock_file), lock_file))
     warnings = [warning for what, raw, normal in paths for warning in _location_warnings(what, raw, normal)]
     for what, argv in programs:  # an absolute program's own path is warned about above; a bare name's, found on the PATH, is not
@@ -521,7 +521,7 @@ def _warnings(
             warning
             for word in argv[1:]
             if word.startswith("/") and os.path.exists(word)
-            for warning in _location_warnings(f"{what}'s argument", word, normal_path(word))
+            for warning in _location_warnings(f"{what}: its argument", word, normal_path(word))
         ]
     if config.config_file is not None and normal_path(str(config.config_file)) != installed:
         # Relative paths in the configuration resolve beside the file that is read: render read this one, the service reads *installed*.

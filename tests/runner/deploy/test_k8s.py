@@ -281,7 +281,7 @@ def test_the_pod_is_sandboxed_as_the_systemd_units_are(base_config: RunnerConfig
 @pytest.mark.parametrize(("backend", "offline", "warning"), [
     ("", True, None),
     ('backend = { type = "openai", base_url = "https://api.example.com/v1" }\n', False, None),
-    ('backend = { type = "openai", base_url = "http://127.0.0.1:11434/v1" }\n', False, "agent 'motoko''s openai backend 'http://127.0.0.1:11434/v1' is on localhost"),
+    ('backend = { type = "openai", base_url = "http://127.0.0.1:11434/v1" }\n', False, "the openai backend of agent 'motoko', 'http://127.0.0.1:11434/v1', is on localhost"),
 ], ids=["simulated", "remote", "localhost"])
 def test_the_network_policy_follows_the_backends(tmp_path: Path, backend: str, offline: bool, warning: str | None) -> None:
     """Nothing reaches into a run's pod; with simulated agents only nothing leaves it (IPAddressDeny=any); localhost in a pod warns."""
@@ -350,11 +350,11 @@ def test_each_cronjob_mounts_the_claim_of_its_agents_shard(tmp_path: Path) -> No
 # --- paths the pods could not write ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("runner", "expected"), [
-    ('journal_root = "/srv/journals/{agent}"\n', ["agent 'Batou.2@east''s journal '/srv/journals/Batou.2@east' is outside --journal-mount",
-                                                   "agent 'motoko''s journal '/srv/journals/motoko' is outside --journal-mount",
+    ('journal_root = "/srv/journals/{agent}"\n', ["the journal of agent 'Batou.2@east', '/srv/journals/Batou.2@east', is outside --journal-mount",
+                                                   "the journal of agent 'motoko', '/srv/journals/motoko', is outside --journal-mount",
                                                    "the state directory '/srv/journals/.all.ghostrunner.state'"]),
     ('journal_root = "/var/lib/ghostrunner/../srv/{agent}"\nlock_file = "/var/lib/ghostrunner/serve.lock"\n',
-     ["agent 'Batou.2@east''s journal '/var/lib/srv/Batou.2@east' is outside", "agent 'motoko''s journal '/var/lib/srv/motoko' is outside"]),
+     ["the journal of agent 'Batou.2@east', '/var/lib/srv/Batou.2@east', is outside", "the journal of agent 'motoko', '/var/lib/srv/motoko', is outside"]),
     ('journal_root = "journals/{agent}"\n', ["runner.journal_root 'journals/{agent}' is relative: a pod resolves it beside /etc/ghostrunner"]),
     ('journal_root = "~/journals/{agent}"\n', ["runner.journal_root '~/journals/{agent}' is relative: a pod resolves it beside /etc/ghostrunner"]),
     ('journal_root = "/var/lib/ghostrunner/{agent}"\nlock_file = "/run/serve.lock"\n', ["the state directory '/run/serve.state'"]),
