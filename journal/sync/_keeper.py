@@ -207,7 +207,7 @@ class IndexKeeper:
         Without *repair_index* the index is left as found: neither rebuilt nor caught up, here or by a read.
         """
         manifest_path = root / "manifest.json"
-        if create and not _manifest_exists(manifest_path):
+        if create and not os.path.lexists(manifest_path):  # lexists: a root that is a file keeps ensure_dir's own refusal below
             _refuse_inside_a_journal(root)
         try:
             ensure_dir(root, create=False)

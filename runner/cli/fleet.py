@@ -112,7 +112,7 @@ def worker(settings: Settings, shard: str, concurrency: int | None, config_path:
     sys.exit(start_worker(config, shard, concurrency=concurrency, level=settings.log_level or "info"))
 
 
-@fleet.command()
+@fleet.command(short_help="Empty a shard's queue, recording each slot as missed.")
 @click.option("--shard", required=True, help="The shard whose queue to empty (a name under [fleet.shards]).")
 @config_option
 @click.pass_obj

@@ -317,9 +317,10 @@ def test_hostile_lines_never_crash_read_log_or_the_report(config_path: Path, lin
         assert digest.lines >= 3
         report = build_report(config, digest, datetime(2026, 9, 5, 17, tzinfo=UTC))
         json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
-        table = _render_status(report, config.timezone)
-        table.encode("utf-8")
-        assert "\x1b" not in table and "\u2028" not in table
+        for from_fleet in (False, True):
+            table = _render_status(report, config.timezone, from_fleet=from_fleet)
+            table.encode("utf-8")
+            assert "\x1b" not in table and "\u2028" not in table
 
 
 # -- 4. a SIGTERM'd run never says "no entry" for an entry it appended or found --------------------------------

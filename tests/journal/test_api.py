@@ -17,6 +17,7 @@ import pytest
 from journal import DuplicateEntryError, EntryNotFoundError, Journal, JournalNotFoundError, SemanticUnavailableError
 from journal.encoding import resolve_model
 from tests._support import entry_files, place_entries
+from tests.journal._wheels import altered_copy
 
 Payload = Callable[..., dict[str, Any]]
 T0 = datetime(2026, 9, 1, 8, 0, tzinfo=UTC)
@@ -48,7 +49,7 @@ def test_missing_root_is_refused_without_create(tmp_path: Path) -> None:
     assert not (tmp_path / "absent").exists()
 
 
-def test_nn_request_without_the_extra_names_the_install_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nn_request_without_the_extra_names_the_install_command(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Asking for semantic search when the extra's libraries cannot be imported names the extra that brings them.
 
     The default model needs tokenizers (the NumPy encoder, the nn extra), a model named by its directory
@@ -59,7 +60,7 @@ def test_nn_request_without_the_extra_names_the_install_command(root: Path, monk
     with pytest.raises(SemanticUnavailableError, match=r"the model's libraries cannot be imported.*pip install 'ghostjournal\[nn\]'"):
         Journal(root, enable_nn=True)
     with pytest.raises(SemanticUnavailableError, match=r"sentence-transformers cannot be imported.*download.pytorch.org/whl/cpu.*pip install 'ghostjournal\[st\]'"):
-        Journal(root, enable_nn=True, model=resolve_model())  # the same model named by its directory
+        Journal(root, enable_nn=True, model=altered_copy(resolve_model(), tmp_path / "other-model"))  # another model's directory
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def _cli_append(root: Path, stdin: bytes) -> Any:
         (b'{"kind":"note","agent":"m","theme":"t","voice":"v","signals":{"novelty":NaN}}', "NaN is not valid JSON"),
         (b'{"kind":"note","agent":"m","theme":"t","voice":"v","meta":{"x":Infinity}}', "Infinity is not valid JSON"),
         (b"[1, 2]", "expected a JSON object"),
-        (b"", "invalid JSON"),
+        (b"", "got no input"),
         (json.dumps({"kind": "note", "agent": "m", "theme": "t", "voice": "v", "mood": 3}).encode(), "'mood'"),
     ],
     ids=["non-utf8", "truncated-json", "nan-literal", "infinity-literal", "array", "empty", "wrong-type"],

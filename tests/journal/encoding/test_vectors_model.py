@@ -26,6 +26,7 @@ from journal.encoding import DEFAULT_MODEL, document_text, resolve_model
 from journal.encoding._identity import CACHE_FILE, forget_hashes
 from journal.encoding.numpy_minilm import MiniLMEncoder
 from tests._support import DEFAULT_IMPLEMENTATION, REPO
+from tests.journal._wheels import altered_copy
 
 Payload = Callable[..., dict[str, Any]]
 _CLI = [sys.executable, "-m", "journal.cli.cli"]
@@ -229,12 +230,13 @@ def _search_in_a_process(root: Path, *model: str) -> tuple[list[str], dict[str, 
 
 
 def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_embed_each_others(tmp_path: Path) -> None:
-    """The default encoder, sentence-transformers with the model's directory (another identity), then the default again: the third embeds nothing."""
+    """The default encoder, sentence-transformers with another model's directory (another identity), then the default again: the third
+    embeds nothing. (A directory holding the pinned default model is the default model itself.)"""
     pytest.importorskip("sentence_transformers", reason="sentence-transformers is not installed (the st extra): this test needs it as the second encoder")
     root = tmp_path / "journal"
     _fill(root, 40)
     first, numpy_holds = _search_in_a_process(root)
-    second, torch_holds = _search_in_a_process(root, str(resolve_model(DEFAULT_MODEL)))
+    second, torch_holds = _search_in_a_process(root, str(altered_copy(resolve_model(DEFAULT_MODEL), tmp_path / "other-model")))
     third, numpy_again = _search_in_a_process(root)
     assert first == second == ["embedding entries: 0/40", "embedding entries: 32/40", "embedding entries: 40/40"]
     assert third == []
