@@ -37,8 +37,8 @@ def _simulated(tmp_path: Path, body: str = "") -> Path:
 @pytest.mark.parametrize(("table", "key", "expected"), [
     ("keep = 3", "backup.dir", "the directory backups go into (required in [backup])"),
     ("dir = 5", "backup.dir", "a non-empty string"),
-    ('dir = "./journal/backups"', "backup.dir", "a directory outside agent"),
-    ('dir = "."', "backup.dir", "a directory outside agent"),
+    ('dir = "./journal/backups"', "backup.dir", "a directory outside the journal of agent"),
+    ('dir = "."', "backup.dir", "a directory outside the journal of agent"),
     ('dir = "b"\nschedule = "0 9 last * *"', "backup.schedule", "a five-field cron expression systemd's OnCalendar= can express"),
     ('dir = "b"\nschedule = "every night"', "backup.schedule", "a five-field cron expression that fires"),
     ('dir = "b"\nkeep = 0', "backup.keep", "an integer from 1 to 10000"),
