@@ -45,7 +45,7 @@ from runner.run import open_journal
 from runner.run.engine import open_failure
 from runner.schedule.catchup import UnusableAgent
 from runner.schedule.deployment_lock import DeploymentLock
-from runner.settings.config import RunnerConfig
+from runner.settings import FleetConfig, RunnerConfig
 
 __all__ = ["check_start", "purge_shard", "runs_record", "start_beat", "start_worker"]
 
@@ -127,6 +127,16 @@ def _unusable(config: RunnerConfig, agents: tuple[str, ...]) -> list[UnusableAge
     return problems
 
 
+def _checked_shard(config: RunnerConfig, shard: str, level: str) -> FleetConfig:
+    """The fleet of *config*, once *shard* is one of its shards and a start can work; logging to the shard from then on."""
+    fleet = fleet_of(config)
+    if shard not in fleet.shards:
+        raise UnknownNameError("shard", shard, sorted(fleet.shards))
+    check_start(config)
+    _log_to(config, level, shard=shard)
+    return fleet
+
+
 def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = None, level: str = "info") -> int:
     """Run a worker of *shard* until SIGTERM (warm: in-flight runs finish); its exit status.
 
@@ -134,11 +144,7 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
         UnknownNameError: the configuration has no such shard.
         FleetUnavailableError, ConfigError: see :func:`check_start`.
     """
-    fleet = fleet_of(config)
-    if shard not in fleet.shards:
-        raise UnknownNameError("shard", shard, sorted(fleet.shards))
-    check_start(config)
-    _log_to(config, level, shard=shard)
+    fleet = _checked_shard(config, shard, level)
     for problem in _unusable(config, fleet.shards[shard]):
         log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
     hold_shard(config, shard)
@@ -243,11 +249,7 @@ def purge_shard(config: RunnerConfig, shard: str, *, level: str = "info") -> tup
         UnknownNameError: the configuration has no such shard.
         FleetUnavailableError, ConfigError: see :func:`check_start`.
     """
-    fleet = fleet_of(config)
-    if shard not in fleet.shards:
-        raise UnknownNameError("shard", shard, sorted(fleet.shards))
-    check_start(config)
-    _log_to(config, level, shard=shard)
+    fleet = _checked_shard(config, shard, level)
     hold_shard(config, shard)
     slots = other = 0
     with fleet_app(config).connection_for_write() as connection:
