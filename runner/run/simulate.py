@@ -242,8 +242,13 @@ def _dies_on_sigterm() -> None:
     A forked worker inherits the command's handler, which unwinds a run by raising SystemExit: the
     pool's worker loop catches that as the task's result and waits for the next task, so a pool
     stopping after another worker died waited on it for good.
+
+    The pool forks its workers with SIGTERM blocked, so that one stopped before this runs (inside
+    the fork hooks of a library) is not unwound there with a traceback; it is unblocked here, after
+    the default is back, and a SIGTERM that came meanwhile ends the worker now.
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _repeated(names: Sequence[str]) -> str | None:
@@ -302,7 +307,13 @@ def simulate(
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     try:
         with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method), initializer=_dies_on_sigterm) as pool:
-            futures = {pool.submit(_worker, (config, name, start, end)): name for name in agents}
+            # The workers, and the pool's manager thread that forks their replacements, start with
+            # SIGTERM blocked (see _dies_on_sigterm); this process takes it again once they are started.
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                futures = {pool.submit(_worker, (config, name, start, end)): name for name in agents}
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)
             summaries: dict[str, SimulationSummary] = {}
             for future in as_completed(futures):
                 summaries[futures[future]] = future.result()
