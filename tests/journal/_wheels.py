@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import io
 import json
 import shutil
+import threading
 import zipfile
 from pathlib import Path
 
@@ -51,6 +53,13 @@ class PackageIndex:
         self.wheel = b""
         self.listed_sha256 = ""
         self.wheel_requests = 0
+        #: Set, the wheel is sent whole; cleared, half of it is sent and the rest waits for it (a download caught mid-way).
+        self.release = threading.Event()
+        self.release.set()
+        #: Set once half a wheel has been sent and the rest is held back.
+        self.holding = threading.Event()
+        #: Released once for each request of the package's listing (each download's first request).
+        self.listings = threading.Semaphore(0)
         index = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -60,6 +69,7 @@ class PackageIndex:
                         {"filename": WHEEL, "url": f"../../files/{WHEEL}", "hashes": {"sha256": index.listed_sha256}, "yanked": False},
                     ]}).encode()
                     kind = "application/vnd.pypi.simple.v1+json"
+                    index.listings.release()
                 elif self.path == f"/files/{WHEEL}":
                     index.wheel_requests += 1
                     body, kind = index.wheel, "application/octet-stream"
@@ -70,7 +80,14 @@ class PackageIndex:
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if kind == "application/octet-stream" and not index.release.is_set():
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    index.holding.set()
+                    index.release.wait(120)
+                    body = body[len(body) // 2 :]
+                with contextlib.suppress(OSError):  # the downloader may have been killed meanwhile
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's parameter name
                 pass

