@@ -30,7 +30,7 @@ import structlog
 from billiard import util as billiard_util
 from celery.apps import worker as celery_worker
 from celery.beat import Service
-from celery.signals import setup_logging, worker_shutting_down
+from celery.signals import setup_logging, worker_ready, worker_shutting_down
 from celery.worker import state as celery_state
 
 from journal import JournalError
@@ -150,14 +150,19 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
     hold_shard(config, shard)
     app = fleet_app(config)
     processes = concurrency or config.max_concurrent_runs
-    log.info(
-        "scheduler.started",
-        agents=list(fleet.shards[shard]),
-        timezone=config.timezone.key,
-        pid=os.getpid(),
-        max_concurrent_runs=processes,
-        role="worker",
-        queue=fleet.queue_of(shard),
+    # Said once the worker consumes: by then Celery's own SIGTERM handler (a warm stop) is in place, so a
+    # stop sent on seeing this line is a clean one, never the start-up's unwinding.
+    worker_ready.connect(
+        lambda **_: log.info(
+            "scheduler.started",
+            agents=list(fleet.shards[shard]),
+            timezone=config.timezone.key,
+            pid=os.getpid(),
+            max_concurrent_runs=processes,
+            role="worker",
+            queue=fleet.queue_of(shard),
+        ),
+        weak=False,
     )
     received: list[str] = []
     # Sent from Celery's signal handler: only noted there; logging then could meet a log line half written.
