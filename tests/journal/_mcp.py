@@ -95,8 +95,8 @@ class McpServer:
                 raise AssertionError(f"no {name} event within {timeout} s; stderr:\n{self.stderr()[-3000:]}")
             time.sleep(0.01)
 
-    def exit_status(self, timeout: float = 30) -> int:
-        """The server's exit status, once the shell reported it."""
+    def exit_status(self, timeout: float = 120) -> int:
+        """The server's exit status, once the shell reported it (a long wait: an exit that comes is slow on a loaded machine)."""
         deadline = time.monotonic() + timeout
         while EXIT_MARK not in (text := self.stderr()):
             if time.monotonic() > deadline:
