@@ -35,8 +35,20 @@ from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
 from journal.ranking.hit import Hit
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
-from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
+from journal.sync import (
+    MAX_LIMIT,
+    AppendResult,
+    EraseResult,
+    IndexKeeper,
+    Reader,
+    SkippedFile,
+    ids_of_agent,
+    operator_name,
+    recovering,
+    writing,
+)
 from journal.sync import append as append_payload
+from journal.sync import erase as erase_entries
 
 __all__ = [
     "MAX_K",
@@ -45,6 +57,7 @@ __all__ = [
     "AppendResult",
     "BackupReport",
     "EmbedResult",
+    "EraseResult",
     "ExportManifest",
     "ImportSummary",
     "Journal",
@@ -220,6 +233,43 @@ class Journal:
                 every caller: an import too stores only what an append accepts.
         """
         return append_payload(self._keeper, payload)
+
+    @writing
+    def erase(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        reason: str,
+        by: str | None = None,
+        agent: str | None = None,
+        all_of_agent: bool = False,
+    ) -> EraseResult:
+        """Erase entries for good: each file becomes a tombstone, and no file of the journal keeps a byte of the erased text.
+
+        The tombstone keeps the entry's id, ts, kind, agent and client_key (links to it stay valid; a
+        retried append of its slot is a duplicate), with *reason*, when, *by* whom and a keyed hash of the
+        erased bytes. The entry's rows, words and vectors leave the index, which is then rewritten (see
+        docs/erasure.md). Erasing an erased entry again does nothing but finish its index part.
+
+        Args:
+            ids: the entries to erase; every one is checked before anything is written.
+            reason: why, kept in the tombstone.
+            by: who erases (default: the operator's login name).
+            agent: only that agent's entries: another agent's id reads as unknown.
+            all_of_agent: erase every entry of *agent* (with *ids* empty).
+
+        Raises:
+            EntryNotFoundError: an id names no entry (of *agent*); nothing is erased.
+            EntryValidationError: *reason* or *by* is empty or not one line.
+            JournalStorageError: the filesystem refused; a full disk while the index is rewritten says the erase is done
+                but the index not yet rewritten, and running the same erase again finishes it.
+        """
+        wanted = list(ids)
+        if all_of_agent:
+            if agent is None or wanted:
+                raise ValueError("all_of_agent erases every entry of agent=, and takes no ids")
+            wanted = ids_of_agent(self._keeper, agent)
+        return erase_entries(self._keeper, wanted, reason=reason, by=by if by is not None else operator_name(), agent=agent)
 
     @writing
     def reindex(

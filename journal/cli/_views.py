@@ -56,8 +56,20 @@ def show_append(document: Mapping[str, Any], width: int) -> str:
 
 
 def show_entry(entry: Mapping[str, Any], width: int) -> str:
-    """``get``: every field on its own line, the voice below them with its own line breaks."""
+    """``get``: every field on its own line, the voice below them with its own line breaks; a tombstone says when and why it was erased."""
     signals = entry.get("signals") or {}
+    erased = (entry.get("meta") or {}).get("erased")
+    if isinstance(erased, Mapping):
+        head = labelled(
+            [
+                ("id", entry["id"]),
+                ("ts", entry["ts"]),
+                ("kind", entry["kind"]),
+                ("agent", entry["agent"]),
+                ("client_key", entry.get("client_key")),
+            ]
+        )
+        return f"{head}\n\n  erased on {printable(str(erased.get('at')))} by {printable(str(erased.get('by')))} ({printable(str(erased.get('reason')))})"
     head = labelled(
         [
             ("id", entry["id"]),
@@ -310,3 +322,13 @@ def show_backup(document: Mapping[str, Any], width: int) -> str:
     lines = [f"copied {_count(document['files'], 'entry file', 'entry files')} ({document['bytes']} bytes) to {printable(document['out'])}"]
     lines += [f"  not copied: {printable(s['path'])}: {printable(s['reason'])}" for s in document["skipped"]]
     return "\n".join([*lines, show_verify(document["verify"], width)])
+
+
+def show_erase(result: Mapping[str, Any], width: int) -> str:
+    """``erase``: how many entries were erased, and which were tombstones already."""
+    lines = [f"erased {len(result['erased'])} {'entry' if len(result['erased']) == 1 else 'entries'} (by {printable(result['by'])})"]
+    lines += [f"  {entry_id}" for entry_id in result["erased"]]
+    if result["already_erased"]:
+        lines.append(f"already erased: {len(result['already_erased'])}")
+        lines += [f"  {entry_id}" for entry_id in result["already_erased"]]
+    return "\n".join(lines)

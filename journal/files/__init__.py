@@ -24,9 +24,11 @@ from journal.files._safefs import (
 )
 from journal.files._schema import is_agent_name, require_object
 from journal.files._storage import scratch_errors, storage_error, storage_errors
+from journal.files._tombstone import ERASE_KEY_FILE, erased_hash, load_erase_key, tombstone_payload
 
 __all__ = [
     "DIR_MODE",
+    "ERASE_KEY_FILE",
     "FILE_MODE",
     "Manifest",
     "Owner",
@@ -37,12 +39,14 @@ __all__ = [
     "current_boot_id",
     "describe",
     "ensure_dir",
+    "erased_hash",
     "fsync_directory",
     "holds_journal_manifest",
     "is_agent_name",
     "journal_owner",
     "json_depth_exceeds",
     "json_type_name",
+    "load_erase_key",
     "load_manifest",
     "make_dir",
     "may_fall_back",
@@ -53,6 +57,7 @@ __all__ = [
     "storage_error",
     "storage_errors",
     "take_ownership",
+    "tombstone_payload",
     "undone_on_failure",
     "watch_for_fork",
 ]

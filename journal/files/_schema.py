@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from journal.errors import EntryValidationError, InvalidEntryIdError
 from journal.files._json import canonical_json, check_json_value, find_surrogate, json_type_name, show_value
+from journal.files._tombstone import check_erased
 
 __all__ = [
     "ENTRY_ID_PATTERN",
@@ -378,6 +379,8 @@ def validate_and_encode(payload: object, *, now: datetime | None) -> tuple[dict[
             )
         data["client_key"] = key
     data["meta"] = _validate_meta(payload.get("meta", {}))
+    if "erased" in data["meta"]:
+        data["meta"]["erased"] = check_erased(data["meta"]["erased"], data, payload)
 
     try:
         encoded = (canonical_json(data) + "\n").encode("utf-8")

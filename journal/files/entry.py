@@ -127,6 +127,12 @@ class Entry:
         return self.meta.get("simulated") is True
 
     @property
+    def erased(self) -> dict[str, Any] | None:
+        """For a tombstone (an erased entry's file), ``meta.erased``: ``at``, ``by``, ``reason`` and ``hash``; else None."""
+        erased = self.meta.get("erased")
+        return dict(erased) if isinstance(erased, dict) else None
+
+    @property
     def continuity_refs(self) -> tuple[str, ...]:
         """Ids of earlier entries this one explicitly continues."""
         return tuple((self.signals or {}).get("continuity_refs", ()))
