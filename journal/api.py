@@ -28,7 +28,7 @@ from journal.checking import verify as _verify
 from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
-from journal.files import undone_on_failure
+from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
@@ -129,6 +129,10 @@ class Journal:
             it up, and a read never rebuilds it. For :meth:`verify`, which
             must report the index as it is (``verify`` and ``backup`` open a
             journal they check so); other reads may then see it stale.
+        redact: ``"default"`` replaces secrets in an appended entry's text (provider keys and tokens, JWTs, PEM
+            private keys, URL passwords, high-entropy words) by ``[redacted:<kind>]`` before it is stored, and
+            records how many in ``meta.redacted``; ``"off"`` stores the text as given (see docs/erasure.md).
+        redact_patterns: extra kinds of secret, each a kind (``"ticket"``) and a regular expression, applied with either mode.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -150,8 +154,11 @@ class Journal:
         on_progress: Callable[[int, int], None] | None = None,
         writable: bool = False,
         repair_index: bool = True,
+        redact: str = "default",
+        redact_patterns: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self._redactor = make_redactor(redact, redact_patterns)
         with undone_on_failure(self.root):
             if encoder is not None and not enable_nn:
                 raise ValueError("encoder= is used only with enable_nn=True")
@@ -232,7 +239,7 @@ class Journal:
                 and ``supersedes`` id is checked as :meth:`append` checks it, for
                 every caller: an import too stores only what an append accepts.
         """
-        return append_payload(self._keeper, payload)
+        return append_payload(self._keeper, payload, self._redactor)
 
     @writing
     def erase(

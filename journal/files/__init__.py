@@ -10,6 +10,7 @@ from journal.files._json import json_depth_exceeds, json_type_name, show_value
 from journal.files._lock import WriteLock, current_boot_id
 from journal.files._manifest import Manifest, create_manifest, holds_journal_manifest, load_manifest
 from journal.files._opening import ensure_dir, may_fall_back, undone_on_failure
+from journal.files._redaction import REDACT_MODES, Redactor, make_redactor
 from journal.files._safefs import (
     DIR_MODE,
     FILE_MODE,
@@ -30,8 +31,10 @@ __all__ = [
     "DIR_MODE",
     "ERASE_KEY_FILE",
     "FILE_MODE",
+    "REDACT_MODES",
     "Manifest",
     "Owner",
+    "Redactor",
     "WriteLock",
     "check_dir",
     "check_regular",
@@ -49,6 +52,7 @@ __all__ = [
     "load_erase_key",
     "load_manifest",
     "make_dir",
+    "make_redactor",
     "may_fall_back",
     "open_regular",
     "require_object",
