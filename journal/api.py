@@ -698,6 +698,7 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        include_untrusted: bool = False,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -709,7 +710,8 @@ class Journal:
         follows its correction as in :meth:`search`, and its record says
         ``superseded_by``; *as_of*, *current_only* and *floor* work as
         there. The header's ``matched`` says how many records the query found;
-        the rest are the recent fill.
+        the rest are the recent fill. Entries whose text came from outside
+        (``origin`` ``untrusted``) are left out unless *include_untrusted*.
 
         Raises:
             ValueError: *max_chars* is below the smallest block (600).
@@ -725,6 +727,7 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            include_untrusted=include_untrusted,
         )
 
     @recovering
@@ -739,10 +742,12 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        include_untrusted: bool = False,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
-        It frames entries as data; it is not a full defence against prompt injection.
+        It frames entries as data; it is not a full defence against prompt injection. Entries whose text came
+        from outside (``origin`` ``untrusted``) are left out unless *include_untrusted*.
         """
         return self._ranker.context(
             query,
@@ -754,4 +759,5 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            include_untrusted=include_untrusted,
         ).text

@@ -159,7 +159,8 @@ def show_entries(entries: Sequence[Mapping[str, Any]], width: int, listing: List
 
 
 def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
-    """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal."""
+    """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal (``[untrusted]`` first
+    for text taken from outside)."""
     if not hits:
         return "no hits"
     return _listing_table(
@@ -170,7 +171,8 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
             ("time", listing.times([hit["entry"]["ts"] for hit in hits])),
             ("agent", [hit["entry"]["agent"] for hit in hits]),
             ("theme", [hit["entry"]["theme"] for hit in hits]),
-            ("snippet", [_one_line(hit["snippet"]) for hit in hits]),
+            # Text taken from outside says so where it is read; the JSON gives every hit's origin.
+            ("snippet", [("[untrusted] " if hit.get("origin") == "untrusted" else "") + _one_line(hit["snippet"]) for hit in hits]),
         ],
         width,
         listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
@@ -314,6 +316,8 @@ def show_import(document: Mapping[str, Any], width: int) -> str:
         conflicts = [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
         left_out = [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
     head = f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} (of {read})"
+    if document.get("erased"):
+        head += f"; {_count(document['erased'], 'entry', 'entries')} decided by a tombstone (erased)"
     return "\n".join([head, *conflicts, *left_out])
 
 

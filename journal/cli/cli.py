@@ -40,7 +40,7 @@ from journal.cli._options import (
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalNotFoundError
-from journal.files.entry import parse_json_payload
+from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
     CommandGroup,
@@ -264,7 +264,8 @@ def init(settings: _Settings) -> None:
 def append(settings: _Settings, source: IO[bytes]) -> None:
     """Append one entry given as a JSON object on stdin.
 
-    Prints {"outcome": "appended" | "duplicate", "entry": {...}}.
+    Prints {"outcome": "appended" | "duplicate", "entry": {...}}. The entry's origin is 'operator' unless its
+    meta.origin says otherwise (mark text taken from outside with "meta": {"origin": "untrusted"}).
 
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
@@ -276,7 +277,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
             "(entry)", "a JSON object on stdin (or --input FILE), e.g. echo '{...}' | ghostjournal append", "no input"
         )
     payload = parse_json_payload(raw)
-    result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
+    result = settings.journal(writable=True).append_with_result(with_origin(payload, "operator"))
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 
 
@@ -458,6 +459,7 @@ def report(
 @floor_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
+@click.option("--include-untrusted", is_flag=True, help="Also entries whose text came from outside (origin 'untrusted').")
 @output_option
 @pass_settings
 def prompt_context(
@@ -472,6 +474,7 @@ def prompt_context(
     floor: bool,
     max_chars: int,
     raw: bool,
+    include_untrusted: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
@@ -487,6 +490,7 @@ def prompt_context(
         as_of=as_of,
         current_only=current_only,
         floor=floor,
+        include_untrusted=include_untrusted,
     )
     if raw:
         echo(block)

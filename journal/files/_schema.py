@@ -25,6 +25,7 @@ __all__ = [
     "KINDS",
     "MAX_ENTRY_BYTES",
     "MAX_INPUT_BYTES",
+    "ORIGINS",
     "SCHEMA_VERSION",
     "check_agent",
     "check_entry_id",
@@ -41,6 +42,9 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 KINDS: Final = ("pulse", "evening", "note", "digest")
+#: Where an entry's text came from (``meta.origin``): a runner's run, the operator at the command line, an MCP client, or
+#: text taken from outside (a web page, a message), which a prompt context leaves out unless asked.
+ORIGINS: Final = ("agent", "operator", "tool", "untrusted")
 #: Largest canonical entry file accepted, in bytes (1 MiB). Voices of several
 #: hundred kilobytes fit; whole documents belong in ``anchors``.
 MAX_ENTRY_BYTES: Final = 1024 * 1024
@@ -304,6 +308,8 @@ def _validate_meta(value: object) -> dict[str, Any]:
     _require_integer_one(meta["schema_version"], "meta.schema_version")
     if "source_routine" in meta:
         check_label(meta["source_routine"], "meta.source_routine", "routine name")
+    if "origin" in meta and meta["origin"] not in ORIGINS:
+        raise EntryValidationError("meta.origin", "one of " + ", ".join(repr(origin) for origin in ORIGINS), show_value(meta["origin"]))
     return meta
 
 

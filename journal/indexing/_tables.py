@@ -36,7 +36,8 @@ __all__ = [
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
 #: 8: a client_key is unique per agent, ``UNIQUE (agent, client_key)`` (7 held it unique in the journal).
 #: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
-#: 10: an erased entry's tombstone is indexed in ``tombstones`` alone (no text, no vector), so no read lists or ranks it.
+#: 10: an erased entry's tombstone is indexed in ``tombstones`` alone (no text, no vector), so no read lists or ranks it;
+#:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
 INDEX_SCHEMA_VERSION: Final = 10
 
 _TABLES: Final = """
@@ -74,6 +75,7 @@ CREATE TABLE tombstones (
     digest BLOB NOT NULL,
     UNIQUE (agent, client_key)
 ) WITHOUT ROWID;
+CREATE TABLE untrusted (id TEXT PRIMARY KEY, agent TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
 CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
@@ -88,7 +90,7 @@ CREATE TABLE agents (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, entries 
 """
 _DROP: Final = (
     "DROP TABLE IF EXISTS agents; DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts;"
-    " DROP TABLE IF EXISTS tombstones; DROP TABLE IF EXISTS supersessions; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+    " DROP TABLE IF EXISTS untrusted; DROP TABLE IF EXISTS tombstones; DROP TABLE IF EXISTS supersessions; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
 )
 
 # Each agent's entries are indexed a second time in a text table of their own,

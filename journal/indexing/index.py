@@ -126,12 +126,15 @@ class Index(Database):
         conn.execute(f"INSERT INTO fts (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute(f"INSERT INTO {agent_text_table(conn, entry.agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
+        if entry.origin == "untrusted":
+            conn.execute("INSERT INTO untrusted (id, agent) VALUES (?, ?)", (entry.id, entry.agent))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
         conn.execute("DELETE FROM tombstones WHERE id = ?", (entry_id,))
+        conn.execute("DELETE FROM untrusted WHERE id = ?", (entry_id,))
         row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
@@ -367,6 +370,12 @@ class Index(Database):
         """Whether *entry_id* is indexed as an erased entry's tombstone."""
         with corruption_guard():
             return self.conn.execute("SELECT 1 FROM tombstones WHERE id = ?", (entry_id,)).fetchone() is not None
+
+    def untrusted_ids(self, agent: str | None) -> set[str]:
+        """The ids of the entries (of *agent*, when given) whose text came from outside (``meta.origin`` ``untrusted``)."""
+        sql = "SELECT id FROM untrusted" + (" WHERE agent = ?" if agent is not None else "")
+        with corruption_guard():
+            return {row[0] for row in self.conn.execute(sql, [] if agent is None else [agent])}
 
     def ids_of_agent(self, agent: str) -> list[str]:
         """The ids of *agent*'s entries (not its tombstones), in order of time then id."""

@@ -234,6 +234,7 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "type": "string",
                 "description": "match (search), supersedes, superseded_by, continues, continued_by or similar (relate).",
             },
+            "origin": {"enum": ["agent", "operator", "tool", "untrusted"], "description": "Where the entry's text came from."},
             "snippet": {"type": "string"},
             "entry": entry,
             "superseded_by": {

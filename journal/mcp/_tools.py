@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from journal.api import Journal
 from journal.files import json_type_name, show_value
-from journal.files.entry import Entry, check_text_arguments
+from journal.files.entry import Entry, check_text_arguments, with_origin
 from journal.frame import local_zone, parse_time_input, zone_name
 from journal.mcp._schemas import append_input, entry_schema, erase_input, read_inputs, result_schemas
 
@@ -217,7 +217,11 @@ class Tools:
                 erased = journal.erase(ids, reason=args["reason"], agent=self.agent, by=f"mcp:{self.agent or 'unscoped'}")
                 return self._result(erased.to_dict())
             case "journal_append":
-                result = journal.append_with_result(args)
+                # An MCP client's text is 'tool'; a client may lower it to 'untrusted' (text it took from outside), never raise it.
+                origin = (args.get("meta") or {}).get("origin", "tool") if isinstance(args.get("meta", {}), Mapping) else "tool"
+                if origin not in ("tool", "untrusted"):
+                    raise ValueError(f"meta.origin must be 'tool' or 'untrusted' in an append over MCP, got {show_value(origin)}")
+                result = journal.append_with_result(with_origin(args, "tool"))
                 outcome = "duplicate" if result.is_duplicate else "appended"
                 return self._result({"outcome": outcome, "duplicate": result.is_duplicate, "entry": result.entry.to_dict()})
         raise AssertionError(f"tool {name!r} is listed but has no implementation")
