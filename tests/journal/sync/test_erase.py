@@ -254,7 +254,7 @@ def test_a_full_disk_while_the_index_is_rewritten_says_the_erase_is_done_and_a_r
         assert failed.returncode == 74, failed.stderr
         message = failed.stderr.strip()
         assert message.count("\n") == 0 and "Traceback" not in message
-        assert "no space left" in message and "is a tombstone" in message and "run the same erase again" in message
+        assert "no space left" in message and "rewrite the index after erasing" in message and "run the same erase again" in message
         with Journal(root) as journal:
             assert journal.get(secret_id).erased is not None
         (disk / "filler").unlink()
