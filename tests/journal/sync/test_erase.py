@@ -43,8 +43,11 @@ def _payload(n: int, agent: str = "alice", **extra: Any) -> dict[str, Any]:
 
 
 def _planted(root: Path, *, entries: int = 120, encoder: FakeEncoder | None = None) -> str:
-    """A journal of *entries* entries (each committed on its own, so the text index has many segments), one holding the secret."""
-    with Journal(root, enable_nn=encoder is not None, encoder=encoder) as journal:
+    """A journal of *entries* entries (each committed on its own, so the text index has many segments), one holding the secret.
+
+    Redaction is off, as in a journal written before it or by a deployment that turned it off: the secret is stored.
+    """
+    with Journal(root, enable_nn=encoder is not None, encoder=encoder, redact="off") as journal:
         for n in range(entries):
             journal.append(_payload(n, client_key=f"slot-{n}"))
             if n == entries // 2:
@@ -84,8 +87,10 @@ def test_an_erased_secret_leaves_no_byte_in_any_file_of_the_journal_nor_after_re
     assert _holding_secret(tmp_path / "imported") == []
 
 
-def test_a_tombstone_keeps_the_id_the_slot_and_the_links_and_says_when_and_why(journal: Journal) -> None:
+def test_a_tombstone_keeps_the_id_the_slot_and_the_links_and_says_when_and_why(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", redact="off")
     first = journal.append(_payload(1, voice=f"key {SECRET}", client_key="alice:pulse:1"))
+    assert SECRET in journal.get(first.id).voice
     later = journal.append(_payload(2, signals={"continuity_refs": [first.id]}))
     journal.erase([first.id], reason="leaked key", by="ops")
     tombstone = journal.get(first.id)
@@ -109,6 +114,8 @@ def test_a_tombstone_keeps_the_id_the_slot_and_the_links_and_says_when_and_why(j
     # Links to it stay valid: a new entry may continue it, and verify is clean.
     journal.append(_payload(3, signals={"continuity_refs": [first.id]}))
     assert journal.verify().is_clean
+    journal.close()
+    assert _holding_secret(tmp_path / "journal") == []
 
 
 def test_every_id_is_checked_before_anything_is_erased(journal: Journal) -> None:
@@ -158,7 +165,8 @@ def test_verify_names_a_tombstone_edited_by_hand(journal: Journal) -> None:
     assert any(problem.kind != "edited" and entry.id in problem.path for problem in report.problems), report.problems
 
 
-def test_an_older_export_imported_again_does_not_bring_an_erased_entry_back(journal: Journal) -> None:
+def test_an_older_export_imported_again_does_not_bring_an_erased_entry_back(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", redact="off")
     entry = journal.append(_payload(1, voice=f"key {SECRET}", client_key="k1"))
     journal.append(_payload(2))
     old = io.BytesIO()
@@ -167,7 +175,8 @@ def test_an_older_export_imported_again_does_not_bring_an_erased_entry_back(jour
     summary = journal.import_stream(io.BytesIO(old.getvalue()))
     assert (summary.appended, summary.duplicate, summary.conflict, summary.erased) == (0, 1, 0, 1)
     assert journal.get(entry.id).erased is not None
-    assert _holding_secret(journal.root) == []
+    journal.close()
+    assert _holding_secret(tmp_path / "journal") == []
 
 
 def test_a_tombstone_from_another_journal_cannot_erase_an_entry_it_does_not_match(tmp_path: Path) -> None:
@@ -189,7 +198,7 @@ def test_a_tombstone_from_another_journal_cannot_erase_an_entry_it_does_not_matc
 
 
 def test_a_tombstone_made_with_the_journal_s_key_erases_its_entry_in_a_backup_on_import(tmp_path: Path) -> None:
-    with Journal(tmp_path / "a") as a:
+    with Journal(tmp_path / "a", redact="off") as a:
         entry = a.append(_payload(1, voice=f"key {SECRET}"))
         a.erase([a.append(_payload(2)).id], reason="the key is made")
         a.backup(tmp_path / "before")
