@@ -30,6 +30,7 @@ from journal.api import (
     AppendResult,
     BackupReport,
     EmbedResult,
+    EraseResult,
     ExportManifest,
     ImportSummary,
     Journal,
@@ -63,6 +64,7 @@ from journal.errors import (
     StoragePermissionError,
     UnsafePathError,
 )
+from journal.files import REDACT_MODES, make_redactor
 from journal.files.entry import (
     KINDS,
     MAX_ENTRY_BYTES,
@@ -85,6 +87,7 @@ __all__ = [
     "MAX_K",
     "MODES",
     "PROGRESS_ENVVAR",
+    "REDACT_MODES",
     "SCHEMA_VERSION",
     "AmbiguousEntryIdError",
     "AppendResult",
@@ -101,6 +104,7 @@ __all__ = [
     "EntryFileError",
     "EntryNotFoundError",
     "EntryValidationError",
+    "EraseResult",
     "ExportManifest",
     "Hit",
     "ImportSourceError",
@@ -132,6 +136,7 @@ __all__ = [
     "json_nesting_depth",
     "json_type_name",
     "load_encoder",
+    "make_redactor",
     "progress_after",
     "reporting_slow",
     "validate_payload",

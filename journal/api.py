@@ -28,15 +28,27 @@ from journal.checking import verify as _verify
 from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
-from journal.files import undone_on_failure
+from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
 from journal.ranking.hit import Hit
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
-from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
+from journal.sync import (
+    MAX_LIMIT,
+    AppendResult,
+    EraseResult,
+    IndexKeeper,
+    Reader,
+    SkippedFile,
+    ids_of_agent,
+    operator_name,
+    recovering,
+    writing,
+)
 from journal.sync import append as append_payload
+from journal.sync import erase as erase_entries
 
 __all__ = [
     "MAX_K",
@@ -45,6 +57,7 @@ __all__ = [
     "AppendResult",
     "BackupReport",
     "EmbedResult",
+    "EraseResult",
     "ExportManifest",
     "ImportSummary",
     "Journal",
@@ -116,6 +129,10 @@ class Journal:
             it up, and a read never rebuilds it. For :meth:`verify`, which
             must report the index as it is (``verify`` and ``backup`` open a
             journal they check so); other reads may then see it stale.
+        redact: ``"default"`` replaces secrets in an appended entry's text (provider keys and tokens, JWTs, PEM
+            private keys, URL passwords, high-entropy words) by ``[redacted:<kind>]`` before it is stored, and
+            records how many in ``meta.redacted``; ``"off"`` stores the text as given (see docs/erasure.md).
+        redact_patterns: extra kinds of secret, each a kind (``"ticket"``) and a regular expression, applied with either mode.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -137,8 +154,11 @@ class Journal:
         on_progress: Callable[[int, int], None] | None = None,
         writable: bool = False,
         repair_index: bool = True,
+        redact: str = "default",
+        redact_patterns: Mapping[str, str] | None = None,
     ) -> None:
         self.root = Path(root)
+        self._redactor = make_redactor(redact, redact_patterns)
         with undone_on_failure(self.root):
             if encoder is not None and not enable_nn:
                 raise ValueError("encoder= is used only with enable_nn=True")
@@ -219,7 +239,44 @@ class Journal:
                 and ``supersedes`` id is checked as :meth:`append` checks it, for
                 every caller: an import too stores only what an append accepts.
         """
-        return append_payload(self._keeper, payload)
+        return append_payload(self._keeper, payload, self._redactor)
+
+    @writing
+    def erase(
+        self,
+        ids: Iterable[str] = (),
+        *,
+        reason: str,
+        by: str | None = None,
+        agent: str | None = None,
+        all_of_agent: bool = False,
+    ) -> EraseResult:
+        """Erase entries for good: each file becomes a tombstone, and no file of the journal keeps a byte of the erased text.
+
+        The tombstone keeps the entry's id, ts, kind, agent and client_key (links to it stay valid; a
+        retried append of its slot is a duplicate), with *reason*, when, *by* whom and a keyed hash of the
+        erased bytes. The entry's rows, words and vectors leave the index, which is then rewritten (see
+        docs/erasure.md). Erasing an erased entry again does nothing but finish its index part.
+
+        Args:
+            ids: the entries to erase; every one is checked before anything is written.
+            reason: why, kept in the tombstone.
+            by: who erases (default: the operator's login name).
+            agent: only that agent's entries: another agent's id reads as unknown.
+            all_of_agent: erase every entry of *agent* (with *ids* empty).
+
+        Raises:
+            EntryNotFoundError: an id names no entry (of *agent*); nothing is erased.
+            EntryValidationError: *reason* or *by* is empty or not one line.
+            JournalStorageError: the filesystem refused; a full disk while the index is rewritten says the erase is done
+                but the index not yet rewritten, and running the same erase again finishes it.
+        """
+        wanted = list(ids)
+        if all_of_agent:
+            if agent is None or wanted:
+                raise ValueError("all_of_agent erases every entry of agent=, and takes no ids")
+            wanted = ids_of_agent(self._keeper, agent)
+        return erase_entries(self._keeper, wanted, reason=reason, by=by if by is not None else operator_name(), agent=agent)
 
     @writing
     def reindex(
@@ -641,6 +698,7 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        include_untrusted: bool = False,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -652,7 +710,8 @@ class Journal:
         follows its correction as in :meth:`search`, and its record says
         ``superseded_by``; *as_of*, *current_only* and *floor* work as
         there. The header's ``matched`` says how many records the query found;
-        the rest are the recent fill.
+        the rest are the recent fill. Entries whose text came from outside
+        (``origin`` ``untrusted``) are left out unless *include_untrusted*.
 
         Raises:
             ValueError: *max_chars* is below the smallest block (600).
@@ -668,6 +727,7 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            include_untrusted=include_untrusted,
         )
 
     @recovering
@@ -682,10 +742,12 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        include_untrusted: bool = False,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
-        It frames entries as data; it is not a full defence against prompt injection.
+        It frames entries as data; it is not a full defence against prompt injection. Entries whose text came
+        from outside (``origin`` ``untrusted``) are left out unless *include_untrusted*.
         """
         return self._ranker.context(
             query,
@@ -697,4 +759,5 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            include_untrusted=include_untrusted,
         ).text

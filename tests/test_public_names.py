@@ -10,12 +10,12 @@ JOURNAL = [
     "AmbiguousEntryIdError", "AppendResult", "BackupReport", "ClientKeyTakenError", "ContextRecord", "Digest", "DiskFullError",
     "DuplicateEntryError",
     "EmbedResult", "Encoder", "EncoderIdentity", "Entry", "EntryFileError", "EntryNotFoundError", "EntryValidationError",
-    "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
+    "EraseResult", "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
     "InvalidEntryIdError", "Journal", "JournalClosedError", "JournalError", "JournalNotFoundError", "JournalStorageError",
     "KINDS", "LockTimeoutError", "MAX_ENTRY_BYTES", "MAX_K", "MODES", "ManifestError", "ModelNotFoundError", "PROGRESS_ENVVAR",
-    "Problem", "ProgressGate", "PromptContext", "ReadOnlyFilesystemError", "SCHEMA_VERSION", "SemanticUnavailableError",
+    "Problem", "ProgressGate", "PromptContext", "REDACT_MODES", "ReadOnlyFilesystemError", "SCHEMA_VERSION", "SemanticUnavailableError",
     "SkippedFile", "StderrProgress", "StoragePermissionError", "UnsafePathError", "VerifyReport", "canonical_json", "check_label",
-    "json_nesting_depth", "json_type_name", "load_encoder", "progress_after", "reporting_slow", "validate_payload",
+    "json_nesting_depth", "json_type_name", "load_encoder", "make_redactor", "progress_after", "reporting_slow", "validate_payload",
 ]
 
 RUNNER = [

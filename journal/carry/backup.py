@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
-from journal.files import DIR_MODE, FILE_MODE, check_dir, fsync_directory
+from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key
 from journal.files.store import ScanProblem
 from journal.frame.outfile import claim_partial_directory, refuse_inside_journals
 from journal.indexing import copy_index
@@ -108,6 +108,9 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
         for name in ("entries", "index", "models"):
             _mkdir(work / name)
         _write(work / "manifest.json", (keeper.root / "manifest.json").read_bytes())
+        key = load_erase_key(keeper.root, create=False)
+        if key is not None:  # the copy's tombstones are checked, and its imports decided, with the same key
+            _write(work / ERASE_KEY_FILE, key.hex().encode("ascii") + b"\n")
         with keeper.lock:
             keeper.sync_locked()  # the index holds every file published so far
             paths = [item for item in keeper.store.scan() if not isinstance(item, ScanProblem)]

@@ -46,7 +46,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
@@ -61,7 +61,7 @@ from journal.errors import (
     ImportStreamError,
     JournalStorageError,
 )
-from journal.files import json_depth_exceeds, scratch_errors, show_value
+from journal.files import erased_hash, json_depth_exceeds, load_erase_key, scratch_errors, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
 from journal.sync import AppendResult
 
@@ -105,6 +105,9 @@ class ImportTarget(Protocol):
     def get(self, entry_id: str, agent: str | None = None) -> Entry:
         """The entry with *entry_id* (with *agent*: only if it is that agent's)."""
 
+    def erase(self, ids: Iterable[str] = (), *, reason: str, by: str | None = None, agent: str | None = None) -> Any:
+        """Erase the entries *ids*, leaving tombstones (see :meth:`journal.Journal.erase`)."""
+
 
 @dataclass(slots=True)
 class ImportSummary:
@@ -115,6 +118,8 @@ class ImportSummary:
         appended: entries stored by this import.
         duplicate: entries the journal already held with the same bytes (nothing stored).
         conflict: entries whose id or client_key the journal holds with other bytes (skipped, never overwritten).
+        erased: entries the journal holds as tombstones (the tombstone wins: nothing stored), and tombstones of the stream that
+            erased the entry the journal held (their hash, keyed with this journal's key, matched its bytes).
         conflicts: ``{"line", "id", "reason"}`` for each conflict (``"file"`` for ``"line"`` from a journal directory).
         bad_lines: with ``partial``, ``{"line", "reason"}`` for each line left out.
         manifest: the stream's manifest, or None (a stream without one, imported with ``partial``); a directory's ``manifest.json``.
@@ -128,6 +133,7 @@ class ImportSummary:
     appended: int = 0
     duplicate: int = 0
     conflict: int = 0
+    erased: int = 0
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[dict[str, Any]] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
@@ -145,6 +151,7 @@ class ImportSummary:
                 "appended": self.appended,
                 "duplicate": self.duplicate,
                 "conflict": self.conflict,
+                "erased": self.erased,
                 "conflicts": self.conflicts,
                 "bad_files": self.bad_files,
                 "manifest": self.manifest,
@@ -155,6 +162,7 @@ class ImportSummary:
             "appended": self.appended,
             "duplicate": self.duplicate,
             "conflict": self.conflict,
+            "erased": self.erased,
             "conflicts": self.conflicts,
             "bad_lines": self.bad_lines,
             "manifest": self.manifest,
@@ -320,7 +328,7 @@ def _store(
             return
         if held.to_json_bytes() == data:
             summary.duplicate += 1
-        else:
+        elif not _settled_by_tombstone(journal, entry, held, summary, conflict):
             conflict("its id is held by an entry with other bytes")
         return
     except EntryValidationError as exc:
@@ -330,8 +338,37 @@ def _store(
         summary.appended += 1
     elif result.entry.to_json_bytes() == data:
         summary.duplicate += 1
-    else:
+    elif result.entry.id != entry.id or not _settled_by_tombstone(journal, entry, result.entry, summary, conflict):
         conflict(f"its client_key {entry.client_key!r} is held by entry {result.entry.id!r} with other bytes")
+
+
+def _settled_by_tombstone(
+    journal: ImportTarget, entry: Entry, held: Entry, summary: ImportSummary, conflict: Callable[[str], None]
+) -> bool:
+    """Whether a tombstone decides between *entry* (from the stream) and *held* (the journal's, of the same id); counted if so.
+
+    A tombstone wins over the entry it erased, in either direction, and only over that one: its hash, keyed with this journal's
+    erase key, must match the entry's bytes. So an old export never brings an erased entry back, a backup's tombstones erase the
+    entries they erased, and a forged tombstone erases nothing.
+    """
+    tombstone, other = (held, entry) if held.erased is not None else (entry, held)
+    erased = tombstone.erased
+    if erased is None:
+        return False
+    if other.erased is not None:
+        conflict("its id is held by another tombstone")
+        return True
+    key = load_erase_key(journal.root, create=False)
+    if key is None or erased_hash(key, other.to_json_bytes()) != erased["hash"]:
+        conflict(
+            "a tombstone and an entry share its id, but the tombstone's hash does not match that entry "
+            "(a forged tombstone, or another journal's erase); nothing erased or stored"
+        )
+        return True
+    if tombstone is entry:  # the journal holds the live entry: the stream's tombstone erases it
+        journal.erase([entry.id], reason=erased["reason"], by=erased["by"])
+    summary.erased += 1
+    return True
 
 
 def _refused_link(entry: Entry, exc: EntryValidationError, place_of: Callable[[str, str], str | None]) -> str:

@@ -56,8 +56,20 @@ def show_append(document: Mapping[str, Any], width: int) -> str:
 
 
 def show_entry(entry: Mapping[str, Any], width: int) -> str:
-    """``get``: every field on its own line, the voice below them with its own line breaks."""
+    """``get``: every field on its own line, the voice below them with its own line breaks; a tombstone says when and why it was erased."""
     signals = entry.get("signals") or {}
+    erased = (entry.get("meta") or {}).get("erased")
+    if isinstance(erased, Mapping):
+        head = labelled(
+            [
+                ("id", entry["id"]),
+                ("ts", entry["ts"]),
+                ("kind", entry["kind"]),
+                ("agent", entry["agent"]),
+                ("client_key", entry.get("client_key")),
+            ]
+        )
+        return f"{head}\n\n  erased on {printable(str(erased.get('at')))} by {printable(str(erased.get('by')))} ({printable(str(erased.get('reason')))})"
     head = labelled(
         [
             ("id", entry["id"]),
@@ -147,7 +159,8 @@ def show_entries(entries: Sequence[Mapping[str, Any]], width: int, listing: List
 
 
 def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
-    """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal."""
+    """``search``: one row per hit, best first, the snippet taking what the other columns leave of the terminal (``[untrusted]`` first
+    for text taken from outside)."""
     if not hits:
         return "no hits"
     return _listing_table(
@@ -158,7 +171,8 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
             ("time", listing.times([hit["entry"]["ts"] for hit in hits])),
             ("agent", [hit["entry"]["agent"] for hit in hits]),
             ("theme", [hit["entry"]["theme"] for hit in hits]),
-            ("snippet", [_one_line(hit["snippet"]) for hit in hits]),
+            # Text taken from outside says so where it is read; the JSON gives every hit's origin.
+            ("snippet", [("[untrusted] " if hit.get("origin") == "untrusted" else "") + _one_line(hit["snippet"]) for hit in hits]),
         ],
         width,
         listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
@@ -302,6 +316,8 @@ def show_import(document: Mapping[str, Any], width: int) -> str:
         conflicts = [f"  line {c['line']}: {printable(c['id'])}: {printable(c['reason'])}" for c in document["conflicts"]]
         left_out = [f"  line {b['line']} left out: {printable(b['reason'])}" for b in document["bad_lines"]]
     head = f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} (of {read})"
+    if document.get("erased"):
+        head += f"; {_count(document['erased'], 'entry', 'entries')} decided by a tombstone (erased)"
     return "\n".join([head, *conflicts, *left_out])
 
 
@@ -310,3 +326,13 @@ def show_backup(document: Mapping[str, Any], width: int) -> str:
     lines = [f"copied {_count(document['files'], 'entry file', 'entry files')} ({document['bytes']} bytes) to {printable(document['out'])}"]
     lines += [f"  not copied: {printable(s['path'])}: {printable(s['reason'])}" for s in document["skipped"]]
     return "\n".join([*lines, show_verify(document["verify"], width)])
+
+
+def show_erase(result: Mapping[str, Any], width: int) -> str:
+    """``erase``: how many entries were erased, and which were tombstones already."""
+    lines = [f"erased {len(result['erased'])} {'entry' if len(result['erased']) == 1 else 'entries'} (by {printable(result['by'])})"]
+    lines += [f"  {entry_id}" for entry_id in result["erased"]]
+    if result["already_erased"]:
+        lines.append(f"already erased: {len(result['already_erased'])}")
+        lines += [f"  {entry_id}" for entry_id in result["already_erased"]]
+    return "\n".join(lines)

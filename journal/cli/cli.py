@@ -40,7 +40,7 @@ from journal.cli._options import (
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalNotFoundError
-from journal.files.entry import parse_json_payload
+from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
     CommandGroup,
@@ -264,7 +264,8 @@ def init(settings: _Settings) -> None:
 def append(settings: _Settings, source: IO[bytes]) -> None:
     """Append one entry given as a JSON object on stdin.
 
-    Prints {"outcome": "appended" | "duplicate", "entry": {...}}.
+    Prints {"outcome": "appended" | "duplicate", "entry": {...}}. The entry's origin is 'operator' unless its
+    meta.origin says otherwise (mark text taken from outside with "meta": {"origin": "untrusted"}).
 
     Example: echo '{"kind":"note","agent":"motoko","theme":"rain","voice":"..."}' | ghostjournal append
     """
@@ -276,7 +277,7 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
             "(entry)", "a JSON object on stdin (or --input FILE), e.g. echo '{...}' | ghostjournal append", "no input"
         )
     payload = parse_json_payload(raw)
-    result = settings.journal(writable=True).append_with_result(payload)  # type: ignore[arg-type]
+    result = settings.journal(writable=True).append_with_result(with_origin(payload, "operator"))
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
 
 
@@ -458,6 +459,7 @@ def report(
 @floor_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
+@click.option("--include-untrusted", is_flag=True, help="Also entries whose text came from outside (origin 'untrusted').")
 @output_option
 @pass_settings
 def prompt_context(
@@ -472,6 +474,7 @@ def prompt_context(
     floor: bool,
     max_chars: int,
     raw: bool,
+    include_untrusted: bool,
 ) -> None:
     """Print a bounded block of past entries, framed as data, for an agent's next prompt.
 
@@ -487,6 +490,7 @@ def prompt_context(
         as_of=as_of,
         current_only=current_only,
         floor=floor,
+        include_untrusted=include_untrusted,
     )
     if raw:
         echo(block)
@@ -509,6 +513,30 @@ def reindex(settings: _Settings) -> None:
     journal = settings.journal(writable=True)
     count = journal.reindex(on_skip=report_skip, on_progress=settings.progress)
     _emit({"indexed": count, "skipped": [{"path": s.path, "reason": s.reason} for s in journal.skipped]}, _views.show_reindex)
+
+
+@cli.command(short_help="Erase entries for good, leaving tombstones.")
+@click.argument("entry_ids", nargs=-1)
+@click.option("--reason", type=TEXT, required=True, help="Why (kept in each tombstone).")
+@agent_option("Only this agent's entries (another agent's id is reported as not found); with --all, every one of them.")
+@click.option("--all", "every", is_flag=True, help="Erase every entry of --agent (a person's right to be forgotten).")
+@click.option("--yes", is_flag=True, help="Do not ask before erasing every entry of an agent.")
+@output_option
+@pass_settings
+def erase(settings: _Settings, entry_ids: tuple[str, ...], reason: str, agent: str | None, every: bool, yes: bool) -> None:
+    """Erase entries: each file becomes a tombstone (id, time, kind, agent, client_key, reason, who, when) and no file of
+    the journal keeps a byte of the text. Backups made earlier still hold it.
+
+    Example: ghostjournal erase 6f1c2a9e --reason "an API key was written into it"
+    """
+    if every == bool(entry_ids) or (every and agent is None):
+        raise click.UsageError("give the ids to erase, or --agent A --all to erase every entry of agent A")
+    journal = settings.journal(writable=True)
+    ids = [journal.resolve_id(entry_id, agent=agent) for entry_id in entry_ids]
+    if every and not yes:
+        click.confirm(f"erase every entry of agent {agent!r} for good?", abort=True, err=True)
+    result = journal.erase(ids, reason=reason, agent=agent, all_of_agent=every)
+    _emit(result.to_dict(), _views.show_erase)
 
 
 @cli.command(short_help="Check the entry files and the index.")
@@ -713,6 +741,7 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
 @cli.command(short_help="Serve the journal to an agent over MCP (stdio).")
 @agent_option("Serve only this agent: reads return its entries alone, appends are stored as it.")
 @click.option("--read-only", is_flag=True, help="Do not offer journal_append.")
+@click.option("--allow-erase", is_flag=True, help="Offer journal_erase (erasing entries for good; the agent's own alone with --agent).")
 @click.option(
     "--http",
     "address",
@@ -722,7 +751,7 @@ def download_model(settings: _Settings, to: Path | None, index_url: str) -> None
     help="Serve Streamable HTTP on this address instead of stdio (a non-loopback one needs GHOSTJOURNAL_MCP_TOKEN).",
 )
 @pass_settings
-def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | None) -> None:
+def mcp(settings: _Settings, agent: str | None, read_only: bool, allow_erase: bool, address: str | None) -> None:
     """Serve the journal to an agent as a stdio MCP server (needs the 'mcp' extra), until stdin closes or SIGTERM.
 
     The protocol is on stdout, JSON log lines on stderr.
@@ -737,11 +766,15 @@ def mcp(settings: _Settings, agent: str | None, read_only: bool, address: str | 
         raise click.ClickException(
             f"the MCP server needs the 'mcp' extra ({exc}); install it with: pip install 'ghostjournal[mcp]'"
         ) from None
+    if allow_erase and read_only:
+        raise click.UsageError("--allow-erase offers a tool that writes; it cannot go with --read-only")
     if address is not None:
         host, port = parse_address(address)
-        serve_http(settings.journal(writable=not read_only), host=host, port=port, agent=agent, is_read_only=read_only)
+        serve_http(
+            settings.journal(writable=not read_only), host=host, port=port, agent=agent, is_read_only=read_only, allow_erase=allow_erase
+        )
         return
-    code = serve(settings.journal(writable=not read_only), agent=agent, is_read_only=read_only)
+    code = serve(settings.journal(writable=not read_only), agent=agent, is_read_only=read_only, allow_erase=allow_erase)
     if code:
         raise click.exceptions.Exit(code)
 

@@ -18,12 +18,14 @@ from typing import Any, Final
 
 from journal.errors import EntryValidationError, InvalidEntryIdError
 from journal.files._json import canonical_json, check_json_value, find_surrogate, json_type_name, show_value
+from journal.files._tombstone import check_erased
 
 __all__ = [
     "ENTRY_ID_PATTERN",
     "KINDS",
     "MAX_ENTRY_BYTES",
     "MAX_INPUT_BYTES",
+    "ORIGINS",
     "SCHEMA_VERSION",
     "check_agent",
     "check_entry_id",
@@ -40,6 +42,9 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 KINDS: Final = ("pulse", "evening", "note", "digest")
+#: Where an entry's text came from (``meta.origin``): a runner's run, the operator at the command line, an MCP client, or
+#: text taken from outside (a web page, a message), which a prompt context leaves out unless asked.
+ORIGINS: Final = ("agent", "operator", "tool", "untrusted")
 #: Largest canonical entry file accepted, in bytes (1 MiB). Voices of several
 #: hundred kilobytes fit; whole documents belong in ``anchors``.
 MAX_ENTRY_BYTES: Final = 1024 * 1024
@@ -303,6 +308,8 @@ def _validate_meta(value: object) -> dict[str, Any]:
     _require_integer_one(meta["schema_version"], "meta.schema_version")
     if "source_routine" in meta:
         check_label(meta["source_routine"], "meta.source_routine", "routine name")
+    if "origin" in meta and meta["origin"] not in ORIGINS:
+        raise EntryValidationError("meta.origin", "one of " + ", ".join(repr(origin) for origin in ORIGINS), show_value(meta["origin"]))
     return meta
 
 
@@ -378,6 +385,8 @@ def validate_and_encode(payload: object, *, now: datetime | None) -> tuple[dict[
             )
         data["client_key"] = key
     data["meta"] = _validate_meta(payload.get("meta", {}))
+    if "erased" in data["meta"]:
+        data["meta"]["erased"] = check_erased(data["meta"]["erased"], data, payload)
 
     try:
         encoded = (canonical_json(data) + "\n").encode("utf-8")

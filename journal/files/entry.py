@@ -27,6 +27,7 @@ from journal.files._schema import (
     KINDS,
     MAX_ENTRY_BYTES,
     MAX_INPUT_BYTES,
+    ORIGINS,
     SCHEMA_VERSION,
     check_agent,
     check_entry_id,
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_ENTRY_BYTES",
     "MAX_INPUT_BYTES",
+    "ORIGINS",
     "SCHEMA_VERSION",
     "Entry",
     "canonical_json",
@@ -63,6 +65,7 @@ __all__ = [
     "show_value",
     "utc_key",
     "validate_payload",
+    "with_origin",
 ]
 
 
@@ -127,6 +130,24 @@ class Entry:
         return self.meta.get("simulated") is True
 
     @property
+    def origin(self) -> str:
+        """Where the text came from: ``meta.origin`` (one of :data:`ORIGINS`).
+
+        An entry written before origins were recorded has none; it reads as ``agent`` when a runner's
+        run wrote it (its ``meta.source_routine`` says which routine), else as ``operator``.
+        """
+        origin = self.meta.get("origin")
+        if isinstance(origin, str) and origin in ORIGINS:
+            return origin
+        return "agent" if "source_routine" in self.meta else "operator"
+
+    @property
+    def erased(self) -> dict[str, Any] | None:
+        """For a tombstone (an erased entry's file), ``meta.erased``: ``at``, ``by``, ``reason`` and ``hash``; else None."""
+        erased = self.meta.get("erased")
+        return dict(erased) if isinstance(erased, dict) else None
+
+    @property
     def continuity_refs(self) -> tuple[str, ...]:
         """Ids of earlier entries this one explicitly continues."""
         return tuple((self.signals or {}).get("continuity_refs", ()))
@@ -168,6 +189,16 @@ class Entry:
     def digest(self) -> bytes:
         """The SHA-256 of :meth:`to_json_bytes`: every field the file holds, as one value an index can record and compare."""
         return hashlib.sha256(self.to_json_bytes()).digest()
+
+
+def with_origin(payload: object, origin: str) -> Any:
+    """*payload* with ``meta.origin`` set to *origin* when it names none (what a writer that knows its source fills in).
+
+    Anything that is not an object with an object (or no) ``meta`` is returned as it is, for validation to refuse.
+    """
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("meta", {}), Mapping) or "origin" in payload.get("meta", {}):
+        return payload
+    return {**payload, "meta": {**payload.get("meta", {}), "origin": origin}}
 
 
 def entry_from_json_bytes(raw: bytes) -> Entry:

@@ -233,6 +233,39 @@ class EntryStore:
                 os.unlink(pending.temp_name, dir_fd=dir_fd)
         self._fsync(dir_fd, meanwhile)
 
+    def replace(self, rel_path: str, data: bytes) -> None:
+        """Replace the entry file at *rel_path* by one holding *data*, durably: the one write that changes a published file (an erase).
+
+        The new bytes are written and fsynced under a temporary name, renamed over the old file in one step
+        (a reader sees the old file or the new one, never a mix), and the directory is fsynced. The old
+        file's name is gone once this returns; its bytes are in no file.
+
+        Raises:
+            FileNotFoundError: no entry file is at *rel_path*.
+        """
+        year, month, day, entry_id = check_entry_path(rel_path)
+        dir_fd = self._open_dirs((year, month, day), create=False)
+        try:
+            os.stat(f"{entry_id}.json", dir_fd=dir_fd, follow_symlinks=False)  # FileNotFoundError: nothing to replace
+            temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+            fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
+            try:
+                take_ownership(fd, _FILE_MODE, self._owner)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            except BaseException:
+                os.unlink(temp_name, dir_fd=dir_fd)
+                raise
+            finally:
+                os.close(fd)
+            os.rename(temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self._forget_day()  # the held descriptor still names the directory, but drop it: nothing is cached of the old file
+
     def _fsync(self, fd: int, meanwhile: Callable[[], object] | None) -> None:
         if meanwhile is None:
             os.fsync(fd)

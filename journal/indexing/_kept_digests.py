@@ -16,6 +16,7 @@ made by a version that recorded no digest (layouts before 9).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 __all__ = ["restore_digests", "set_digests_aside"]
@@ -30,6 +31,9 @@ def set_digests_aside(conn: sqlite3.Connection) -> None:
     except sqlite3.OperationalError:
         # No index yet, or one of a layout without digests: nothing recorded to keep.
         conn.execute("DROP TABLE IF EXISTS temp.kept_digests")
+        return
+    with contextlib.suppress(sqlite3.OperationalError):  # a layout before tombstones (10) has none to keep
+        conn.execute("INSERT OR IGNORE INTO temp.kept_digests SELECT id, digest FROM main.tombstones")
 
 
 def restore_digests(conn: sqlite3.Connection) -> int:
@@ -38,6 +42,9 @@ def restore_digests(conn: sqlite3.Connection) -> int:
         return 0
     changed = conn.execute(
         "UPDATE main.entries SET digest = k.digest FROM temp.kept_digests k WHERE k.id = main.entries.id AND k.digest != main.entries.digest"
+    ).rowcount
+    changed += conn.execute(
+        "UPDATE main.tombstones SET digest = k.digest FROM temp.kept_digests k WHERE k.id = main.tombstones.id AND k.digest != main.tombstones.digest"
     ).rowcount
     conn.execute("DROP TABLE temp.kept_digests")
     return changed

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 __all__ = [
+    "ALL_ROWS",
     "COLUMNS",
     "FTS_COLUMNS",
     "INDEX_SCHEMA_VERSION",
+    "TOMBSTONE_COLUMNS",
     "WHOLE_JOURNAL",
     "IndexRow",
     "IndexState",
@@ -34,7 +36,9 @@ __all__ = [
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
 #: 8: a client_key is unique per agent, ``UNIQUE (agent, client_key)`` (7 held it unique in the journal).
 #: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
-INDEX_SCHEMA_VERSION: Final = 9
+#: 10: an erased entry's tombstone is indexed in ``tombstones`` alone (no text, no vector), so no read lists or ranks it;
+#:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
+INDEX_SCHEMA_VERSION: Final = 10
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -60,6 +64,18 @@ CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
 CREATE INDEX entries_simulated ON entries (simulated, agent);
 CREATE INDEX entries_ts ON entries (ts_utc);
 CREATE INDEX entries_client_key ON entries (client_key);
+CREATE TABLE tombstones (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    ts_utc TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    client_key TEXT,
+    digest BLOB NOT NULL,
+    UNIQUE (agent, client_key)
+) WITHOUT ROWID;
+CREATE TABLE untrusted (id TEXT PRIMARY KEY, agent TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
 CREATE TABLE supersessions (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
@@ -74,7 +90,7 @@ CREATE TABLE agents (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, entries 
 """
 _DROP: Final = (
     "DROP TABLE IF EXISTS agents; DROP TABLE IF EXISTS vectors; DROP TABLE IF EXISTS fts;"
-    " DROP TABLE IF EXISTS supersessions; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
+    " DROP TABLE IF EXISTS untrusted; DROP TABLE IF EXISTS tombstones; DROP TABLE IF EXISTS supersessions; DROP TABLE IF EXISTS links; DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS state;"
 )
 
 # Each agent's entries are indexed a second time in a text table of their own,
@@ -93,6 +109,13 @@ CREATE VIRTUAL TABLE {table} USING fts5 (
     tokenize = 'porter unicode61 remove_diacritics 2'
 )
 """
+
+#: An :class:`IndexRow` of a tombstone, read from ``tombstones`` (as ``e``): an erased entry has no theme, mood, focus or tags.
+TOMBSTONE_COLUMNS: Final = "e.id, e.path, e.ts, e.ts_utc, e.kind, e.agent, 'erased', NULL, NULL, NULL, '[]'"
+#: The entries and the tombstones (as ``e``) by the columns both have: what a read of every entry file's row looks at.
+ALL_ROWS: Final = (
+    "(SELECT id, path, ts_utc, kind, agent, digest FROM entries UNION ALL SELECT id, path, ts_utc, kind, agent, digest FROM tombstones)"
+)
 
 #: The columns of every text table, in order.
 FTS_COLUMNS: Final = "theme, voice, tags, focus, mood"

@@ -27,6 +27,7 @@ from journal.indexing._tables import (
     COLUMNS,
     FTS_COLUMNS,
     INDEX_SCHEMA_VERSION,
+    TOMBSTONE_COLUMNS,
     WHOLE_JOURNAL,
     IndexRow,
     IndexState,
@@ -89,7 +90,16 @@ class Index(Database):
             conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
     def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None) -> None:
-        """Add one entry's rows (metadata, text, links) inside an open transaction; under *rowid*, if given, else the next."""
+        """Add one entry's rows (metadata, text, links) inside an open transaction; under *rowid*, if given, else the next.
+
+        A tombstone gets one row of ``tombstones`` and nothing else: no text, no vector, no link, so no read lists or ranks it.
+        """
+        if entry.erased is not None:
+            conn.execute(
+                "INSERT INTO tombstones (id, path, ts, ts_utc, kind, agent, client_key, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.client_key, entry.digest()),
+            )
+            return
         signals = entry.signals or {}
         cursor = conn.execute(
             "INSERT INTO entries (rowid, id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated, digest)"
@@ -116,11 +126,15 @@ class Index(Database):
         conn.execute(f"INSERT INTO fts (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute(f"INSERT INTO {agent_text_table(conn, entry.agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
+        if entry.origin == "untrusted":
+            conn.execute("INSERT INTO untrusted (id, agent) VALUES (?, ?)", (entry.id, entry.agent))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
-        """Remove one entry's rows inside an open transaction."""
+        """Remove one entry's rows (or its tombstone's) inside an open transaction."""
+        conn.execute("DELETE FROM tombstones WHERE id = ?", (entry_id,))
+        conn.execute("DELETE FROM untrusted WHERE id = ?", (entry_id,))
         row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
@@ -314,7 +328,9 @@ class Index(Database):
     def find_id(self, entry_id: str) -> str | None:
         """The path of the entry with *entry_id*, if indexed."""
         with corruption_guard():
-            row = self.conn.execute("SELECT path FROM entries WHERE id = ?", (entry_id,)).fetchone()
+            row = self.conn.execute(
+                "SELECT path FROM entries WHERE id = ? UNION ALL SELECT path FROM tombstones WHERE id = ?", (entry_id, entry_id)
+            ).fetchone()
         return row[0] if row else None
 
     def find_client_key(self, client_key: str, agent: str) -> str | None:
@@ -323,27 +339,86 @@ class Index(Database):
         return found[1] if found else None
 
     def client_key_entry(self, client_key: str, agent: str) -> tuple[str, str] | None:
-        """``(id, path)`` of *agent*'s entry appended with *client_key*, if indexed."""
+        """``(id, path)`` of *agent*'s entry appended with *client_key* (or its tombstone: an erased slot stays taken), if indexed."""
         with corruption_guard():
-            row = self.conn.execute("SELECT id, path FROM entries WHERE agent = ? AND client_key = ?", (agent, client_key)).fetchone()
+            row = self.conn.execute(
+                "SELECT id, path FROM entries WHERE agent = ? AND client_key = ? UNION ALL SELECT id, path FROM tombstones WHERE agent = ? AND client_key = ?",
+                (agent, client_key, agent, client_key),
+            ).fetchone()
         return (row[0], row[1]) if row else None
 
     def row_for(self, *, entry_id: str | None = None, client_key: str | None = None, agent: str | None = None) -> IndexRow | None:
         """The index row of the entry with *entry_id*, or the one appended with *client_key*.
 
         A client_key is unique per agent: with *agent*, that agent's entry of the key; without, the
-        earliest (by time, then id) of the entries of any agent holding it.
+        earliest (by time, then id) of the entries of any agent holding it. An erased entry's row is its
+        tombstone's (theme ``erased``, no tags): its file holds the tombstone.
         """
         params: list[str | None]
         if entry_id is not None:
-            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.id = ?", [entry_id]
+            where, params = "e.id = ?", [entry_id]
         elif agent is not None:
-            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.agent = ? AND e.client_key = ?", [agent, client_key]
+            where, params = "e.agent = ? AND e.client_key = ?", [agent, client_key]
         else:
-            query, params = f"SELECT {COLUMNS} FROM entries e WHERE e.client_key = ? ORDER BY e.ts_utc, e.id LIMIT 1", [client_key]
+            where, params = "e.client_key = ?", [client_key]
+        query = f"SELECT {COLUMNS} FROM entries e WHERE {where} UNION ALL SELECT {TOMBSTONE_COLUMNS} FROM tombstones e WHERE {where} ORDER BY 4, 1 LIMIT 1"
         with corruption_guard():
-            row = self.conn.execute(query, params).fetchone()
+            row = self.conn.execute(query, params + params).fetchone()
         return IndexRow.from_sql(row) if row else None
+
+    def is_tombstone(self, entry_id: str) -> bool:
+        """Whether *entry_id* is indexed as an erased entry's tombstone."""
+        with corruption_guard():
+            return self.conn.execute("SELECT 1 FROM tombstones WHERE id = ?", (entry_id,)).fetchone() is not None
+
+    def untrusted_ids(self, agent: str | None) -> set[str]:
+        """The ids of the entries (of *agent*, when given) whose text came from outside (``meta.origin`` ``untrusted``)."""
+        sql = "SELECT id FROM untrusted" + (" WHERE agent = ?" if agent is not None else "")
+        with corruption_guard():
+            return {row[0] for row in self.conn.execute(sql, [] if agent is None else [agent])}
+
+    def ids_of_agent(self, agent: str) -> list[str]:
+        """The ids of *agent*'s entries (not its tombstones), in order of time then id."""
+        with corruption_guard():
+            return [row[0] for row in self.conn.execute("SELECT id FROM entries WHERE agent = ? ORDER BY ts_utc, id", (agent,))]
+
+    def secure_delete(self) -> None:
+        """From now on, this connection overwrites what it deletes (SQLite's ``secure_delete``): for an erase, before its transaction."""
+        with corruption_guard():
+            self.conn.execute("PRAGMA secure_delete = ON")
+
+    def scrub(self) -> None:
+        """Leave no byte of removed rows in the database file or its WAL: merge the text tables, checkpoint, VACUUM, checkpoint.
+
+        Run after an erase's transaction, which ran with ``secure_delete`` on. A full-text table keeps a
+        deleted row's words in its older segments until they are merged ('optimize'); the VACUUM then
+        rewrites the file from its live pages, and each checkpoint copies the WAL into the file and truncates it.
+
+        Raises:
+            sqlite3.Error: the VACUUM could not finish (a full disk): the rows are removed, the file may still hold their pages.
+        """
+        with corruption_guard():
+            conn = self.conn
+            conn.execute("PRAGMA secure_delete = ON")
+            with self.transaction() as tx:
+                tables = [
+                    "fts",
+                    *(
+                        row[0]
+                        for row in tx.execute(
+                            "SELECT name FROM sqlite_master WHERE name GLOB 'fts_agent_[0-9]*' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+                        )
+                    ),
+                ]
+                for table in tables:
+                    tx.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("VACUUM")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy is not None and busy[0]:
+                raise sqlite3.OperationalError(
+                    "the index's WAL could not be checkpointed: a reader holds it; run the erase again once it is done"
+                )
 
     def ids_starting(self, prefix: str, agent: str | None, *, limit: int) -> tuple[list[str], int]:
         """Up to *limit* ids (in order) of the entries whose id starts with *prefix*, of *agent* alone when given, and how many there are.
@@ -388,7 +463,7 @@ class Index(Database):
     def paths(self) -> dict[str, str]:
         """Map every indexed path to its entry id."""
         with corruption_guard():
-            return dict(self.conn.execute("SELECT path, id FROM entries").fetchall())
+            return dict(self.conn.execute("SELECT path, id FROM entries UNION ALL SELECT path, id FROM tombstones").fetchall())
 
     def count(self) -> int:
         with corruption_guard():

@@ -65,7 +65,9 @@ def resolve_id(index: Index, text: str, agent: str | None = None) -> str:
     check_entry_id(text)
     check_text_arguments(agent=agent)
     found, count = index.ids_starting(text, agent, limit=2)
-    if text in found:  # ids sort after their own starts, so a whole id is always first of its range
+    if (
+        text in found or index.is_tombstone(text)
+    ):  # an erased entry's id is named whole (its tombstone has no short id)  # ids sort after their own starts, so a whole id is always first of its range
         return text
     if count == 1:
         return found[0]

@@ -32,7 +32,7 @@ from typing import Any, Final, Self
 from journal.files import FILE_MODE
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE
 from journal.indexing._sqlite import Database
-from journal.indexing._tables import FTS_COLUMNS, Window, text_table_of
+from journal.indexing._tables import ALL_ROWS, FTS_COLUMNS, Window, text_table_of
 
 __all__ = ["IndexSnapshot", "copy_index"]
 
@@ -135,7 +135,7 @@ class IndexSnapshot:
 
     def paths(self) -> set[str]:
         """The entry files the index holds, relative to ``entries/``."""
-        return {row[0] for row in self._conn.execute("SELECT path FROM entries")}
+        return {row[0] for row in self._conn.execute("SELECT path FROM entries UNION ALL SELECT path FROM tombstones")}
 
     def entry_count(self, agent: str | None = None) -> int:
         """How many entries the index holds (with *agent*: of that agent)."""
@@ -148,7 +148,7 @@ class IndexSnapshot:
 
     def digests(self, agent: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Each entry's id and the digest recorded when it was indexed (with *agent*: that agent's entries), by id."""
-        return self._by_id("SELECT e.id, e.digest FROM entries e {where} ORDER BY e.id", agent)
+        return self._by_id(f"SELECT e.id, e.digest FROM {ALL_ROWS} e {{where}} ORDER BY e.id", agent)
 
     def texts(self, agent: str | None = None) -> Iterator[tuple[Any, ...]]:
         """Each entry's id and its row of the text table (with *agent*: that agent's entries), by id."""
@@ -174,7 +174,7 @@ class IndexSnapshot:
         """``(id, path, agent)`` of each entry in *window*, in order of time then id, fetched a batch at a time."""
         clauses, params = window.where()
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        cursor = self._conn.execute(f"SELECT e.id, e.path, e.agent FROM entries e {where} ORDER BY e.ts_utc, e.id", params)
+        cursor = self._conn.execute(f"SELECT e.id, e.path, e.agent FROM {ALL_ROWS} e {where} ORDER BY e.ts_utc, e.id", params)
         while rows := cursor.fetchmany(_BATCH):
             yield from ((entry_id, rel_path, agent) for entry_id, rel_path, agent in rows)
 
@@ -182,13 +182,13 @@ class IndexSnapshot:
         """The agent of each entry of *ids* the index holds (a handful: one entry's links)."""
         if not ids:
             return {}
-        rows = self._conn.execute(f"SELECT id, agent FROM entries WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
+        rows = self._conn.execute(f"SELECT id, agent FROM {ALL_ROWS} WHERE id IN ({','.join('?' * len(ids))})", list(ids)).fetchall()
         return dict(rows)
 
     def holds(self, entry_id: str, window: Window) -> bool:
         """Whether the index holds *entry_id* inside *window*."""
         clauses, params = window.where()
-        sql = "SELECT 1 FROM entries e WHERE e.id = ?" + "".join(f" AND {c}" for c in clauses)
+        sql = f"SELECT 1 FROM {ALL_ROWS} e WHERE e.id = ?" + "".join(f" AND {c}" for c in clauses)
         return self._conn.execute(sql, [entry_id, *params]).fetchone() is not None
 
     # -- each agent's text table -------------------------------------------------------

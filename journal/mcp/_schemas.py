@@ -212,6 +212,13 @@ def append_input(agent: str | None) -> dict[str, Any]:
     return _object(properties, required)
 
 
+def erase_input() -> dict[str, Any]:
+    """The argument schema of journal_erase: the ids and the reason."""
+    ids = {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "The ids of the entries to erase."}
+    reason = {"type": "string", "minLength": 1, "maxLength": 2000, "description": "Why they are erased (kept in each tombstone)."}
+    return _object({"ids": ids, "reason": reason}, ("ids", "reason"))
+
+
 def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
     """The structured result schema of every tool, by tool name; scoped to *agent*, every entry in a result must be its."""
     entry = entry_schema()
@@ -227,6 +234,7 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "type": "string",
                 "description": "match (search), supersedes, superseded_by, continues, continued_by or similar (relate).",
             },
+            "origin": {"enum": ["agent", "operator", "tool", "untrusted"], "description": "Where the entry's text came from."},
             "snippet": {"type": "string"},
             "entry": entry,
             "superseded_by": {
@@ -260,6 +268,15 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "count": {"type": "integer", "minimum": 0},
                 "kinds": {"type": "object"},
                 "themes": {"type": "array"},
+            },
+        },
+        "journal_erase": {
+            "type": "object",
+            "required": ["erased", "already_erased", "by"],
+            "properties": {
+                "erased": {"type": "array", "items": {"type": "string"}},
+                "already_erased": {"type": "array", "items": {"type": "string"}},
+                "by": {"type": "string"},
             },
         },
         "journal_append": {

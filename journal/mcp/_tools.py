@@ -21,14 +21,16 @@ from typing import Any, Final
 
 from journal.api import Journal
 from journal.files import json_type_name, show_value
-from journal.files.entry import Entry, check_text_arguments
+from journal.files.entry import Entry, check_text_arguments, with_origin
 from journal.frame import local_zone, parse_time_input, zone_name
-from journal.mcp._schemas import append_input, entry_schema, read_inputs, result_schemas
+from journal.mcp._schemas import append_input, entry_schema, erase_input, read_inputs, result_schemas
 
 __all__ = ["NEWEST", "ToolResult", "ToolSpec", "Tools"]
 
 #: How many entries the newest-entries resource holds.
 NEWEST: Final = 20
+#: The tools that write.
+_WRITES: Final = frozenset({"journal_append", "journal_erase"})
 #: The read tools' time arguments: each takes the command line's forms (see journal.frame.timeinput).
 _TIME_ARGUMENTS: Final = ("since", "until", "as_of")
 
@@ -59,6 +61,10 @@ _DESCRIPTIONS: Final = {
         "(voice), with a short theme; kind is usually 'note'. Entries are immutable. Always pass a client_key unique to this "
         "piece of work (e.g. '<agent>:<task>:<date>'): a retry with the same key returns the stored entry (duplicate: true) "
         "instead of writing a second one."
+    ),
+    "journal_erase": (
+        "Erase entries for good, by id, with the reason: each entry's text leaves the journal, and a tombstone keeps its id, "
+        "time and the reason. Only for text that must not be kept (a secret, a person's private details). Cannot be undone."
     ),
 }
 
@@ -153,7 +159,7 @@ class Tools:
     :meth:`call` runs in a worker thread; the Journal serializes concurrent calls itself.
     """
 
-    def __init__(self, journal: Journal, *, agent: str | None, is_read_only: bool) -> None:
+    def __init__(self, journal: Journal, *, agent: str | None, is_read_only: bool, allow_erase: bool = False) -> None:
         if agent is not None and not re.fullmatch(entry_schema()["properties"]["agent"]["pattern"], agent):
             raise ValueError(
                 f"--agent must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit, got {show_value(agent)}"
@@ -166,8 +172,10 @@ class Tools:
         inputs = read_inputs(agent, zone_name(self.zone))
         if not is_read_only:
             inputs["journal_append"] = append_input(agent)
+            if allow_erase:  # offered only when the server was started with --allow-erase
+                inputs["journal_erase"] = erase_input()
         self.specs = {
-            name: ToolSpec(name, _DESCRIPTIONS[name], schema, outputs[name], name != "journal_append") for name, schema in inputs.items()
+            name: ToolSpec(name, _DESCRIPTIONS[name], schema, outputs[name], name not in _WRITES) for name, schema in inputs.items()
         }
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
@@ -201,8 +209,19 @@ class Tools:
                 return ToolResult({**context.to_dict(), "text": context.text}, context.text)
             case "journal_digest":
                 return self._result(journal.digest(**args).to_dict())
+            case "journal_erase":
+                ids = args["ids"]
+                if not isinstance(ids, list) or not ids or not all(isinstance(entry_id, str) for entry_id in ids):
+                    raise ValueError(f"ids must be a non-empty array of entry ids, got {_got(ids)}")
+                # A scoped server erases its own agent's entries alone: another agent's id reads as unknown.
+                erased = journal.erase(ids, reason=args["reason"], agent=self.agent, by=f"mcp:{self.agent or 'unscoped'}")
+                return self._result(erased.to_dict())
             case "journal_append":
-                result = journal.append_with_result(args)
+                # An MCP client's text is 'tool'; a client may lower it to 'untrusted' (text it took from outside), never raise it.
+                origin = (args.get("meta") or {}).get("origin", "tool") if isinstance(args.get("meta", {}), Mapping) else "tool"
+                if origin not in ("tool", "untrusted"):
+                    raise ValueError(f"meta.origin must be 'tool' or 'untrusted' in an append over MCP, got {show_value(origin)}")
+                result = journal.append_with_result(with_origin(args, "tool"))
                 outcome = "duplicate" if result.is_duplicate else "appended"
                 return self._result({"outcome": outcome, "duplicate": result.is_duplicate, "entry": result.entry.to_dict()})
         raise AssertionError(f"tool {name!r} is listed but has no implementation")

@@ -50,14 +50,14 @@ EXIT_TRANSPORT: Final = 74
 
 
 def build_server(
-    journal: Journal, *, agent: str | None = None, is_read_only: bool = False, log_stream: TextIO | None = None
+    journal: Journal, *, agent: str | None = None, is_read_only: bool = False, allow_erase: bool = False, log_stream: TextIO | None = None
 ) -> Server[Any]:
     """The MCP server over *journal*: its tools, resources and instructions, scoped to *agent* (None: every agent).
 
     Raises:
         ValueError: *agent* is not a valid agent name.
     """
-    return build(Tools(journal, agent=agent, is_read_only=is_read_only), Logger(log_stream or sys.stderr))
+    return build(Tools(journal, agent=agent, is_read_only=is_read_only, allow_erase=allow_erase), Logger(log_stream or sys.stderr))
 
 
 class _StdinLines:
@@ -133,7 +133,9 @@ async def _serve(tools: Tools, log: Logger) -> str:
     return stopped[0] if stopped else "eof"
 
 
-def serve(journal: Journal, *, agent: str | None = None, is_read_only: bool = False, log_stream: TextIO | None = None) -> int:
+def serve(
+    journal: Journal, *, agent: str | None = None, is_read_only: bool = False, allow_erase: bool = False, log_stream: TextIO | None = None
+) -> int:
     """Serve *journal* over stdio until stdin closes or SIGTERM/SIGINT arrives; return the exit code (0, or 74 for a broken transport).
 
     Raises:
@@ -141,7 +143,7 @@ def serve(journal: Journal, *, agent: str | None = None, is_read_only: bool = Fa
     """
     stream = log_stream or sys.stderr
     log = Logger(stream)
-    tools = Tools(journal, agent=agent, is_read_only=is_read_only)
+    tools = Tools(journal, agent=agent, is_read_only=is_read_only, allow_erase=allow_erase)
     broken: list[BaseException] = []
     try:
         with one_blas_thread(journal):

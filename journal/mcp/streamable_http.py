@@ -107,6 +107,7 @@ def serve_http(
     port: int,
     agent: str | None = None,
     is_read_only: bool = False,
+    allow_erase: bool = False,
     log_stream: TextIO | None = None,
 ) -> int:
     """Serve *journal* over Streamable HTTP on *host*:*port* until SIGTERM or SIGINT; return the exit code (0).
@@ -120,7 +121,7 @@ def serve_http(
     if not is_loopback_host(host) and token is None:
         raise ValueError(f"--http on {host!r}, which is not a loopback address, needs a bearer token: set {TOKEN_ENVVAR}")
     log = Logger(log_stream or sys.stderr)
-    tools = Tools(journal, agent=agent, is_read_only=is_read_only)
+    tools = Tools(journal, agent=agent, is_read_only=is_read_only, allow_erase=allow_erase)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{name}:*" for name in ("127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host)],

@@ -30,11 +30,12 @@ class Hit:
     superseded_by: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The hit as JSON-ready data; ``superseded_by`` only when a later entry corrects this one."""
+        """The hit as JSON-ready data, with where the entry's text came from; ``superseded_by`` only when a later entry corrects this one."""
         data = {
             "entry_id": self.entry_id,
             "score": round(self.score, 6),
             "reason": self.reason,
+            "origin": self.entry.origin,
             "snippet": self.snippet,
             "entry": self.entry.to_dict(),
         }

@@ -154,20 +154,22 @@ class Ranker:
         """The entries ``current_only`` leaves out of *scope*: those superseded (within its ``as_of``); none without it."""
         return set(self._index.superseded_in(scope.window, before=scope.as_of)) if scope.current_only else set()
 
-    def _found(self, query: QueryWords, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str]) -> list[Hit]:
+    def _found(
+        self, query: QueryWords, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str], exclude: Sequence[str] = ()
+    ) -> list[Hit]:
         """The best *k* hits of search and prompt context, corrections in place.
 
         With ``current_only``, superseded entries are ranked too, so that one the
         query found (by its old words, or above the floor) still brings in its
         correction; then they are left out, and the ranking goes deeper while
         they kept it from *k* hits. *hidden* is :meth:`_hidden` of *scope*, which
-        the prompt context's recent fill leaves out too.
+        the prompt context's recent fill leaves out too. *exclude* is never ranked (the prompt context's untrusted entries).
         """
         if not scope.current_only:
-            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor), query, scope)[:k]
+            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor, exclude=exclude), query, scope)[:k]
         depth = k
         while True:
-            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor)
+            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor, exclude=exclude)
             current = [hit for hit in self._corrected(ranking, query, scope) if hit.entry_id not in hidden]
             if len(current) >= k or len(ranking.hits) < depth:
                 return current[:k]
@@ -306,14 +308,19 @@ class Ranker:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        include_untrusted: bool = False,
     ) -> PromptContext:
         """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
         positive(k, "k", MAX_K)
         scope = Scope(agent=agent, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only)
-        hidden = self._hidden(scope)
-        found = self._found(QueryWords.of(query), k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden)
-        picks = [(hit.entry, "match") for hit in found]
+        # Text taken from outside is never ranked into the block, nor filled in as recent, unless asked for.
+        untrusted = set() if include_untrusted else self._index.untrusted_ids(agent)
+        hidden = self._hidden(scope) | untrusted
+        found = self._found(
+            QueryWords.of(query), k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden, exclude=sorted(untrusted)
+        )
+        picks = [(hit.entry, "match") for hit in found if include_untrusted or hit.entry.origin != "untrusted"]
         if len(picks) < k:
             seen = {entry.id for entry, _ in picks}
 

@@ -5,6 +5,7 @@ that check each index row against its file.
 """
 
 from journal.sync._append import AppendResult, append
+from journal.sync._erase import EraseResult, erase, ids_of_agent, operator_name
 from journal.sync._keeper import IndexKeeper, recovering, writing
 from journal.sync._reading import ANOTHER_AGENTS_ENTRY, MAX_LIMIT, Reader, SkippedFile, first_of_each, load_entry, shown_path, shown_reason
 
@@ -12,12 +13,16 @@ __all__ = [
     "ANOTHER_AGENTS_ENTRY",
     "MAX_LIMIT",
     "AppendResult",
+    "EraseResult",
     "IndexKeeper",
     "Reader",
     "SkippedFile",
     "append",
+    "erase",
     "first_of_each",
+    "ids_of_agent",
     "load_entry",
+    "operator_name",
     "recovering",
     "shown_path",
     "shown_reason",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from journal.errors import DuplicateEntryError, EntryFileError, EntryValidationError, UnsafePathError
-from journal.files import storage_error, storage_errors
+from journal.files import Redactor, storage_error, storage_errors
 from journal.files.entry import Entry, show_value
 from journal.files.store import EntryStore, check_entry_path
 from journal.indexing.index import IndexCorruptError
@@ -39,12 +39,16 @@ class AppendResult:
     is_duplicate: bool
 
 
-def append(keeper: IndexKeeper, payload: Mapping[str, Any]) -> AppendResult:
+def append(keeper: IndexKeeper, payload: Mapping[str, Any], redactor: Redactor | None = None) -> AppendResult:
     """Validate and durably store one entry (see :meth:`journal.Journal.append_with_result`).
 
     Every link is checked here, under the lock, for every caller: there is
-    no way to store an entry whose links this check would refuse.
+    no way to store an entry whose links this check would refuse. With
+    *redactor*, the secrets in the entry's text are replaced first: what is
+    stored, and indexed, never held them.
     """
+    if redactor is not None and isinstance(payload, Mapping):
+        payload = redactor.payload(payload)
     entry = Entry.from_payload(payload)
     semantic = keeper.semantic
     # Embedded before the lock is taken, so other writers do not wait on the model; or, while the

@@ -53,6 +53,7 @@ REPLY_FIELDS: Final = {
     "mood": "optional: one short word or phrase",
     "signals": "optional: {focus: short label, novelty: number 0..1, continuity_refs: [ids of past entries from the context that this builds on], supersedes: [ids of past entries from the context that this corrects]}",
     "anchors": "optional: a list of {type, ref, label?} external references",
+    "quoted_from_outside": "optional: true when the voice quotes text taken from outside (a web page, a message, a document)",
 }
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")
 
@@ -88,6 +89,7 @@ REPLY_SCHEMA: Final = {
             },
             "description": REPLY_FIELDS["anchors"],
         },
+        "quoted_from_outside": {"type": "boolean", "description": REPLY_FIELDS["quoted_from_outside"]},
     },
     "required": list(REQUIRED_REPLY_FIELDS),
     "additionalProperties": False,
@@ -270,6 +272,8 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
         value = reply.get(key)
         if not isinstance(value, str) or not value.strip():
             raise BackendReplyError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
+    if not isinstance(reply.get("quoted_from_outside", False), bool):
+        raise BackendReplyError(backend, "the reply's field 'quoted_from_outside' must be true or false")
     return dict(reply)
 
 

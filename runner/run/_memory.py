@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
@@ -172,7 +172,7 @@ def settle_fallbacks(config: RunnerConfig, agents: Iterable[str]) -> tuple[Runne
 
 def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
     if agent.memory == "lexical":
-        return Journal(agent.journal_root, writable=True)
+        return Journal(agent.journal_root, writable=True, **_redaction(agent))
     try:
         seconds = progress_after() if after is None else after
     except ValueError as exc:  # the run fails with the message, naming the variable, like a bad configuration key
@@ -192,7 +192,17 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None
         log.warning("memory.fallback", agent=agent.name, memory="lexical", reason=f"{fallback_reason(exc)} for hybrid memory")
-        return Journal(agent.journal_root, writable=True)
+        return Journal(agent.journal_root, writable=True, **_redaction(agent))
     return Journal(
-        agent.journal_root, writable=True, enable_nn=True, encoder=encoder, on_progress=EmbeddingProgress(agent.name, after=seconds)
+        agent.journal_root,
+        writable=True,
+        enable_nn=True,
+        encoder=encoder,
+        on_progress=EmbeddingProgress(agent.name, after=seconds),
+        **_redaction(agent),
     )
+
+
+def _redaction(agent: AgentConfig) -> dict[str, Any]:
+    """The agent's redaction settings, as the Journal takes them."""
+    return {"redact": agent.redact, "redact_patterns": dict(agent.redact_patterns)}

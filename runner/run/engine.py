@@ -105,7 +105,10 @@ def _fields_from_backend(
         fields = keep_shown_ids(check_reply(backend.reflect(request), backend.name), {record.id for record in context.records})
         try:
             # The reply's field values are the backend's: a bad one is its failure, and the error says so.
-            validate_payload({**fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+            entry_fields = {
+                name: value for name, value in fields.items() if name != "quoted_from_outside"
+            }  # the run's mark, no entry field
+            validate_payload({**entry_fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
         except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
             raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
         return fields
@@ -208,8 +211,11 @@ def _execute(
                 if fields is None:
                     outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
+                    # The agent's own words, or (when its reply says it quotes outside text) text kept out of later prompts.
+                    origin = "untrusted" if fields.pop("quoted_from_outside", False) is True else "agent"
                     meta = {
                         **fields.pop("meta", {}),
+                        "origin": origin,
                         "source_routine": routine.name,
                         "slot": slot,
                         "backend": "digest" if routine.is_digest else backend.name if backend else None,

@@ -68,6 +68,10 @@ class AgentConfig:
     memory_fallback: bool = False
     #: May write into a journal holding entries of the other sort, simulated or real (see runner.run.provenance).
     mix_simulated: bool = False
+    #: The redaction pass of the agent's appends (see journal.Journal's redact=): "default" or "off".
+    redact: str = "default"
+    #: Extra kinds of secret, each a kind and a regular expression, redacted with either mode.
+    redact_patterns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from journal import KINDS, MAX_K
+from journal import KINDS, MAX_K, REDACT_MODES, make_redactor
 from journal.frame import check_url_address, is_loopback_host, url_authority
 from routines import BUILTIN_ROUTINES, ROUTINE_FIELDS, SLOT_GRANULARITIES, Routine
 from runner.cron.slots import cron_trigger
@@ -29,7 +29,7 @@ from runner.settings.persona import load_persona
 __all__ = ["DURATION_EXPECTED", "MAX_DURATION", "FieldReader", "parse_duration"]
 
 BACKEND_TYPES: Final = ("simulated", "openai", "command")
-_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory", "mix_simulated")
+_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory", "mix_simulated", "redact", "redact_patterns")
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature", "attempts", "retry_delay"),
@@ -299,6 +299,17 @@ class FieldReader:
         mix_simulated = data.get("mix_simulated", False)
         if not isinstance(mix_simulated, bool):
             raise self.fail(f"{key}.mix_simulated", "true or false", mix_simulated)
+        redact = data.get("redact", "default")
+        if redact not in REDACT_MODES:
+            raise self.fail(f"{key}.redact", "one of " + ", ".join(repr(mode) for mode in REDACT_MODES), redact)
+        patterns = data.get("redact_patterns", {})
+        if not isinstance(patterns, dict):
+            raise self.fail(f"{key}.redact_patterns", "a table of kinds, each a regular expression", patterns)
+        for kind, expression in patterns.items():
+            try:
+                make_redactor("off", {kind: expression})
+            except ValueError as exc:
+                raise self.fail(f"{key}.redact_patterns.{kind}", str(exc).split(", got ")[0], expression) from None
         return AgentConfig(
             name=name,
             persona=persona,
@@ -307,4 +318,6 @@ class FieldReader:
             journal_root=root,
             memory=memory,
             mix_simulated=mix_simulated,
+            redact=redact,
+            redact_patterns=tuple(sorted(patterns.items())),
         )

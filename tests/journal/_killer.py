@@ -7,7 +7,7 @@ many entries go through first, ARGS the command line.
 
 from __future__ import annotations
 
-__all__ = ["IMPORT_KILLER"]
+__all__ = ["ERASE_KILLER", "IMPORT_KILLER"]
 
 IMPORT_KILLER = """
 import os, signal, sys
@@ -26,5 +26,28 @@ def wrapped(self, *args, **kwargs):
 setattr(store.EntryStore, step, wrapped)
 from journal.cli.cli import main
 sys.argv = ["ghostjournal", *sys.argv[3:]]
+main()
+"""
+
+#: ``python ERASE_KILLER STEP ARGS...``: a ``ghostjournal`` erase killed with SIGKILL at STEP: ``replace:before`` (nothing written
+#: yet), ``replace:after`` (the tombstone is in place, the index rows not yet touched), ``delete_entry:after`` (the rows are deleted
+#: in a transaction not committed) or ``scrub:before`` (the rows are gone, the index not yet rewritten).
+ERASE_KILLER = """
+import os, signal, sys
+import journal.files.store as store
+import journal.indexing.index as index
+step = sys.argv[1]
+name, when = step.split(":")
+owner = store.EntryStore if name == "replace" else index.Index
+original = getattr(owner, name)
+def wrapped(self, *args, **kwargs):
+    if when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    result = original(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return result
+setattr(owner, name, wrapped)
+from journal.cli.cli import main
+sys.argv = ["ghostjournal", *sys.argv[2:]]
 main()
 """
