@@ -39,7 +39,8 @@ import time
 import uuid
 from typing import Any, Final
 
-from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, check_reply, one_line, parse_reply_json, parse_reply_text
+from runner.backends.usage import split_usage
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
 from runner.processes import kill_marked, pipe_inode, signal_name
 from runner.settings.config import BackendSettings
@@ -58,8 +59,12 @@ _POLL_SECONDS: Final = 0.05
 TEMPFAIL_STATUS: Final = 75
 
 
-def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> dict[str, Any]:
+def reply_from_output(stdout: bytes, program: str, backend: str = "command", request: ReflectionRequest | None = None) -> dict[str, Any]:
     """The entry fields a program printed on *stdout* (untrusted bytes).
+
+    The program may report what it used in a ``usage`` object beside the fields
+    (see :mod:`runner.backends.usage`); with *request*, that is counted on its
+    meter (unknown when the program reports none or a malformed one).
 
     Raises:
         BackendError: naming *backend*: over the reply limits, not UTF-8, not JSON, or not a usable reply.
@@ -70,7 +75,15 @@ def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> 
         text = stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BackendReplyError(backend, f"{program!r} printed bytes that are not UTF-8 (at offset {exc.start})") from None
-    return parse_reply_text(text, backend)
+    if request is None:
+        return parse_reply_text(text, backend)
+    try:
+        reply, usage, _ = split_usage(parse_reply_json(text, backend))
+    except BackendError:
+        request.report_usage(None, backend)
+        raise
+    request.report_usage(usage, backend)
+    return check_reply(reply, backend)
 
 
 class _Call:
@@ -231,4 +244,4 @@ class CommandBackend:
                 later = " (try again later)" if code == TEMPFAIL_STATUS else ""
                 raise BackendUnavailableError(self.name, f"{program!r} exited with {how}{later}: {tail}")
             raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
-        return reply_from_output(bytes(call.stdout), program, self.name)
+        return reply_from_output(bytes(call.stdout), program, self.name, request)

@@ -35,6 +35,9 @@ at the wall-clock time its line was written. A slot is due *grace* after it
 fires (:func:`latest_due`), and a success that came after that was late
 (:func:`is_late`): the one rule ``status`` and ``report`` judge by.
 
+Every pair also shows what its runs used (tokens and cost): its last run, today and
+the last 7 days in ``runner.timezone`` (:mod:`runner.monitor.spend`).
+
 Every pair also lists the slots recorded missed that no success covered
 since (newest first, at most :data:`MISSED_SHOWN`).
 
@@ -49,12 +52,14 @@ slot), so all is not known to be well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
 from runner.monitor.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
+from runner.monitor.spend import Spend, pair_spend
 from runner.run.contract import REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.settings.config import RunnerConfig
 
@@ -115,6 +120,7 @@ class PairStatus:
     last_failure: RunRecord | None
     problem: str | None = None  # the agent's journal is unusable (from scheduler.agent_unusable)
     missed: tuple[MissedRecord, ...] = ()  # slots recorded missed and not covered since, newest first
+    spend: Mapping[str, Spend] = field(default_factory=dict)  # last_run, today, last_7_days (runner.monitor.spend)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -129,6 +135,7 @@ class PairStatus:
             "last_failure": self.last_failure.to_dict() if self.last_failure else None,
             "problem": self.problem,
             "missed": [missed.to_dict() for missed in self.missed],
+            "spend": {window: spend.to_dict() for window, spend in self.spend.items()},
         }
 
 
@@ -253,7 +260,19 @@ def build_report(
                 )[:MISSED_SHOWN]
             )
             pairs.append(
-                PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem, missed)
+                PairStatus(
+                    agent,
+                    name,
+                    routine.schedule,
+                    state,
+                    due,
+                    due_slot,
+                    seen.last_success,
+                    seen.last_failure,
+                    problem,
+                    missed,
+                    pair_spend(seen.spent, now, config.timezone),
+                )
             )
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
     unconfigured = tuple(sorted(f"{agent}:{routine}" for agent, routine in digest.pairs if (agent, routine) not in configured))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -40,6 +41,7 @@ from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, build_backend, check_reply, keep_shown_ids
 from runner.backends.base import one_line
+from runner.backends.usage import UsageMeter
 from runner.cron.slots import cron_trigger, latest_fire_time
 from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
 from runner.processes import process_age, signals_deferred
@@ -48,10 +50,10 @@ from runner.run.contract import REASON_PAUSED, Outcome, RunEnding, RunIdentity, 
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
-from runner.settings.config import AgentConfig, RunnerConfig
+from runner.settings.config import AgentConfig, Price, RunnerConfig
 from runner.settings.state_dir import state_dir
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "run_at", "run_slot"]
+__all__ = ["RunResult", "RunTerms", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "run_at", "run_slot"]
 
 log = structlog.get_logger()
 
@@ -78,6 +80,8 @@ def _fields_from_backend(
     backend: Backend,
     deadline: float | None,
     retrier: Retrier,
+    terms: RunTerms,
+    meter: UsageMeter,
 ) -> dict[str, Any]:
     context = journal.context(
         routine.question,
@@ -99,6 +103,8 @@ def _fields_from_backend(
         context=context,
         persona=agent.persona,
         deadline=deadline,
+        max_tokens=terms.max_tokens,
+        meter=meter,
     )
 
     def attempt(request: ReflectionRequest) -> dict[str, Any]:
@@ -116,6 +122,25 @@ def _fields_from_backend(
         raise exc.for_agent(agent.name) from None
 
 
+@dataclass(frozen=True, slots=True)
+class RunTerms:
+    """What a run's spending is held to and priced at: ``max_tokens`` (``max_tokens_per_run``) and its model's ``price``."""
+
+    max_tokens: int | None = None
+    price: Price | None = None
+
+    @classmethod
+    def of(cls, config: RunnerConfig, agent: AgentConfig, routine: str) -> RunTerms:
+        """The terms of *agent*'s runs of *routine* under *config*."""
+        return cls(config.budgets.max_tokens_for(agent.name, routine), config.price_of(agent))
+
+    def cost(self, tokens: dict[str, int] | None) -> float | None:
+        """The price of *tokens* (None: unknown tokens, or no price)."""
+        if tokens is None or self.price is None:
+            return None
+        return round(self.price.of(tokens["in"], tokens["out"]), 9)
+
+
 def execute_run(
     journal: Journal,
     *,
@@ -128,6 +153,7 @@ def execute_run(
     run_id: str | None = None,
     run_timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
+    terms: RunTerms = RunTerms(),
 ) -> RunResult:
     """Run *routine* for *agent* at the *scheduled* time and append the entry.
 
@@ -144,6 +170,7 @@ def execute_run(
             when the process is the run's worker); the backend call is cut off in time (see
             :func:`backend_deadline`). None: only the backend's own timeout applies.
         on_result: called with the result right after its ``run.finished`` is logged, before any signal is acted on.
+        terms: the run's ``max_tokens_per_run`` (asked of the backend) and its model's price (for ``cost``).
 
     Returns:
         The RunResult; failures are reported in it, never raised.
@@ -152,7 +179,9 @@ def execute_run(
         RunInterrupted: SIGTERM or SIGINT ended the run; it carries the result, already logged and reported.
     """
     ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
-    return _execute(journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout)
+    return _execute(
+        journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout, terms=terms
+    )
 
 
 def _execute(
@@ -165,6 +194,7 @@ def _execute(
     backend: Backend | None,
     tz: tzinfo,
     run_timeout: float | None,
+    terms: RunTerms,
 ) -> RunResult:
     """:func:`execute_run` for the run *ending* will end."""
     started = time.perf_counter()
@@ -186,6 +216,7 @@ def _execute(
 
     settings = agent.backend
     retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
+    meter = UsageMeter()  # every backend call of the run, retries included, reports what it used here
 
     try:
         # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
@@ -204,7 +235,7 @@ def _execute(
                 else:
                     if backend is None:
                         raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
-                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier)
+                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier, terms, meter)
                 if fields is None:
                     outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
@@ -245,6 +276,8 @@ def _execute(
             fault=fault,
             attempts=retrier.attempts,
             permanent=permanent,
+            tokens=meter.tokens(),
+            cost=terms.cost(meter.tokens()),
         )
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
@@ -260,6 +293,8 @@ def _execute(
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             fault=fault,
             attempts=retrier.attempts,
+            tokens=meter.tokens(),
+            cost=terms.cost(meter.tokens()),
         ) from exc
 
 
@@ -294,6 +329,7 @@ def run_slot(
     run_timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
     slot_lock: SlotLock | None = None,
+    terms: RunTerms = RunTerms(),
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
@@ -312,7 +348,7 @@ def run_slot(
             run's one ``run.finished`` is logged and reported first.
     """
     ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
-    return _run_slot(ending, agent, routine, scheduled, backend=backend, tz=tz, run_timeout=run_timeout, slot_lock=slot_lock)
+    return _run_slot(ending, agent, routine, scheduled, backend=backend, tz=tz, run_timeout=run_timeout, slot_lock=slot_lock, terms=terms)
 
 
 def _run_slot(
@@ -325,6 +361,7 @@ def _run_slot(
     tz: tzinfo,
     run_timeout: float | None,
     slot_lock: SlotLock | None,
+    terms: RunTerms,
 ) -> RunResult:
     """:func:`run_slot` for the run *ending* will end."""
     try:
@@ -342,7 +379,15 @@ def _run_slot(
             ending,
             slot_lock,
             lambda: _execute(
-                journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout
+                journal,
+                ending,
+                agent=agent,
+                routine=routine,
+                scheduled=scheduled,
+                backend=backend,
+                tz=tz,
+                run_timeout=run_timeout,
+                terms=terms,
             ),
         )
     except BaseException:
@@ -430,5 +475,13 @@ def run_at(
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
     slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
     return _run_slot(
-        ending, agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, run_timeout=run_timeout, slot_lock=slot_lock
+        ending,
+        agent_config,
+        routine_config,
+        scheduled,
+        backend=backend,
+        tz=config.timezone,
+        run_timeout=run_timeout,
+        slot_lock=slot_lock,
+        terms=RunTerms.of(config, agent_config, routine),
     )
