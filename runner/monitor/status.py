@@ -23,6 +23,10 @@ schedules. A pair is
   cannot be read (no state directory: logs shipped to another host; or one
   closed to this user),
   a pair whose latest run was ``skipped`` with the reason ``paused`` is;
+* ``over_budget`` when the pair's latest run was ``skipped`` with the reason
+  ``budget`` (a budget had no room for it, :mod:`runner.run.budgets`): its
+  slots are going without entries on purpose, which is neither all well nor
+  a failure;
 * ``ok`` when a successful run *of the due slot itself* is in the log.
   Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a
   success of any other slot (a later one, or a dry run of the future) never
@@ -44,7 +48,8 @@ since (newest first, at most :data:`MISSED_SHOWN`).
 Exit codes (:attr:`StatusReport.exit_code`): 0 all well; 1 something failed
 (wins when something is also overdue: a failed slot is usually overdue too,
 and the failure carries the error); 3 something is overdue; 6 nothing failed
-or is overdue, but some pair's due slot was missed; 4 the input holds
+or is overdue, but some pair's due slot was missed; 7 nothing failed, is
+overdue or missed, but some pair is over budget; 4 the input holds
 no runner event at all (a wrong unit name or file); 5 nothing failed or is
 overdue, but some pair is unknown (the log does not reach back to its due
 slot), so all is not known to be well.
@@ -60,7 +65,7 @@ from typing import Any, Final
 from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
 from runner.monitor.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
 from runner.monitor.spend import Spend, pair_spend
-from runner.run.contract import REASON_PAUSED, SUCCESS_OUTCOMES
+from runner.run.contract import REASON_BUDGET, REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.settings.config import RunnerConfig
 
 __all__ = [
@@ -69,6 +74,7 @@ __all__ = [
     "EXIT_NO_EVENTS",
     "EXIT_OK",
     "EXIT_OVERDUE",
+    "EXIT_OVER_BUDGET",
     "EXIT_UNKNOWN",
     "MAX_DEPTH",
     "MAX_LINE_CHARS",
@@ -92,7 +98,8 @@ EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
 EXIT_MISSED: Final = 6
-_STATE_ORDER: Final = ("failed", "overdue", "missed", "unknown", "paused", "ok")
+EXIT_OVER_BUDGET: Final = 7
+_STATE_ORDER: Final = ("failed", "overdue", "missed", "over_budget", "unknown", "paused", "ok")
 #: What each exit code means, in the words ``status`` and ``report`` print.
 VERDICTS: Final = {
     EXIT_OK: "all well",
@@ -100,6 +107,7 @@ VERDICTS: Final = {
     EXIT_OVERDUE: "something is overdue",
     EXIT_NO_EVENTS: "no runner events in the input",
     EXIT_MISSED: "a due slot was missed (recorded missed, not run)",
+    EXIT_OVER_BUDGET: "over budget: slots are skipped, their backend not asked",
     EXIT_UNKNOWN: "unknown: what was read does not reach back to a due slot",
 }
 #: How many missed slots a pair lists (the newest).
@@ -151,7 +159,7 @@ class StatusReport:
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 failed (wins), 3 overdue, 6 missed, 4 no runner events in the input, 5 some pair unknown."""
+        """0 ok, 1 failed (wins), 3 overdue, 6 missed, 7 over budget, 4 no runner events in the input, 5 some pair unknown."""
         states = {pair.state for pair in self.pairs}
         if "failed" in states:
             return EXIT_FAILED
@@ -159,6 +167,8 @@ class StatusReport:
             return EXIT_OVERDUE
         if "missed" in states:
             return EXIT_MISSED
+        if "over_budget" in states:
+            return EXIT_OVER_BUDGET
         if not self.input["events"]:
             return EXIT_NO_EVENTS
         if "unknown" in states:
@@ -244,6 +254,8 @@ def build_report(
                 state = "paused"
             elif problem is not None or (seen.latest is not None and not seen.latest.outcome.is_success):
                 state = "failed"
+            elif seen.latest is not None and seen.latest.reason == REASON_BUDGET:
+                state = "over_budget"
             elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"
             elif due_slot in seen.missed:

@@ -29,6 +29,7 @@ interrupted run never says "no entry" for an entry it appended or found.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,10 +44,11 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.backends.usage import UsageMeter
 from runner.cron.slots import cron_trigger, latest_fire_time
-from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
+from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError, StateFileError
 from runner.processes import process_age, signals_deferred
 from runner.run._memory import memory_in_use, open_journal
-from runner.run.contract import REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
+from runner.run.budgets import Admission, Budgets, Refusal
+from runner.run.contract import REASON_BUDGET, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
@@ -469,6 +471,58 @@ def run_at(
     held = _held_by_pause(config, ending)
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held
+    admission: Admission | None = None
+    if not routine_config.is_digest and not dry_run:  # a digest asks no backend; a dry run appends nothing and is not counted
+        verdict = _admitted(config, ending, scheduled)
+        if isinstance(verdict, RunResult):
+            return verdict
+        admission = verdict
+    try:
+        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout)
+    finally:
+        # Also when a signal ended the run (its result is set before RunInterrupted is raised); a run
+        # that ended without a result (a bug) keeps its estimate.
+        if admission is not None and ending.result is not None:
+            _settle(admission, ending.result)
+
+
+def _admitted(config: RunnerConfig, ending: RunEnding, scheduled: datetime) -> Admission | RunResult | None:
+    """The run's admission by its budgets (None: none applies), or its end: skipped for budget, or failed on an unusable ledger."""
+    budgets = Budgets(config)
+    if not budgets.is_active:
+        return None
+    try:
+        verdict = budgets.admit(ending.identity, scheduled)
+    except StateFileError as exc:
+        return ending.end(Outcome.FAILED, error=str(exc))
+    if isinstance(verdict, Refusal):
+        log.warning(
+            "run.over_budget",
+            **ending.identity.fields(),
+            budget=verdict.budget,
+            limit=verdict.limit if verdict.known else None,
+            used=round(verdict.used, 9) if verdict.known else None,
+        )
+        return ending.end(Outcome.SKIPPED, reason=REASON_BUDGET)
+    return verdict
+
+
+def _settle(admission: Admission, result: RunResult) -> None:
+    """Record what the admitted run used; a ledger that cannot take it keeps the run at its estimate, which never undercounts."""
+    with contextlib.suppress(StateFileError):
+        admission.settle(result)
+
+
+def _run_admitted(
+    config: RunnerConfig,
+    ending: RunEnding,
+    agent_config: AgentConfig,
+    routine_config: Routine,
+    scheduled: datetime,
+    run_timeout: float | None,
+) -> RunResult:
+    """:func:`run_at` past its pause and budget checks: the backend built, the slot's lock taken, the run made."""
+    agent, routine = agent_config.name, routine_config.name
     backend = None if routine_config.is_digest else build_backend(agent_config)
     if run_timeout is None:
         run_timeout = config.run_timeout.total_seconds() - process_age()
