@@ -65,6 +65,8 @@ NOT_RUN: set[tuple[str, str]] = {
 
 #: (page, first line) of each block another test runs as written, and that test.
 COVERED: dict[tuple[str, str], str] = {
+    ("docs/runner.md", "ghostrunner run pulse-4h --agent motoko --at 2026-09-05T08:00 --config budget.toml --json   # appended; its tokens recorded"):
+        "tests/runner/run/test_budgets.py::test_the_docs_budgets_block_runs_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal import ./peer-journal --partial --agent-map 'Ada Lovelace=ada'   # appended 11; bad_files names the one left out"):
         "tests/journal/carry/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
     ("docs/runner.md", "ghostrunner backup --config ghostrunner.toml --into ./backups --keep 1 --json     # a new dated backup; older ones beyond 1 clean removed"):

@@ -11,14 +11,18 @@ import os
 import shutil
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runner.monitor.status import EXIT_OVER_BUDGET
 from runner.run.budgets import Budgets
+from runner.run.simulate import simulate
+from runner.schedule.catchup import plan_catchup
 from runner.settings.config import load_config
 from tests._chat_server import ChatServer
-from tests._support import entries, ghostrunner, openai_agent, write_config
+from tests._docs import blocks, run_block
+from tests._support import SIMPLE_AGENT, entries, ghostrunner, openai_agent, write_config
 from tests.runner._events import documented_events
 
 USAGE = {"prompt_tokens": 500, "completion_tokens": 100}
@@ -154,3 +158,34 @@ def test_processes_racing_for_the_last_room_overspend_by_at_most_one_run(tmp_pat
     assert len(server.requests) == 2  # the first run's and the one racer's: no skipped slot reached the server
     used, _ = Budgets(load_config(path)).used()
     assert used == 1200.0  # over the 1000 by one run's 600 at most
+
+
+def test_the_docs_budgets_block_runs_as_written(tmp_path: Path) -> None:
+    """docs/runner.md, Budgets: its two runs append, then skip for budget, and its configuration block loads with these budgets."""
+    [toml] = [block for block in blocks("docs/runner.md") if block.language == "toml" and "[budgets]" in block.text]
+    # Its [prices] and [budgets] tables, under an agent of this test's (the page's own block loads in tests/test_docs.py).
+    tables = toml.text.split("[prices.", 1)[1]
+    config = load_config(write_config(tmp_path / "check", openai_agent("http://127.0.0.1:9/v1", model="llama3.2") + "\n[prices." + tables))
+    assert (config.budgets.total.cost_per_day, config.budgets.agents["motoko"].cost_per_day, config.budgets.catchup_budget) == (2.0, 0.5, 3)
+    write_config(
+        tmp_path,
+        SIMPLE_AGENT.replace('["pulse-4h", "evening", "digest"]', '["pulse-4h"]') + "\n[budgets]\ntokens_per_day = 100\n",
+        name="budget.toml",
+    )
+    appended, skipped = (json.loads(output) for output in run_block("Budgets", tmp_path, lines=2, page="docs/runner.md"))
+    assert (appended["outcome"], appended["tokens"]["in"] > 0) == ("appended", True)
+    assert (skipped["outcome"], skipped["reason"]) == ("skipped", "budget")
+
+
+def test_catchup_budget_bounds_the_catchup_of_all_pairs_together(tmp_path: Path) -> None:
+    """Five slots would be caught up (catchup_max 2 per pair); catchup_budget 2 runs the two newest, the rest are recorded missed."""
+    body = SIMPLE_AGENT + '\n[agents.batou]\npersona = "motoko.toml"\nroutines = ["pulse-4h"]\n[budgets]\ncatchup_budget = 2\n'
+    config = load_config(write_config(tmp_path, body, runner='catchup_grace = "1d"\ncatchup_max = 2\n'))
+    simulate(config, ["motoko"], datetime(2026, 8, 20, tzinfo=UTC), datetime(2026, 8, 30, tzinfo=UTC))
+    plan = plan_catchup(config, datetime(2026, 9, 9, 13, 30, tzinfo=UTC))
+    assert sorted((run.agent, run.routine, run.slot) for run in plan.runs) == [
+        ("batou", "pulse-4h", "2026-09-09T12"),
+        ("motoko", "pulse-4h", "2026-09-09T12"),
+    ]
+    cut = sorted((m.agent, m.routine, m.slot) for m in plan.missed if m.reason == "catchup_budget")
+    assert cut == [("batou", "pulse-4h", "2026-09-09T08"), ("motoko", "evening", "2026-09-08"), ("motoko", "pulse-4h", "2026-09-09T08")]
