@@ -48,7 +48,8 @@ from runner.errors import BackendError, BackendReplyError, ConfigError, NoSchedu
 from runner.processes import process_age, signals_deferred
 from runner.run._memory import memory_in_use, open_journal
 from runner.run.budgets import Admission, Budgets, Refusal
-from runner.run.contract import REASON_BUDGET, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
+from runner.run.contract import REASON_BUDGET, REASON_GATE, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
+from runner.run.gate import ask_gate
 from runner.run.pauses import pause_of
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
@@ -459,7 +460,9 @@ def run_at(
         NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
         RunInterrupted: as in :func:`run_slot`.
 
-    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched.
+    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched; so is a slot
+    whose routine's gate says there is nothing to do (reason ``gate``, :mod:`runner.run.gate`), and one a
+    budget has no room for (reason ``budget``, :mod:`runner.run.budgets`).
     """
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)
@@ -471,6 +474,13 @@ def run_at(
     held = _held_by_pause(config, ending)
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held
+    gate = config.gates.get(routine)
+    if gate is not None:  # before the budgets: a slot with nothing to do costs nothing and takes no room
+        answer = ask_gate(config, gate, ending.identity)
+        if not answer.go:
+            if answer.error is None:
+                return ending.end(Outcome.SKIPPED, reason=REASON_GATE)
+            return ending.end(Outcome.FAILED, error=answer.error, permanent=answer.permanent)
     admission: Admission | None = None
     if not routine_config.is_digest and not dry_run:  # a digest asks no backend; a dry run appends nothing and is not counted
         verdict = _admitted(config, ending, scheduled)

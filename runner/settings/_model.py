@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from routines import Routine
 from runner.errors import UnknownNameError
 from runner.settings._budgets import BudgetConfig, Price
+from runner.settings._gate import Gate
 from runner.settings.persona import Persona
 
 __all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "BackupConfig", "FleetConfig", "RunnerConfig"]
@@ -158,6 +159,8 @@ class RunnerConfig:
     budgets: BudgetConfig = field(default_factory=BudgetConfig)
     #: The ``[prices]`` table: model -> what its tokens cost.
     prices: Mapping[str, Price] = field(default_factory=dict)
+    #: routine name -> its ``gate`` (:mod:`runner.settings._gate`), for the routines that have one.
+    gates: Mapping[str, Gate] = field(default_factory=dict)
 
     def price_of(self, agent: AgentConfig) -> Price | None:
         """What *agent*'s model's tokens cost, where a price is configured for it (a simulated agent has none)."""

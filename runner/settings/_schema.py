@@ -157,7 +157,7 @@ class FieldReader:
         key = f"routines.{name}"
         if not _ROUTINE_NAME.fullmatch(name):
             raise self.fail(key, "a routine name of lowercase letters, digits, '-' or '_'", name)
-        data = self.table(value, key, ROUTINE_FIELDS)
+        data = self.table(value, key, (*ROUTINE_FIELDS, "gate"))  # the gate is the runner's (runner.settings._gate)
         base = BUILTIN_ROUTINES.get(name)
         if base is None:
             for required in ("kind", "schedule", "slot", "question", "prompt"):

@@ -82,6 +82,7 @@ from runner.errors import ConfigError
 from runner.settings._backup import read_backup
 from runner.settings._budgets import BudgetConfig, Limits, Price, read_budgets, read_prices
 from runner.settings._fleet import read_fleet
+from runner.settings._gate import Gate, read_gate
 from runner.settings._host import local_zone_name, state_directory
 from runner.settings._model import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
 from runner.settings._schema import DURATION_EXPECTED, FieldReader, parse_duration
@@ -96,6 +97,7 @@ __all__ = [
     "BackupConfig",
     "BudgetConfig",
     "FleetConfig",
+    "Gate",
     "Limits",
     "Price",
     "RunnerConfig",
@@ -202,8 +204,11 @@ def parse_config(
     if slot_retry_delay < timedelta(seconds=1):
         raise reader.fail("runner.slot_retry_delay", "a duration of at least 1s", runner.get("slot_retry_delay"))
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
+    gates = {}
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
+        if isinstance(value, dict) and "gate" in value:
+            gates[name] = read_gate(reader, value["gate"], f"routines.{name}.gate")
     agents_table = reader.table(data.get("agents", {}), "agents", None)
     if not agents_table:
         raise reader.fail("agents", "at least one [agents.NAME] table", "none")
@@ -242,6 +247,7 @@ def parse_config(
         backup=backup,
         budgets=budgets,
         prices=prices,
+        gates=gates,
     )
 
 
