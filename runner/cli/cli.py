@@ -398,7 +398,7 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
     def spent(pair: Any, window: str) -> str:
         return pair.spend[window].shown() if window in pair.spend else "-"
 
-    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE", "LAST RUN", "TODAY", "7 DAYS")]
+    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE", "LAST RUN", "TODAY", "7 DAYS", "LATENESS")]
     rows += [
         (
             p.agent,
@@ -410,6 +410,7 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
             spent(p, "last_run"),
             spent(p, "today"),
             spent(p, "last_7_days"),
+            p.lateness.shown(),
         )
         for p in report.pairs
     ]

@@ -80,6 +80,13 @@ class RunRecord:
     cost: float | None = None  # their price, where one was configured for its model
 
     @property
+    def lateness(self) -> float | None:
+        """Seconds from its scheduled time to its start (its finish less its duration), on its schedule's clock; None if unknown."""
+        if self.scheduled is None or self.duration_ms is None:
+            return None
+        return (self.on_clock - self.scheduled).total_seconds() - (0.0 if self.simulated else self.duration_ms / 1000)
+
+    @property
     def asked_backend(self) -> bool:
         """Whether the run called its backend (so it spent something, known or not)."""
         return bool(self.attempts) or self.tokens_in is not None
@@ -137,6 +144,7 @@ class PairRuns:
     latest: RunRecord | None = None
     covered: dict[str, RunRecord] = field(default_factory=dict)  # slot -> a success of that very slot
     spent: list[RunRecord] = field(default_factory=list)  # the newest runs that called their backend, oldest first
+    started: list[RunRecord] = field(default_factory=list)  # the newest runs that were not busy, for their lateness
     missed: dict[str, MissedRecord] = field(default_factory=dict)  # slot -> its latest scheduler.missed
 
 
@@ -394,11 +402,12 @@ def read_log(lines: Iterable[str], on_run: Callable[[tuple[str, str], RunRecord]
             digest.dry_runs += 1
             continue
         pair = digest.pairs.setdefault(key, PairRuns())
-        if record.asked_backend:
-            pair.spent.append(record)
-            if len(pair.spent) > _SPENT_KEPT * 2:
-                pair.spent.sort(key=lambda run: run.on_clock)
-                del pair.spent[:-_SPENT_KEPT]  # the newest are what status sums (today, the last 7 days)
+        for kept, wanted in ((pair.spent, record.asked_backend), (pair.started, record.lateness is not None)):
+            if wanted:
+                kept.append(record)
+                if len(kept) > _SPENT_KEPT * 2:
+                    kept.sort(key=lambda run: run.on_clock)
+                    del kept[:-_SPENT_KEPT]  # the newest are what status sums and ranks (today, the last 7 days)
         if pair.latest is None or record.finished >= pair.latest.finished:
             pair.latest = record
         if record.outcome.is_success:

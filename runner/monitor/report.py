@@ -226,6 +226,7 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
         f"<tr><th>{text(pair.agent)}</th><th>{text(pair.routine)}</th><td>{text(pair.state)}</td><td>{text(pair.due_slot or '-')}</td>"
         f"<td>{text(pair.spend['today'].shown() if 'today' in pair.spend else '-')}</td>"
         f"<td>{text(pair.spend['last_7_days'].shown() if 'last_7_days' in pair.spend else '-')}</td>"
+        f"<td>{text(pair.lateness.shown())}</td>"
         f"<td>{text(pair.problem or (pair.last_failure.error if pair.last_failure is not None and pair.last_failure.error else ''))}</td></tr>"
         for pair in status.pairs
     )
@@ -241,7 +242,7 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
     return (
         f'<h1>Runs</h1>\n<p class="summary"><span class="verdict" id="verdict">status: {text(status.verdict)} (exit {status.exit_code})</span>'
         f" \u00b7 judged at {text(status.now.astimezone(zone).isoformat())}, grace {text(status.grace)} \u00b7 {text(source)}</p>\n"
-        f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>spent today</th><th>spent in 7 days</th><th>last error</th></tr></thead>'
+        f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>spent today</th><th>spent in 7 days</th><th>lateness (7 days)</th><th>last error</th></tr></thead>'
         f"<tbody>{pairs}</tbody></table>\n<h2>Slots by day</h2>\n{legend}"
         + (
             f'<p class="summary">The log reaches back beyond {ABSENT_DAYS} days: absent slots are shown for the last {ABSENT_DAYS} only.</p>'

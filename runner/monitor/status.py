@@ -42,6 +42,11 @@ fires (:func:`latest_due`), and a success that came after that was late
 Every pair also shows what its runs used (tokens and cost): its last run, today and
 the last 7 days in ``runner.timezone`` (:mod:`runner.monitor.spend`).
 
+Every pair also shows how late its runs of the last 7 days started (50th and
+90th percentile, the most), and whether it drifts: every one of them started
+late beyond a threshold (:mod:`runner.monitor.lateness`). Drift is a flag,
+not a state: it changes no exit code, and is never called overdue.
+
 Every pair also lists the slots recorded missed that no success covered
 since (newest first, at most :data:`MISSED_SHOWN`).
 
@@ -63,6 +68,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
+from runner.monitor.lateness import Lateness, lateness_of
 from runner.monitor.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
 from runner.monitor.spend import Spend, pair_spend
 from runner.run.contract import REASON_BUDGET, REASON_PAUSED, SUCCESS_OUTCOMES
@@ -129,6 +135,7 @@ class PairStatus:
     problem: str | None = None  # the agent's journal is unusable (from scheduler.agent_unusable)
     missed: tuple[MissedRecord, ...] = ()  # slots recorded missed and not covered since, newest first
     spend: Mapping[str, Spend] = field(default_factory=dict)  # last_run, today, last_7_days (runner.monitor.spend)
+    lateness: Lateness = field(default_factory=Lateness)  # of the last 7 days' runs, and drift (runner.monitor.lateness)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -144,6 +151,7 @@ class PairStatus:
             "problem": self.problem,
             "missed": [missed.to_dict() for missed in self.missed],
             "spend": {window: spend.to_dict() for window, spend in self.spend.items()},
+            "lateness": self.lateness.to_dict(),
         }
 
 
@@ -284,6 +292,7 @@ def build_report(
                     problem,
                     missed,
                     pair_spend(seen.spent, now, config.timezone),
+                    lateness_of(seen.started, now),
                 )
             )
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
