@@ -506,6 +506,7 @@ def _admitted(config: RunnerConfig, ending: RunEnding, scheduled: datetime) -> A
     except StateFileError as exc:
         return ending.end(Outcome.FAILED, error=str(exc))
     if isinstance(verdict, Refusal):
+        budgets.close()
         log.warning(
             "run.over_budget",
             **ending.identity.fields(),
@@ -521,6 +522,7 @@ def _settle(admission: Admission, result: RunResult) -> None:
     """Record what the admitted run used; a ledger that cannot take it keeps the run at its estimate, which never undercounts."""
     with contextlib.suppress(StateFileError):
         admission.settle(result)
+    admission.budgets.close()
 
 
 def _run_admitted(
