@@ -395,9 +395,23 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
             return "-"
         return f"{record.slot or '?'} ({record.outcome}, {record.finished.astimezone(tz):%Y-%m-%d %H:%M})"
 
-    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE")]
+    def spent(pair: Any, window: str) -> str:
+        return pair.spend[window].shown() if window in pair.spend else "-"
+
+    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE", "LAST RUN", "TODAY", "7 DAYS", "LATENESS")]
     rows += [
-        (p.agent, p.routine, p.state.upper() if p.state != "ok" else "ok", p.due_slot or "-", when(p.last_success), when(p.last_failure))
+        (
+            p.agent,
+            p.routine,
+            p.state.upper() if p.state != "ok" else "ok",
+            p.due_slot or "-",
+            when(p.last_success),
+            when(p.last_failure),
+            spent(p, "last_run"),
+            spent(p, "today"),
+            spent(p, "last_7_days"),
+            p.lateness.shown(),
+        )
         for p in report.pairs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

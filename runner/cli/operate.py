@@ -94,7 +94,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: b
     """*history* as one JSON array of slots, or as a table for a person."""
     if as_json:
         return json_text([slot.to_dict() for slot in history.slots])
-    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
+    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "SPENT", "ERROR")]
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""
         rows.append(
@@ -106,6 +106,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: b
                 deciding.outcome.value,
                 str(len(slot.runs)),
                 _duration(deciding.duration_ms),
+                slot.spend.shown(),
                 error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
             )
         )
