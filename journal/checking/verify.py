@@ -57,6 +57,8 @@ _REINDEX: Final = "run 'ghostjournal reindex' (or 'ghostjournal verify --repair'
 _QUARANTINE: Final = "move it out of entries/ ('ghostjournal verify --repair' moves it to quarantine/, deleting nothing)"
 #: The kinds of problem a repair moves to quarantine: files a rebuild leaves out.
 _QUARANTINED: Final = frozenset({"not_an_entry", "unsafe_file", "unreadable", "misplaced", "duplicate_id", "duplicate_client_key"})
+#: Entries read before they are added to the rebuild together, in order of rowid (see :func:`_fill`).
+_BATCH: Final = 1000
 #: What the scratch space holds, as a refusal of it names it.
 _SCRATCH: Final = "verify's scratch index"
 
@@ -694,24 +696,35 @@ def _fill(
     seen: _Seen,
     file_problems: list[Problem],
 ) -> list[SkippedFile]:
-    """Read and judge each listed file, adding its entry to the rebuild at once; then settle the files that claim one id or key.
+    """Read and judge each listed file, adding its entry to the rebuild a batch at a time; then settle the files that claim one id or key.
 
-    One entry is held at a time. Returns the files a rebuild leaves out as
-    copies of another file's id or key.
+    At most :data:`_BATCH` entries are held at once. Returns the files a
+    rebuild leaves out as copies of another file's id or key.
     """
     refused: list[tuple[str, Entry]] = []
+    batch: list[tuple[int, str, Entry]] = []
+
+    def add_batch() -> None:
+        # In order of rowid: the text tables' pending words are written out whenever a rowid is lower than the one before,
+        # and files are listed by day then id, an order the index's rowids (given in order of time) do not follow.
+        batch.sort(key=lambda item: item[0])
+        with scratch_errors(_SCRATCH):
+            for rowid, rel_path, entry in batch:
+                scratch.note_links(entry, rel_path)
+                if not scratch.add(entry, rel_path, rowid or None):
+                    refused.append((rel_path, entry))
+        batch.clear()
+
     with scratch_errors(_SCRATCH):
         scratch.start()
     for rel_path in paths:
         problems, entry = _file_problems(keeper.store, rel_path, seen)
         file_problems += problems
-        if entry is None:
-            continue
-        rowid = rowids(entry.id)
-        with scratch_errors(_SCRATCH):
-            scratch.note_links(entry, rel_path)
-            if not scratch.add(entry, rel_path, rowid):
-                refused.append((rel_path, entry))
+        if entry is not None:
+            batch.append((rowids(entry.id) or 0, rel_path, entry))
+            if len(batch) >= _BATCH:
+                add_batch()
+    add_batch()
     skipped: list[SkippedFile] = []
     if refused:
         _settle(keeper, scratch, main, refused, rowids, seen, file_problems, skipped)
