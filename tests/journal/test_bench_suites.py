@@ -118,3 +118,14 @@ def test_the_carry_bench_prints_each_commands_time_and_memory_beside_the_reindex
     assert header.split()[:3] == ["entries", "reindex", "verify"] and "import s, peak MiB" in header
     assert row.split()[0] == "200" and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
     assert '"appended": 200' in result.stderr and '"problems": 0' in result.stderr
+
+
+def test_the_verify_bench_runs_both_trees_and_prints_their_time_and_memory() -> None:
+    """``bench/bench_verify.py --baseline REV`` (on a small journal) verifies it by both trees, a row each, then their ratios."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_verify.py"), "--baseline", "HEAD", "--sizes", "200"],
+                            cwd=BENCH.parent, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["200"]]
+    assert [row[1] for row in rows] == ["baseline", "this", "this"]
+    assert [row[-2] for row in rows[:2]] == ["0", "0"]  # the problems column: the journal is clean
+    assert re.search(r"this tree against the baseline: \d+\.\d\dx the time, \d+\.\d\dx the peak memory", result.stdout)
