@@ -75,7 +75,9 @@ class ScratchIndex(Index):
     def claimants(self, entry: Entry) -> list[tuple[str, str]]:
         """The id and file of each row holding *entry*'s id, or its agent's client_key."""
         rows = self._conn_filling().execute(
-            "SELECT id, path FROM entries WHERE id = ? OR (agent = ? AND client_key = ?)", (entry.id, entry.agent, entry.client_key)
+            "SELECT id, path FROM entries WHERE id = ? OR (agent = ? AND client_key = ?)"
+            " UNION ALL SELECT id, path FROM tombstones WHERE id = ? OR (agent = ? AND client_key = ?)",
+            (entry.id, entry.agent, entry.client_key) * 2,
         )
         return [(str(entry_id), str(path)) for entry_id, path in rows]
 
@@ -87,12 +89,14 @@ class ScratchIndex(Index):
         """Each noted link of a row's file (with *agent*: of that agent's rows) to no row or another agent's, in the rows' order of time then file.
 
         Yields ``(path, agent, name, ref, owner)``: the link's file and its entry's agent, ``continues`` or
-        ``supersedes``, the id linked to, and the agent of the row holding that id (None: no row holds it).
+        ``supersedes``, the id linked to, and the agent of the row holding that id, an erased entry's tombstone
+        included (None: no row holds it).
         """
         where = " AND e.agent = ?" if agent is not None else ""
         sql = (
             "SELECT e.path, e.agent, l.name, l.ref, t.agent FROM noted_links l"
-            " JOIN entries e ON e.id = l.src AND e.path = l.path LEFT JOIN entries t ON t.id = l.ref"
+            " JOIN entries e ON e.id = l.src AND e.path = l.path"
+            " LEFT JOIN (SELECT id, agent FROM entries UNION ALL SELECT id, agent FROM tombstones) t ON t.id = l.ref"
             f" WHERE (t.agent IS NULL OR t.agent != e.agent){where} ORDER BY e.ts_utc, e.path, l.rowid"
         )
         for path, owner_agent, name, ref, owner in self.conn.execute(sql, [] if agent is None else [agent]):

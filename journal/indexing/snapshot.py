@@ -228,8 +228,8 @@ class IndexSnapshot:
         yield from ((entry_id, rel_path) for entry_id, rel_path in self._conn.execute("SELECT id, path FROM entries ORDER BY id"))
 
     def paths_of(self, ids: Iterable[str]) -> dict[str, str]:
-        """The file (relative to ``entries/``) of each entry of *ids* the index holds."""
-        return dict(self._in_batches("SELECT id, path FROM entries WHERE id IN ({marks})", list(ids)))
+        """The file (relative to ``entries/``) of each entry of *ids* the index holds, an erased entry's tombstone included."""
+        return dict(self._in_batches(f"SELECT e.id, e.path FROM {ALL_ROWS} e WHERE e.id IN ({{marks}})", list(ids)))
 
     def ids_of(self, rowids: Iterable[int]) -> dict[int, str]:
         """The id of each entry row of *rowids* the index holds."""
@@ -239,8 +239,8 @@ class IndexSnapshot:
         }
 
     def held_paths(self, paths: Iterable[str]) -> set[str]:
-        """Those of *paths* (relative to ``entries/``) that an entry row of the index names as its file."""
-        return {row[0] for row in self._in_batches("SELECT path FROM entries WHERE path IN ({marks})", list(paths))}
+        """Those of *paths* (relative to ``entries/``) that an entry row (or a tombstone's) of the index names as its file."""
+        return {row[0] for row in self._in_batches(f"SELECT e.path FROM {ALL_ROWS} e WHERE e.path IN ({{marks}})", list(paths))}
 
     def _in_batches(self, sql: str, values: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
         """The rows of *sql* for *values*, its ``{marks}`` a list of parameters, a batch of values at a time."""
