@@ -142,15 +142,15 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         return json.loads(definition, cls=_Decoder)
 
     @classmethod
-    def from_key(cls, key: str, app: Celery | None = None) -> SlotEntry:
-        """The entry stored at *key*; one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
+    def from_key(cls, key: str, app: Celery | None = None, stored: tuple[str | None, str | None] | None = None) -> SlotEntry:
+        """The entry stored at *key* (*stored*: its definition and meta, already read); one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
 
         A new entry starts now, as a pair new to the schedule does: the fires since its last handled
         one are neither run nor recorded, so status shows them as not known to have run, never as well.
         An entry the configuration does not have is removed (KeyError, as for a missing one).
         """
         try:
-            entry: SlotEntry = super().from_key(key, app=app)
+            entry: SlotEntry = super().from_key(key, app=app) if stored is None else cls._decoded(key, app, *stored)
             agent, routine = entry.args
             if not (
                 isinstance(agent, str)
@@ -176,6 +176,18 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
             log.error("fleet.beat_entry_reset", key=key, error=f"{type(exc).__name__}: {exc}"[:500], installed=static is not None)  # noqa: TRY400 - garbled data, not a bug: one line, no traceback
             if static is None:
                 raise KeyError(key) from None
+        return entry
+
+    @classmethod
+    def _decoded(cls, key: str, app: Celery | None, definition: str | None, meta: str | None) -> SlotEntry:
+        """The entry of *definition* and *meta* as RedBeat's from_key makes it from what it reads."""
+        if not definition:
+            raise KeyError(key)
+        fields = cls.decode_definition(definition)
+        stored_meta = cls.decode_meta(meta)
+        fields.update(stored_meta)
+        entry = cls(app=app, **fields)
+        entry.last_run_at = stored_meta["last_run_at"]  # Celery's entry would say now
         return entry
 
     @property
@@ -383,11 +395,18 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             pipe.zrangebyscore(key, 0, now)
             pipe.zrangebyscore(key, f"({now}", now + self.max_interval, start=0, num=1)
             due, soon = pipe.execute()
+        names = [*due, *soon]
+        self._hold_lock()
+        with client.pipeline(transaction=False) as pipe:  # every entry in one round trip
+            for name in names:
+                pipe.hget(name, "definition")
+                pipe.hget(name, "meta")
+            stored = pipe.execute()
         entries = {}
-        for name in [*due, *soon]:
+        for number, name in enumerate(names):
             self._hold_lock()
             try:
-                entry = self.Entry.from_key(name, app=self.app)
+                entry = self.Entry.from_key(name, app=self.app, stored=(stored[2 * number], stored[2 * number + 1]))
             except KeyError:  # gone, or not the configuration's: out of the schedule
                 client.zrem(key, name)
                 continue
