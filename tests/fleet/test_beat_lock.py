@@ -21,7 +21,7 @@ from pathlib import Path
 from tests._redis import RedisServer
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
-PAIRS = 40
+PAIRS = 200  # 1,600 fires: a pass of several batches, each a round trip the stalling Redis holds
 NAMES = [f"r{number:02d}" for number in range(PAIRS)]
 LOCK_SECONDS = 2
 
@@ -72,7 +72,7 @@ def test_a_pass_longer_than_the_lock_keeps_it_and_the_standby_publishes_nothing(
         active.wait_for("scheduler.started", role="beat")
         standby = FleetProcess(config, "beat")
         standby.wait_for("fleet.beat_standby")
-        with stalling(redis_server, 0.15):
+        with stalling(redis_server, 0.25):
             began = datetime.now(UTC)
             rewind(redis_server, "motoko", NAMES, schedule, fires[0] - timedelta(minutes=1))
             handled = [active.log.wait(_handled, timeout=240) for _ in range(PAIRS * len(fires))]
@@ -82,7 +82,7 @@ def test_a_pass_longer_than_the_lock_keeps_it_and_the_standby_publishes_nothing(
         active.stop()
         standby_code = standby.stop() if standby is not None else None
     # The beat logs its fires once they are in Redis, a batch at a time: the pass is timed from the rewind that made them due.
-    assert (_timestamp(handled[-1]) - began).total_seconds() > 2 * LOCK_SECONDS, "the pass was not slow: the test proves nothing"
+    assert (_timestamp(handled[-1]) - began).total_seconds() > LOCK_SECONDS, "the pass was not slow: the test proves nothing"
     published = [event["task_id"] for event in handled if event["event"] == "scheduler.run_queued"]
     assert standby is not None
     by_standby = [event for event in standby.log.drain() if event.get("event") == "scheduler.run_queued"]
