@@ -258,6 +258,8 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         self._active: threading.Event = app.conf.get("ghostrunner_active") or threading.Event()
         self._stop: threading.Event = app.conf.get("ghostrunner_stop") or threading.Event()
         self._batch = FireBatch(redbeat.get_redis(app))
+        #: The queues this beat has declared (by its first task to each).
+        self._declared: set[str | None] = set()
         #: The log lines of the batch's fires: logged once the batch is in Redis, as (logger method, event, fields).
         self._lines: list[tuple[Any, str, dict[str, Any]]] = []
         super().__init__(app, **kwargs)
@@ -445,15 +447,8 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                 )
                 continue
             with self._batch.capturing(self.producer):
-                self.app.send_task(
-                    RUN_TASK,
-                    args=[rerun.agent, rerun.routine, rerun.scheduled],
-                    queue=rerun.queue,
-                    task_id=rerun.task_id,
-                    retries=rerun.rerun,
-                    producer=self.producer,
-                    retry=False,
-                    ignore_result=True,
+                self._queue_task(
+                    self.producer, [rerun.agent, rerun.routine, rerun.scheduled], rerun.queue, rerun.task_id, retries=rerun.rerun
                 )
             self._batch.note("zrem", RERUNS_KEY, member)
             self._lines.append(
@@ -532,15 +527,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                     )
                     continue
                 task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
-                self.app.send_task(
-                    RUN_TASK,
-                    args=[agent, routine_name, moment.isoformat()],
-                    queue=queue,
-                    task_id=task_id,
-                    producer=producer,
-                    retry=False,
-                    ignore_result=True,
-                )
+                self._queue_task(producer or self.producer, [agent, routine_name, moment.isoformat()], queue, task_id)
                 lines.append(
                     (
                         log.info,
@@ -561,6 +548,24 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         entry = entry.noted(fires[-1].astimezone(UTC), self._batch)
         following = schedule.next_after(entry.last_run_at)
         return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())
+
+    def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, **options: Any) -> None:
+        """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*."""
+        declared = queue in self._declared
+        self._declared.add(queue)
+        self.app.send_task(
+            RUN_TASK,
+            args=args,
+            queue=queue,
+            task_id=task_id,
+            producer=producer,
+            retry=False,
+            ignore_result=True,  # no result is stored (task_ignore_result): nothing to subscribe to for it
+            declare=[] if declared else None,  # the first task declares its queue; kombu would bind a copy of it for each one
+            argsrepr=repr(args),  # three short strings: Celery's bounded repr of them is the same text, at a cost per task
+            kwargsrepr="{}",
+            **options,
+        )
 
     def _send(self) -> None:
         """Write the batch (its fires' tasks and notes) in one script, then log its lines; nothing when the lock is no longer this beat's.
