@@ -21,8 +21,8 @@ from pathlib import Path
 from tests._redis import RedisServer
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, rewind, routine, write_fleet
 
-PAIRS = 200  # 1,600 fires: a pass of several batches, each a round trip the stalling Redis holds
-NAMES = [f"r{number:02d}" for number in range(PAIRS)]
+PAIRS = 300  # 2,400 fires: a pass of ten batches, each a round trip the stalling Redis holds
+NAMES = [f"r{number:03d}" for number in range(PAIRS)]
 LOCK_SECONDS = 2
 
 
@@ -72,7 +72,7 @@ def test_a_pass_longer_than_the_lock_keeps_it_and_the_standby_publishes_nothing(
         active.wait_for("scheduler.started", role="beat")
         standby = FleetProcess(config, "beat")
         standby.wait_for("fleet.beat_standby")
-        with stalling(redis_server, 0.25):
+        with stalling(redis_server, 0.05):
             began = datetime.now(UTC)
             rewind(redis_server, "motoko", NAMES, schedule, fires[0] - timedelta(minutes=1))
             handled = [active.log.wait(_handled, timeout=240) for _ in range(PAIRS * len(fires))]
