@@ -12,7 +12,8 @@ NumPy, and its vector agrees with sentence-transformers' to a cosine of
 0.9999 or more, like the NumPy one.
 
 Threads: the session computes on the calling thread alone (one intra-op
-thread, no pool), so one query never wakes a second core. Bulk embedding gets
+thread, no pool) until the encoder is widened, so a query of a process that
+never widens never wakes a second core. Bulk embedding gets
 both cores as NumPy's does, by encoding two chunks on two threads at once
 (ONNX Runtime's ``run`` may be called from several threads), or, where one
 text at a time is embedded behind a simulation's runs, through
