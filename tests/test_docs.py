@@ -62,6 +62,9 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 37a958a"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 580a380"),
     ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 100000"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline d5c1783 --reindex-entries 600 --rounds 2"),
+    ("docs/runner.md", "python bench/bench_runner.py --baseline d5c1783 --year-only --rounds 2"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --repeat 1 --texts 150"),
 }
 
 #: (page, first line) of each block another test runs as written, and that test.
