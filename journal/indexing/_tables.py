@@ -34,7 +34,9 @@ __all__ = [
 #: Bump when the tables change; an index of another version is rebuilt from files (its vectors kept).
 #: 8: a client_key is unique per agent, ``UNIQUE (agent, client_key)`` (7 held it unique in the journal).
 #: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
-INDEX_SCHEMA_VERSION: Final = 9
+#: 10: the time indexes end with the id, so the newest entries by (ts_utc, id) are read from an index alone, in order
+#: (see :mod:`journal.indexing._newest`).
+INDEX_SCHEMA_VERSION: Final = 10
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -56,9 +58,9 @@ CREATE TABLE entries (
     digest BLOB NOT NULL,
     UNIQUE (agent, client_key)
 );
-CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
+CREATE INDEX entries_agent_ts ON entries (agent, ts_utc, id);
 CREATE INDEX entries_simulated ON entries (simulated, agent);
-CREATE INDEX entries_ts ON entries (ts_utc);
+CREATE INDEX entries_ts ON entries (ts_utc, id);
 CREATE INDEX entries_client_key ON entries (client_key);
 CREATE TABLE links (src TEXT NOT NULL, dst TEXT NOT NULL, PRIMARY KEY (src, dst)) WITHOUT ROWID;
 CREATE INDEX links_dst ON links (dst);
