@@ -597,6 +597,7 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        rerank: bool = True,
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
@@ -623,6 +624,11 @@ class Journal:
                 a function word or a word common to the entries searched.
                 False keeps every candidate. Lexical ranking and models without
                 a floor are unaffected.
+            rerank: in lexical and hybrid modes, raise each entry's score by its
+                neighbours' (the entries it continues or that continue it, and
+                those of its agent written just before or after it; see
+                :mod:`journal.ranking.neighbours`). False ranks by the words
+                and their fusion with the vectors alone.
 
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode, or ``floor=False``, without NN.
@@ -638,6 +644,7 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            rerank=rerank,
         )
 
     @recovering
@@ -699,6 +706,7 @@ class Journal:
         current_only: bool = False,
         floor: bool = True,
         include_untrusted: bool = False,
+        rerank: bool = True,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -708,7 +716,7 @@ class Journal:
         *max_chars*; its records (``.records``, oldest first) are the same
         entries as values, cut where the block cuts them. A superseded entry
         follows its correction as in :meth:`search`, and its record says
-        ``superseded_by``; *as_of*, *current_only* and *floor* work as
+        ``superseded_by``; *as_of*, *current_only*, *floor* and *rerank* work as
         there. The header's ``matched`` says how many records the query found;
         the rest are the recent fill. Entries whose text came from outside
         (``origin`` ``untrusted``) are left out unless *include_untrusted*.
@@ -728,6 +736,7 @@ class Journal:
             current_only=current_only,
             floor=floor,
             include_untrusted=include_untrusted,
+            rerank=rerank,
         )
 
     @recovering
@@ -743,6 +752,7 @@ class Journal:
         current_only: bool = False,
         floor: bool = True,
         include_untrusted: bool = False,
+        rerank: bool = True,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
@@ -760,4 +770,5 @@ class Journal:
             current_only=current_only,
             floor=floor,
             include_untrusted=include_untrusted,
+            rerank=rerank,
         ).text

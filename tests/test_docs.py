@@ -52,6 +52,8 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 1000 --rounds 2"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py quality --journal-set bench/journal_set.json \\"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py abstention --locomo ../shared/data/locomo-dev"),
+    ("docs/retrieval.md", "python bench/bench_retrieval.py locomo ../shared/data/locomo-dev"),
+    ("docs/retrieval.md", "python bench/bench_retrieval.py stages-speed --entries 10000"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py freshness --locomo ../shared/data/locomo-dev"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py speed --entries 100000 --embed-entries 1000"),
     ("docs/retrieval.md", "python bench/bench_journal.py            # sizes 1k, 10k, 100k; about two minutes"),
