@@ -180,6 +180,12 @@ def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
                 "current_only": current_only,
                 "floor": floor,
                 "rerank": rerank,
+                "include_untrusted": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Also entries whose text came from outside (origin 'untrusted'), shown as data like every entry; "
+                    "left out by default.",
+                },
                 "max_chars": {
                     "type": "integer",
                     "minimum": 600,
