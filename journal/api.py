@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +35,7 @@ from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
 from journal.ranking.hit import Hit
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
-from journal.sync import MAX_LIMIT, AppendResult, IndexKeeper, Reader, SkippedFile, recovering, writing
+from journal.sync import MAX_LIMIT, AppendResult, GroupOutcome, IndexKeeper, Reader, SkippedFile, append_group, recovering, writing
 from journal.sync import append as append_payload
 
 __all__ = [
@@ -220,6 +220,25 @@ class Journal:
                 every caller: an import too stores only what an append accepts.
         """
         return append_payload(self._keeper, payload)
+
+    @writing
+    def append_many(self, payloads: Sequence[Mapping[str, Any] | Entry]) -> builtins.list[GroupOutcome]:
+        """Store *payloads* as :meth:`append_with_result` would one after another, with one index commit for all; one outcome each.
+
+        A payload may be an :class:`Entry` (of :meth:`Entry.from_payload`), stored as it is, with its id.
+
+        Each outcome is the payload's :class:`AppendResult`, or the
+        :class:`DuplicateEntryError` or :class:`EntryValidationError` its own
+        append would raise (that payload alone is refused). The files are
+        fsynced together, then named, then their rows committed, so the
+        index is never ahead of the files; a crash leaves some of them
+        stored, each found as a duplicate by the same call again.
+
+        Raises:
+            LockTimeoutError: another writer held the lock too long.
+            JournalStorageError: the disk or the index refused; the entries published before it are kept.
+        """
+        return append_group(self._keeper, payloads)
 
     @writing
     def reindex(
