@@ -91,9 +91,11 @@ OPERATIONS: dict[str, Callable[[Path, Path], dict[str, Any]]] = {"verify": _veri
 
 
 def _child(operation: str, root: Path, scratch: Path) -> None:
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     facts = OPERATIONS[operation](root, scratch)
     seconds = time.perf_counter() - started
+    # The process's own CPU time (every thread's, user and system): what the command costs whatever else shares the machine.
+    facts["cpu_s"] = round(time.process_time() - cpu, 2)
     # VmHWM, not getrusage's ru_maxrss: after a vfork and exec, Linux's ru_maxrss still counts the parent's memory.
     status = Path("/proc/self/status").read_text(encoding="ascii")
     peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
@@ -153,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{'entries':>8}  {'reindex':>9}  {'tree':>8}  "
             + "  ".join(f"{name + ' s, peak MiB':>24}" for name in operations)
-            + f"  {'import entries/s':>16}  {'load (1/5/15 min)':>17}",
+            + f"  {'import entries/s':>16}  {'import CPU s':>12}  {'load (1/5/15 min)':>17}",
             flush=True,
         )
         for size in sizes:
@@ -162,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scratch = base / f"work-{size}"
             scratch.mkdir()
             for label, tree in trees:
-                cells, rate, load = [], "", ""
+                cells, rate, cpu, load = [], "", "", ""
                 for name in operations:
                     if name == "import" and args.import_up_to is not None and size > args.import_up_to:
                         cells.append("not measured")
@@ -170,12 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     measured = _measure(name, root, scratch, tree)
                     cells.append(measured.get("error") or f"{measured['seconds']:>8.1f} s {measured['peak_mib']:>8.1f} MiB")
                     rate = str(measured.get("entries_per_s", rate))
+                    cpu = str(measured["cpu_s"]) if name == "import" and "cpu_s" in measured else cpu
                     load = measured["load"]
                     print(f"  {name} at {size} with {label} ({tree}): {json.dumps(measured)}", file=sys.stderr, flush=True)
                 print(
                     f"{size:>8}  {reindex:>7.1f} s  {label:>8}  "
                     + "  ".join(f"{cell:>24}" for cell in cells)
-                    + f"  {rate:>16}  {load:>17}",
+                    + f"  {rate:>16}  {cpu:>12}  {load:>17}",
                     flush=True,
                 )
     finally:
