@@ -64,7 +64,7 @@ from journal.errors import (
     JournalStorageError,
 )
 from journal.files import json_depth_exceeds, scratch_errors, show_value
-from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes
+from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes, entry_from_own_bytes
 from journal.sync import GroupOutcome
 
 __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
@@ -421,7 +421,8 @@ def _store_spooled(
     done = 0
     for start in range(0, len(order), IMPORT_GROUP):
         group = [items[position] for position in order[start : start + IMPORT_GROUP]]
-        entries = [entry_from_json_bytes(os.pread(spool.fileno(), item.size, item.offset)) for item in group]
+        # The spool is this process's own unlinked file of entries checked as they were read: not checked again.
+        entries = [entry_from_own_bytes(os.pread(spool.fileno(), item.size, item.offset)) for item in group]
         outcomes = journal.append_many(entries)
         for item, entry, outcome in zip(group, entries, outcomes, strict=True):
             _store(journal, entry, outcome, item.where, summary, place_of)

@@ -91,6 +91,8 @@ class EntryStore:
         self._day: tuple[tuple[str, str, str], int] | None = None
         self._unnamed_ok = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
         self._fsync_helper = FsyncHelper()
+        # Directories made by writes that were not durable, whose names in their parents are not yet fsynced (see sync_dirs).
+        self._unsynced: set[tuple[str, ...]] = set()
         try:
             self._fd = os.open(entries_dir, _DIR_FLAGS)
         except OSError as exc:
@@ -115,11 +117,12 @@ class EntryStore:
         day = entry.timestamp.astimezone(UTC)
         return f"{day.year:04d}/{day:%m/%d}/{entry.id}.json"  # strftime's %Y gives "1" for year 1 on glibc
 
-    def _open_dirs(self, parts: tuple[str, ...], *, create: bool) -> int:
-        """Open the directory chain *parts* below entries/ without following symlinks."""
+    def _open_dirs(self, parts: tuple[str, ...], *, create: bool, durable: bool = True) -> int:
+        """Open the directory chain *parts* below entries/ without following symlinks (made if *create*; a new one's name
+        fsynced at once if *durable*, else by :meth:`sync_dirs`)."""
         fd = os.dup(self._fd)
         try:
-            for part in parts:
+            for depth, part in enumerate(parts):
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
@@ -133,7 +136,10 @@ class EntryStore:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                     if made:
                         take_ownership(child, _DIR_MODE, self._owner)
-                    _fsync_dir(fd)  # make the new directory's name durable
+                    if durable:
+                        _fsync_dir(fd)  # make the new directory's name durable
+                    else:
+                        self._unsynced.add(parts[:depth])
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                         raise UnsafePathError(f"entries/{'/'.join(parts)}", "a symlink or non-directory inside entries/") from None
@@ -150,7 +156,7 @@ class EntryStore:
             os.close(self._day[1])
             self._day = None
 
-    def _day_dir(self, parts: tuple[str, str, str], *, create: bool) -> int:
+    def _day_dir(self, parts: tuple[str, str, str], *, create: bool, durable: bool = True) -> int:
         """A borrowed descriptor of the day directory *parts*, kept open between appends.
 
         Appends cluster on today's directory, so the descriptor is reused while
@@ -166,7 +172,7 @@ class EntryStore:
             except FileNotFoundError:
                 pass
         self._forget_day()
-        fd = self._open_dirs(parts, create=create)
+        fd = self._open_dirs(parts, create=create, durable=durable)
         self._day = (parts, fd)
         return fd
 
@@ -181,7 +187,9 @@ class EntryStore:
         rel_path = self.rel_path_for(entry)
         data = entry.to_json_bytes()
         year, month, day, _ = check_entry_path(rel_path)
-        dir_fd = self._day_dir((year, month, day), create=True)
+        if durable and self._unsynced:
+            self._sync_made_dirs()  # a group that failed made them: a durable write relies on every directory above it
+        dir_fd = self._day_dir((year, month, day), create=True, durable=durable)
         temp_name: str | None = None
         fd = self._open_unnamed(dir_fd)
         if fd is None:
@@ -236,9 +244,23 @@ class EntryStore:
                 os.unlink(pending.temp_name, dir_fd=self._day_dir((year, month, day), create=False))
 
     def sync_dirs(self, rel_paths: Iterable[str]) -> None:
-        """fsync once each day directory of *rel_paths*: the names published in it by :meth:`publish` without *durable* become durable."""
+        """fsync once each day directory of *rel_paths*, and each directory holding one that writes without *durable* made:
+        the names :meth:`publish` gave without *durable* become durable."""
         for parts in dict.fromkeys(check_entry_path(rel_path)[:3] for rel_path in rel_paths):
             _fsync_dir(self._day_dir(parts, create=False))
+        self._sync_made_dirs()
+
+    def _sync_made_dirs(self) -> None:
+        for parts in sorted(self._unsynced, key=len, reverse=True):
+            if not parts:
+                _fsync_dir(self._fd)
+                continue
+            fd = self._open_dirs(parts, create=False)
+            try:
+                _fsync_dir(fd)
+            finally:
+                os.close(fd)
+        self._unsynced.clear()
 
     def _open_unnamed(self, dir_fd: int) -> int | None:
         """An unnamed file in the directory (``O_TMPFILE``), or None where unsupported."""

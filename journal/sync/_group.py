@@ -61,6 +61,7 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
     """
     outcomes: list[GroupOutcome | None] = [None] * len(payloads)
     entries: list[tuple[int, Entry]] = []
+    supplied_id = [isinstance(payload, Entry) or "id" in payload for payload in payloads]
     for position, payload in enumerate(payloads):
         try:
             entries.append((position, payload if isinstance(payload, Entry) else Entry.from_payload(payload)))
@@ -82,7 +83,7 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
                     keeper,
                     conn,
                     entry,
-                    has_id=isinstance(payloads[position], Entry) or "id" in payloads[position],
+                    has_id=supplied_id[position],
                     vector=vectors.get(position),
                     staged=stored,
                 )
