@@ -75,13 +75,9 @@ def _export(root: Path, scratch: Path) -> dict[str, Any]:
 
 
 def _import(root: Path, scratch: Path) -> dict[str, Any]:
-    # A new journal each time, so that the trees compared each import into an empty one.
-    target = Path(tempfile.mkdtemp(prefix="imported-", dir=scratch))
-    try:
-        with Journal(target) as journal, (scratch / "export.jsonl").open("rb") as source:
-            summary = journal.import_stream(source)
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
+    # A new journal each time, so that the trees compared each import into an empty one (removed by _child once timed).
+    with Journal(scratch / "imported") as journal, (scratch / "export.jsonl").open("rb") as source:
+        summary = journal.import_stream(source)
     return {"appended": summary.appended, "duplicate": summary.duplicate, "conflict": summary.conflict}
 
 
@@ -96,6 +92,7 @@ def _child(operation: str, root: Path, scratch: Path) -> None:
     seconds = time.perf_counter() - started
     # The process's own CPU time (every thread's, user and system): what the command costs whatever else shares the machine.
     facts["cpu_s"] = round(time.process_time() - cpu, 2)
+    shutil.rmtree(scratch / "imported", ignore_errors=True)
     # VmHWM, not getrusage's ru_maxrss: after a vfork and exec, Linux's ru_maxrss still counts the parent's memory.
     status = Path("/proc/self/status").read_text(encoding="ascii")
     peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
