@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -39,9 +39,11 @@ from journal.sync import (
     MAX_LIMIT,
     AppendResult,
     EraseResult,
+    GroupOutcome,
     IndexKeeper,
     Reader,
     SkippedFile,
+    append_group,
     ids_of_agent,
     operator_name,
     recovering,
@@ -277,6 +279,30 @@ class Journal:
                 raise ValueError("all_of_agent erases every entry of agent=, and takes no ids")
             wanted = ids_of_agent(self._keeper, agent)
         return erase_entries(self._keeper, wanted, reason=reason, by=by if by is not None else operator_name(), agent=agent)
+
+    @writing
+    def append_many(self, payloads: Sequence[Mapping[str, Any] | Entry]) -> builtins.list[GroupOutcome]:
+        """Store *payloads* as :meth:`append_with_result` would one after another, with one index commit for all; one outcome each.
+
+        A payload may be an :class:`Entry` (of :meth:`Entry.from_payload`), stored as it is, with its id: redaction, like
+        every check that makes an entry, was its maker's.
+
+        Each outcome is the payload's :class:`AppendResult`, or the
+        :class:`DuplicateEntryError` or :class:`EntryValidationError` its own
+        append would raise (that payload alone is refused). The files are
+        fsynced together, then named, then their rows committed, so the
+        index is never ahead of the files; a crash leaves some of them
+        stored, each found as a duplicate by the same call again.
+
+        Raises:
+            LockTimeoutError: another writer held the lock too long.
+            JournalStorageError: the disk or the index refused; the entries published before it are kept.
+        """
+        # A mapping is redacted as append redacts it; an Entry is stored as it is (an import's copy of another journal's entry).
+        redactor = self._redactor
+        if redactor is not None:
+            payloads = [redactor.payload(payload) if isinstance(payload, Mapping) else payload for payload in payloads]
+        return append_group(self._keeper, payloads)
 
     @writing
     def reindex(
