@@ -56,6 +56,8 @@ REPLY_FIELDS: Final = {
     "signals": "optional: {focus: short label, novelty: number 0..1, continuity_refs: [ids of past entries from the context that this builds on], supersedes: [ids of past entries from the context that this corrects]}",
     "anchors": "optional: a list of {type, ref, label?} external references",
     "quoted_from_outside": "optional: true when the voice quotes text taken from outside (a web page, a message, a document)",
+    "quoted": "optional: text taken from outside (a web page, a message, a document) that the voice draws on, given word for word; "
+    "kept as an entry of its own, marked untrusted, which later prompts leave out",
 }
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")
 
@@ -92,6 +94,7 @@ REPLY_SCHEMA: Final = {
             "description": REPLY_FIELDS["anchors"],
         },
         "quoted_from_outside": {"type": "boolean", "description": REPLY_FIELDS["quoted_from_outside"]},
+        "quoted": {"type": "string", "minLength": 1, "description": REPLY_FIELDS["quoted"]},
     },
     "required": list(REQUIRED_REPLY_FIELDS),
     "additionalProperties": False,
@@ -297,6 +300,9 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
             raise BackendReplyError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
     if not isinstance(reply.get("quoted_from_outside", False), bool):
         raise BackendReplyError(backend, "the reply's field 'quoted_from_outside' must be true or false")
+    quoted = reply.get("quoted")
+    if quoted is not None and (not isinstance(quoted, str) or not quoted.strip()):
+        raise BackendReplyError(backend, f"the reply's field 'quoted' must be a non-empty string, got {json_type_name(quoted)}")
     return dict(reply)
 
 

@@ -51,6 +51,7 @@ from runner.run.budgets import Admission, Budgets, Refusal
 from runner.run.contract import REASON_BUDGET, REASON_GATE, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
 from runner.run.gate import ask_gate
 from runner.run.pauses import pause_of
+from runner.run.quoting import RUN_MARKS, continuing, quoted_payload
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
 from runner.settings.config import AgentConfig, Price, RunnerConfig
@@ -114,10 +115,10 @@ def _fields_from_backend(
         fields = keep_shown_ids(check_reply(backend.reflect(request), backend.name), {record.id for record in context.records})
         try:
             # The reply's field values are the backend's: a bad one is its failure, and the error says so.
-            entry_fields = {
-                name: value for name, value in fields.items() if name != "quoted_from_outside"
-            }  # the run's mark, no entry field
+            entry_fields = {name: value for name, value in fields.items() if name not in RUN_MARKS}  # the run's marks, no entry fields
             validate_payload({**entry_fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+            if "quoted" in fields:
+                validate_payload({**quoted_payload(fields, agent.name, request.scheduled, key), "meta": {}})
         except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
             raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
         return fields
@@ -259,12 +260,19 @@ def _execute(
                     meta.pop("simulated", None)
                     if agent.backend.type == "simulated":
                         meta["simulated"] = True
+                    quoted = quoted_payload(fields, agent.name, scheduled_text, key) if "quoted" in fields else None
+                    fields.pop("quoted", None)
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)
                         outcome = Outcome.SKIPPED
                     else:
                         with signals_deferred():
+                            if quoted is not None:
+                                # The quoted text first, under a key of its own, then the agent's entry continuing it: a
+                                # retry after a crash between the two finds the quote stored, and the slot's entry is last.
+                                source = journal.append_with_result({**quoted, "meta": {**meta, "origin": "untrusted"}})
+                                payload = continuing(payload, source.entry.id)
                             appended = journal.append_with_result(payload)
                             outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
                             entry_id = appended.entry.id
