@@ -57,13 +57,16 @@ def lift(
     *,
     adjacent: Mapping[str, Collection[str]] | None = None,
     exclude: Collection[str] = (),
+    times: Mapping[str, str] | None = None,
 ) -> list[tuple[str, float]]:
     """*ranked* (best-first ``(id, score)``) with each entry's score raised by ``weight`` times its best neighbour's.
 
     *linked* and *adjacent* map a source to its neighbours by continuity and
     by time. A linked neighbour not in *ranked* (and not in *exclude*) joins
     with its lift alone; an adjacent one only lifts an entry *ranked* holds.
-    Ties keep the order of *ranked*, new entries after those it held.
+    Ties keep the order of *ranked*, new entries after those it held, the
+    newer first by *times* (``ts_utc`` by id), then by id: ids are random, so
+    an order by id alone would differ between two journals of the same appends.
     """
     own = dict(ranked)
     best: dict[str, float] = {}
@@ -79,7 +82,10 @@ def lift(
     position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
     far = len(ranked)
     scores = {entry_id: own.get(entry_id, 0.0) + params.weight * best.get(entry_id, 0.0) for entry_id in own.keys() | best.keys()}
-    return sorted(scores.items(), key=lambda item: (-item[1], position.get(item[0], far), item[0]))
+    lifted = sorted(scores.items(), key=lambda item: item[0])
+    lifted.sort(key=lambda item: (times or {}).get(item[0], ""), reverse=True)  # a stable sort: equal times keep the id order
+    lifted.sort(key=lambda item: (-item[1], position.get(item[0], far)))
+    return lifted
 
 
 def with_neighbours(
@@ -95,4 +101,7 @@ def with_neighbours(
     if not sources or params.weight == 0:
         return list(ranked)
     near = index.neighbours(sources, within_seconds=params.window_seconds, window=window)
-    return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude)
+    held = {entry_id for entry_id, _ in ranked}
+    joining = sorted({other for group in near.linked.values() for other in group} - held)
+    times = {row.id: row.ts_utc for row in index.rows(window, ids=joining)} if joining else {}
+    return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=times)

@@ -123,12 +123,12 @@ def test_the_runner_bench_times_the_hybrid_year_of_both_trees_alone_with_their_p
 
 
 def test_the_carry_bench_prints_each_commands_time_and_memory_beside_the_reindex() -> None:
-    """``bench/bench_carry.py`` on a small journal prints one row: the reindex, then verify, export and import, each with seconds and MiB."""
+    """``bench/bench_carry.py`` on a small journal prints one row: the reindex, the tree, then verify, export and import, each with seconds and MiB."""
     result = subprocess.run([sys.executable, str(BENCH / "bench_carry.py"), "--sizes", "200"], capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.strip().splitlines()
-    assert header.split()[:3] == ["entries", "reindex", "verify"] and "import s, peak MiB" in header
-    assert row.split()[0] == "200" and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
+    assert header.split()[:4] == ["entries", "reindex", "tree", "verify"] and "import s, peak MiB" in header and "import entries/s" in header
+    assert row.split()[:4] == ["200", row.split()[1], "s", "this"] and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
     assert '"appended": 200' in result.stderr and '"problems": 0' in result.stderr
 
 

@@ -122,3 +122,17 @@ def test_hybrid_search_lifts_the_continuing_entry_too(root: Path, make_payload: 
         plain = [hit.entry_id for hit in journal.search(QUESTION, k=2, mode="hybrid", rerank=False)]
         assert plain[0] == asked
         assert [hit.entry_id for hit in journal.search(QUESTION, k=2, mode="hybrid")] == [asked, answer]
+
+
+@pytest.mark.parametrize("older_id", ["a0000000", "f0000000"])
+def test_entries_brought_in_with_equal_lifts_come_newer_first_whatever_their_ids(tmp_path: Path, older_id: str) -> None:
+    """Two entries that both continue the one match join with the same lift: the newer comes first in both journals, whichever id sorts
+    first (ids are random, so an order by id made two simulations of the same appends differ)."""
+    newer_id = "f0000000" if older_id == "a0000000" else "a0000000"
+    with Journal(tmp_path / "journal", redact="off") as journal:
+        asked = journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": ASKED, "ts": "2026-03-01T10:00:00+00:00"})
+        for entry_id, ts in ((older_id, "2026-03-02T10:00:00+00:00"), (newer_id, "2026-03-03T10:00:00+00:00")):
+            journal.append({"id": entry_id, "kind": "note", "agent": "motoko", "theme": "t", "voice": ANSWER, "ts": ts,
+                            "signals": {"continuity_refs": [asked.id]}})
+        hits = journal.search(QUESTION, k=3, agent="motoko")
+    assert [hit.entry.id for hit in hits] == [asked.id, newer_id, older_id]
