@@ -10,6 +10,8 @@ import signal
 import time
 from datetime import datetime, timedelta
 
+import pytest
+
 from tests._support import event_named, reap, start_serve, write_config
 
 MINUTELY = """
@@ -30,6 +32,7 @@ def _minute(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(second=0, microsecond=0)
 
 
+@pytest.mark.waits_on_the_clock
 def test_serve_stopped_across_slots_records_each_missed_slot_and_replays_none(tmp_path) -> None:
     """Two or more minute slots pass while serve is stopped: after SIGCONT each is recorded missed (late), none is run late beyond
     misfire_grace, and serve goes on with the next slot; every slot from the first run to the last is run or recorded."""
