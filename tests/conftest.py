@@ -38,10 +38,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     Last in the order (by their paths), they ran alone at the end, the other worker idle: minutes of the suite's time.
     """
-    for item in items:
-        if item.get_closest_marker("waits_on_the_clock") is not None:
-            # One worker waits them out one after the other while the other works: each on a worker of its own left both idle.
-            item.add_marker(pytest.mark.xdist_group("waits_on_the_clock"))
     items.sort(key=lambda item: item.get_closest_marker("waits_on_the_clock") is None)  # a stable sort: the rest keep their order
 
 
