@@ -34,11 +34,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from journal.errors import DuplicateEntryError, EntryValidationError
-from journal.files import storage_error, storage_errors
+from journal.files import storage_errors
 from journal.files.entry import Entry
 from journal.files.store import EntryStore, PendingEntry
-from journal.indexing.index import IndexCorruptError
-from journal.sync._append import AppendResult, _check_links, _earlier_for_key, _end_transaction, _undo_bump
+from journal.sync._append import AppendResult, _check_links, _earlier_for_key, _end_transaction, _index_problem, _undo_bump
 from journal.sync._keeper import IndexKeeper
 
 __all__ = ["GroupOutcome", "append_group"]
@@ -184,16 +183,9 @@ def _publish(keeper: IndexKeeper, entries: list[Entry]) -> None:
 
 def _group_fell_behind(keeper: IndexKeeper, count: int, exc: Exception) -> None:
     """The group's files are published but its index commit failed: warn, and leave the index to be caught up (see _index_fell_behind)."""
-    _end_transaction(keeper)
-    if isinstance(exc, IndexCorruptError):
-        log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
-        try:
-            keeper.rebuild_locked(corrupt=True)
-        except Exception as rebuild_failure:  # noqa: BLE001 - the entries are stored either way
-            exc = rebuild_failure
-        else:
-            return
-    problem = storage_error(exc, keeper.index.path, "commit the index", index_path=keeper.index.path) or exc
+    problem = _index_problem(keeper, exc)
+    if problem is None:
+        return
     log.warning(
         "%d entries are stored in entries/, but the index could not record them: %s; the next open or append catches the index up",
         count,
