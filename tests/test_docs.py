@@ -455,13 +455,12 @@ def _resolves(dotted: str) -> bool:
     return False
 
 
-def _code_names(page: str) -> tuple[set[str], set[str]]:
-    """The package paths and the dotted names *page* mentions whose second part is a module or a name of its package.
+def _code_names(text: str) -> tuple[set[str], set[str]]:
+    """The package paths and the dotted names *text* mentions whose second part is a module or a name of its package.
 
     Dotted words that are no code (``runner.timezone``, a key of the configuration; ``journal.sqlite3``,
     the index's file name) begin with a package but name nothing in it, and are left to the pages.
     """
-    text = page_text(page)
     paths = {match.rstrip(".") for match in _CODE_PATH.findall(text)}
     dotted = set()
     for found in _DOTTED.findall(text):
@@ -475,10 +474,26 @@ def _code_names(page: str) -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("page", PAGES)
 def test_every_module_path_and_dotted_name_resolves(page: str) -> None:
     """Each path of journal/, runner/ or routines/ a page names exists, and each dotted name of their code imports or is found."""
-    paths, dotted = _code_names(page)
+    paths, dotted = _code_names(page_text(page))
     missing = sorted(path for path in paths if not (REPO / path).exists())
     unresolved = sorted(name for name in dotted if not _resolves(name))
     assert not missing and not unresolved, f"{page}: paths that do not exist {missing}, names that do not resolve {unresolved}"
+
+
+def test_every_module_path_and_dotted_name_in_the_code_and_the_bench_page_resolves() -> None:
+    """The docstrings and comments of the packages and the benchmarks, and bench/README.md, name only modules and names that exist.
+
+    A module that moves leaves its old name in the prose around it as easily as in the pages; the tests' own
+    sources are left out, since the journals they make are named ``journal/...`` too.
+    """
+    sources = ["bench/README.md", *(str(path.relative_to(REPO)) for name in ("journal", "runner", "routines", "bench")
+                                     for path in sorted((REPO / name).rglob("*.py")))]
+    stale = []
+    for source in sources:
+        paths, dotted = _code_names(page_text(source))
+        stale += [f"{source}: {path}" for path in sorted(paths) if not (REPO / path).exists()]
+        stale += [f"{source}: {name}" for name in sorted(dotted) if not _resolves(name)]
+    assert not stale, "names of no module or no name in it:\n" + "\n".join(stale)
 
 
 def test_a_stale_module_name_is_found() -> None:

@@ -114,7 +114,7 @@ class IndexSnapshot:
     # -- the state -------------------------------------------------------------------
 
     def schema_version(self) -> int | None:
-        """The layout the index's tables were made in (see :data:`journal.indexing.INDEX_SCHEMA_VERSION`), or None when none is recorded."""
+        """The layout the index's tables were made in (see :data:`journal.indexing.index.INDEX_SCHEMA_VERSION`), or None when none is recorded."""
         row = self._conn.execute("SELECT value FROM state WHERE key = 'schema_version'").fetchone()
         return int(row[0]) if row is not None else None
 
