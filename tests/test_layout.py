@@ -390,3 +390,35 @@ def test_a_keeper_field_set_from_outside_is_found(tree: Path) -> None:
     plant(tree, "journal.sync._keeper", "keeper.depth += 1")
     assert [p.split(": ", 1)[1] for p in keeper_write_problems(tree)] == [
         "journal.sync._append sets keeper.skipped; call an IndexKeeper method instead"]
+
+
+# serve's handle on a worker process stands on the ground floor's process code, never on a backend.
+
+
+def reached(root: Path, start: str) -> set[str]:
+    """Every module *start* imports, directly or through the modules it imports (local and TYPE_CHECKING imports included)."""
+    modules = all_modules(root)
+    seen: set[str] = set()
+    waiting = [start]
+    while waiting:
+        module = waiting.pop()
+        if module not in seen:
+            seen.add(module)
+            waiting += [edge.target for edge in imports(module, modules[module], modules)]
+    return seen
+
+
+def backends_reached(root: Path) -> list[str]:
+    """The backend modules serve's worker handle (runner.run.worker) imports, however indirectly."""
+    return sorted(module for module in reached(root, "runner.run.worker") if module.split(".")[:2] == ["runner", "backends"])
+
+
+def test_the_worker_imports_no_backend() -> None:
+    """Starting, reading and killing a worker needs the process helpers of runner.processes, not a backend's module."""
+    assert backends_reached(REPO) == []
+
+
+def test_a_backend_reached_from_the_worker_is_found(tree: Path) -> None:
+    """A backend imported by a module the worker imports, even inside a function, is found."""
+    plant(tree, "runner.run.contract", "from runner.backends.command import run_program")
+    assert backends_reached(tree) == ["runner.backends.base", "runner.backends.command", "runner.backends.usage"]
