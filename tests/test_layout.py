@@ -422,3 +422,79 @@ def test_a_backend_reached_from_the_worker_is_found(tree: Path) -> None:
     """A backend imported by a module the worker imports, even inside a function, is found."""
     plant(tree, "runner.run.contract", "from runner.backends.command import run_program")
     assert backends_reached(tree) == ["runner.backends.base", "runner.backends.command", "runner.backends.usage"]
+
+
+# Every lock the code takes is in docs/architecture.md's "Locks and state" section.
+
+#: Thread locks, named in the section as ``Class.attribute``, a module's ``name``, or the function a local one lives in.
+THREAD_LOCKS = ("Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore")
+
+
+def locks_section() -> str:
+    """The "Locks and state" section of docs/architecture.md, up to the next section of its level."""
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return page.split("\n## Locks and state\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _called(node: ast.AST) -> str | None:
+    """The name a call calls: ``flock`` for ``fcntl.flock(...)``, ``FileLock`` for ``FileLock(...)``."""
+    if not isinstance(node, ast.Call):
+        return None
+    return node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id if isinstance(node.func, ast.Name) else None
+
+
+def _locks_in(node: ast.AST, where: str, owner: str | None = None, function: str | None = None) -> list[tuple[str, int, str | None]]:
+    """The lock sites below *node* of the file *where* (see :func:`lock_sites`), inside class *owner* and function *function*."""
+    sites: list[tuple[str, int, str | None]] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            sites += _locks_in(child, where, child.name, None)
+            continue
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+            sites += _locks_in(child, where, owner, function or child.name)
+            continue
+        called = _called(child)
+        if isinstance(child, ast.Assign | ast.AnnAssign) and child.value is not None and _called(child.value) in THREAD_LOCKS:
+            target = child.targets[0] if isinstance(child, ast.Assign) else child.target
+            if isinstance(target, ast.Attribute) and owner is not None:
+                sites.append((where, child.lineno, f"{owner}.{target.attr}"))
+            elif isinstance(target, ast.Name) and function is None:
+                sites.append((where, child.lineno, target.id))
+            else:
+                sites.append((where, child.lineno, function or "?"))
+        elif called in ("flock", "FileLock") or (called == "lock" and isinstance(child, ast.Call) and child.args):
+            if not any(isinstance(arg, ast.Attribute) and arg.attr == "LOCK_UN" for arg in ast.walk(child)):
+                sites.append((where, child.lineno, None))
+        elif isinstance(child, ast.Constant) and child.value == "BEGIN IMMEDIATE":
+            sites.append((where, child.lineno, None))
+        sites += _locks_in(child, where, owner, function)
+    return sites
+
+
+def lock_sites(root: Path) -> list[tuple[str, int, str | None]]:
+    """(file, line, name) of every lock taken or made in the packages: a thread lock with the name the section gives it; a file lock
+    (``flock``, ``filelock``), SQLite's write lock (``BEGIN IMMEDIATE``) or a Redis lock (a client's ``lock``) with None: its file names it."""
+    return [site for package in PACKAGES for path in sorted((root / package).rglob("*.py"))
+            for site in _locks_in(ast.parse(path.read_text(encoding="utf-8")), str(path.relative_to(root)))]
+
+
+def undocumented_locks(root: Path, section: str) -> list[str]:
+    """Each lock site whose file (and, for a thread lock, whose name) the section does not give in backquotes."""
+    return [f"{where}:{line}: " + (f"the thread lock {name}" if name else "a lock") + " is not in docs/architecture.md's Locks and state"
+            for where, line, name in lock_sites(root) if f"`{where}`" not in section or (name is not None and f"`{name}`" not in section)]
+
+
+def test_every_lock_is_in_the_locks_section() -> None:
+    """Each lock the code takes (thread locks, flock, filelock, BEGIN IMMEDIATE, the beat's Redis lock) is in the section, by file and name."""
+    assert lock_sites(REPO), "no lock found: the search is broken"
+    problems = undocumented_locks(REPO, locks_section())
+    assert not problems, "\n".join(problems)
+
+
+def test_an_undocumented_lock_is_found(tree: Path) -> None:
+    """A new thread lock in a documented file, and a flock in a file the section never names, are both found."""
+    plant(tree, "journal.encoding.semantic", "guard = threading.Lock()")
+    plant(tree, "journal.ranking.search", "fcntl.flock(0, fcntl.LOCK_EX)")
+    found = [problem.split(": ", 1)[1] for problem in undocumented_locks(tree, locks_section())]
+    assert found == ["the thread lock _planted is not in docs/architecture.md's Locks and state",
+                     "a lock is not in docs/architecture.md's Locks and state"]
