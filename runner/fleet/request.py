@@ -30,7 +30,7 @@ from celery.worker import state
 from celery.worker.request import Request
 
 from runner.fleet.tasks import served_slot
-from runner.run.contract import Outcome, RunIdentity
+from runner.run.contract import RunIdentity
 
 __all__ = ["SlotRequest", "log_missed", "slot_identity"]
 
@@ -94,5 +94,4 @@ class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
     def _log_ended(self, identity: RunIdentity, error: str) -> None:
         """Log what serve logs for a worker it killed: scheduler.worker_crashed, then the run's run.finished, failed."""
         trigger = "retry" if (self._context.retries or 0) > 0 else "cron"
-        log.error("scheduler.worker_crashed", **identity.fields(scheduled=False), returncode=None, trigger=trigger, error=error)
-        identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)
+        identity.log_worker_died(error, returncode=None, trigger=trigger)

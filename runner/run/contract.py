@@ -11,8 +11,9 @@ this module, so that the three agree by construction:
 * :meth:`RunResult.to_json_line` and :meth:`RunResult.from_json_line` are the
   result's JSON form, both ways;
 * :meth:`RunIdentity.log_finished` is the only writer of ``run.finished``, called by
-  :meth:`RunEnding.end`, which ends a run once, and by ``serve`` for a worker
-  that died before it could end its own run.
+  :meth:`RunEnding.end`, which ends a run once, and by
+  :meth:`RunIdentity.log_worker_died`, which ``serve`` and a fleet worker call
+  for a run whose process died before it could end its own run.
 """
 
 from __future__ import annotations
@@ -165,6 +166,16 @@ class RunIdentity:
             tokens=tokens,
             cost=cost,
         )
+
+    def log_worker_died(self, error: str, *, returncode: int | None, trigger: str) -> None:
+        """Log the end of a run whose process died before it ended the run itself: ``scheduler.worker_crashed``, then its ``run.finished``.
+
+        *returncode* is the process's exit status (negative: the signal that killed it; None when it is not known), *trigger* what
+        started the run (``cron``, ``catchup``, ``retry``), and *error* what happened, in words. The run failed, its duration and
+        attempts unknown: no process measured them.
+        """
+        log.error("scheduler.worker_crashed", **self.fields(scheduled=False), returncode=returncode, trigger=trigger, error=error)
+        self.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,16 +20,13 @@ import sys
 from datetime import datetime
 from typing import Final
 
-import structlog
-
 from runner.errors import MalformedResultError
 from runner.processes import WORKER_MARKER_VARIABLE, kill_marked, signal_name
-from runner.run.contract import Outcome, RunIdentity, RunResult
+from runner.run.contract import RunIdentity, RunResult
 from runner.settings.config import RunnerConfig
 
 __all__ = ["Worker", "read_result", "worker_command"]
 
-log = structlog.get_logger()
 _KILL_GRACE_SECONDS: Final = 5.0
 
 
@@ -111,8 +108,7 @@ class Worker:
         else:
             how = f"was killed by signal {signal_name(-code)}" if code < 0 else f"exited with status {code}"
             error = f"the worker {how} before reporting a result"
-        log.error("scheduler.worker_crashed", **self.identity.fields(scheduled=False), returncode=code, trigger=trigger, error=error)
-        self.identity.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)
+        self.identity.log_worker_died(error, returncode=code, trigger=trigger)
         return None
 
     def kill(self) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -113,3 +115,34 @@ def test_a_signal_before_any_end_ends_the_run_failed_with_its_error_and_code() -
         interrupted = ending.interrupted(KeyboardInterrupt(), error="interrupted while waiting")
     assert [(log["outcome"], log["error"], log["dry_run"]) for log in logs] == [("failed", "interrupted while waiting", True)]
     assert interrupted.code == 130 and interrupted.result.outcome is Outcome.FAILED and ending.result is interrupted.result
+
+
+def test_a_run_whose_process_died_logs_the_crash_then_one_failed_run_finished() -> None:
+    """What serve and a fleet worker log for a worker that died: scheduler.worker_crashed, then run.finished failed, nothing measured."""
+    identity = RunIdentity.of("motoko", EVENING, datetime(2026, 9, 5, 21, tzinfo=BERLIN), BERLIN, "r-1")
+    error = "the worker was killed by signal SIGKILL before reporting a result"
+    with capture_logs() as logs:
+        identity.log_worker_died(error, returncode=-9, trigger="catchup")
+    assert logs == [
+        {"event": "scheduler.worker_crashed", "log_level": "error", **identity.fields(scheduled=False), "returncode": -9, "trigger": "catchup",
+         "error": error},
+        {"event": "run.finished", "log_level": "error", **identity.fields(), "entry_id": None, "outcome": "failed", "duration_ms": None,
+         "error": error, "dry_run": False, "reason": None, "attempts": None, "tokens": None, "cost": None},
+    ]
+
+
+def test_only_the_contract_writes_the_end_of_a_run() -> None:
+    """No module of the runner but runner/run/contract.py calls log_finished or logs run.finished or scheduler.worker_crashed itself."""
+    runner_dir = Path(__file__).resolve().parents[3] / "runner"
+    found = []
+    for path in sorted(runner_dir.rglob("*.py")):
+        if path == runner_dir / "run" / "contract.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                continue
+            first = node.args[0] if node.args else None
+            logged = isinstance(first, ast.Constant) and first.value in ("run.finished", "scheduler.worker_crashed")
+            if node.func.attr == "log_finished" or logged:
+                found.append(f"{path.relative_to(runner_dir.parent)}:{node.lineno}")
+    assert found == [], "a run's end written outside RunEnding and RunIdentity.log_worker_died"
