@@ -322,6 +322,44 @@ def test_each_face_exports_what_it_imports() -> None:
             assert imported <= set(exported), f"{init.relative_to(REPO)} imports but does not export {sorted(imported - set(exported))}"
 
 
+# What the commands print on stdout goes through the frame's one echo, which turns a stdout that cannot take it into one line.
+
+ECHO_HOME = "journal.frame.clikit"
+
+
+def stdout_problems(root: Path) -> list[str]:
+    """Every ``click.echo(...)`` without ``err=True``, and every ``print(...)``, in a module of the packages but the frame's click kit."""
+    problems = []
+    for module, path in all_modules(root).items():
+        if module.split(".")[0] not in PACKAGES or module == ECHO_HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            to_stderr = any(k.arg == "err" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords)
+            if (isinstance(func, ast.Attribute) and func.attr == "echo" and isinstance(func.value, ast.Name) and func.value.id == "click"
+                    and not to_stderr) or (isinstance(func, ast.Name) and func.id == "print"):
+                problems.append(f"{path.relative_to(root)}:{node.lineno}: {module} writes stdout itself; call {ECHO_HOME}.echo")
+    return problems
+
+
+def test_stdout_goes_through_the_one_echo() -> None:
+    """No module but the frame's click kit prints to stdout: a full disk or a closed pipe is handled once, for both commands."""
+    problems = stdout_problems(REPO)
+    assert not problems, "stdout written around the frame's echo:\n" + "\n".join(problems)
+
+
+def test_stdout_written_around_the_echo_is_found(tree: Path) -> None:
+    """A ``click.echo`` to stdout or a ``print``, even inside a function, is named; one to stderr is not."""
+    plant(tree, "runner.cli.k8s", "click.echo('done')")
+    plant(tree, "journal.cli.cli", "click.echo('loading', err=True)")
+    plant(tree, "runner.monitor.status", "print('ok')")
+    assert [p.split(": ", 1)[1] for p in stdout_problems(tree)] == [
+        "runner.cli.k8s writes stdout itself; call journal.frame.clikit.echo",
+        "runner.monitor.status writes stdout itself; call journal.frame.clikit.echo"]
+
+
 # One owner for the index's tables: SQL runs in journal/indexing/ alone.
 
 SQL_CALLS = ("execute", "executemany", "executescript")

@@ -373,13 +373,13 @@ def render(
     write_rendered(rendering, out, write_units, noun="unit", strict=strict, journals=config.journals())
     if rendering.fleet_services:
         beat, *workers = rendering.fleet_services
-        click.echo(f"\nbeat:   systemctl enable --now {beat}   # on one host or two")
-        click.echo("worker: systemctl enable --now ghostrunner-fleet-worker@SHARD.service   # on each shard's host: " + " ".join(workers))
+        echo(f"\nbeat:   systemctl enable --now {beat}   # on one host or two")
+        echo("worker: systemctl enable --now ghostrunner-fleet-worker@SHARD.service   # on each shard's host: " + " ".join(workers))
     else:
-        click.echo("\nserve:  systemctl enable --now ghostrunner.service")
-        click.echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
+        echo("\nserve:  systemctl enable --now ghostrunner.service")
+        echo("timers: systemctl enable --now ghostrunner-timers.target   # " + " ".join(rendering.timers))
     if config.backup is not None:
-        click.echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
+        echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
 
 
 def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:

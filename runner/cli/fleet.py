@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import click
 
+from journal.frame.clikit import echo
 from runner.cli.support import Settings, config_option, log_input
 from runner.errors import FleetUnavailableError
 from runner.settings.config import RunnerConfig
@@ -128,4 +129,4 @@ def purge(settings: Settings, shard: str, config_path: Path | None) -> None:
     from runner.fleet.service import purge_shard
 
     slots, other = purge_shard(config, shard, level=settings.log_level or "info")
-    click.echo(f"purged {slots} slot(s) from shard {shard!r}, each recorded missed (reason purged); {other} other message(s) dropped")
+    echo(f"purged {slots} slot(s) from shard {shard!r}, each recorded missed (reason purged); {other} other message(s) dropped")

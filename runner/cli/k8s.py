@@ -8,6 +8,7 @@ from typing import Final
 
 import click
 
+from journal.frame.clikit import echo
 from runner.cli.support import Settings, config_option, write_rendered
 from runner.deploy.unitsyntax import STATE_DIRECTORY
 from runner.errors import quoted
@@ -66,8 +67,8 @@ def render(
 
     manifests = render_manifests(config, image=image, namespace=namespace, journal_mount=journal_mount, storage=storage)
     write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict, journals=config.journals())
-    click.echo(f"\nnamespace: kubectl create namespace {shlex.quote(namespace)}   # once: every object goes into it, and apply makes none")
-    click.echo(f"apply:     kubectl apply -f {shlex.quote(str(out))}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
+    echo(f"\nnamespace: kubectl create namespace {shlex.quote(namespace)}   # once: every object goes into it, and apply makes none")
+    echo(f"apply:     kubectl apply -f {shlex.quote(str(out))}   # {len(manifests.cronjobs)} CronJobs in namespace {namespace}")
 
 
 K8S_COMMANDS: Final = (k8s,)

@@ -196,7 +196,7 @@ def write_rendered(
         raise_storage_failure(exc, out, f"write the {noun}s into")
         raise
     for path in written:
-        click.echo(f"wrote {path}")
+        echo(f"wrote {path}")
     for warning in warnings:
         click.echo(warning, err=True)
 

@@ -140,6 +140,18 @@ def test_simulate_on_a_terminal_is_a_summary_table(config: Path, tmp_path: Path)
     assert lines[2].split()[:2] == ["AGENT", "RUNS"] and lines[3].startswith("motoko")
 
 
+@pytest.mark.parametrize("render", [["systemd", "render"], ["k8s", "render", "--image", "ghostrunner:1"]], ids=["systemd", "k8s"])
+def test_render_with_stdout_on_a_full_device_is_one_line_and_exit_74(config: Path, tmp_path: Path, render: list[str]) -> None:
+    """What render prints after writing (the files, the next commands) goes through the frame's one echo: a full stdout is no traceback."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([*GHOSTRUNNER, *render, "--config", str(config), "--out", str(tmp_path / "out")],
+                                check=False, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60, cwd=tmp_path)
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("ghostrunner: warning: ")]
+    assert result.returncode == 74 and errors == [
+        ("ghostrunner: error: cannot write the output to '<stdout>': no space left on device (ENOSPC); "
+         "free space on that filesystem (or raise the quota), then try again")], result.stderr
+
+
 # --- shell completion --------------------------------------------------------------------------------------------------
 
 
