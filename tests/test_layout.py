@@ -322,6 +322,7 @@ def test_each_face_exports_what_it_imports() -> None:
             assert imported <= set(exported), f"{init.relative_to(REPO)} imports but does not export {sorted(imported - set(exported))}"
 
 
+
 # What the commands print on stdout goes through the frame's one echo, which turns a stdout that cannot take it into one line.
 
 ECHO_HOME = "journal.frame.clikit"
@@ -363,18 +364,24 @@ def test_stdout_written_around_the_echo_is_found(tree: Path) -> None:
 # One owner for the index's tables: SQL runs in journal/indexing/ alone.
 
 SQL_CALLS = ("execute", "executemany", "executescript")
+#: A string that is a statement: a query handed to journal.indexing to run is SQL outside it all the same.
+SQL_TEXT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|DROP|ALTER|PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|WITH|REPLACE|VACUUM)\b")
 
 
 def sql_problems(root: Path) -> list[str]:
-    """Every call of ``.execute(``, ``.executemany(`` or ``.executescript(`` in a journal module outside journal/indexing/."""
+    """Every call of ``.execute(``, ``.executemany(`` or ``.executescript(``, and every SQL statement written as a string, in a journal
+    module outside journal/indexing/."""
     problems = []
     for module, path in module_files(root / "journal", "journal").items():
         if module == "journal.indexing" or module.startswith("journal.indexing."):
             continue
-        calls = [node for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS]
-        problems += [f"{path.relative_to(root)}:{call.lineno}: {module} calls .{call.func.attr}(; read the index through journal.indexing"
-                     for call in sorted(calls, key=lambda call: call.lineno) if isinstance(call.func, ast.Attribute)]
+        found = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SQL_CALLS:
+                found.append((node.lineno, f"calls .{node.func.attr}("))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and SQL_TEXT.match(node.value):
+                found.append((node.lineno, f"writes the statement {node.value.split()[0]}"))
+        problems += [f"{path.relative_to(root)}:{line}: {module} {what}; read the index through journal.indexing" for line, what in sorted(found)]
     return problems
 
 
@@ -385,10 +392,12 @@ def test_only_the_indexing_layer_runs_sql() -> None:
 
 
 def test_sql_outside_the_indexing_layer_is_found(tree: Path) -> None:
-    """A query run from another folder, even inside a function, is named with its file and line."""
-    plant(tree, "journal.checking.verify", "conn.executescript('DROP TABLE entries')")
+    """A query run from another folder, or written there for journal.indexing to run, even inside a function, is named with its line."""
+    plant(tree, "journal.checking.verify", "conn.executescript(script)")
+    plant(tree, "journal.carry.export", "snapshot.rows_of('SELECT id FROM entries')")
     plant(tree, "journal.indexing.digest", "conn.execute('SELECT 1')")
     assert [p.split(": ", 1)[1] for p in sql_problems(tree)] == [
+        "journal.carry.export writes the statement SELECT; read the index through journal.indexing",
         "journal.checking.verify calls .executescript(; read the index through journal.indexing"]
 
 
