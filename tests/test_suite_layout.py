@@ -42,3 +42,17 @@ def test_no_hypothesis_example_is_failed_for_its_time() -> None:
     import hypothesis
 
     assert hypothesis.settings().deadline is None
+
+
+#: Words that name when or how a defect was found rather than what a module tests.
+_WHEN_FOUND = {"found", "regression", "regressions", "bug", "bugs", "issue", "issues", "fix", "fixes", "misc", "more", "new", "extra"}
+
+
+def test_each_test_module_is_named_after_what_it_tests() -> None:
+    """No test module is named by when a defect was found (``test_found2.py``): a word of that sort, or a number at its end."""
+    offenders = sorted(
+        str(path.relative_to(TESTS.parent))
+        for path in TESTS.rglob("test_*.py")
+        if _WHEN_FOUND & set(path.stem.split("_")[1:]) or path.stem[-1].isdigit()
+    )
+    assert not offenders, offenders
