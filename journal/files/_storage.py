@@ -108,7 +108,15 @@ def storage_error(exc: BaseException, path: Path | str, action: str, *, index_pa
         code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
         if code not in _SQLITE_STORAGE_CODES:
             return None
-        cause, culprit = (errno.ENOSPC, index_path) if code == _SQLITE_FULL else _diagnose(index_path)
+        cause, culprit = _diagnose(index_path)
+        if code in (_SQLITE_FULL, _SQLITE_IOERR) and cause == errno.EIO:
+            # The index's own filesystem has room: what filled up may be TMPDIR, where SQLite keeps a statement's
+            # temporary files (its statement journal, a sort), so name the scratch space when that is the full one.
+            scratch = _full_scratch()
+            if scratch is not None:
+                return _scratch_error(scratch, errno.ENOSPC, "the index's temporary files")
+        if code == _SQLITE_FULL:
+            cause, culprit = errno.ENOSPC, index_path
         return _error(culprit, cause, action)
     return None
 
@@ -163,5 +171,40 @@ def scratch_errors(what: str) -> Iterator[None]:
             if sqlite_code not in _SQLITE_STORAGE_CODES:
                 raise
             code = errno.ENOSPC if sqlite_code == _SQLITE_FULL else _diagnose(Path(directory) / "scratch")[0]
-        fix = _SCRATCH_FIXES.get(code, _SCRATCH_ELSE)
-        raise JournalStorageError.for_errno(directory, code, f"write {what} in the scratch space (TMPDIR)", fix) from exc
+        raise _scratch_error(directory, code, what) from exc
+
+
+def _scratch_error(directory: str, code: int, what: str) -> JournalStorageError:
+    """The error naming the scratch space *directory* (``$TMPDIR``) as what refused to hold *what*, with the fix."""
+    fix = _SCRATCH_FIXES.get(code, _SCRATCH_ELSE)
+    return JournalStorageError.for_errno(directory, code, f"write {what} in the scratch space (TMPDIR)", fix)
+
+
+#: Where SQLite looks for its temporary files' directory after its two environment variables, in its order.
+_SQLITE_TEMP_DIRECTORIES: Final = ("/var/tmp", "/usr/tmp", "/tmp")  # noqa: S108 - named to find SQLite's choice, never written here
+
+
+def _sqlite_scratch() -> str | None:
+    """The directory SQLite keeps its temporary files in, chosen as SQLite chooses it (its unix VFS's order), or None.
+
+    Python's :func:`tempfile.gettempdir` would pass over a full ``$TMPDIR`` (it must create a file there); SQLite only asks
+    whether it may write there, so a full one is where its temporary files failed.
+    """
+    for directory in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR"), *_SQLITE_TEMP_DIRECTORIES):
+        if directory and os.path.isdir(directory) and os.access(directory, os.W_OK | os.X_OK):
+            return directory
+    return None
+
+
+def _full_scratch() -> str | None:
+    """SQLite's scratch space (``$TMPDIR``) when it has (almost) no room or no free inode, else None."""
+    directory = _sqlite_scratch()
+    if directory is None:
+        return None
+    try:
+        fs = os.statvfs(directory)
+    except OSError:
+        return None
+    free = (fs.f_bfree if os.geteuid() == 0 else fs.f_bavail) * fs.f_frsize
+    out_of_inodes = fs.f_files > 0 and (fs.f_ffree if os.geteuid() == 0 else fs.f_favail) == 0
+    return directory if free < _NEARLY_FULL_BYTES or out_of_inodes else None

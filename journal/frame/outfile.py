@@ -27,6 +27,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -205,7 +206,7 @@ def streamed_output(
     path = _checked_target(target, kind, journals, force)
     directory = path.parent
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        fd, temporary, held = _claim_temporary(path)
     except OSError as exc:
         raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
     try:
@@ -222,6 +223,8 @@ def streamed_output(
         if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
             raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
         raise
+    finally:
+        os.close(held)
 
 
 def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] | None = None) -> None:
@@ -233,7 +236,7 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
         OSError: the filesystem refused; its ``filename`` is the directory when the temporary file could not be created there, else *path*.
     """
     try:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, temporary, held = _claim_temporary(path)
     except OSError as exc:
         exc.filename = str(path.parent)
         raise
@@ -251,11 +254,69 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
         if isinstance(exc, OSError):
             exc.filename = str(path)  # not the temporary name, which is gone
         raise
+    finally:
+        os.close(held)
     try:
         fsync_directory(path.parent)
     except OSError as exc:
         exc.filename = str(path)
         raise
+
+
+def _claim_temporary(path: Path) -> tuple[int, str, int]:
+    """Make the hidden temporary file (``.NAME.XXXXXXXX.tmp``) an output meant for *path* is written in before its rename, after
+    removing those of earlier outputs meant for *path* that no process holds any more (what a run killed with SIGKILL left: nothing
+    unwinds, and an export's holds the journal's text).
+
+    Returns its descriptor, its name and a second descriptor holding its lock (the kernel's flock) until closed, after the rename:
+    a temporary no process holds is one a killed run left. Another run's removal may come between making the file and locking
+    it; the file is then gone once locked (no link left), and another is made. No lock on the directory is taken: a backup's
+    partial directory, where its marker is written, is locked by the backup itself.
+
+    Raises:
+        OSError: the file could not be made (nothing is left).
+    """
+    _remove_abandoned_temporaries(path)
+    while True:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink > 0:
+                return fd, temporary, os.dup(fd)  # the lock is the open file's: it lasts while the duplicate is open
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+        os.close(fd)  # removed by another run's cleanup before it was locked
+
+
+def _remove_abandoned_temporaries(path: Path) -> None:
+    """Remove the regular files named as temporaries meant for *path* (``.NAME.`` + mkstemp's eight characters + ``.tmp``) that no
+    process holds; anything else (a link, a FIFO, a file another name) is left alone, and so is one that cannot be removed."""
+    prefix = f".{path.name}."
+    try:
+        names = [name for name in os.listdir(path.parent) if name.startswith(prefix) and name.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        if len(name) != len(prefix) + 8 + len(".tmp"):
+            continue
+        try:
+            held = os.open(path.parent / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            continue  # a symbolic link, or gone: left alone
+        try:
+            if not stat.S_ISREG(os.fstat(held).st_mode):
+                continue
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, OSError):
+            continue  # a run still writing it
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+        finally:
+            os.close(held)
 
 
 def claim_partial_directory(target: Path) -> tuple[Path, int]:

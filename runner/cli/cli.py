@@ -338,7 +338,8 @@ def render(
 
     With a [fleet] table, write the fleet's units instead: ghostrunner-fleet-beat.service
     and ghostrunner-fleet-worker@.service (an instance per shard), never serve's or the
-    timers' (beside the fleet they would run every slot again); an OUT holding those is refused.
+    timers' (beside the fleet they would run every slot again); an OUT holding those is refused,
+    and so is one holding a fleet's units when rendering serve's and the timers.
 
     Cron schedules become OnCalendar= in the configured timezone; a schedule
     that cannot be expressed is refused. Values that cannot go into a unit

@@ -84,6 +84,7 @@ from runner.settings._budgets import BudgetConfig, Limits, Price, read_budgets, 
 from runner.settings._fleet import read_fleet
 from runner.settings._gate import Gate, read_gate
 from runner.settings._host import local_zone_name, state_directory
+from runner.settings._lock_place import check_lock_file
 from runner.settings._model import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
 from runner.settings._schema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner.settings._toml import loads_bounded, read_bounded
@@ -224,6 +225,7 @@ def parse_config(
     else:
         first_root = reader.path(root_template.replace("{agent}", "all"), "runner.journal_root", state=True)
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
+    check_lock_file(reader, lock_file, runner.get("lock_file"), agents)
     fleet = read_fleet(reader, data["fleet"], agents, durations["run_timeout"]) if "fleet" in data else None
     backup = read_backup(reader, data["backup"], agents, tz) if "backup" in data else None
     budgets = read_budgets(reader, data["budgets"], agents, routines) if "budgets" in data else BudgetConfig()

@@ -176,3 +176,22 @@ def test_a_fleet_rendering_into_a_directory_holding_serve_or_timers_is_refused(t
     again = _render(_config(tmp_path / "f"), out)
     assert again.returncode == 0, again.stderr
     assert not [path.name for path in out.iterdir() if path.name.startswith(SERVE_AND_TIMERS)]
+
+
+def test_serve_and_timers_rendered_into_a_directory_holding_a_fleets_units_are_refused(tmp_path: Path) -> None:
+    """The other way round: [fleet] removed and render run again over the fleet's units. Timers and serve beside a beat and workers
+    still enabled would run every slot a second time: one line naming the fleet's units and how to stop them, exit 2, nothing
+    written; once they are removed serve's units and the timers are written."""
+    out = tmp_path / "units"
+    assert _render(_config(tmp_path / "f"), out).returncode == 0
+    before = tree_digest(out)
+    done = _render(_config(tmp_path / "s", fleet=False), out)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "ghostrunner-fleet-beat.service" in done.stderr and "systemctl disable --now" in done.stderr
+    assert tree_digest(out) == before
+    for path in out.iterdir():
+        path.unlink()
+    again = _render(_config(tmp_path / "s", fleet=False), out)
+    assert again.returncode == 0, again.stderr
+    assert (out / "ghostrunner.service").is_file() and not [path.name for path in out.iterdir() if path.name.startswith("ghostrunner-fleet-")]

@@ -596,10 +596,10 @@ def test_download_model_onto_a_full_disk_names_the_directory_not_the_network(mou
     assert [path for path in disk.rglob("*") if path.is_file()] == ([disk / "filler"] if fault == "full" else [])
 
 
-@pytest.mark.parametrize("operation", ["import", "verify", "backup", "ghostrunner-backup"])
+@pytest.mark.parametrize("operation", ["import", "verify", "backup", "ghostrunner-backup", "reindex"])
 def test_a_full_scratch_space_is_named_as_tmpdir_never_the_journal(mounts: Mounts, tmp_path: Path, operation: str) -> None:
-    """TMPDIR on a tmpfs with two pages free: import's spool and verify's scratch index (verify, and the verify of every backup) do not
-    fit. One line naming TMPDIR, its path and the fix, exit 74; never a traceback, never 'the index cannot be read'; the journal
+    """TMPDIR on a tmpfs with two pages free: import's spool, verify's scratch index (verify, and the verify of every backup) and the
+    temporary files SQLite keeps while reindex rewrites the index do not fit. One line naming TMPDIR, its path and the fix, exit 74; never a traceback, never 'the index cannot be read'; the journal
     untouched, no backup directory left, nothing imported."""
     scratch = mounts.tmpfs(size_kib=256)
     root = tmp_path / "journal"
@@ -617,6 +617,7 @@ def test_a_full_scratch_space_is_named_as_tmpdir_never_the_journal(mounts: Mount
     env = {**os.environ, "TMPDIR": str(scratch)}
     argv = {"import": ["ghostjournal", "--root", str(other), "import", str(stream)],
             "verify": ["ghostjournal", "--root", str(root), "verify"],
+            "reindex": ["ghostjournal", "--root", str(root), "reindex"],  # SQLite's own temporary files go to TMPDIR
             "backup": ["ghostjournal", "--root", str(root), "backup", "--out", str(tmp_path / "copy")],
             "ghostrunner-backup": ["ghostrunner", "--config", str(config), "backup", "--out", str(tmp_path / "copy")]}[operation]
     done = subprocess.run([shutil.which(argv[0]) or argv[0], *argv[1:]], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,

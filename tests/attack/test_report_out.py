@@ -221,3 +221,24 @@ def test_every_other_written_path_keeps_out_of_a_journal(site: Path) -> None:
         assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
         assert done.stderr.startswith(f"{args[0]}: error: refused ") and " is inside " in done.stderr, (args, done.stderr)
     assert {name: tree_digest(site / name) for name in ("journal", "copy")} == before
+
+
+@pytest.mark.parametrize("lock_file", ["./journal/motoko/entries/ghostrunner.lock", "./journal/motoko/manifest.json",
+                                       "./elsewhere/../journal/motoko/ghostrunner.lock", "./linked/index/ghostrunner.lock",
+                                       "./copy/ghostrunner.lock"])
+def test_a_lock_file_inside_a_journal_is_refused_when_read_and_its_state_directory_never_made_there(site: Path, lock_file: str) -> None:
+    """runner.lock_file inside a journal (a configured agent's, through '..' or a link, or a copy no agent names): runs would write
+    the lock, the pauses, the slot locks and the budget ledger beside it. Every command refuses the file as it reads it: exit 78,
+    one line naming the key, the journal byte for byte as it was and verifying clean."""
+    journal = site / "journal" / "motoko"
+    shutil.copytree(journal, site / "copy")
+    (site / "linked").symlink_to(journal, target_is_directory=True)
+    config = site / "ghostrunner.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("[runner]\n", f"[runner]\nlock_file = {lock_file!r}\n", 1), encoding="utf-8")
+    before = {name: tree_digest(site / name) for name in ("journal", "copy")}
+    for args in (["pause", "motoko"], ["run", "evening", "--agent", "motoko"], ["status"]):
+        done = _run(["ghostrunner", "--config", str(config), *args], site)
+        assert done.returncode == 78 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert "runner.lock_file: expected a path outside every journal" in done.stderr and lock_file in done.stderr, done.stderr
+    assert {name: tree_digest(site / name) for name in ("journal", "copy")} == before
+    assert _run(["ghostjournal", "--root", str(journal), "verify"], site).returncode == 0

@@ -124,6 +124,43 @@ def test_sigterm_during_an_export_removes_its_temporary_file(tmp_path: Path) -> 
     assert (out / "journal.jsonl").read_bytes() == YESTERDAY
 
 
+def test_an_export_killed_with_sigkill_leaves_a_temporary_the_next_export_removes(tmp_path: Path) -> None:
+    """kill -9 while `export --out FILE` waits for the writer lock (nothing unwinds): the hidden .FILE.*.tmp it left (it would hold the
+    journal's text) is removed by the next export to FILE, which writes FILE; one another export is still writing is never taken for
+    one, and a file of another name, or a link, is left alone."""
+    _journal(tmp_path / "journal")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".journal.jsonl.mine.tmp").write_text("kept\n")  # not mkstemp's eight characters: no temporary of an export
+    (out / ".journal.jsonl.abcdefgh.tmp").symlink_to(out / ".journal.jsonl.mine.tmp")
+    argv = [shutil.which("ghostjournal") or "ghostjournal", "--root", str(tmp_path / "journal"), "export", "--out", str(out / "journal.jsonl")]
+    lock = os.open(tmp_path / "journal" / ".write.lock", os.O_RDWR)
+
+    def temporaries() -> list[str]:
+        return [name for name in os.listdir(out) if name.startswith(".journal.jsonl.") and not os.path.islink(out / name)
+                and name != ".journal.jsonl.mine.tmp"]
+
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        live = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not temporaries():
+            assert live.poll() is None, "the export ended before the kill"
+        doomed = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # started while the live one's temporary exists
+        while len(temporaries()) < 2:
+            assert doomed.poll() is None and live.poll() is None, "an export ended before the kill"
+        doomed.send_signal(signal.SIGKILL)
+        doomed.communicate(timeout=60)
+    finally:
+        os.close(lock)
+    _, error = live.communicate(timeout=120)
+    assert live.returncode == 0, error  # the second run took the live run's temporary for an abandoned one
+    assert len(temporaries()) == 1, "the killed export left no temporary"
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert sorted(os.listdir(out)) == [".journal.jsonl.abcdefgh.tmp", ".journal.jsonl.mine.tmp", "journal.jsonl"]
+    assert (out / ".journal.jsonl.mine.tmp").read_text() == "kept\n"
+
+
 def _runner_config(tmp_path: Path) -> Path:
     config = write_config(tmp_path, SIMPLE_AGENT)
     done = ghostrunner("--config", str(config), "simulate", "--agent", "motoko", "--days", "2", "--start", "2026-09-01", cwd=tmp_path)

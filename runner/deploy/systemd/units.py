@@ -388,6 +388,8 @@ def _serve_and_timers(
 
 #: The units of serve and of the timers: a directory of a fleet's units holds none of them, or every slot would run twice.
 _SERVE_AND_TIMERS: Final = ("ghostrunner.service", "ghostrunner-timers.target", "ghostrunner-run-*")
+#: The fleet's units: a directory of serve's and the timers' units holds none of them, for the same reason.
+_FLEET_UNITS: Final = ("ghostrunner-fleet-*",)
 
 
 def _broker_address(broker: str) -> str | None:
@@ -565,8 +567,9 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
     """Write the rendered files into *out* (created if missing); return their paths.
 
     A fleet's units are not written into a directory that holds a unit of ``serve`` or of the timers
-    (``ghostrunner.service``, ``ghostrunner-timers.target``, ``ghostrunner-run-*``): enabled beside the
-    fleet, each would run every slot a second time, and removing a unit that may be running is the operator's step.
+    (``ghostrunner.service``, ``ghostrunner-timers.target``, ``ghostrunner-run-*``), nor those into one holding
+    the fleet's (``ghostrunner-fleet-*``): enabled side by side, each would run every slot a second time, and
+    removing a unit that may be running is the operator's step.
 
     Render usually runs as root into ``/etc/systemd/system``, so it writes nothing through a symbolic link (neither
     *out* itself nor a unit file in it) and replaces only files it wrote before (their first line is the
@@ -575,27 +578,31 @@ def write_units(rendering: Rendering, out: Path) -> list[Path]:
 
     Raises:
         UnitRenderError: *out* or a file in it is a symbolic link, not a regular file, or a file render did not write;
-            or, for a fleet, *out* holds a unit of serve or of the timers.
+            or *out* holds units of the other way of running slots (serve and the timers, or a fleet).
         RunnerError: the directory or a file cannot be written (the operating system's reason).
     """
     if rendering.fleet_services:
-        _refuse_serve_units(out)
+        serve_units = "ghostrunner.service ghostrunner-timers.target 'ghostrunner-run-*.timer'"
+        _refuse_other_units(out, _SERVE_AND_TIMERS, "units of serve or the timers", "the fleet", serve_units)
+    else:
+        fleet_units = "ghostrunner-fleet-beat.service 'ghostrunner-fleet-worker@*.service'"
+        _refuse_other_units(out, _FLEET_UNITS, "units of a fleet", "serve or the timers", fleet_units)
     return write_unit_files(rendering.files, out)
 
 
-def _refuse_serve_units(out: Path) -> None:
+def _refuse_other_units(out: Path, patterns: tuple[str, ...], what: str, beside: str, disable: str) -> None:
+    """Refuse an *out* holding files of *patterns*: *what*, enabled *beside* the units rendered now, would run every slot twice."""
     try:
         names = sorted(os.listdir(out)) if os.path.isdir(out) and not os.path.islink(out) else []
     except OSError:
         return  # write_unit_files says why the directory cannot be used
-    found = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in _SERVE_AND_TIMERS)]
+    found = [name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)]
     if found:
         shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
         raise UnitRenderError(
             "--out",
-            f"{str(out)!r} holds units of serve or the timers ({shown}), which beside the fleet would run every slot a second time; "
-            "stop and disable them (systemctl disable --now ghostrunner.service ghostrunner-timers.target 'ghostrunner-run-*.timer'), "
-            "remove them, and render again",
+            f"{str(out)!r} holds {what} ({shown}), which beside {beside} would run every slot a second time; "
+            f"stop and disable them (systemctl disable --now {disable}), remove them, and render again",
         )
 
 
