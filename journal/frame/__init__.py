@@ -19,7 +19,7 @@ from journal.frame.outfile import (
     streamed_output,
     write_output,
 )
-from journal.frame.render import clip, counted, labelled, short_times, table, text_width
+from journal.frame.render import clip, counted, labelled, short_times, table, table_or_records, text_width
 from journal.frame.roots import ROOT_ENVVAR, STATE_SUBDIRECTORY, JournalPlace, PlaceError, journal_place, state_home
 from journal.frame.timeinput import TIME_FORMS, local_zone, parse_time_input, zone_name
 from journal.frame.urls import UrlAddress, check_url_address, url_authority
@@ -56,6 +56,7 @@ __all__ = [
     "state_home",
     "streamed_output",
     "table",
+    "table_or_records",
     "text",
     "text_width",
     "url_authority",

@@ -21,7 +21,7 @@ from typing import Final
 
 from journal.terminal import printable
 
-__all__ = ["clip", "counted", "labelled", "short_times", "table", "text_width"]
+__all__ = ["clip", "counted", "labelled", "short_times", "table", "table_or_records", "text_width"]
 
 _ELLIPSIS: Final = "…"
 
@@ -84,6 +84,27 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: in
         cells = [[clip(cell, widths[column]) if i == column else cell for i, cell in enumerate(row)] for row in cells]
     lines = ["  ".join(_pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in [heads, *cells]]
     return "\n".join(lines)
+
+
+def table_or_records(headers: Sequence[str], rows: Sequence[Sequence[object]], *, width: int | None, keys: int = 2) -> str:
+    """The :func:`table` of *rows* where it fits *width* columns; else each row as a record, so that no line wraps into the next row.
+
+    A record is the row's first *keys* cells on one line, then each other cell on a line of its own after its header, indented;
+    an empty cell is left out (a row's header says what each line is, so no column needs keeping). Nothing is cut, as no cell of
+    these tables is text to give way (a status or a history has no column like a voice).
+
+    Returns:
+        The table or the records (a blank line between two), without a final newline; an empty *rows* gives the header line alone.
+    """
+    shown = table(headers, rows)
+    if width is None or not rows or max(text_width(line) for line in shown.splitlines()) <= width:
+        return shown
+    records = []
+    for row in rows:
+        cells = ["-" if cell is None else str(cell) for cell in row]
+        fields = labelled([(header, cell) for header, cell in zip(headers[keys:], cells[keys:], strict=True) if cell])
+        records.append("  ".join(printable(cell) for cell in cells[:keys]) + "".join(f"\n  {line}" for line in fields.splitlines()))
+    return "\n\n".join(records)
 
 
 def counted(number: int, one: str, many: str | None = None) -> str:

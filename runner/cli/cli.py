@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 import structlog
 
-from journal.frame import write_output
+from journal.frame import table_or_records, write_output
 from journal.frame.clikit import (
     echo,
     force_option,
@@ -62,6 +62,7 @@ from runner.cli.support import (
     parse_duration_option,
     parse_time,
     raise_storage_failure,
+    screen_width,
     simulation_exit_code,
     write_rendered,
 )
@@ -383,7 +384,10 @@ def render(
         echo(f"backup: systemctl enable --now ghostrunner-backup.timer   # into {config.backup.dir}, with either of them")
 
 
-def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
+def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool, width: int | None = None) -> str:
+    """The pairs as a table, or as one record a pair where the table is wider than *width* (a terminal's), then their errors,
+    missed slots, what was read and the verdict."""
+
     def when(record: Any) -> str:
         if record is None:
             return "-"
@@ -392,8 +396,8 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
     def spent(pair: Any, window: str) -> str:
         return pair.spend[window].shown() if window in pair.spend else "-"
 
-    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE", "LAST RUN", "TODAY", "7 DAYS", "LATENESS")]
-    rows += [
+    headers = ["agent", "routine", "state", "due slot", "last success", "last failure", "last run", "today", "7 days", "lateness"]
+    rows = [
         (
             p.agent,
             p.routine,
@@ -408,8 +412,7 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
         )
         for p in report.pairs
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = [table_or_records(headers, rows, width=width, keys=4)]
     errors = [f"  {p.agent} {p.routine}: {p.problem}" for p in report.pairs if p.problem]
     errors += [
         f"  {p.agent} {p.routine}: {p.last_failure.error}" for p in report.pairs if p.last_failure is not None and p.last_failure.error
@@ -475,7 +478,11 @@ def status(
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
     grace = parse_duration_option(grace_text, "--grace") if grace_text is not None else None
     report = build_report(config, read_log(lines), now, grace, paused_or_unknown(config))
-    echo(json_text(report.to_dict()) if wants_json() else _render_status(report, config.timezone, from_fleet=from_fleet))
+    echo(
+        json_text(report.to_dict())
+        if wants_json()
+        else _render_status(report, config.timezone, from_fleet=from_fleet, width=screen_width())
+    )
     sys.exit(report.exit_code)
 
 

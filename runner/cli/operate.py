@@ -15,9 +15,10 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
+from journal.frame import table_or_records
 from journal.frame.clikit import echo, json_text, output_option, wants_json
 from runner.cli.fleet import fleet_option, runs_input
-from runner.cli.support import Settings, config_option, echo_json, parse_time, raise_storage_failure
+from runner.cli.support import Settings, config_option, echo_json, parse_time, raise_storage_failure, screen_width
 from runner.cli.views import input_line
 from runner.run.pauses import PauseBook, PauseChange
 
@@ -92,11 +93,13 @@ def _duration(milliseconds: float | None) -> str:
     return f"{milliseconds:.0f} ms" if milliseconds < 1000 else f"{milliseconds / 1000:.1f} s"
 
 
-def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: bool) -> str:
-    """*history* as one JSON array of slots, or as a table for a person."""
+def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: bool, width: int | None = None) -> str:
+    """*history* as one JSON array of slots, or for a person as a table, or as one record a slot where the table is wider than
+    *width* (a terminal's)."""
     if as_json:
         return json_text([slot.to_dict() for slot in history.slots])
-    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "SPENT", "ERROR")]
+    headers = ["last run", "agent", "routine", "slot", "outcome", "attempts", "duration", "spent", "error"]
+    rows = []
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""
         rows.append(
@@ -112,8 +115,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: b
                 error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines = [table_or_records(headers, rows, width=width, keys=5)]
     lines += ["", f"{len(history.slots)} slots; {input_line(history.digest.counts(), from_fleet=from_fleet)}"]
     return "\n".join(lines)
 
@@ -154,7 +156,7 @@ def history(
     from runner.monitor.history import build_history
 
     found = build_history(runs_input(config, log_file, from_fleet, "history"), agent=agent, routine=routine, since=since)
-    echo(render_history(found, config.timezone, as_json=wants_json(), from_fleet=from_fleet))
+    echo(render_history(found, config.timezone, as_json=wants_json(), from_fleet=from_fleet, width=screen_width()))
 
 
 #: The commands this module adds to ``ghostrunner``.

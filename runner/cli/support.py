@@ -22,7 +22,7 @@ import click
 
 from journal import JournalError, JournalStorageError
 from journal.frame import parse_time_input, refuse_inside_journals
-from journal.frame.clikit import CommandGroup, after_command, echo, json_text
+from journal.frame.clikit import CommandGroup, after_command, echo, json_text, terminal_width
 from runner import (
     CONFIG_ENVVAR,
     DURATION_EXPECTED,
@@ -51,6 +51,7 @@ __all__ = [
     "parse_duration_option",
     "parse_time",
     "raise_storage_failure",
+    "screen_width",
     "simulation_exit_code",
     "write_rendered",
 ]
@@ -148,6 +149,16 @@ def parse_time(text: str, config: RunnerConfig, option: str, *, now: datetime | 
         )
     except ValueError as exc:
         raise TimeOptionError(str(exc), param_hint=option) from None
+
+
+def screen_width() -> int | None:
+    """The terminal's width when stdout is one, else ``None``: a table printed with ``--text`` into a pipe or a file is kept whole
+    (a script cuts its columns), while on a terminal a table too wide for it becomes records rather than wrapping into its next row."""
+    try:
+        on_terminal = sys.stdout.isatty()
+    except ValueError:  # a closed stdout
+        on_terminal = False
+    return terminal_width() if on_terminal else None
 
 
 def is_date_only(text: str) -> bool:

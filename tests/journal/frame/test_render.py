@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.frame.render import clip, short_times, table, text_width
+from journal.frame.render import clip, short_times, table, table_or_records, text_width
 from journal.terminal import printable
 
 PROPERTY = settings(max_examples=300, deadline=None)
@@ -69,3 +69,26 @@ def test_a_time_the_zone_cannot_show_is_shown_in_utc_marked_z() -> None:
     """The first hours of year 1 have no time west of UTC: shown in UTC with a Z, never a traceback."""
     now = datetime(2026, 12, 7, tzinfo=UTC)
     assert short_times(["0001-01-01T01:00:00Z"], ZoneInfo("America/New_York"), now) == ["0001-01-01 01:00Z"]
+
+
+@PROPERTY
+@given(rows=st.lists(st.lists(hostile, min_size=4, max_size=4), min_size=1, max_size=5), width=st.integers(40, 200))
+def test_a_table_too_wide_becomes_one_record_a_row_and_nothing_is_cut(rows: list[list[str]], width: int) -> None:
+    """The table where it fits; else one record a row: its two key cells on a line, then a line for each non-empty other cell after
+    its header, the cell whole; whatever the cells hold, a record cannot fake another or a line of its own."""
+    headers = ["a", "b", "c", "d"]
+    shown = table_or_records(headers, rows, width=width)
+    whole = table(headers, rows)
+    if all(text_width(line) <= width for line in whole.split("\n")):
+        assert shown == whole
+        return
+    records = shown.split("\n\n")
+    assert len(records) == len(rows)
+    for record, row in zip(records, rows, strict=True):
+        lines = record.split("\n")
+        assert lines[0] == "  ".join(printable(cell) for cell in row[:2])
+        kept = [(header, printable(cell)) for header, cell in zip(headers[2:], row[2:], strict=True) if cell]
+        assert len(lines) == 1 + len(kept)
+        for line, (header, cell) in zip(lines[1:], kept, strict=True):
+            assert line.startswith(f"  {header}:") and line.endswith(cell.rstrip())
+    assert table_or_records(headers, rows, width=None) == whole  # no width (a pipe): the table, however wide

@@ -98,7 +98,7 @@ def test_status_is_a_table_on_a_terminal_and_json_in_a_pipe(config: Path, tmp_pa
     """status on a terminal prints its table; piped it prints the --json document; the exit code is the same."""
     log = _run_log(config, tmp_path)
     args = ["status", "--config", str(config), "--log", str(log), "--now", "2026-09-05T22:00Z", "--grace", "10m"]
-    table = in_terminal([*GHOSTRUNNER, *args])
+    table = in_terminal([*GHOSTRUNNER, *args], columns=200)
     piped = subprocess.run([*GHOSTRUNNER, *args], capture_output=True, text=True, check=False)
     forced = subprocess.run([*GHOSTRUNNER, *args, "--json"], capture_output=True, text=True, check=False)
     assert table.returncode == piped.returncode == forced.returncode
@@ -106,6 +106,24 @@ def test_status_is_a_table_on_a_terminal_and_json_in_a_pipe(config: Path, tmp_pa
     assert "motoko  evening" in table.stdout and "status: " in table.stdout
     assert piped.stdout == forced.stdout
     assert {pair["routine"]: pair["state"] for pair in json.loads(piped.stdout)["pairs"]}["evening"] == "ok"
+
+
+def test_status_on_a_narrow_terminal_is_a_record_a_pair_and_no_row_wraps(config: Path, tmp_path: Path) -> None:
+    """At 80 columns status's ten columns would wrap each row into the next: each pair is a record instead (agent, routine, state and
+    due slot on one line, then each other column after its name, none cut), and the verdict still closes it."""
+    log = _run_log(config, tmp_path)
+    args = ["status", "--config", str(config), "--log", str(log), "--now", "2026-09-05T22:00Z", "--grace", "10m"]
+    shown = in_terminal([*GHOSTRUNNER, *args], columns=80)
+    wide = in_terminal([*GHOSTRUNNER, *args], columns=200)
+    assert shown.returncode == wide.returncode
+    evening = shown.stdout.split("\n\n")[[block.split()[:2] for block in shown.stdout.split("\n\n")].index(["motoko", "evening"])]
+    lines = evening.splitlines()
+    assert lines[0].split() == ["motoko", "evening", "ok", "2026-09-05"]
+    assert [line.split(":")[0].strip() for line in lines[1:]] == ["last success", "last failure", "last run", "today", "7 days", "lateness"]
+    success = wide.stdout.splitlines()[[line.split()[:2] for line in wide.stdout.splitlines()].index(["motoko", "evening"])]
+    assert lines[1].split(":", 1)[1].strip() in success  # the cell whole, as the wide table has it
+    assert all(len(line) <= 80 for line in evening.splitlines())
+    assert shown.stdout.rstrip().endswith(wide.stdout.rstrip().splitlines()[-1])  # the same verdict
 
 
 def test_run_on_a_terminal_shows_its_outcome_in_lines(config: Path, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from runner.monitor.history import build_history
 from tests._support import ghostrunner, script, write_config
+from tests._terminal import in_terminal
 
 #: A command backend whose first call fails and every later one answers.
 FLAKY = """
@@ -93,30 +94,35 @@ def test_filters_narrow_by_agent_routine_and_time(logged: tuple[Path, Path, list
 
 
 def test_on_a_terminal_history_is_a_table(logged: tuple[Path, Path, list[dict[str, Any]]]) -> None:
-    """With stdout a terminal, history prints a table: a header, one row per slot with its outcome, attempts and error."""
+    """With stdout a terminal wide enough, history prints a table: a header, one row per slot with its outcome, attempts and error."""
     config, log, _ = logged
-    leader, follower = os.openpty()
-    process = subprocess.Popen([shutil.which("ghostrunner") or "ghostrunner", "history", "--config", str(config), "--log", str(log)],
-                               stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the terminal's other side has closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    assert process.wait(60) == 0
-    assert process.stderr is not None
-    process.stderr.close()
-    lines = b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+    shown = in_terminal([shutil.which("ghostrunner") or "ghostrunner", "history", "--config", str(config), "--log", str(log)], columns=250)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
     assert lines[0].split() == ["LAST", "RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "SPENT", "ERROR"]
     assert lines[1].split()[2:7] == ["motoko", "pulse-4h", "2026-09-06T08", "appended", "1"]
     assert lines[2].split()[2:7] == ["motoko", "evening", "2026-09-05", "appended", "3"] and "command backend (agent motoko)" in lines[2]
     assert lines[-1].startswith("2 slots; input: ")
+
+
+def test_on_a_narrow_terminal_each_slot_is_a_record_and_no_line_wraps(logged: tuple[Path, Path, list[dict[str, Any]]]) -> None:
+    """At 80 columns the table would wrap each row into the next: each slot is a record instead, its identity on one line, then
+    each non-empty column after its name; piped with --text, the table stays whole for a script to cut, at any $COLUMNS."""
+    config, log, _ = logged
+    argv = [shutil.which("ghostrunner") or "ghostrunner", "history", "--config", str(config), "--log", str(log)]
+    shown = in_terminal(argv, columns=80)
+    assert shown.returncode == 0, shown.stderr
+    records, _, footer = shown.stdout.rstrip("\n").rpartition("\n\n")
+    assert footer.startswith("2 slots; input: ")
+    pulse, evening = (record.splitlines() for record in records.split("\n\n"))
+    assert pulse[0].split()[2:] == ["motoko", "pulse-4h", "2026-09-06T08", "appended"]
+    assert [line.split(":")[0] for line in pulse[1:]] == ["  attempts", "  duration", "  spent"]  # no error: its line is left out
+    assert evening[0].split()[2:] == ["motoko", "evening", "2026-09-05", "appended"] and evening[1].split() == ["attempts:", "3"]
+    assert evening[-1].startswith("  error:") and "command backend (agent motoko)" in evening[-1]
+    # Only the error (cut to 72 columns, on a line of its own) and the footer may run past 80; no other cell does.
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines() if not line.startswith(("2 slots; input: ", "  error:")))
+    piped = subprocess.run([*argv, "--text"], capture_output=True, text=True, check=False, timeout=60, env={**os.environ, "COLUMNS": "80"})
+    assert piped.stdout.split()[:3] == ["LAST", "RUN", "AGENT"] and len(piped.stdout.splitlines()) == 5  # header, 2 rows, blank, footer
 
 
 def test_busy_and_hostile_lines_do_not_break_history() -> None:
