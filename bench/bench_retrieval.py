@@ -140,6 +140,7 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
 
 
 def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool, rerank: bool = True) -> None:
+    _check_gold(name, payloads, queries)
     with tempfile.TemporaryDirectory() as tmp:
         with Journal(Path(tmp) / "j") as writer:  # appended without NN, embedded in batches on the NN open
             for payload in payloads:
@@ -229,15 +230,29 @@ def _table(rows: dict[str, list[tuple[dict[str, Any], dict[str, float]]]]) -> No
             print(f"  {label:<26} {group:<12} {len(groups[group]):>4}  {means}")
 
 
-def run_locomo(path: Path, model: str | None, modes: Sequence[str]) -> None:
-    """LoCoMo dev stored as the held-out harness stores it; turn recall@5/10/25 with and without the new stages, and the neighbour weight cross-validated."""
+def _check_gold(name: str, payloads: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]) -> None:
+    """Refuse to index a set if an entry's text names an evidence id (a LoCoMo turn's ``D3:14`` or any id a question is scored against)."""
+    gold = {entry_id for q in queries for entry_id in q["relevant"]}
+    if leaks := gold_leaks(payloads, gold):
+        raise SystemExit(f"{name}: an evidence id would reach the index in {len(leaks)} entries, e.g. {leaks[0]}")
+    print(f"{name}: {len(payloads)} entries, {len(queries)} questions; self-check: no evidence id ({len(gold)}) in any entry's indexed text")
+
+
+def run_locomo(path: Path, model: str | None, modes: Sequence[str], journal_set: Path | None = None) -> None:
+    """LoCoMo dev stored as the held-out harness stores it (and *journal_set* in the same convention); turn recall@5/10/25 with and without the new stages, and the neighbour weight cross-validated."""
+    sets = [("LoCoMo dev as the held-out harness stores it", *load_locomo(path), True)]
+    if journal_set is not None:
+        sets.append((f"journal set {journal_set.name}", *load_journal_set(journal_set), False))
+    for name, payloads, queries, cross_validate in sets:
+        _check_gold(name, payloads, queries)
+        _held_out(payloads, queries, model, modes, cross_validate)
+
+
+def _held_out(payloads: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]], model: str | None, modes: Sequence[str], cross_validate: bool) -> None:
+    """One ``search(question, k=50)`` a question, with and without the stages; recall@5/10/25 per mode, category and agent."""
     from journal.indexing.index import Window
     from journal.ranking.neighbours import NEIGHBOURS
 
-    payloads, queries = load_locomo(path)
-    if leaks := gold_leaks(payloads):
-        raise SystemExit(f"an evidence id would reach the index in {len(leaks)} entries, e.g. {leaks[0]}")
-    print(f"LoCoMo dev as the held-out harness stores it: {len(payloads)} turns, {len(queries)} questions; no evidence id in any entry's text")
     print(f"  {'variant':<26} {'group':<12} {'n':>4}  " + "  ".join(f"{'R@' + str(k):>6}" for k in HELD_OUT_KS))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "j"
@@ -259,7 +274,8 @@ def run_locomo(path: Path, model: str | None, modes: Sequence[str]) -> None:
                             bases.append([(h.entry_id, h.score) for h in hits])
                             near.append(index.neighbours([h.entry_id for h in hits], within_seconds=NEIGHBOURS.window_seconds, window=Window(agent=q["agent"])))
                 _table(rows)
-                _cross_validate(mode, queries, bases, near)
+                if cross_validate:
+                    _cross_validate(mode, queries, bases, near)
 
 
 def _cross_validate(mode: str, queries: Sequence[dict[str, Any]], bases: Sequence[list[tuple[str, float]]], near: Sequence[Any]) -> None:
@@ -500,6 +516,9 @@ def main() -> None:
     held.add_argument("path", type=Path, help="the locomo-dev directory (or its JSON file)")
     held.add_argument("--modes", default="lexical,hybrid", help="comma-separated modes (default lexical,hybrid)")
     held.add_argument("--model", help="model name or directory (default: the journal's default)")
+    held.add_argument("--journal-set", type=Path, default=Path(__file__).resolve().parent / "journal_set.json",
+                      help="also this journal-shaped set, in the same convention (default bench/journal_set.json)")
+    held.add_argument("--speed", type=int, default=0, metavar="ENTRIES", help="also search latency at ENTRIES entries with and without the stages (stages-speed)")
     fresh = sub.add_parser("freshness", help="updated facts and recency traps: does the newest version win, is the old truth kept?")
     fresh.add_argument("--set", type=Path, default=Path(__file__).resolve().parent / "freshness_set.json", help="the suites (bench/freshness_set.json)")
     fresh.add_argument("--background", type=int, default=1000, help="entries of the runner-written journal beneath them (0: none)")
@@ -530,7 +549,9 @@ def main() -> None:
     elif args.command == "stages-speed":
         run_stage_speed(args.entries, args.runs)
     elif args.command == "locomo":
-        run_locomo(args.path, args.model, args.modes.split(","))
+        run_locomo(args.path, args.model, args.modes.split(","), args.journal_set)
+        if args.speed:
+            run_stage_speed(args.speed, 5)
     elif args.command == "freshness":
         from freshness import run_freshness
 

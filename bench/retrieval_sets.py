@@ -98,9 +98,20 @@ def load_locomo(path: Path, layout: str = "journal") -> tuple[list[dict[str, Any
     return payloads, queries
 
 
-def gold_leaks(payloads: Iterable[dict[str, Any]]) -> list[str]:
-    """The ids of entries whose indexed text (theme, voice, tags) names an evidence id: the harness refuses to index them."""
-    return [p["id"] for p in payloads if GOLD_MARKER.search(" ".join((p.get("theme", ""), p.get("voice", ""), *p.get("tags", ()))))]
+def gold_leaks(payloads: Iterable[dict[str, Any]], gold: Iterable[str] = ()) -> list[str]:
+    """The ids of entries whose indexed text (theme, voice, tags, signals) names an evidence id: the harness refuses to index them.
+
+    An evidence id is a LoCoMo turn's (``D3:14``) or, given *gold*, any of those
+    entry ids (the ids a set's questions are scored against), as a whole word.
+    """
+    named = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, set(gold)))) + r")\b") if gold else None
+    leaks = []
+    for p in payloads:
+        signals = p.get("signals") or {}
+        said = " ".join((p.get("theme", ""), p.get("voice", ""), *p.get("tags", ()), *(str(v) for k, v in signals.items() if k != "continuity_refs")))
+        if GOLD_MARKER.search(said) or (named is not None and named.search(said)):
+            leaks.append(p["id"])
+    return leaks
 
 
 def load_journal_set(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
