@@ -13,6 +13,7 @@ from types import ModuleType
 import pytest
 
 from journal import Journal
+from journal.ranking.reranker import load_reranker
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -112,9 +113,9 @@ def test_the_held_out_bench_prints_recall_per_category_for_locomo_and_the_journa
     out = result.stdout
     assert "LoCoMo dev as the held-out harness stores it: 36 entries, 12 questions; self-check: no evidence id (12)" in out
     assert "journal set journal_set.json: 35 entries, 21 questions; self-check: no evidence id" in out
-    rows = [m.groups() for line in out.splitlines() if (m := re.fullmatch(r"  (lexical(?: \+ stages)?) +(\S+) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)", line))]
+    rows = [m.groups() for line in out.splitlines() if (m := re.fullmatch(r"  (lexical(?: \+ stages| \+ reranker)?) +(\S+) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)", line))]
     pairs = {(variant, group, int(n)) for variant, group, n, *_ in rows}
-    for variant in ("lexical", "lexical + stages"):
+    for variant in ("lexical", "lexical + stages", "lexical + reranker"):
         assert {(variant, "overall", 12), (variant, "single-hop", 12), (variant, "overall", 21), (variant, "updated-fact", 4)} <= pairs
     assert all(0 <= float(value) <= 1 for row in rows for value in row[3:])
     leaking = json.loads(source.read_text(encoding="utf-8"))
@@ -125,15 +126,20 @@ def test_the_held_out_bench_prints_recall_per_category_for_locomo_and_the_journa
     assert "Traceback" not in refused.stderr
 
 
-def test_the_reranker_trial_scores_each_conversation_with_a_model_chosen_and_fitted_on_the_other(tmp_path: Path) -> None:
-    """``train_reranker.py`` prints, per conversation held apart, what was chosen on the other, then recall of the stage -> the model."""
+def test_the_reranker_trial_scores_each_conversation_with_a_model_fitted_on_the_other_and_writes_weights_the_journal_loads(tmp_path: Path) -> None:
+    """``train_reranker.py`` prints, per conversation held apart, the L2 chosen on the other, recall of the stage -> the model, and writes a usable file."""
     pytest.importorskip("numpy")
-    result = _run(BENCH / "train_reranker.py", _two_conversations(tmp_path), "--modes", "lexical")
+    written = tmp_path / "weights.json"
+    result = _run(BENCH / "train_reranker.py", _two_conversations(tmp_path), "--write", written)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    chosen = [line for line in lines if line.startswith("lexical: held apart")]
-    assert [line.split()[3] for line in chosen] == ["conv-0:", "conv-1:"]
-    assert all(re.search(r"chosen on the other conversation: (after|instead) the neighbours' stage, L2 [\d.]+$", line) for line in chosen)
-    overall = next(line for line in lines if line.split()[:2] == ["lexical", "overall"])
-    assert re.fullmatch(r"\s*lexical\s+overall\s+12(  R@\d+ [\d.]+ -> [\d.]+){3}", overall)
-    assert any(line.split()[:3] == ["lexical", "jset", "overall"] for line in lines)
+    for mode in ("lexical", "hybrid"):
+        chosen = [line for line in lines if line.startswith(f"{mode}: held apart")]
+        assert [line.split()[3] for line in chosen] == ["conv-0:", "conv-1:"]
+        assert all(re.search(r"L2 [\d.]+ chosen on the other conversation$", line) for line in chosen)
+        overall = next(line for line in lines if line.split()[:2] == [mode, "overall"])
+        assert re.fullmatch(rf"\s*{mode}\s+overall\s+12(  R@\d+ [\d.]+ -> [\d.]+){{3}}", overall)
+        assert any(line.split()[:3] == [mode, "jset", "overall"] for line in lines)
+    assert re.search(r"^on by default: (yes|no) ", result.stdout, re.MULTILINE)
+    loaded = load_reranker(written, chosen=True)
+    assert loaded is not None and loaded.enabled == ("on by default: yes" in result.stdout)
