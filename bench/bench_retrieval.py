@@ -26,14 +26,22 @@ The LoCoMo rows of ``quality`` store each turn as the paper indexes it
 LoCoMo as the held-out harness stores it (``load_locomo``'s ``journal``
 layout: a turn is ``<speaker> said, "<text>"``, its session's date in the
 theme, linked to the turn before it), one ``search(question, k=50)`` a
-question, turn recall@5/10/25 with and without the neighbours' stage, and
-the neighbour weight cross-validated across conversations:
+question, turn recall@5/10/25 overall and per category without the stages,
+with the neighbours' stage and with the shipped reranker weights after it
+(fitted on this split: in-sample; ``bench/train_reranker.py`` prints the
+held-apart figures), the neighbour weight cross-validated across
+conversations, the journal set in the same convention, and with ``--speed``
+the search CPU time at that many entries of the three side by side, with the
+load average:
 
-    python bench/bench_retrieval.py locomo ../shared/data/locomo-dev
+    python bench/bench_retrieval.py locomo ../shared/data/locomo-dev --speed 10000
 
-Search CPU time at 10k entries with and without the neighbours' stage:
+The latency alone:
 
     python bench/bench_retrieval.py stages-speed --entries 10000
+
+``quality --reranker FILE`` ranks with those reranker weights after the
+neighbours (e.g. ``--runner 1000 --reranker journal/ranking/reranker.json``).
 
 Freshness (``bench/freshness.py``): the updated-fact and recency-trap
 suites of ``bench/freshness_set.json``, pass rates per mode:
@@ -140,20 +148,24 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
     print("hybrid >= each arm at every k in every row" if not behind else "hybrid behind an arm: " + "; ".join(behind))
 
 
-def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool, rerank: bool = True) -> None:
+def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool, rerank: bool = True,
+                reranker: Path | None = None) -> None:
     _check_gold(name, payloads, queries)
     with tempfile.TemporaryDirectory() as tmp:
         with Journal(Path(tmp) / "j") as writer:  # appended without NN, embedded in batches on the NN open
             for payload in payloads:
                 writer.append(payload)
-        evaluate_root(name, Path(tmp) / "j", queries, model, compare, rerank)
+        evaluate_root(name, Path(tmp) / "j", queries, model, compare, rerank, reranker)
 
 
-def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: str | None, compare: bool = False, rerank: bool = True) -> None:
-    """Open the journal at *root* with NN (embedding what lacks a vector) and print its quality table."""
+def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: str | None, compare: bool = False, rerank: bool = True,
+                  reranker: Path | None = None) -> None:
+    """Open the journal at *root* with NN (embedding what lacks a vector), with the *reranker* weights if given, and print its quality table."""
     arms: dict[str, list[Any]] = {}
     started = time.perf_counter()
-    options = {"model": model} if model else {}
+    options: dict[str, Any] = {"model": model} if model else {}
+    if reranker is not None:
+        options["reranker"] = reranker
     with Journal(root, enable_nn=True, **options) as journal:
         opened = time.perf_counter() - started
         entries = journal.digest().count
@@ -198,13 +210,13 @@ def compare_fusions(queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]
         print(f"    {label:<28} {overall}   {', '.join(behind) or '-'}")
 
 
-def run_runner_sets(sizes: Sequence[int], model: str | None, seed: int, compare: bool, rerank: bool = True) -> None:
+def run_runner_sets(sizes: Sequence[int], model: str | None, seed: int, compare: bool, rerank: bool = True, reranker: Path | None = None) -> None:
     from journal_sets import build_runner_set
 
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             queries = build_runner_set(Path(tmp) / "journal", size, seed=seed)
-            evaluate_root(f"runner journal of {size} runs (seed {seed})", Path(tmp) / "journal", queries, model, compare, rerank)
+            evaluate_root(f"runner journal of {size} runs (seed {seed})", Path(tmp) / "journal", queries, model, compare, rerank, reranker)
 
 
 # -- LoCoMo as the held-out harness stores it ---------------------------------------------
@@ -528,6 +540,7 @@ def main() -> None:
     quality.add_argument("--compare", action="store_true", help="also score other fusions of the same two arm lists")
     quality.add_argument("--model", help="model name or directory (default: the journal's default)")
     quality.add_argument("--plain", action="store_true", help="rank without the neighbours' stage (search(..., rerank=False))")
+    quality.add_argument("--reranker", type=Path, metavar="FILE", help="rank with these reranker weights after the neighbours (journal/ranking/reranker.json)")
     held = sub.add_parser("locomo", help="LoCoMo dev stored as the held-out harness stores it: turn recall@5/10/25, the new stages on and off")
     held.add_argument("path", type=Path, help="the locomo-dev directory (or its JSON file)")
     held.add_argument("--modes", default="lexical,hybrid", help="comma-separated modes (default lexical,hybrid)")
@@ -557,11 +570,11 @@ def main() -> None:
         if not args.locomo and not args.journal_set and not args.runner:
             parser.error("pass --locomo PATH, --journal-set PATH and/or --runner SIZES")
         if args.journal_set:
-            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model, args.compare, not args.plain)
+            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model, args.compare, not args.plain, args.reranker)
         if args.locomo:
-            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo, layout="paper"), args.model, args.compare, not args.plain)
+            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo, layout="paper"), args.model, args.compare, not args.plain, args.reranker)
         if args.runner:
-            run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare, not args.plain)
+            run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare, not args.plain, args.reranker)
     elif args.command == "stages-speed":
         run_stage_speed(args.entries, args.runs)
     elif args.command == "locomo":
