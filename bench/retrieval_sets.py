@@ -39,8 +39,8 @@ def _evidence_ids(raw: Iterable[str], known: set[str]) -> list[str]:
 
 #: How a LoCoMo turn becomes an entry: ``journal`` as the held-out harness stores it, ``paper`` as the benchmark's paper indexes it.
 LOCOMO_LAYOUTS = ("journal", "paper")
-#: A turn's evidence id (``D3:14``): what must never reach the index.
-GOLD_MARKER = re.compile(r"\bD:?\d+:\d+\b")
+#: An evidence id that must never reach the index: a LoCoMo turn's (``D3:14``) or a LongMemEval evidence session's (``answer_4be1b6b4_2``).
+GOLD_MARKER = re.compile(r"\bD:?\d+:\d+\b|\banswer_[0-9a-f]+(?:_\d+)?\b")
 
 
 def _turn_id(agent: str, dia_id: str, layout: str) -> str:

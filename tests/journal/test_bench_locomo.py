@@ -76,6 +76,8 @@ def test_the_self_check_refuses_an_entry_naming_any_id_a_question_is_scored_agai
     assert sets.gold_leaks(entries, {"m0"}) == []  # a whole word only
     assert sets.gold_leaks([{"id": "m03", "voice": "x", "tags": ["m01"]}], {"m01"}) == ["m03"]
     assert sets.gold_leaks([{"id": "m04", "voice": "x", "signals": {"focus": "D2:7"}}]) == ["m04"]
+    assert sets.gold_leaks([{"id": "m06", "theme": "session answer_4be1b6b4_2", "voice": "x"}]) == ["m06"]  # a LongMemEval evidence session
+    assert sets.gold_leaks([{"id": "m07", "voice": "the answer_key was wrong"}]) == []
     assert sets.gold_leaks([{"id": "m05", "voice": "x", "signals": {"continuity_refs": ["m01"]}}], {"m01"}) == []  # a link is no text
 
 
