@@ -26,14 +26,22 @@ The LoCoMo rows of ``quality`` store each turn as the paper indexes it
 LoCoMo as the held-out harness stores it (``load_locomo``'s ``journal``
 layout: a turn is ``<speaker> said, "<text>"``, its session's date in the
 theme, linked to the turn before it), one ``search(question, k=50)`` a
-question, turn recall@5/10/25 with and without the neighbours' stage, and
-the neighbour weight cross-validated across conversations:
+question, turn recall@5/10/25 overall and per category without the stages,
+with the neighbours' stage and with the shipped reranker weights after it
+(fitted on this split: in-sample; ``bench/train_reranker.py`` prints the
+held-apart figures), the neighbour weight cross-validated across
+conversations, the journal set in the same convention, and with ``--speed``
+the search CPU time at that many entries of the three side by side, with the
+load average:
 
-    python bench/bench_retrieval.py locomo ../shared/data/locomo-dev
+    python bench/bench_retrieval.py locomo ../shared/data/locomo-dev --speed 10000
 
-Search CPU time at 10k entries with and without the neighbours' stage:
+The latency alone:
 
     python bench/bench_retrieval.py stages-speed --entries 10000
+
+``quality --reranker FILE`` ranks with those reranker weights after the
+neighbours (e.g. ``--runner 1000 --reranker journal/ranking/reranker.json``).
 
 Freshness (``bench/freshness.py``): the updated-fact and recency-trap
 suites of ``bench/freshness_set.json``, pass rates per mode:
@@ -59,6 +67,7 @@ cold load of the matrix from SQLite); append latency with NN on and off.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -139,19 +148,24 @@ def print_table(title: str, results: dict[str, dict[str, dict[str, float]]]) -> 
     print("hybrid >= each arm at every k in every row" if not behind else "hybrid behind an arm: " + "; ".join(behind))
 
 
-def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool, rerank: bool = True) -> None:
+def run_quality(name: str, payloads: list[dict[str, Any]], queries: list[dict[str, Any]], model: str | None, compare: bool, rerank: bool = True,
+                reranker: Path | None = None) -> None:
+    _check_gold(name, payloads, queries)
     with tempfile.TemporaryDirectory() as tmp:
         with Journal(Path(tmp) / "j") as writer:  # appended without NN, embedded in batches on the NN open
             for payload in payloads:
                 writer.append(payload)
-        evaluate_root(name, Path(tmp) / "j", queries, model, compare, rerank)
+        evaluate_root(name, Path(tmp) / "j", queries, model, compare, rerank, reranker)
 
 
-def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: str | None, compare: bool = False, rerank: bool = True) -> None:
-    """Open the journal at *root* with NN (embedding what lacks a vector) and print its quality table."""
+def evaluate_root(name: str, root: Path, queries: list[dict[str, Any]], model: str | None, compare: bool = False, rerank: bool = True,
+                  reranker: Path | None = None) -> None:
+    """Open the journal at *root* with NN (embedding what lacks a vector), with the *reranker* weights if given, and print its quality table."""
     arms: dict[str, list[Any]] = {}
     started = time.perf_counter()
-    options = {"model": model} if model else {}
+    options: dict[str, Any] = {"model": model} if model else {}
+    if reranker is not None:
+        options["reranker"] = reranker
     with Journal(root, enable_nn=True, **options) as journal:
         opened = time.perf_counter() - started
         entries = journal.digest().count
@@ -196,13 +210,13 @@ def compare_fusions(queries: Sequence[dict[str, Any]], arms: dict[str, list[Any]
         print(f"    {label:<28} {overall}   {', '.join(behind) or '-'}")
 
 
-def run_runner_sets(sizes: Sequence[int], model: str | None, seed: int, compare: bool, rerank: bool = True) -> None:
+def run_runner_sets(sizes: Sequence[int], model: str | None, seed: int, compare: bool, rerank: bool = True, reranker: Path | None = None) -> None:
     from journal_sets import build_runner_set
 
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             queries = build_runner_set(Path(tmp) / "journal", size, seed=seed)
-            evaluate_root(f"runner journal of {size} runs (seed {seed})", Path(tmp) / "journal", queries, model, compare, rerank)
+            evaluate_root(f"runner journal of {size} runs (seed {seed})", Path(tmp) / "journal", queries, model, compare, rerank, reranker)
 
 
 # -- LoCoMo as the held-out harness stores it ---------------------------------------------
@@ -229,15 +243,35 @@ def _table(rows: dict[str, list[tuple[dict[str, Any], dict[str, float]]]]) -> No
             print(f"  {label:<26} {group:<12} {len(groups[group]):>4}  {means}")
 
 
-def run_locomo(path: Path, model: str | None, modes: Sequence[str]) -> None:
-    """LoCoMo dev stored as the held-out harness stores it; turn recall@5/10/25 with and without the new stages, and the neighbour weight cross-validated."""
+def _check_gold(name: str, payloads: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]) -> None:
+    """Refuse to index a set if an entry's text names an evidence id (a LoCoMo turn's ``D3:14`` or any id a question is scored against)."""
+    gold = {entry_id for q in queries for entry_id in q["relevant"]}
+    if leaks := gold_leaks(payloads, gold):
+        raise SystemExit(f"{name}: an evidence id would reach the index in {len(leaks)} entries, e.g. {leaks[0]}")
+    print(f"{name}: {len(payloads)} entries, {len(queries)} questions; self-check: no evidence id ({len(gold)}) in any entry's indexed text")
+
+
+def run_locomo(path: Path, model: str | None, modes: Sequence[str], journal_set: Path | None = None) -> None:
+    """LoCoMo dev stored as the held-out harness stores it (and *journal_set* in the same convention); turn recall@5/10/25 with and without the new stages, and the neighbour weight cross-validated."""
+    sets = [("LoCoMo dev as the held-out harness stores it", *load_locomo(path), True)]
+    if journal_set is not None:
+        sets.append((f"journal set {journal_set.name}", *load_journal_set(journal_set), False))
+    for name, payloads, queries, cross_validate in sets:
+        _check_gold(name, payloads, queries)
+        _held_out(payloads, queries, model, modes, cross_validate)
+
+
+def _held_out(payloads: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]], model: str | None, modes: Sequence[str], cross_validate: bool) -> None:
+    """One ``search(question, k=50)`` a question, with and without the stages; recall@5/10/25 per mode, category and agent."""
     from journal.indexing.index import Window
     from journal.ranking.neighbours import NEIGHBOURS
+    from journal.ranking.reranker import SHIPPED, load_reranker
 
-    payloads, queries = load_locomo(path)
-    if leaks := gold_leaks(payloads):
-        raise SystemExit(f"an evidence id would reach the index in {len(leaks)} entries, e.g. {leaks[0]}")
-    print(f"LoCoMo dev as the held-out harness stores it: {len(payloads)} turns, {len(queries)} questions; no evidence id in any entry's text")
+    # The shipped weights, on or off by default: "+ reranker" rows use them. They were fitted on all of LoCoMo dev,
+    # so on it they are in-sample figures; the held-apart ones are bench/train_reranker.py's.
+    learned = load_reranker(SHIPPED, chosen=True)
+    if learned is None:
+        raise SystemExit(f"the shipped reranker weights {SHIPPED} are not usable: see the warning above")
     print(f"  {'variant':<26} {'group':<12} {'n':>4}  " + "  ".join(f"{'R@' + str(k):>6}" for k in HELD_OUT_KS))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "j"
@@ -252,14 +286,17 @@ def run_locomo(path: Path, model: str | None, modes: Sequence[str]) -> None:
                 bases: list[list[tuple[str, float]]] = []
                 near: list[Any] = []
                 for q in queries:
-                    for rerank in (False, True):
+                    for label, rerank, reranker in ((mode, False, None), (f"{mode} + stages", True, None), (f"{mode} + reranker", True, learned)):
+                        journal._ranker.reranker = reranker
                         hits = journal.search(q["query"], k=HELD_OUT_DEPTH, agent=q["agent"], mode=mode, rerank=rerank)
-                        rows[f"{mode}{' + stages' if rerank else ''}"].append((q, _recalls([h.entry_id for h in hits], q["relevant"])))
+                        rows[label].append((q, _recalls([h.entry_id for h in hits], q["relevant"])))
                         if not rerank:
                             bases.append([(h.entry_id, h.score) for h in hits])
                             near.append(index.neighbours([h.entry_id for h in hits], within_seconds=NEIGHBOURS.window_seconds, window=Window(agent=q["agent"])))
+                journal._ranker.reranker = None
                 _table(rows)
-                _cross_validate(mode, queries, bases, near)
+                if cross_validate:
+                    _cross_validate(mode, queries, bases, near)
 
 
 def _cross_validate(mode: str, queries: Sequence[dict[str, Any]], bases: Sequence[list[tuple[str, float]]], near: Sequence[Any]) -> None:
@@ -422,7 +459,7 @@ def _cpu_ms(call: Callable[[], Any]) -> float:
 
 
 def run_stage_speed(entries: int, runs: int) -> None:
-    """p50/p95 search latency at *entries* with the neighbours' stage (the default) and without (rerank=False), and the added time per query.
+    """p50/p95 search latency at *entries* without the stages (rerank=False), with the neighbours' stage (the default) and with the learned reranker after it, and the time each adds per query.
 
     Every entry continues the one before it of its agent (the densest linking a
     journal has), four agents, entries of one agent 7 minutes apart (each is its
@@ -434,6 +471,7 @@ def run_stage_speed(entries: int, runs: int) -> None:
     import numpy as np
 
     from journal.encoding import load_encoder
+    from journal.ranking.reranker import SHIPPED, load_reranker
 
     encoder = load_encoder()
     rng = np.random.default_rng(5)
@@ -464,25 +502,31 @@ def run_stage_speed(entries: int, runs: int) -> None:
         with Journal(root, enable_nn=True, encoder=encoder) as journal:
             for q in queries:
                 journal.search(q, k=8)  # the query vectors memoised, the matrix loaded
+            learned = load_reranker(SHIPPED, chosen=True)
+            stages = {"plain": (False, None), "neighbours": (True, None), "+ reranker": (True, learned)}
             print(f"\nsearch at {entries} entries ({entries // 4} per agent, each continuing the one before), k=8, {runs} runs of {len(queries)} queries")
+            print(f"  load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
             print("  CPU time                           p50 ms   p95 ms")
             for mode in ("lexical", "hybrid"):
                 for agent in ("agent1", None):
-                    times: dict[bool, list[float]] = {True: [], False: []}
-                    added: list[float] = []
+                    times: dict[str, list[float]] = {name: [] for name in stages}
+                    added: dict[str, list[float]] = {"neighbours": [], "+ reranker": []}
                     for _ in range(runs):
                         for q in queries:
-                            pair = {
-                                rerank: _cpu_ms(lambda q=q, a=agent, m=mode, r=rerank: journal.search(q, k=8, agent=a, mode=m, rerank=r))
-                                for rerank in (False, True)
-                            }
-                            for rerank, value in pair.items():
-                                times[rerank].append(value)
-                            added.append(pair[True] - pair[False])
+                            row = {}
+                            for name, (rerank, reranker) in stages.items():  # the same query through each variant, back to back
+                                journal._ranker.reranker = reranker
+                                row[name] = _cpu_ms(lambda q=q, a=agent, m=mode, r=rerank: journal.search(q, k=8, agent=a, mode=m, rerank=r))
+                                times[name].append(row[name])
+                            added["neighbours"].append(row["neighbours"] - row["plain"])
+                            added["+ reranker"].append(row["+ reranker"] - row["neighbours"])
+                    journal._ranker.reranker = None
                     label = f"{mode} {'one agent' if agent else 'all agents'}"
-                    print(f"  {label:<20} plain       {_pct(times[False], .5):7.2f}  {_pct(times[False], .95):7.2f}")
-                    print(f"  {label:<20} neighbours  {_pct(times[True], .5):7.2f}  {_pct(times[True], .95):7.2f}")
-                    print(f"  {label:<20} added       {_pct(added, .5):7.2f}  {_pct(added, .95):7.2f}")
+                    for name, values in times.items():
+                        print(f"  {label:<20} {name:<11} {_pct(values, .5):7.2f}  {_pct(values, .95):7.2f}")
+                    for name, values in added.items():
+                        print(f"  {label:<20} {'added by ' + name.removeprefix('+ '):<22} {_pct(values, .5):7.2f}  {_pct(values, .95):7.2f}")
+            print(f"  load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def main() -> None:
@@ -496,10 +540,14 @@ def main() -> None:
     quality.add_argument("--compare", action="store_true", help="also score other fusions of the same two arm lists")
     quality.add_argument("--model", help="model name or directory (default: the journal's default)")
     quality.add_argument("--plain", action="store_true", help="rank without the neighbours' stage (search(..., rerank=False))")
+    quality.add_argument("--reranker", type=Path, metavar="FILE", help="rank with these reranker weights after the neighbours (journal/ranking/reranker.json)")
     held = sub.add_parser("locomo", help="LoCoMo dev stored as the held-out harness stores it: turn recall@5/10/25, the new stages on and off")
     held.add_argument("path", type=Path, help="the locomo-dev directory (or its JSON file)")
     held.add_argument("--modes", default="lexical,hybrid", help="comma-separated modes (default lexical,hybrid)")
     held.add_argument("--model", help="model name or directory (default: the journal's default)")
+    held.add_argument("--journal-set", type=Path, default=Path(__file__).resolve().parent / "journal_set.json",
+                      help="also this journal-shaped set, in the same convention (default bench/journal_set.json)")
+    held.add_argument("--speed", type=int, default=0, metavar="ENTRIES", help="also search latency at ENTRIES entries with and without the stages (stages-speed)")
     fresh = sub.add_parser("freshness", help="updated facts and recency traps: does the newest version win, is the old truth kept?")
     fresh.add_argument("--set", type=Path, default=Path(__file__).resolve().parent / "freshness_set.json", help="the suites (bench/freshness_set.json)")
     fresh.add_argument("--background", type=int, default=1000, help="entries of the runner-written journal beneath them (0: none)")
@@ -522,15 +570,17 @@ def main() -> None:
         if not args.locomo and not args.journal_set and not args.runner:
             parser.error("pass --locomo PATH, --journal-set PATH and/or --runner SIZES")
         if args.journal_set:
-            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model, args.compare, not args.plain)
+            run_quality(f"journal set {args.journal_set.name}", *load_journal_set(args.journal_set), args.model, args.compare, not args.plain, args.reranker)
         if args.locomo:
-            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo, layout="paper"), args.model, args.compare, not args.plain)
+            run_quality("LoCoMo dev (conv-26, conv-30)", *load_locomo(args.locomo, layout="paper"), args.model, args.compare, not args.plain, args.reranker)
         if args.runner:
-            run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare, not args.plain)
+            run_runner_sets([int(size) for size in args.runner.split(",")], args.model, args.seed, args.compare, not args.plain, args.reranker)
     elif args.command == "stages-speed":
         run_stage_speed(args.entries, args.runs)
     elif args.command == "locomo":
-        run_locomo(args.path, args.model, args.modes.split(","))
+        run_locomo(args.path, args.model, args.modes.split(","), args.journal_set)
+        if args.speed:
+            run_stage_speed(args.speed, 5)
     elif args.command == "freshness":
         from freshness import run_freshness
 

@@ -39,8 +39,8 @@ def _evidence_ids(raw: Iterable[str], known: set[str]) -> list[str]:
 
 #: How a LoCoMo turn becomes an entry: ``journal`` as the held-out harness stores it, ``paper`` as the benchmark's paper indexes it.
 LOCOMO_LAYOUTS = ("journal", "paper")
-#: A turn's evidence id (``D3:14``): what must never reach the index.
-GOLD_MARKER = re.compile(r"\bD:?\d+:\d+\b")
+#: An evidence id that must never reach the index: a LoCoMo turn's (``D3:14``) or a LongMemEval evidence session's (``answer_4be1b6b4_2``).
+GOLD_MARKER = re.compile(r"\bD:?\d+:\d+\b|\banswer_[0-9a-f]+(?:_\d+)?\b")
 
 
 def _turn_id(agent: str, dia_id: str, layout: str) -> str:
@@ -98,9 +98,20 @@ def load_locomo(path: Path, layout: str = "journal") -> tuple[list[dict[str, Any
     return payloads, queries
 
 
-def gold_leaks(payloads: Iterable[dict[str, Any]]) -> list[str]:
-    """The ids of entries whose indexed text (theme, voice, tags) names an evidence id: the harness refuses to index them."""
-    return [p["id"] for p in payloads if GOLD_MARKER.search(" ".join((p.get("theme", ""), p.get("voice", ""), *p.get("tags", ()))))]
+def gold_leaks(payloads: Iterable[dict[str, Any]], gold: Iterable[str] = ()) -> list[str]:
+    """The ids of entries whose indexed text (theme, voice, tags, signals) names an evidence id: the harness refuses to index them.
+
+    An evidence id is a LoCoMo turn's (``D3:14``) or, given *gold*, any of those
+    entry ids (the ids a set's questions are scored against), as a whole word.
+    """
+    named = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, set(gold)))) + r")\b") if gold else None
+    leaks = []
+    for p in payloads:
+        signals = p.get("signals") or {}
+        said = " ".join((p.get("theme", ""), p.get("voice", ""), *p.get("tags", ()), *(str(v) for k, v in signals.items() if k != "continuity_refs")))
+        if GOLD_MARKER.search(said) or (named is not None and named.search(said)):
+            leaks.append(p["id"])
+    return leaks
 
 
 def load_journal_set(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

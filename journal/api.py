@@ -34,6 +34,7 @@ from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
 from journal.ranking.hit import Hit
+from journal.ranking.reranker import SHIPPED, load_reranker
 from journal.ranking.search import DEFAULT_CONTEXT_CHARS, MAX_K, MODES, Ranker
 from journal.sync import (
     MAX_LIMIT,
@@ -135,6 +136,10 @@ class Journal:
             private keys, URL passwords, high-entropy words) by ``[redacted:<kind>]`` before it is stored, and
             records how many in ``meta.redacted``; ``"off"`` stores the text as given (see docs/erasure.md).
         redact_patterns: extra kinds of secret, each a kind (``"ticket"``) and a regular expression, applied with either mode.
+        reranker: a reranker weights file (see :mod:`journal.ranking.reranker`) to reorder the best candidates of
+            lexical and hybrid ranking after the neighbours' stage. None uses the shipped weights only if they say
+            they are on by default (they are off: they did not beat the neighbours' stage on held-apart data). A
+            file that cannot be used is reported once on the ``journal`` logger and ranking goes on without it.
 
     Raises:
         SemanticUnavailableError: NN asked for without the ``nn`` extra.
@@ -158,6 +163,7 @@ class Journal:
         repair_index: bool = True,
         redact: str = "default",
         redact_patterns: Mapping[str, str] | None = None,
+        reranker: str | os.PathLike[str] | None = None,
     ) -> None:
         self.root = Path(root)
         self._redactor = make_redactor(redact, redact_patterns)
@@ -177,7 +183,10 @@ class Journal:
             )
         self.manifest = self._keeper.manifest
         self._reader = Reader(self._keeper)
-        self._ranker = Ranker(self._keeper.index, self._keeper.semantic, self._reader)
+        chosen = reranker is not None
+        self._ranker = Ranker(
+            self._keeper.index, self._keeper.semantic, self._reader, load_reranker(SHIPPED if reranker is None else reranker, chosen=chosen)
+        )
 
     @staticmethod
     def _load_encoder(model: str | os.PathLike[str], device: str, cache_dir: Path) -> Encoder:
@@ -654,7 +663,8 @@ class Journal:
                 neighbours' (the entries it continues or that continue it, and
                 those of its agent written just before or after it; see
                 :mod:`journal.ranking.neighbours`). False ranks by the words
-                and their fusion with the vectors alone.
+                and their fusion with the vectors alone; it also turns off the
+                learned reranker of the journal's *reranker* file.
 
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode, or ``floor=False``, without NN.

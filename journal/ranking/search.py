@@ -22,6 +22,7 @@ from journal.ranking.context import PromptContext, build_prompt_context
 from journal.ranking.fusion import FUSION, fuse, needs_partial
 from journal.ranking.hit import Hit
 from journal.ranking.neighbours import NEIGHBOURS, with_neighbours
+from journal.ranking.reranker import Reranker
 from journal.sync import Reader
 
 if TYPE_CHECKING:
@@ -60,12 +61,16 @@ class _Ranking:
 
 
 class Ranker:
-    """Ranks the rows of *index* (and with NN on, the vectors of *semantic*); *reader* turns rows into entries."""
+    """Ranks the rows of *index* (and with NN on, the vectors of *semantic*); *reader* turns rows into entries.
 
-    def __init__(self, index: Index, semantic: SemanticIndex | None, reader: Reader) -> None:
+    *reranker*, when given, reorders the best candidates after the neighbours' stage (see :mod:`journal.ranking.reranker`).
+    """
+
+    def __init__(self, index: Index, semantic: SemanticIndex | None, reader: Reader, reranker: Reranker | None = None) -> None:
         self._index = index
         self._semantic = semantic
         self._reader = reader
+        self.reranker = reranker
 
     def _resolve_mode(self, mode: str) -> str:
         if mode not in MODES:
@@ -113,7 +118,7 @@ class Ranker:
         *floor*, an entry whose cosine is below it is left out unless the words matched it
         by a word that says what the query is about (see :meth:`Index.telling_matches`). With
         *stages*, lexical and hybrid rankings go on through the neighbours' stage
-        (see :mod:`journal.ranking.neighbours`).
+        (see :mod:`journal.ranking.neighbours`) and, when the ranker has one, the learned reranker.
         """
         mode = self._resolve_mode(mode)
         bad: set[str] = set()
@@ -216,7 +221,10 @@ class Ranker:
         if mode == "lexical":
             # The neighbours' stage needs the scores of its sources, more than k when k is small.
             words = self._index.search(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude, with_snippets=False)
-            ranked = with_neighbours(self._index, [(r.row.id, r.score) for r in words], window, exclude=exclude)
+            base = [(r.row.id, r.score) for r in words]
+            ranked = with_neighbours(self._index, base, window, exclude=exclude)
+            if self.reranker is not None:
+                ranked = self.reranker.rerank(self._index, query, window, mode, base=base, lifted=ranked, lexical=base, semantic=[])
             known = {r.row.id: r.row for r in words}
             return self._hits(query, ranked, k=k, mode=mode, matched=set(known), scores={}, bad=bad, scope=scope, known=known)
         assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
@@ -243,7 +251,12 @@ class Ranker:
             telling = self._index.telling_matches(query, [r.row.id for r in lexical], window) if lexical else set()
             ranked = [(entry_id, score) for entry_id, score in ranked if entry_id in telling or cosines.get(entry_id, -1.0) >= floor]
         if stages and mode == "hybrid":
-            ranked = with_neighbours(self._index, ranked, window, exclude=exclude)
+            base, ranked = ranked, with_neighbours(self._index, ranked, window, exclude=exclude)
+            if self.reranker is not None:
+                lexical_ranked = [(r.row.id, r.score) for r in lexical]
+                ranked = self.reranker.rerank(
+                    self._index, query, window, mode, base=base, lifted=ranked, lexical=lexical_ranked, semantic=semantic
+                )
         return self._hits(query, ranked, k=k, mode=mode, matched=matched, scores=scores, bad=bad, scope=scope, vector=vector)
 
     def _hits(

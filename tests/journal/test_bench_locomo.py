@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,7 @@ from types import ModuleType
 import pytest
 
 from journal import Journal
+from journal.ranking.reranker import load_reranker
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
@@ -63,3 +66,82 @@ def test_each_turn_is_one_note_as_the_held_out_harness_stores_it(sets: ModuleTyp
         for payload in payloads:
             journal.append(payload)
         assert journal.get(second["id"]).continuity_refs == (first["id"],)
+
+
+def test_the_self_check_refuses_an_entry_naming_any_id_a_question_is_scored_against(sets: ModuleType) -> None:
+    """A LoCoMo turn id, or (given the set's gold ids) any gold entry id as a whole word, in text that reaches the index is a leak."""
+    entries = [{"id": "m01", "theme": "studio", "voice": "moved the studio"}, {"id": "m02", "theme": "studio", "voice": "see m01 for the old one"}]
+    assert sets.gold_leaks(entries) == []  # no LoCoMo marker
+    assert sets.gold_leaks(entries, {"m01"}) == ["m02"]
+    assert sets.gold_leaks(entries, {"m0"}) == []  # a whole word only
+    assert sets.gold_leaks([{"id": "m03", "voice": "x", "tags": ["m01"]}], {"m01"}) == ["m03"]
+    assert sets.gold_leaks([{"id": "m04", "voice": "x", "signals": {"focus": "D2:7"}}]) == ["m04"]
+    assert sets.gold_leaks([{"id": "m06", "theme": "session answer_4be1b6b4_2", "voice": "x"}]) == ["m06"]  # a LongMemEval evidence session
+    assert sets.gold_leaks([{"id": "m07", "voice": "the answer_key was wrong"}]) == []
+    assert sets.gold_leaks([{"id": "m05", "voice": "x", "signals": {"continuity_refs": ["m01"]}}], {"m01"}) == []  # a link is no text
+
+
+def _two_conversations(tmp_path: Path) -> Path:
+    """Two small conversations of three sessions, each with questions whose evidence is the turn after the one that matches their words."""
+    conversations = []
+    for n, (a, b) in enumerate((("Ann", "Bo"), ("Cy", "Di"))):
+        turns: dict[str, object] = {"speaker_a": a, "speaker_b": b}
+        qa = []
+        topics = ("painting", "guitar", "garden", "bakery", "marathon", "chess")
+        for session, topic in enumerate(topics, 1):
+            turns[f"session_{session}_date_time"] = f"1:56 pm on {session} May, 2023"
+            turns[f"session_{session}"] = [
+                {"speaker": a, "dia_id": f"D{session}:1", "text": f"How is your {topic} going?"},
+                {"speaker": b, "dia_id": f"D{session}:2", "text": f"Wonderful, I won a prize last week number {session + 10 * n}."},
+                {"speaker": a, "dia_id": f"D{session}:3", "text": "Good to hear."},
+            ]
+            qa.append({"question": f"What happened with {b}'s {topic}?", "answer": "a prize", "evidence": [f"D{session}:2"], "category": 4})
+        conversations.append({"sample_id": f"conv-{n}", "conversation": turns, "qa": qa})
+    source = tmp_path / "locomo.json"
+    source.write_text(json.dumps(conversations), encoding="utf-8")
+    return source
+
+
+def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True, check=False, timeout=600, cwd=BENCH.parent)
+
+
+def test_the_held_out_bench_prints_recall_per_category_for_locomo_and_the_journal_set_after_its_self_check(tmp_path: Path) -> None:
+    """``bench_retrieval.py locomo`` prints the self-check, then R@5/10/25 per variant and category for both sets; a leak stops it."""
+    source = _two_conversations(tmp_path)
+    journal_set = BENCH / "journal_set.json"
+    result = _run(BENCH / "bench_retrieval.py", "locomo", source, "--modes", "lexical", "--journal-set", journal_set)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "LoCoMo dev as the held-out harness stores it: 36 entries, 12 questions; self-check: no evidence id (12)" in out
+    assert "journal set journal_set.json: 35 entries, 21 questions; self-check: no evidence id" in out
+    rows = [m.groups() for line in out.splitlines() if (m := re.fullmatch(r"  (lexical(?: \+ stages| \+ reranker)?) +(\S+) +(\d+) +([\d.]+) +([\d.]+) +([\d.]+)", line))]
+    pairs = {(variant, group, int(n)) for variant, group, n, *_ in rows}
+    for variant in ("lexical", "lexical + stages", "lexical + reranker"):
+        assert {(variant, "overall", 12), (variant, "single-hop", 12), (variant, "overall", 21), (variant, "updated-fact", 4)} <= pairs
+    assert all(0 <= float(value) <= 1 for row in rows for value in row[3:])
+    leaking = json.loads(source.read_text(encoding="utf-8"))
+    leaking[0]["conversation"]["session_1"][0]["text"] = "see D1:2"
+    source.write_text(json.dumps(leaking), encoding="utf-8")
+    refused = _run(BENCH / "bench_retrieval.py", "locomo", source, "--modes", "lexical")
+    assert refused.returncode != 0 and "an evidence id would reach the index in 1 entries" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_the_reranker_trial_scores_each_conversation_with_a_model_fitted_on_the_other_and_writes_weights_the_journal_loads(tmp_path: Path) -> None:
+    """``train_reranker.py`` prints, per conversation held apart, the L2 chosen on the other, recall of the stage -> the model, and writes a usable file."""
+    pytest.importorskip("numpy")
+    written = tmp_path / "weights.json"
+    result = _run(BENCH / "train_reranker.py", _two_conversations(tmp_path), "--write", written)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for mode in ("lexical", "hybrid"):
+        chosen = [line for line in lines if line.startswith(f"{mode}: held apart")]
+        assert [line.split()[3] for line in chosen] == ["conv-0:", "conv-1:"]
+        assert all(re.search(r"L2 [\d.]+ chosen on the other conversation$", line) for line in chosen)
+        overall = next(line for line in lines if line.split()[:2] == [mode, "overall"])
+        assert re.fullmatch(rf"\s*{mode}\s+overall\s+12(  R@\d+ [\d.]+ -> [\d.]+){{3}}", overall)
+        assert any(line.split()[:3] == [mode, "jset", "overall"] for line in lines)
+    assert re.search(r"^on by default: (yes|no) ", result.stdout, re.MULTILINE)
+    loaded = load_reranker(written, chosen=True)
+    assert loaded is not None and loaded.enabled == ("on by default: yes" in result.stdout)
