@@ -30,6 +30,7 @@ from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
+from journal.indexing import Proposal
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
@@ -61,6 +62,7 @@ __all__ = [
     "ExportManifest",
     "ImportSummary",
     "Journal",
+    "Proposal",
     "SkippedFile",
     "VerifyReport",
 ]
@@ -562,6 +564,15 @@ class Journal:
         large the journal.
         """
         return self._keeper.index.has_entries(simulated=simulated, agent=agent)
+
+    @recovering
+    def proposals(self, agent: str | None = None) -> builtins.list[Proposal]:
+        """The pending supersede proposals (of *agent*, when given): a newer entry that may update an older one of its agent.
+
+        Derived at append and rebuilt by :meth:`reindex`, never written to an entry file. A proposal
+        stops being pending once an entry of the agent names the older one in ``supersedes``.
+        """
+        return self._keeper.index.proposals(agent)
 
     @recovering
     def list(

@@ -29,6 +29,7 @@ __all__ = [
     "show_hits",
     "show_import",
     "show_init",
+    "show_proposals",
     "show_reindex",
     "show_related",
     "show_verify",
@@ -176,6 +177,26 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
         ],
         width,
         listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
+    )
+
+
+def show_proposals(proposals: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
+    """``proposals``: one row per pending proposal, oldest proposer first: the older entry, the newer that may update it, what they share."""
+    if not proposals:
+        return "no pending proposals"
+    return _listing_table(
+        listing,
+        [
+            ("older", listing.ids([p["older"] for p in proposals])),
+            ("of", listing.times([p["older_ts"] for p in proposals])),
+            ("newer", listing.ids([p["newer"] for p in proposals])),
+            ("at", listing.times([p["newer_ts"] for p in proposals])),
+            ("agent", [p["agent"] for p in proposals]),
+            ("score", [f"{p['score']:.2f}" for p in proposals]),
+            ("subject", [p["subject"] for p in proposals]),
+        ],
+        width,
+        listing.footer(_count(len(proposals), "proposal", "proposals"), "newer may update older; score: shared words"),
     )
 
 

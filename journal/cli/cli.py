@@ -393,6 +393,20 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
     _emit([hit.to_dict() for hit in hits], _listed(journal, agent, _views.show_related, lambda shown: [h["entry_id"] for h in shown]))
 
 
+@cli.command(short_help="List pending supersede proposals.")
+@agent_option("Only this agent's proposals.")
+@output_option
+@pass_settings
+def proposals(settings: _Settings, agent: str | None) -> None:
+    """List the pending supersede proposals: a newer entry of an agent that may update an older one on the same subject.
+
+    Example: ghostjournal proposals --agent motoko
+    """
+    journal = settings.journal()
+    found = [proposal.to_dict() for proposal in journal.proposals(agent)]
+    _emit(found, _listed(journal, agent, _views.show_proposals, lambda shown: [i for p in shown for i in (p["older"], p["newer"])]))
+
+
 @cli.command(short_help="Summarize a window of entries.")
 @window_options
 @as_of_option

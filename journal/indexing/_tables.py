@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from journal.indexing._proposals import PROPOSAL_DROP, PROPOSAL_TABLES
+
 __all__ = [
     "ALL_ROWS",
     "COLUMNS",
@@ -38,7 +40,8 @@ __all__ = [
 #: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
 #: 10: an erased entry's tombstone is indexed in ``tombstones`` alone (no text, no vector), so no read lists or ranks it;
 #:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
-INDEX_SCHEMA_VERSION: Final = 10
+#: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries (see :mod:`journal.indexing._proposals`).
+INDEX_SCHEMA_VERSION: Final = 11
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -128,7 +131,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall():
         if _AGENT_FTS_NAME.fullmatch(name):
             conn.execute(f"DROP TABLE {name}")
-    for statement in (_DROP + _TABLES).split(";"):
+    for statement in (PROPOSAL_DROP + _DROP + _TABLES + PROPOSAL_TABLES).split(";"):
         if statement.strip():
             conn.execute(statement)
     conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))

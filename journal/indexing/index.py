@@ -22,6 +22,7 @@ from journal.files.entry import Entry, utc_key
 from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, query_terms
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
+from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
     COLUMNS,
@@ -45,6 +46,7 @@ __all__ = [
     "IndexCorruptError",
     "IndexRow",
     "IndexState",
+    "Proposal",
     "QueryWords",
     "SearchRow",
     "VectorRow",
@@ -130,11 +132,13 @@ class Index(Database):
             conn.execute("INSERT INTO untrusted (id, agent) VALUES (?, ?)", (entry.id, entry.agent))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
+        propose(conn, entry)
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
         conn.execute("DELETE FROM tombstones WHERE id = ?", (entry_id,))
         conn.execute("DELETE FROM untrusted WHERE id = ?", (entry_id,))
+        forget_proposals(conn, entry_id)
         row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
@@ -558,6 +562,16 @@ class Index(Database):
             return [(src, dst) for src, dst in self.conn.execute(sql)]
 
     # -- corrections -----------------------------------------------------------------
+
+    def pending_proposals(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[Proposal]]:
+        """For each of *ids* that a later entry of its agent may update, the pending proposals, newest proposer first (written before *before*)."""
+        with corruption_guard():
+            return pending_for(self.conn, ids, before=before)
+
+    def proposals(self, agent: str | None = None) -> list[Proposal]:
+        """Every pending supersede proposal (of *agent*, when given), oldest proposer first."""
+        with corruption_guard():
+            return proposals_of(self.conn, agent)
 
     def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
         """For each of *ids* that is superseded, the entries superseding it, newest first.

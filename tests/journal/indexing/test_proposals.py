@@ -1,0 +1,121 @@
+"""Supersede proposals: made at append between an agent's entries on one subject, derived state that reindex rebuilds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from journal import Journal
+from journal.indexing import PROPOSAL_THRESHOLD
+from tests.journal._proposal_entries import NEW, OLD, OTHER, add
+
+
+def _pairs(journal: Journal, agent: str | None = None) -> list[tuple[str, str]]:
+    return [(p.older, p.newer) for p in journal.proposals(agent)]
+
+
+def test_an_update_on_the_same_subject_is_proposed_with_its_evidence(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z", theme="the move", tags=("studio", "kamakura"))
+    (proposal,) = journal.proposals()
+    assert (proposal.older, proposal.newer, proposal.agent) == (old.id, new.id, "motoko")
+    assert proposal.subject == "tag:studio"
+    assert PROPOSAL_THRESHOLD <= proposal.score <= 1
+    assert proposal.to_dict()["subject"] == "tag:studio"
+
+
+def test_no_proposal_without_a_shared_subject_across_agents_or_between_unlike_words(journal: Journal) -> None:
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", theme="boats", tags=("kamakura",))  # alike words, no shared subject
+    add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")  # same subject, another agent
+    add(journal, OTHER, "2026-04-22T09:00:00Z")  # same subject, unlike words
+    assert journal.proposals() == []
+
+
+def test_an_entry_that_already_supersedes_is_no_proposal(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", signals={"supersedes": [old.id]})
+    assert journal.proposals() == []
+
+
+def test_an_explicit_correction_later_ends_the_proposal(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    assert _pairs(journal) == [(old.id, new.id)]
+    add(journal, "Correcting the record.", "2026-04-21T09:00:00Z", theme="correction", tags=("records",), signals={"supersedes": [old.id]})
+    assert journal.proposals() == []
+
+
+def test_proposals_are_scoped_by_agent(journal: Journal) -> None:
+    m_old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    m_new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    b_old = add(journal, OLD, "2026-01-11T09:00:00Z", agent="batou")
+    b_new = add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")
+    assert _pairs(journal, "motoko") == [(m_old.id, m_new.id)]
+    assert _pairs(journal, "batou") == [(b_old.id, b_new.id)]
+    assert _pairs(journal, "nobody") == []
+    assert len(journal.proposals()) == 2
+
+
+def test_an_older_entry_appended_later_is_still_the_older_one(journal: Journal) -> None:
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")  # backfilled: written second, dated first
+    assert _pairs(journal) == [(old.id, new.id)]
+
+
+def test_reindex_rebuilds_the_same_proposals_and_no_entry_file_changes(journal: Journal, root: Path) -> None:
+    entries = [
+        add(journal, OLD, "2026-01-10T09:00:00Z"),
+        add(journal, NEW, "2026-04-20T09:00:00Z"),
+        add(journal, NEW + " The tide is loud.", "2026-05-01T09:00:00Z"),
+        add(journal, OTHER, "2026-05-02T09:00:00Z", theme="harbor", tags=("harbor",)),
+    ]
+    files = {p: p.read_bytes() for p in (root / "entries").rglob("*.json")}
+    before = journal.proposals()
+    assert len(before) == 3  # each later studio entry against each earlier one
+    assert journal.reindex() == len(entries)
+    assert journal.proposals() == before
+    assert {p: p.read_bytes() for p in (root / "entries").rglob("*.json")} == files
+
+
+def test_an_index_of_the_previous_layout_is_rebuilt_with_proposals(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    import sqlite3
+
+    conn = sqlite3.connect(root / "index" / "journal.sqlite3")
+    with conn:
+        conn.execute("DROP TABLE proposals")
+        conn.execute("UPDATE state SET value = '10' WHERE key = 'schema_version'")
+    conn.close()
+    with Journal(root) as journal:
+        assert _pairs(journal) == [(old.id, new.id)]
+
+
+def test_erasing_either_entry_ends_its_proposals(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z")
+    journal.erase([old.id], reason="test")
+    assert journal.proposals() == []
+
+
+def test_the_cli_lists_proposals_as_a_table_and_as_json(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+        add(journal, OLD, "2026-01-11T09:00:00Z", agent="batou")
+        add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], capture_output=True, text=True, check=False, timeout=120)
+
+    listed = run("proposals", "--agent", "motoko", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(p["older"], p["newer"]) for p in json.loads(listed.stdout)] == [(old.id, new.id)]
+    table = run("proposals", "--text")
+    assert table.returncode == 0, table.stderr
+    assert old.id[:8] in table.stdout and new.id[:8] in table.stdout and "batou" in table.stdout
+    assert run("proposals", "--agent", "nobody", "--text").stdout.strip() == "no pending proposals"
+
