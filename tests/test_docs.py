@@ -55,6 +55,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_retrieval.py freshness --locomo ../shared/data/locomo-dev"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py speed --entries 100000 --embed-entries 1000"),
     ("docs/retrieval.md", "python bench/bench_journal.py            # sizes 1k, 10k, 100k; about two minutes"),
+    ("docs/retrieval.md", "python bench/bench_proposals.py"),
     ("docs/runner.md", "python bench/bench_runner.py"),
     ("docs/runner.md", " t (s)  scheduler RSS (MB)  workers  finished  queued (logged)"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 9e878f2"),

@@ -242,6 +242,15 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "items": {"type": "string"},
                 "description": "Later entries that correct this one, newest first.",
             },
+            "possibly_outdated": {
+                "type": "string",
+                "description": "Set when a later entry of the agent may update this one: 'possibly outdated by <short id> (<date>)'.",
+            },
+            "possibly_outdated_by": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The later entries that may update this one, newest first (proposals, not corrections).",
+            },
         },
     }
     hits = {"type": "object", "required": ["hits"], "properties": {"hits": {"type": "array", "items": hit}}}
