@@ -15,19 +15,31 @@ first through the ordinary append path; the proposals are then read back.
 
 Printed per split (``tune``, where the threshold was chosen, and ``check``).
 Run: ``python bench/bench_proposals.py``.
+
+With ``--append-cost``, it times appends to a journal of 10,000 entries
+(lexical; canonical files written directly, then reindexed) that alternate
+between proposals on and off (the index's ``propose`` swapped for a no-op),
+so the machine's load falls on both alike, and prints the two medians.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import random
+import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import journal.indexing.index as index_module
 from journal import Journal
+from journal.files.entry import Entry
+from journal.files.store import EntryStore
 from journal.indexing import PROPOSAL_THRESHOLD
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
@@ -45,7 +57,46 @@ def _proposed(entries: list[dict[str, object]], root: Path) -> tuple[list[str], 
     return [str(e["id"]) for e in ordered], pairs
 
 
+def append_cost(entries: int = 10_000, appends: int = 600) -> None:
+    """Median append with proposals on and off, alternating, in a journal of *entries* on a few recurring subjects."""
+    rng = random.Random(7)
+    vocabulary = ["studio", "harbor", "light", "ferry", "tide", "garden", "kitchen", "office", "train", "rain", "market", "river", "bridge", "tower", "camera", "lens", "print", "paper", "ink", "shop"]
+    subjects = ["studio", "harbor", "garden", "office", "camera", "river", "market", "print"]
+
+    def payload(i: int) -> dict[str, object]:
+        voice = " ".join(rng.choice(vocabulary) for _ in range(25))
+        theme, tags = rng.choice(subjects), rng.sample(subjects, 2)
+        return {"kind": "note", "agent": rng.choice(["motoko", "batou"]), "theme": theme, "tags": tags, "voice": f"Entry {i}: {voice}."}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "j"
+        Journal(root).close()
+        for i in range(entries):
+            entry = Entry.from_payload({**payload(i), "ts": f"2025-{1 + i // 900:02d}-{1 + i // 30 % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"})
+            path = root / "entries" / EntryStore.rel_path_for(entry)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(entry.to_json_bytes())
+        real = index_module.propose
+        with Journal(root) as journal:
+            journal.reindex()
+            timings: dict[bool, list[float]] = {True: [], False: []}
+            for i in range(appends):
+                on = i % 2 == 0
+                index_module.propose = real if on else (lambda conn, entry: None)  # type: ignore[assignment]
+                start = time.perf_counter()
+                journal.append(payload(entries + i))
+                timings[on].append(time.perf_counter() - start)
+            index_module.propose = real  # type: ignore[assignment]
+    with_p, without = statistics.median(timings[True]) * 1000, statistics.median(timings[False]) * 1000
+    print(f"append p50 at {entries} entries: {with_p:.2f} ms with proposals, {without:.2f} ms without ({with_p - without:+.2f} ms)")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description="Supersede proposals on the freshness set, or what they add to an append.")
+    parser.add_argument("--append-cost", action="store_true", help="time appends at 10,000 entries with proposals on and off")
+    if parser.parse_args().append_cost:
+        append_cost()
+        return
     scenarios = json.loads(SET.read_text())["scenarios"]
     counts: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     with tempfile.TemporaryDirectory() as tmp:

@@ -46,7 +46,7 @@ __all__ = [
 PROPOSAL_THRESHOLD: Final = 0.15
 # How many entries of each shared subject an insert compares with, on each side of it in time (the nearest ones):
 # keeps an append's cost flat as a subject grows. An update is made near the version it updates.
-_NEAREST: Final = 16
+_NEAREST: Final = 2
 
 PROPOSAL_TABLES: Final = """
 CREATE TABLE subjects (

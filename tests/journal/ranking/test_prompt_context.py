@@ -43,7 +43,8 @@ def test_hostile_text_cannot_close_or_forge_the_block(journal: Journal, make_pay
 
 def test_context_prefers_matches_then_fills_with_recent(journal: Journal, make_payload: Payload) -> None:
     """Matching entries come first; the recent ones fill up to k; records are shown oldest first."""
-    match = journal.append(make_payload(voice="the lighthouse keeper", theme="keeper", ts="2026-09-01T00:00:00Z"))
+    # Its own tag: sharing the rain entries' tags, it would be proposed as updated by them, and the block would add the newer.
+    match = journal.append(make_payload(voice="the lighthouse keeper", theme="keeper", tags=["keeper"], ts="2026-09-01T00:00:00Z"))
     for day in range(2, 6):
         journal.append(make_payload(voice=f"day {day} of rain", theme="rain", ts=f"2026-09-0{day}T00:00:00Z"))
     records = _records(journal.prompt_context("lighthouse", k=3))
@@ -100,12 +101,12 @@ def _golden_payloads() -> list[dict[str, Any]]:
 #: The eight entries share the tag "harbor" and their words, so each is proposed as updating the earlier ones of its
 #: agent: the blocks mark those "possibly_outdated" and bring in the newest proposer ("newer") where there is room.
 GOLDEN_BLOCKS = [
-    (("harbor", {}), "c6189c69151871289537c2e1fbb08ceed93acfeab43a6bcaa4e50039b29d7a4c", 4473),
-    (("harbor", {"k": 3}), "08752534fe10f200c6fb024e1255dbbe8f8802b04599cfb8a8bc6e9bfc55bf59", 3913),
+    (("harbor", {}), "db2c909004c8bf9d2a2c73e66e64e15b7809db22edd5a222472bfc98d9cfc62a", 4473),
+    (("harbor", {"k": 3}), "204edc23ea2bd1763e02e330cde111f8e2e87d1bd25c60445a7fe0952c643782", 3913),
     (("nothing matches zz", {"k": 4, "agent": "motoko"}), "f499ff46f57117d0b6fe15e919e4b8a426d45172ead8192e1889d8ff01dde83a", 3918),
     (("harbor tide", {"max_chars": 900}), "2cf2b4509a548f3adf2c1b3fb826b3934d8ede1e6126ab486b9cf806a5b4f80f", 899),
     (('"<q>"' * 80, {"k": 8, "since": "2026-09-02T00:00:00Z", "until": "2026-09-07T00:00:00Z"}),
-     "63ebf7e840ddf803d63b314f4eefdffe211ae3573833d6e4f9b9c41610665ea1", 4428),
+     "288ee9c76e0a4cd483abaf646083b0486d47389225b02c0bd43d5f8fbb9cda2b", 4428),
     (("rain", {"k": 2, "agent": "batou"}), "eb5b8db801dfda63ec2454aec36b70c94d86093e44d16cfa631b43d293c1f3e9", 539),
 ]
 
