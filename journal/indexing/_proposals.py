@@ -11,9 +11,9 @@ agent is proposed, the newer as possibly updating the older, when
   (theme, tags, focus and voice, stop words left out, see :func:`words`) that
   the other holds is at least :data:`PROPOSAL_THRESHOLD`.
 
-The pair is looked at from whichever of the two is indexed second, among
-the entries of each shared subject nearest to it in time on either side, so a
-rebuild in any order makes the same proposals. A pair whose newer entry
+An append looks among the entries of each shared subject nearest to it in
+time, on either side; a rebuild pairs every entry, in order of time, with the
+nearest earlier ones, which is what appends made in that order make. A pair whose newer entry
 already names the older in ``supersedes`` is no proposal: it is decided.
 The threshold is chosen on the freshness set, as ``docs/retrieval.md`` tells.
 """
@@ -37,6 +37,7 @@ __all__ = [
     "pending_for",
     "proposals_of",
     "propose",
+    "propose_all",
     "similarity",
     "subjects",
     "words",
@@ -255,24 +256,54 @@ def _shared(one: set[str], other: set[str]) -> str:
     return common[0]
 
 
-def propose(conn: sqlite3.Connection, entry: Entry) -> None:
-    """Record *entry*'s subjects and the proposals between it and the entries of its agent it shares one with; inside an open transaction."""
+def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> None:
+    """Record *entry*'s subjects and (with *pair*) the proposals between it and its nearest entries of each; inside an open transaction.
+
+    An append looks on both sides in time (an entry may be dated before others already written); a
+    rebuild records every entry's subjects first, then pairs them all with :func:`propose_all`.
+    """
     signals = entry.signals or {}
     focus = signals.get("focus")
-    mine = subjects(entry.theme, entry.tags, focus if isinstance(focus, str) else None)
+    focus = focus if isinstance(focus, str) else None
+    mine = subjects(entry.theme, entry.tags, focus)
     if not mine:
         return
     my_key = (utc_key(entry.timestamp), entry.id)
     conn.executemany(
         "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)", ((entry.agent, s, *my_key) for s in mine)
     )
+    if pair:
+        _pair(conn, entry.agent, my_key, mine, words(entry.theme, " ".join(entry.tags), focus, entry.voice), both_sides=True)
+
+
+def propose_all(conn: sqlite3.Connection) -> None:
+    """Pair every indexed entry with the nearest earlier entries of its subjects, in order of time: what appends in that order make."""
+    rows = conn.execute(
+        "SELECT e.id, e.ts_utc, e.agent, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid ORDER BY e.ts_utc, e.id"
+    ).fetchall()
+    for entry_id, ts_utc, agent, theme, tags_json, focus, voice in rows:
+        tags = json.loads(tags_json)
+        mine = subjects(theme, tags, focus)
+        if mine:
+            _pair(conn, agent, (ts_utc, entry_id), mine, words(theme, " ".join(tags), focus, voice), both_sides=False)
+
+
+_OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
+_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
+
+
+def _pair(
+    conn: sqlite3.Connection, agent: str, my_key: tuple[str, str], mine: set[str], my_words: frozenset[str], *, both_sides: bool
+) -> None:
+    """Propose the pairs of the entry at *my_key* with the nearest entries of each of its subjects *mine* whose words are alike."""
+    entry_id = my_key[1]
     near: set[str] = set()
     for subject in mine:
-        for side in ("(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC", "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"):
+        for side in (_OLDER, _NEWER) if both_sides else (_OLDER,):
             near.update(
                 row[0]
                 for row in conn.execute(
-                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?", (entry.agent, subject, *my_key, _NEAREST)
+                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?", (agent, subject, *my_key, _NEAREST)
                 )
             )
     if not near:
@@ -282,24 +313,21 @@ def propose(conn: sqlite3.Connection, entry: Entry) -> None:
         f" WHERE e.id IN ({','.join('?' * len(near))})",
         sorted(near),
     ).fetchall()
-    if not rows:
-        return
-    my_words = words(entry.theme, " ".join(entry.tags), focus if isinstance(focus, str) else None, entry.voice)
     found = []
     for other_id, ts_utc, theme, tags_json, other_focus, voice in rows:
         tags = json.loads(tags_json)
         score = similarity(my_words, words(theme, " ".join(tags), other_focus, voice))
         if score < PROPOSAL_THRESHOLD:
             continue
-        older, newer = (other_id, entry.id) if (ts_utc, other_id) < my_key else (entry.id, other_id)
-        found.append((older, newer, entry.agent, score, _shared(mine, subjects(theme, tags, other_focus))))
+        older, newer = (other_id, entry_id) if (ts_utc, other_id) < my_key else (entry_id, other_id)
+        found.append((older, newer, agent, score, _shared(mine, subjects(theme, tags, other_focus))))
     if not found:
         return
     # A pair the newer entry already decides (it names the older in supersedes) is no proposal.
     decided = set(
         conn.execute(
             f"SELECT src, dst FROM supersessions WHERE src = ? OR dst = ? OR src IN ({','.join('?' * len(found))})",
-            (entry.id, entry.id, *(newer for _, newer, *_ in found)),
+            (entry_id, entry_id, *(newer for _, newer, *_ in found)),
         ).fetchall()
     )
     conn.executemany(

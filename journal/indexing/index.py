@@ -22,7 +22,7 @@ from journal.files.entry import Entry, utc_key
 from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, query_terms
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
-from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose
+from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
     COLUMNS,
@@ -91,8 +91,10 @@ class Index(Database):
         if boot_id is not None:
             conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
-    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None) -> None:
+    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None, *, pair: bool = True) -> None:
         """Add one entry's rows (metadata, text, links) inside an open transaction; under *rowid*, if given, else the next.
+
+        Without *pair*, its supersede proposals wait for a pass over every entry (a rebuild's, see :func:`propose_all`).
 
         A tombstone gets one row of ``tombstones`` and nothing else: no text, no vector, no link, so no read lists or ranks it.
         """
@@ -132,7 +134,7 @@ class Index(Database):
             conn.execute("INSERT INTO untrusted (id, agent) VALUES (?, ?)", (entry.id, entry.agent))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
-        propose(conn, entry)
+        propose(conn, entry, pair=pair)
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
@@ -186,8 +188,9 @@ class Index(Database):
             self.bump_vectors_epoch(conn)
             self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
-                self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id))
+                self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id), pair=False)
                 count += 1
+            propose_all(conn)
             if keep_vectors:
                 restore_vectors(conn)
             if keep_digests:

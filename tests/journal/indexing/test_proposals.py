@@ -119,3 +119,13 @@ def test_the_cli_lists_proposals_as_a_table_and_as_json(root: Path) -> None:
     assert old.id[:8] in table.stdout and new.id[:8] in table.stdout and "batou" in table.stdout
     assert run("proposals", "--agent", "nobody", "--text").stdout.strip() == "no pending proposals"
 
+
+
+def test_reindex_pairs_entries_in_order_of_time_whatever_order_their_files_are_read(journal: Journal) -> None:
+    # Alike entries on one day: a rebuild reads a day's files by id, not by time, and still makes what the appends made.
+    for hour in range(1, 10):  # appended in order of time, ids in no order
+        add(journal, NEW + f" Hour {hour}.", f"2026-04-20T0{hour}:00:00Z")
+    before = sorted(journal.proposals(), key=lambda p: (p.older, p.newer))
+    assert before
+    journal.reindex()
+    assert sorted(journal.proposals(), key=lambda p: (p.older, p.newer)) == before
