@@ -82,7 +82,7 @@ def append_cost(entries: int = 10_000, appends: int = 600) -> None:
             timings: dict[bool, list[float]] = {True: [], False: []}
             for i in range(appends):
                 on = i % 2 == 0
-                index_module.propose = real if on else (lambda conn, entry: None)  # type: ignore[assignment]
+                index_module.propose = real if on else (lambda conn, entry, pair=True: None)  # type: ignore[assignment]
                 start = time.perf_counter()
                 journal.append(payload(entries + i))
                 timings[on].append(time.perf_counter() - start)
