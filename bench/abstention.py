@@ -114,7 +114,7 @@ def _locomo_sets(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     """LoCoMo's payloads, answerable questions, adversarial questions and other conversations' questions."""
     from retrieval_sets import load_locomo
 
-    payloads, queries = load_locomo(path)
+    payloads, queries = load_locomo(path, layout="paper")
     source = path / "locomo-dev.json" if path.is_dir() else path
     speakers = {c["sample_id"]: (c["conversation"]["speaker_a"], c["conversation"]["speaker_b"]) for c in json.loads(source.read_text(encoding="utf-8"))}
     answerable = [q for q in queries if q["category"] != "adversarial" and q["relevant"]]

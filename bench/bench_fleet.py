@@ -1,7 +1,7 @@
 """Fleet scale (a benchmark, not a test): AGENTS agents x 3 routines over SHARDS fleet workers, then one serve for the same agents.
 
 Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents 100] [--serve-minutes 1]
-                                  [--skip-serve] [--lead 60] [--keep DIR]
+                                  [--skip-serve] [--lead 60] [--keep DIR] [--baseline REV]
 
 The compressed day: each agent's day of the three built-in routines, eight
 fires (pulse-4h six times, evening once, digest once), is laid out one fire
@@ -39,8 +39,16 @@ after the other, never at once. The figures, side by side:
   fork shares count once) of a worker's tree and of serve's with its run
   processes, sampled twice a second;
 * the CPU time of all of a side's processes (start-up included), and per
-  run; with the 1-minute load average at each side's start and end, since
-  other work shares the cores.
+  run; the beat's own per fire, from its ``scheduler.started`` on (its
+  start-up left out); with the 1-minute load average at each side's start
+  and end, since other work shares the cores.
+
+With ``--baseline REV`` the fleet's day is run twice, one after the other:
+first by the journal, runner and routines of git revision REV (extracted as
+bench_runner.py's ``--baseline`` does; redis-server, workers and beat all
+run REV's code), then by this tree, each with its own redis-server and
+journals; the table puts the two fleets side by side, with the ratios of
+their lags and of the beat's CPU a fire.
 """
 
 from __future__ import annotations
@@ -258,11 +266,12 @@ class LogFile:
         return self.count(name) >= times
 
 
-def start(command: list[str], cwd: Path, log: LogFile, *, stream: str) -> subprocess.Popen[bytes]:
-    """Start a ghostrunner command whose JSON log *stream* (stdout or stderr) goes to *log*."""
+def start(command: list[str], cwd: Path, log: LogFile, *, stream: str, tree: Path = REPO) -> subprocess.Popen[bytes]:
+    """Start a ghostrunner command, the packages of *tree*, whose JSON log *stream* (stdout or stderr) goes to *log*."""
     out = log.handle if stream == "stdout" else subprocess.DEVNULL
     err = log.handle if stream == "stderr" else subprocess.DEVNULL
-    return subprocess.Popen([sys.executable, "-m", "runner", *command], cwd=cwd, stdout=out, stderr=err)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen([sys.executable, "-m", "runner", *command], cwd=cwd, stdout=out, stderr=err, env=env)
 
 
 def stop(process: subprocess.Popen[bytes]) -> int:
@@ -300,6 +309,8 @@ class Side:
     peaks: dict[str, Peak] = field(default_factory=dict)
     #: The 1-minute load average when the side's window began and when its last run had finished: other work shares the cores.
     load: list[float] = field(default_factory=list)
+    #: The beat's CPU seconds at its ``scheduler.started`` line: its start-up, left out of its CPU a fire.
+    beat_startup_cpu_s: float = 0.0
 
     @property
     def expected(self) -> set[str]:
@@ -374,6 +385,9 @@ def summarise(side: Side, work: Path, *, compare: tuple[int, list[str]] | None =
         "queued_p50_s": round(percentile(queued, 0.50), 2), "queued_p99_s": round(percentile(queued, 0.99), 2),
         "load_average": "-".join(f"{load:.1f}" for load in side.load),
     }
+    beat = side.peaks.get("beat")
+    if beat is not None:
+        summary["beat_cpu_ms_a_fire"] = round(1000 * (beat.cpu_s - side.beat_startup_cpu_s) / max(1, len(expected)), 2)
     if compare is not None:
         minutes, agents = compare
         before = side.first_fire + timedelta(minutes=minutes)
@@ -391,14 +405,14 @@ def summarise(side: Side, work: Path, *, compare: tuple[int, list[str]] | None =
 # -- the two sides ----------------------------------------------------------------------------
 
 
-def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: float) -> Side:
-    """The whole compressed day on the fleet: redis-server, SHARDS workers, then beat just before the day's first minute."""
+def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: float, *, tree: Path = REPO, name: str = "fleet") -> Side:
+    """The whole compressed day on the fleet (*tree*'s code): redis-server, SHARDS workers, then beat just before the day's first minute."""
     sys.path.insert(0, str(REPO))
     from tests._redis import RedisServer  # the tests' starter: Debian's redis-server on a free loopback port
 
     redis = RedisServer(work / "redis")
     first = next_minute(datetime.now(UTC) + timedelta(seconds=lead))
-    side = Side("fleet", agents, day_fires(first, minutes))
+    side = Side(name, agents, day_fires(first, minutes))
     path = write_config(work, agents, side.fires, fleet=(redis.url, shards))
     sampler = Sampler()
     assert redis.process is not None
@@ -408,7 +422,8 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
         for shard in range(shards):
             log = LogFile(work / f"worker{shard}.log")
             side.logs.append(log)
-            process = start(["fleet", "worker", "--shard", f"shard{shard}", "--concurrency", "1", "--config", str(path)], work, log, stream="stderr")
+            process = start(["fleet", "worker", "--shard", f"shard{shard}", "--concurrency", "1", "--config", str(path)], work, log, stream="stderr",
+                            tree=tree)
             processes.append(process)
             sampler.watch(f"worker shard{shard}", process.pid)
         # A worker has forked its pool process once it has read its shard's journals; it consumes from Redis moments later,
@@ -420,9 +435,11 @@ def run_fleet(work: Path, agents: list[str], shards: int, minutes: int, lead: fl
         if datetime.now(UTC) > first - timedelta(seconds=10):
             raise SystemExit(f"the workers took too long to start for the day at {first:%H:%M}: give a longer --lead than {lead:.0f} s")
         beat_log = LogFile(work / "beat.log")
-        beat = start(["fleet", "beat", "--config", str(path)], work, beat_log, stream="stderr")
+        beat = start(["fleet", "beat", "--config", str(path)], work, beat_log, stream="stderr", tree=tree)
         processes.append(beat)
         sampler.watch("beat", beat.pid)
+        wait_until(lambda: beat_log.seen("scheduler.started", 1), time.monotonic() + 40, "the beat's start", processes)
+        side.beat_startup_cpu_s = _cpu_s(beat.pid, reaped=True)
         side.load.append(os.getloadavg()[0])
         deadline = time.monotonic() + (side.last_fire - datetime.now(UTC)).total_seconds() + DRAIN_LIMIT.total_seconds()
         fires = len(side.expected)
@@ -472,24 +489,28 @@ def run_serve(work: Path, agents: list[str], minutes: int) -> Side:
 # -- output -----------------------------------------------------------------------------------
 
 
-def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> list[str]:
-    """The side-by-side table of *fleet* and *serve* (summaries), and the ratios between them."""
+def render(fleets: list[dict[str, Any]], serve: dict[str, Any] | None, shards: int) -> list[str]:
+    """The side-by-side table of *fleets* (summaries: a baseline's, then this tree's) and *serve*, and the ratios between them."""
+    fleet = fleets[-1]
     lines = [("compressed day: one fire a minute, pulse-4h at minutes 0-5, evening at 6, digest at 7 (slot = minute), "
               "every agent in the same minutes"),
              (f"fleet: {fleet['agents']} agents, {fleet['minutes']} minute(s) of the day = {fleet['fires']} runs, "
               f"{shards} shards of one worker process each (--concurrency 1), a run in the worker's pool process")]
+    if len(fleets) > 1:
+        lines.append(f"       run by {', then by '.join(side['side'] for side in fleets)}, one after the other, each with its own "
+                     "redis-server and journals")
     if serve is not None:
         lines.append(f"serve: {serve['agents']} agents (the fleet's first, in a configuration of their own), the day's first "
                      f"{serve['minutes']} minute(s) = {serve['fires']} runs, each a ghostrunner run process, max_concurrent_runs = {os.cpu_count() or 1}")
         if serve["agents"] < fleet["agents"]:
             lines.append(f"       (not all {fleet['agents']}: one fire of 500 agents takes a serve 10 to 30 minutes on 2 cores; "
                          "--serve-agents 0 runs it)")
-    sides = [fleet] + ([serve] if serve is not None else [])
-    width = 34
-    lines += ["", f"{'':{width}}" + "".join(f"{side['side']:>10}" for side in sides)]
+    sides = [*fleets] + ([serve] if serve is not None else [])
+    width, column = 34, 16
+    lines += ["", f"{'':{width}}" + "".join(f"{side['side']:>{column}}" for side in sides)]
 
     def row(label: str, *values: object) -> None:
-        lines.append(f"{label:{width}}" + "".join(f"{value!s:>10}" for value in values))
+        lines.append(f"{label:{width}}" + "".join(f"{value!s:>{column}}" for value in values))
 
     row("fires in the window", *(side["fires"] for side in sides))
     row("entries in the journals", *(side["entries"] for side in sides))
@@ -501,27 +522,37 @@ def render(fleet: dict[str, Any], serve: dict[str, Any] | None, shards: int) -> 
     row("fire to queued p99 (s)", *(side["queued_p99_s"] for side in sides))
     row("publish lag p50 (s)", *(side["lag_p50_s"] for side in sides))
     row("publish lag p99 (s)", *(side["lag_p99_s"] for side in sides))
-    early = fleet.get("first_minutes_lag")
-    if serve is not None and early is not None:
-        row("  serve's fires, p50 (s)", early["p50_s"], serve["lag_p50_s"])
-        row("  serve's fires, p99 (s)", early["p99_s"], serve["lag_p99_s"])
+    early = [side.get("first_minutes_lag") for side in fleets]
+    if serve is not None and all(early):
+        row("  serve's fires, p50 (s)", *(part["p50_s"] for part in early if part), serve["lag_p50_s"])
+        row("  serve's fires, p99 (s)", *(part["p99_s"] for part in early if part), serve["lag_p99_s"])
         # Beat publishes a minute's fires in its entries' key order, so the first agents by name (serve's) go first.
-        row("  serve's minutes, all agents, p50", early["all_p50_s"], "")
-        row("  serve's minutes, all agents, p99", early["all_p99_s"], "")
+        row("  serve's minutes, all agents, p50", *(part["all_p50_s"] for part in early if part), "")
+        row("  serve's minutes, all agents, p99", *(part["all_p99_s"] for part in early if part), "")
     row("last fire to last run (s)", *(side["drain_s"] for side in sides))
     row("load average, start-end", *(side["load_average"] for side in sides))
     cpu = [sum(peak["cpu_s"] for peak in side["peaks_mb"].values()) for side in sides]
     row("CPU s, all its processes", *(f"{seconds:.1f}" for seconds in cpu))
     row("CPU ms a run, start-up in", *(f"{1000 * seconds / max(1, side['fires']):.0f}" for seconds, side in zip(cpu, sides, strict=True)))
+    row("beat CPU ms a fire, start-up out", *(side["beat_cpu_ms_a_fire"] for side in fleets))
     lines += ["", "peak memory (MB): VmHWM of the process and of its largest child; the tree's PSS at its peak; the tree's CPU time"]
     for side in sides:
         for name, peak in side["peaks_mb"].items():
             children = (f", child {peak['child_hwm']}, tree {peak['tree_pss']} ({peak['children_at_once']} children at most)"
                         if peak["children_at_once"] else "")
-            lines.append(f"  {side['side']:6} {name:16} main {peak['main_hwm']}{children}; CPU {peak['cpu_s']} s")
-    if serve is not None and early is not None and early["p50_s"] > 0:
-        lines += ["", (f"serve's lag against the fleet's, the same agents' fires in the same minutes: p50 {serve['lag_p50_s'] / early['p50_s']:.1f}x, "
-                      f"p99 {serve['lag_p99_s'] / early['p99_s']:.1f}x")]
+            lines.append(f"  {side['side']:14} {name:16} main {peak['main_hwm']}{children}; CPU {peak['cpu_s']} s")
+    if len(fleets) > 1:
+        base = fleets[0]
+
+        def ratio(key: str) -> str:
+            return f"{base[key] / fleet[key]:.1f}x" if fleet[key] else "n/a"
+
+        lines += ["", (f"{fleet['side']} against {base['side']}: publish lag p50 {ratio('lag_p50_s')} lower, p99 {ratio('lag_p99_s')} lower; "
+                       f"fire to queued p99 {ratio('queued_p99_s')} lower; beat CPU a fire {ratio('beat_cpu_ms_a_fire')} lower")]
+    head = early[-1]
+    if serve is not None and head is not None and head["p50_s"] > 0:
+        lines += ["", (f"serve's lag against the fleet's, the same agents' fires in the same minutes: p50 {serve['lag_p50_s'] / head['p50_s']:.1f}x, "
+                      f"p99 {serve['lag_p99_s'] / head['p99_s']:.1f}x")]
     return lines
 
 
@@ -538,6 +569,7 @@ def main() -> None:
     parser.add_argument("--skip-serve", action="store_true", help="the fleet only")
     parser.add_argument("--lead", type=float, default=60.0, help="seconds allowed for the workers' start before the day (default 60)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the journals and logs in this directory")
+    parser.add_argument("--baseline", help="git revision whose journal, runner and routines also run the fleet's day, before this tree's")
     args = parser.parse_args()
     if args.agents < 1 or not 1 <= args.shards <= args.agents:
         parser.error(f"--agents must be at least 1 and --shards from 1 to --agents (each shard holds an agent), got {args.agents} and {args.shards}")
@@ -549,14 +581,24 @@ def main() -> None:
     serve_agents = agents[: args.serve_agents] if args.serve_agents else agents
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as tmp:
         work = args.keep or Path(tmp)
+        compare = None if args.skip_serve else (args.serve_minutes, serve_agents)
+        fleets = []
+        if args.baseline:
+            from bench_runner import export_tree  # the same extraction as bench_runner.py's --baseline
+
+            commit = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+            tree = export_tree(commit, work / "baseline-tree")
+            name = f"fleet@{commit}"
+            fleets.append(summarise(run_fleet(work / name, agents, args.shards, args.minutes, args.lead, tree=tree, name=name), work / name,
+                                    compare=compare))
         fleet_side = run_fleet(work / "fleet", agents, args.shards, args.minutes, args.lead)
-        fleet = summarise(fleet_side, work / "fleet", compare=None if args.skip_serve else (args.serve_minutes, serve_agents))
+        fleets.append(summarise(fleet_side, work / "fleet", compare=compare))
         serve = None
         if not args.skip_serve:
             serve_side = run_serve(work / "serve", serve_agents, args.serve_minutes)
             serve = {**summarise(serve_side, work / "serve"), "minutes": args.serve_minutes}
-    print(json.dumps({"fleet": fleet, "serve": serve, "load_average": os.getloadavg()}, indent=2), file=sys.stderr)
-    print("\n".join(render(fleet, serve, args.shards)))
+    print(json.dumps({"fleets": fleets, "serve": serve, "load_average": os.getloadavg()}, indent=2), file=sys.stderr)
+    print("\n".join(render(fleets, serve, args.shards)))
     print(f"\n{os.cpu_count()} CPUs, shared with whatever else runs: the load averages above say how much")
 
 

@@ -1,6 +1,6 @@
 """Runner benchmarks (not tests): per-run overhead, a year of simulation, parallel agents, scheduler idle RSS.
 
-Run:  python bench/bench_runner.py [--quick] [--memory-only] [--baseline REV]
+Run:  python bench/bench_runner.py [--quick] [--memory-only] [--baseline REV [--year-only] [--rounds N]]
 
 Targets: <= 50 ms per run at a 5,000-entry journal; a 365-day simulation of
 one agent in <= 60 s; 50 agents x 30 days in parallel worker processes with
@@ -8,7 +8,8 @@ its speed-up over one process; scheduler idle RSS <= 120 MB. The per-run and
 year figures are measured with lexical and with hybrid memory, side by side.
 With ``--baseline REV`` the hybrid year is also simulated by the journal,
 runner and routines of git revision REV, in fresh processes taking turns
-with this tree's, so both are measured under the same load.
+with this tree's, so both are measured under the same load; ``--year-only``
+measures that comparison alone. Each year reports its process's peak RSS.
 """
 
 from __future__ import annotations
@@ -93,7 +94,13 @@ def year_simulation(work: Path, days: int, memory: str) -> dict[str, float | str
     seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     # The CPU seconds (all of this process's threads) move less than the wall time when other work shares the cores.
     return {"memory": memory, "days": days, "runs": summary.runs, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
-            "runs_per_second": round(summary.runs / seconds, 1), "load_average": round(os.getloadavg()[0], 1)}
+            "runs_per_second": round(summary.runs / seconds, 1), "load_average": round(os.getloadavg()[0], 1), "peak_rss_mb": peak_rss_mb()}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (VmHWM), in MB: in a year's own process, the year's peak."""
+    status = Path("/proc/self/status").read_text()
+    return round(int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024, 1)
 
 
 def export_tree(revision: str, into: Path) -> Path:
@@ -157,9 +164,12 @@ def main() -> None:
     parser.add_argument("--memory-only", action="store_true", help="only the per-run and year figures, lexical and hybrid")
     parser.add_argument("--baseline", help="git revision whose packages also simulate the hybrid year, taking turns with this tree's")
     parser.add_argument("--rounds", type=int, default=1, help="--baseline: years per tree (default 1)")
+    parser.add_argument("--year-only", action="store_true", help="--baseline: only the hybrid year of both trees")
     parser.add_argument("--year-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     configure_logging(level="warning")
+    if args.year_only and not args.baseline:
+        parser.error("--year-only compares the hybrid year with --baseline REV's: name the revision")
     if args.year_child:
         import journal
 
@@ -169,13 +179,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-runner-") as tmp:
         work = Path(tmp)
         memories = ("lexical", "hybrid")
-        report: dict[str, Any] = {
-            "per_run_overhead": [per_run_overhead(work, 500 if args.quick else 5000, 50 if args.quick else 200, memory) for memory in memories],
-            "year_simulation": [year_simulation(work, 30 if args.quick else 365, memory) for memory in memories],
-        }
+        report: dict[str, Any] = {"per_run_overhead": [], "year_simulation": []}
+        if not args.year_only:
+            report["per_run_overhead"] = [per_run_overhead(work, 500 if args.quick else 5000, 50 if args.quick else 200, memory) for memory in memories]
+            report["year_simulation"] = [year_simulation(work, 30 if args.quick else 365, memory) for memory in memories]
         if args.baseline:
             report["year_against_baseline"] = year_against_baseline(work, 30 if args.quick else 365, args.baseline, args.rounds)
-        if not args.memory_only:
+        if not args.memory_only and not args.year_only:
             report["parallel_agents"] = parallel_agents(work, 6 if args.quick else 50, 5 if args.quick else 30)
             report["scheduler_idle"] = scheduler_idle_rss(work)
     print(json.dumps(report, indent=2))
@@ -185,8 +195,8 @@ def main() -> None:
               f"{year['cpu_seconds']} s of CPU, load average {year['load_average']}"
               for year in report["year_simulation"]]
     lines += [f"{year['days']}-day hybrid simulation, {year['tree']}: {year['runs']} runs in {year['seconds']} s, {year['cpu_seconds']} s of CPU, "
-              f"load average {year['load_average']}" for year in report.get("year_against_baseline", [])]
-    if not args.memory_only:
+              f"peak RSS {year['peak_rss_mb']} MB, load average {year['load_average']}" for year in report.get("year_against_baseline", [])]
+    if not args.memory_only and not args.year_only:
         fleet = report["parallel_agents"]
         lines.append(f"{fleet['agents']} agents x {fleet['days']} days: {fleet['one_process_s']} s in one process, "
                      f"{fleet['workers_s']} s with {fleet['workers']} workers (speed-up {fleet['speedup']}x)")

@@ -196,7 +196,7 @@ def rule_on_locomo(locomo: Path) -> dict[float | None, dict[str, float]]:
 
     from retrieval_sets import load_locomo, recall_at, reciprocal_rank
 
-    payloads, queries = load_locomo(locomo)
+    payloads, queries = load_locomo(locomo, layout="paper")
     queries = [q for q in queries if q["relevant"]]
     results: dict[float | None, dict[str, list[float]]] = {t: defaultdict(list) for t in (None, *THRESHOLDS)}
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,6 +6,7 @@ bench_retrieval.py runs as subcommands; so they live below all three.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -36,8 +37,32 @@ def _evidence_ids(raw: Iterable[str], known: set[str]) -> list[str]:
     return found
 
 
-def load_locomo(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Entries (payloads) and queries ``{agent, query, relevant: {id: grade}, category}`` from LoCoMo."""
+#: How a LoCoMo turn becomes an entry: ``journal`` as the held-out harness stores it, ``paper`` as the benchmark's paper indexes it.
+LOCOMO_LAYOUTS = ("journal", "paper")
+#: A turn's evidence id (``D3:14``): what must never reach the index.
+GOLD_MARKER = re.compile(r"\bD:?\d+:\d+\b")
+
+
+def _turn_id(agent: str, dia_id: str, layout: str) -> str:
+    """The entry id of a turn: opaque in the ``journal`` layout (no evidence id in the index), readable in ``paper``."""
+    if layout == "paper":
+        return f"{agent}-{dia_id.replace(':', '-')}"
+    return "t" + hashlib.sha256(f"{agent} {dia_id}".encode()).hexdigest()[:20]
+
+
+def load_locomo(path: Path, layout: str = "journal") -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Entries (payloads, in append order) and queries ``{agent, query, relevant: {id: grade}, category}`` from LoCoMo.
+
+    Each conversation is one agent and each turn one ``note`` of it, ``ts`` its
+    session's time plus the turn's index in seconds. ``journal`` (the default):
+    the voice is ``<speaker> said, "<text>"`` (plus `` and shared <caption>``),
+    the theme ``conversation on <the session's date>``, and
+    ``signals.continuity_refs`` names the previous turn of the same session.
+    ``paper``: the voice is ``(<date>) <speaker> said, "<text>"``, the theme the
+    speaker, and no links.
+    """
+    if layout not in LOCOMO_LAYOUTS:
+        raise ValueError(f"layout must be one of {LOCOMO_LAYOUTS}, got {layout!r}")
     source = path / "locomo-dev.json" if path.is_dir() else path
     conversations = json.loads(source.read_text(encoding="utf-8"))
     payloads: list[dict[str, Any]] = []
@@ -50,22 +75,32 @@ def load_locomo(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         for number, session in sessions:
             date_text = turns[f"session_{number}_date_time"]
             start = _locomo_time(date_text)
+            previous: str | None = None
             for position, turn in enumerate(session):
-                voice = f'({date_text}) {turn["speaker"]} said, "{turn["text"]}"'
-                if turn.get("blip_caption"):
-                    voice += f' and shared {turn["blip_caption"]}.'
+                said = f'{turn["speaker"]} said, "{turn["text"]}"'
+                entry_id = _turn_id(agent, turn["dia_id"], layout)
+                payload: dict[str, Any] = {"id": entry_id, "kind": "note", "agent": agent, "ts": (start + timedelta(seconds=position)).isoformat()}
+                if layout == "paper":
+                    payload |= {"theme": turn["speaker"], "voice": f"({date_text}) {said}" + (f' and shared {turn["blip_caption"]}.' if turn.get("blip_caption") else "")}
+                else:
+                    payload |= {"theme": f"conversation on {date_text.split(' on ', 1)[-1]}", "voice": said + (f' and shared {turn["blip_caption"]}' if turn.get("blip_caption") else "")}
+                    if previous is not None:
+                        payload["signals"] = {"continuity_refs": [previous]}
+                    previous = entry_id
                 known.add(turn["dia_id"])
-                payloads.append({
-                    "id": f"{agent}-{turn['dia_id'].replace(':', '-')}", "kind": "note", "agent": agent,
-                    "ts": (start + timedelta(seconds=position)).isoformat(), "theme": turn["speaker"], "voice": voice,
-                })
+                payloads.append(payload)
         for qa in conversation["qa"]:
             evidence = _evidence_ids(qa.get("evidence", []), known)
             queries.append({
                 "agent": agent, "query": qa["question"], "category": LOCOMO_CATEGORIES.get(qa["category"], str(qa["category"])),
-                "relevant": {f"{agent}-{e.replace(':', '-')}": 1.0 for e in evidence},
+                "relevant": {_turn_id(agent, e, layout): 1.0 for e in evidence},
             })
     return payloads, queries
+
+
+def gold_leaks(payloads: Iterable[dict[str, Any]]) -> list[str]:
+    """The ids of entries whose indexed text (theme, voice, tags) names an evidence id: the harness refuses to index them."""
+    return [p["id"] for p in payloads if GOLD_MARKER.search(" ".join((p.get("theme", ""), p.get("voice", ""), *p.get("tags", ()))))]
 
 
 def load_journal_set(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

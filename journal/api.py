@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,9 +40,11 @@ from journal.sync import (
     MAX_LIMIT,
     AppendResult,
     EraseResult,
+    GroupOutcome,
     IndexKeeper,
     Reader,
     SkippedFile,
+    append_group,
     ids_of_agent,
     operator_name,
     recovering,
@@ -279,6 +281,30 @@ class Journal:
                 raise ValueError("all_of_agent erases every entry of agent=, and takes no ids")
             wanted = ids_of_agent(self._keeper, agent)
         return erase_entries(self._keeper, wanted, reason=reason, by=by if by is not None else operator_name(), agent=agent)
+
+    @writing
+    def append_many(self, payloads: Sequence[Mapping[str, Any] | Entry]) -> builtins.list[GroupOutcome]:
+        """Store *payloads* as :meth:`append_with_result` would one after another, with one index commit for all; one outcome each.
+
+        A payload may be an :class:`Entry` (of :meth:`Entry.from_payload`), stored as it is, with its id: redaction, like
+        every check that makes an entry, was its maker's.
+
+        Each outcome is the payload's :class:`AppendResult`, or the
+        :class:`DuplicateEntryError` or :class:`EntryValidationError` its own
+        append would raise (that payload alone is refused). The files are
+        fsynced together, then named, then their rows committed, so the
+        index is never ahead of the files; a crash leaves some of them
+        stored, each found as a duplicate by the same call again.
+
+        Raises:
+            LockTimeoutError: another writer held the lock too long.
+            JournalStorageError: the disk or the index refused; the entries published before it are kept.
+        """
+        # A mapping is redacted as append redacts it; an Entry is stored as it is (an import's copy of another journal's entry).
+        redactor = self._redactor
+        if redactor is not None:
+            payloads = [redactor.payload(payload) if isinstance(payload, Mapping) else payload for payload in payloads]
+        return append_group(self._keeper, payloads)
 
     @writing
     def reindex(
@@ -608,6 +634,7 @@ class Journal:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        rerank: bool = True,
     ) -> builtins.list[Hit]:
         """Rank entries for *query*: by words (BM25 over theme, voice, tags, focus, mood), and with NN on also by meaning.
 
@@ -634,6 +661,11 @@ class Journal:
                 a function word or a word common to the entries searched.
                 False keeps every candidate. Lexical ranking and models without
                 a floor are unaffected.
+            rerank: in lexical and hybrid modes, raise each entry's score by its
+                neighbours' (the entries it continues or that continue it, and
+                those of its agent written just before or after it; see
+                :mod:`journal.ranking.neighbours`). False ranks by the words
+                and their fusion with the vectors alone.
 
         Raises:
             SemanticUnavailableError: a semantic or hybrid mode, or ``floor=False``, without NN.
@@ -649,6 +681,7 @@ class Journal:
             as_of=as_of,
             current_only=current_only,
             floor=floor,
+            rerank=rerank,
         )
 
     @recovering
@@ -710,6 +743,7 @@ class Journal:
         current_only: bool = False,
         floor: bool = True,
         include_untrusted: bool = False,
+        rerank: bool = True,
     ) -> PromptContext:
         """Past entries for an agent's next prompt: the records shown, how many were left out, and the block as text.
 
@@ -719,7 +753,7 @@ class Journal:
         *max_chars*; its records (``.records``, oldest first) are the same
         entries as values, cut where the block cuts them. A superseded entry
         follows its correction as in :meth:`search`, and its record says
-        ``superseded_by``; *as_of*, *current_only* and *floor* work as
+        ``superseded_by``; *as_of*, *current_only*, *floor* and *rerank* work as
         there. The header's ``matched`` says how many records the query found;
         the rest are the recent fill. Entries whose text came from outside
         (``origin`` ``untrusted``) are left out unless *include_untrusted*.
@@ -739,6 +773,7 @@ class Journal:
             current_only=current_only,
             floor=floor,
             include_untrusted=include_untrusted,
+            rerank=rerank,
         )
 
     @recovering
@@ -754,6 +789,7 @@ class Journal:
         current_only: bool = False,
         floor: bool = True,
         include_untrusted: bool = False,
+        rerank: bool = True,
     ) -> str:
         """A bounded, labelled block of past entries as escaped JSON data, for an agent's next prompt: :meth:`context`'s text.
 
@@ -771,4 +807,5 @@ class Journal:
             current_only=current_only,
             floor=floor,
             include_untrusted=include_untrusted,
+            rerank=rerank,
         ).text

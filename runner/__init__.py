@@ -20,10 +20,11 @@ listed after it (tests/test_layout.py holds every import to this, and finds no i
     cli:      the ghostrunner command (and python -m runner)
 """
 
-from runner.backends import Backend, ReflectionRequest, build_backend
-from runner.cron.oncalendar import ScheduleNotExpressibleError
-from runner.deploy.k8s.manifests import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
-from runner.deploy.systemd.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from runner.errors import (
     BackendError,
     BackendReplyError,
@@ -38,17 +39,58 @@ from runner.errors import (
     UnitRenderError,
     UnknownNameError,
 )
-from runner.monitor.history import build_history
-from runner.monitor.logs import configure_logging
-from runner.monitor.status import StatusReport, build_report, read_log
-from runner.run.contract import OUTCOMES, RunInterrupted
-from runner.run.demo import DemoReport, run_demo
-from runner.run.engine import RunResult, execute_run, run_at, run_slot
-from runner.run.pauses import PauseBook
-from runner.run.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
-from runner.schedule.notify import Notifier
-from runner.schedule.scheduler import Scheduler
-from runner.settings.config import CONFIG_ENVVAR, DURATION_EXPECTED, AgentConfig, RunnerConfig, load_config, parse_duration
+
+if TYPE_CHECKING:
+    from runner.backends import Backend, ReflectionRequest, build_backend
+    from runner.cron.oncalendar import ScheduleNotExpressibleError
+    from runner.deploy.k8s.manifests import KUBERNETES_VERSION, Manifests, render_manifests, write_manifests
+    from runner.deploy.systemd.units import Rendering, default_exec_argv, refuse_warnings, render_units, write_units
+    from runner.monitor.history import build_history
+    from runner.monitor.logs import configure_logging
+    from runner.monitor.status import StatusReport, build_report, read_log
+    from runner.run.contract import OUTCOMES, RunInterrupted
+    from runner.run.demo import DemoReport, run_demo
+    from runner.run.engine import RunResult, execute_run, run_at, run_slot
+    from runner.run.pauses import PauseBook
+    from runner.run.simulate import SimulationSummary, simulate, simulate_agent, simulation_window
+    from runner.schedule.notify import Notifier
+    from runner.schedule.scheduler import Scheduler
+    from runner.settings.config import CONFIG_ENVVAR, DURATION_EXPECTED, AgentConfig, RunnerConfig, load_config, parse_duration
+
+# The module of each name above, imported on the name's first use: a `ghostrunner run` process loads the run's
+# modules, not the Kubernetes renderer, the scheduler, the simulator or the monitor it never calls.
+_HOMES = {
+    "runner.backends": ("Backend", "ReflectionRequest", "build_backend"),
+    "runner.cron.oncalendar": ("ScheduleNotExpressibleError",),
+    "runner.deploy.k8s.manifests": ("KUBERNETES_VERSION", "Manifests", "render_manifests", "write_manifests"),
+    "runner.deploy.systemd.units": ("Rendering", "default_exec_argv", "refuse_warnings", "render_units", "write_units"),
+    "runner.monitor.history": ("build_history",),
+    "runner.monitor.logs": ("configure_logging",),
+    "runner.monitor.status": ("StatusReport", "build_report", "read_log"),
+    "runner.run.contract": ("OUTCOMES", "RunInterrupted"),
+    "runner.run.demo": ("DemoReport", "run_demo"),
+    "runner.run.engine": ("RunResult", "execute_run", "run_at", "run_slot"),
+    "runner.run.pauses": ("PauseBook",),
+    "runner.run.simulate": ("SimulationSummary", "simulate", "simulate_agent", "simulation_window"),
+    "runner.schedule.notify": ("Notifier",),
+    "runner.schedule.scheduler": ("Scheduler",),
+    "runner.settings.config": ("CONFIG_ENVVAR", "DURATION_EXPECTED", "AgentConfig", "RunnerConfig", "load_config", "parse_duration"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOME_OF})
+
 
 __all__ = [
     "CONFIG_ENVVAR",

@@ -7,7 +7,8 @@ Steps: ``"good"`` (a valid entry), ``"broken"`` (content that is not JSON),
 answers), an HTTP status as an int (``503``, ``401``), or ``(429, "2")``: a
 status with its Retry-After header, or a :class:`Reply` (HTTP 200 with that
 content). Once the script is used up every request gets *default*
-(``"good"`` unless given). A *gated* server holds each request, after
+(``"good"`` unless given). With *usage*, every HTTP 200 answer carries it as
+its ``usage`` object (any JSON: a malformed one too). A *gated* server holds each request, after
 recording it and setting ``arrived``, until the test sets ``release``.
 """
 
@@ -40,8 +41,9 @@ Step = str | int | tuple[int, str] | Reply
 class ChatServer:
     """The server; use as a context manager. ``requests``, ``paths`` and ``headers`` hold each request's JSON body, path and headers, in order."""
 
-    def __init__(self, script: Sequence[Step] = (), *, default: Step = "good", gated: bool = False) -> None:
+    def __init__(self, script: Sequence[Step] = (), *, default: Step = "good", gated: bool = False, usage: Any = None) -> None:
         self.script: list[Step] = list(script)
+        self.usage = usage
         self.default = default
         self.gated = gated
         self.requests: list[dict[str, Any]] = []
@@ -70,7 +72,7 @@ class ChatServer:
                 if step == "hang":
                     server.closing.wait()  # for good, until the server closes: only a timeout ends the call
                     return
-                server.answer(self, step)
+                server.answer(self, step, server.usage)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -92,7 +94,7 @@ class ChatServer:
         return [(body.get("response_format") or {}).get("type") for body in self.requests]
 
     @staticmethod
-    def answer(handler: BaseHTTPRequestHandler, step: Step) -> None:
+    def answer(handler: BaseHTTPRequestHandler, step: Step, usage: Any = None) -> None:
         if step == "reset":
             # SO_LINGER with a zero timeout makes close() send RST: the client reads "connection reset".
             handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -103,8 +105,17 @@ class ChatServer:
             step = 400
             payload = b'{"error": {"message": "response_format is not supported by this server"}}'
         elif isinstance(step, Reply | str):
-            content = step.content if isinstance(step, Reply) else json.dumps(GOOD_REPLY) if step == "good" else "Sure! Here is your entry: {voice: nope"
-            payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+            content = (
+                step.content
+                if isinstance(step, Reply)
+                else json.dumps(GOOD_REPLY)
+                if step == "good"
+                else "Sure! Here is your entry: {voice: nope"
+            )
+            answer: dict[str, Any] = {"choices": [{"message": {"role": "assistant", "content": content}}]}
+            if usage is not None:
+                answer["usage"] = usage
+            payload = json.dumps(answer).encode()
             step = 200
         else:
             payload = b'{"error": {"message": "not now"}}'

@@ -30,6 +30,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # machine, and then replays it from its database in every later run. A property that sets its own settings keeps this.
     hypothesis.settings.register_profile("no-deadline", deadline=None)
     hypothesis.settings.load_profile("no-deadline")
+    config.addinivalue_line("markers", "waits_on_the_clock: waits minutes of wall-clock time for real schedules; started first")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the tests that wait minutes on the wall clock first, so that their waiting overlaps the rest of the suite.
+
+    Last in the order (by their paths), they ran alone at the end, the other worker idle: minutes of the suite's time.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("waits_on_the_clock") is None)  # a stable sort: the rest keep their order
 
 
 def _share_the_downloaded_model() -> None:

@@ -52,20 +52,29 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 1000 --rounds 2"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py quality --journal-set bench/journal_set.json \\"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py abstention --locomo ../shared/data/locomo-dev"),
+    ("docs/retrieval.md", "python bench/bench_retrieval.py locomo ../shared/data/locomo-dev"),
+    ("docs/retrieval.md", "python bench/bench_retrieval.py stages-speed --entries 10000"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py freshness --locomo ../shared/data/locomo-dev"),
     ("docs/retrieval.md", "python bench/bench_retrieval.py speed --entries 100000 --embed-entries 1000"),
     ("docs/retrieval.md", "python bench/bench_journal.py            # sizes 1k, 10k, 100k; about two minutes"),
     ("docs/retrieval.md", "python bench/bench_proposals.py"),
+    ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
     ("docs/runner.md", "python bench/bench_runner.py"),
+    ("docs/runner.md", "python bench/bench_budgets.py"),
     ("docs/runner.md", " t (s)  scheduler RSS (MB)  workers  finished  queued (logged)"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 9e878f2"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 37a958a"),
     ("docs/runner.md", "python bench/bench_runner.py --memory-only --baseline 580a380"),
     ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 37a958a --reindex-entries 100000"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline d5c1783 --reindex-entries 600 --rounds 2"),
+    ("docs/runner.md", "python bench/bench_runner.py --baseline d5c1783 --year-only --rounds 2"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --repeat 1 --texts 150"),
 }
 
 #: (page, first line) of each block another test runs as written, and that test.
 COVERED: dict[tuple[str, str], str] = {
+    ("docs/runner.md", "ghostrunner run pulse-4h --agent motoko --at 2026-09-05T08:00 --config budget.toml --json   # appended; its tokens recorded"):
+        "tests/runner/run/test_budgets.py::test_the_docs_budgets_block_runs_as_written",
     ("docs/ghostjournal.md", "ghostjournal --root ./journal import ./peer-journal --partial --agent-map 'Ada Lovelace=ada'   # appended 11; bad_files names the one left out"):
         "tests/journal/carry/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
     ("docs/runner.md", "ghostrunner backup --config ghostrunner.toml --into ./backups --keep 1 --json     # a new dated backup; older ones beyond 1 clean removed"):

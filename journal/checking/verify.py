@@ -4,9 +4,12 @@ The check is one instant's: under the writer lock (held only while file names
 are listed) the index's read transaction starts and the entry files present
 are listed, so an append that publishes later is in neither and is never
 reported. Files are then read without the lock (published files are
-immutable), a rebuild of them is made in a scratch database outside the
-journal, and the two indexes are compared table by table. Nothing in the
-journal is written; :func:`repair` is the one part that changes anything, and
+immutable), one at a time: each is judged alone and its entry goes straight
+into a rebuild in a scratch database outside the journal, so memory does not
+grow with the journal (the rare files that claim one id or key are settled
+once all are in). The two indexes are then compared table by table, each
+table read in order of id on both sides at once. Nothing in the journal is
+written; :func:`repair` is the one part that changes anything, and
 it only moves files that are no entry into a quarantine folder and rebuilds
 the index, never deleting an entry file.
 """
@@ -21,7 +24,7 @@ import shutil
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +35,8 @@ from journal.files import FILE_MODE, fsync_directory, make_dir, scratch_errors
 from journal.files.entry import Entry, entry_from_json_bytes
 from journal.files.store import EntryStore, ScanProblem
 from journal.indexing import IndexSnapshot
-from journal.indexing.index import INDEX_SCHEMA_VERSION, Index
+from journal.indexing.index import INDEX_SCHEMA_VERSION
+from journal.indexing.scratch import ScratchIndex
 from journal.sync import SkippedFile, first_of_each
 
 if TYPE_CHECKING:
@@ -53,6 +57,10 @@ _REINDEX: Final = "run 'ghostjournal reindex' (or 'ghostjournal verify --repair'
 _QUARANTINE: Final = "move it out of entries/ ('ghostjournal verify --repair' moves it to quarantine/, deleting nothing)"
 #: The kinds of problem a repair moves to quarantine: files a rebuild leaves out.
 _QUARANTINED: Final = frozenset({"not_an_entry", "unsafe_file", "unreadable", "misplaced", "duplicate_id", "duplicate_client_key"})
+#: Entries read before they are added to the rebuild together, in order of rowid (see :func:`_fill`).
+_BATCH: Final = 1000
+#: What the scratch space holds, as a refusal of it names it.
+_SCRATCH: Final = "verify's scratch index"
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +134,12 @@ class VerifyReport:
 
 @dataclass(slots=True)
 class _Seen:
-    """What the file pass keeps of the journal: the entries a rebuild would index, and whose files each id and key are."""
+    """What the file pass keeps of the journal: whose the files with a problem, or with an id or key of another file's, are.
 
-    loaded: dict[str, Entry] = field(default_factory=dict)
+    Only those files are kept (a problem is shown by its file's agent), so
+    what is kept grows with the problems found, not with the journal.
+    """
+
     agent_of_path: dict[str, str] = field(default_factory=dict)
     id_of_path: dict[str, str] = field(default_factory=dict)
     first_of: dict[str, str] = field(default_factory=dict)  # a duplicate's path -> the path of the file holding its id or key first
@@ -152,31 +163,38 @@ class _Seen:
             return Problem(problem.kind, problem.path, detail, problem.fix)
         return problem
 
+    def note(self, rel_path: str, entry: Entry) -> None:
+        """Keep whose the file *rel_path*, holding *entry*, is."""
+        self.agent_of_path[rel_path] = entry.agent
+        self.id_of_path[rel_path] = entry.id
 
-def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Problem]:
-    """Read one entry file and judge it alone: type, size, schema, canonical bytes, id and path, mode, links to it."""
+
+def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> tuple[list[Problem], Entry | None]:
+    """Read one entry file and judge it alone: type, size, schema, canonical bytes, id and path, mode, links to it.
+
+    Returns the problems found and the entry a rebuild indexes from the file (None: it indexes none).
+    """
     shown = f"entries/{rel_path}"
     try:
         raw, info = store.read_with_stat(rel_path)
     except FileNotFoundError:
         # Entry files are never removed by the journal: one gone since the listing was taken away by hand.
-        return [Problem("vanished", shown, "the file was listed when the check started and is gone now", "restore it from a backup")]
+        return [Problem("vanished", shown, "the file was listed when the check started and is gone now", "restore it from a backup")], None
     except UnsafePathError as exc:
-        return [Problem("unsafe_file", shown, exc.reason, _QUARANTINE)]
+        return [Problem("unsafe_file", shown, exc.reason, _QUARANTINE)], None
     except EntryFileError as exc:
-        return [Problem("unreadable", shown, exc.reason, f"restore it from a backup, or {_QUARANTINE}")]
+        return [Problem("unreadable", shown, exc.reason, f"restore it from a backup, or {_QUARANTINE}")], None
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):
             raise
-        return [Problem("unreadable", shown, f"cannot be read ({exc.strerror})", f"restore it from a backup, or {_QUARANTINE}")]
+        return [Problem("unreadable", shown, f"cannot be read ({exc.strerror})", f"restore it from a backup, or {_QUARANTINE}")], None
     try:
         entry = entry_from_json_bytes(raw)
     except EntryValidationError as exc:
-        return [Problem("unreadable", shown, f"not a valid schema v1 entry: {exc}", f"restore it from a backup, or {_QUARANTINE}")]
-    seen.agent_of_path[rel_path] = entry.agent
-    seen.id_of_path[rel_path] = entry.id
+        return [Problem("unreadable", shown, f"not a valid schema v1 entry: {exc}", f"restore it from a backup, or {_QUARANTINE}")], None
     belongs = EntryStore.rel_path_for(entry)
     if belongs != rel_path:
+        seen.note(rel_path, entry)
         return [
             Problem(
                 "misplaced",
@@ -184,7 +202,7 @@ def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Proble
                 f"holds entry {entry.id!r} of {entry.ts}, which belongs at entries/{belongs}",
                 f"a file swapped or copied by hand; restore the right file here from a backup, or {_QUARANTINE}",
             )
-        ]
+        ], None
     problems = []
     if raw != entry.to_json_bytes():
         problems.append(
@@ -208,40 +226,35 @@ def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> list[Proble
                 f"give it a copy of its own: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}",
             )
         )
-    seen.loaded[rel_path] = entry
-    return problems
+    if problems:
+        seen.note(rel_path, entry)
+    return problems, entry
 
 
-def _link_problems(unique: Sequence[tuple[str, Entry]], agent: str | None) -> list[Problem]:
-    """Every continuity or supersession link to an entry that is missing or another agent's."""
-    agent_of = {entry.id: entry.agent for _, entry in unique}
+def _link_problems(scratch: ScratchIndex, agent: str | None) -> list[Problem]:
+    """Every continuity or supersession link of an entry the rebuild holds to an entry that is missing or another agent's."""
     problems = []
-    for path, entry in unique:
-        if agent is not None and entry.agent != agent:
-            continue
-        for name, refs in (("continues", entry.continuity_refs), ("supersedes", entry.supersedes)):
-            for ref in refs:
-                owner = agent_of.get(ref)
-                if owner is None:
-                    problems.append(
-                        Problem(
-                            "dangling_link",
-                            f"entries/{path}",
-                            f"{name} {ref!r}, which no entry of this journal holds",
-                            "restore that entry from a backup (links are never rewritten: the entry file is immutable)",
-                        )
-                    )
-                elif owner != entry.agent:
-                    # Scoped to one agent, the other agent's id is not shown: it is that agent's data.
-                    target = "an entry" if agent is not None else repr(ref)
-                    problems.append(
-                        Problem(
-                            "foreign_link",
-                            f"entries/{path}",
-                            f"{name} {target} of another agent; reads scoped to {entry.agent!r} ignore the link",
-                            "nothing to repair: reads never follow it; restore the entry from a backup if the link is wrong",
-                        )
-                    )
+    for path, entry_agent, name, ref, owner in scratch.link_targets(agent):
+        if owner is None:
+            problems.append(
+                Problem(
+                    "dangling_link",
+                    f"entries/{path}",
+                    f"{name} {ref!r}, which no entry of this journal holds",
+                    "restore that entry from a backup (links are never rewritten: the entry file is immutable)",
+                )
+            )
+        else:
+            # Scoped to one agent, the other agent's id is not shown: it is that agent's data.
+            target = "an entry" if agent is not None else repr(ref)
+            problems.append(
+                Problem(
+                    "foreign_link",
+                    f"entries/{path}",
+                    f"{name} {target} of another agent; reads scoped to {entry_agent!r} ignore the link",
+                    "nothing to repair: reads never follow it; restore the entry from a backup if the link is wrong",
+                )
+            )
     return problems
 
 
@@ -277,11 +290,31 @@ def _skipping(rows: Iterator[tuple[Any, ...]], ids: set[str], key: Callable[[tup
     return (row for row in rows if key(row) not in ids)
 
 
-def _edited_problems(
-    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, path_of: dict[str, str]
-) -> tuple[list[Problem], set[str]]:
+def _left_out(main: IndexSnapshot, scratch: IndexSnapshot, edited: set[str]) -> Iterator[int]:
+    """The rowids of the entries only one side holds, and of *edited*: their words differ for reasons reported on their own.
+
+    Both sides' ids are read in order at once, so no list of every entry is held.
+    """
+    ours, theirs = main.id_rowids(), scratch.id_rowids()
+    a, b = next(ours, None), next(theirs, None)
+    while a is not None or b is not None:
+        if b is None or (a is not None and a[0] < b[0]):
+            assert a is not None  # noqa: S101 - narrows the type: b is None or a sorts first, so a is a row
+            yield a[1]
+            a = next(ours, None)
+        elif a is None or b[0] < a[0]:
+            yield b[1]
+            b = next(theirs, None)
+        else:
+            if a[0] in edited:
+                yield a[1]
+            a, b = next(ours, None), next(theirs, None)
+
+
+def _edited_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> tuple[list[Problem], set[str]]:
     """Each entry file whose canonical bytes are not those the index recorded when it indexed the entry, at its file; and their ids."""
     _, _, edited = _differing(main.digests(agent), scratch.digests(agent))
+    path_of = scratch.paths_of(edited)
     problems = [
         Problem(
             "edited",
@@ -296,15 +329,13 @@ def _edited_problems(
     return problems, edited
 
 
-def _index_problems(
-    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, path_of: dict[str, str], rowids: dict[str, int]
-) -> list[Problem]:
-    """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*, of the same *rowids*), table by table.
+def _index_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None) -> list[Problem]:
+    """The index (*main*, in its read transaction) against the rebuild of the files (*scratch*, its entries under *main*'s rowids), table by table.
 
     An entry whose file was edited is reported at its file, once: what its
     rows differ in is the edit, and no fault of the index.
     """
-    problems, edited = _edited_problems(main, scratch, agent, path_of)
+    problems, edited = _edited_problems(main, scratch, agent)
 
     def compare(
         kind: str, what: str, read: Callable[[IndexSnapshot], Iterator[tuple[Any, ...]]], key: Callable[[tuple[Any, ...]], str]
@@ -329,33 +360,33 @@ def _index_problems(
     compare("index_links", "links rows", lambda index: index.links(agent), source_of)
     compare("index_links", "supersessions rows", lambda index: index.supersessions(agent), source_of)
     # The words of an edited entry, and of one only the index or only the files hold, differ for reasons reported above.
-    in_files = set(path_of)
-    left_out = [rowid for entry_id, rowid in rowids.items() if entry_id in edited or entry_id not in in_files]
-    held = main.rowids()
-    left_out += [rowid for entry_id, rowid in rowids.items() if entry_id not in held]
+    left_out = list(_left_out(main, scratch, edited))
     for index in (main, scratch):
         index.leave_out(left_out)
     reference = scratch.postings(None, agent)  # each entry's words, from its file: one pass over the rebuild's text index
     if main.postings(None, agent) != reference:
-        wrong = _wrong_rows(main.postings_by_row(None, agent), scratch.postings_by_row(None, agent), rowids)
+        wrong = _wrong_rows(main.postings_by_row(None, agent), scratch.postings_by_row(None, agent), main, scratch)
         problems.append(
             Problem(
                 "index_text", INDEX_FILE, f"the text index holds words not their own for {len(wrong)} entries ({_ids(wrong)})", _REINDEX
             )
         )
-    problems += _agent_text_problems(main, scratch, agent, rowids, reference)
+    problems += _agent_text_problems(main, scratch, agent, reference)
     return problems
 
 
-def _wrong_rows(have: dict[int, tuple[int, int]], want: dict[int, tuple[int, int]], rowids: dict[str, int]) -> set[str]:
+def _wrong_rows(
+    have: dict[int, tuple[int, int]], want: dict[int, tuple[int, int]], main: IndexSnapshot, scratch: IndexSnapshot
+) -> set[str]:
     """The ids of the rows whose postings differ between *have* and *want* (a row of no entry by its rowid)."""
-    id_of = {rowid: entry_id for entry_id, rowid in rowids.items()}
-    return {id_of.get(rowid, f"row {rowid}") for rowid in have.keys() | want.keys() if have.get(rowid) != want.get(rowid)}
+    wrong = {rowid for rowid in have.keys() | want.keys() if have.get(rowid) != want.get(rowid)}
+    # The rebuild holds every file's entry under the index's rowid for its id; the index alone, the entries of no file.
+    id_of = scratch.ids_of(wrong)
+    id_of |= main.ids_of(wrong - id_of.keys())
+    return {id_of.get(rowid, f"row {rowid}") for rowid in wrong}
 
 
-def _agent_text_problems(
-    main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, rowids: dict[str, int], reference: tuple[int, int]
-) -> list[Problem]:
+def _agent_text_problems(main: IndexSnapshot, scratch: IndexSnapshot, agent: str | None, reference: tuple[int, int]) -> list[Problem]:
     """Each agent's own text table: its count, its rows (those of the agent's entries), and each entry's words against a rebuild's.
 
     The agents' tables together hold each entry's words once, as the
@@ -397,7 +428,9 @@ def _agent_text_problems(
     wanted = scratch.postings_by_row(None, agent)
     for name, (agent_id, _) in sorted(have.items()):
         mine = main.entry_rowids(name)
-        wrong = _wrong_rows(main.postings_by_row(agent_id, None), {rowid: pair for rowid, pair in wanted.items() if rowid in mine}, rowids)
+        wrong = _wrong_rows(
+            main.postings_by_row(agent_id, None), {rowid: pair for rowid, pair in wanted.items() if rowid in mine}, main, scratch
+        )
         if wrong:
             problems.append(
                 Problem(
@@ -451,20 +484,36 @@ def _vector_problems(main: IndexSnapshot, agent: str | None) -> list[Problem]:
     return problems
 
 
-def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], sample: int) -> tuple[list[Problem], int]:
+def _with_vectors(main: IndexSnapshot, scratch: IndexSnapshot, model: str) -> Iterator[tuple[str, str]]:
+    """The id and file of each entry of the rebuild holding a stored vector of *model* in the index, by id (both read in order at once)."""
+    stored = main.vector_ids(model)
+    wanted = next(stored, None)
+    for entry_id, path in scratch.id_paths():
+        while wanted is not None and wanted < entry_id:
+            wanted = next(stored, None)
+        if wanted is None:
+            return
+        if wanted == entry_id:
+            yield entry_id, path
+
+
+def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, scratch: IndexSnapshot, sample: int) -> tuple[list[Problem], int]:
     """Re-embed up to *sample* entries (spread evenly by id) and compare each with its stored vector."""
     from journal.encoding.semantic import from_blob
 
     semantic = keeper.semantic
     assert semantic is not None  # noqa: S101 - narrows the type: Journal.verify refuses deep without NN
-    # The ids first, then only the chosen vectors: memory stays one id per entry, not one vector.
-    with_vectors = set(main.vector_ids(semantic.model))
-    candidates = sorted((entry.id, path, entry) for path, entry in unique if entry.id in with_vectors)
-    del with_vectors
-    step = max(1, math.ceil(len(candidates) / sample)) if sample else len(candidates) + 1
-    chosen = candidates[::step][:sample]
+    # Counted first, then walked again for the chosen ones: memory holds the chosen entries only, never one per entry.
+    count = sum(1 for _ in _with_vectors(main, scratch, semantic.model))
+    step = max(1, math.ceil(count / sample)) if sample else count + 1
+    chosen = [candidate for n, candidate in enumerate(_with_vectors(main, scratch, semantic.model)) if n % step == 0][:sample]
     problems = []
-    for entry_id, path, entry in chosen:
+    checked = 0
+    for entry_id, path in chosen:
+        entry = _reread(keeper.store, path)
+        if entry is None or entry.id != entry_id:
+            continue  # the file changed since it was read: not the entry the rebuild holds
+        checked += 1
         blob = main.vector_for(entry_id, semantic.model)
         if blob is None:
             continue  # cannot happen in one read transaction; the count check would report a missing vector
@@ -482,7 +531,7 @@ def _deep_problems(keeper: IndexKeeper, main: IndexSnapshot, unique: Sequence[tu
                     "run 'ghostjournal --nn reindex' to embed every entry again",
                 )
             )
-    return problems, len(chosen)
+    return problems, checked
 
 
 def _snapshot(keeper: IndexKeeper, main: IndexSnapshot | None) -> tuple[list[str], list[ScanProblem], Problem | None]:
@@ -525,15 +574,15 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
         paths, foreign, behind = _snapshot(keeper, main)
         if behind is not None:
             report.problems.append(behind)
+        if main is not None:
+            stack.enter_context(main)  # its read transaction lasts until the check is done
+        compared, stopped = _comparable(main)
+        scratch = stack.enter_context(_scratch_index())
+        rowids = _Rowids(compared)
         seen = _Seen()
         file_problems = [Problem("not_an_entry", f"entries/{item.path}", item.reason, _QUARANTINE) for item in foreign]
-        for rel_path in paths:
-            file_problems += _file_problems(keeper.store, rel_path, seen)
+        skipped = _fill(keeper, paths, scratch, main, rowids, seen, file_problems)
         report.files = len(paths)
-        skipped: list[SkippedFile] = []
-        # The rebuild verify compares with keeps what the index holds of two files with one id or key, as every rebuild does.
-        held = _indexed_paths(main)
-        unique = first_of_each(seen.loaded, skipped.append, held=held)
         for duplicate in skipped:
             kind = "duplicate_id" if duplicate.reason.startswith("duplicate id") else "duplicate_client_key"
             if duplicate.first is not None:
@@ -545,66 +594,194 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
                 report.problems.append(shown)
             elif seen.agent_of_path.get(problem.path.removeprefix("entries/")) in (agent, None):
                 report.unattributed += 1  # not shown: an unscoped check names it
-        report.problems += _link_problems(unique, agent)
-        report.entries = sum(1 for _, entry in unique if agent is None or entry.agent == agent)
-        if main is not None:
-            with main:
-                try:
-                    layout = main.schema_version()
-                    if layout != INDEX_SCHEMA_VERSION:
-                        # Tables of another layout compare as nothing but differences: say what it is, and stop there.
-                        report.problems.append(
-                            Problem(
-                                "index_outdated",
-                                INDEX_FILE,
-                                f"the index is of layout {layout}, not {INDEX_SCHEMA_VERSION}: made by another version of ghostjournal",
-                                _REINDEX + " (any open that writes rebuilds it too)",
-                            )
-                        )
-                        return report
-                    report.problems += _compare_with_rebuild(main, unique, agent, keeper)
-                    if deep:
-                        deep_found, report.deep_checked = _deep_problems(keeper, main, unique, sample)
-                        report.problems += deep_found
-                except sqlite3.DatabaseError as exc:
-                    report.problems.append(Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX))
+        rebuilt = IndexSnapshot.of(scratch)  # nobody else writes the scratch index: its reads need no transaction
+        report.problems += _link_problems(scratch, agent)
+        report.entries = rebuilt.entry_count(agent)
+        if stopped is not None:
+            # Tables of another layout, or none that can be read, compare as nothing but differences: say what it is, and stop there.
+            report.problems.append(stopped)
+        elif compared is not None:
+            try:
+                if rowids.failed is not None:
+                    raise rowids.failed
+                report.problems += _index_problems(compared, rebuilt, agent)
+                report.problems += _vector_problems(compared, agent)
+                if deep:
+                    deep_found, report.deep_checked = _deep_problems(keeper, compared, rebuilt, sample)
+                    report.problems += deep_found
+            except sqlite3.DatabaseError as exc:
+                report.problems.append(_unreadable(exc))
     return report
 
 
-def _indexed_paths(main: IndexSnapshot | None) -> set[str]:
-    """The entry files the index holds (in its read transaction), or none when it cannot be read (a problem reported on its own)."""
+def _unreadable(exc: sqlite3.Error) -> Problem:
+    return Problem("index_unreadable", INDEX_FILE, f"the index cannot be read ({exc})", _REINDEX)
+
+
+def _comparable(main: IndexSnapshot | None) -> tuple[IndexSnapshot | None, Problem | None]:
+    """*main* when its tables are of this version's layout, so that they compare with a rebuild's; else None, and the problem saying why."""
     if main is None:
-        return set()
+        return None, None
     try:
-        return main.paths()
-    except sqlite3.DatabaseError:
-        return set()
+        layout = main.schema_version()
+    except sqlite3.DatabaseError as exc:
+        return None, _unreadable(exc)
+    if layout != INDEX_SCHEMA_VERSION:
+        return None, Problem(
+            "index_outdated",
+            INDEX_FILE,
+            f"the index is of layout {layout}, not {INDEX_SCHEMA_VERSION}: made by another version of ghostjournal",
+            _REINDEX + " (any open that writes rebuilds it too)",
+        )
+    return main, None
 
 
-def _compare_with_rebuild(
-    main: IndexSnapshot, unique: Sequence[tuple[str, Entry]], agent: str | None, keeper: IndexKeeper
-) -> list[Problem]:
-    """Rebuild the files into a scratch index in a temporary directory and compare the journal's index with it."""
-    with scratch_errors("verify's scratch index"):  # a full or unwritable TMPDIR is named so, never taken for a damaged index
+class _Rowids:
+    """The rowid the rebuild gives each entry, so that the two text indexes' postings can be compared by sums.
+
+    An entry the index holds gets its rowid there, any other the next above
+    every rowid of the index. Without an index to compare with, None (the next
+    free one). A read of the index that fails ends the lookups and is kept in
+    :attr:`failed`: the check reports the index unreadable rather than compare.
+    """
+
+    def __init__(self, main: IndexSnapshot | None) -> None:
+        self._main = main
+        self._top = 0
+        self.failed: sqlite3.DatabaseError | None = None
+        if main is not None:
+            try:
+                self._top = main.top_rowid()
+            except sqlite3.DatabaseError as exc:
+                self._fail(exc)
+
+    def _fail(self, exc: sqlite3.DatabaseError) -> None:
+        self.failed, self._main = exc, None
+
+    def __call__(self, entry_id: str) -> int | None:
+        if self._main is None:
+            return None
+        try:
+            rowid = self._main.rowid_of(entry_id)
+        except sqlite3.DatabaseError as exc:
+            self._fail(exc)
+            return None
+        if rowid is None:
+            self._top += 1
+            rowid = self._top
+        return rowid
+
+
+@contextlib.contextmanager
+def _scratch_index() -> Iterator[ScratchIndex]:
+    """An empty scratch index in a temporary directory of its own, removed afterwards."""
+    with scratch_errors(_SCRATCH):  # a full or unwritable TMPDIR is named so, never taken for a damaged index
         scratch_dir = tempfile.mkdtemp(prefix="ghostjournal-verify-")
     try:
-        with scratch_errors("verify's scratch index"):
-            scratch = Index(Path(scratch_dir) / "rebuild.sqlite3")
+        scratch = ScratchIndex(Path(scratch_dir) / "rebuild.sqlite3")
         try:
-            # Each entry gets the rowid it has in the index, so the two text indexes' postings can be compared by sums.
-            rowids = main.rowids()
-            top = max(rowids.values(), default=0)
-            fresh = (entry.id for _, entry in unique if entry.id not in rowids)
-            rowids |= {entry_id: top + n for n, entry_id in enumerate(fresh, start=1)}
-            with scratch_errors("verify's scratch index"):
-                scratch.rebuild(((entry, path) for path, entry in unique), 0, "", keep_vectors=False, rowids=rowids)
-            # Nobody else writes the scratch index: its reads need no transaction.
-            problems = _index_problems(main, IndexSnapshot.of(scratch), agent, {entry.id: path for path, entry in unique}, rowids)
+            yield scratch
         finally:
             scratch.close()
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
-    return problems + _vector_problems(main, agent)
+
+
+def _fill(
+    keeper: IndexKeeper,
+    paths: list[str],
+    scratch: ScratchIndex,
+    main: IndexSnapshot | None,
+    rowids: _Rowids,
+    seen: _Seen,
+    file_problems: list[Problem],
+) -> list[SkippedFile]:
+    """Read and judge each listed file, adding its entry to the rebuild a batch at a time; then settle the files that claim one id or key.
+
+    At most :data:`_BATCH` entries are held at once. Returns the files a
+    rebuild leaves out as copies of another file's id or key.
+    """
+    refused: list[tuple[str, Entry]] = []
+    batch: list[tuple[int, str, Entry]] = []
+
+    def add_batch() -> None:
+        # In order of rowid: the text tables' pending words are written out whenever a rowid is lower than the one before,
+        # and files are listed by day then id, an order the index's rowids (given in order of time) do not follow.
+        batch.sort(key=lambda item: item[0])
+        with scratch_errors(_SCRATCH):
+            for rowid, rel_path, entry in batch:
+                scratch.note_links(entry, rel_path)
+                if not scratch.add(entry, rel_path, rowid or None):
+                    refused.append((rel_path, entry))
+        batch.clear()
+
+    with scratch_errors(_SCRATCH):
+        scratch.start()
+    for rel_path in paths:
+        problems, entry = _file_problems(keeper.store, rel_path, seen)
+        file_problems += problems
+        if entry is not None:
+            batch.append((rowids(entry.id) or 0, rel_path, entry))
+            if len(batch) >= _BATCH:
+                add_batch()
+    add_batch()
+    skipped: list[SkippedFile] = []
+    if refused:
+        _settle(keeper, scratch, main, refused, rowids, seen, file_problems, skipped)
+    with scratch_errors(_SCRATCH):
+        scratch.finish()
+    return skipped
+
+
+def _settle(
+    keeper: IndexKeeper,
+    scratch: ScratchIndex,
+    main: IndexSnapshot | None,
+    refused: list[tuple[str, Entry]],
+    rowids: _Rowids,
+    seen: _Seen,
+    file_problems: list[Problem],
+    skipped: list[SkippedFile],
+) -> None:
+    """Choose among the files claiming one id or key as every rebuild does (:func:`journal.sync.first_of_each`), and leave the chosen in.
+
+    The choice is made among the files *refused* (their id or key was taken)
+    and the rows that took it: a file whose id and key no other file holds
+    takes no part in it, so the choice is the one a rebuild of every file
+    makes. Those rows are taken out and their files read again.
+    """
+    claims = dict(refused)
+    with scratch_errors(_SCRATCH):
+        in_the_way = {path: entry_id for _, entry in refused for entry_id, path in scratch.claimants(entry)}
+    for path, entry_id in sorted(in_the_way.items()):
+        with scratch_errors(_SCRATCH):
+            scratch.drop(entry_id)
+        problems, entry = _file_problems(keeper.store, path, seen)
+        if entry is not None:
+            claims[path] = entry  # its problems were reported when it was read first
+        else:
+            file_problems += problems  # changed since: what it holds now is what the check reports
+    for path, entry in claims.items():
+        seen.note(path, entry)
+    for path, entry in first_of_each(claims, skipped.append, held=_indexed_paths(main, claims)):
+        rowid = rowids(entry.id)
+        with scratch_errors(_SCRATCH):
+            scratch.add(entry, path, rowid)
+
+
+def _indexed_paths(main: IndexSnapshot | None, paths: Iterable[str]) -> set[str]:
+    """Those of *paths* the index holds (in its read transaction), or none when it cannot be read (a problem reported on its own)."""
+    if main is None:
+        return set()
+    try:
+        return main.held_paths(paths)
+    except sqlite3.DatabaseError:
+        return set()
+
+
+def _reread(store: EntryStore, rel_path: str) -> Entry | None:
+    """The entry of the file *rel_path* as it is now, or None when it holds none a rebuild would index."""
+    return _file_problems(store, rel_path, _Seen())[1]
 
 
 def repair(keeper: IndexKeeper, found: VerifyReport, *, now: datetime | None = None) -> VerifyReport:

@@ -137,6 +137,16 @@ def floor_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
+def rerank_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--rerank/--no-rerank",
+        default=True,
+        show_default=True,
+        help="Raise each entry by its neighbours' scores (entries it continues or that continue it, and those written just before"
+        " or after it); --no-rerank ranks by the words (and meaning) alone.",
+    )(function)
+
+
 class RootPath(click.Path):
     """A journal directory; an empty or blank value is refused, never read as the current directory.
 

@@ -35,6 +35,7 @@ from journal.cli._options import (
     current_only_option,
     floor_option,
     read_input,
+    rerank_option,
     window_options,
 )
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
@@ -332,6 +333,7 @@ def list_(
 @as_of_option
 @current_only_option
 @floor_option
+@rerank_option
 @click.option(
     "--mode",
     type=click.Choice(list(MODES)),
@@ -352,6 +354,7 @@ def search(
     as_of: datetime | None,
     current_only: bool,
     floor: bool,
+    rerank: bool,
     mode: str,
 ) -> None:
     """Search entries by words, and with --nn by meaning too; any text is a valid query.
@@ -373,6 +376,7 @@ def search(
         as_of=as_of,
         current_only=current_only,
         floor=floor,
+        rerank=rerank,
     )
     _emit([hit.to_dict() for hit in hits], _listed(journal, agent, _views.show_hits, lambda shown: [h["entry_id"] for h in shown]))
 
@@ -471,6 +475,7 @@ def report(
 @as_of_option
 @current_only_option
 @floor_option
+@rerank_option
 @click.option("--max-chars", type=click.IntRange(min=600), default=6000, show_default=True)
 @click.option("--raw", is_flag=True, help="Print the block itself instead of JSON.")
 @click.option("--include-untrusted", is_flag=True, help="Also entries whose text came from outside (origin 'untrusted').")
@@ -486,6 +491,7 @@ def prompt_context(
     as_of: datetime | None,
     current_only: bool,
     floor: bool,
+    rerank: bool,
     max_chars: int,
     raw: bool,
     include_untrusted: bool,
@@ -505,6 +511,7 @@ def prompt_context(
         current_only=current_only,
         floor=floor,
         include_untrusted=include_untrusted,
+        rerank=rerank,
     )
     if raw:
         echo(block)

@@ -12,13 +12,17 @@ NumPy, and its vector agrees with sentence-transformers' to a cosine of
 0.9999 or more, like the NumPy one.
 
 Threads: the session computes on the calling thread alone (one intra-op
-thread, no pool), so one query never wakes a second core. Bulk embedding gets
+thread, no pool) until the encoder is widened, so a query of a process that
+never widens never wakes a second core. Bulk embedding gets
 both cores as NumPy's does, by encoding two chunks on two threads at once
 (ONNX Runtime's ``run`` may be called from several threads), or, where one
 text at a time is embedded behind a simulation's runs, through
-:meth:`OnnxMiniLMEncoder.widened`, a second session of two threads. The
-weights are handed to each session as they are, never written into the
-model's bytes.
+:meth:`OnnxMiniLMEncoder.widened`, a session of two threads. An encoder holds
+one session at a time: a session keeps weights of its own (its packed copy of
+each product's matrix, about 55 MB), so the widened session, once built,
+replaces the one-thread session for every copy of the encoder, queries
+included, rather than sitting beside it. The weights are handed to the
+session as they are, never written into the model's bytes.
 """
 
 from __future__ import annotations
@@ -66,7 +70,8 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         self._model = graph.model("minilm")
         # The sessions keep pointers into these values: they live as long as the encoder.
         self._weights = {key: onnxruntime.OrtValue.ortvalue_from_numpy(value) for key, value in weights.items()}
-        self._sessions: dict[int, Any] = {}  # by intra-op threads; shared with the widened copies
+        # The one session, as [intra-op threads, session]: a list, so that the widened copies share it.
+        self._shared: list[Any] = [0, None]
         self._sessions_lock = threading.Lock()
         self._threads = 1
         self._session()  # now: a runtime that cannot run the graph fails the load, not the first query
@@ -76,19 +81,28 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
 
         The vectors are the same bit for bit (the runtime splits the products'
         rows and the heads, never a sum; a test compares them). The wider
-        session is built at its first encode, with a copy of the weights of its own
-        (about 90 MB); the one-thread session stays for queries, so a query never
-        wakes a second core and no call switches a pool's size.
+        session is built at its first encode and from then on serves this
+        encoder and every copy of it, queries too: two sessions would hold
+        two packed copies of the weights. A process that never widens (a
+        command, a server of queries) keeps its one-thread session, so its
+        queries never wake a second core.
         """
         wide = copy.copy(self)
         wide._threads = max(1, threads)
         return wide
 
     def _session(self) -> Any:
-        """The session of this encoder's thread count, built at its first use."""
+        """The encoder's session: built at the first use, and again, wider, at the first use of a wider copy.
+
+        A call already running on the narrower session keeps it until it returns; then it is freed.
+        """
         with self._sessions_lock:
-            session = self._sessions.get(self._threads)
-            if session is None:
+            threads, session = self._shared
+            if threads < self._threads:
+                # Let go of the narrower session first: its memory (freed once no call runs on it) is
+                # what the wider one is then built in, so the process never holds both.
+                self._shared[:] = [0, None]
+                session = None
                 options = self._runtime.SessionOptions()
                 options.intra_op_num_threads = self._threads
                 options.inter_op_num_threads = 1
@@ -98,7 +112,7 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
                 options.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 options.add_external_initializers(list(self._weights), list(self._weights.values()))
                 session = self._runtime.InferenceSession(self._model, options, providers=["CPUExecutionProvider"])
-                self._sessions[self._threads] = session
+                self._shared[:] = [self._threads, session]
             return session
 
     def _graph(self) -> tuple[OnnxGraph, dict[str, Array]]:

@@ -15,9 +15,9 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["FsyncHelper", "fsync_directory"]
+__all__ = ["FsyncHelper", "fsync_directory", "sync_filesystem"]
 
 T = TypeVar("T")
 
@@ -94,3 +94,35 @@ def fsync_directory(path: Path | str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_SYNCFS: list[Any] = []  # libc's syncfs, once looked up (None where there is none)
+
+
+def sync_filesystem(fd: int) -> bool:
+    """``syncfs(2)`` the filesystem holding *fd*: every file written on it is on the disk when it returns; False where there is no syncfs.
+
+    For many new files at once this is one flush where an fsync of each is
+    one journal commit each (measured on ext4: 256 new files in 12 to 26 ms,
+    against 37 to 160 ms for their fsyncs from 16 threads). Linux reports a
+    write-back error of any file of the filesystem to it since 5.8.
+
+    Raises:
+        OSError: the filesystem reported a failure to write something back.
+    """
+    if not _SYNCFS:
+        try:
+            import ctypes  # only a group of appends needs it
+
+            _SYNCFS.append(ctypes.CDLL(None, use_errno=True).syncfs)
+        except (OSError, AttributeError):
+            _SYNCFS.append(None)
+    syncfs = _SYNCFS[0]
+    if syncfs is None:
+        return False
+    if syncfs(fd) != 0:
+        import ctypes  # already imported by the lookup above
+
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return True

@@ -7,19 +7,21 @@ followed. This module never touches the index.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import errno
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
 from typing import Final
 
 from journal.errors import EntryFileError, UnsafePathError
-from journal.files._fsync import FsyncHelper
+from journal.files._fsync import FsyncHelper, sync_filesystem
 from journal.files._safefs import Owner, describe, open_regular, take_ownership
 from journal.files.entry import MAX_ENTRY_BYTES, Entry
 
@@ -34,6 +36,9 @@ _FILE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _COUNTER: Final = ".generation"  # the write counter (journal.files._lock), not an entry
 _DIR_MODE: Final = 0o700  # journals are private by default
 _FILE_MODE: Final = 0o600
+#: How many fsyncs of one group wait on the disk at once where there is no syncfs, and below how many files each is fsynced alone.
+_SYNC_THREADS: Final = 16
+_SYNC_ALONE: Final = 4
 
 
 def check_entry_path(rel_path: str) -> tuple[str, str, str, str]:
@@ -54,7 +59,8 @@ class PendingEntry:
 
     The file is unnamed (``O_TMPFILE``, held open as *fd*) where the system
     allows it, so that no temporary name ever appears, even after a crash;
-    elsewhere it is a hidden ``.tmp-*`` file named *temp_name*.
+    elsewhere it is a hidden ``.tmp-*`` file named *temp_name* (held open as
+    *fd* too while its fsync is still to come, see :meth:`EntryStore.sync_temp`).
     """
 
     entry: Entry
@@ -85,6 +91,8 @@ class EntryStore:
         self._day: tuple[tuple[str, str, str], int] | None = None
         self._unnamed_ok = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
         self._fsync_helper = FsyncHelper()
+        # Directories made by writes that were not durable, whose names in their parents are not yet fsynced (see sync_dirs).
+        self._unsynced: set[tuple[str, ...]] = set()
         try:
             self._fd = os.open(entries_dir, _DIR_FLAGS)
         except OSError as exc:
@@ -109,11 +117,12 @@ class EntryStore:
         day = entry.timestamp.astimezone(UTC)
         return f"{day.year:04d}/{day:%m/%d}/{entry.id}.json"  # strftime's %Y gives "1" for year 1 on glibc
 
-    def _open_dirs(self, parts: tuple[str, ...], *, create: bool) -> int:
-        """Open the directory chain *parts* below entries/ without following symlinks."""
+    def _open_dirs(self, parts: tuple[str, ...], *, create: bool, durable: bool = True) -> int:
+        """Open the directory chain *parts* below entries/ without following symlinks (made if *create*; a new one's name
+        fsynced at once if *durable*, else by :meth:`sync_dirs`)."""
         fd = os.dup(self._fd)
         try:
-            for part in parts:
+            for depth, part in enumerate(parts):
                 try:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
@@ -127,7 +136,10 @@ class EntryStore:
                     child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                     if made:
                         take_ownership(child, _DIR_MODE, self._owner)
-                    _fsync_dir(fd)  # make the new directory's name durable
+                    if durable:
+                        _fsync_dir(fd)  # make the new directory's name durable
+                    else:
+                        self._unsynced.add(parts[:depth])
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                         raise UnsafePathError(f"entries/{'/'.join(parts)}", "a symlink or non-directory inside entries/") from None
@@ -144,7 +156,7 @@ class EntryStore:
             os.close(self._day[1])
             self._day = None
 
-    def _day_dir(self, parts: tuple[str, str, str], *, create: bool) -> int:
+    def _day_dir(self, parts: tuple[str, str, str], *, create: bool, durable: bool = True) -> int:
         """A borrowed descriptor of the day directory *parts*, kept open between appends.
 
         Appends cluster on today's directory, so the descriptor is reused while
@@ -160,20 +172,24 @@ class EntryStore:
             except FileNotFoundError:
                 pass
         self._forget_day()
-        fd = self._open_dirs(parts, create=create)
+        fd = self._open_dirs(parts, create=create, durable=durable)
         self._day = (parts, fd)
         return fd
 
-    def write_temp(self, entry: Entry, *, meanwhile: Callable[[], object] | None = None) -> PendingEntry:
+    def write_temp(self, entry: Entry, *, meanwhile: Callable[[], object] | None = None, durable: bool = True) -> PendingEntry:
         """Write *entry* to a temporary file beside its final name and fsync it.
 
         *meanwhile*, if given, runs while the fsync waits on the disk; its
-        exception, if any, is raised once the fsync is done.
+        exception, if any, is raised once the fsync is done. Without
+        *durable* the fsync is left to :meth:`sync_temp`, which a group of
+        entries calls once for all of them before any is published.
         """
         rel_path = self.rel_path_for(entry)
         data = entry.to_json_bytes()
         year, month, day, _ = check_entry_path(rel_path)
-        dir_fd = self._day_dir((year, month, day), create=True)
+        if durable and self._unsynced:
+            self._sync_made_dirs()  # a group that failed made them: a durable write relies on every directory above it
+        dir_fd = self._day_dir((year, month, day), create=True, durable=durable)
         temp_name: str | None = None
         fd = self._open_unnamed(dir_fd)
         if fd is None:
@@ -184,16 +200,67 @@ class EntryStore:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            self._fsync(fd, meanwhile)
+            if durable:
+                self._fsync(fd, meanwhile)
         except BaseException:
             os.close(fd)
             if temp_name is not None:
                 os.unlink(temp_name, dir_fd=dir_fd)  # a full disk leaves no half-written temp file behind
             raise
-        if temp_name is not None:
+        if temp_name is not None and durable:
             os.close(fd)
             return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data)
-        return PendingEntry(entry=entry, rel_path=rel_path, temp_name=None, data=data, fd=fd)
+        # Not yet durable: the descriptor stays open for sync_temp (a named temp file is still published by its name).
+        return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data, fd=fd)
+
+    def sync_temp(self, pending: Sequence[PendingEntry]) -> None:
+        """Make the temporary files of *pending* (written without *durable*) durable, all at once.
+
+        One ``syncfs`` of the filesystem where there is one (see
+        :func:`journal.files._fsync.sync_filesystem`), otherwise an fsync of
+        each file from several threads, which the filesystem's journal
+        commits together: a group's files cost a few disk flushes, not one each.
+
+        Raises:
+            OSError: the disk refused (once every fsync has returned).
+        """
+        fds = [item.fd for item in pending if item.fd is not None]
+        if len(fds) < _SYNC_ALONE:
+            for fd in fds:
+                os.fsync(fd)
+            return
+        if sync_filesystem(self._fd):
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(_SYNC_THREADS, len(fds)), thread_name_prefix="journal-fsync") as pool:
+            list(pool.map(os.fsync, fds))  # raises the first failure, once every fsync has returned
+
+    def discard(self, pending: PendingEntry) -> None:
+        """Drop a temporary file that will not be published: close it, and remove its name if it has one."""
+        if pending.fd is not None:
+            os.close(pending.fd)
+        if pending.temp_name is not None:
+            year, month, day, _ = check_entry_path(pending.rel_path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pending.temp_name, dir_fd=self._day_dir((year, month, day), create=False))
+
+    def sync_dirs(self, rel_paths: Iterable[str]) -> None:
+        """fsync once each day directory of *rel_paths*, and each directory holding one that writes without *durable* made:
+        the names :meth:`publish` gave without *durable* become durable."""
+        for parts in dict.fromkeys(check_entry_path(rel_path)[:3] for rel_path in rel_paths):
+            _fsync_dir(self._day_dir(parts, create=False))
+        self._sync_made_dirs()
+
+    def _sync_made_dirs(self) -> None:
+        for parts in sorted(self._unsynced, key=len, reverse=True):
+            if not parts:
+                _fsync_dir(self._fd)
+                continue
+            fd = self._open_dirs(parts, create=False)
+            try:
+                _fsync_dir(fd)
+            finally:
+                os.close(fd)
+        self._unsynced.clear()
 
     def _open_unnamed(self, dir_fd: int) -> int | None:
         """An unnamed file in the directory (``O_TMPFILE``), or None where unsupported."""
@@ -207,31 +274,35 @@ class EntryStore:
             self._unnamed_ok = False  # this filesystem has no O_TMPFILE: use named temp files
             return None
 
-    def publish(self, pending: PendingEntry, *, meanwhile: Callable[[], object] | None = None) -> None:
+    def publish(self, pending: PendingEntry, *, meanwhile: Callable[[], object] | None = None, durable: bool = True) -> None:
         """Give the temp file its final name with a no-clobber hard link, durably.
 
         *meanwhile*, if given, runs once the name exists, while the directory
         fsync waits on the disk; its exception, if any, is raised once the
-        fsync is done.
+        fsync is done. Without *durable* the directory's fsync is left to
+        :meth:`sync_dirs`, called once for a group's names.
 
         Raises:
             FileExistsError: a file with the final name already exists.
         """
         year, month, day, entry_id = check_entry_path(pending.rel_path)
         dir_fd = self._day_dir((year, month, day), create=False)
-        if pending.fd is not None:
+        if pending.temp_name is None:
+            assert pending.fd is not None  # noqa: S101 - narrows the type: a pending entry has a descriptor or a temp name
             try:
                 # linkat() of an unnamed file through /proc needs no privilege, unlike AT_EMPTY_PATH.
                 os.link(f"/proc/self/fd/{pending.fd}", f"{entry_id}.json", dst_dir_fd=dir_fd, follow_symlinks=True)
             finally:
                 os.close(pending.fd)
         else:
-            assert pending.temp_name is not None  # noqa: S101 - narrows the type: a pending entry has a descriptor or a temp name
             try:
                 os.link(pending.temp_name, f"{entry_id}.json", src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
             finally:
                 os.unlink(pending.temp_name, dir_fd=dir_fd)
-        self._fsync(dir_fd, meanwhile)
+                if pending.fd is not None:
+                    os.close(pending.fd)
+        if durable:
+            self._fsync(dir_fd, meanwhile)
 
     def replace(self, rel_path: str, data: bytes) -> None:
         """Replace the entry file at *rel_path* by one holding *data*, durably: the one write that changes a published file (an erase).

@@ -13,8 +13,9 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from journal.indexing._newest import newest_ranked
 from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
 
 __all__ = ["COMMON_WORDS", "CommonWords", "QueryWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
@@ -359,7 +360,7 @@ class TextSearch:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
         if newest_only:
-            ranked = _newest_ranked(conn, table, match, clauses, params, k)
+            ranked = newest_ranked(conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS)
         else:
             where = " AND ".join([f"{table} MATCH ?", *clauses])
             matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
@@ -468,36 +469,6 @@ def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int,
     # Scoring a common word would cost a pass over its whole posting list
     # (BM25's document frequency) for a term whose weight is small anyway.
     return _any_of(rare), False
-
-
-def _newest_ranked(
-    conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int
-) -> list[tuple[Any, ...]]:
-    """The best *k* of the newest :attr:`CommonWords.candidates` matches, as rows of :data:`COLUMNS`, score and rowid.
-
-    Newest by the entries' own time, then id, never by rowid: rowids follow the
-    order of the appends, which a rebuild from the files does not keep. Only the
-    chosen rows are scored, within their rowid range (mostly the latest rows): a
-    list of rowids would have FTS5 run the query once per row.
-    """
-    where = " AND ".join([*clauses, f"e.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)"])
-    newest = f"SELECT e.rowid FROM entries e WHERE {where} ORDER BY e.ts_utc DESC, e.id DESC LIMIT {COMMON_WORDS.candidates}"
-    picked = [row[0] for row in conn.execute(newest, [*params, match])]
-    if not picked:
-        return []
-    chosen = set(picked)
-    scored = conn.execute(
-        f"SELECT rowid, bm25({table}, {_WEIGHTS}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
-        [match, min(picked), max(picked)],
-    )
-    rank = {rowid: score for rowid, score in scored if rowid in chosen}
-    # picked is newest first, so a stable sort by score leaves ties to the newer entry, then the id, as the other plan does.
-    best = sorted(picked, key=lambda rowid: rank[rowid])[:k]
-    rows = {
-        row[-1]: row
-        for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
-    }
-    return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
 
 def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) -> bool:

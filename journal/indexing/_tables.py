@@ -40,6 +40,8 @@ __all__ = [
 #: 9: each entry row holds the digest of the entry's canonical file as it was indexed (see :mod:`journal.indexing._kept_digests`).
 #: 10: an erased entry's tombstone is indexed in ``tombstones`` alone (no text, no vector), so no read lists or ranks it;
 #:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
+#:     The time indexes end with the id, so the newest entries by (ts_utc, id) are read from an index alone, in order
+#:     (see :mod:`journal.indexing._newest`).
 #: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries (see :mod:`journal.indexing._proposals`).
 INDEX_SCHEMA_VERSION: Final = 11
 
@@ -63,9 +65,9 @@ CREATE TABLE entries (
     digest BLOB NOT NULL,
     UNIQUE (agent, client_key)
 );
-CREATE INDEX entries_agent_ts ON entries (agent, ts_utc);
+CREATE INDEX entries_agent_ts ON entries (agent, ts_utc, id);
 CREATE INDEX entries_simulated ON entries (simulated, agent);
-CREATE INDEX entries_ts ON entries (ts_utc);
+CREATE INDEX entries_ts ON entries (ts_utc, id);
 CREATE INDEX entries_client_key ON entries (client_key);
 CREATE TABLE tombstones (
     id TEXT PRIMARY KEY,

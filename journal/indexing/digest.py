@@ -93,7 +93,9 @@ def _continuity_view(rows: Sequence[IndexRow], links: Sequence[tuple[str, str]])
     in_window = {row.id for row in rows}
     order = {row.id: row.ts_utc for row in rows}
     parents: dict[str, list[str]] = {}
-    for src, dst in links:
+    # Each entry's parents oldest first, so that of two equally deep the older is its chain's: entry ids are random, and an order
+    # by id would make the chains (and the refs a digest entry takes from them) differ from one run of the same appends to another.
+    for src, dst in sorted(links, key=lambda link: (order.get(link[1], ""), link[1])):
         if dst in in_window and src != dst:
             parents.setdefault(src, []).append(dst)
     depth: dict[str, tuple[int, str | None]] = {}
@@ -117,12 +119,19 @@ def _continuity_view(rows: Sequence[IndexRow], links: Sequence[tuple[str, str]])
         used.update(chain)
         chains.append(list(reversed(chain)))
     cited = Counter(dst for _, dst in links)
+    # Equal counts go to the newer entry (ids are random: by id, the refs a digest takes would differ between two runs alike).
+    newest_first = sorted(cited.items(), key=lambda item: (-item[1], _descending(order.get(item[0], "")), item[0]))[:5]
     return {
         "links": len(links),
         "linked_entries": len({src for src, _ in links}),
         "longest_chains": chains,
-        "most_referenced": _top(cited, 5, "entry_id"),
+        "most_referenced": [{"entry_id": entry_id, "count": count} for entry_id, count in newest_first],
     }
+
+
+def _descending(text: str) -> tuple[int, ...]:
+    """A key that sorts *text* (a ``ts_utc``) newest first."""
+    return tuple(-ord(character) for character in text)
 
 
 def row_of_entry(entry: Entry, path: str) -> IndexRow:

@@ -22,6 +22,7 @@ from journal.files.entry import Entry, utc_key
 from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, query_terms
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
+from journal.indexing._neighbours import Neighbours, neighbours
 from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
@@ -46,6 +47,7 @@ __all__ = [
     "IndexCorruptError",
     "IndexRow",
     "IndexState",
+    "Neighbours",
     "Proposal",
     "QueryWords",
     "SearchRow",
@@ -545,6 +547,11 @@ class Index(Database):
     def links_to(self, entry_id: str) -> list[str]:
         with corruption_guard():
             return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
+
+    def neighbours(self, ids: Sequence[str], *, within_seconds: float, window: Window = WHOLE_JOURNAL) -> Neighbours:
+        """Each of *ids*' neighbours in its agent's journal that lie in *window* (see :mod:`journal.indexing._neighbours`)."""
+        with corruption_guard():
+            return neighbours(self.conn, ids, within_seconds, window)
 
     def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Continuity links whose source is among *ids*."""

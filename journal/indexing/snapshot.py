@@ -210,6 +210,44 @@ class IndexSnapshot:
         """Each entry's id mapped to its rowid (which keys its rows in the text tables)."""
         return dict(self._conn.execute("SELECT id, rowid FROM entries"))
 
+    def rowid_of(self, entry_id: str) -> int | None:
+        """The rowid of the entry *entry_id*, or None when the index holds no such entry."""
+        row = self._conn.execute("SELECT rowid FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def top_rowid(self) -> int:
+        """The highest rowid of an entry row (0 when there is none)."""
+        return int(self._conn.execute("SELECT max(rowid) FROM entries").fetchone()[0] or 0)
+
+    def id_rowids(self) -> Iterator[tuple[str, int]]:
+        """Each entry's id and rowid, by id, one at a time."""
+        yield from ((entry_id, int(rowid)) for entry_id, rowid in self._conn.execute("SELECT id, rowid FROM entries ORDER BY id"))
+
+    def id_paths(self) -> Iterator[tuple[str, str]]:
+        """Each entry's id and file (relative to ``entries/``), by id, one at a time."""
+        yield from ((entry_id, rel_path) for entry_id, rel_path in self._conn.execute("SELECT id, path FROM entries ORDER BY id"))
+
+    def paths_of(self, ids: Iterable[str]) -> dict[str, str]:
+        """The file (relative to ``entries/``) of each entry of *ids* the index holds, an erased entry's tombstone included."""
+        return dict(self._in_batches(f"SELECT e.id, e.path FROM {ALL_ROWS} e WHERE e.id IN ({{marks}})", list(ids)))
+
+    def ids_of(self, rowids: Iterable[int]) -> dict[int, str]:
+        """The id of each entry row of *rowids* the index holds."""
+        return {
+            int(rowid): entry_id
+            for rowid, entry_id in self._in_batches("SELECT rowid, id FROM entries WHERE rowid IN ({marks})", list(rowids))
+        }
+
+    def held_paths(self, paths: Iterable[str]) -> set[str]:
+        """Those of *paths* (relative to ``entries/``) that an entry row (or a tombstone's) of the index names as its file."""
+        return {row[0] for row in self._in_batches(f"SELECT e.path FROM {ALL_ROWS} e WHERE e.path IN ({{marks}})", list(paths))}
+
+    def _in_batches(self, sql: str, values: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+        """The rows of *sql* for *values*, its ``{marks}`` a list of parameters, a batch of values at a time."""
+        for start in range(0, len(values), _BATCH):
+            batch = values[start : start + _BATCH]
+            yield from (tuple(row) for row in self._conn.execute(sql.format(marks=",".join("?" * len(batch))), batch))
+
     def leave_out(self, rowids: Iterable[int]) -> None:
         """Leave the rows *rowids* out of :meth:`postings` and :meth:`postings_by_row` from now on (a temporary table of this connection)."""
         self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS snapshot_left_out (rowid INTEGER PRIMARY KEY)")

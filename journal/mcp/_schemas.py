@@ -120,6 +120,12 @@ def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
         "description": "Leave out entries found by meaning alone that fall below the relevance floor, so that nothing relevant means no hits; "
         "false keeps every candidate, and needs semantic search.",
     }
+    rerank = {
+        "type": "boolean",
+        "default": True,
+        "description": "Raise each entry by its neighbours' scores (the entries it continues or that continue it, and those written "
+        "just before or after it); false ranks by words and meaning alone.",
+    }
     kind = {"type": "string", "enum": list(KINDS), "description": "Only entries of this kind."}
     entry_id = {"type": "string", "minLength": 1, "maxLength": 128, "description": "An entry id, as returned by the other tools."}
     scope = _agent_property(agent)
@@ -134,6 +140,7 @@ def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
                 "as_of": as_of,
                 "current_only": current_only,
                 "floor": floor,
+                "rerank": rerank,
                 "mode": {
                     "type": "string",
                     "enum": list(MODES),
@@ -172,6 +179,13 @@ def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
                 "as_of": as_of,
                 "current_only": current_only,
                 "floor": floor,
+                "rerank": rerank,
+                "include_untrusted": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "Also entries whose text came from outside (origin 'untrusted'), shown as data like every entry; "
+                    "left out by default.",
+                },
                 "max_chars": {
                     "type": "integer",
                     "minimum": 600,

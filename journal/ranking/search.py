@@ -22,6 +22,7 @@ from journal.ranking._proposed import OutdatedMark, mark_hits, outdated_marks
 from journal.ranking.context import PromptContext, build_prompt_context
 from journal.ranking.fusion import FUSION, fuse, needs_partial
 from journal.ranking.hit import Hit
+from journal.ranking.neighbours import NEIGHBOURS, with_neighbours
 from journal.sync import Reader
 
 if TYPE_CHECKING:
@@ -105,18 +106,23 @@ class Ranker:
         exclude: Sequence[str] = (),
         vector: Vector | None = None,
         floor: float | None = None,
+        stages: bool = False,
     ) -> _Ranking:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.ranking.fusion`).
 
         *vector* replaces the query's embedding (``relate`` passes the entry's own). With a
         *floor*, an entry whose cosine is below it is left out unless the words matched it
-        by a word that says what the query is about (see :meth:`Index.telling_matches`).
+        by a word that says what the query is about (see :meth:`Index.telling_matches`). With
+        *stages*, lexical and hybrid rankings go on through the neighbours' stage
+        (see :mod:`journal.ranking.neighbours`).
         """
         mode = self._resolve_mode(mode)
         bad: set[str] = set()
         while True:
             known = len(bad)
-            ranking = self._rank_once(query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor)
+            ranking = self._rank_once(
+                query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor, stages=stages
+            )
             if len(ranking.hits) >= k or len(bad) == known:
                 return ranking
 
@@ -156,7 +162,16 @@ class Ranker:
         return set(self._index.superseded_in(scope.window, before=scope.as_of)) if scope.current_only else set()
 
     def _found(
-        self, query: QueryWords, *, k: int, mode: str, scope: Scope, floor: float | None, hidden: set[str], exclude: Sequence[str] = ()
+        self,
+        query: QueryWords,
+        *,
+        k: int,
+        mode: str,
+        scope: Scope,
+        floor: float | None,
+        hidden: set[str],
+        exclude: Sequence[str] = (),
+        stages: bool = True,
     ) -> list[Hit]:
         """The best *k* hits of search and prompt context, corrections in place.
 
@@ -167,10 +182,12 @@ class Ranker:
         the prompt context's recent fill leaves out too. *exclude* is never ranked (the prompt context's untrusted entries).
         """
         if not scope.current_only:
-            return self._corrected(self._rank(query, k=k, mode=mode, scope=scope, floor=floor, exclude=exclude), query, scope)[:k]
+            return self._corrected(
+                self._rank(query, k=k, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages), query, scope
+            )[:k]
         depth = k
         while True:
-            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor, exclude=exclude)
+            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages)
             current = [hit for hit in self._corrected(ranking, query, scope) if hit.entry_id not in hidden]
             if len(current) >= k or len(ranking.hits) < depth:
                 return current[:k]
@@ -188,14 +205,21 @@ class Ranker:
         bad: set[str],
         scope: Scope,
         floor: float | None,
+        stages: bool,
     ) -> _Ranking:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
         window = scope.window
-        if mode == "lexical":
+        if mode == "lexical" and not stages:
             found = self._index.search(query, k=k, window=window, exclude=exclude)
             lexical_hits = [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
             return _Ranking(lexical_hits, mode, scores={r.row.id: r.score for r in found})
+        if mode == "lexical":
+            # The neighbours' stage needs the scores of its sources, more than k when k is small.
+            words = self._index.search(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude, with_snippets=False)
+            ranked = with_neighbours(self._index, [(r.row.id, r.score) for r in words], window, exclude=exclude)
+            known = {r.row.id: r.row for r in words}
+            return self._hits(query, ranked, k=k, mode=mode, matched=set(known), scores={}, bad=bad, scope=scope, known=known)
         assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
@@ -219,8 +243,35 @@ class Ranker:
             # A match on time words or common words alone ("what's new today?") is no evidence: the floor decides.
             telling = self._index.telling_matches(query, [r.row.id for r in lexical], window) if lexical else set()
             ranked = [(entry_id, score) for entry_id, score in ranked if entry_id in telling or cosines.get(entry_id, -1.0) >= floor]
+        if stages and mode == "hybrid":
+            ranked = with_neighbours(self._index, ranked, window, exclude=exclude)
+        return self._hits(query, ranked, k=k, mode=mode, matched=matched, scores=scores, bad=bad, scope=scope, vector=vector)
+
+    def _hits(
+        self,
+        query: QueryWords,
+        ranked: list[tuple[str, float]],
+        *,
+        k: int,
+        mode: str,
+        matched: set[str],
+        scores: dict[str, float],
+        bad: set[str],
+        scope: Scope,
+        vector: Vector | None = None,
+        known: dict[str, IndexRow] | None = None,
+    ) -> _Ranking:
+        """The ranking of the best *k* of *ranked* whose files are usable; *matched* are those the words found (they get snippets).
+
+        *known* holds rows already read (a lexical search's), which are not read again.
+        """
+        usable = self._reader.usable
+        window = scope.window
+        scores = scores | dict(ranked)
         ranked = ranked[:k]
-        rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])}
+        rows = {entry_id: row for entry_id, _ in ranked if (row := (known or {}).get(entry_id)) is not None}
+        if missing := [entry_id for entry_id, _ in ranked if entry_id not in rows]:
+            rows.update((row.id, row) for row in self._index.rows(window, ids=missing))
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
         hits = []
         for entry_id, score in ranked:
@@ -241,6 +292,7 @@ class Ranker:
         as_of: datetime | str | None = None,
         current_only: bool = False,
         floor: bool = True,
+        rerank: bool = True,
     ) -> list[Hit]:
         """See :meth:`journal.Journal.search`."""
         check_text_arguments(kind=kind, agent=agent)
@@ -248,7 +300,9 @@ class Ranker:
         scope = Scope(
             agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only
         )
-        found = self._found(QueryWords.of(query), k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope))
+        found = self._found(
+            QueryWords.of(query), k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope), stages=rerank
+        )
         return mark_hits(self._index, found, agent=agent, before=scope.as_of)
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
@@ -311,6 +365,7 @@ class Ranker:
         current_only: bool = False,
         floor: bool = True,
         include_untrusted: bool = False,
+        rerank: bool = True,
     ) -> PromptContext:
         """See :meth:`journal.Journal.context`."""
         check_text_arguments(agent=agent)
@@ -320,7 +375,14 @@ class Ranker:
         untrusted = set() if include_untrusted else self._index.untrusted_ids(agent)
         hidden = self._hidden(scope) | untrusted
         found = self._found(
-            QueryWords.of(query), k=k, mode="auto", scope=scope, floor=self._floor(floor), hidden=hidden, exclude=sorted(untrusted)
+            QueryWords.of(query),
+            k=k,
+            mode="auto",
+            scope=scope,
+            floor=self._floor(floor),
+            hidden=hidden,
+            exclude=sorted(untrusted),
+            stages=rerank,
         )
         picks = [(hit.entry, "match") for hit in found if include_untrusted or hit.entry.origin != "untrusted"]
         if len(picks) < k:

@@ -1,11 +1,12 @@
 """A journal kept in step with its files.
 
-Opening it, keeping its index in step with the entry files, the durable append, and the reads
+Opening it, keeping its index in step with the entry files, the durable append (of one entry, or of a group), and the reads
 that check each index row against its file.
 """
 
 from journal.sync._append import AppendResult, append
 from journal.sync._erase import EraseResult, erase, ids_of_agent, operator_name
+from journal.sync._group import GroupOutcome, append_group
 from journal.sync._keeper import IndexKeeper, recovering, writing
 from journal.sync._reading import ANOTHER_AGENTS_ENTRY, MAX_LIMIT, Reader, SkippedFile, first_of_each, load_entry, shown_path, shown_reason
 
@@ -14,10 +15,12 @@ __all__ = [
     "MAX_LIMIT",
     "AppendResult",
     "EraseResult",
+    "GroupOutcome",
     "IndexKeeper",
     "Reader",
     "SkippedFile",
     "append",
+    "append_group",
     "erase",
     "first_of_each",
     "ids_of_agent",

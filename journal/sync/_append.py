@@ -218,6 +218,20 @@ def _stored_unindexed(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Entr
     return found
 
 
+def _index_problem(keeper: IndexKeeper, exc: Exception) -> object | None:
+    """After a failed index commit of published files: None once a corrupt index is rebuilt (which takes them in), else what to report."""
+    _end_transaction(keeper)
+    if isinstance(exc, IndexCorruptError):
+        log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
+        try:
+            keeper.rebuild_locked(corrupt=True)
+        except Exception as rebuild_failure:  # noqa: BLE001 - the entries are stored either way
+            exc = rebuild_failure
+        else:
+            return None
+    return storage_error(exc, keeper.index.path, "commit the index", index_path=keeper.index.path) or exc
+
+
 def _index_fell_behind(keeper: IndexKeeper, entry: Entry, exc: Exception) -> None:
     """The entry file is published but the index commit failed: warn, and leave the index to be caught up.
 
@@ -228,16 +242,9 @@ def _index_fell_behind(keeper: IndexKeeper, entry: Entry, exc: Exception) -> Non
     :func:`journal.sync._keeper.writing` call append again would store it twice.
     """
     rel_path = EntryStore.rel_path_for(entry)
-    _end_transaction(keeper)
-    if isinstance(exc, IndexCorruptError):
-        log.warning("index %s is corrupt (%s); rebuilding it from the entry files", keeper.index.path, exc)
-        try:
-            keeper.rebuild_locked(corrupt=True)
-        except Exception as rebuild_failure:  # noqa: BLE001 - the entry is stored either way
-            exc = rebuild_failure
-        else:
-            return
-    problem = storage_error(exc, keeper.index.path, "commit the index", index_path=keeper.index.path) or exc
+    problem = _index_problem(keeper, exc)
+    if problem is None:
+        return
     log.warning(
         "entry %s is stored in entries/%s, but the index could not record it: %s; the next open or append catches the index up",
         entry.id,

@@ -12,10 +12,11 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from journal import PromptContext, json_nesting_depth, json_type_name
+from runner.backends.usage import Usage, UsageMeter
 from runner.errors import BackendError, BackendReplyError, BackendTimeoutError
 from runner.settings.persona import Persona
 
@@ -32,6 +33,7 @@ __all__ = [
     "holds_secret",
     "load_reply_json",
     "one_line",
+    "parse_reply_json",
     "parse_reply_text",
 ]
 
@@ -54,6 +56,8 @@ REPLY_FIELDS: Final = {
     "signals": "optional: {focus: short label, novelty: number 0..1, continuity_refs: [ids of past entries from the context that this builds on], supersedes: [ids of past entries from the context that this corrects]}",
     "anchors": "optional: a list of {type, ref, label?} external references",
     "quoted_from_outside": "optional: true when the voice quotes text taken from outside (a web page, a message, a document)",
+    "quoted": "optional: text taken from outside (a web page, a message, a document) that the voice draws on, given word for word; "
+    "kept as an entry of its own, marked untrusted, which later prompts leave out",
 }
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")
 
@@ -90,6 +94,7 @@ REPLY_SCHEMA: Final = {
             "description": REPLY_FIELDS["anchors"],
         },
         "quoted_from_outside": {"type": "boolean", "description": REPLY_FIELDS["quoted_from_outside"]},
+        "quoted": {"type": "string", "minLength": 1, "description": REPLY_FIELDS["quoted"]},
     },
     "required": list(REQUIRED_REPLY_FIELDS),
     "additionalProperties": False,
@@ -118,6 +123,26 @@ class ReflectionRequest:
     correction: str | None = None
     #: Which attempt of the run this request is (1 for the first).
     attempt: int = 1
+    #: The most tokens the reply may use (``max_tokens_per_run``), None: no limit asked for.
+    max_tokens: int | None = None
+    #: Where each call reports the tokens it used (:mod:`runner.backends.usage`); shared by the run's retries.
+    meter: UsageMeter | None = field(default=None, compare=False, repr=False)
+
+    def report_usage(self, usage: Usage | None, backend: str) -> None:
+        """Count one call of this request that used *usage* (None: the backend did not say) on the run's meter.
+
+        Raises:
+            BackendError: the reply used more completion tokens than ``max_tokens`` (the backend ignored the limit);
+                permanent, since the next call would ignore it too.
+        """
+        if self.meter is not None:
+            self.meter.add(usage)
+        if usage is not None and self.max_tokens is not None and usage.tokens_out > self.max_tokens:
+            raise BackendError(
+                backend,
+                f"the reply used {usage.tokens_out} completion tokens, more than max_tokens_per_run {self.max_tokens}; "
+                "the backend ignored the limit: make it honour max_tokens, or raise max_tokens_per_run",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The request as JSON-ready data (what the command backend reads on stdin)."""
@@ -136,6 +161,7 @@ class ReflectionRequest:
             "reply_schema": REPLY_SCHEMA,
             "attempt": self.attempt,
             "correction": self.correction,
+            "max_tokens": self.max_tokens,
         }
 
 
@@ -274,6 +300,9 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
             raise BackendReplyError(backend, f"the reply lacks the field {key!r} (a non-empty string)")
     if not isinstance(reply.get("quoted_from_outside", False), bool):
         raise BackendReplyError(backend, "the reply's field 'quoted_from_outside' must be true or false")
+    quoted = reply.get("quoted")
+    if quoted is not None and (not isinstance(quoted, str) or not quoted.strip()):
+        raise BackendReplyError(backend, f"the reply's field 'quoted' must be a non-empty string, got {json_type_name(quoted)}")
     return dict(reply)
 
 
@@ -306,6 +335,15 @@ def parse_reply_text(text: str, backend: str, secret: str | None = None) -> dict
     Raises:
         BackendError: not JSON, over the reply limits, not a usable reply, or holding *secret*.
     """
+    return check_reply(parse_reply_json(text, backend, secret), backend)
+
+
+def parse_reply_json(text: str, backend: str, secret: str | None = None) -> Any:
+    """:func:`parse_reply_text` short of the check of the reply's shape: the parsed JSON.
+
+    Raises:
+        BackendError: not JSON, over the reply limits, or holding *secret*.
+    """
     body = text.strip()
     if body.startswith("```"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
@@ -313,4 +351,4 @@ def parse_reply_text(text: str, backend: str, secret: str | None = None) -> dict
     reply = load_reply_json(body, backend)
     if secret and holds_secret(reply, secret):
         raise BackendError(backend, "the reply contains the API key; it is refused so that no entry or log ever holds the key")
-    return check_reply(reply, backend)
+    return reply

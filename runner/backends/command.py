@@ -37,14 +37,16 @@ import signal
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Final
 
-from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, one_line, parse_reply_text
+from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, check_reply, one_line, parse_reply_json, parse_reply_text
+from runner.backends.usage import split_usage
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
 from runner.processes import kill_marked, pipe_inode, signal_name
 from runner.settings.config import BackendSettings
 
-__all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "reply_from_output"]
+__all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "ProgramRun", "reply_from_output", "run_program"]
 
 #: Set in the program's environment to a fresh value per call; its descendants inherit it.
 MARKER_VARIABLE: Final = "GHOSTRUNNER_BACKEND_RUN"
@@ -58,8 +60,12 @@ _POLL_SECONDS: Final = 0.05
 TEMPFAIL_STATUS: Final = 75
 
 
-def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> dict[str, Any]:
+def reply_from_output(stdout: bytes, program: str, backend: str = "command", request: ReflectionRequest | None = None) -> dict[str, Any]:
     """The entry fields a program printed on *stdout* (untrusted bytes).
+
+    The program may report what it used in a ``usage`` object beside the fields
+    (see :mod:`runner.backends.usage`); with *request*, that is counted on its
+    meter (unknown when the program reports none or a malformed one).
 
     Raises:
         BackendError: naming *backend*: over the reply limits, not UTF-8, not JSON, or not a usable reply.
@@ -70,7 +76,15 @@ def reply_from_output(stdout: bytes, program: str, backend: str = "command") -> 
         text = stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BackendReplyError(backend, f"{program!r} printed bytes that are not UTF-8 (at offset {exc.start})") from None
-    return parse_reply_text(text, backend)
+    if request is None:
+        return parse_reply_text(text, backend)
+    try:
+        reply, usage, _ = split_usage(parse_reply_json(text, backend))
+    except BackendError:
+        request.report_usage(None, backend)
+        raise
+    request.report_usage(usage, backend)
+    return check_reply(reply, backend)
 
 
 class _Call:
@@ -180,6 +194,44 @@ class _Call:
                     stream.close()
 
 
+@dataclass(frozen=True, slots=True)
+class ProgramRun:
+    """How a program :func:`run_program` ran ended: whether it exited before the deadline, its status, its stdout and stderr's tail."""
+
+    exited: bool
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def run_program(
+    argv: list[str], data: bytes, budget: CallBudget, *, name: str, hidden_env: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> ProgramRun:
+    """Run *argv* with *data* on stdin as a command backend runs its program (see the module): its own session,
+    the deadline of *budget*, everything it started killed when it exits or at the deadline, and none of the
+    variables *hidden_env* names in its environment (*env* adds to it).
+
+    Raises:
+        OSError: the program could not start.
+        BackendReplyError: naming *name*: it printed more than MAX_REPLY_BYTES on stdout.
+    """
+    marker = uuid.uuid4().hex
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**{key: value for key, value in os.environ.items() if key not in hidden_env}, **(env or {}), MARKER_VARIABLE: marker},
+    )
+    call = _Call(process, marker)
+    try:
+        exited = call.talk(data, budget, argv[0], name)
+    finally:
+        call.close()
+    return ProgramRun(exited, process.returncode if exited else -9, bytes(call.stdout), bytes(call.stderr))
+
+
 class CommandBackend:
     """Runs a configured program per reflection."""
 
@@ -200,35 +252,21 @@ class CommandBackend:
         budget = CallBudget.of(self.settings.timeout, request)
         argv = list(self.settings.command)
         program = argv[0]
-        marker = uuid.uuid4().hex
         try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                env={
-                    **{name: value for name, value in os.environ.items() if name not in self.settings.hidden_env},
-                    MARKER_VARIABLE: marker,
-                },
+            ran = run_program(
+                argv, json.dumps(request.to_dict()).encode("utf-8"), budget, name=self.name, hidden_env=self.settings.hidden_env
             )
         except OSError as exc:
             raise BackendError(self.name, f"cannot start {program!r}: {exc.strerror or exc}") from None
-        call = _Call(process, marker)
-        try:
-            exited = call.talk(json.dumps(request.to_dict()).encode("utf-8"), budget, program, self.name)
-        finally:
-            call.close()
-        if not exited:
+        if not ran.exited:
             raise budget.expired(self.name)
-        code = process.returncode
+        code = ran.returncode
         if code != 0:
-            lines = [line for line in bytes(call.stderr).decode("utf-8", "replace").splitlines() if line.strip()]
+            lines = [line for line in ran.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
             tail = one_line(lines[-1]) if lines else "no message on stderr"
             how = f"signal {signal_name(-code)}" if code < 0 else f"status {code}"
             if code == TEMPFAIL_STATUS or code < 0:  # "try again later", or killed (the OOM killer, a restart of its host)
                 later = " (try again later)" if code == TEMPFAIL_STATUS else ""
                 raise BackendUnavailableError(self.name, f"{program!r} exited with {how}{later}: {tail}")
             raise BackendError(self.name, f"{program!r} exited with {how}: {tail}")
-        return reply_from_output(bytes(call.stdout), program, self.name)
+        return reply_from_output(ran.stdout, program, self.name, request)

@@ -45,6 +45,7 @@ from runner.backends.base import (
     one_line,
     parse_reply_text,
 )
+from runner.backends.usage import usage_of_completion
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
 from runner.settings.config import BackendSettings
 
@@ -200,8 +201,15 @@ def _shown_url(url: str) -> str:
     return urlunsplit((parts.scheme, host + port, parts.path, "", ""))
 
 
-def reply_from_completion(raw: bytes, backend: str = "openai", secret: str | None = None) -> dict[str, Any]:
+def reply_from_completion(
+    raw: bytes, backend: str = "openai", secret: str | None = None, request: ReflectionRequest | None = None
+) -> dict[str, Any]:
     """The entry fields in a chat-completions answer's body *raw* (untrusted bytes).
+
+    With *request*, the answer's ``usage`` is reported to its meter first (unknown
+    when the answer has none or a malformed one), so that a call whose reply is
+    unusable still counts what it used; and a completion longer than the
+    request's ``max_tokens`` is refused (the server ignored the limit).
 
     Raises:
         BackendError: naming *backend*: the body is over the reply limits, not
@@ -212,6 +220,8 @@ def reply_from_completion(raw: bytes, backend: str = "openai", secret: str | Non
     payload = load_reply_json(raw, backend, "the server's answer")
     if secret and holds_secret(payload, secret):
         raise BackendError(backend, "the server's answer contains the API key; it is refused so that no entry or log ever holds the key")
+    if request is not None:
+        request.report_usage(usage_of_completion(payload), backend)
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices:
         raise BackendError(backend, 'the server did not answer like a chat-completions endpoint (no "choices" list); check base_url')
@@ -292,6 +302,8 @@ class OpenAIBackend:
             body["response_format"] = asked
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
         url = f"{self.settings.base_url}/chat/completions"
         shown = _shown_url(url)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -330,7 +342,7 @@ class OpenAIBackend:
             raise BackendError(
                 self.name, f"the answer of {shown} contains the API key; it is refused so that no entry or log ever holds the key"
             )
-        return reply_from_completion(exchange.body, self.name, key)
+        return reply_from_completion(exchange.body, self.name, key, request)
 
     def _exchange(self, http_request: urllib.request.Request, budget: CallBudget) -> _Exchange:
         """Run the request on a worker thread and wait for it until the deadline (then cut it off)."""

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from journal import ContextRecord
 from runner.backends.base import ReflectionRequest
+from runner.backends.usage import Usage, estimate_tokens
 from runner.errors import BackendError
 from runner.settings.persona import Interest, Persona
 
@@ -107,6 +108,9 @@ class SimulatedBackend:
         signals: dict[str, Any] = {"focus": focus, "novelty": round(novelty, 3)}
         if refs:
             signals["continuity_refs"] = refs
+        # A deterministic estimate of what a model would have used: what it was given in, what it wrote out.
+        given = request.instructions + request.question + request.context.text
+        request.report_usage(Usage(estimate_tokens(given), estimate_tokens(voice)), self.name)
         return {"voice": voice, "theme": interest.theme, "tags": tags, "mood": mood, "signals": signals}
 
     def _voice(

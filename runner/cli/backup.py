@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from journal.errors import IntegrityError, JournalError
 from journal.frame.clikit import echo, output_option, wants_json
 from runner.cli.support import Settings, config_option, echo_json, raise_storage_failure
-from runner.deploy.backup import DeploymentBackup, backup_deployment, backup_into
 from runner.errors import IncompleteBackupError
+
+if TYPE_CHECKING:
+    from runner.deploy.backup import DeploymentBackup
 
 __all__ = ["backup"]
 
@@ -69,6 +72,8 @@ def backup(settings: Settings, out: Path | None, into: Path | None, keep: int | 
         raise click.BadParameter("only with --into (a directory of dated backups to prune)", param_hint="--keep")
     config = settings.config(config_path)
     try:
+        from runner.deploy.backup import backup_deployment, backup_into
+
         report = backup_into(config, target, keep=keep) if dated else backup_deployment(config, target)
     except OSError as exc:
         if isinstance(exc, JournalError):

@@ -27,7 +27,7 @@ import sys
 from collections import Counter
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import structlog
@@ -44,24 +44,7 @@ from journal.frame.clikit import (
     version_option,
     wants_json,
 )
-from runner import (
-    CONFIG_ENVVAR,
-    NoScheduledTimeError,
-    Notifier,
-    Scheduler,
-    StatusReport,
-    UnitRenderError,
-    build_report,
-    configure_logging,
-    default_exec_argv,
-    read_log,
-    render_units,
-    run_at,
-    run_demo,
-    simulate,
-    simulation_window,
-    write_units,
-)
+from runner import CONFIG_ENVVAR, NoScheduledTimeError, UnitRenderError, configure_logging, run_at
 from runner.cli.backup import backup
 from runner.cli.fleet import fleet, fleet_option, runs_input
 from runner.cli.k8s import K8S_COMMANDS
@@ -84,15 +67,18 @@ from runner.cli.support import (
 )
 from runner.cli.views import TerminalProgress, input_line, reach_back_hint, show_run, show_simulation
 from runner.errors import ConfigError, quoted
-from runner.monitor.report import RUNS_REPORT, build_run_report
-from runner.monitor.status import EXIT_UNKNOWN
 from runner.run import settle_fallbacks
 from runner.run.contract import Outcome
 from runner.run.demo import DEMO_DAYS, DEMO_START
 from runner.run.pauses import paused_or_unknown
 from runner.run.provenance import allow_mixing, describe_calls
-from runner.run.simulate import check_backends
 from runner.settings import RunnerConfig
+
+if TYPE_CHECKING:
+    from runner.monitor.status import StatusReport
+
+# What only serve, simulate, demo, status, report and systemd render use is imported in those commands: a
+# `ghostrunner run` process (a timer's, a CronJob's, each of serve's runs) loads only what a run needs.
 
 __all__ = ["cli", "main"]
 
@@ -217,6 +203,9 @@ def serve(settings: Settings, config_path: Path | None) -> None:
             "every slot): run ghostrunner fleet beat and fleet worker, or remove [fleet]",
             "a [fleet] table",
         )
+    from runner.schedule.notify import Notifier
+    from runner.schedule.scheduler import Scheduler
+
     notifier = Notifier.from_environ()
     interval = notifier.watchdog_seconds / 2 if notifier.watchdog_seconds else None
     try:
@@ -285,6 +274,8 @@ def simulate_command(
     if start_text is not None:
         first = parse_time(start_text, config, "--start")
         first = first.date() if is_date_only(start_text) else first
+    from runner.run.simulate import check_backends, simulate, simulation_window
+
     start, end = simulation_window(days, config.timezone, first)
     names = list(agents) or sorted(config.agents)
     _announce_backend_calls(check_backends(config, names, start, end, real_backends=real_backends), config, "simulate")
@@ -361,6 +352,8 @@ def render(
 
     Example: ghostrunner systemd render --config /etc/ghostrunner/ghostrunner.toml --out /etc/systemd/system
     """
+    from runner.deploy.systemd.units import default_exec_argv, render_units, write_units
+
     # An empty value (a script's variable that came out empty) is an error, never the default or the working directory.
     for option, text in (("--out", out_text), ("--exec", exec_text), ("--installed-config", installed_config)):
         if text is not None and not text.strip():
@@ -395,9 +388,23 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
             return "-"
         return f"{record.slot or '?'} ({record.outcome}, {record.finished.astimezone(tz):%Y-%m-%d %H:%M})"
 
-    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE")]
+    def spent(pair: Any, window: str) -> str:
+        return pair.spend[window].shown() if window in pair.spend else "-"
+
+    rows = [("AGENT", "ROUTINE", "STATE", "DUE SLOT", "LAST SUCCESS", "LAST FAILURE", "LAST RUN", "TODAY", "7 DAYS", "LATENESS")]
     rows += [
-        (p.agent, p.routine, p.state.upper() if p.state != "ok" else "ok", p.due_slot or "-", when(p.last_success), when(p.last_failure))
+        (
+            p.agent,
+            p.routine,
+            p.state.upper() if p.state != "ok" else "ok",
+            p.due_slot or "-",
+            when(p.last_success),
+            when(p.last_failure),
+            spent(p, "last_run"),
+            spent(p, "today"),
+            spent(p, "last_7_days"),
+            p.lateness.shown(),
+        )
         for p in report.pairs
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -414,6 +421,8 @@ def _render_status(report: StatusReport, tz: Any, *, from_fleet: bool) -> str:
     lines += ["", input_line(report.input, from_fleet=from_fleet)]
     if report.unconfigured:
         lines.append("runs of pairs not in the configuration: " + ", ".join(report.unconfigured))
+    from runner.monitor.status import EXIT_UNKNOWN
+
     hint = f" ({reach_back_hint(from_fleet=from_fleet)})" if report.exit_code == EXIT_UNKNOWN else ""
     lines.append(f"status: {report.verdict}{hint} (exit {report.exit_code})")
     return "\n".join(lines)
@@ -458,6 +467,8 @@ def status(
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner status --config /etc/ghostrunner/ghostrunner.toml
     """
+    from runner.monitor.status import build_report, read_log
+
     config = settings.config(config_path)
     lines = runs_input(config, log_file, from_fleet, "status")
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
@@ -509,6 +520,8 @@ def report_command(
 
     Example: journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html
     """
+    from runner.monitor.report import RUNS_REPORT, build_run_report
+
     config = settings.config(config_path)
     since = parse_time(since_text, config, "--since") if since_text is not None else None
     now = parse_time(now_text, config, "--now") if now_text is not None else datetime.now(config.timezone)
@@ -542,6 +555,9 @@ def demo(
 
     Example: ghostrunner demo --days 28
     """
+    from runner.run.demo import run_demo
+    from runner.run.simulate import check_backends, simulation_window
+
     configure_logging(stream=sys.stderr, level=settings.log_level or "warning")
     config = settings.config(config_path)
     config = allow_mixing(config) if mix_simulated else config

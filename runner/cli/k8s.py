@@ -9,8 +9,7 @@ from typing import Final
 import click
 
 from runner.cli.support import Settings, config_option, write_rendered
-from runner.deploy.k8s.manifests import render_manifests, write_manifests
-from runner.deploy.systemd.units import STATE_DIRECTORY
+from runner.deploy.unitsyntax import STATE_DIRECTORY
 from runner.errors import quoted
 
 __all__ = ["K8S_COMMANDS"]
@@ -63,6 +62,8 @@ def render(
     config = settings.config(config_path)
     if config.config_file is None:
         raise click.UsageError("Kubernetes manifests need a configuration file for the pods to read; pass --config FILE")
+    from runner.deploy.k8s.manifests import render_manifests, write_manifests  # the renderer, only for this command
+
     manifests = render_manifests(config, image=image, namespace=namespace, journal_mount=journal_mount, storage=storage)
     write_rendered(manifests, out, write_manifests, noun="manifest", strict=strict, journals=config.journals())
     click.echo(f"\nnamespace: kubectl create namespace {shlex.quote(namespace)}   # once: every object goes into it, and apply makes none")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
@@ -19,8 +19,10 @@ from journal.frame.clikit import echo, json_text, output_option, wants_json
 from runner.cli.fleet import fleet_option, runs_input
 from runner.cli.support import Settings, config_option, echo_json, parse_time, raise_storage_failure
 from runner.cli.views import input_line
-from runner.monitor.history import History, build_history
 from runner.run.pauses import PauseBook, PauseChange
+
+if TYPE_CHECKING:
+    from runner.monitor.history import History
 
 __all__ = ["EXIT_BUSY", "OPERATE_COMMANDS", "render_history"]
 
@@ -94,7 +96,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: b
     """*history* as one JSON array of slots, or as a table for a person."""
     if as_json:
         return json_text([slot.to_dict() for slot in history.slots])
-    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR")]
+    rows = [("LAST RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "SPENT", "ERROR")]
     for slot in history.slots:
         deciding, error = slot.deciding, slot.error or ""
         rows.append(
@@ -106,6 +108,7 @@ def render_history(history: History, tz: tzinfo, *, as_json: bool, from_fleet: b
                 deciding.outcome.value,
                 str(len(slot.runs)),
                 _duration(deciding.duration_ms),
+                slot.spend.shown(),
                 error if len(error) <= _ERROR_WIDTH else error[: _ERROR_WIDTH - 1] + "\u2026",
             )
         )
@@ -148,6 +151,8 @@ def history(
     """
     config = settings.config(config_path)
     since: datetime | None = parse_time(since_text, config, "--since") if since_text is not None else None
+    from runner.monitor.history import build_history
+
     found = build_history(runs_input(config, log_file, from_fleet, "history"), agent=agent, routine=routine, since=since)
     echo(render_history(found, config.timezone, as_json=wants_json(), from_fleet=from_fleet))
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
@@ -28,13 +28,14 @@ from runner import (
     DURATION_EXPECTED,
     RunnerConfig,
     RunnerError,
-    SimulationSummary,
     load_config,
     parse_duration,
-    refuse_warnings,
 )
 from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import quoted
+
+if TYPE_CHECKING:
+    from runner.run.simulate import SimulationSummary
 
 __all__ = [
     "LOG_LEVELS",
@@ -186,6 +187,8 @@ def write_rendered(
     warnings = [f"ghostrunner: warning: {warning}" for warning in rendering.warnings]
     if strict and warnings:
         click.echo("\n".join(warnings), err=True)
+        from runner.deploy.systemd.units import refuse_warnings
+
         refuse_warnings(rendering, noun)
     try:
         written = write(rendering, out)

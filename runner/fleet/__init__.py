@@ -30,7 +30,7 @@ revoke) is logged by the worker's main process (:mod:`runner.fleet.request`);
 :mod:`runner.fleet.celery_app` is the application for Celery's own command
 line and Flower (``celery -A runner.fleet.celery_app``).
 
-Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``,
+Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``, ``beat -> batch``,
 ``service -> record``, and ``celery_app -> app``.
 """
 

@@ -13,17 +13,20 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   fire time; a later one is recorded as ``scheduler.missed`` (reason
   ``late``), and more than ``MISSED_LINES_PER_PAIR`` of them at once
   (a long outage) as one ``scheduler.missed_summary`` and the newest one's
-  ``scheduler.missed``. Only then does ``last_run_at`` move past it. A beat killed
-  between the publish and that step publishes the fire again when it (or
-  the standby) comes back: the run of that task finds the slot's entry by
-  its client key and ends ``duplicate``;
+  ``scheduler.missed``. A tick's fires go to Redis in batches
+  (:mod:`runner.fleet.batch`): each batch's tasks and the move of each
+  pair's ``last_run_at`` past them are written by one script, so a fire is
+  noted exactly when its task is in Redis, and a beat killed at any moment
+  neither loses a fire nor publishes one twice; the lines are logged once
+  the batch is written;
 * Redis going away is waited out, by the active beat and a standby alike
   (``fleet.broker_unreachable``, no fire is passed over);
 * the lock is extended within a pass too, however long it is (many pairs, a
   slow Redis); a beat that finds its lock lapsed takes it again when no
   other beat took it meanwhile (``fleet.beat_active`` once more), and one
   that finds it taken by another beat stops (exit 75) before it publishes
-  another fire, so that two beats never publish at once.
+  another fire. The script that writes a batch checks the lock first and
+  writes nothing when it is not this beat's, so two beats never publish at once.
 
 A pair new to the schedule starts at the moment the beat installs it: no
 fire before that is run or recorded. So does a pair whose entry in Redis
@@ -42,6 +45,7 @@ from zoneinfo import ZoneInfo
 import redis
 import structlog
 from celery import Celery
+from celery import beat as celery_beat
 from celery.schedules import BaseSchedule, schedstate
 from celery.signals import beat_init
 from kombu.exceptions import OperationalError
@@ -50,6 +54,7 @@ from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
 from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
 from runner.fleet.app import RUN_TASK, fleet_of
+from runner.fleet.batch import FIRES_PER_BATCH, FireBatch
 from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
 from runner.run.contract import RunIdentity
 from runner.schedule.catchup import MISSED_LINES_PER_PAIR
@@ -137,15 +142,15 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         return json.loads(definition, cls=_Decoder)
 
     @classmethod
-    def from_key(cls, key: str, app: Celery | None = None) -> SlotEntry:
-        """The entry stored at *key*; one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
+    def from_key(cls, key: str, app: Celery | None = None, stored: tuple[str | None, str | None] | None = None) -> SlotEntry:
+        """The entry stored at *key* (*stored*: its definition and meta, already read); one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
 
         A new entry starts now, as a pair new to the schedule does: the fires since its last handled
         one are neither run nor recorded, so status shows them as not known to have run, never as well.
         An entry the configuration does not have is removed (KeyError, as for a missing one).
         """
         try:
-            entry: SlotEntry = super().from_key(key, app=app)
+            entry: SlotEntry = super().from_key(key, app=app) if stored is None else cls._decoded(key, app, *stored)
             agent, routine = entry.args
             if not (
                 isinstance(agent, str)
@@ -173,6 +178,18 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
                 raise KeyError(key) from None
         return entry
 
+    @classmethod
+    def _decoded(cls, key: str, app: Celery | None, definition: str | None, meta: str | None) -> SlotEntry:
+        """The entry of *definition* and *meta* as RedBeat's from_key makes it from what it reads."""
+        if not definition:
+            raise KeyError(key)
+        fields = cls.decode_definition(definition)
+        stored_meta = cls.decode_meta(meta)
+        fields.update(stored_meta)
+        entry = cls(app=app, **fields)
+        entry.last_run_at = stored_meta["last_run_at"]  # Celery's entry would say now
+        return entry
+
     @property
     def due_at(self) -> datetime | None:
         if self.last_run_at is None:
@@ -180,6 +197,14 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
             return now
         schedule: PairSchedule = self.schedule
         return schedule.next_after(self.last_run_at)
+
+    def noted(self, last_run_at: datetime, batch: FireBatch) -> SlotEntry:
+        """This entry with *last_run_at* as its last handled fire; its note (meta and score, as RedBeat writes them) added to *batch*."""
+        entry: SlotEntry = celery_beat.ScheduleEntry._next_instance(self, last_run_at=last_run_at)  # RedBeat's own would write at once
+        meta = {"last_run_at": entry.last_run_at, "total_run_count": entry.total_run_count}
+        batch.note("hset", self.key, "meta", json.dumps(meta, cls=_Encoder))
+        batch.note("zadd", self.app.redbeat_conf.schedule_key, entry.score, self.key)
+        return entry
 
     def save(self) -> SlotEntry:
         definition = {
@@ -232,6 +257,11 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         # Shared with whoever runs this beat (runner.fleet.service): set once the lock is held; set to ask for a stop.
         self._active: threading.Event = app.conf.get("ghostrunner_active") or threading.Event()
         self._stop: threading.Event = app.conf.get("ghostrunner_stop") or threading.Event()
+        self._batch = FireBatch(redbeat.get_redis(app))
+        #: The queues this beat has declared (by its first task to each).
+        self._declared: set[str | None] = set()
+        #: The log lines of the batch's fires: logged once the batch is in Redis, as (logger method, event, fields).
+        self._lines: list[tuple[Any, str, dict[str, Any]]] = []
         super().__init__(app, **kwargs)
 
     # -- the lock, before the schedule ---------------------------------------------------
@@ -283,8 +313,14 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             raise SystemExit(0)  # celery's Service ends its loop on it, and closes the scheduler: the lock goes at once
         self._extended_at = time.monotonic()  # RedBeat's tick extends the lock first, or raises
         try:
-            interval: float = super().tick(*args, **kwargs)
-            self._publish_reruns()
+            try:
+                interval: float = super().tick(*args, **kwargs)
+                self._send()
+                self._publish_reruns()
+                self._send()
+            finally:  # what a failed pass left unsent was not noted either: the next pass reads it from Redis again
+                self._batch.clear()
+                self._lines = []
         except redis.exceptions.LockError:  # RedBeat's extension failed: the lock lapsed, or another beat has it
             try:
                 self._retake_or_lose()
@@ -361,11 +397,18 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             pipe.zrangebyscore(key, 0, now)
             pipe.zrangebyscore(key, f"({now}", now + self.max_interval, start=0, num=1)
             due, soon = pipe.execute()
+        names = [*due, *soon]
+        self._hold_lock()
+        with client.pipeline(transaction=False) as pipe:  # every entry in one round trip
+            for name in names:
+                pipe.hget(name, "definition")
+                pipe.hget(name, "meta")
+            stored = pipe.execute()
         entries = {}
-        for name in [*due, *soon]:
+        for number, name in enumerate(names):
             self._hold_lock()
             try:
-                entry = self.Entry.from_key(name, app=self.app)
+                entry = self.Entry.from_key(name, app=self.app, stored=(stored[2 * number], stored[2 * number + 1]))
             except KeyError:  # gone, or not the configuration's: out of the schedule
                 client.zrem(key, name)
                 continue
@@ -375,53 +418,61 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
     # -- the slots' reruns -----------------------------------------------------------------
 
     def _publish_reruns(self) -> None:
-        """Publish each rerun a worker planned whose time has come (runner.fleet.tasks), as a fire is: once, with the lock held.
+        """Add each rerun a worker planned whose time has come (runner.fleet.tasks) to the batch, with its removal from the plan.
 
-        A beat killed between the publish and the removal publishes it again on its return (or
-        the standby does): the run of that second task finds the slot's entry and ends ``duplicate``.
+        Its task and its removal are written by one script, as a fire and its note are: a rerun
+        is published once, with the lock held, and a kill at any moment loses none.
         """
         client = redbeat.get_redis(self.app)
         now = self.app.now()
         for member in client.zrangebyscore(RERUNS_KEY, "-inf", now.timestamp(), start=0, num=_FIRES_PER_TICK):
+            if self._batch.fires >= FIRES_PER_BATCH:
+                self._send()
             self._hold_lock()
             rerun = PlannedRerun.decode(member)
             if rerun is None:
-                client.zrem(RERUNS_KEY, member)
-                log.error(
-                    "fleet.task_refused",
-                    agent=None,
-                    routine=None,
-                    scheduled=None,
-                    task_id=None,
-                    error=f"a planned rerun in {RERUNS_KEY} that is not the runner's own, dropped: {member[:200]!r}",
+                self._batch.note("zrem", RERUNS_KEY, member)
+                self._lines.append(
+                    (
+                        log.error,
+                        "fleet.task_refused",
+                        {
+                            "agent": None,
+                            "routine": None,
+                            "scheduled": None,
+                            "task_id": None,
+                            "error": f"a planned rerun in {RERUNS_KEY} that is not the runner's own, dropped: {member[:200]!r}",
+                        },
+                    )
                 )
                 continue
-            self.app.send_task(
-                RUN_TASK,
-                args=[rerun.agent, rerun.routine, rerun.scheduled],
-                queue=rerun.queue,
-                task_id=rerun.task_id,
-                retries=rerun.rerun,
-                producer=self.producer,
-                retry=False,
-            )
-            client.zrem(RERUNS_KEY, member)
-            log.info(
-                "scheduler.run_queued",
-                agent=rerun.agent,
-                routine=rerun.routine,
-                slot=rerun.slot,
-                client_key=rerun.client_key,
-                scheduled=rerun.scheduled,
-                trigger="retry",
-                queue=rerun.queue,
-                task_id=rerun.task_id,
-                rerun=rerun.rerun,
+            with self._batch.capturing(self.producer):
+                self._queue_task(
+                    self.producer, [rerun.agent, rerun.routine, rerun.scheduled], rerun.queue, rerun.task_id, retries=rerun.rerun
+                )
+            self._batch.note("zrem", RERUNS_KEY, member)
+            self._lines.append(
+                (
+                    log.info,
+                    "scheduler.run_queued",
+                    {
+                        "agent": rerun.agent,
+                        "routine": rerun.routine,
+                        "slot": rerun.slot,
+                        "client_key": rerun.client_key,
+                        "scheduled": rerun.scheduled,
+                        "trigger": "retry",
+                        "queue": rerun.queue,
+                        "task_id": rerun.task_id,
+                        "rerun": rerun.rerun,
+                    },
+                )
             )
 
     # -- one pair's fires ------------------------------------------------------------------
 
     def maybe_due(self, entry: SlotEntry, producer: Any = None, **kwargs: Any) -> float:
+        """Add *entry*'s due fires and its note to the pass's batch (sent by :meth:`_send`); the seconds to its next fire."""
         config = self.runner_config
         agent, routine_name = entry.args
         routine = config.routines.get(routine_name)
@@ -431,48 +482,105 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             return longest
         now = self.app.now()
         fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
+        if not fires:
+            following = schedule.next_after(entry.last_run_at)
+            return longest if following is None else max(0.0, (following - now).total_seconds())
+        if self._batch.fires >= FIRES_PER_BATCH:
+            self._send()
         overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
+        lines = self._lines
         if len(overdue) > MISSED_LINES_PER_PAIR:  # as serve does: a summary, and the newest its own line
-            self._hold_lock()
-            entry = entry._next_instance(last_run_at=overdue[-2].astimezone(UTC))
-            log.warning(
-                "scheduler.missed_summary",
-                agent=agent,
-                routine=routine_name,
-                count=len(overdue) - 1,
-                first=overdue[0].isoformat(),
-                last=overdue[-2].isoformat(),
-                reason="late",
+            lines.append(
+                (
+                    log.warning,
+                    "scheduler.missed_summary",
+                    {
+                        "agent": agent,
+                        "routine": routine_name,
+                        "count": len(overdue) - 1,
+                        "first": overdue[0].isoformat(),
+                        "last": overdue[-2].isoformat(),
+                        "reason": "late",
+                    },
+                )
             )
             fires = fires[len(overdue) - 1 :]
-        for moment in fires[:_FIRES_PER_TICK]:
-            identity = RunIdentity.of(agent, routine, moment, config.timezone)
-            queue = entry.options.get("queue")
-            task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
-            late = is_late(moment, now, config.misfire_grace)
-            self._hold_lock()
-            if not late:
-                self.app.send_task(
-                    RUN_TASK, args=[agent, routine_name, moment.isoformat()], queue=queue, task_id=task_id, producer=producer, retry=False
+        fires = fires[:_FIRES_PER_TICK]
+        queue = entry.options.get("queue")
+        with self._batch.capturing(producer or self.producer):
+            for moment in fires:
+                self._hold_lock()  # building a batch takes CPU time, more on a busy host: the standby must not take over meanwhile
+                identity = RunIdentity.of(agent, routine, moment, config.timezone)
+                if is_late(moment, now, config.misfire_grace):
+                    lines.append(
+                        (
+                            log.warning,
+                            "scheduler.missed",
+                            {
+                                "agent": agent,
+                                "routine": routine_name,
+                                "slot": identity.slot,
+                                "scheduled": moment.isoformat(),
+                                "reason": "late",
+                            },
+                        )
+                    )
+                    continue
+                task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
+                self._queue_task(producer or self.producer, [agent, routine_name, moment.isoformat()], queue, task_id)
+                lines.append(
+                    (
+                        log.info,
+                        "scheduler.run_queued",
+                        {
+                            "agent": agent,
+                            "routine": routine_name,
+                            "slot": identity.slot,
+                            "client_key": identity.client_key,
+                            "scheduled": moment.isoformat(),
+                            "trigger": "cron",
+                            "queue": queue,
+                            "task_id": task_id,
+                        },
+                    )
                 )
-            # Noted right after the publish, and logged only then: the one moment a kill makes the next
-            # beat publish the fire again is between these two Redis calls.
-            entry = entry._next_instance(last_run_at=moment.astimezone(UTC))
-            if late:
-                log.warning(
-                    "scheduler.missed", agent=agent, routine=routine_name, slot=identity.slot, scheduled=moment.isoformat(), reason="late"
-                )
-            else:
-                log.info(
-                    "scheduler.run_queued",
-                    agent=agent,
-                    routine=routine_name,
-                    slot=identity.slot,
-                    client_key=identity.client_key,
-                    scheduled=moment.isoformat(),
-                    trigger="cron",
-                    queue=queue,
-                    task_id=task_id,
-                )
+        # Noted in the same script as the fires' tasks, after them: a fire is noted exactly when its task is in Redis.
+        entry = entry.noted(fires[-1].astimezone(UTC), self._batch)
         following = schedule.next_after(entry.last_run_at)
         return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())
+
+    def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, **options: Any) -> None:
+        """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*."""
+        declared = queue in self._declared
+        self._declared.add(queue)
+        self.app.send_task(
+            RUN_TASK,
+            args=args,
+            queue=queue,
+            task_id=task_id,
+            producer=producer,
+            retry=False,
+            ignore_result=True,  # no result is stored (task_ignore_result): nothing to subscribe to for it
+            declare=[] if declared else None,  # the first task declares its queue; kombu would bind a copy of it for each one
+            argsrepr=repr(args),  # three short strings: Celery's bounded repr of them is the same text, at a cost per task
+            kwargsrepr="{}",
+            **options,
+        )
+
+    def _send(self) -> None:
+        """Write the batch (its fires' tasks and notes) in one script, then log its lines; nothing when the lock is no longer this beat's.
+
+        Raises:
+            redis.exceptions.LockError: another beat held the lock at the script (nothing written):
+                tick takes it again or stops, and the pass starts over from the entries in Redis.
+        """
+        self._hold_lock()
+        lock = self.lock
+        token = lock.local.token if lock is not None else None
+        lines, self._lines = self._lines, []
+        if not self._batch.send(self.lock_key if lock is not None else None, token):
+            raise redis.exceptions.LockError(  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                "the lock was not this beat's when its batch was written; nothing was published"
+            )
+        for emit, event, fields in lines:
+            emit(event, **fields)

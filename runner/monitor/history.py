@@ -9,6 +9,8 @@ each ``run.finished`` by (agent, routine, slot). A slot's
   that of its latest run that was not ``busy`` (``busy`` only when every run was);
 * ``attempts`` is how many runs it had in the log (each ``run.finished``), and
   ``backend_attempts`` the backend calls they counted, where the lines count them;
+* ``spend`` is what its runs used: their tokens and cost added up, and how
+  many of them did not say (:mod:`runner.monitor.spend`);
 * ``duration_ms`` is the duration of the run that gave the outcome, and
   ``error`` the latest error of any of its runs (a slot appended after a
   failure keeps the failure's error).
@@ -27,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from runner.monitor.log_digest import LogDigest, RunRecord, read_log
+from runner.monitor.spend import Spend, spend_of
 from runner.run.contract import Outcome
 
 __all__ = ["History", "SlotHistory", "build_history"]
@@ -58,6 +61,11 @@ class SlotHistory:
         return next((run.error for run in self.runs if run.error), None)
 
     @property
+    def spend(self) -> Spend:
+        """What the slot's runs used, every run that called its backend added up (retries and reruns too)."""
+        return spend_of(run for run in self.runs if run.asked_backend)
+
+    @property
     def backend_attempts(self) -> int | None:
         """Backend calls the runs counted (None when no line counts them)."""
         counted = [run.attempts for run in self.runs if run.attempts is not None]
@@ -75,6 +83,7 @@ class SlotHistory:
             "outcome": deciding.outcome.value,
             "attempts": len(self.runs),
             "backend_attempts": self.backend_attempts,
+            "spend": self.spend.to_dict(),
             "duration_ms": deciding.duration_ms,
             "error": self.error,
             "entry_id": deciding.entry_id,

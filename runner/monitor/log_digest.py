@@ -46,6 +46,8 @@ MAX_DEPTH: Final = 64
 #: How many covered slots are kept per pair; the newest slots are kept, so a
 #: long log can only lose old coverage, which never turns a state into ok.
 _COVERED_KEPT: Final = 1024
+#: How many runs that called their backend are kept per pair, the newest: a week of a routine that runs every few minutes.
+_SPENT_KEPT: Final = 4096
 _MALFORMED: Final = object()
 _OVERSIZE: Final = object()
 # Control characters, lone surrogates (which no UTF-8 output can encode), line
@@ -73,6 +75,21 @@ class RunRecord:
     attempts: int | None = None  # backend attempts, where the line counts them
     dry_run: bool = False
     simulated: bool = False  # a run of a simulation: its clock is virtual, and it ran at its scheduled time
+    tokens_in: int | None = None  # what its backend calls used, where its line says (runner.backends.usage)
+    tokens_out: int | None = None
+    cost: float | None = None  # their price, where one was configured for its model
+
+    @property
+    def lateness(self) -> float | None:
+        """Seconds from its scheduled time to its start (its finish less its duration), on its schedule's clock; None if unknown."""
+        if self.scheduled is None or self.duration_ms is None:
+            return None
+        return (self.on_clock - self.scheduled).total_seconds() - (0.0 if self.simulated else self.duration_ms / 1000)
+
+    @property
+    def asked_backend(self) -> bool:
+        """Whether the run called its backend (so it spent something, known or not)."""
+        return bool(self.attempts) or self.tokens_in is not None
 
     @property
     def on_clock(self) -> datetime:
@@ -94,6 +111,8 @@ class RunRecord:
             "attempts": self.attempts,
             "dry_run": self.dry_run,
             "simulated": self.simulated,
+            "tokens": None if self.tokens_in is None or self.tokens_out is None else {"in": self.tokens_in, "out": self.tokens_out},
+            "cost": self.cost,
         }
 
 
@@ -124,6 +143,8 @@ class PairRuns:
     last_failure: RunRecord | None = None
     latest: RunRecord | None = None
     covered: dict[str, RunRecord] = field(default_factory=dict)  # slot -> a success of that very slot
+    spent: list[RunRecord] = field(default_factory=list)  # the newest runs that called their backend, oldest first
+    started: list[RunRecord] = field(default_factory=list)  # the newest runs that were not busy, for their lateness
     missed: dict[str, MissedRecord] = field(default_factory=dict)  # slot -> its latest scheduler.missed
 
 
@@ -246,6 +267,16 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+def _tokens(value: object) -> tuple[int | None, int | None]:
+    """The (in, out) of a line's ``tokens`` object; (None, None) when it has none or a malformed one."""
+    if not isinstance(value, dict):
+        return None, None
+    counts = [_number(value.get(name)) for name in ("in", "out")]
+    if any(count is None or not count.is_integer() for count in counts):
+        return None, None
+    return int(counts[0] or 0), int(counts[1] or 0)
+
+
 def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str], RunRecord] | None:
     agent, routine, outcome = _text(event.get("agent")), _text(event.get("routine")), _outcome(event.get("outcome"))
     if agent is None or routine is None or outcome is None:
@@ -253,6 +284,7 @@ def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str],
     slot, key = _text(event.get("slot")), event.get("client_key")
     if key is not None and (not isinstance(key, str) or slot is None or _text(key) != client_key(agent, routine, slot)):
         return None  # a line that contradicts itself cannot vouch for any slot
+    tokens_in, tokens_out = _tokens(event.get("tokens"))
     return (agent, routine), RunRecord(
         finished=finished,
         outcome=outcome,
@@ -266,6 +298,9 @@ def _record(event: dict[str, Any], finished: datetime) -> tuple[tuple[str, str],
         attempts=int(attempts) if (attempts := _number(event.get("attempts"))) is not None and attempts.is_integer() else None,
         dry_run=_is_dry_run(event),
         simulated=event.get("simulated") is True,
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        cost=_number(event.get("cost")),
     )
 
 
@@ -367,6 +402,12 @@ def read_log(lines: Iterable[str], on_run: Callable[[tuple[str, str], RunRecord]
             digest.dry_runs += 1
             continue
         pair = digest.pairs.setdefault(key, PairRuns())
+        for kept, wanted in ((pair.spent, record.asked_backend), (pair.started, record.lateness is not None)):
+            if wanted:
+                kept.append(record)
+                if len(kept) > _SPENT_KEPT * 2:
+                    kept.sort(key=lambda run: run.on_clock)
+                    del kept[:-_SPENT_KEPT]  # the newest are what status sums and ranks (today, the last 7 days)
         if pair.latest is None or record.finished >= pair.latest.finished:
             pair.latest = record
         if record.outcome.is_success:

@@ -50,6 +50,7 @@ EVENTS: Final = (
     "run.finished",
     "run.error",
     "run.retry",
+    "run.over_budget",
     "scheduler.started",
     "scheduler.catchup",
     "scheduler.missed",

@@ -24,7 +24,8 @@ absent     it was due within the log's reach, and the log holds no line about it
 A simulated run is judged on the simulation's clock, as ``status`` judges it:
 a simulated month whose every slot got its entry is all ``appended``.
 
-Each cell opens to the slot's runs: attempts, error and duration of each.
+Each cell opens to the slot's runs: attempts, error, duration, tokens and cost
+of each; each pair's row shows what its runs used today and in the last 7 days.
 Text from the log is escaped by :mod:`runner.monitor.log_digest` and again by
 :mod:`journal.frame.htmlpage`.
 """
@@ -111,6 +112,7 @@ def _run_cell(slot: SlotHistory, grace: timedelta, zone: Any) -> _Cell:
         ["runs", str(data["attempts"])],
         ["backend attempts", "-" if data["backend_attempts"] is None else str(data["backend_attempts"])],
         ["duration", _duration(data["duration_ms"])],
+        ["spent", slot.spend.shown()],
         ["error", data["error"] or "-", "long"],
         ["entry", data["entry_id"] or "-"],
     ]
@@ -122,7 +124,14 @@ def _run_cell(slot: SlotHistory, grace: timedelta, zone: Any) -> _Cell:
         ]
         lines += [
             f"{name} {value}"
-            for name, value in (("reason", run.reason), ("backend attempts", run.attempts), ("run id", run.run_id), ("error", run.error))
+            for name, value in (
+                ("reason", run.reason),
+                ("backend attempts", run.attempts),
+                ("tokens", None if run.tokens_in is None else f"{run.tokens_in} in, {run.tokens_out} out"),
+                ("cost", run.cost),
+                ("run id", run.run_id),
+                ("error", run.error),
+            )
             if value is not None
         ]
         fields.append([f"run {number} (newest first)", "\n".join(lines), "long"])
@@ -215,6 +224,9 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
     counts = status.input
     pairs = "".join(
         f"<tr><th>{text(pair.agent)}</th><th>{text(pair.routine)}</th><td>{text(pair.state)}</td><td>{text(pair.due_slot or '-')}</td>"
+        f"<td>{text(pair.spend['today'].shown() if 'today' in pair.spend else '-')}</td>"
+        f"<td>{text(pair.spend['last_7_days'].shown() if 'last_7_days' in pair.spend else '-')}</td>"
+        f"<td>{text(pair.lateness.shown())}</td>"
         f"<td>{text(pair.problem or (pair.last_failure.error if pair.last_failure is not None and pair.last_failure.error else ''))}</td></tr>"
         for pair in status.pairs
     )
@@ -230,7 +242,7 @@ def _header(status: StatusReport, states: Counter[str], zone: Any) -> str:
     return (
         f'<h1>Runs</h1>\n<p class="summary"><span class="verdict" id="verdict">status: {text(status.verdict)} (exit {status.exit_code})</span>'
         f" \u00b7 judged at {text(status.now.astimezone(zone).isoformat())}, grace {text(status.grace)} \u00b7 {text(source)}</p>\n"
-        f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>last error</th></tr></thead>'
+        f'<table class="grid" id="pairs"><thead><tr><th>agent</th><th>routine</th><th>state</th><th>due slot</th><th>spent today</th><th>spent in 7 days</th><th>lateness (7 days)</th><th>last error</th></tr></thead>'
         f"<tbody>{pairs}</tbody></table>\n<h2>Slots by day</h2>\n{legend}"
         + (
             f'<p class="summary">The log reaches back beyond {ABSENT_DAYS} days: absent slots are shown for the last {ABSENT_DAYS} only.</p>'

@@ -23,6 +23,10 @@ schedules. A pair is
   cannot be read (no state directory: logs shipped to another host; or one
   closed to this user),
   a pair whose latest run was ``skipped`` with the reason ``paused`` is;
+* ``over_budget`` when the pair's latest run was ``skipped`` with the reason
+  ``budget`` (a budget had no room for it, :mod:`runner.run.budgets`): its
+  slots are going without entries on purpose, which is neither all well nor
+  a failure;
 * ``ok`` when a successful run *of the due slot itself* is in the log.
   Outcomes ``appended``, ``duplicate`` and ``skipped`` are successes; a
   success of any other slot (a later one, or a dry run of the future) never
@@ -35,13 +39,22 @@ at the wall-clock time its line was written. A slot is due *grace* after it
 fires (:func:`latest_due`), and a success that came after that was late
 (:func:`is_late`): the one rule ``status`` and ``report`` judge by.
 
+Every pair also shows what its runs used (tokens and cost): its last run, today and
+the last 7 days in ``runner.timezone`` (:mod:`runner.monitor.spend`).
+
+Every pair also shows how late its runs of the last 7 days started (50th and
+90th percentile, the most), and whether it drifts: every one of them started
+late beyond a threshold (:mod:`runner.monitor.lateness`). Drift is a flag,
+not a state: it changes no exit code, and is never called overdue.
+
 Every pair also lists the slots recorded missed that no success covered
 since (newest first, at most :data:`MISSED_SHOWN`).
 
 Exit codes (:attr:`StatusReport.exit_code`): 0 all well; 1 something failed
 (wins when something is also overdue: a failed slot is usually overdue too,
 and the failure carries the error); 3 something is overdue; 6 nothing failed
-or is overdue, but some pair's due slot was missed; 4 the input holds
+or is overdue, but some pair's due slot was missed; 7 nothing failed, is
+overdue or missed, but some pair is over budget; 4 the input holds
 no runner event at all (a wrong unit name or file); 5 nothing failed or is
 overdue, but some pair is unknown (the log does not reach back to its due
 slot), so all is not known to be well.
@@ -49,13 +62,16 @@ slot), so all is not known to be well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from runner.cron.slots import cron_trigger, latest_fire_time, slot_for
+from runner.monitor.lateness import Lateness, lateness_of
 from runner.monitor.log_digest import MAX_DEPTH, MAX_LINE_CHARS, LogDigest, MissedRecord, PairRuns, RunRecord, read_log
-from runner.run.contract import REASON_PAUSED, SUCCESS_OUTCOMES
+from runner.monitor.spend import Spend, pair_spend
+from runner.run.contract import REASON_BUDGET, REASON_PAUSED, SUCCESS_OUTCOMES
 from runner.settings.config import RunnerConfig
 
 __all__ = [
@@ -64,6 +80,7 @@ __all__ = [
     "EXIT_NO_EVENTS",
     "EXIT_OK",
     "EXIT_OVERDUE",
+    "EXIT_OVER_BUDGET",
     "EXIT_UNKNOWN",
     "MAX_DEPTH",
     "MAX_LINE_CHARS",
@@ -87,7 +104,8 @@ EXIT_OVERDUE: Final = 3
 EXIT_NO_EVENTS: Final = 4
 EXIT_UNKNOWN: Final = 5
 EXIT_MISSED: Final = 6
-_STATE_ORDER: Final = ("failed", "overdue", "missed", "unknown", "paused", "ok")
+EXIT_OVER_BUDGET: Final = 7
+_STATE_ORDER: Final = ("failed", "overdue", "missed", "over_budget", "unknown", "paused", "ok")
 #: What each exit code means, in the words ``status`` and ``report`` print.
 VERDICTS: Final = {
     EXIT_OK: "all well",
@@ -95,6 +113,7 @@ VERDICTS: Final = {
     EXIT_OVERDUE: "something is overdue",
     EXIT_NO_EVENTS: "no runner events in the input",
     EXIT_MISSED: "a due slot was missed (recorded missed, not run)",
+    EXIT_OVER_BUDGET: "over budget: slots are skipped, their backend not asked",
     EXIT_UNKNOWN: "unknown: what was read does not reach back to a due slot",
 }
 #: How many missed slots a pair lists (the newest).
@@ -115,6 +134,8 @@ class PairStatus:
     last_failure: RunRecord | None
     problem: str | None = None  # the agent's journal is unusable (from scheduler.agent_unusable)
     missed: tuple[MissedRecord, ...] = ()  # slots recorded missed and not covered since, newest first
+    spend: Mapping[str, Spend] = field(default_factory=dict)  # last_run, today, last_7_days (runner.monitor.spend)
+    lateness: Lateness = field(default_factory=Lateness)  # of the last 7 days' runs, and drift (runner.monitor.lateness)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data."""
@@ -129,6 +150,8 @@ class PairStatus:
             "last_failure": self.last_failure.to_dict() if self.last_failure else None,
             "problem": self.problem,
             "missed": [missed.to_dict() for missed in self.missed],
+            "spend": {window: spend.to_dict() for window, spend in self.spend.items()},
+            "lateness": self.lateness.to_dict(),
         }
 
 
@@ -144,7 +167,7 @@ class StatusReport:
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 failed (wins), 3 overdue, 6 missed, 4 no runner events in the input, 5 some pair unknown."""
+        """0 ok, 1 failed (wins), 3 overdue, 6 missed, 7 over budget, 4 no runner events in the input, 5 some pair unknown."""
         states = {pair.state for pair in self.pairs}
         if "failed" in states:
             return EXIT_FAILED
@@ -152,6 +175,8 @@ class StatusReport:
             return EXIT_OVERDUE
         if "missed" in states:
             return EXIT_MISSED
+        if "over_budget" in states:
+            return EXIT_OVER_BUDGET
         if not self.input["events"]:
             return EXIT_NO_EVENTS
         if "unknown" in states:
@@ -237,6 +262,8 @@ def build_report(
                 state = "paused"
             elif problem is not None or (seen.latest is not None and not seen.latest.outcome.is_success):
                 state = "failed"
+            elif seen.latest is not None and seen.latest.reason == REASON_BUDGET:
+                state = "over_budget"
             elif due is None or due_slot is None or due_slot in seen.covered:  # only a success of the due slot itself covers it
                 state = "ok"
             elif due_slot in seen.missed:
@@ -253,7 +280,20 @@ def build_report(
                 )[:MISSED_SHOWN]
             )
             pairs.append(
-                PairStatus(agent, name, routine.schedule, state, due, due_slot, seen.last_success, seen.last_failure, problem, missed)
+                PairStatus(
+                    agent,
+                    name,
+                    routine.schedule,
+                    state,
+                    due,
+                    due_slot,
+                    seen.last_success,
+                    seen.last_failure,
+                    problem,
+                    missed,
+                    pair_spend(seen.spent, now, config.timezone),
+                    lateness_of(seen.started, now),
+                )
             )
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}
     unconfigured = tuple(sorted(f"{agent}:{routine}" for agent, routine in digest.pairs if (agent, routine) not in configured))

@@ -35,6 +35,8 @@ from runner.processes import signals_deferred
 
 __all__ = [
     "OUTCOMES",
+    "REASON_BUDGET",
+    "REASON_GATE",
     "REASON_PAUSED",
     "REASON_SLOT_LOCKED",
     "SUCCESS_OUTCOMES",
@@ -78,6 +80,10 @@ SUCCESS_OUTCOMES: Final = tuple(outcome for outcome in Outcome if outcome.is_suc
 #: Why a run was ``skipped`` without asking its backend, or ended ``busy``: the ``reason`` of its result and its ``run.finished``.
 REASON_PAUSED: Final = "paused"
 REASON_SLOT_LOCKED: Final = "slot_locked"
+#: A run skipped because a budget had no room for it (:mod:`runner.run.budgets`).
+REASON_BUDGET: Final = "budget"
+#: A run skipped because its routine's gate said there is nothing to do.
+REASON_GATE: Final = "gate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +135,8 @@ class RunIdentity:
         dry_run: bool,
         reason: str | None = None,
         attempts: int | None = 0,
+        tokens: dict[str, int] | None = None,
+        cost: float | None = None,
     ) -> None:
         """Log the run's one ``run.finished`` line (at error level when it failed, warning when busy).
 
@@ -138,6 +146,10 @@ class RunIdentity:
         ``reason`` says why a run was skipped without its backend (``paused``) or is busy (``slot_locked``); else None.
         ``attempts`` is how many times the run asked its backend (0: never,
         e.g. a duplicate or a digest; None: unknown, the worker died first).
+        ``tokens`` (``{"in": N, "out": M}``) is what its backend calls used, all
+        attempts added up; None when no call was made or a call did not say
+        (:mod:`runner.backends.usage`). ``cost`` is their price where one is
+        configured for the agent's model, else None.
         """
         level = log.error if outcome.is_failure else log.warning if outcome is Outcome.BUSY else log.info
         level(
@@ -150,6 +162,8 @@ class RunIdentity:
             dry_run=dry_run,
             reason=reason,
             attempts=attempts,
+            tokens=tokens,
+            cost=cost,
         )
 
 
@@ -180,6 +194,10 @@ class RunResult:
     reason: str | None = None
     attempts: int = 0
     permanent: bool = False
+    #: The tokens the run's backend calls used (``{"in": N, "out": M}``), None when unknown or none was made.
+    tokens: dict[str, int] | None = None
+    #: Their price, where the agent's model has one configured.
+    cost: float | None = None
 
     @property
     def run_id(self) -> str:
@@ -224,6 +242,9 @@ class RunResult:
             del data["reason"]  # only a paused or busy run has one
         if not self.permanent:
             del data["permanent"]  # only a run that failed for good has it
+        for name in ("tokens", "cost"):
+            if data[name] is None:
+                del data[name]  # only a run whose backend said what it used has them
         return data
 
     def to_json_line(self) -> str:
@@ -272,6 +293,8 @@ class RunResult:
             reason=data.get("reason"),
             attempts=data.get("attempts") or 0,
             permanent=data.get("permanent") is True,
+            tokens=data.get("tokens"),
+            cost=data.get("cost"),
         )
 
 
@@ -287,9 +310,11 @@ _FIELD_TYPES: Final[tuple[tuple[str, str, tuple[type, ...]], ...]] = (
     ("fault", "a string or null", _TEXT_OR_NULL),
     ("reason", "a string or null", _TEXT_OR_NULL),
     ("attempts", "an integer", (int, type(None))),
+    ("tokens", "an object or null", (dict, type(None))),
+    ("cost", "a number or null", (int, float, type(None))),
 )
 #: The fields every result line has; ``entry``, ``fault``, ``reason`` and ``permanent`` appear only when set; ``attempts`` is missing from an older worker's.
-_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason", "attempts"}
+_REQUIRED: Final = frozenset(name for name, _, _ in _FIELD_TYPES) - {"entry", "fault", "reason", "attempts", "tokens", "cost"}
 
 
 class RunInterrupted(SystemExit):
@@ -343,12 +368,22 @@ class RunEnding:
         reason: str | None = None,
         attempts: int = 0,
         permanent: bool = False,
+        tokens: dict[str, int] | None = None,
+        cost: float | None = None,
     ) -> RunResult:
         """End the run with these fields, unless it has ended: then its result as it ended (see the class)."""
         with signals_deferred():
             if self.result is None:
                 self.identity.log_finished(
-                    outcome, entry_id=entry_id, duration_ms=duration_ms, error=error, dry_run=self.dry_run, reason=reason, attempts=attempts
+                    outcome,
+                    entry_id=entry_id,
+                    duration_ms=duration_ms,
+                    error=error,
+                    dry_run=self.dry_run,
+                    reason=reason,
+                    attempts=attempts,
+                    tokens=tokens,
+                    cost=cost,
                 )
                 self.result = RunResult(
                     self.identity,
@@ -361,6 +396,8 @@ class RunEnding:
                     reason=reason,
                     attempts=attempts,
                     permanent=permanent,
+                    tokens=tokens,
+                    cost=cost,
                 )
                 if self._on_result is not None:
                     self._on_result(self.result)

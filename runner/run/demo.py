@@ -11,15 +11,17 @@ import shlex
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
 from journal.frame import PlaceError, journal_place
 from routines import digest_window
 from runner.run._memory import open_journal, settle_fallbacks
-from runner.run.simulate import Progress, SimulationSummary, check_backends, simulate_agent
 from runner.settings.config import EMBEDDED_SOURCE, RunnerConfig
+
+if TYPE_CHECKING:
+    from runner.run.simulate import Progress, SimulationSummary
 
 __all__ = ["DEMO_DAYS", "DEMO_QUESTION", "DEMO_START", "DemoReport", "run_demo"]
 
@@ -112,6 +114,8 @@ def run_demo(
         MixedJournalError: the agent's journal holds its past of the other sort; nothing was written (the check comes as it opens).
     """
     end = start + timedelta(days=days)
+    from runner.run.simulate import check_backends, simulate_agent
+
     check_backends(config, [agent], start, end, real_backends=real_backends, command="demo")
     # Settled once: the simulation and the read-back open the journal, and each open would say it again.
     config, fallback = settle_fallbacks(config, [agent])

@@ -29,8 +29,10 @@ interrupted run never says "no entry" for an entry it appended or found.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
@@ -40,18 +42,22 @@ from journal import Journal, JournalError, JournalStorageError, validate_payload
 from routines import Routine, digest_entry_fields, digest_window
 from runner.backends import Backend, ReflectionRequest, build_backend, check_reply, keep_shown_ids
 from runner.backends.base import one_line
+from runner.backends.usage import UsageMeter
 from runner.cron.slots import cron_trigger, latest_fire_time
-from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError
+from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError, StateFileError
 from runner.processes import process_age, signals_deferred
 from runner.run._memory import memory_in_use, open_journal
-from runner.run.contract import REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
+from runner.run.budgets import Admission, Budgets, Refusal
+from runner.run.contract import REASON_BUDGET, REASON_GATE, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
+from runner.run.gate import ask_gate
 from runner.run.pauses import pause_of
+from runner.run.quoting import RUN_MARKS, continuing, quoted_payload
 from runner.run.retries import Retrier, RetryPolicy
 from runner.run.slot_lock import SlotLock, run_in_turn
-from runner.settings.config import AgentConfig, RunnerConfig
+from runner.settings.config import AgentConfig, Price, RunnerConfig
 from runner.settings.state_dir import state_dir
 
-__all__ = ["RunResult", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "run_at", "run_slot"]
+__all__ = ["RunResult", "RunTerms", "backend_deadline", "execute_run", "held_by_pause", "open_failure", "run_at", "run_slot"]
 
 log = structlog.get_logger()
 
@@ -78,6 +84,8 @@ def _fields_from_backend(
     backend: Backend,
     deadline: float | None,
     retrier: Retrier,
+    terms: RunTerms,
+    meter: UsageMeter,
 ) -> dict[str, Any]:
     context = journal.context(
         routine.question,
@@ -99,16 +107,18 @@ def _fields_from_backend(
         context=context,
         persona=agent.persona,
         deadline=deadline,
+        max_tokens=terms.max_tokens,
+        meter=meter,
     )
 
     def attempt(request: ReflectionRequest) -> dict[str, Any]:
         fields = keep_shown_ids(check_reply(backend.reflect(request), backend.name), {record.id for record in context.records})
         try:
             # The reply's field values are the backend's: a bad one is its failure, and the error says so.
-            entry_fields = {
-                name: value for name, value in fields.items() if name != "quoted_from_outside"
-            }  # the run's mark, no entry field
+            entry_fields = {name: value for name, value in fields.items() if name not in RUN_MARKS}  # the run's marks, no entry fields
             validate_payload({**entry_fields, "kind": routine.kind, "agent": agent.name, "ts": request.scheduled, "client_key": key})
+            if "quoted" in fields:
+                validate_payload({**quoted_payload(fields, agent.name, request.scheduled, key), "meta": {}})
         except (JournalError, ValueError) as exc:  # ValueError: e.g. a lone surrogate no JSON encoder can write
             raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
         return fields
@@ -117,6 +127,25 @@ def _fields_from_backend(
         return retrier.call(attempt, request)
     except BackendError as exc:
         raise exc.for_agent(agent.name) from None
+
+
+@dataclass(frozen=True, slots=True)
+class RunTerms:
+    """What a run's spending is held to and priced at: ``max_tokens`` (``max_tokens_per_run``) and its model's ``price``."""
+
+    max_tokens: int | None = None
+    price: Price | None = None
+
+    @classmethod
+    def of(cls, config: RunnerConfig, agent: AgentConfig, routine: str) -> RunTerms:
+        """The terms of *agent*'s runs of *routine* under *config*."""
+        return cls(config.budgets.max_tokens_for(agent.name, routine), config.price_of(agent))
+
+    def cost(self, tokens: dict[str, int] | None) -> float | None:
+        """The price of *tokens* (None: unknown tokens, or no price)."""
+        if tokens is None or self.price is None:
+            return None
+        return round(self.price.of(tokens["in"], tokens["out"]), 9)
 
 
 def execute_run(
@@ -131,6 +160,7 @@ def execute_run(
     run_id: str | None = None,
     run_timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
+    terms: RunTerms = RunTerms(),
 ) -> RunResult:
     """Run *routine* for *agent* at the *scheduled* time and append the entry.
 
@@ -147,6 +177,7 @@ def execute_run(
             when the process is the run's worker); the backend call is cut off in time (see
             :func:`backend_deadline`). None: only the backend's own timeout applies.
         on_result: called with the result right after its ``run.finished`` is logged, before any signal is acted on.
+        terms: the run's ``max_tokens_per_run`` (asked of the backend) and its model's price (for ``cost``).
 
     Returns:
         The RunResult; failures are reported in it, never raised.
@@ -155,7 +186,9 @@ def execute_run(
         RunInterrupted: SIGTERM or SIGINT ended the run; it carries the result, already logged and reported.
     """
     ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
-    return _execute(journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout)
+    return _execute(
+        journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout, terms=terms
+    )
 
 
 def _execute(
@@ -168,6 +201,7 @@ def _execute(
     backend: Backend | None,
     tz: tzinfo,
     run_timeout: float | None,
+    terms: RunTerms,
 ) -> RunResult:
     """:func:`execute_run` for the run *ending* will end."""
     started = time.perf_counter()
@@ -189,6 +223,7 @@ def _execute(
 
     settings = agent.backend
     retrier = Retrier(RetryPolicy(settings.attempts, settings.retry_delay), on_retry=on_retry)
+    meter = UsageMeter()  # every backend call of the run, retries included, reports what it used here
 
     try:
         # Inside the try: a signal acted on right after this line (the check follows every call) still ends the run with its line.
@@ -207,7 +242,7 @@ def _execute(
                 else:
                     if backend is None:
                         raise ValueError("a backend is required for a routine that is not a digest")  # noqa: TRY301 - a caller's bug ends the run with its line, as any bug does
-                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier)
+                    fields = _fields_from_backend(journal, agent, routine, scheduled, slot, key, backend, deadline, retrier, terms, meter)
                 if fields is None:
                     outcome = Outcome.SKIPPED  # nothing to digest in the window: nothing failed, so no error
                 else:
@@ -225,12 +260,19 @@ def _execute(
                     meta.pop("simulated", None)
                     if agent.backend.type == "simulated":
                         meta["simulated"] = True
+                    quoted = quoted_payload(fields, agent.name, scheduled_text, key) if "quoted" in fields else None
+                    fields.pop("quoted", None)
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)
                         outcome = Outcome.SKIPPED
                     else:
                         with signals_deferred():
+                            if quoted is not None:
+                                # The quoted text first, under a key of its own, then the agent's entry continuing it: a
+                                # retry after a crash between the two finds the quote stored, and the slot's entry is last.
+                                source = journal.append_with_result({**quoted, "meta": {**meta, "origin": "untrusted"}})
+                                payload = continuing(payload, source.entry.id)
                             appended = journal.append_with_result(payload)
                             outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
                             entry_id = appended.entry.id
@@ -251,6 +293,8 @@ def _execute(
             fault=fault,
             attempts=retrier.attempts,
             permanent=permanent,
+            tokens=meter.tokens(),
+            cost=terms.cost(meter.tokens()),
         )
     except (KeyboardInterrupt, SystemExit) as exc:
         # SIGTERM (systemctl stop, a timer unit's timeout, serve's shutdown) or Ctrl-C ends
@@ -266,6 +310,8 @@ def _execute(
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             fault=fault,
             attempts=retrier.attempts,
+            tokens=meter.tokens(),
+            cost=terms.cost(meter.tokens()),
         ) from exc
 
 
@@ -300,6 +346,7 @@ def run_slot(
     run_timeout: float | None = None,
     on_result: Callable[[RunResult], object] | None = None,
     slot_lock: SlotLock | None = None,
+    terms: RunTerms = RunTerms(),
 ) -> RunResult:
     """Open *agent*'s journal and :func:`execute_run` in it; what ``ghostrunner run`` does.
 
@@ -318,7 +365,7 @@ def run_slot(
             run's one ``run.finished`` is logged and reported first.
     """
     ending = RunEnding(RunIdentity.of(agent.name, routine, scheduled, tz, run_id), dry_run=dry_run, on_result=on_result)
-    return _run_slot(ending, agent, routine, scheduled, backend=backend, tz=tz, run_timeout=run_timeout, slot_lock=slot_lock)
+    return _run_slot(ending, agent, routine, scheduled, backend=backend, tz=tz, run_timeout=run_timeout, slot_lock=slot_lock, terms=terms)
 
 
 def _run_slot(
@@ -331,6 +378,7 @@ def _run_slot(
     tz: tzinfo,
     run_timeout: float | None,
     slot_lock: SlotLock | None,
+    terms: RunTerms,
 ) -> RunResult:
     """:func:`run_slot` for the run *ending* will end."""
     try:
@@ -348,7 +396,15 @@ def _run_slot(
             ending,
             slot_lock,
             lambda: _execute(
-                journal, ending, agent=agent, routine=routine, scheduled=scheduled, backend=backend, tz=tz, run_timeout=run_timeout
+                journal,
+                ending,
+                agent=agent,
+                routine=routine,
+                scheduled=scheduled,
+                backend=backend,
+                tz=tz,
+                run_timeout=run_timeout,
+                terms=terms,
             ),
         )
     except BaseException:
@@ -418,7 +474,9 @@ def run_at(
         NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
         RunInterrupted: as in :func:`run_slot`.
 
-    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched.
+    A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched; so is a slot
+    whose routine's gate says there is nothing to do (reason ``gate``, :mod:`runner.run.gate`), and one a
+    budget has no room for (reason ``budget``, :mod:`runner.run.budgets`).
     """
     agent_config = config.agent(agent)
     routine_config = config.routine_for(agent_config, routine)
@@ -430,11 +488,80 @@ def run_at(
     held = _held_by_pause(config, ending)
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held
+    gate = config.gates.get(routine)
+    if gate is not None:  # before the budgets: a slot with nothing to do costs nothing and takes no room
+        answer = ask_gate(config, gate, ending.identity)
+        if not answer.go:
+            if answer.error is None:
+                return ending.end(Outcome.SKIPPED, reason=REASON_GATE)
+            return ending.end(Outcome.FAILED, error=answer.error, permanent=answer.permanent)
+    admission: Admission | None = None
+    if not routine_config.is_digest and not dry_run:  # a digest asks no backend; a dry run appends nothing and is not counted
+        verdict = _admitted(config, ending, scheduled)
+        if isinstance(verdict, RunResult):
+            return verdict
+        admission = verdict
+    try:
+        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout)
+    finally:
+        # Also when a signal ended the run (its result is set before RunInterrupted is raised); a run
+        # that ended without a result (a bug) keeps its estimate.
+        if admission is not None and ending.result is not None:
+            _settle(admission, ending.result)
+
+
+def _admitted(config: RunnerConfig, ending: RunEnding, scheduled: datetime) -> Admission | RunResult | None:
+    """The run's admission by its budgets (None: none applies), or its end: skipped for budget, or failed on an unusable ledger."""
+    budgets = Budgets(config)
+    if not budgets.is_active:
+        return None
+    try:
+        verdict = budgets.admit(ending.identity, scheduled)
+    except StateFileError as exc:
+        return ending.end(Outcome.FAILED, error=str(exc))
+    if isinstance(verdict, Refusal):
+        budgets.close()
+        log.warning(
+            "run.over_budget",
+            **ending.identity.fields(),
+            budget=verdict.budget,
+            limit=verdict.limit if verdict.known else None,
+            used=round(verdict.used, 9) if verdict.known else None,
+        )
+        return ending.end(Outcome.SKIPPED, reason=REASON_BUDGET)
+    return verdict
+
+
+def _settle(admission: Admission, result: RunResult) -> None:
+    """Record what the admitted run used; a ledger that cannot take it keeps the run at its estimate, which never undercounts."""
+    with contextlib.suppress(StateFileError):
+        admission.settle(result)
+    admission.budgets.close()
+
+
+def _run_admitted(
+    config: RunnerConfig,
+    ending: RunEnding,
+    agent_config: AgentConfig,
+    routine_config: Routine,
+    scheduled: datetime,
+    run_timeout: float | None,
+) -> RunResult:
+    """:func:`run_at` past its pause and budget checks: the backend built, the slot's lock taken, the run made."""
+    agent, routine = agent_config.name, routine_config.name
     backend = None if routine_config.is_digest else build_backend(agent_config)
     if run_timeout is None:
         run_timeout = config.run_timeout.total_seconds() - process_age()
     # Never waiting past half the run's time leaves the rest for the run itself, should it get the lock.
     slot_lock = SlotLock(state_dir(config), agent, routine, wait=max(0.0, min(config.slot_lock_wait.total_seconds(), run_timeout / 2)))
     return _run_slot(
-        ending, agent_config, routine_config, scheduled, backend=backend, tz=config.timezone, run_timeout=run_timeout, slot_lock=slot_lock
+        ending,
+        agent_config,
+        routine_config,
+        scheduled,
+        backend=backend,
+        tz=config.timezone,
+        run_timeout=run_timeout,
+        slot_lock=slot_lock,
+        terms=RunTerms.of(config, agent_config, routine),
     )

@@ -36,7 +36,7 @@ from runner.cron.slots import cron_trigger, fire_times
 from runner.errors import MixedJournalError, RealBackendsRefusedError, RunnerError
 from runner.run._memory import open_journal
 from runner.run.contract import RunIdentity
-from runner.run.engine import RunResult, execute_run, open_failure
+from runner.run.engine import RunResult, RunTerms, execute_run, open_failure
 from runner.run.provenance import check_journals, describe_calls, is_simulated
 from runner.settings.config import RunnerConfig
 
@@ -209,6 +209,7 @@ def _simulate_agent(config: RunnerConfig, agent: str, start: datetime, end: date
                 backend=backend,
                 tz=config.timezone,
                 run_timeout=config.run_timeout.total_seconds(),
+                terms=RunTerms.of(config, settings, routine.name),
             )
             outcomes[result.outcome.value] += 1
             if on_progress is not None:

@@ -14,7 +14,9 @@ before now:
 * a pair that never wrote an entry (a new agent or routine) has missed
   nothing; only its catch-up within ``catchup_grace`` applies.
 
-A long downtime therefore costs at most ``catchup_max`` runs per pair, never
+A long downtime therefore costs at most ``catchup_max`` runs per pair (and,
+with ``budgets.catchup_budget``, at most that many of all pairs together: the
+newest run, the rest are recorded missed, reason ``catchup_budget``), never
 a burst of every missed slot, and each slot that is not run leaves a
 ``scheduler.missed`` line that ``status`` reports. The catch-up runs of all
 pairs start spread evenly over ``catchup_spread`` (:func:`spread`), oldest
@@ -24,7 +26,7 @@ first, so that many agents do not call their backends in the same second.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -35,6 +37,7 @@ from runner.run.contract import RunIdentity
 from runner.settings.config import AgentConfig, RunnerConfig
 
 __all__ = [
+    "BEYOND_CATCHUP_BUDGET",
     "BEYOND_CATCHUP_MAX",
     "DOWNTIME",
     "LATE",
@@ -55,6 +58,8 @@ _FIRST_SCAN: Final = 8
 #: Reasons of a ``scheduler.missed`` line.
 DOWNTIME: Final = "downtime"
 BEYOND_CATCHUP_MAX: Final = "catchup_max"
+#: Within catchup_max of its pair, but beyond ``budgets.catchup_budget`` of all pairs together.
+BEYOND_CATCHUP_BUDGET: Final = "catchup_budget"
 LATE: Final = "late"
 #: The most slots of one pair recorded missed at once with a ``scheduler.missed`` line each; past it, one
 #: ``scheduler.missed_summary`` line covers all but the newest, so a long downtime is a few lines a pair, not one a slot.
@@ -191,6 +196,13 @@ def plan_catchup(
                 raise
             del plan.runs[before[0] :], plan.missed[before[1] :]
             plan.unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
+    ceiling = config.budgets.catchup_budget
+    if ceiling is not None and len(plan.runs) > ceiling:
+        # All pairs together: the newest missing slots run, the older ones are recorded missed.
+        newest_first = sorted(plan.runs, key=lambda run: run.scheduled.astimezone(UTC), reverse=True)
+        kept = set(map(id, newest_first[:ceiling]))
+        plan.missed += [replace(run, reason=BEYOND_CATCHUP_BUDGET) for run in plan.runs if id(run) not in kept]
+        plan.runs = [run for run in plan.runs if id(run) in kept]
     plan.missed.sort(key=lambda missed: missed.scheduled.astimezone(UTC))
     return plan
 

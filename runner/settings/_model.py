@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 
 from routines import Routine
 from runner.errors import UnknownNameError
+from runner.settings._budgets import BudgetConfig, Price
+from runner.settings._gate import Gate
 from runner.settings.persona import Persona
 
 __all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "BackupConfig", "FleetConfig", "RunnerConfig"]
@@ -157,6 +159,16 @@ class RunnerConfig:
     fleet: FleetConfig | None = None
     #: The ``[backup]`` table, when the configuration has one: render then writes the backup timer.
     backup: BackupConfig | None = None
+    #: The ``[budgets]`` table: what runs may use (empty without one).
+    budgets: BudgetConfig = field(default_factory=BudgetConfig)
+    #: The ``[prices]`` table: model -> what its tokens cost.
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    #: routine name -> its ``gate`` (:mod:`runner.settings._gate`), for the routines that have one.
+    gates: Mapping[str, Gate] = field(default_factory=dict)
+
+    def price_of(self, agent: AgentConfig) -> Price | None:
+        """What *agent*'s model's tokens cost, where a price is configured for it (a simulated agent has none)."""
+        return self.prices.get(agent.backend.model) if agent.backend.type in ("openai", "command") else None
 
     def with_journal_root(self, root: str | os.PathLike[str]) -> RunnerConfig:
         """A copy whose agents all keep their journal under *root* (``{agent}`` expands to the agent's name)."""

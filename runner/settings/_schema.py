@@ -33,7 +33,7 @@ _AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory"
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature", "attempts", "retry_delay"),
-    "command": ("type", "command", "timeout", "attempts", "retry_delay"),
+    "command": ("type", "command", "model", "timeout", "attempts", "retry_delay"),
 }
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 _ROUTINE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -157,7 +157,7 @@ class FieldReader:
         key = f"routines.{name}"
         if not _ROUTINE_NAME.fullmatch(name):
             raise self.fail(key, "a routine name of lowercase letters, digits, '-' or '_'", name)
-        data = self.table(value, key, ROUTINE_FIELDS)
+        data = self.table(value, key, (*ROUTINE_FIELDS, "gate"))  # the gate is the runner's (runner.settings._gate)
         base = BUILTIN_ROUTINES.get(name)
         if base is None:
             for required in ("kind", "schedule", "slot", "question", "prompt"):

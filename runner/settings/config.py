@@ -56,6 +56,12 @@ Layout::
     dir = "/var/backups/ghostrunner"
     keep = 7
 
+    [budgets]                  # optional: what runs may use a day, and per run (runner.settings._budgets, runner.run.budgets)
+    cost_per_day = 5.0
+    [prices."llama3.2"]        # optional: per million tokens of a model an agent's backend names
+    input = 0.1
+    output = 0.2
+
 A hybrid memory needs the ``nn`` extra: a run without it fails, naming the
 key and the fix. Only the embedded defaults (hybrid) fall back to lexical
 there, with a ``memory.fallback`` warning on each run.
@@ -74,7 +80,9 @@ from journal.frame import PlaceError, journal_place
 from routines import BUILTIN_ROUTINES, Routine
 from runner.errors import ConfigError
 from runner.settings._backup import read_backup
+from runner.settings._budgets import BudgetConfig, Limits, Price, read_budgets, read_prices
 from runner.settings._fleet import read_fleet
+from runner.settings._gate import Gate, read_gate
 from runner.settings._host import local_zone_name, state_directory
 from runner.settings._model import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
 from runner.settings._schema import DURATION_EXPECTED, FieldReader, parse_duration
@@ -87,7 +95,11 @@ __all__ = [
     "AgentConfig",
     "BackendSettings",
     "BackupConfig",
+    "BudgetConfig",
     "FleetConfig",
+    "Gate",
+    "Limits",
+    "Price",
     "RunnerConfig",
     "cpu_count",
     "load_config",
@@ -165,7 +177,7 @@ def parse_config(
     """
     reader = FieldReader(source, files_base, state_base)
     data = loads_bounded(text, source)
-    reader.table(data, "", ("runner", "routines", "agents", "fleet", "backup"))
+    reader.table(data, "", ("runner", "routines", "agents", "fleet", "backup", "budgets", "prices"))
     runner = reader.table(data.get("runner", {}), "runner", _RUNNER_KEYS)
     tz = reader.timezone(runner.get("timezone", default_timezone))
     # Unconfigured, the rule ghostjournal follows too (journal.frame.roots): $GHOSTJOURNAL_ROOT, else each agent's in the state directory.
@@ -192,8 +204,11 @@ def parse_config(
     if slot_retry_delay < timedelta(seconds=1):
         raise reader.fail("runner.slot_retry_delay", "a duration of at least 1s", runner.get("slot_retry_delay"))
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
+    gates = {}
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
         routines[name] = reader.routine(name, value, tz)
+        if isinstance(value, dict) and "gate" in value:
+            gates[name] = read_gate(reader, value["gate"], f"routines.{name}.gate")
     agents_table = reader.table(data.get("agents", {}), "agents", None)
     if not agents_table:
         raise reader.fail("agents", "at least one [agents.NAME] table", "none")
@@ -211,6 +226,8 @@ def parse_config(
         lock_file = first_root.parent / f".{first_root.name}.ghostrunner.lock"
     fleet = read_fleet(reader, data["fleet"], agents, durations["run_timeout"]) if "fleet" in data else None
     backup = read_backup(reader, data["backup"], agents, tz) if "backup" in data else None
+    budgets = read_budgets(reader, data["budgets"], agents, routines) if "budgets" in data else BudgetConfig()
+    prices = read_prices(reader, data["prices"], agents) if "prices" in data else {}
     return RunnerConfig(
         source=source,
         timezone=tz,
@@ -228,6 +245,9 @@ def parse_config(
         slot_retry_delay=slot_retry_delay,
         fleet=fleet,
         backup=backup,
+        budgets=budgets,
+        prices=prices,
+        gates=gates,
     )
 
 

@@ -23,7 +23,7 @@ from tests.journal._mcp import McpServer, mcp_server
 
 #: The read tools, each with its required arguments and the optional ones a value is drawn for.
 TOOLS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
-    "journal_search": ({"query": "harbor"}, ("query", "k", "kind", "agent", "since", "until", "mode", "floor", "as_of")),
+    "journal_search": ({"query": "harbor"}, ("query", "k", "kind", "agent", "since", "until", "mode", "floor", "rerank", "as_of")),
     "journal_list": ({}, ("limit", "kind", "agent", "since", "until", "current_only", "as_of")),
     "journal_context": ({"query": "harbor"}, ("query", "k", "max_chars", "agent")),
     "journal_digest": ({}, ("since", "until", "agent")),

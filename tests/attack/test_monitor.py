@@ -28,6 +28,7 @@ from runner.monitor.status import (
     EXIT_MISSED,
     EXIT_NO_EVENTS,
     EXIT_OK,
+    EXIT_OVER_BUDGET,
     EXIT_OVERDUE,
     EXIT_UNKNOWN,
     MAX_DEPTH,
@@ -183,7 +184,7 @@ def test_readme_documents_every_status_exit_code() -> None:
     section = page_text("docs/monitoring.md").split("`ghostrunner status` turns these lines into a check:", 1)[1].split("\n## ", 1)[0]
     table = section.split("| exit code | meaning |", 1)[1].split("\n\n", 1)[0]
     documented = {int(code) for cell in re.findall(r"^\| ([\d, ]+) \|", table, flags=re.MULTILINE) for code in cell.split(",")}
-    assert documented == {EXIT_OK, EXIT_FAILED, EXIT_OVERDUE, EXIT_NO_EVENTS, EXIT_UNKNOWN, EXIT_MISSED, 2, 78}
+    assert documented == {EXIT_OK, EXIT_FAILED, EXIT_OVERDUE, EXIT_NO_EVENTS, EXIT_UNKNOWN, EXIT_MISSED, EXIT_OVER_BUDGET, 2, 78}
 
 
 # -- 3. no log line can crash status --------------------------------------------------------------------------------

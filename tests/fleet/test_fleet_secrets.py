@@ -10,6 +10,7 @@ is in no URL at all.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -55,7 +56,12 @@ def test_a_workers_inspect_conf_and_report_never_show_the_redis_password(tmp_pat
         worker.wait_for("scheduler.started", role="worker")
         ready = worker.log.wait(lambda line: str(line.get("event", "")).endswith(" ready."))  # consuming, its remote control too
         name = str(ready["event"]).split()[0]
-        inspect = fleet_app(load_config(config)).control.inspect(destination=[name], limit=1, timeout=60)
+        control = fleet_app(load_config(config)).control
+        # A broadcast sent before the worker's remote control has subscribed is lost (Redis pub/sub keeps none): ping until it answers.
+        deadline = time.monotonic() + 60
+        while not control.inspect(destination=[name], limit=1, timeout=1).ping() and time.monotonic() < deadline:
+            pass
+        inspect = control.inspect(destination=[name], limit=1, timeout=60)
         shown = {"conf": inspect.conf(), "conf with defaults": inspect.conf(with_defaults=True), "report": inspect.report()}
     finally:
         assert worker.stop() == 0

@@ -100,7 +100,7 @@ def _dev_split_set(split: Path) -> tuple[list[str], npt.NDArray[Any], list[str],
         from retrieval_sets import load_locomo
     finally:
         sys.path.remove(str(REPO / "bench"))
-    payloads, queries = load_locomo(split)
+    payloads, queries = load_locomo(split, layout="paper")  # the layout the reference was kept in
     texts = [document_text(p["theme"], p.get("tags", []), None, p["voice"]) for p in payloads]
     return texts, np.array([p["agent"] for p in payloads]), [q["query"] for q in queries], np.array([q["agent"] for q in queries])
 

@@ -1,8 +1,10 @@
 """A ``ghostjournal`` run killed with SIGKILL at a chosen step of storing entries, for the tests that an interrupted import is finished by a rerun.
 
-Run as ``python KILLER STEP AFTER ARGS...``: STEP is ``write_temp`` (killed before the entry's temporary file
-is written) or ``publish`` (killed after the entry file is published, before its index rows commit), AFTER how
-many entries go through first, ARGS the command line.
+Run as ``python KILLER STEP AFTER ARGS...``: STEP is a method of ``EntryStore``, AFTER how many of its calls go
+through first, ARGS the command line. ``write_temp`` is killed before the entry's temporary file is written;
+any other step right after its call returns: ``publish`` once the entry file has its name (before its index rows
+commit), ``sync_temp`` once a group's temporary files are on the disk (before any is named), ``sync_dirs`` once
+a group's names are (before its index rows commit).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ def wrapped(self, *args, **kwargs):
     if step == "write_temp" and calls[0] == after + 1:
         os.kill(os.getpid(), signal.SIGKILL)  # the entry's temporary file is not written yet
     result = original(self, *args, **kwargs)
-    if step == "publish" and calls[0] == after:
-        os.kill(os.getpid(), signal.SIGKILL)  # the file is published, its index rows not committed
+    if step != "write_temp" and calls[0] == after:
+        os.kill(os.getpid(), signal.SIGKILL)  # the step is done, the index rows it leads to not committed
     return result
 setattr(store.EntryStore, step, wrapped)
 from journal.cli.cli import main

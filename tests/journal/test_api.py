@@ -216,6 +216,21 @@ def test_digest_counts_themes_moods_novelty_and_chains(journal: Journal, make_pa
     assert empty["count"] == 0 and empty["novelty"]["trend"] is None
 
 
+@pytest.mark.parametrize("older_id", ["a0000000", "f0000000"])
+def test_a_digests_ties_go_to_the_older_parent_and_the_newer_cited_entry_whatever_their_ids(
+    journal: Journal, make_payload: Payload, older_id: str
+) -> None:
+    """Ids are random: a digest's chains and most cited entries broke ties by id, so two journals of the same appends had digests (and
+    digest entries' refs) that differed. A chain's parent is the older of two equally deep; of entries cited alike the newer comes first."""
+    newer_id = "f0000000" if older_id == "a0000000" else "a0000000"
+    older = journal.append({**make_payload(ts=_at(0), voice="The first."), "id": older_id})
+    newer = journal.append({**make_payload(ts=_at(1), voice="The second."), "id": newer_id})
+    journal.append(make_payload(ts=_at(2), voice="Both.", signals={"continuity_refs": [newer.id, older.id]}))
+    continuity = journal.digest(agent="motoko", since=_at(0), until=_at(3)).to_dict()["continuity"]
+    assert [item["entry_id"] for item in continuity["most_referenced"]] == [newer.id, older.id]
+    assert continuity["longest_chains"][0][0] == older.id
+
+
 def test_search_quality_prefers_theme_and_tags(journal: Journal, make_payload: Payload) -> None:
     """A query word in an entry's theme or tags outranks the same word once in long prose."""
     prose = journal.append(make_payload(theme="errands", tags=[], voice="Went out for groceries, saw a camera shop, bought milk and bread and eggs."))

@@ -110,11 +110,34 @@ def test_the_readme_reindex_bench_runs_both_trees_and_prints_their_ratio() -> No
     assert re.search(r"this tree against the baseline: \d+\.\d\dx as fast", result.stdout)
 
 
+def test_the_runner_bench_times_the_hybrid_year_of_both_trees_alone_with_their_peak_memory() -> None:
+    """``bench/bench_runner.py --baseline REV --year-only`` (the docs' command; ``--quick``: 30 days) simulates by each tree and nothing else."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_runner.py"), "--baseline", "HEAD", "--year-only", "--quick"],
+                            cwd=BENCH.parent, capture_output=True, text=True, check=False, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stderr.splitlines() if line.startswith("30-day")]
+    assert [row.split(", ")[1].split()[0] for row in rows] == ["baseline", "this"]  # the first round starts with the baseline
+    assert all(re.search(r"214 runs in [\d.]+ s, [\d.]+ s of CPU, peak RSS [\d.]+ MB", row) for row in rows)
+    refused = subprocess.run([sys.executable, str(BENCH / "bench_runner.py"), "--year-only"], capture_output=True, text=True, check=False, timeout=300)
+    assert refused.returncode == 2 and "--year-only compares the hybrid year with --baseline REV's" in refused.stderr.splitlines()[-1]
+
+
 def test_the_carry_bench_prints_each_commands_time_and_memory_beside_the_reindex() -> None:
-    """``bench/bench_carry.py`` on a small journal prints one row: the reindex, then verify, export and import, each with seconds and MiB."""
+    """``bench/bench_carry.py`` on a small journal prints one row: the reindex, the tree, then verify, export and import, each with seconds and MiB."""
     result = subprocess.run([sys.executable, str(BENCH / "bench_carry.py"), "--sizes", "200"], capture_output=True, text=True, check=False, timeout=300)
     assert result.returncode == 0, result.stderr
     header, row = result.stdout.strip().splitlines()
-    assert header.split()[:3] == ["entries", "reindex", "verify"] and "import s, peak MiB" in header
-    assert row.split()[0] == "200" and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
+    assert header.split()[:4] == ["entries", "reindex", "tree", "verify"] and "import s, peak MiB" in header and "import entries/s" in header
+    assert row.split()[:4] == ["200", row.split()[1], "s", "this"] and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
     assert '"appended": 200' in result.stderr and '"problems": 0' in result.stderr
+
+
+def test_the_verify_bench_runs_both_trees_and_prints_their_time_and_memory() -> None:
+    """``bench/bench_verify.py --baseline REV`` (on a small journal) verifies it by both trees, a row each, then their ratios."""
+    result = subprocess.run([sys.executable, str(BENCH / "bench_verify.py"), "--baseline", "HEAD", "--sizes", "200"],
+                            cwd=BENCH.parent, capture_output=True, text=True, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["200"]]
+    assert [row[1] for row in rows] == ["baseline", "this", "this"]
+    assert [row[-2] for row in rows[:2]] == ["0", "0"]  # the problems column: the journal is clean
+    assert re.search(r"this tree against the baseline: \d+\.\d\dx the time, \d+\.\d\dx the peak memory", result.stdout)

@@ -39,6 +39,7 @@ def test_the_compressed_days_cron_fires_at_each_minute_of_the_window_and_nowhere
         assert near == moments
 
 
+@pytest.mark.waits_on_the_clock
 def test_the_readme_fleet_bench_runs_both_sides_and_counts_one_entry_per_fire(tmp_path: Path) -> None:
     """``python bench/bench_fleet.py`` (6 agents, 2 shards, one minute here): redis-server, workers, beat, then serve; no loss, no double."""
     RedisServer(tmp_path / "probe").stop()  # skips (or fails under CI) as the fleet's tests do when redis-server is missing

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from journal import EntryValidationError, ImportStreamError, Journal
+from journal.carry.importer import IMPORT_GROUP
 from runner.run.simulate import simulate
 from runner.settings.config import load_config
 from tests._support import SIMPLE_AGENT, entry_files, tree_digest, write_config
@@ -149,13 +150,55 @@ def test_an_import_killed_at_any_point_is_finished_exactly_by_a_rerun(tmp_path: 
                             capture_output=True, check=False, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     stored = len(entry_files(tmp_path / "b"))
-    assert stored == min(after, 20)
+    # A name is given once a whole group's files are written: a kill among the writes leaves the groups before it.
+    assert stored == (min(after, 20) if step == "publish" else after // IMPORT_GROUP * IMPORT_GROUP)
     rerun = _cli(tmp_path / "b", str(stream_file))
     assert rerun.returncode == 0, rerun.stderr
     assert _summary(rerun) == {"appended": 20 - stored, "duplicate": stored, "conflict": 0}
     assert entry_files(tmp_path / "b") == entry_files(tmp_path / "a")
     with Journal(tmp_path / "b") as journal:
         assert journal.verify().is_clean
+
+
+@pytest.fixture(scope="module")
+def three_groups(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A journal of two import groups and forty entries more, each continuing the first, and its export stream."""
+    root = tmp_path_factory.mktemp("three-groups")
+    stream = _exported(root / "a", count=2 * IMPORT_GROUP + 40)
+    (root / "stream.jsonl").write_bytes(stream)
+    return root / "a", root / "stream.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("step", "after", "stored"),
+    [
+        ("write_temp", IMPORT_GROUP + 100, IMPORT_GROUP),  # among the second group's writes: the first group is stored
+        ("sync_temp", 2, IMPORT_GROUP),  # the second group's files are on the disk, none named
+        ("publish", IMPORT_GROUP + 100, IMPORT_GROUP + 100),  # a hundred of the second group's files named, its rows not committed
+        ("sync_dirs", 2, 2 * IMPORT_GROUP),  # every name of the second group is on the disk, its rows not committed
+    ],
+)
+def test_an_import_killed_inside_a_group_is_finished_exactly_by_a_rerun(
+    tmp_path: Path, three_groups: tuple[Path, Path], step: str, after: int, stored: int
+) -> None:
+    """SIGKILL at each step of storing the second of three groups: what was named stays, the rest is lost whole, and the rerun's summary
+    counts exactly what stayed as duplicates; the journal then holds the source's files byte for byte and verifies clean."""
+    source, stream_file = three_groups
+    total = 2 * IMPORT_GROUP + 40
+    killer = tmp_path / "killer.py"
+    killer.write_text(IMPORT_KILLER)
+    killed = subprocess.run([sys.executable, str(killer), step, str(after), "--root", str(tmp_path / "b"), "import", str(stream_file)],
+                            capture_output=True, check=False, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert len(entry_files(tmp_path / "b")) == stored
+    assert set(entry_files(tmp_path / "b").items()) <= set(entry_files(source).items())  # each one whole, byte for byte
+    rerun = _cli(tmp_path / "b", str(stream_file))
+    assert rerun.returncode == 0, rerun.stderr
+    assert _summary(rerun) == {"appended": total - stored, "duplicate": stored, "conflict": 0}
+    assert entry_files(tmp_path / "b") == entry_files(source)
+    with Journal(tmp_path / "b") as journal:
+        report = journal.verify()
+    assert report.is_clean and report.entries == total
 
 
 def test_a_simulated_year_round_trips_with_equal_entries_and_equal_search_results(tmp_path: Path) -> None:

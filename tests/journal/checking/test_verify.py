@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from journal import Journal, SemanticUnavailableError
+from journal.files.entry import Entry
 from journal.files.store import EntryStore
 from tests._support import place_entries, tree_digest
 from tests.journal._busy import busy_writer
@@ -81,6 +82,36 @@ def test_each_problem_names_its_file_and_a_fix(tmp_path: Path) -> None:
     (problem,) = document["problems"]
     assert problem == {"kind": "mode", "path": str(path.relative_to(root)), "detail": "mode 0644, not 0600", "fix": f"chmod 600 {path.relative_to(root)}"}
     assert document["counts"] == {"mode": 1}
+
+
+def _write_file(root: Path, payload: dict[str, Any]) -> str:
+    """An entry file placed by hand (as a copy or a restore would), without the index; its path below the root."""
+    entry = Entry.from_payload(payload)
+    path = root / "entries" / EntryStore.rel_path_for(entry)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_bytes(entry.to_json_bytes())
+    path.chmod(0o600)
+    return str(path.relative_to(root))
+
+
+def test_files_claiming_one_id_and_one_key_in_a_chain_are_settled_as_a_rebuild_settles_them(tmp_path: Path) -> None:
+    """A copy of an entry's id with a key of its own loses the id to the indexed entry, so the key is free for a third file.
+
+    The copy is read first (its day is the earliest) and takes the id and the key until the files after it claim them:
+    the check must still choose as a rebuild of every file does, naming the copy alone and taking the third file as an
+    entry the index lacks, not as a copy of the copy's key.
+    """
+    root = tmp_path / "j"
+    with Journal(root) as journal:
+        indexed = journal.append(_payload(1)).id
+    copy = _write_file(root, _payload(2, id=indexed, ts="2026-08-01T00:00:00Z", client_key="shared"))
+    third = _write_file(root, _payload(3, ts="2026-08-02T00:00:00Z", client_key="shared"))
+    with Journal(root, repair_index=False) as journal:
+        report = journal.verify()
+    assert [(p.kind, p.path) for p in report.problems] == [("duplicate_id", copy)] + [
+        (kind, "index/journal.sqlite3") for kind in ("index_rows", "index_text", "index_agent_text")]
+    third_id = third.rsplit("/", 1)[1].removesuffix(".json")
+    assert report.problems[1].detail == f"the index has no rows for 1 in the files ({third_id!r})" and report.entries == 2
 
 
 def test_links_to_a_missing_or_another_agents_entry_are_found(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from journal import Journal
 from journal.cli.cli import cli
 
 ENTRY = {"kind": "note", "agent": "motoko", "theme": "harbor", "voice": "Fog over the harbor again.", "tags": ["fog"]}
@@ -126,3 +127,20 @@ def test_nn_search_reindex_and_prompt_context_from_the_command_line(root: Path) 
     assert hits[0]["entry"]["theme"] == "pets"
     assert ok(run(root, "--nn", "reindex"))["indexed"] == 2
     assert ok(run(root, "search", "new canine companion")) == []
+
+
+def test_no_rerank_ranks_by_the_words_alone(root: Path) -> None:
+    """A note continuing the one the words match comes in with it; --no-rerank (search and prompt-context) leaves it out."""
+    with Journal(root) as journal:
+        asked = journal.append({"kind": "note", "agent": "motoko", "ts": "2026-09-01T08:00:00Z", "theme": "bakery",
+                                "voice": "Batou asked which bakery I would recommend."}).id
+        answer = journal.append({"kind": "note", "agent": "motoko", "ts": "2026-09-03T08:00:00Z", "theme": "reply",
+                                 "voice": "The one past the ferry terminal, with the blue awning.", "signals": {"continuity_refs": [asked]}}).id
+    found = run(root, "search", "which bakery", "--agent", "motoko")
+    plain = run(root, "search", "which bakery", "--agent", "motoko", "--no-rerank")
+    assert found.exit_code == plain.exit_code == 0, found.output + plain.output
+    assert [hit["entry_id"] for hit in json.loads(found.output)] == [asked, answer]
+    assert [hit["entry_id"] for hit in json.loads(plain.output)] == [asked]
+    for flag, matched in (("--rerank", 2), ("--no-rerank", 1)):  # with --no-rerank the answer is only the recent fill
+        block = run(root, "prompt-context", "which bakery", "--agent", "motoko", "-k", "2", flag, "--raw")
+        assert block.exit_code == 0 and f'"matched":{matched},' in block.output.replace(" ", ""), block.output

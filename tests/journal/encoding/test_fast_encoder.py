@@ -141,15 +141,28 @@ def test_vectors_match_sentence_transformers_on_texts_of_every_length(
 
 
 def test_a_widened_encoder_gives_the_same_vectors_bit_for_bit_on_two_threads() -> None:
-    """OnnxMiniLMEncoder.widened(2), which embedding behind a simulation uses, changes no bit of any vector; queries keep one thread."""
+    """OnnxMiniLMEncoder.widened(2), which embedding behind a simulation uses, changes no bit of any vector."""
     narrow = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
-    wide = narrow.widened(2)
     texts = varied_texts(150, seed=9)
-    assert np.array_equal(np.vstack([wide.encode([text]) for text in texts]), np.vstack([narrow.encode([text]) for text in texts]))
-    assert np.array_equal(wide.encode(texts), narrow.encode(texts))
+    one_by_one, together = np.vstack([narrow.encode([text]) for text in texts]), narrow.encode(texts)  # on one thread
+    assert narrow._session().get_session_options().intra_op_num_threads == 1
+    wide = narrow.widened(2)
+    assert np.array_equal(np.vstack([wide.encode([text]) for text in texts]), one_by_one)
+    assert np.array_equal(wide.encode(texts), together)
     assert wide.identity == narrow.identity
-    options = {threads: session.get_session_options().intra_op_num_threads for threads, session in narrow._sessions.items()}
-    assert options == {1: 1, 2: 2}  # one session each, built once and shared by the copies
+
+
+def test_a_widened_encoder_replaces_the_one_thread_session_rather_than_holding_a_second() -> None:
+    """Each session holds its own packed copy of the weights: once widened, the encoder and its copies run on one two-thread session."""
+    narrow = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+    alone = narrow.encode(["a query before any widening"])
+    wide = narrow.widened(2)
+    wide.encode(["an entry embedded behind"])
+    assert narrow._session() is wide._session()
+    assert narrow._session().get_session_options().intra_op_num_threads == 2
+    assert np.array_equal(narrow.encode(["a query before any widening"]), alone)
+    narrow.widened(1).encode(["a narrower copy"])  # never narrows the session back: no second one is built
+    assert narrow._session() is wide._session()
 
 
 def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(

@@ -6,13 +6,16 @@ import contextlib
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from journal import Journal, ModelNotFoundError, SemanticUnavailableError
+from journal.encoding.base import document_text
 from journal.encoding.semantic import QUERY_MEMO_SIZE, QueryMemo
 from journal.indexing.index import INDEX_SCHEMA_VERSION
 from tests.journal._fakes import FakeEncoder
@@ -87,6 +90,39 @@ def test_reindex_re_embeds_every_entry_in_batches_with_progress(root: Path, make
         assert journal.reindex(on_progress=lambda d, t: progress.append((d, t))) == 7
     assert progress[0] == (0, 7) and progress[-1] == (7, 7)
     assert len(_vector_models(root)) == 7
+
+
+class _ChunkRecorder(FakeEncoder):
+    """A FakeEncoder that keeps each list of texts it was asked to encode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.chunks.append(list(texts))
+        return super().encode(texts)
+
+
+def test_bulk_embedding_encodes_chunks_of_texts_of_about_one_length_and_stores_each_vector_with_its_entry(
+    root: Path, make_payload: Payload,
+) -> None:
+    """A chunk is padded to its longest text: short and long entries appended in turn are embedded in chunks of their own length."""
+    with Journal(root) as plain:
+        for i in range(64):  # short and long in turn, so that chunks cut in append order would mix them
+            plain.append(make_payload(voice=f"short {i}" if i % 2 == 0 else f"long {i} " + "word " * 60))
+    encoder = _ChunkRecorder()
+    with Journal(root, enable_nn=True, encoder=encoder) as journal:
+        assert journal.embed().embedded == 64
+        mixed = [chunk for chunk in encoder.chunks if len({text.split()[-2] == "word" for text in chunk}) > 1]
+        assert len(encoder.chunks) == 2 and mixed == []
+        voices = {entry.id: entry.voice for entry in journal.list(limit=64)}
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
+        stored = conn.execute("SELECT e.id, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry").fetchall()
+    assert len(stored) == 64
+    for entry_id, blob in stored:  # each vector is its own entry's, whatever chunk it was computed in
+        own = encoder.encode([document_text("harbor light", ["harbor", "light"], None, voices[entry_id])])[0]
+        assert np.array_equal(np.frombuffer(blob, dtype="<f4"), own)
 
 
 def test_an_index_of_the_previous_schema_version_is_rebuilt_with_a_vectors_table(root: Path, make_payload: Payload) -> None:

@@ -265,7 +265,7 @@ class _Watched(MiniLMEncoder):
 
 
 def test_embed_encodes_two_chunks_at_once_and_stores_the_vectors_one_thread_gives_bit_for_bit(tmp_path: Path) -> None:
-    """A bulk embed spreads its chunks over two threads; every vector is the one a single-threaded encode of the same chunk gives."""
+    """A bulk embed spreads its chunks (of texts of about one length) over two threads; every vector is the one a single-threaded encode of the same chunk gives."""
     root = tmp_path / "journal"
     with Journal(root) as journal:
         for n in range(100):  # 32 texts per encode: three full chunks and a short one
@@ -278,7 +278,12 @@ def test_embed_encodes_two_chunks_at_once_and_stores_the_vectors_one_thread_give
     bulk = watched.calls[:]
     assert len({thread for thread, _ in bulk}) == 2 and threading.get_ident() not in {thread for thread, _ in bulk}
     texts = [document_text(entry.theme, entry.tags, (entry.signals or {}).get("focus"), entry.voice) for entry in ordered]
-    alone = np.vstack([watched.encode(texts[start:start + 32]) for start in range(0, len(texts), 32)])
+    # The chunks embed cuts: 32 texts at a time from the texts sorted by length (stable: equal lengths in entry order).
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    alone = np.empty((len(texts), 384), dtype=np.float32)
+    for start in range(0, len(order), 32):
+        chunk = order[start:start + 32]
+        alone[chunk] = watched.encode([texts[i] for i in chunk])
     with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn:
         stored = dict(conn.execute("SELECT e.id, v.vector FROM entries e JOIN vectors v ON v.entry = e.rowid").fetchall())
     assert [stored[entry.id] for entry in ordered] == [row.astype("<f4").tobytes() for row in alone]

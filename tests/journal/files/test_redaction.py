@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import random
 import string
@@ -188,3 +189,22 @@ def test_redaction_is_configurable_off_and_with_extra_patterns(tmp_path: Path) -
     with pytest.raises(ValueError, match="does not compile"):
         Journal(tmp_path / "bad", redact_patterns={"ticket": "("})
     assert not (tmp_path / "bad").exists()
+
+
+def test_an_import_stores_entries_as_exported_and_a_rerun_finds_them_duplicates(tmp_path: Path) -> None:
+    """Redaction is the append's: an entry another journal stored with its secret is imported byte for byte (redacting it would give
+    an entry of the same id with other bytes, a conflict on every rerun), and appends with redaction on still redact; and a group
+    append of payloads (append_many) redacts as append does."""
+    secret = "ghp_Zq8Lw2Rt6Yp1Xc4Vb7Nm0Ks3Df5Gh9Jj2Aa"  # noqa: S105 - a made-up token, planted to be redacted
+    source = Journal(tmp_path / "source", redact="off")
+    kept = source.append({"kind": "note", "agent": "motoko", "theme": "deploy", "voice": f"token {secret}"})
+    stream = io.BytesIO()
+    source.export(stream)
+    target = Journal(tmp_path / "target")
+    for attempt in range(2):
+        summary = target.import_stream(io.BytesIO(stream.getvalue()))
+        assert (summary.appended, summary.duplicate, summary.conflict) == ((1, 0, 0) if attempt == 0 else (0, 1, 0))
+    assert target.get(kept.id).to_json_bytes() == kept.to_json_bytes()
+    [grouped] = target.append_many([{"kind": "note", "agent": "motoko", "theme": "deploy", "voice": f"again {secret}"}])
+    assert not isinstance(grouped, Exception)
+    assert secret not in grouped.entry.voice and grouped.entry.meta["redacted"]["spans"] == 1

@@ -93,7 +93,7 @@ def test_tools_and_their_schemas(everyone: McpServer, motoko: McpServer) -> None
         assert tool.input_schema["additionalProperties"] is False
         assert tool.annotations is not None and tool.annotations.read_only_hint is (tool.name != "journal_append")
     assert listed["journal_search"].input_schema["required"] == ["query"]
-    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "floor", "mode", "agent"}
+    assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "floor", "rerank", "mode", "agent"}
     append = listed["journal_append"].input_schema
     assert set(append["properties"]) == {"kind", "voice", "theme", "tags", "mood", "signals", "anchors", "client_key", "meta", "agent"}
     assert set(append["required"]) == {"kind", "agent", "voice", "theme"}
@@ -290,7 +290,21 @@ SEARCH_RULES: list[tuple[str, dict[str, Any], str]] = [
     ("floor-number", {"floor": 0}, "floor must be true or false, got a number 0"),
     ("no-floor-without-nn", {"floor": False}, "floor=False (--no-floor; floor: false over MCP) lifts the relevance floor of ranking by meaning"),
     ("bad-as-of", {"as_of": "2026-09-05 at four"}, "as_of: expected a date (2026-01-01)"),
+    ("rerank-string", {"rerank": "no"}, 'rerank must be true or false, got a string "no"'),
 ]
+
+
+def test_rerank_false_ranks_without_the_neighbours(everyone: McpServer, shared: tuple[Path, dict[str, str]]) -> None:
+    """The tide pulse continues the harbor-light note: a search for the note's own words brings it in, unless rerank is false."""
+    ids = shared[1]
+    for tool, key in (("journal_search", "hits"), ("journal_context", "records")):
+        found = everyone.ok(tool, query="flickered ferry", agent="motoko", k=2)[key]
+        plain = everyone.ok(tool, query="flickered ferry", agent="motoko", k=2, rerank=False)[key]
+        if tool == "journal_search":
+            assert (_ids(found), _ids(plain)) == ([ids["light"], ids["tide"]], [ids["light"]])
+        else:  # the context fills up with recent entries; only the matches differ
+            assert [(r["id"], r["found_by"]) for r in found if r["found_by"] == "match"] == [(ids["light"], "match"), (ids["tide"], "match")]
+            assert [r["id"] for r in plain if r["found_by"] == "match"] == [ids["light"]]
 
 
 @pytest.mark.parametrize(("changes", "message"), [(c, m) for _, c, m in SEARCH_RULES], ids=[i for i, _, _ in SEARCH_RULES])

@@ -100,5 +100,7 @@ def test_an_mcp_append_is_tool_and_may_only_lower_itself_to_untrusted(tmp_path: 
             assert "meta.origin must be 'tool' or 'untrusted'" in refused
         context = server.ok("journal_context", query="maintenance mode backup")
         assert [record["id"] for record in context["records"]] == [plain["entry"]["id"]]
+        asked = server.ok("journal_context", query="maintenance mode backup", include_untrusted=True)
+        assert {record["id"] for record in asked["records"]} == {plain["entry"]["id"], lowered["entry"]["id"]}
     with Journal(root) as journal:
         assert len(journal.list()) == 2

@@ -80,7 +80,7 @@ def test_ghostrunner_ends_with_the_errors_exit_code_in_one_line(monkeypatch: pyt
     def refuse(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr("runner.cli.cli.run_demo", refuse)
+    monkeypatch.setattr("runner.run.demo.run_demo", refuse)  # the demo command imports it when it runs
     result = CliRunner().invoke(runner_cli, ["demo", "--days", "7"])
     assert result.exit_code == code, result.output
     assert result.stderr == f"ghostrunner: error: {error}\n"
@@ -94,7 +94,7 @@ def test_a_missing_journal_exits_3_in_both_commands(tmp_path: Path, monkeypatch:
     def refuse(*args: object, **kwargs: object) -> None:
         raise JournalNotFoundError(missing)
 
-    monkeypatch.setattr("runner.cli.cli.run_demo", refuse)
+    monkeypatch.setattr("runner.run.demo.run_demo", refuse)  # the demo command imports it when it runs
     runner = CliRunner().invoke(runner_cli, ["demo", "--days", "7"])
     assert (journal.exit_code, runner.exit_code) == (3, 3)
     assert journal.stderr == f"ghostjournal: error: {JournalNotFoundError(missing)}\n"
@@ -106,7 +106,7 @@ def test_a_missing_journal_exits_3_in_both_commands(tmp_path: Path, monkeypatch:
 def test_a_simulation_the_filesystem_refused_exits_with_that_refusals_code(monkeypatch: pytest.MonkeyPatch, fault: str, code: int) -> None:
     """simulate exits with the code of the JournalStorageError its journal's filesystem refused with, whatever else failed."""
     refused = SimulationSummary("motoko", "2026-08-01T00:00:00+00:00", "2026-08-02T00:00:00+00:00", 2, {"failed": 2}, [], 0.1, fault)
-    monkeypatch.setattr("runner.cli.cli.simulate", lambda *args, **kwargs: [refused])
+    monkeypatch.setattr("runner.run.simulate.simulate", lambda *args, **kwargs: [refused])
     result = CliRunner().invoke(runner_cli, ["simulate", "--days", "1", "--start", "2026-08-01"])
     assert result.exit_code == code, result.output
 

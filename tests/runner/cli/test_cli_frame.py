@@ -102,7 +102,7 @@ def test_status_is_a_table_on_a_terminal_and_json_in_a_pipe(config: Path, tmp_pa
     piped = subprocess.run([*GHOSTRUNNER, *args], capture_output=True, text=True, check=False)
     forced = subprocess.run([*GHOSTRUNNER, *args, "--json"], capture_output=True, text=True, check=False)
     assert table.returncode == piped.returncode == forced.returncode
-    assert table.stdout.splitlines()[0].split() == ["AGENT", "ROUTINE", "STATE", "DUE", "SLOT", "LAST", "SUCCESS", "LAST", "FAILURE"]
+    assert table.stdout.splitlines()[0].split() == ["AGENT", "ROUTINE", "STATE", "DUE", "SLOT", "LAST", "SUCCESS", "LAST", "FAILURE", "LAST", "RUN", "TODAY", "7", "DAYS", "LATENESS"]
     assert "motoko  evening" in table.stdout and "status: " in table.stdout
     assert piped.stdout == forced.stdout
     assert {pair["routine"]: pair["state"] for pair in json.loads(piped.stdout)["pairs"]}["evening"] == "ok"

@@ -113,7 +113,7 @@ def test_on_a_terminal_history_is_a_table(logged: tuple[Path, Path, list[dict[st
     assert process.stderr is not None
     process.stderr.close()
     lines = b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
-    assert lines[0].split() == ["LAST", "RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "ERROR"]
+    assert lines[0].split() == ["LAST", "RUN", "AGENT", "ROUTINE", "SLOT", "OUTCOME", "ATTEMPTS", "DURATION", "SPENT", "ERROR"]
     assert lines[1].split()[2:7] == ["motoko", "pulse-4h", "2026-09-06T08", "appended", "1"]
     assert lines[2].split()[2:7] == ["motoko", "evening", "2026-09-05", "appended", "3"] and "command backend (agent motoko)" in lines[2]
     assert lines[-1].startswith("2 slots; input: ")

@@ -88,7 +88,7 @@ def test_log_finished_writes_the_documented_fields_at_the_outcome_level() -> Non
     assert [log["reason"] for log in logs] == [None, None, "slot_locked", "paused"]
     assert type(logs[0]["outcome"]) is str
     assert set(logs[0]) == {"event", "log_level", "run_id", "agent", "routine", "slot", "client_key", "scheduled", "entry_id", "outcome",
-                            "duration_ms", "error", "dry_run", "reason", "attempts"}
+                            "duration_ms", "error", "dry_run", "reason", "attempts", "tokens", "cost"}
     assert logs[0]["attempts"] == 2
 
 

@@ -1,0 +1,209 @@
+"""Budgets benchmark (not a test): a year of three agents under cost_per_day against a usage-reporting server on 127.0.0.1.
+
+Run:  python bench/bench_budgets.py [--days 365] [--checks 1000]
+
+Each slot of each agent (a pulse every four hours and an evening, three
+agents) runs in order through ``run_at``, the code path of ``ghostrunner
+run``, against a chat-completions server on the loopback that reports a
+``usage`` that varies from call to call. Every agent has a model and price of
+its own and a ``cost_per_day`` that lets about half its runs through. It
+checks, and prints:
+
+* the cap is never exceeded on any day by more than one run's cost;
+* every slot skipped for budget is recorded (``skipped``, reason ``budget``);
+* the server is never called for a skipped slot (the requests it got are
+  exactly the admitted runs', by model, routine and slot);
+* the ledger's cost equals the sum of the runs' costs.
+
+Then it times the budget check (``Budgets.admit`` and ``settle``, as one run
+makes them) with the ledger holding at least 10,000 recorded runs.
+Targets: the four checks hold; a budget check costs at most 1 ms a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from runner import configure_logging, load_config
+from runner.cron.slots import cron_trigger, fire_times
+from runner.run.budgets import Admission, Budgets
+from runner.run.contract import RunIdentity
+from runner.run.engine import run_at
+
+REPO = Path(__file__).resolve().parents[1]
+PERSONA = REPO / "examples" / "agents" / "motoko.toml"
+AGENTS = ("a1", "a2", "a3")
+PRICE = (3.0, 15.0)  # per million tokens in, out
+CAP = 0.03  # a day's cost per agent: about half of its seven runs
+
+
+class UsageServer:
+    """A chat-completions server answering a valid entry with a usage that varies, recording (model, user message) per request."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                user = body["messages"][1]["content"]
+                server.requests.append((body["model"], user))
+                n = len(server.requests)
+                usage = {"prompt_tokens": 800 + (n * 37) % 900, "completion_tokens": 100 + (n * 53) % 400}
+                content = json.dumps({"voice": f"Reflection {n}.", "theme": "the harbour"})
+                payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}], "usage": usage}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def _config(directory: Path, url: str) -> Path:
+    shutil.copy(PERSONA, directory / "motoko.toml")
+    text = '[runner]\njournal_root = "./journal"\ntimezone = "UTC"\n'
+    for agent in AGENTS:
+        text += (
+            f'[agents.{agent}]\npersona = "motoko.toml"\nroutines = ["pulse-4h", "evening"]\n'
+            f'backend = {{type = "openai", base_url = "{url}", model = "m-{agent}", attempts = 1}}\n'
+            f'[prices."m-{agent}"]\ninput = {PRICE[0]}\noutput = {PRICE[1]}\n'
+        )
+    text += "[budgets]\n" + "".join(f"[budgets.agents.{agent}]\ncost_per_day = {CAP}\n" for agent in AGENTS)
+    path = directory / "ghostrunner.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _year(path: Path, days: int, server: UsageServer) -> dict[str, Any]:
+    config = load_config(path)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=days)
+    fires = sorted(
+        (fire, agent, routine)
+        for agent in AGENTS
+        for routine in ("pulse-4h", "evening")
+        for fire in fire_times(cron_trigger(config.routines[routine].schedule, config.timezone), start, end)
+    )
+    results = []
+    began = time.perf_counter()
+    for fire, agent, routine in fires:
+        results.append((agent, run_at(config, agent, routine, at=fire, run_timeout=60.0)))
+    seconds = time.perf_counter() - began
+    per_day: dict[tuple[str, str], list[float]] = defaultdict(list)
+    skipped = asked = 0
+    expected_requests = []
+    for agent, result in results:
+        if result.reason == "budget":
+            skipped += 1
+            assert result.outcome == "skipped", result
+            assert result.attempts == 0, result
+            continue
+        assert result.outcome == "appended", result
+        asked += 1
+        per_day[(agent, result.scheduled[:10])].append(result.cost or 0.0)
+        expected_requests.append((f"m-{agent}", result.routine, result.slot))
+    most_run = max(cost for costs in per_day.values() for cost in costs)
+    over = max(sum(costs) - CAP for costs in per_day.values())
+    seen = sorted((model, *re.match(r"Routine: (\S+) .*?, slot (\S+),", user).groups()) for model, user in server.requests)  # type: ignore[union-attr]
+    ledger_cost = Budgets(config).used()[1]
+    run_cost = sum(result.cost or 0.0 for _, result in results)
+    return {
+        "days": days,
+        "runs": len(results),
+        "asked": asked,
+        "skipped_for_budget": skipped,
+        "seconds": round(seconds, 1),
+        "most_over_cap_in_a_day": round(over, 6),
+        "most_one_run_cost": round(most_run, 6),
+        "cap_held": over <= most_run,
+        "server_calls": len(server.requests),
+        "server_called_only_for_admitted_runs": seen == sorted(expected_requests),
+        "ledger_cost": round(ledger_cost, 6),
+        "sum_of_run_costs": round(run_cost, 6),
+        "ledger_equals_sum": abs(ledger_cost - run_cost) < 1e-6,
+    }
+
+
+def _checks(path: Path, count: int) -> dict[str, Any]:
+    """Time admit + settle with the ledger holding at least 10,000 runs (filled with recorded runs first if it has fewer)."""
+    config = load_config(path)
+    budgets = Budgets(config)
+    routine = config.routines["pulse-4h"]
+    filled = 0
+    with budgets.writing() as db:
+        (rows,) = db.execute("SELECT count(*) FROM runs").fetchone()
+        day = datetime(2030, 1, 1, tzinfo=UTC)
+        for n in range(max(0, 10_000 - rows)):
+            at = day + timedelta(hours=4 * n)
+            db.execute("INSERT INTO runs VALUES (?, ?, 'a1', 'pulse-4h', ?, 1000, 0.001, 0)", (f"fill-{n}", f"a1:pulse-4h:{n}", at.timestamp()))
+            filled += 1
+        (rows,) = db.execute("SELECT count(*) FROM runs").fetchone()
+    timings = []
+    base = datetime(2035, 1, 1, tzinfo=UTC)
+    for n in range(count):
+        scheduled = base + timedelta(days=n)  # a fresh day each: every check sums a window and admits
+        identity = RunIdentity.of("a2", routine, scheduled, config.timezone)
+        began = time.perf_counter()
+        admission = budgets.admit(identity, scheduled)
+        if isinstance(admission, Admission):
+            admission.settle(_FakeResult())  # type: ignore[arg-type]
+        timings.append((time.perf_counter() - began) * 1000)
+    return {
+        "ledger_runs": rows,
+        "filled": filled,
+        "checks": count,
+        "median_ms": round(statistics.median(timings), 3),
+        "p95_ms": round(sorted(timings)[int(count * 0.95) - 1], 3),
+    }
+
+
+class _FakeResult:
+    """What settle reads of a run's result: one backend call that used 1,000 tokens."""
+
+    attempts = 1
+    tokens = {"in": 800, "out": 200}  # noqa: RUF012 - read only
+    cost = 0.0054
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--checks", type=int, default=1000)
+    args = parser.parse_args()
+    configure_logging(json=True, level="error", stream=sys.stderr)
+    with tempfile.TemporaryDirectory() as temp:
+        directory = Path(temp)
+        server = UsageServer()
+        path = _config(directory, server.url)
+        year = _year(path, args.days, server)
+        print(json.dumps({"year": year}, indent=2), flush=True)
+        checks = _checks(path, args.checks)
+        print(json.dumps({"budget_checks": checks}, indent=2))
+        server.httpd.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The newest matches of a query whose every word is common, found by reading the entries newest first.
+
+Such a query ranks only its newest matches (see :class:`journal.indexing._fts.CommonWords`):
+newest by the entries' own time, then id, never by rowid, since rowids follow
+the order of the appends, which a rebuild from the files does not keep.
+Asking the text table for every match and sorting them by time would decode
+the posting lists of words found in most of the journal, only to keep the
+newest few. Instead the entries are read newest first from their time index
+(which ends with the id, so the read is of the index alone and in order), a
+batch at a time, and the text table is asked which of them match within the
+batch's rowid range: FTS5 reads a rowid range without decoding the rest. The
+words being common, the first batch is mostly matches. Then only the chosen
+rows' range is scored.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from journal.indexing._tables import COLUMNS
+
+__all__ = ["newest_ranked"]
+
+
+def newest_ranked(
+    conn: sqlite3.Connection,
+    table: str,
+    match: str,
+    clauses: list[str],
+    params: list[Any],
+    k: int,
+    *,
+    candidates: int,
+    weights: str,
+) -> list[tuple[Any, ...]]:
+    """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of :data:`COLUMNS`, score and rowid.
+
+    *clauses* and *params* keep the window (conditions on ``entries`` as ``e``).
+    Equal scores go to the newer entry, then to the greater id, as the full ranking orders them.
+    """
+    picked = _newest_matches(conn, table, match, clauses, params, candidates)
+    if not picked:
+        return []
+    # Only the chosen rows are scored, within their rowid range (mostly the latest rows). BM25 takes its
+    # statistics from the whole table, so a score read within a range is the score of the full ranking.
+    scored = conn.execute(
+        f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
+        [match, min(picked), max(picked)],
+    )
+    rank = dict(scored)
+    # picked is newest first and the sort is stable, so ties go to the newer entry, then the id.
+    best = sorted(picked, key=rank.__getitem__)[:k]
+    rows = {
+        row[-1]: row
+        for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
+    }
+    return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
+
+
+def _newest_matches(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], candidates: int) -> list[int]:
+    """The rowids of the newest *candidates* matches in the window, newest first."""
+    picked: list[int] = []
+    # The first batch has room for a few entries that do not match; the later ones are sized by the share that did.
+    batch = candidates + candidates // 4 + 8
+    after: tuple[str, str] | None = None
+    while len(picked) < candidates:
+        where, args = list(clauses), list(params)
+        if after is not None:
+            # The plain bound lets SQLite range over the time index; the row value keeps ties on ts_utc exact.
+            where += ["e.ts_utc <= ?", "(e.ts_utc, e.id) < (?, ?)"]
+            args += [after[0], *after]
+        condition = f"WHERE {' AND '.join(where)}" if where else ""
+        # The time index ends with the id: without a kind, the batch is read from the index alone, in order.
+        sql = f"SELECT e.rowid FROM entries e {condition} ORDER BY e.ts_utc DESC, e.id DESC LIMIT ?"
+        rowids = [row[0] for row in conn.execute(sql, [*args, batch])]
+        if not rowids:
+            break
+        # Which of them match: FTS5 reads the rowid range alone, and without a score it decodes no positions.
+        matching = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(rowids), max(rowids)]
+            )
+        }
+        found = [rowid for rowid in rowids if rowid in matching]
+        picked += found[: candidates - len(picked)]
+        if len(rowids) < batch:
+            break
+        after = conn.execute("SELECT ts_utc, id FROM entries WHERE rowid = ?", (rowids[-1],)).fetchone()
+        # As many more as the matches still missing need at the share of matches seen so far, with room to spare.
+        batch = min(2 * batch, -(-2 * (candidates - len(picked)) * len(rowids) // len(found))) if found else 2 * batch
+    return picked

@@ -1,0 +1,107 @@
+"""Neighbour-aware ranking: an entry's score raised by the best score among its neighbours.
+
+In a conversation the turn that answers a question sits next to a turn that
+matches the question's words; in an agent's journal a reflection continues
+the one before it. So after the arms (and their fusion) have scored the
+candidates, each entry also earns ``weight`` times the best score of its
+neighbours among the ``sources`` best candidates: the entries it continues
+and those that continue it (``signals.continuity_refs``, both ways), and the
+entries of its agent written just before and after it within
+``window_seconds``. A neighbour the arms did not return joins the
+candidates with that lift alone. An entry with no neighbour keeps its score.
+
+Only the journal's own fields are read (links and times), never an entry's
+text. The numbers are in :data:`NEIGHBOURS`; the figures that chose them are
+in docs/retrieval.md (``bench/bench_retrieval.py locomo``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from journal.indexing.index import Index, Window
+
+__all__ = ["NEIGHBOURS", "NeighbourParams", "lift", "with_neighbours"]
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbourParams:
+    """How much neighbours count.
+
+    Attributes:
+        weight: the share of its best neighbour's score an entry earns (0 turns the stage off).
+        sources: how many of the best candidates lend their score to their neighbours.
+        window_seconds: how close in time two entries of one agent must be to neighbour each other.
+    """
+
+    weight: float = 0.6
+    sources: int = 50
+    window_seconds: float = 900.0
+
+    def __post_init__(self) -> None:
+        if self.weight < 0 or self.sources < 1 or self.window_seconds < 0:
+            raise ValueError(f"neighbour weight and window must be >= 0 and sources >= 1, got {self!r}")
+
+
+#: The parameters the journal ranks with.
+NEIGHBOURS: Final = NeighbourParams()
+
+
+def lift(
+    ranked: Sequence[tuple[str, float]],
+    linked: Mapping[str, Collection[str]],
+    params: NeighbourParams = NEIGHBOURS,
+    *,
+    adjacent: Mapping[str, Collection[str]] | None = None,
+    exclude: Collection[str] = (),
+    times: Mapping[str, str] | None = None,
+) -> list[tuple[str, float]]:
+    """*ranked* (best-first ``(id, score)``) with each entry's score raised by ``weight`` times its best neighbour's.
+
+    *linked* and *adjacent* map a source to its neighbours by continuity and
+    by time. A linked neighbour not in *ranked* (and not in *exclude*) joins
+    with its lift alone; an adjacent one only lifts an entry *ranked* holds.
+    Ties keep the order of *ranked*, new entries after those it held, the
+    newer first by *times* (``ts_utc`` by id), then by id: ids are random, so
+    an order by id alone would differ between two journals of the same appends.
+    """
+    own = dict(ranked)
+    best: dict[str, float] = {}
+    for source, score in ranked[: params.sources]:
+        if score <= 0:
+            continue
+        near = [*linked.get(source, ()), *(other for other in (adjacent or {}).get(source, ()) if other in own)]
+        for other in near:
+            if other not in exclude and score > best.get(other, 0.0):
+                best[other] = score
+    if not best or params.weight == 0:
+        return list(ranked)
+    position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
+    far = len(ranked)
+    scores = {entry_id: own.get(entry_id, 0.0) + params.weight * best.get(entry_id, 0.0) for entry_id in own.keys() | best.keys()}
+    lifted = sorted(scores.items(), key=lambda item: item[0])
+    lifted.sort(key=lambda item: (times or {}).get(item[0], ""), reverse=True)  # a stable sort: equal times keep the id order
+    lifted.sort(key=lambda item: (-item[1], position.get(item[0], far)))
+    return lifted
+
+
+def with_neighbours(
+    index: Index,
+    ranked: Sequence[tuple[str, float]],
+    window: Window,
+    params: NeighbourParams = NEIGHBOURS,
+    *,
+    exclude: Collection[str] = (),
+) -> list[tuple[str, float]]:
+    """:func:`lift` with the neighbours in *window* of the best ``sources`` candidates read from *index*."""
+    sources = [entry_id for entry_id, score in ranked[: params.sources] if score > 0]
+    if not sources or params.weight == 0:
+        return list(ranked)
+    near = index.neighbours(sources, within_seconds=params.window_seconds, window=window)
+    held = {entry_id for entry_id, _ in ranked}
+    joining = sorted({other for group in near.linked.values() for other in group} - held)
+    times = {row.id: row.ts_utc for row in index.rows(window, ids=joining)} if joining else {}
+    return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=times)

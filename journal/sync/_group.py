@@ -1,0 +1,193 @@
+"""Appending a group of entries at once: each checked as an append checks it, all published with one index transaction.
+
+An append pays for its durability one entry at a time: its file's fsync,
+its directory's fsync, an index commit. A group pays for them once, in the
+same order, so every promise of :mod:`journal.sync._append` holds for each
+of its entries:
+
+1. Under the writer lock, in one write transaction, each entry is checked
+   as an append checks it (its client_key, its id, its links) and its rows
+   are staged. The checks see the rows staged before them, so a group
+   answers as the same appends one after another would: a second entry of
+   one client_key gets the first back as a duplicate, a second of one id is
+   a :class:`DuplicateEntryError`, a link to an earlier entry of the group
+   is a link to an existing entry.
+2. The lock's generation is bumped once (so a crash from here on is noticed
+   by the next writer), then every staged entry is written to its temporary
+   file, and the files are fsynced together (:meth:`EntryStore.sync_temp`).
+3. Only then is each file given its name, and each day directory fsynced
+   once: no name ever points at bytes not yet on the disk.
+4. Only then do the rows commit: **the index is never ahead of the files.**
+
+A crash anywhere leaves some of the group's files published and none of its
+rows committed; the next writer indexes those files (the generation moved),
+so a rerun of the same appends finds each one stored as a duplicate.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from journal.errors import DuplicateEntryError, EntryValidationError
+from journal.files import storage_errors
+from journal.files.entry import Entry
+from journal.files.store import EntryStore, PendingEntry
+from journal.sync._append import AppendResult, _check_links, _earlier_for_key, _end_transaction, _index_problem, _undo_bump
+from journal.sync._keeper import IndexKeeper
+
+__all__ = ["GroupOutcome", "append_group"]
+
+log = logging.getLogger("journal")
+
+#: What one payload of a group came to: stored or found stored (an AppendResult), or refused as an append refuses it.
+GroupOutcome = AppendResult | DuplicateEntryError | EntryValidationError
+
+
+def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Entry]) -> list[GroupOutcome]:
+    """Validate and durably store *payloads* as :func:`journal.sync._append.append` would one after another; one outcome each.
+
+    An :class:`Entry` is taken as it is (:meth:`Entry.from_payload` validated it), with the id it holds.
+
+    A payload an append would refuse (invalid, an id already held, a link to
+    no entry of its agent) is refused alone, its error as its outcome, and the
+    others are stored. A failure of the disk or the index raises, as an
+    append's does: what was published before it is found by the next writer.
+    """
+    outcomes: list[GroupOutcome | None] = [None] * len(payloads)
+    entries: list[tuple[int, Entry]] = []
+    supplied_id = [isinstance(payload, Entry) or "id" in payload for payload in payloads]
+    for position, payload in enumerate(payloads):
+        try:
+            entries.append((position, payload if isinstance(payload, Entry) else Entry.from_payload(payload)))
+        except EntryValidationError as exc:
+            outcomes[position] = exc
+    semantic = keeper.semantic
+    vectors: dict[int, bytes | concurrent.futures.Future[bytes]] = {}
+    if semantic is not None:  # embedded before the lock is taken, as an append's is
+        for position, entry in entries:
+            behind = semantic.embed_behind(entry)
+            vectors[position] = behind if behind is not None else semantic.embed_entry(entry)
+    stored: list[tuple[int, Entry]] = []
+    with keeper.lock:
+        keeper.sync_locked()
+        conn = keeper.index.begin()
+        try:
+            for position, entry in entries:
+                outcome = _stage(
+                    keeper,
+                    conn,
+                    entry,
+                    has_id=supplied_id[position],
+                    vector=vectors.get(position),
+                    staged=stored,
+                )
+                outcomes[position] = outcome
+                if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
+                    stored.append((position, entry))
+            if not stored:
+                return _settled(outcomes)
+            generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+            keeper.note_write_begun()
+            keeper.index.set_generation(conn, generation)
+            _publish(keeper, [entry for _, entry in stored])
+            try:
+                keeper.index.commit()
+            except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
+                _group_fell_behind(keeper, len(stored), exc)
+                return _settled(outcomes)
+        finally:
+            _end_transaction(keeper)
+        keeper.note_caught_up(generation)
+    if semantic is not None:
+        for position, entry in stored:
+            vector = vectors[position]
+            if isinstance(vector, concurrent.futures.Future):
+                semantic.pend(entry.id, vector)
+    return _settled(outcomes)
+
+
+def _settled(outcomes: list[GroupOutcome | None]) -> list[GroupOutcome]:
+    settled = [outcome for outcome in outcomes if outcome is not None]
+    assert len(settled) == len(outcomes)  # noqa: S101 - every payload was answered
+    return settled
+
+
+def _stage(
+    keeper: IndexKeeper,
+    conn: sqlite3.Connection,
+    entry: Entry,
+    *,
+    has_id: bool,
+    vector: bytes | concurrent.futures.Future[bytes] | None,
+    staged: list[tuple[int, Entry]],
+) -> GroupOutcome:
+    """Under the lock, in the group's transaction: check *entry* as an append does and stage its rows, or say why not."""
+    index = keeper.index
+    if entry.client_key is not None:
+        existing = index.client_key_entry(entry.client_key, entry.agent)
+        if existing is not None:
+            # An earlier entry of this group has no file yet: it is the answer as it stands.
+            earlier = next((held for _, held in staged if held.id == existing[0]), None)
+            if earlier is None:
+                earlier = _earlier_for_key(keeper, conn, entry, *existing)
+            if earlier is not None:
+                return AppendResult(earlier, is_duplicate=True)
+    rel_path = EntryStore.rel_path_for(entry)
+    if has_id and (index.find_id(entry.id) is not None or os.path.lexists(keeper.store.entries_dir / rel_path)):
+        # A file at the name the index does not hold would make the publish fail: refused now, as that publish is.
+        return DuplicateEntryError(entry.id)
+    try:
+        _check_links(keeper, entry)
+    except EntryValidationError as exc:
+        return exc
+    index.insert_entry(conn, entry, rel_path)
+    if isinstance(vector, bytes):
+        assert keeper.semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
+        keeper.semantic.insert(conn, entry.id, vector)
+    return AppendResult(entry, is_duplicate=False)
+
+
+def _publish(keeper: IndexKeeper, entries: list[Entry]) -> None:
+    """Write *entries*' files, fsync them together, then name them and fsync each day directory once.
+
+    Until a name is given, a failure leaves nothing (and takes back the
+    generation's bump); after, the names given stay, for the next writer to index.
+    """
+    store = keeper.store
+    pending: list[PendingEntry] = []
+    with storage_errors(store.entries_dir, "write new entry files in"):
+        try:
+            pending.extend(store.write_temp(entry, durable=False) for entry in entries)  # keeps those written before a failure
+            store.sync_temp(pending)
+        except BaseException:
+            for item in pending:
+                store.discard(item)
+            _undo_bump(keeper)  # nothing was published: the counter stays as it was
+            raise
+        for done, item in enumerate(pending):
+            try:
+                store.publish(item, durable=False)
+            except BaseException as exc:
+                for rest in pending[done + 1 :]:
+                    store.discard(rest)
+                if isinstance(exc, FileExistsError):  # a file made meanwhile by hand: the lock keeps every writer out
+                    raise DuplicateEntryError(item.entry.id) from None
+                raise
+        store.sync_dirs(item.rel_path for item in pending)
+
+
+def _group_fell_behind(keeper: IndexKeeper, count: int, exc: Exception) -> None:
+    """The group's files are published but its index commit failed: warn, and leave the index to be caught up (see _index_fell_behind)."""
+    problem = _index_problem(keeper, exc)
+    if problem is None:
+        return
+    log.warning(
+        "%d entries are stored in entries/, but the index could not record them: %s; the next open or append catches the index up",
+        count,
+        problem,
+    )

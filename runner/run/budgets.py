@@ -1,0 +1,245 @@
+"""Budgets enforced when a run starts: the ledger of what runs used, and the check of a run against it.
+
+The ledger is ``ledger.sqlite3`` in the runner's state directory
+(:mod:`runner.settings.state_dir`): beside the pause file and the slot locks,
+shared by ``serve``'s workers, the timers and manual runs of one deployment.
+Each run of a routine that asks a backend is one row: what it used (tokens
+in + out, and cost), counted on its slot's **scheduled** time, so that a
+catch-up run counts on its own day and a simulation on its virtual one.
+
+Before its backend is asked (:meth:`Budgets.admit`), a run takes the
+ledger's write lock (an SQLite ``BEGIN IMMEDIATE``, which serialises every
+process of the host), sums the window of each budget that applies to it (the
+runner-wide total, its agent's, its routine's) and:
+
+* when some budget is used up (what is recorded, runs still going included,
+  is at or over the limit), the slot is recorded as skipped for budget and
+  the run ends ``skipped`` with the reason ``budget``, its backend never
+  asked. The slot stays skipped: every later run of it (a retry, catch-up, a
+  manual run) is skipped again the same way, so a budget's day is never
+  bought back by catch-up;
+* otherwise the run is recorded as *going*, counted at its estimate until it
+  ends: ``max_tokens_per_run`` (priced as output), else the most a recorded run
+  used. So two runs that both start with room left do not both count on the
+  same room: the second sees the first's estimate, and a budget is
+  overspent by at most one run's excess over its estimate.
+
+When the run ends (:meth:`Admission.settle`), its row gets what it used. A run
+whose tokens are unknown (the backend did not say) counts as
+``max_tokens_per_run`` tokens (priced as output), else as its estimate; a run
+killed before it ended keeps its estimate.
+
+The window is the calendar day of the scheduled time in ``runner.timezone``
+(``budgets.window = "calendar"``), or the 24 hours up to it (``"rolling"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from pathlib import Path
+from typing import Final
+
+import structlog
+
+from runner.errors import StateFileError
+from runner.run.contract import RunIdentity, RunResult
+from runner.settings.config import BudgetConfig, Limits, Price, RunnerConfig
+from runner.settings.state_dir import ensure_state_dir, hand_over, state_dir
+
+__all__ = ["LEDGER_FILE", "Admission", "Budgets", "Refusal"]
+
+log = structlog.get_logger()
+
+LEDGER_FILE: Final = "ledger.sqlite3"
+#: How long a run waits for another process's check of the ledger; each takes about a millisecond.
+_LOCK_WAIT_SECONDS: Final = 30.0
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    client_key TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    routine TEXT NOT NULL,
+    at REAL NOT NULL,
+    tokens REAL NOT NULL,
+    cost REAL NOT NULL,
+    going INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_at ON runs (at);
+CREATE INDEX IF NOT EXISTS runs_tokens ON runs (tokens);
+CREATE INDEX IF NOT EXISTS runs_cost ON runs (cost);
+CREATE TABLE IF NOT EXISTS skipped (client_key TEXT PRIMARY KEY, budget TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a run may not start: the budget (its dotted key) that has no room, its limit, and what the window used."""
+
+    budget: str
+    limit: float
+    used: float
+    #: False for a slot skipped for budget before: the limit and use it met then are not kept.
+    known: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A run let through: :meth:`settle` records what it used when it ends."""
+
+    budgets: Budgets
+    run_id: str
+    max_tokens: int | None
+    price: Price | None
+    estimate: tuple[float, float]
+
+    def settle(self, result: RunResult) -> None:
+        """Record what the run of *result* used (see the module for unknown tokens)."""
+        if not result.attempts and result.tokens is None:
+            tokens, cost = 0.0, 0.0  # it never asked its backend (the slot's entry was there, it failed before)
+        elif result.tokens is not None:
+            tokens = float(result.tokens["in"] + result.tokens["out"])
+            cost = result.cost if result.cost is not None else 0.0
+        elif self.max_tokens is not None:
+            tokens = float(self.max_tokens)
+            cost = self.price.of(0, self.max_tokens) if self.price is not None else 0.0
+        else:
+            tokens, cost = self.estimate
+        with self.budgets.writing() as db:
+            db.execute("UPDATE runs SET tokens = ?, cost = ?, going = 0 WHERE run_id = ?", (tokens, cost, self.run_id))
+
+
+class Budgets:
+    """The budgets of one configuration, checked against its ledger (see the module)."""
+
+    def __init__(self, config: RunnerConfig) -> None:
+        self.config = config
+        self.settings: BudgetConfig = config.budgets
+        self.path = state_dir(config) / LEDGER_FILE
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def is_active(self) -> bool:
+        """Whether any budget limits a day (else no run needs the ledger)."""
+        return self.settings.has_day_limit
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            directory = ensure_state_dir(self.path.parent)
+            is_new = not self.path.exists()
+            db = sqlite3.connect(directory / LEDGER_FILE, timeout=_LOCK_WAIT_SECONDS, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StateFileError(
+                self.path, f"the budgets' ledger cannot be opened ({exc})", "check that the state directory is writable"
+            ) from None
+        if is_new:
+            with contextlib.suppress(OSError):
+                os.chmod(self.path, 0o600)
+                hand_over(self.path)
+        try:
+            # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync; a crash of the process
+            # loses nothing, a power cut at most the last commits (a run or two counted short).
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            db.close()
+            raise StateFileError(
+                self.path, f"the budgets' ledger cannot be opened ({exc})", "check that the state directory is writable"
+            ) from None
+        return db
+
+    def close(self) -> None:
+        """Close the ledger, if this object opened it."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[sqlite3.Connection]:
+        """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next."""
+        if self._db is None:
+            self._db = self._connect()
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.close()
+            raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
+
+    def _window(self, scheduled: datetime) -> tuple[float, float]:
+        """The [start, end) of the window *scheduled* counts in, as Unix times."""
+        if self.settings.window == "rolling":
+            return (scheduled - timedelta(days=1)).timestamp(), scheduled.timestamp() + 1e-3
+        local = scheduled.astimezone(self.config.timezone)
+        start = datetime.combine(local.date(), time(), tzinfo=self.config.timezone)
+        end = datetime.combine(local.date() + timedelta(days=1), time(), tzinfo=self.config.timezone)
+        return start.timestamp(), end.timestamp()
+
+    def _scopes(self, agent: str, routine: str) -> list[tuple[str, str, tuple[str, ...], Limits]]:
+        """(key, SQL filter, its parameters, limits) of each budget that applies to *agent*'s *routine*."""
+        scopes: list[tuple[str, str, tuple[str, ...], Limits]] = [("budgets", "", (), self.settings.total)]
+        if agent in self.settings.agents:
+            scopes.append((f"budgets.agents.{agent}", " AND agent = ?", (agent,), self.settings.agents[agent]))
+        if routine in self.settings.routines:
+            scopes.append((f"budgets.routines.{routine}", " AND routine = ?", (routine,), self.settings.routines[routine]))
+        return [scope for scope in scopes if scope[3].has_day_limit]
+
+    def admit(self, identity: RunIdentity, scheduled: datetime) -> Admission | Refusal:
+        """Let the run of *identity* start, recorded as going, or refuse it, its slot recorded as skipped for budget.
+
+        Raises:
+            StateFileError: the ledger cannot be opened or written.
+        """
+        agent = self.config.agent(identity.agent)
+        max_tokens = self.settings.max_tokens_for(identity.agent, identity.routine)
+        price = self.config.price_of(agent)
+        start, end = self._window(scheduled)
+        with self.writing() as db:
+            row = db.execute("SELECT budget FROM skipped WHERE client_key = ?", (identity.client_key,)).fetchone()
+            if row is not None:
+                return Refusal(row[0], 0.0, 0.0, known=False)
+            if max_tokens is not None:
+                estimate = (float(max_tokens), price.of(0, max_tokens) if price is not None else 0.0)
+            else:
+                # A going run's estimate is itself at most the most recorded before it, so all rows give the same maxima
+                # (and each max is one step down its index, whatever the ledger's length).
+                tokens_most = db.execute("SELECT max(tokens) FROM runs").fetchone()[0]
+                cost_most = db.execute("SELECT max(cost) FROM runs").fetchone()[0]
+                estimate = (float(tokens_most or 0.0), float(cost_most or 0.0))
+            for key, where, params, limits in self._scopes(identity.agent, identity.routine):
+                tokens, cost = db.execute(
+                    "SELECT coalesce(sum(tokens), 0), coalesce(sum(cost), 0) FROM runs WHERE at >= ? AND at < ?" + where,
+                    (start, end, *params),
+                ).fetchone()
+                for name, limit, used in (("tokens_per_day", limits.tokens_per_day, tokens), ("cost_per_day", limits.cost_per_day, cost)):
+                    if limit is not None and used >= limit:
+                        refusal = Refusal(f"{key}.{name}", float(limit), float(used))
+                        db.execute("INSERT OR IGNORE INTO skipped VALUES (?, ?)", (identity.client_key, refusal.budget))
+                        return refusal
+            db.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
+                (identity.run_id, identity.client_key, identity.agent, identity.routine, scheduled.timestamp(), *estimate),
+            )
+        return Admission(self, identity.run_id, max_tokens, price, estimate)
+
+    def used(self, *, since: datetime | None = None) -> tuple[float, float]:
+        """The tokens and cost recorded (runs going at their estimate), all of them or those scheduled at or after *since*."""
+        if not Path(self.path).exists():
+            return 0.0, 0.0
+        with self.writing() as db:
+            tokens, cost = db.execute(
+                "SELECT coalesce(sum(tokens), 0), coalesce(sum(cost), 0) FROM runs WHERE at >= ?",
+                (since.timestamp() if since is not None else float("-inf"),),
+            ).fetchone()
+        return float(tokens), float(cost)

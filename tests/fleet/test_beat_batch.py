@@ -1,0 +1,66 @@
+"""The beat's batch on a real Redis: Celery's own messages and the beat's notes, written whole by one script, or nothing without the lock.
+
+The fleet's fault tests (test_fleet_faults.py, test_beat_lock.py) drive whole beats and workers;
+here the batch itself is held to its rule, each step checked in Redis: before the script nothing
+is queued; with another beat's token in the lock nothing is written, neither task nor note; with
+its own, every task and note is, and each task is the message Celery itself would have queued.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner.fleet.app import RUN_TASK, fleet_app
+from runner.fleet.batch import FireBatch
+from runner.settings.config import load_config
+from tests._redis import RedisServer
+from tests.fleet._fleet import fleet_body, routine, write_fleet
+
+QUEUE = "ghostrunner.east"
+LOCK = "ghostrunner:beat::lock"
+FIRES = ["2026-09-05T21:00:00+00:00", "2026-09-05T21:01:00+00:00", "2026-09-05T21:02:00+00:00"]
+
+
+def _captured(app: Any, batch: FireBatch, producer: Any) -> None:
+    with batch.capturing(producer):
+        for fire in FIRES:
+            app.send_task(RUN_TASK, args=["motoko", "tick", fire], queue=QUEUE, task_id=f"motoko:tick@{fire}", producer=producer,
+                          retry=False, ignore_result=True)
+    batch.note("hset", "ghostrunner:beat:motoko:tick", "meta", json.dumps({"last_run_at": FIRES[-1]}))
+
+
+def test_a_batch_is_written_whole_and_only_while_the_lock_holds_the_beats_token(tmp_path: Path, redis_server: RedisServer) -> None:
+    agents = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
+    app = fleet_app(load_config(write_fleet(tmp_path, routine("tick", "0 * * * *") + fleet_body(redis_server.url, {"east": ["motoko"]}, agents))))
+    client = redis_server.client()
+    batch = FireBatch(client)
+    with app.producer_or_acquire() as producer:
+        _captured(app, batch, producer)
+        assert (batch.fires, client.llen(QUEUE)) == (3, 0)  # held back until the script
+        client.set(LOCK, "another beat's token")
+        assert batch.send(LOCK, b"this beat's token") is False
+        assert (client.llen(QUEUE), client.exists("ghostrunner:beat:motoko:tick")) == (0, 0)  # neither the tasks nor the note
+
+        _captured(app, batch, producer)
+        client.set(LOCK, "this beat's token")
+        assert batch.send(LOCK, b"this beat's token") is True
+        assert len(batch) == 0
+    queued = [json.loads(raw) for raw in reversed(client.lrange(QUEUE, 0, -1))]
+    assert [message["headers"]["id"] for message in queued] == [f"motoko:tick@{fire}" for fire in FIRES]
+    assert [json.loads(base64.b64decode(message["body"]))[0] for message in queued] == [["motoko", "tick", fire] for fire in FIRES]
+    assert all(message["headers"]["task"] == RUN_TASK and message["properties"]["delivery_info"]["routing_key"] == QUEUE
+               for message in queued)
+    assert json.loads(client.hget("ghostrunner:beat:motoko:tick", "meta") or "{}") == {"last_run_at": FIRES[-1]}
+
+
+def test_a_command_outside_a_publish_is_refused(tmp_path: Path, redis_server: RedisServer) -> None:
+    """Only kombu's publish adds a message's commands; the beat's own go through note(), after them."""
+    batch = FireBatch(redis_server.client())
+    with pytest.raises(RuntimeError, match="outside a publish"):
+        batch.add("lpush", QUEUE, "a message no publish made")
+    assert len(batch) == 0

@@ -1,0 +1,95 @@
+"""``Journal.append_many``: a group of payloads answered, stored and indexed exactly as the same appends one after another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from journal import AppendResult, DuplicateEntryError, EntryValidationError, Journal
+from tests._support import entry_files
+
+
+def _payload(n: int, **extra: Any) -> dict[str, Any]:
+    return {"kind": "note", "agent": "alice", "theme": f"harbour {n}", "voice": f"The harbour lights, evening {n}.",
+            "ts": f"2026-09-0{1 + n % 3}T10:00:0{n % 10}Z", "client_key": f"k{n}", **extra}
+
+
+def _seeded(root: Path) -> Journal:
+    journal = Journal(root)
+    journal.append(_payload(0, id="e0"))
+    journal.append({**_payload(50, id="bob-1"), "agent": "bob"})
+    return journal
+
+
+# Every way a payload of a group can meet another of the group or an entry held before it.
+GROUP: list[dict[str, Any]] = [
+    _payload(1, id="g1"),
+    _payload(2, id="g2", client_key="k1"),  # the key of the group's first entry: that entry, as a duplicate
+    _payload(3, id="g1", client_key="k3"),  # the id of the group's first entry: refused
+    _payload(4, id="g4", client_key="k0"),  # the key of an entry held before: that entry
+    _payload(5, id="e0", client_key="k5"),  # the id of an entry held before: refused
+    _payload(6, id="g6", signals={"continuity_refs": ["g1"]}),  # continues an entry of the group
+    _payload(7, id="g7", signals={"continuity_refs": ["g8"]}),  # continues one further on: refused, as its append would be
+    _payload(8, id="g8", signals={"supersedes": ["e0"]}),
+    _payload(9, id="g9", kind="no such kind"),  # invalid
+    _payload(10, id="g10", signals={"continuity_refs": ["bob-1"]}),  # continues another agent's entry: refused
+    _payload(11, id="g11", ts="2026-09-03T23:59:59Z"),  # another day directory
+    _payload(1, id="g1"),  # the group's first entry again, byte for byte: its key's duplicate
+]
+
+
+def _shown(outcome: AppendResult | Exception) -> tuple[str, ...]:
+    if isinstance(outcome, AppendResult):
+        return ("stored" if not outcome.is_duplicate else "duplicate", outcome.entry.id, outcome.entry.to_json_bytes().decode())
+    return (type(outcome).__name__, str(outcome))
+
+
+def test_a_group_answers_stores_and_indexes_as_its_appends_one_after_another(tmp_path: Path) -> None:
+    """Each outcome (stored, duplicate, the very error) and every file and index row are those of the same appends made one at a time."""
+    with _seeded(tmp_path / "one") as journal:
+        expected: list[AppendResult | Exception] = []
+        for payload in GROUP:
+            try:
+                expected.append(journal.append_with_result(payload))
+            except (DuplicateEntryError, EntryValidationError) as exc:
+                expected.append(exc)
+        one_by_one = [(entry.id, entry.to_json_bytes()) for entry in journal.list(limit=100)]
+        one_by_one_hits = [hit.entry_id for hit in journal.search("harbour lights", k=20)]
+        assert journal.verify().is_clean
+    with _seeded(tmp_path / "group") as journal:
+        outcomes = journal.append_many(GROUP)
+        grouped = [(entry.id, entry.to_json_bytes()) for entry in journal.list(limit=100)]
+        assert journal.verify().is_clean
+        assert [hit.entry_id for hit in journal.search("harbour lights", k=20)] == one_by_one_hits
+    assert [_shown(outcome) for outcome in outcomes] == [_shown(outcome) for outcome in expected]
+    assert [_shown(outcome)[0] for outcome in outcomes] == [
+        "stored", "duplicate", "DuplicateEntryError", "duplicate", "DuplicateEntryError", "stored",
+        "EntryValidationError", "stored", "EntryValidationError", "EntryValidationError", "stored", "duplicate",
+    ]
+    assert grouped == one_by_one
+    assert entry_files(tmp_path / "group") == entry_files(tmp_path / "one")
+
+
+def test_a_group_storing_nothing_changes_nothing(tmp_path: Path) -> None:
+    """A group of duplicates and refusals alone writes no file and moves no counter: the journal's files stay byte for byte."""
+    with _seeded(tmp_path / "j") as journal:
+        before = entry_files(tmp_path / "j"), (tmp_path / "j" / "entries" / ".generation").read_bytes()
+        outcomes = journal.append_many([_payload(0, id="e0"), _payload(7, id="g7", signals={"continuity_refs": ["nowhere"]})])
+        assert [_shown(outcome)[0] for outcome in outcomes] == ["duplicate", "EntryValidationError"]
+    assert (entry_files(tmp_path / "j"), (tmp_path / "j" / "entries" / ".generation").read_bytes()) == before
+
+
+def test_a_file_at_an_entrys_name_the_index_does_not_hold_refuses_that_entry_alone(tmp_path: Path) -> None:
+    """A stray file where an entry of the group would be named is a DuplicateEntryError for that entry, as its append's publish is;
+    the others are stored, and the stray file is left as it was."""
+    with _seeded(tmp_path / "j") as journal:
+        stray = tmp_path / "j" / "entries" / "2026" / "09" / "02" / "g1.json"
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_bytes(b"not an entry\n")
+        outcomes = journal.append_many([_payload(1, id="g1"), _payload(4, id="g4")])
+        assert [_shown(outcome)[0] for outcome in outcomes] == ["DuplicateEntryError", "stored"]
+        with pytest.raises(DuplicateEntryError):
+            journal.append(_payload(1, id="g1"))
+    assert stray.read_bytes() == b"not an entry\n"
