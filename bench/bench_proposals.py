@@ -13,13 +13,26 @@ first through the ordinary append path; the proposals are then read back.
 - *false pairs*: of all (older, newer) pairs in the recency-trap scenarios,
   the share proposed.
 
-Printed per split (``tune``, where the threshold was chosen, and ``check``).
-Run: ``python bench/bench_proposals.py``.
+Printed per split (``tune``, where the thresholds were chosen, and ``check``).
+Then ``bench/restatement_set.json``: each scenario an entry and a later one
+on the same tags that restates it, so every proposal there is false
+(*restatements proposed*, the share of scenarios with one).
+
+With ``--locomo PATH`` (the locomo-dev directory), the LoCoMo dev
+conversations are appended as the held-out harness stores them (each turn an
+entry, the theme ``conversation on <date>``, ``continuity_refs`` naming the
+previous turn; see ``retrieval_sets.load_locomo``), and again tagged with the
+speaker's name (a subject every turn of a speaker shares), with and without
+the links: *turns marked* is the share of turns a proposal names as possibly
+outdated. No turn updates another, so every mark there is false.
+
+Run: ``python bench/bench_proposals.py [--locomo PATH]``.
 
 With ``--append-cost``, it times appends to a journal of 10,000 entries
 (lexical; canonical files written directly, then reindexed) that alternate
 between proposals on and off (the index's ``propose`` swapped for a no-op),
-so the machine's load falls on both alike, and prints the two medians.
+so the machine's load falls on both alike, and prints the two medians; then
+it times ``reindex`` of those entries with proposals on and off, alternating.
 """
 
 from __future__ import annotations
@@ -35,14 +48,18 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from retrieval_sets import load_locomo
 
 import journal.indexing.index as index_module
 from journal import Journal
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
-from journal.indexing import PROPOSAL_THRESHOLD
+from journal.indexing import NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
+RESTATEMENTS = Path(__file__).resolve().parent / "restatement_set.json"
 
 
 def _proposed(entries: list[dict[str, object]], root: Path) -> tuple[list[str], set[tuple[str, str]]]:
@@ -60,7 +77,28 @@ def _proposed(entries: list[dict[str, object]], root: Path) -> tuple[list[str], 
 def append_cost(entries: int = 10_000, appends: int = 600) -> None:
     """Median append with proposals on and off, alternating, in a journal of *entries* on a few recurring subjects."""
     rng = random.Random(7)
-    vocabulary = ["studio", "harbor", "light", "ferry", "tide", "garden", "kitchen", "office", "train", "rain", "market", "river", "bridge", "tower", "camera", "lens", "print", "paper", "ink", "shop"]
+    vocabulary = [
+        "studio",
+        "harbor",
+        "light",
+        "ferry",
+        "tide",
+        "garden",
+        "kitchen",
+        "office",
+        "train",
+        "rain",
+        "market",
+        "river",
+        "bridge",
+        "tower",
+        "camera",
+        "lens",
+        "print",
+        "paper",
+        "ink",
+        "shop",
+    ]
     subjects = ["studio", "harbor", "garden", "office", "camera", "river", "market", "print"]
 
     def payload(i: int) -> dict[str, object]:
@@ -72,11 +110,13 @@ def append_cost(entries: int = 10_000, appends: int = 600) -> None:
         root = Path(tmp) / "j"
         Journal(root).close()
         for i in range(entries):
-            entry = Entry.from_payload({**payload(i), "ts": f"2025-{1 + i // 900:02d}-{1 + i // 30 % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"})
+            entry = Entry.from_payload(
+                {**payload(i), "ts": f"2025-{1 + i // 900:02d}-{1 + i // 30 % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"}
+            )
             path = root / "entries" / EntryStore.rel_path_for(entry)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(entry.to_json_bytes())
-        real = index_module.propose
+        real, off = index_module.propose, index_module.propose_all
         with Journal(root) as journal:
             journal.reindex()
             timings: dict[bool, list[float]] = {True: [], False: []}
@@ -87,14 +127,61 @@ def append_cost(entries: int = 10_000, appends: int = 600) -> None:
                 journal.append(payload(entries + i))
                 timings[on].append(time.perf_counter() - start)
             index_module.propose = real  # type: ignore[assignment]
-    with_p, without = statistics.median(timings[True]) * 1000, statistics.median(timings[False]) * 1000
-    print(f"append p50 at {entries} entries: {with_p:.2f} ms with proposals, {without:.2f} ms without ({with_p - without:+.2f} ms)")
+            with_p, without = statistics.median(timings[True]) * 1000, statistics.median(timings[False]) * 1000
+            print(f"append p50 at {entries} entries: {with_p:.2f} ms with proposals, {without:.2f} ms without ({with_p - without:+.2f} ms)")
+            rebuilds: dict[bool, list[float]] = {True: [], False: []}
+            for i in range(6):
+                on = i % 2 == 0
+                index_module.propose = real if on else (lambda conn, entry, pair=True: None)  # type: ignore[assignment]
+                index_module.propose_all = off if on else (lambda conn: None)  # type: ignore[assignment]
+                start = time.perf_counter()
+                journal.reindex()
+                rebuilds[on].append(time.perf_counter() - start)
+            index_module.propose, index_module.propose_all = real, off  # type: ignore[assignment]
+    with_r, without_r = min(rebuilds[True]), min(rebuilds[False])
+    print(
+        f"reindex of {entries + appends} entries (best of 3): {with_r:.2f} s with proposals, {without_r:.2f} s without ({with_r / without_r:.2f}x)"
+    )
+
+
+def locomo(path: Path) -> None:
+    """The share of LoCoMo dev turns marked as possibly outdated: as the harness stores them, then tagged with the speaker."""
+    payloads, _ = load_locomo(path)
+    variants = {
+        "as the harness stores them": lambda p: p,
+        "tagged with the speaker, linked": lambda p: {**p, "tags": [p["voice"].split(" said")[0]]},
+        "tagged with the speaker, no links": lambda p: {
+            **{k: v for k, v in p.items() if k != "signals"},
+            "tags": [p["voice"].split(" said")[0]],
+        },
+    }
+    print(f"LoCoMo dev: {len(payloads)} turns")
+    for name, shape in variants.items():
+        with tempfile.TemporaryDirectory() as tmp, Journal(Path(tmp) / "j") as journal:
+            journal.append_many([shape(p) for p in payloads])
+            marked = {p.older for p in journal.proposals()}
+        print(f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)})")
+
+
+def restatements() -> None:
+    """The share of restatement scenarios in which the restating entry is proposed as an update (every one is false)."""
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, scenario in enumerate(json.loads(RESTATEMENTS.read_text())["scenarios"]):
+            _, pairs = _proposed(scenario["entries"], Path(tmp) / str(n))
+            counts[scenario["split"]][0] += bool(pairs)
+            counts[scenario["split"]][1] += 1
+    for split in ("tune", "check"):
+        marked, total = counts[split]
+        print(f"{split:<6} restatements proposed {marked / total:.2f} ({marked}/{total})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Supersede proposals on the freshness set, or what they add to an append.")
-    parser.add_argument("--append-cost", action="store_true", help="time appends at 10,000 entries with proposals on and off")
-    if parser.parse_args().append_cost:
+    parser.add_argument("--append-cost", action="store_true", help="time appends and reindex at 10,000 entries with proposals on and off")
+    parser.add_argument("--locomo", type=Path, help="also count the LoCoMo dev turns marked (the locomo-dev directory)")
+    args = parser.parse_args()
+    if args.append_cost:
         append_cost()
         return
     scenarios = json.loads(SET.read_text())["scenarios"]
@@ -114,12 +201,18 @@ def main() -> None:
                 c["traps marked"][1] += 1
                 c["false pairs"][0] += sum(pair in pairs for pair in every_pair)
                 c["false pairs"][1] += len(every_pair)
-    print(f"threshold {PROPOSAL_THRESHOLD}")
+    print(f"threshold {PROPOSAL_THRESHOLD}, novelty {NOVELTY_THRESHOLD}")
     print(f"{'split':<6} {'recall':>14} {'pairs proposed':>16} {'traps marked':>14} {'false pairs':>14}")
     for split in ("tune", "check"):
         c = counts[split]
-        cells = [f"{c[name][0] / c[name][1]:.2f} ({c[name][0]}/{c[name][1]})" for name in ("recall", "pairs proposed", "traps marked", "false pairs")]
+        cells = [
+            f"{c[name][0] / c[name][1]:.2f} ({c[name][0]}/{c[name][1]})"
+            for name in ("recall", "pairs proposed", "traps marked", "false pairs")
+        ]
         print(f"{split:<6} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {cells[3]:>14}")
+    restatements()
+    if args.locomo:
+        locomo(args.locomo)
 
 
 if __name__ == "__main__":

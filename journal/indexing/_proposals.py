@@ -5,17 +5,30 @@ entry is inserted (by an append, a catch-up or a rebuild) and rebuilt from the
 entry files by ``reindex``; no entry file changes. A pair of entries of one
 agent is proposed, the newer as possibly updating the older, when
 
-- they share a subject: the same theme, the same focus, or a tag, compared
-  case-folded (:func:`subjects`), and
+- they share a subject their writer stated on purpose: a tag or the focus
+  (``signals.focus``), compared case-folded (:func:`subjects`). A theme is no
+  subject: a harness or a runner often fills it with a label every entry of a
+  session shares ("conversation on 8 May"), which says nothing of what one
+  entry is about;
 - their words are alike: the share of the smaller entry's content words
-  (theme, tags, focus and voice, stop words left out, see :func:`words`) that
-  the other holds is at least :data:`PROPOSAL_THRESHOLD`.
+  (tags, focus and voice, stop words left out, see :func:`words`) that the
+  other holds is at least :data:`PROPOSAL_THRESHOLD`;
+- the newer one says something the older did not: at least
+  :data:`NOVELTY_THRESHOLD` of its content words are not the older's (a
+  restatement repeats, an update states a new value);
+- the newer one does not continue the older, directly or along a chain of
+  ``continuity_refs``: a conversation going on, or an entry building on
+  another, is not a replacement (one that replaces says so in ``supersedes``);
+- neither is of origin ``untrusted``: text taken from outside may not mark an
+  agent's own entry as outdated.
 
 An append looks among the entries of each shared subject nearest to it in
 time, on either side; a rebuild pairs every entry, in order of time, with the
-nearest earlier ones, which is what appends made in that order make. A pair whose newer entry
-already names the older in ``supersedes`` is no proposal: it is decided.
-The threshold is chosen on the freshness set, as ``docs/retrieval.md`` tells.
+nearest earlier ones, in one pass over the subjects, which is what appends in
+that order make. A pair whose newer entry already names the older in
+``supersedes`` is no proposal: it is decided. The thresholds are chosen on the
+freshness set and checked on conversations and restatements, as
+``docs/retrieval.md`` tells.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from typing import Any, Final
 from journal.files.entry import Entry, utc_key
 
 __all__ = [
+    "NOVELTY_THRESHOLD",
     "PROPOSAL_TABLES",
     "PROPOSAL_THRESHOLD",
     "Proposal",
@@ -40,14 +54,19 @@ __all__ = [
     "propose_all",
     "similarity",
     "subjects",
+    "verdict",
     "words",
 ]
 
 #: The least share of the smaller entry's content words the other must hold (see docs/retrieval.md for how it was chosen).
 PROPOSAL_THRESHOLD: Final = 0.15
+#: The least share of the newer entry's content words the older must lack: below it, the newer restates the older.
+NOVELTY_THRESHOLD: Final = 0.5
 # How many entries of each shared subject an insert compares with, on each side of it in time (the nearest ones):
 # keeps an append's cost flat as a subject grows. An update is made near the version it updates.
 _NEAREST: Final = 2
+# How far back along continuity_refs the chain test walks: a conversation's session, not a whole journal.
+_CHAIN_STEPS: Final = 256
 
 PROPOSAL_TABLES: Final = """
 CREATE TABLE subjects (
@@ -228,11 +247,9 @@ class Proposal:
         }
 
 
-def subjects(theme: str, tags: Iterable[str], focus: str | None) -> set[str]:
-    """The subjects an entry is on: ``theme:``, ``tag:`` and ``focus:`` keys, case-folded."""
+def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
+    """The subjects an entry states: ``tag:`` and ``focus:`` keys, case-folded."""
     found = {f"tag:{tag.casefold().strip()}" for tag in tags if tag.strip()}
-    if theme.strip():
-        found.add(f"theme:{theme.casefold().strip()}")
     if focus and focus.strip():
         found.add(f"focus:{focus.casefold().strip()}")
     return found
@@ -250,10 +267,42 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / min(len(a), len(b))
 
 
-def _shared(one: set[str], other: set[str]) -> str:
-    """The subject two entries share that best names it: a theme, then a focus, then the first tag."""
-    common = sorted(one & other, key=lambda key: (not key.startswith("theme:"), not key.startswith("focus:"), key))
-    return common[0]
+def verdict(older: frozenset[str], newer: frozenset[str]) -> float | None:
+    """The score of *newer* as an update of *older* (their content words), or None: unlike, or a restatement."""
+    score = similarity(older, newer)
+    if score < PROPOSAL_THRESHOLD or len(newer - older) < NOVELTY_THRESHOLD * len(newer):
+        return None
+    return score
+
+
+@dataclass(frozen=True, slots=True)
+class _Said:
+    """What pairing reads of an indexed entry: its time key, the subjects it states and its content words."""
+
+    key: tuple[str, str]
+    subjects: frozenset[str]
+    words: frozenset[str]
+
+
+def _said(ts_utc: str, entry_id: str, tags: Sequence[str], focus: str | None, voice: str) -> _Said:
+    return _Said((ts_utc, entry_id), frozenset(subjects(tags, focus)), words(" ".join(tags), focus, voice))
+
+
+_SAID_SQL: Final = "SELECT e.id, e.ts_utc, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+
+
+def _read_said(rows: Iterable[tuple[str, str, str, str | None, str]]) -> dict[str, _Said]:
+    return {entry_id: _said(ts_utc, entry_id, json.loads(tags), focus, voice) for entry_id, ts_utc, tags, focus, voice in rows}
+
+
+def _shared(one: frozenset[str], other: frozenset[str]) -> str:
+    """The subject two entries share that best names it: a focus, then the first tag."""
+    return min(one & other, key=lambda key: (not key.startswith("focus:"), key))
+
+
+def _focus_of(entry: Entry) -> str | None:
+    focus = (entry.signals or {}).get("focus")
+    return focus if isinstance(focus, str) else None
 
 
 def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> None:
@@ -262,77 +311,112 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
     An append looks on both sides in time (an entry may be dated before others already written); a
     rebuild records every entry's subjects first, then pairs them all with :func:`propose_all`.
     """
-    signals = entry.signals or {}
-    focus = signals.get("focus")
-    focus = focus if isinstance(focus, str) else None
-    mine = subjects(entry.theme, entry.tags, focus)
-    if not mine:
+    if entry.origin == "untrusted":
         return
-    my_key = (utc_key(entry.timestamp), entry.id)
+    focus = _focus_of(entry)
+    mine = _said(utc_key(entry.timestamp), entry.id, entry.tags, focus, entry.voice)
+    if not mine.subjects:
+        return
     conn.executemany(
-        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)", ((entry.agent, s, *my_key) for s in mine)
+        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
+        ((entry.agent, s, *mine.key) for s in mine.subjects),
     )
-    if pair:
-        _pair(conn, entry.agent, my_key, mine, words(entry.theme, " ".join(entry.tags), focus, entry.voice), both_sides=True)
+    if not pair:
+        return
+    near: set[str] = set()
+    for subject in mine.subjects:
+        for side in (_OLDER, _NEWER):
+            near.update(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?",
+                    (entry.agent, subject, *mine.key, _NEAREST),
+                )
+            )
+    if not near:
+        return
+    others = _read_said(conn.execute(f"{_SAID_SQL} WHERE e.id IN ({','.join('?' * len(near))})", sorted(near)))
+    found = []
+    for other in others.values():
+        older, newer = (other, mine) if other.key < mine.key else (mine, other)
+        score = verdict(older.words, newer.words)
+        if score is not None:
+            found.append((older.key[1], newer.key[1], entry.agent, score, _shared(older.subjects, newer.subjects)))
+    _record(conn, found, _Links(conn))
 
 
 def propose_all(conn: sqlite3.Connection) -> None:
-    """Pair every indexed entry with the nearest earlier entries of its subjects, in order of time: what appends in that order make."""
-    rows = conn.execute(
-        "SELECT e.id, e.ts_utc, e.agent, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid ORDER BY e.ts_utc, e.id"
-    ).fetchall()
-    for entry_id, ts_utc, agent, theme, tags_json, focus, voice in rows:
-        tags = json.loads(tags_json)
-        mine = subjects(theme, tags, focus)
-        if mine:
-            _pair(conn, agent, (ts_utc, entry_id), mine, words(theme, " ".join(tags), focus, voice), both_sides=False)
+    """Pair every indexed entry with the nearest earlier entries of its subjects, in order of time: what appends in that order make.
+
+    One pass over the subjects finds every candidate pair; each entry's words are read once.
+    """
+    lags = ", ".join(f"LAG(id, {n}) OVER w" for n in range(1, _NEAREST + 1))
+    candidates: dict[tuple[str, str], str] = {}
+    for agent, newer, *olders in conn.execute(
+        f"SELECT agent, id, {lags} FROM subjects WINDOW w AS (PARTITION BY agent, subject ORDER BY ts_utc, id)"
+    ):
+        for older in olders:
+            if older is not None:
+                candidates[(older, newer)] = agent
+    if not candidates:
+        return
+    said = _read_said(conn.execute(f"{_SAID_SQL} WHERE e.id IN (SELECT id FROM subjects)"))
+    found = []
+    for (older_id, newer_id), agent in candidates.items():
+        older, newer = said[older_id], said[newer_id]
+        score = verdict(older.words, newer.words)
+        if score is not None:
+            found.append((older_id, newer_id, agent, score, _shared(older.subjects, newer.subjects)))
+    _record(conn, found, _Links(conn, every=True))
 
 
 _OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
 _NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
 
 
-def _pair(
-    conn: sqlite3.Connection, agent: str, my_key: tuple[str, str], mine: set[str], my_words: frozenset[str], *, both_sides: bool
-) -> None:
-    """Propose the pairs of the entry at *my_key* with the nearest entries of each of its subjects *mine* whose words are alike."""
-    entry_id = my_key[1]
-    near: set[str] = set()
-    for subject in mine:
-        for side in (_OLDER, _NEWER) if both_sides else (_OLDER,):
-            near.update(
-                row[0]
-                for row in conn.execute(
-                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?", (agent, subject, *my_key, _NEAREST)
-                )
-            )
-    if not near:
-        return
-    rows = conn.execute(
-        "SELECT e.id, e.ts_utc, e.theme, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
-        f" WHERE e.id IN ({','.join('?' * len(near))})",
-        sorted(near),
-    ).fetchall()
-    found = []
-    for other_id, ts_utc, theme, tags_json, other_focus, voice in rows:
-        tags = json.loads(tags_json)
-        score = similarity(my_words, words(theme, " ".join(tags), other_focus, voice))
-        if score < PROPOSAL_THRESHOLD:
-            continue
-        older, newer = (other_id, entry_id) if (ts_utc, other_id) < my_key else (entry_id, other_id)
-        found.append((older, newer, agent, score, _shared(mine, subjects(theme, tags, other_focus))))
+class _Links:
+    """The entries each entry continues (``continuity_refs``): read as asked, or (*every*) all at once for a rebuild."""
+
+    def __init__(self, conn: sqlite3.Connection, *, every: bool = False) -> None:
+        self._conn = conn
+        self._known: dict[str, list[str]] | None = None
+        if every:
+            known: dict[str, list[str]] = {}
+            for src, dst in conn.execute("SELECT src, dst FROM links"):
+                known.setdefault(src, []).append(dst)
+            self._known = known
+
+    def of(self, entry_id: str) -> Sequence[str]:
+        if self._known is not None:
+            return self._known.get(entry_id, ())
+        return [row[0] for row in self._conn.execute("SELECT dst FROM links WHERE src = ?", (entry_id,))]
+
+    def continues(self, newer: str, older: str) -> bool:
+        """Whether *newer* reaches *older* along continuity_refs (within :data:`_CHAIN_STEPS` entries)."""
+        seen = {newer}
+        todo = [newer]
+        while todo and len(seen) <= _CHAIN_STEPS:
+            for ref in self.of(todo.pop()):
+                if ref == older:
+                    return True
+                if ref not in seen:
+                    seen.add(ref)
+                    todo.append(ref)
+        return False
+
+
+def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, str]], links: _Links) -> None:
+    """Insert the proposals *found* but those already decided (the newer supersedes the older) and those along a chain."""
     if not found:
         return
-    # A pair the newer entry already decides (it names the older in supersedes) is no proposal.
-    decided = set(
-        conn.execute(
-            f"SELECT src, dst FROM supersessions WHERE src = ? OR dst = ? OR src IN ({','.join('?' * len(found))})",
-            (entry_id, entry_id, *(newer for _, newer, *_ in found)),
-        ).fetchall()
-    )
+    decided: set[tuple[str, str]] = set()
+    newers = sorted({row[1] for row in found})
+    for start in range(0, len(newers), 500):
+        part = newers[start : start + 500]
+        decided.update(conn.execute(f"SELECT src, dst FROM supersessions WHERE src IN ({','.join('?' * len(part))})", part).fetchall())
     conn.executemany(
         "INSERT OR REPLACE INTO proposals (older, newer, agent, score, subject) VALUES (?, ?, ?, ?, ?)",
-        (row for row in found if (row[1], row[0]) not in decided),
+        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0])),
     )
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from journal import Journal
 from journal.indexing import PROPOSAL_THRESHOLD
-from tests.journal._proposal_entries import NEW, OLD, OTHER, add
+from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
 
 
 def _pairs(journal: Journal, agent: str | None = None) -> list[tuple[str, str]]:
@@ -28,6 +28,7 @@ def test_an_update_on_the_same_subject_is_proposed_with_its_evidence(journal: Jo
 def test_no_proposal_without_a_shared_subject_across_agents_or_between_unlike_words(journal: Journal) -> None:
     add(journal, OLD, "2026-01-10T09:00:00Z")
     add(journal, NEW, "2026-04-20T09:00:00Z", theme="boats", tags=("kamakura",))  # alike words, no shared subject
+    add(journal, NEW, "2026-04-20T10:00:00Z", tags=("kamakura",))  # alike words, the same theme only: a theme is no subject
     add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")  # same subject, another agent
     add(journal, OTHER, "2026-04-22T09:00:00Z")  # same subject, unlike words
     assert journal.proposals() == []
@@ -68,7 +69,7 @@ def test_reindex_rebuilds_the_same_proposals_and_no_entry_file_changes(journal: 
     entries = [
         add(journal, OLD, "2026-01-10T09:00:00Z"),
         add(journal, NEW, "2026-04-20T09:00:00Z"),
-        add(journal, NEW + " The tide is loud.", "2026-05-01T09:00:00Z"),
+        add(journal, AGAIN, "2026-05-01T09:00:00Z"),
         add(journal, OTHER, "2026-05-02T09:00:00Z", theme="harbor", tags=("harbor",)),
     ]
     files = {p: p.read_bytes() for p in (root / "entries").rglob("*.json")}
@@ -123,9 +124,42 @@ def test_the_cli_lists_proposals_as_a_table_and_as_json(root: Path) -> None:
 
 def test_reindex_pairs_entries_in_order_of_time_whatever_order_their_files_are_read(journal: Journal) -> None:
     # Alike entries on one day: a rebuild reads a day's files by id, not by time, and still makes what the appends made.
-    for hour in range(1, 10):  # appended in order of time, ids in no order
-        add(journal, NEW + f" Hour {hour}.", f"2026-04-20T0{hour}:00:00Z")
+    for hour in range(1, 10):  # appended in order of time, ids in no order; each says something the others do not
+        add(journal, NEW + " " + " ".join(f"h{hour}w{n}" for n in range(15)), f"2026-04-20T0{hour}:00:00Z")
     before = sorted(journal.proposals(), key=lambda p: (p.older, p.newer))
     assert before
     journal.reindex()
     assert sorted(journal.proposals(), key=lambda p: (p.older, p.newer)) == before
+
+
+def test_a_shared_focus_is_a_subject(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z", tags=(), signals={"focus": "Studio"})
+    new = add(journal, NEW, "2026-04-20T09:00:00Z", tags=("kamakura",), signals={"focus": "studio"})
+    (proposal,) = journal.proposals()
+    assert (proposal.older, proposal.newer, proposal.subject) == (old.id, new.id, "focus:studio")
+
+
+def test_a_restatement_is_no_proposal(journal: Journal) -> None:
+    # The same value said again, in passing: nearly every word of the newer entry is the older one's.
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, "Above the ramen shop again: the Shibuya studio skylight leaks, third floor.", "2026-02-10T09:00:00Z")
+    assert journal.proposals() == []
+
+
+def test_an_entry_continuing_another_along_a_chain_is_no_proposal(journal: Journal) -> None:
+    # A conversation going on: each turn continues the one before; however alike, no turn replaces an earlier one.
+    first = add(journal, OLD, "2026-01-10T09:00:00Z")
+    middle = add(journal, OTHER, "2026-01-10T09:01:00Z", signals={"continuity_refs": [first.id]})
+    add(journal, NEW, "2026-01-10T09:02:00Z", signals={"continuity_refs": [middle.id]})
+    assert journal.proposals() == []
+    journal.reindex()
+    assert journal.proposals() == []
+
+
+def test_untrusted_text_neither_proposes_nor_is_proposed(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", meta={"origin": "untrusted"})
+    assert journal.proposals() == []
+    add(journal, NEW, "2026-05-20T09:00:00Z", meta={"origin": "untrusted"}, tags=("studio", "again"))
+    trusted = add(journal, AGAIN, "2026-06-20T09:00:00Z")
+    assert _pairs(journal) == [(old.id, trusted.id)]
