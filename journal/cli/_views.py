@@ -21,6 +21,7 @@ __all__ = [
     "show_append",
     "show_backup",
     "show_context",
+    "show_decision",
     "show_digest",
     "show_download",
     "show_entries",
@@ -54,6 +55,17 @@ def show_append(document: Mapping[str, Any], width: int) -> str:
     entry = document["entry"]
     said = "appended" if document["outcome"] == "appended" else "duplicate: this client_key's entry is already stored"
     return f"{said}\n{show_entry(entry, width)}"
+
+
+def show_decision(document: Mapping[str, Any], width: int) -> str:
+    """``accept-proposal``/``reject-proposal``: the decision, then the entry that records it."""
+    older, newer = document["older"], document["newer"]
+    said = (
+        f"accepted: {newer} updates {older}; this correction supersedes it"
+        if document["decision"] == "accepted"
+        else f"rejected: {newer} does not update {older}; both stand, and the pair is not proposed again"
+    )
+    return f"{said}\n{show_entry(document['entry'], width)}"
 
 
 def show_entry(entry: Mapping[str, Any], width: int) -> str:

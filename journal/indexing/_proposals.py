@@ -43,10 +43,12 @@ from typing import Any, Final
 from journal.files.entry import Entry, utc_key
 
 __all__ = [
+    "DECISIONS",
     "NOVELTY_THRESHOLD",
     "PROPOSAL_TABLES",
     "PROPOSAL_THRESHOLD",
     "Proposal",
+    "decision_of",
     "forget_proposals",
     "pending_for",
     "proposals_of",
@@ -83,8 +85,15 @@ CREATE TABLE proposals (
 ) WITHOUT ROWID;
 CREATE INDEX proposals_newer ON proposals (newer);
 CREATE INDEX proposals_agent ON proposals (agent);
+CREATE TABLE decisions (
+    older TEXT NOT NULL, newer TEXT NOT NULL, agent TEXT NOT NULL, decision TEXT NOT NULL, entry TEXT NOT NULL,
+    PRIMARY KEY (older, newer, entry)
+) WITHOUT ROWID;
+CREATE INDEX decisions_entry ON decisions (entry);
 """
-PROPOSAL_DROP: Final = "DROP TABLE IF EXISTS proposals; DROP TABLE IF EXISTS subjects;"
+PROPOSAL_DROP: Final = "DROP TABLE IF EXISTS proposals; DROP TABLE IF EXISTS subjects; DROP TABLE IF EXISTS decisions;"
+#: What an entry deciding a proposal says in ``meta.proposal.decision``.
+DECISIONS: Final = ("accepted", "rejected")
 
 _WORD: Final = re.compile(r"[^\W_]+", re.UNICODE)
 # Words that say nothing of what an entry is about.
@@ -305,12 +314,34 @@ def _focus_of(entry: Entry) -> str | None:
     return focus if isinstance(focus, str) else None
 
 
+def decision_of(entry: Entry) -> tuple[str, str, str] | None:
+    """The decision *entry* records on a proposal, from its ``meta.proposal``: (decision, older, newer), or None.
+
+    A ``meta.proposal`` of another shape (meta is free-form) decides nothing.
+    """
+    said = entry.meta.get("proposal")
+    if not isinstance(said, dict):
+        return None
+    decision, older, newer = said.get("decision"), said.get("older"), said.get("newer")
+    if decision not in DECISIONS or not isinstance(older, str) or not isinstance(newer, str):
+        return None
+    return decision, older, newer
+
+
 def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> None:
     """Record *entry*'s subjects and (with *pair*) the proposals between it and its nearest entries of each; inside an open transaction.
 
     An append looks on both sides in time (an entry may be dated before others already written); a
     rebuild records every entry's subjects first, then pairs them all with :func:`propose_all`.
     """
+    decided = decision_of(entry)
+    if decided is not None:
+        # An entry deciding a proposal is no new statement of its own: it records the decision and proposes nothing.
+        conn.execute(
+            "INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)",
+            (decided[1], decided[2], entry.agent, decided[0], entry.id),
+        )
+        return
     if entry.origin == "untrusted":
         return
     focus = _focus_of(entry)
@@ -424,11 +455,16 @@ def forget_proposals(conn: sqlite3.Connection, entry_id: str) -> None:
     """Remove an entry's subjects and every proposal it is part of; inside an open transaction."""
     conn.execute("DELETE FROM subjects WHERE id = ?", (entry_id,))
     conn.execute("DELETE FROM proposals WHERE older = ? OR newer = ?", (entry_id, entry_id))
+    conn.execute("DELETE FROM decisions WHERE entry = ?", (entry_id,))
 
 
 def _pending_where() -> str:
-    # A proposal stays pending until the newer entry (or any entry of the agent) supersedes the older one explicitly.
-    return "NOT EXISTS (SELECT 1 FROM supersessions s JOIN entries x ON x.id = s.src WHERE s.dst = p.older AND x.agent = p.agent)"
+    # A proposal stays pending until an entry of the agent supersedes the older one explicitly (an accepted proposal's
+    # correction does), or an entry of the agent records a decision on this very pair (a rejection).
+    return (
+        "NOT EXISTS (SELECT 1 FROM supersessions s JOIN entries x ON x.id = s.src WHERE s.dst = p.older AND x.agent = p.agent)"
+        " AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.older = p.older AND d.newer = p.newer AND d.agent = p.agent)"
+    )
 
 
 def pending_for(conn: sqlite3.Connection, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[Proposal]]:

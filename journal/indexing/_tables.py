@@ -42,7 +42,8 @@ __all__ = [
 #:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
 #:     The time indexes end with the id, so the newest entries by (ts_utc, id) are read from an index alone, in order
 #:     (see :mod:`journal.indexing._newest`).
-#: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries (see :mod:`journal.indexing._proposals`).
+#: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
+#:     them (see :mod:`journal.indexing._proposals`).
 INDEX_SCHEMA_VERSION: Final = 11
 
 _TABLES: Final = """

@@ -163,3 +163,28 @@ def test_untrusted_text_neither_proposes_nor_is_proposed(journal: Journal) -> No
     add(journal, NEW, "2026-05-20T09:00:00Z", meta={"origin": "untrusted"}, tags=("studio", "again"))
     trusted = add(journal, AGAIN, "2026-06-20T09:00:00Z")
     assert _pairs(journal) == [(old.id, trusted.id)]
+
+
+def test_the_cli_accepts_and_rejects_proposals_by_their_short_ids(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+        again = add(journal, AGAIN, "2026-05-01T09:00:00Z")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], capture_output=True, text=True, check=False, timeout=120)
+
+    accepted = run("accept-proposal", old.id[:8], new.id[:8], "--json")
+    assert accepted.returncode == 0, accepted.stderr
+    document = json.loads(accepted.stdout)
+    assert (document["decision"], document["older"], document["newer"]) == ("accepted", old.id, new.id)
+    assert document["entry"]["signals"]["supersedes"] == [old.id] and document["entry"]["meta"]["origin"] == "operator"
+    assert json.loads(run("accept-proposal", old.id, new.id, "--json").stdout)["entry"] == document["entry"]  # again: the same
+    conflict = run("reject-proposal", old.id, new.id)
+    assert conflict.returncode == 4 and "already accepted by entry" in conflict.stderr and "Traceback" not in conflict.stderr
+    rejected = run("reject-proposal", new.id, again.id, "--text")
+    assert rejected.returncode == 0 and rejected.stdout.startswith(f"rejected: {again.id} does not update {new.id}")
+    missing = run("accept-proposal", new.id, old.id)
+    assert missing.returncode == 3 and "no pending proposal that entry" in missing.stderr
+    assert run("accept-proposal", old.id, new.id, "--agent", "batou").returncode == 3  # another agent's ids are unknown to it
+    assert run("proposals", "--text").stdout.strip() == "no pending proposals"
