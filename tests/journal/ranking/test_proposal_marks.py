@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from journal import Journal
 from tests.journal._proposal_entries import NEW, OLD, OTHER, add
 
@@ -58,3 +60,37 @@ def test_mcp_search_hits_carry_the_mark(tmp_path: Path) -> None:
     (marked,) = [hit for hit in hits if hit["entry_id"] == old.id]
     assert marked["possibly_outdated_by"] == [new.id]
     assert marked["possibly_outdated"].endswith("(2026-04-20)")
+
+
+def test_mcp_lists_accepts_and_rejects_an_agents_own_proposals_and_no_one_elses(tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    from tests.journal._mcp import mcp_server
+
+    root = tmp_path / "journal"
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+        add(journal, OLD, "2026-01-11T09:00:00Z", agent="batou")
+        theirs = add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")
+    with mcp_server(root, "--agent", "batou") as batou:
+        (mine,) = batou.ok("journal_proposals")["proposals"]
+        assert (mine["agent"], mine["newer"]) == ("batou", theirs.id)
+        # motoko's proposal reads as none
+        assert "no pending proposal that entry" in batou.error("journal_accept_proposal", older=old.id, newer=new.id)
+        rejected = batou.ok("journal_reject_proposal", older=mine["older"], newer=theirs.id)
+        assert rejected["decision"] == "rejected" and rejected["entry"]["agent"] == "batou"
+    with mcp_server(root, "--agent", "motoko") as motoko:
+        (listed,) = motoko.ok("journal_proposals")["proposals"]
+        assert (listed["older"], listed["newer"]) == (old.id, new.id)
+        accepted = motoko.ok("journal_accept_proposal", older=old.id, newer=new.id)
+        assert accepted["entry"]["signals"]["supersedes"] == [old.id] and accepted["entry"]["meta"]["origin"] == "tool"
+        assert motoko.ok("journal_accept_proposal", older=old.id, newer=new.id)["entry"] == accepted["entry"]
+        assert "already accepted" in motoko.error("journal_reject_proposal", older=old.id, newer=new.id)
+        assert motoko.ok("journal_proposals")["proposals"] == []
+    with mcp_server(root, "--agent", "motoko", "--read-only") as reader:
+        assert {tool.name for tool in reader.tools()} >= {"journal_proposals"}
+        with pytest.raises(MCPError, match="read-only"):
+            reader.call("journal_accept_proposal", {"older": old.id, "newer": new.id})
+    with Journal(root) as journal:
+        assert journal.proposals() == []
