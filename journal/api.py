@@ -30,7 +30,7 @@ from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
-from journal.indexing import Proposal
+from journal.indexing import AUTO_ACCEPT_THRESHOLD, Proposal
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
@@ -595,14 +595,15 @@ class Journal:
         return self._keeper.index.has_entries(simulated=simulated, agent=agent)
 
     @recovering
-    def proposals(self, agent: str | None = None) -> builtins.list[Proposal]:
-        """The pending supersede proposals (of *agent*, when given): a newer entry that may update an older one of its agent.
+    def proposals(self, agent: str | None = None, *, newer: str | None = None) -> builtins.list[Proposal]:
+        """The pending supersede proposals (of *agent*, and made by the entry *newer*, when given): a newer entry that may update an
+        older one of its agent.
 
         Derived at append and rebuilt by :meth:`reindex`, never written to an entry file. A proposal
         stops being pending once an entry of the agent names the older one in ``supersedes`` (as
         :meth:`accept_proposal` appends), or records a decision on it (as :meth:`reject_proposal` appends).
         """
-        return self._keeper.index.proposals(agent)
+        return self._keeper.index.proposals(agent, newer)
 
     def accept_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:
         """Accept the pending proposal that *newer* updates *older*: append the correction, and return it.
@@ -618,6 +619,19 @@ class Journal:
             ProposalDecidedError: the proposal was rejected; nothing is written.
         """
         return self._decide("accepted", older, newer, agent, origin)
+
+    def auto_accept(self, newer: str, *, agent: str | None = None, origin: str = "agent") -> builtins.list[Entry]:
+        """Accept every pending proposal the entry *newer* makes that scores at least ``AUTO_ACCEPT_THRESHOLD``; the corrections.
+
+        What a runner agent with ``accept_proposals = "auto"`` does after each entry it appends: the stricter
+        threshold is chosen so that accepting costs no recency trap its answer (see docs/retrieval.md).
+        Each acceptance is :meth:`accept_proposal`'s, so running it again appends nothing.
+        """
+        return [
+            self.accept_proposal(proposal.older, proposal.newer, agent=agent, origin=origin)
+            for proposal in self.proposals(agent, newer=newer)
+            if proposal.score >= AUTO_ACCEPT_THRESHOLD
+        ]
 
     def reject_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:
         """Reject the pending proposal that *newer* updates *older*: append a note saying both stand, and return it.

@@ -62,6 +62,9 @@ __all__ = [
 
 #: The least share of the smaller entry's content words the other must hold (see docs/retrieval.md for how it was chosen).
 PROPOSAL_THRESHOLD: Final = 0.15
+#: The least score of a proposal a runner agent with ``accept_proposals = "auto"`` accepts (see docs/retrieval.md): the
+#: lowest at which accepting every proposal cost no recency trap of the freshness set's tune split its right answer.
+AUTO_ACCEPT_THRESHOLD: Final = 0.4
 #: The least share of the newer entry's content words the older must lack: below it, the newer restates the older.
 NOVELTY_THRESHOLD: Final = 0.5
 # How many entries of each shared subject an insert compares with, on each side of it in time (the nearest ones):
@@ -484,14 +487,15 @@ def pending_for(conn: sqlite3.Connection, ids: Sequence[str], *, before: str | N
     return found
 
 
-def proposals_of(conn: sqlite3.Connection, agent: str | None) -> list[Proposal]:
-    """Every pending proposal (of *agent*, when given), by the newer entry's time, then the older's."""
+def proposals_of(conn: sqlite3.Connection, agent: str | None, newer: str | None = None) -> list[Proposal]:
+    """Every pending proposal (of *agent*, and made by the entry *newer*, when given), by the newer entry's time, then the older's."""
     scoped = "" if agent is None else "p.agent = ? AND "
+    scoped += "" if newer is None else "p.newer = ? AND "
     return [
         Proposal(*row)
         for row in conn.execute(
             "SELECT p.older, p.newer, p.agent, p.score, p.subject, o.ts, n.ts FROM proposals p JOIN entries n ON n.id = p.newer"
             f" JOIN entries o ON o.id = p.older WHERE {scoped}{_pending_where()} ORDER BY n.ts_utc, n.id, o.ts_utc, o.id",
-            [] if agent is None else [agent],
+            [value for value in (agent, newer) if value is not None],
         )
     ]

@@ -578,10 +578,10 @@ class Index(Database):
         with corruption_guard():
             return pending_for(self.conn, ids, before=before)
 
-    def proposals(self, agent: str | None = None) -> list[Proposal]:
-        """Every pending supersede proposal (of *agent*, when given), oldest proposer first."""
+    def proposals(self, agent: str | None = None, newer: str | None = None) -> list[Proposal]:
+        """Every pending supersede proposal (of *agent*, and made by the entry *newer*, when given), oldest proposer first."""
         with corruption_guard():
-            return proposals_of(self.conn, agent)
+            return proposals_of(self.conn, agent, newer)
 
     def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
         """For each of *ids* that is superseded, the entries superseding it, newest first.

@@ -74,6 +74,23 @@ def backend_deadline(started: float, run_timeout: float | None) -> float | None:
     return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
 
 
+def _accept_proposals(journal: Journal, agent: str, entry_id: str, run: RunIdentity) -> None:
+    """Accept the proposals the run's entry makes above the stricter threshold (``accept_proposals = "auto"``).
+
+    After the entry is stored, and idempotent: a run that finds its slot's entry (a retry after a crash here) accepts
+    what is left. A failure is logged and leaves the run's outcome as it is: the entry is stored, and each
+    acceptance is whole or not written.
+    """
+    try:
+        with signals_deferred():
+            accepted = journal.auto_accept(entry_id, agent=agent)
+    except JournalError as exc:
+        log.warning("run.proposals_failed", **run.fields(scheduled=False), entry_id=entry_id, error=str(exc))
+        return
+    if accepted:
+        log.info("run.proposals_accepted", **run.fields(scheduled=False), entry_id=entry_id, corrections=[e.id for e in accepted])
+
+
 def _fields_from_backend(
     journal: Journal,
     agent: AgentConfig,
@@ -276,6 +293,8 @@ def _execute(
                             appended = journal.append_with_result(payload)
                             outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
                             entry_id = appended.entry.id
+            if agent.accept_proposals == "auto" and entry_id is not None and not dry_run:
+                _accept_proposals(journal, agent.name, entry_id, run)
         except (RunnerError, JournalError) as exc:
             error = str(exc)
             fault = exc.errno_name if isinstance(exc, JournalStorageError) else None
