@@ -26,6 +26,13 @@ speaker's name (a subject every turn of a speaker shares), with and without
 the links: *turns marked* is the share of turns a proposal names as possibly
 outdated. No turn updates another, so every mark there is false.
 
+Then, per split, the share of the freshness set's probes whose top search
+hit is the newest version of an updated fact (*fresh-wins*) or a recency
+trap's right, older answer (*trap correct-wins*), with the proposals left
+pending, auto-accepted as each entry is appended (score at least
+``AUTO_ACCEPT_THRESHOLD``, as a runner agent with ``accept_proposals =
+"auto"``), and all accepted.
+
 Run: ``python bench/bench_proposals.py [--locomo PATH]``.
 
 With ``--append-cost``, it times appends to a journal of 10,000 entries
@@ -38,6 +45,7 @@ it times ``reindex`` of those entries with proposals on and off, alternating.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -53,10 +61,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from retrieval_sets import load_locomo
 
 import journal.indexing.index as index_module
-from journal import Journal
+from journal import Journal, ProposalNotFoundError
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
-from journal.indexing import NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
+from journal.indexing import AUTO_ACCEPT_THRESHOLD, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
 RESTATEMENTS = Path(__file__).resolve().parent / "restatement_set.json"
@@ -72,6 +80,51 @@ def _proposed(entries: list[dict[str, object]], root: Path) -> tuple[list[str], 
             ids[journal.append({**payload, "agent": "motoko"}).id] = str(e["id"])
         pairs = {(ids[p.older], ids[p.newer]) for p in journal.proposals()}
     return [str(e["id"]) for e in ordered], pairs
+
+
+def _top_answers(entries: list[dict[str, object]], probes: list[dict[str, str]], root: Path, accept: str) -> list[str | None]:
+    """The set's id of each probe's top search hit (a correction counts as the entry it copies), with proposals decided per *accept*.
+
+    *accept*: ``none`` (left pending), ``auto`` (each entry's, at append, as a runner agent with ``accept_proposals = "auto"``)
+    or ``all`` (every proposal accepted).
+    """
+    ids: dict[str, str] = {}
+    with Journal(root) as journal:
+        for e in sorted(entries, key=lambda e: str(e["ts"])):
+            stored = journal.append({**{k: e[k] for k in ("ts", "kind", "theme", "tags", "voice")}, "agent": "motoko"})
+            ids[stored.id] = str(e["id"])
+            if accept == "auto":
+                journal.auto_accept(stored.id)
+        if accept == "all":
+            for proposal in journal.proposals():
+                # Accepting one supersedes its older entry, which ends that entry's other proposals.
+                with contextlib.suppress(ProposalNotFoundError):
+                    journal.accept_proposal(proposal.older, proposal.newer)
+        tops: list[str | None] = []
+        for probe in probes:
+            hits = journal.search(probe["query"], agent="motoko", k=5)
+            entry = hits[0].entry if hits else None
+            copied = (entry.meta.get("proposal") or {}).get("newer") if entry is not None else None
+            tops.append(None if entry is None else ids.get(entry.id) or ids.get(str(copied)))
+    return tops
+
+
+def fresh_wins(scenarios: list[dict[str, object]]) -> None:
+    """Per split: the share of probes whose top hit is the newest version (updates), or the right older answer (traps)."""
+    counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, scenario in enumerate(scenarios):
+            kind = "fresh-wins" if scenario["shape"] == "updated-fact" else "trap correct-wins"
+            for accept in ("none", "auto", "all"):
+                tops = _top_answers(scenario["entries"], scenario["probes"], Path(tmp) / f"{n}-{accept}", accept)  # type: ignore[arg-type]
+                c = counts[(str(scenario["split"]), kind, accept)]
+                c[0] += sum(top == scenario["answer"] for top in tops)
+                c[1] += len(tops)
+    print(f"top search hit (k=5, lexical), proposals left pending / auto-accepted (score >= {AUTO_ACCEPT_THRESHOLD}) / all accepted")
+    for split in ("tune", "check"):
+        for kind in ("fresh-wins", "trap correct-wins"):
+            cells = [f"{c[0] / c[1]:.2f} ({c[0]}/{c[1]})" for c in (counts[(split, kind, a)] for a in ("none", "auto", "all"))]
+            print(f"{split:<6} {kind:<18} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14}")
 
 
 def append_cost(entries: int = 10_000, appends: int = 600) -> None:
@@ -211,6 +264,7 @@ def main() -> None:
         ]
         print(f"{split:<6} {cells[0]:>14} {cells[1]:>16} {cells[2]:>14} {cells[3]:>14}")
     restatements()
+    fresh_wins(scenarios)
     if args.locomo:
         locomo(args.locomo)
 
