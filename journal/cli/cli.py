@@ -411,7 +411,7 @@ def proposals(settings: _Settings, agent: str | None) -> None:
     _emit(found, _listed(journal, agent, _views.show_proposals, lambda shown: [i for p in shown for i in (p["older"], p["newer"])]))
 
 
-@cli.command(name="accept-proposal", short_help="Accept a proposal: append a correction superseding the older entry.")
+@cli.command(name="accept-proposal", short_help="Accept a proposal: append a correction.")
 @click.argument("older")
 @click.argument("newer")
 @agent_option("Only this agent's proposals (another agent's reads as none).")
@@ -427,7 +427,7 @@ def accept_proposal(settings: _Settings, older: str, newer: str, agent: str | No
     _decide(settings, "accepted", older, newer, agent)
 
 
-@cli.command(name="reject-proposal", short_help="Reject a proposal: both entries stand, and it is not made again.")
+@cli.command(name="reject-proposal", short_help="Reject a proposal: both entries stand.")
 @click.argument("older")
 @click.argument("newer")
 @agent_option("Only this agent's proposals (another agent's reads as none).")
