@@ -27,9 +27,10 @@ from journal.carry.importer import ImportSummary
 from journal.checking import verify as _verify
 from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding import DEFAULT_MODEL, Encoder
-from journal.errors import SemanticUnavailableError
+from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
+from journal.indexing import AUTO_ACCEPT_THRESHOLD, Proposal
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
@@ -45,6 +46,9 @@ from journal.sync import (
     Reader,
     SkippedFile,
     append_group,
+    decided,
+    decision_key,
+    decision_payload,
     ids_of_agent,
     operator_name,
     recovering,
@@ -64,6 +68,7 @@ __all__ = [
     "ExportManifest",
     "ImportSummary",
     "Journal",
+    "Proposal",
     "SkippedFile",
     "VerifyReport",
 ]
@@ -597,6 +602,73 @@ class Journal:
         large the journal.
         """
         return self._keeper.index.has_entries(simulated=simulated, agent=agent)
+
+    @recovering
+    def proposals(self, agent: str | None = None, *, newer: str | None = None) -> builtins.list[Proposal]:
+        """The pending supersede proposals (of *agent*, and made by the entry *newer*, when given): a newer entry that may update an
+        older one of its agent.
+
+        Derived at append and rebuilt by :meth:`reindex`, never written to an entry file. A proposal
+        stops being pending once an entry of the agent names the older one in ``supersedes`` (as
+        :meth:`accept_proposal` appends), or records a decision on it (as :meth:`reject_proposal` appends).
+        """
+        return self._keeper.index.proposals(agent, newer)
+
+    def accept_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:
+        """Accept the pending proposal that *newer* updates *older*: append the correction, and return it.
+
+        The correction is an ordinary entry of their agent, appended as :meth:`append` does: the newer entry's
+        text, theme, tags and focus, ``supersedes`` naming *older*, ``continuity_refs`` *newer*, and
+        ``meta.proposal`` recording the decision (with *origin* as its ``meta.origin``). Its client key is
+        derived from the pair: accepting again returns the same entry and writes nothing.
+
+        Raises:
+            ProposalNotFoundError: no such pending proposal (with *agent*: of that agent; another agent's reads as
+                none), never made, or no longer pending because an entry supersedes *older* already; nothing is written.
+            ProposalDecidedError: the proposal was rejected; nothing is written.
+        """
+        return self._decide("accepted", older, newer, agent, origin)
+
+    def auto_accept(self, newer: str, *, agent: str | None = None, origin: str = "agent") -> builtins.list[Entry]:
+        """Accept every pending proposal the entry *newer* makes that scores at least ``AUTO_ACCEPT_THRESHOLD``; the corrections.
+
+        What a runner agent with ``accept_proposals = "auto"`` does after each entry it appends: the stricter
+        threshold is chosen so that accepting costs no recency trap its answer (see docs/retrieval.md).
+        Each acceptance is :meth:`accept_proposal`'s, so running it again appends nothing.
+        """
+        return [
+            self.accept_proposal(proposal.older, proposal.newer, agent=agent, origin=origin)
+            for proposal in self.proposals(agent, newer=newer)
+            if proposal.score >= AUTO_ACCEPT_THRESHOLD
+        ]
+
+    def reject_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:
+        """Reject the pending proposal that *newer* updates *older*: append a note saying both stand, and return it.
+
+        The note's ``meta.proposal`` records the decision, so the pair is never proposed again, ``reindex``
+        included. Rejecting again returns the same note; rejecting an accepted proposal raises
+        ProposalDecidedError; the other errors are :meth:`accept_proposal`'s.
+        """
+        return self._decide("rejected", older, newer, agent, origin)
+
+    def _decide(self, decision: str, older: str, newer: str, agent: str | None, origin: str) -> Entry:
+        try:
+            old, new = self.get(older, agent), self.get(newer, agent)
+        except EntryNotFoundError:
+            raise ProposalNotFoundError(older, newer) from None
+        if old.agent != new.agent:  # never proposed: proposals are within one agent
+            raise ProposalNotFoundError(older, newer)
+        earlier = self.find_by_client_key(decision_key(old.id, new.id), old.agent)
+        if earlier is None:
+            if new.id not in {proposal.newer for proposal in self._pending(old.id)}:
+                raise ProposalNotFoundError(older, newer)
+            # Two deciders racing append under one client key: the second gets the first's entry, checked below.
+            earlier = self.append(decision_payload(decision, old, new, origin))
+        return decided(earlier, decision, old.id, new.id)
+
+    @recovering
+    def _pending(self, older: str) -> builtins.list[Proposal]:
+        return self._keeper.index.pending_proposals([older]).get(older, [])
 
     @recovering
     def list(

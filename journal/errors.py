@@ -68,6 +68,8 @@ __all__ = [
     "ManifestError",
     "ModelNotFoundError",
     "OutputPathError",
+    "ProposalDecidedError",
+    "ProposalNotFoundError",
     "ReadOnlyFilesystemError",
     "SemanticUnavailableError",
     "StoragePermissionError",
@@ -182,6 +184,35 @@ class ClientKeyTakenError(DuplicateEntryError):
         self.client_key = client_key
         self.agent = agent
         JournalError.__init__(self, f"client_key {client_key!r} is held by an entry of another agent than {agent!r}")
+
+
+class ProposalNotFoundError(JournalError, LookupError):
+    """No pending supersede proposal says that *newer* may update *older* (of the agent asked for), nor any decision on it."""
+
+    exit_code: ClassVar[int] = 3  # not found
+
+    def __init__(self, older: str, newer: str) -> None:
+        self.older = older
+        self.newer = newer
+        super().__init__(
+            f"no pending proposal that entry {newer!r} updates entry {older!r}; 'ghostjournal proposals' lists the pending ones"
+        )
+
+
+class ProposalDecidedError(JournalError):
+    """A proposal was already decided the other way: accepting a rejected one, or rejecting an accepted one."""
+
+    exit_code: ClassVar[int] = 4  # conflict
+
+    def __init__(self, older: str, newer: str, decision: str, entry_id: str) -> None:
+        self.older = older
+        self.newer = newer
+        self.decision = decision
+        self.entry_id = entry_id
+        super().__init__(
+            f"the proposal that entry {newer!r} updates entry {older!r} was already {decision} by entry {entry_id!r};"
+            " a decision stands (erase that entry to decide again)"
+        )
 
 
 class JournalNotFoundError(JournalError, FileNotFoundError):

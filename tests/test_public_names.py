@@ -13,7 +13,7 @@ JOURNAL = [
     "EraseResult", "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
     "InvalidEntryIdError", "Journal", "JournalClosedError", "JournalError", "JournalNotFoundError", "JournalStorageError",
     "KINDS", "LockTimeoutError", "MAX_ENTRY_BYTES", "MAX_K", "MODES", "ManifestError", "ModelNotFoundError", "PROGRESS_ENVVAR",
-    "Problem", "ProgressGate", "PromptContext", "REDACT_MODES", "ReadOnlyFilesystemError", "SCHEMA_VERSION", "SemanticUnavailableError",
+    "Problem", "ProgressGate", "PromptContext", "ProposalDecidedError", "ProposalNotFoundError", "REDACT_MODES", "ReadOnlyFilesystemError", "SCHEMA_VERSION", "SemanticUnavailableError",
     "SkippedFile", "StderrProgress", "StoragePermissionError", "UnsafePathError", "VerifyReport", "canonical_json", "check_label",
     "json_nesting_depth", "json_type_name", "load_encoder", "make_redactor", "progress_after", "reporting_slow", "validate_payload",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "show_append",
     "show_backup",
     "show_context",
+    "show_decision",
     "show_digest",
     "show_download",
     "show_entries",
@@ -29,6 +30,7 @@ __all__ = [
     "show_hits",
     "show_import",
     "show_init",
+    "show_proposals",
     "show_reindex",
     "show_related",
     "show_verify",
@@ -53,6 +55,17 @@ def show_append(document: Mapping[str, Any], width: int) -> str:
     entry = document["entry"]
     said = "appended" if document["outcome"] == "appended" else "duplicate: this client_key's entry is already stored"
     return f"{said}\n{show_entry(entry, width)}"
+
+
+def show_decision(document: Mapping[str, Any], width: int) -> str:
+    """``accept-proposal``/``reject-proposal``: the decision, then the entry that records it."""
+    older, newer = document["older"], document["newer"]
+    said = (
+        f"accepted: {newer} updates {older}; this correction supersedes it"
+        if document["decision"] == "accepted"
+        else f"rejected: {newer} does not update {older}; both stand, and the pair is not proposed again"
+    )
+    return f"{said}\n{show_entry(document['entry'], width)}"
 
 
 def show_entry(entry: Mapping[str, Any], width: int) -> str:
@@ -176,6 +189,26 @@ def show_hits(hits: Sequence[Mapping[str, Any]], width: int, listing: Listing) -
         ],
         width,
         listing.footer(_count(len(hits), "hit", "hits"), _SCORES),
+    )
+
+
+def show_proposals(proposals: Sequence[Mapping[str, Any]], width: int, listing: Listing) -> str:
+    """``proposals``: one row per pending proposal, oldest proposer first: the older entry, the newer that may update it, what they share."""
+    if not proposals:
+        return "no pending proposals"
+    return _listing_table(
+        listing,
+        [
+            ("older", listing.ids([p["older"] for p in proposals])),
+            ("of", listing.times([p["older_ts"] for p in proposals])),
+            ("newer", listing.ids([p["newer"] for p in proposals])),
+            ("at", listing.times([p["newer_ts"] for p in proposals])),
+            ("agent", [p["agent"] for p in proposals]),
+            ("score", [f"{p['score']:.2f}" for p in proposals]),
+            ("subject", [p["subject"] for p in proposals]),
+        ],
+        width,
+        listing.footer(_count(len(proposals), "proposal", "proposals"), "newer may update older; score: shared words"),
     )
 
 

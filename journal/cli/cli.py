@@ -397,6 +397,58 @@ def relate(settings: _Settings, entry_id: str, k: int, agent: str | None) -> Non
     _emit([hit.to_dict() for hit in hits], _listed(journal, agent, _views.show_related, lambda shown: [h["entry_id"] for h in shown]))
 
 
+@cli.command(short_help="List pending supersede proposals.")
+@agent_option("Only this agent's proposals.")
+@output_option
+@pass_settings
+def proposals(settings: _Settings, agent: str | None) -> None:
+    """List the pending supersede proposals: a newer entry of an agent that may update an older one on the same subject.
+
+    Example: ghostjournal proposals --agent motoko
+    """
+    journal = settings.journal()
+    found = [proposal.to_dict() for proposal in journal.proposals(agent)]
+    _emit(found, _listed(journal, agent, _views.show_proposals, lambda shown: [i for p in shown for i in (p["older"], p["newer"])]))
+
+
+@cli.command(name="accept-proposal", short_help="Accept a proposal: append a correction.")
+@click.argument("older")
+@click.argument("newer")
+@agent_option("Only this agent's proposals (another agent's reads as none).")
+@output_option
+@pass_settings
+def accept_proposal(settings: _Settings, older: str, newer: str, agent: str | None) -> None:
+    """Accept the pending proposal that NEWER updates OLDER (ids, or their starts as `proposals` shows them).
+
+    Appends a correction: NEWER's text, superseding OLDER. Accepting again prints the same entry.
+
+    Example: ghostjournal accept-proposal 6f1c2a9e 9b04d7e1
+    """
+    _decide(settings, "accepted", older, newer, agent)
+
+
+@cli.command(name="reject-proposal", short_help="Reject a proposal: both entries stand.")
+@click.argument("older")
+@click.argument("newer")
+@agent_option("Only this agent's proposals (another agent's reads as none).")
+@output_option
+@pass_settings
+def reject_proposal(settings: _Settings, older: str, newer: str, agent: str | None) -> None:
+    """Reject the pending proposal that NEWER updates OLDER: appends a note that keeps the pair from being proposed again.
+
+    Example: ghostjournal reject-proposal 6f1c2a9e 9b04d7e1
+    """
+    _decide(settings, "rejected", older, newer, agent)
+
+
+def _decide(settings: _Settings, decision: str, older: str, newer: str, agent: str | None) -> None:
+    journal = settings.journal(writable=True)
+    ids = journal.resolve_id(older, agent=agent), journal.resolve_id(newer, agent=agent)
+    decide = journal.accept_proposal if decision == "accepted" else journal.reject_proposal
+    entry = decide(*ids, agent=agent)
+    _emit({"decision": decision, "older": ids[0], "newer": ids[1], "entry": entry.to_dict()}, _views.show_decision)
+
+
 @cli.command(short_help="Summarize a window of entries.")
 @window_options
 @as_of_option

@@ -1,22 +1,29 @@
 """The derived SQLite index and the views computed over its rows.
 
 Its tables, lexical search, what a rebuild keeps (vectors, the digest each entry was indexed with),
-the scope of a read, digests (a window's summary), and the snapshot
+the scope of a read, supersede proposals, digests (a window's summary), and the snapshot
 through which a check, an export or a backup reads one instant of it: no module outside
 this folder runs SQL. It never reads an entry file: the entries it indexes are handed to it.
 """
 
 from journal.indexing._fts import QueryWords
+from journal.indexing._proposals import AUTO_ACCEPT_THRESHOLD, DECISIONS, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD, Proposal, decision_of
 from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.snapshot import IndexSnapshot, copy_index
 
 __all__ = [
+    "AUTO_ACCEPT_THRESHOLD",
+    "DECISIONS",
+    "NOVELTY_THRESHOLD",
+    "PROPOSAL_THRESHOLD",
     "IndexSnapshot",
+    "Proposal",
     "QueryWords",
     "Scope",
     "bound",
     "copy_index",
     "cutoff",
+    "decision_of",
     "positive",
     "shown_key",
 ]

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from journal.indexing._proposals import PROPOSAL_DROP, PROPOSAL_TABLES
+
 __all__ = [
     "ALL_ROWS",
     "COLUMNS",
@@ -40,7 +42,9 @@ __all__ = [
 #:     ``untrusted`` lists the entries whose text came from outside, which a prompt context leaves out.
 #:     The time indexes end with the id, so the newest entries by (ts_utc, id) are read from an index alone, in order
 #:     (see :mod:`journal.indexing._newest`).
-INDEX_SCHEMA_VERSION: Final = 10
+#: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
+#:     them (see :mod:`journal.indexing._proposals`).
+INDEX_SCHEMA_VERSION: Final = 11
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -130,7 +134,7 @@ def create_tables(conn: sqlite3.Connection) -> None:
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'").fetchall():
         if _AGENT_FTS_NAME.fullmatch(name):
             conn.execute(f"DROP TABLE {name}")
-    for statement in (_DROP + _TABLES).split(";"):
+    for statement in (PROPOSAL_DROP + _DROP + _TABLES + PROPOSAL_TABLES).split(";"):
         if statement.strip():
             conn.execute(statement)
     conn.execute("INSERT INTO state (key, value) VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))

@@ -23,6 +23,7 @@ from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, 
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal.indexing._neighbours import Neighbours, neighbours
+from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
     COLUMNS,
@@ -47,6 +48,7 @@ __all__ = [
     "IndexRow",
     "IndexState",
     "Neighbours",
+    "Proposal",
     "QueryWords",
     "SearchRow",
     "VectorRow",
@@ -91,8 +93,10 @@ class Index(Database):
         if boot_id is not None:
             conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
-    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None) -> None:
+    def insert_entry(self, conn: sqlite3.Connection, entry: Entry, rel_path: str, rowid: int | None = None, *, pair: bool = True) -> None:
         """Add one entry's rows (metadata, text, links) inside an open transaction; under *rowid*, if given, else the next.
+
+        Without *pair*, its supersede proposals wait for a pass over every entry (a rebuild's, see :func:`propose_all`).
 
         A tombstone gets one row of ``tombstones`` and nothing else: no text, no vector, no link, so no read lists or ranks it.
         """
@@ -132,11 +136,13 @@ class Index(Database):
             conn.execute("INSERT INTO untrusted (id, agent) VALUES (?, ?)", (entry.id, entry.agent))
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
+        propose(conn, entry, pair=pair)
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
         conn.execute("DELETE FROM tombstones WHERE id = ?", (entry_id,))
         conn.execute("DELETE FROM untrusted WHERE id = ?", (entry_id,))
+        forget_proposals(conn, entry_id)
         row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
@@ -184,8 +190,9 @@ class Index(Database):
             self.bump_vectors_epoch(conn)
             self.set_generation(conn, generation, boot_id)
             for entry, rel_path in entries:
-                self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id))
+                self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id), pair=False)
                 count += 1
+            propose_all(conn)
             if keep_vectors:
                 restore_vectors(conn)
             if keep_digests:
@@ -565,6 +572,16 @@ class Index(Database):
             return [(src, dst) for src, dst in self.conn.execute(sql)]
 
     # -- corrections -----------------------------------------------------------------
+
+    def pending_proposals(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[Proposal]]:
+        """For each of *ids* that a later entry of its agent may update, the pending proposals, newest proposer first (written before *before*)."""
+        with corruption_guard():
+            return pending_for(self.conn, ids, before=before)
+
+    def proposals(self, agent: str | None = None, newer: str | None = None) -> list[Proposal]:
+        """Every pending supersede proposal (of *agent*, and made by the entry *newer*, when given), oldest proposer first."""
+        with corruption_guard():
+            return proposals_of(self.conn, agent, newer)
 
     def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
         """For each of *ids* that is superseded, the entries superseding it, newest first.

@@ -57,7 +57,7 @@ class ScratchIndex(Index):
     def add(self, entry: Entry, rel_path: str, rowid: int | None) -> bool:
         """Index *entry* (of the file *rel_path*) under *rowid*; False, adding nothing, when a row holds its id, its agent's client_key or *rowid*."""
         try:
-            self.insert_entry(self._conn_filling(), entry, rel_path, rowid)
+            self.insert_entry(self._conn_filling(), entry, rel_path, rowid, pair=False)
         except sqlite3.IntegrityError:
             # The statement that failed is the entry row's, the first one: nothing of the entry is in.
             return False

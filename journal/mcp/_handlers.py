@@ -36,7 +36,7 @@ def _instructions(agent: str | None, is_read_only: bool) -> str:
         else "This server serves every agent of the journal: pass agent to a read to keep to one agent's entries, and to every append."
     )
     writing = (
-        "It is read-only: journal_append is not offered."
+        "It is read-only: journal_append and the proposal decisions are not offered."
         if is_read_only
         else "At the end of a piece of work, call journal_append once with what happened and what you learned, and a client_key "
         "unique to that work, so that a retry never writes it twice."
@@ -100,7 +100,11 @@ class Handlers:
     async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name not in self.tools.specs:
             offered = ", ".join(self.tools.specs)
-            why = "; this server is read-only" if params.name == "journal_append" else ""
+            why = (
+                "; this server is read-only"
+                if params.name in ("journal_append", "journal_accept_proposal", "journal_reject_proposal")
+                else ""
+            )
             raise MCPError(types.INVALID_PARAMS, f"unknown tool {params.name!r}{why}; it offers {offered}")
         # Not abandoned on cancellation: a call stops only at its end, so an append is never cut in half.
         return await anyio.to_thread.run_sync(self._run, params.name, params.arguments or {})

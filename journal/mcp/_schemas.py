@@ -199,6 +199,7 @@ def read_inputs(agent: str | None, zone: str) -> dict[str, dict[str, Any]]:
         ),
         "journal_digest": _object({"since": since, "until": until, "as_of": as_of, "agent": scope}),
         "journal_relate": _object({"id": entry_id, "k": _k(8), "agent": scope}, ("id",)),
+        "journal_proposals": _object({"agent": scope}),
     }
 
 
@@ -224,6 +225,13 @@ def append_input(agent: str | None) -> dict[str, Any]:
         }
         required = ("kind", "voice", "theme")
     return _object(properties, required)
+
+
+def decide_input() -> dict[str, Any]:
+    """The argument schema of journal_accept_proposal and journal_reject_proposal: the pair, as journal_proposals lists it."""
+    older = {"type": "string", "description": "The older entry's id (a proposal's 'older')."}
+    newer = {"type": "string", "description": "The newer entry's id (a proposal's 'newer'), which may update the older one."}
+    return _object({"older": older, "newer": newer}, ("older", "newer"))
 
 
 def erase_input() -> dict[str, Any]:
@@ -256,9 +264,28 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "items": {"type": "string"},
                 "description": "Later entries that correct this one, newest first.",
             },
+            "possibly_outdated": {
+                "type": "string",
+                "description": "Set when a later entry of the agent may update this one: 'possibly outdated by <short id> (<date>)'.",
+            },
+            "possibly_outdated_by": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The later entries that may update this one, newest first (proposals, not corrections).",
+            },
         },
     }
     hits = {"type": "object", "required": ["hits"], "properties": {"hits": {"type": "array", "items": hit}}}
+    decision = {
+        "type": "object",
+        "required": ["decision", "older", "newer", "entry"],
+        "properties": {
+            "decision": {"enum": ["accepted", "rejected"]},
+            "older": {"type": "string"},
+            "newer": {"type": "string"},
+            "entry": entry,
+        },
+    }
     record = {"type": "object", "required": ["id", "ts", "kind", "theme", "tags", "found_by", "voice"]}
     return {
         "journal_search": hits,
@@ -293,6 +320,26 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                 "by": {"type": "string"},
             },
         },
+        "journal_proposals": {
+            "type": "object",
+            "required": ["proposals"],
+            "properties": {
+                "proposals": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["older", "older_ts", "newer", "newer_ts", "agent", "score", "subject"],
+                        "properties": {
+                            "agent": {"type": "string"} if agent is None else {"const": agent},
+                            "score": {"type": "number", "description": "The share of the smaller entry's content words the other holds."},
+                            "subject": {"type": "string", "description": "The tag or focus the two entries share."},
+                        },
+                    },
+                }
+            },
+        },
+        "journal_accept_proposal": decision,
+        "journal_reject_proposal": decision,
         "journal_append": {
             "type": "object",
             "required": ["outcome", "duplicate", "entry"],

@@ -23,14 +23,14 @@ from journal.api import Journal
 from journal.files import json_type_name, show_value
 from journal.files.entry import Entry, check_text_arguments, with_origin
 from journal.frame import local_zone, parse_time_input, zone_name
-from journal.mcp._schemas import append_input, entry_schema, erase_input, read_inputs, result_schemas
+from journal.mcp._schemas import append_input, decide_input, entry_schema, erase_input, read_inputs, result_schemas
 
 __all__ = ["NEWEST", "ToolResult", "ToolSpec", "Tools"]
 
 #: How many entries the newest-entries resource holds.
 NEWEST: Final = 20
 #: The tools that write.
-_WRITES: Final = frozenset({"journal_append", "journal_erase"})
+_WRITES: Final = frozenset({"journal_append", "journal_erase", "journal_accept_proposal", "journal_reject_proposal"})
 #: The read tools' time arguments: each takes the command line's forms (see journal.frame.timeinput).
 _TIME_ARGUMENTS: Final = ("since", "until", "as_of")
 
@@ -61,6 +61,19 @@ _DESCRIPTIONS: Final = {
         "(voice), with a short theme; kind is usually 'note'. Entries are immutable. Always pass a client_key unique to this "
         "piece of work (e.g. '<agent>:<task>:<date>'): a retry with the same key returns the stored entry (duplicate: true) "
         "instead of writing a second one."
+    ),
+    "journal_proposals": (
+        "List the pending supersede proposals: a newer entry of yours that may update an older one on the same tag or focus "
+        "(hits and context records of the older one say 'possibly outdated by ...'). Decide each with journal_accept_proposal "
+        "or journal_reject_proposal."
+    ),
+    "journal_accept_proposal": (
+        "Accept a proposal (older, newer ids from journal_proposals): the newer entry does update the older one. Appends a "
+        "correction, the newer entry's text superseding the older one, so reads put it first. Calling it again returns the same entry."
+    ),
+    "journal_reject_proposal": (
+        "Reject a proposal (older, newer ids from journal_proposals): both entries stand, e.g. the newer one restates or is about "
+        "something else. Appends a short note; the pair is never proposed again. Calling it again returns the same note."
     ),
     "journal_erase": (
         "Erase entries for good, by id, with the reason: each entry's text leaves the journal, and a tombstone keeps its id, "
@@ -172,6 +185,7 @@ class Tools:
         inputs = read_inputs(agent, zone_name(self.zone))
         if not is_read_only:
             inputs["journal_append"] = append_input(agent)
+            inputs["journal_accept_proposal"] = inputs["journal_reject_proposal"] = decide_input()
             if allow_erase:  # offered only when the server was started with --allow-erase
                 inputs["journal_erase"] = erase_input()
         self.specs = {
@@ -216,6 +230,17 @@ class Tools:
                 # A scoped server erases its own agent's entries alone: another agent's id reads as unknown.
                 erased = journal.erase(ids, reason=args["reason"], agent=self.agent, by=f"mcp:{self.agent or 'unscoped'}")
                 return self._result(erased.to_dict())
+            case "journal_proposals":
+                return self._result({"proposals": [proposal.to_dict() for proposal in journal.proposals(args.get("agent"))]})
+            case "journal_accept_proposal" | "journal_reject_proposal":
+                older, newer = args["older"], args["newer"]
+                if not all(isinstance(value, str) for value in (older, newer)):
+                    raise ValueError(f"older and newer must be entry ids, got {_got(older)} and {_got(newer)}")
+                # A scoped server decides its own agent's proposals alone: another agent's reads as none.
+                decide = journal.accept_proposal if name == "journal_accept_proposal" else journal.reject_proposal
+                entry = decide(older, newer, agent=self.agent, origin="tool")
+                decision = "accepted" if name == "journal_accept_proposal" else "rejected"
+                return self._result({"decision": decision, "older": older, "newer": newer, "entry": entry.to_dict()})
             case "journal_append":
                 # An MCP client's text is 'tool'; a client may lower it to 'untrusted' (text it took from outside), never raise it.
                 origin = (args.get("meta") or {}).get("origin", "tool") if isinstance(args.get("meta", {}), Mapping) else "tool"

@@ -25,9 +25,10 @@ class ContextRecord:
     """One past entry as the block shows it: one JSON line with these fields.
 
     Attributes:
-        found_by: ``match`` (it matched the query) or ``recent`` (it filled the rest).
+        found_by: ``match`` (it matched the query), ``recent`` (it filled the rest) or ``newer`` (a shown entry's mark names it).
         voice_truncated: the voice was cut (and ends in "…") to fit the block.
         superseded_by: ids of later entries that correct this one, newest first.
+        outdated: the mark of an entry a later entry of its agent may update, "possibly outdated by <short id> (<date>)".
     """
 
     id: str
@@ -40,9 +41,10 @@ class ContextRecord:
     voice: str
     voice_truncated: bool = False
     superseded_by: tuple[str, ...] = ()
+    outdated: str = ""
 
     @classmethod
-    def of(cls, entry: Entry, found_by: str, superseded_by: Sequence[str] = ()) -> ContextRecord:
+    def of(cls, entry: Entry, found_by: str, superseded_by: Sequence[str] = (), outdated: str = "") -> ContextRecord:
         """The record of *entry*, found by *found_by*, with its whole voice."""
         return cls(
             entry.id,
@@ -54,6 +56,7 @@ class ContextRecord:
             found_by,
             entry.voice,
             superseded_by=tuple(superseded_by),
+            outdated=outdated,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +67,8 @@ class ContextRecord:
         record["found_by"] = self.found_by
         if self.superseded_by:
             record["superseded_by"] = list(self.superseded_by)
+        if self.outdated:
+            record["possibly_outdated"] = self.outdated
         record["voice"] = self.voice
         if self.voice_truncated:
             record["voice_truncated"] = True
@@ -166,6 +171,7 @@ def build_prompt_context(
     *,
     max_chars: int,
     superseded_by: Mapping[str, Sequence[str]] | None = None,
+    outdated: Mapping[str, str] | None = None,
 ) -> PromptContext:
     """Frame *picks* (most relevant first, each with how it was found) as a labelled data block of at most *max_chars*.
 
@@ -173,7 +179,8 @@ def build_prompt_context(
     first; the first record that does not fit whole is cut, and the rest left out.
     The header counts the records shown, those of them found by a match of
     the query (the rest are the most recent entries), and those left out.
-    *superseded_by* maps an entry's id to the later entries that correct it.
+    *superseded_by* maps an entry's id to the later entries that correct it,
+    *outdated* to its mark when a later entry may update it.
 
     Raises:
         ValueError: *max_chars* is below MIN_CONTEXT_CHARS.
@@ -187,7 +194,7 @@ def build_prompt_context(
     budget = max_chars - frame_len - header_max - 1
     chosen: list[tuple[str, ContextRecord, str]] = []
     for entry, why in picks:
-        record = ContextRecord.of(entry, why, (superseded_by or {}).get(entry.id, ()))
+        record = ContextRecord.of(entry, why, (superseded_by or {}).get(entry.id, ()), (outdated or {}).get(entry.id, ""))
         line = _data_line(record.to_dict())
         if len(line) + 1 <= budget:
             chosen.append((utc_key(entry.timestamp), record, line))

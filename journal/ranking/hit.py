@@ -19,7 +19,9 @@ class Hit:
     entry that refers to it), ``supersedes`` (an entry it corrects),
     ``superseded_by`` (an entry correcting it) or ``similar``.
     ``superseded_by`` lists the entries of the same agent that correct this
-    one, newest first.
+    one, newest first. ``outdated`` is the mark of an entry a later entry of
+    its agent may update (a pending supersede proposal), "possibly outdated by
+    <short id> (<date>)", and ``outdated_by`` lists those later entries, newest first.
     """
 
     entry_id: str
@@ -28,9 +30,12 @@ class Hit:
     entry: Entry
     reason: str = "match"
     superseded_by: tuple[str, ...] = ()
+    outdated: str = ""
+    outdated_by: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The hit as JSON-ready data, with where the entry's text came from; ``superseded_by`` only when a later entry corrects this one."""
+        """The hit as JSON-ready data, with where the entry's text came from; ``superseded_by`` only when a later entry corrects this one,
+        ``possibly_outdated`` and ``possibly_outdated_by`` only when a later one may update it."""
         data = {
             "entry_id": self.entry_id,
             "score": round(self.score, 6),
@@ -41,4 +46,7 @@ class Hit:
         }
         if self.superseded_by:
             data["superseded_by"] = list(self.superseded_by)
+        if self.outdated:
+            data["possibly_outdated"] = self.outdated
+            data["possibly_outdated_by"] = list(self.outdated_by)
         return data

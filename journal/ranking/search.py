@@ -8,7 +8,7 @@ out and the ranking runs again without it until *k* entries are found.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
@@ -18,6 +18,7 @@ from journal.files.entry import Entry, check_text_arguments, show_value
 from journal.indexing import QueryWords, Scope, bound, cutoff, positive
 from journal.indexing.index import Index, IndexRow, Window
 from journal.ranking._corrections import order_corrections
+from journal.ranking._proposed import OutdatedMark, mark_hits, outdated_marks
 from journal.ranking.context import PromptContext, build_prompt_context
 from journal.ranking.fusion import FUSION, fuse, needs_partial
 from journal.ranking.hit import Hit
@@ -312,9 +313,10 @@ class Ranker:
         scope = Scope(
             agent=agent, kind=kind, since=bound(since, "since"), until=bound(until, "until"), as_of=cutoff(as_of), current_only=current_only
         )
-        return self._found(
+        found = self._found(
             QueryWords.of(query), k=k, mode=mode, scope=scope, floor=self._floor(floor), hidden=self._hidden(scope), stages=rerank
         )
+        return mark_hits(self._index, found, agent=agent, before=scope.as_of)
 
     def relate(self, entry_id: str, *, k: int, agent: str | None) -> list[Hit]:
         """See :meth:`journal.Journal.relate`."""
@@ -410,4 +412,21 @@ class Ranker:
         # The matches already carry their correctors; only the recent fill is asked for its own.
         corrected = {hit.entry_id: list(hit.superseded_by) for hit in found if hit.superseded_by}
         corrected.update(self._index.superseders([entry.id for entry, why in picks if why == "recent"], before=scope.as_of))
-        return build_prompt_context(query, picks, max_chars=max_chars, superseded_by=corrected)
+        marks = outdated_marks(self._index, [entry.id for entry, _ in picks], agent=agent, before=scope.as_of)
+        picks += self._newer_of(picks, marks, scope, hidden)
+        return build_prompt_context(
+            query, picks, max_chars=max_chars, superseded_by=corrected, outdated={key: mark.text for key, mark in marks.items()}
+        )
+
+    def _newer_of(
+        self, picks: Sequence[tuple[Entry, str]], marks: Mapping[str, OutdatedMark], scope: Scope, hidden: set[str]
+    ) -> list[tuple[Entry, str]]:
+        """The newest entry each marked pick's mark names, not picked already: shown after every pick, while the block has room."""
+        seen = {entry.id for entry, _ in picks}
+        wanted = [mark.newer[0] for entry, _ in picks if (mark := marks.get(entry.id)) is not None]
+        wanted = [entry_id for entry_id in dict.fromkeys(wanted) if entry_id not in seen and entry_id not in hidden]
+        if not wanted:
+            return []
+        rows = self._index.rows(scope.window, ids=wanted)
+        found = {row.id: self._reader.usable(row, set(), scope) for row in rows}
+        return [(entry, "newer") for entry_id in wanted if (entry := found.get(entry_id)) is not None]

@@ -5,6 +5,7 @@ that check each index row against its file.
 """
 
 from journal.sync._append import AppendResult, append
+from journal.sync._decide import decided, decision_key, decision_payload
 from journal.sync._erase import EraseResult, erase, ids_of_agent, operator_name
 from journal.sync._group import GroupOutcome, append_group
 from journal.sync._keeper import IndexKeeper, recovering, writing
@@ -21,6 +22,9 @@ __all__ = [
     "SkippedFile",
     "append",
     "append_group",
+    "decided",
+    "decision_key",
+    "decision_payload",
     "erase",
     "first_of_each",
     "ids_of_agent",

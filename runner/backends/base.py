@@ -58,7 +58,11 @@ REPLY_FIELDS: Final = {
     "quoted_from_outside": "optional: true when the voice quotes text taken from outside (a web page, a message, a document)",
     "quoted": "optional: text taken from outside (a web page, a message, a document) that the voice draws on, given word for word; "
     "kept as an entry of its own, marked untrusted, which later prompts leave out",
+    "proposals": "optional: decisions on past entries marked 'possibly outdated by <id>' in the context: [{older: the marked entry's id, "
+    "newer: the id in its mark, decision: 'accept' (the newer one does update it) or 'reject' (both stand)}]",
 }
+#: The most proposal decisions one reply may carry.
+MAX_REPLY_DECISIONS: Final = 20
 REQUIRED_REPLY_FIELDS: Final = ("voice", "theme")
 
 _LABEL: Final = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -95,6 +99,21 @@ REPLY_SCHEMA: Final = {
         },
         "quoted_from_outside": {"type": "boolean", "description": REPLY_FIELDS["quoted_from_outside"]},
         "quoted": {"type": "string", "minLength": 1, "description": REPLY_FIELDS["quoted"]},
+        "proposals": {
+            "type": "array",
+            "maxItems": MAX_REPLY_DECISIONS,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "older": {"type": "string", "minLength": 1},
+                    "newer": {"type": "string", "minLength": 1},
+                    "decision": {"enum": ["accept", "reject"]},
+                },
+                "required": ["older", "newer", "decision"],
+                "additionalProperties": False,
+            },
+            "description": REPLY_FIELDS["proposals"],
+        },
     },
     "required": list(REQUIRED_REPLY_FIELDS),
     "additionalProperties": False,
@@ -303,7 +322,25 @@ def check_reply(reply: object, backend: str) -> dict[str, Any]:
     quoted = reply.get("quoted")
     if quoted is not None and (not isinstance(quoted, str) or not quoted.strip()):
         raise BackendReplyError(backend, f"the reply's field 'quoted' must be a non-empty string, got {json_type_name(quoted)}")
+    _check_decisions(reply.get("proposals", []), backend)
     return dict(reply)
+
+
+def _check_decisions(decisions: object, backend: str) -> None:
+    """Refuse a reply's ``proposals`` that is not a list of at most MAX_REPLY_DECISIONS {older, newer, decision} objects."""
+    expected = f"a list of at most {MAX_REPLY_DECISIONS} objects {{older, newer, decision: 'accept' or 'reject'}}"
+    if not isinstance(decisions, list) or len(decisions) > MAX_REPLY_DECISIONS:
+        raise BackendReplyError(backend, f"the reply's field 'proposals' must be {expected}, got {json_type_name(decisions)}")
+    for position, item in enumerate(decisions):
+        if (
+            not isinstance(item, Mapping)
+            or set(item) != {"older", "newer", "decision"}
+            or not all(isinstance(item[name], str) and item[name].strip() for name in ("older", "newer"))
+            or item["decision"] not in ("accept", "reject")
+        ):
+            raise BackendReplyError(
+                backend, f"the reply's field 'proposals[{position}]' must be {{older, newer, decision: 'accept' or 'reject'}}"
+            )
 
 
 def holds_secret(value: object, secret: str) -> bool:

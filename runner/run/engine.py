@@ -74,6 +74,43 @@ def backend_deadline(started: float, run_timeout: float | None) -> float | None:
     return started + run_timeout - min(max(run_timeout / 10, 1.0), 30.0, run_timeout / 2)
 
 
+def _accept_proposals(journal: Journal, agent: str, entry_id: str, run: RunIdentity) -> None:
+    """Accept the proposals the run's entry makes above the stricter threshold (``accept_proposals = "auto"``).
+
+    After the entry is stored, and idempotent: a run that finds its slot's entry (a retry after a crash here) accepts
+    what is left. A failure is logged and leaves the run's outcome as it is: the entry is stored, and each
+    acceptance is whole or not written.
+    """
+    try:
+        with signals_deferred():
+            accepted = journal.auto_accept(entry_id, agent=agent)
+    except JournalError as exc:
+        log.warning("run.proposals_failed", **run.fields(scheduled=False), entry_id=entry_id, error=str(exc))
+        return
+    if accepted:
+        log.info("run.proposals_accepted", **run.fields(scheduled=False), entry_id=entry_id, corrections=[e.id for e in accepted])
+
+
+def _decide_proposals(journal: Journal, agent: str, decisions: list[dict[str, str]], run: RunIdentity) -> None:
+    """Accept or reject the proposals the reply decides (ids, or their starts as a context's marks show them), as the agent.
+
+    After the run's entry is stored. The agent's own proposals alone: another agent's ids are unknown here. A decision
+    the journal refuses (no such pending proposal, decided the other way) is logged and skipped; the run's outcome stays.
+    """
+    for item in decisions:
+        try:
+            older, newer = journal.resolve_id(item["older"], agent=agent), journal.resolve_id(item["newer"], agent=agent)
+            decide = journal.accept_proposal if item["decision"] == "accept" else journal.reject_proposal
+            with signals_deferred():
+                entry = decide(older, newer, agent=agent, origin="agent")
+        except JournalError as exc:
+            log.warning("run.proposal_refused", **run.fields(scheduled=False), decision=item["decision"], error=str(exc))
+            continue
+        log.info(
+            "run.proposal_decided", **run.fields(scheduled=False), decision=item["decision"], older=older, newer=newer, entry_id=entry.id
+        )
+
+
 def _fields_from_backend(
     journal: Journal,
     agent: AgentConfig,
@@ -211,6 +248,7 @@ def _execute(
     slot, key, scheduled_text = run.slot, run.client_key, run.scheduled
     outcome: Outcome = Outcome.FAILED
     entry_id: str | None = None
+    decisions: list[dict[str, str]] = []  # the reply's decisions on proposals, made once its entry is stored
     error: str | None = None
     would_be: dict[str, Any] | None = None
     fault: str | None = None
@@ -262,6 +300,7 @@ def _execute(
                         meta["simulated"] = True
                     quoted = quoted_payload(fields, agent.name, scheduled_text, key) if "quoted" in fields else None
                     fields.pop("quoted", None)
+                    decisions = fields.pop("proposals", [])
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
                         would_be = validate_payload(payload)
@@ -276,6 +315,10 @@ def _execute(
                             appended = journal.append_with_result(payload)
                             outcome = Outcome.DUPLICATE if appended.is_duplicate else Outcome.APPENDED
                             entry_id = appended.entry.id
+            if agent.accept_proposals == "auto" and entry_id is not None and not dry_run:
+                _accept_proposals(journal, agent.name, entry_id, run)
+            if decisions and entry_id is not None and not dry_run:
+                _decide_proposals(journal, agent.name, decisions, run)
         except (RunnerError, JournalError) as exc:
             error = str(exc)
             fault = exc.errno_name if isinstance(exc, JournalStorageError) else None

@@ -18,7 +18,7 @@ from typing import Any, Final
 __all__ = ["QUOTED_KEY_SUFFIX", "RUN_MARKS", "continuing", "quoted_payload"]
 
 #: The reply's fields that are the run's marks, not an entry's fields.
-RUN_MARKS: Final = frozenset({"quoted_from_outside", "quoted"})
+RUN_MARKS: Final = frozenset({"quoted_from_outside", "quoted", "proposals"})
 #: Appended to the slot's client key for the entry of the quoted text.
 QUOTED_KEY_SUFFIX: Final = ":quoted"
 

@@ -74,6 +74,9 @@ class AgentConfig:
     redact: str = "default"
     #: Extra kinds of secret, each a kind and a regular expression, redacted with either mode.
     redact_patterns: tuple[tuple[str, str], ...] = ()
+    #: "auto": after each entry a run appends, accept the supersede proposals it makes above the journal's stricter
+    #: threshold (journal.Journal.auto_accept); "never" (the default): leave them for someone to decide.
+    accept_proposals: str = "never"
 
 
 @dataclass(frozen=True, slots=True)

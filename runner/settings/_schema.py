@@ -29,7 +29,19 @@ from runner.settings.persona import load_persona
 __all__ = ["DURATION_EXPECTED", "MAX_DURATION", "FieldReader", "parse_duration"]
 
 BACKEND_TYPES: Final = ("simulated", "openai", "command")
-_AGENT_KEYS: Final = ("persona", "backend", "routines", "journal_root", "memory", "mix_simulated", "redact", "redact_patterns")
+_AGENT_KEYS: Final = (
+    "persona",
+    "backend",
+    "routines",
+    "journal_root",
+    "memory",
+    "mix_simulated",
+    "redact",
+    "redact_patterns",
+    "accept_proposals",
+)
+#: What an agent's runs do with the supersede proposals its new entry makes: accept those above the stricter threshold, or leave them.
+ACCEPT_PROPOSALS: Final = ("never", "auto")
 _BACKEND_KEYS: Final = {
     "simulated": ("type",),
     "openai": ("type", "base_url", "model", "api_key_env", "timeout", "json_mode", "temperature", "attempts", "retry_delay"),
@@ -310,6 +322,9 @@ class FieldReader:
                 make_redactor("off", {kind: expression})
             except ValueError as exc:
                 raise self.fail(f"{key}.redact_patterns.{kind}", str(exc).split(", got ")[0], expression) from None
+        accept = data.get("accept_proposals", "never")
+        if accept not in ACCEPT_PROPOSALS:
+            raise self.fail(f"{key}.accept_proposals", "one of " + ", ".join(repr(mode) for mode in ACCEPT_PROPOSALS), accept)
         return AgentConfig(
             name=name,
             persona=persona,
@@ -320,4 +335,5 @@ class FieldReader:
             mix_simulated=mix_simulated,
             redact=redact,
             redact_patterns=tuple(sorted(patterns.items())),
+            accept_proposals=accept,
         )

@@ -46,6 +46,7 @@ Layout::
     backend = "simulated"      # or a table: {type = "openai", model = "llama3.2"} / {type = "command", command = [...]};
                                # openai and command take attempts = 4 and retry_delay = "1s" (retries within a run)
     memory = "hybrid"          # this agent's, instead of the [runner] default
+    accept_proposals = "auto"  # accept the supersede proposals its entries make above the stricter threshold (default "never")
 
     [fleet]                    # optional: one schedule over several hosts (runner.settings._fleet, runner.fleet)
     broker = "redis://10.0.0.5:6379/0"

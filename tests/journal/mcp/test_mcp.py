@@ -26,7 +26,8 @@ from journal.mcp._schemas import MAX_LIMIT, MAX_QUERY_CHARS
 from tests._support import tree_digest
 from tests.journal._mcp import McpServer, mcp_server
 
-TOOLS = {"journal_search", "journal_get", "journal_list", "journal_context", "journal_digest", "journal_relate", "journal_append"}
+WRITES = {"journal_append", "journal_accept_proposal", "journal_reject_proposal"}
+TOOLS = {"journal_search", "journal_get", "journal_list", "journal_context", "journal_digest", "journal_relate", "journal_proposals", *WRITES}
 
 
 def _fill(root: Path) -> dict[str, str]:
@@ -91,7 +92,7 @@ def test_tools_and_their_schemas(everyone: McpServer, motoko: McpServer) -> None
             jsonschema.Draft202012Validator.check_schema(schema)
             assert schema["type"] == "object" and "$ref" not in json.dumps(schema)
         assert tool.input_schema["additionalProperties"] is False
-        assert tool.annotations is not None and tool.annotations.read_only_hint is (tool.name != "journal_append")
+        assert tool.annotations is not None and tool.annotations.read_only_hint is (tool.name not in WRITES)
     assert listed["journal_search"].input_schema["required"] == ["query"]
     assert set(listed["journal_search"].input_schema["properties"]) == {"query", "k", "kind", "since", "until", "as_of", "current_only", "floor", "rerank", "mode", "agent"}
     append = listed["journal_append"].input_schema
@@ -101,7 +102,7 @@ def test_tools_and_their_schemas(everyone: McpServer, motoko: McpServer) -> None
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"kind": "note", "agent": "motoko", "theme": "t", "voice": "v", "ts": "2026-09-05T16:00:00Z"}, append)
     scoped = {tool.name: tool for tool in motoko.tools()}
-    assert set(scoped) == TOOLS - {"journal_append"}
+    assert set(scoped) == TOOLS - WRITES
     for tool in scoped.values():
         assert tool.input_schema["properties"]["agent"]["const"] == "motoko"
         # Entries and digests in a result must be motoko's, or the SDK's client refuses the result (context records carry no agent).

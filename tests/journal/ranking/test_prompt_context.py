@@ -43,7 +43,8 @@ def test_hostile_text_cannot_close_or_forge_the_block(journal: Journal, make_pay
 
 def test_context_prefers_matches_then_fills_with_recent(journal: Journal, make_payload: Payload) -> None:
     """Matching entries come first; the recent ones fill up to k; records are shown oldest first."""
-    match = journal.append(make_payload(voice="the lighthouse keeper", theme="keeper", ts="2026-09-01T00:00:00Z"))
+    # Its own tag: sharing the rain entries' tags, it would be proposed as updated by them, and the block would add the newer.
+    match = journal.append(make_payload(voice="the lighthouse keeper", theme="keeper", tags=["keeper"], ts="2026-09-01T00:00:00Z"))
     for day in range(2, 6):
         journal.append(make_payload(voice=f"day {day} of rain", theme="rain", ts=f"2026-09-0{day}T00:00:00Z"))
     records = _records(journal.prompt_context("lighthouse", k=3))
@@ -97,13 +98,16 @@ def _golden_payloads() -> list[dict[str, Any]]:
 
 #: sha256 and length of the block for each call: its bytes are a contract. The header's "matched" count (how many
 #: records were found by the query rather than filling in as the most recent) changed every block by that field only.
+#: The entries share the tag "harbor"; the long "harbor tide" one says something the short ones before it did not, and
+#: they after it, so those pairs are proposed: the blocks mark the older "possibly_outdated" and bring in the newest
+#: proposer ("newer") where there is room. The short ones restate each other, and are not proposed.
 GOLDEN_BLOCKS = [
-    (("harbor", {}), "00fd3ce01da7eedc123b1c09d8932f6de9da197b278cd3a978388f3ac3f1350c", 4101),
-    (("harbor", {"k": 3}), "5331ced1efe90b77c14fa95cbbb4c28530a562a69928d967b31c6aa386bf24f2", 3393),
-    (("nothing matches zz", {"k": 4, "agent": "motoko"}), "472035cbb576933852943c4e990fa9446c01c823cede6d2638f674e3480b6699", 3639),
-    (("harbor tide", {"max_chars": 900}), "5831df27e30fb54bc045af288e7dbfb28d314b6645d23ed507396345f8c6d9c8", 899),
+    (("harbor", {}), "c5a35b2626c743512aca80292865f8e80bae6e494407fbd0e354a110edb87069", 4620),
+    (("harbor", {"k": 3}), "a306c3547abcc02f8ca90947c7526df07c645edc478d66419228a92525af312b", 3819),
+    (("nothing matches zz", {"k": 4, "agent": "motoko"}), "f676b4a11d23233ccfc77573cac0677eefd11a599ee0b855dd1c91729ca0686c", 3732),
+    (("harbor tide", {"max_chars": 900}), "9825c3203813c064d90655378dfdf0f9db0969623528e624657f7c69e10d43c7", 899),
     (('"<q>"' * 80, {"k": 8, "since": "2026-09-02T00:00:00Z", "until": "2026-09-07T00:00:00Z"}),
-     "a118410b0ed6c2c5e80dc9434c95909340aa2e299669e499b6f89dfcc6811503", 4056),
+     "b723686e43fa8cbecdc8074e520cd80bfa1b0d20c3ab7da40173ef9a7f1ed412", 4335),
     (("rain", {"k": 2, "agent": "batou"}), "eb5b8db801dfda63ec2454aec36b70c94d86093e44d16cfa631b43d293c1f3e9", 539),
 ]
 
@@ -125,10 +129,11 @@ def test_context_gives_the_records_of_the_block_as_values(journal: Journal, make
     context = journal.context("harbor tide", max_chars=900)
     assert isinstance(context, PromptContext) and all(isinstance(record, ContextRecord) for record in context.records)
     assert [record.to_dict() for record in context.records] == _records(context.text)
-    assert json.loads(context.text.split("\n")[2])["omitted"] == context.omitted == 5
+    # Five other matches, and the newer entry the mark of the one shown names, are left out for room.
+    assert json.loads(context.text.split("\n")[2])["omitted"] == context.omitted == 6
     [record] = context.records
     assert record.voice_truncated and record.voice.endswith("…") and record.found_by == "match" and record.mood == "calm"
-    assert json.loads(json.dumps(context.to_dict())) == {"records": [record.to_dict()], "omitted": 5}
+    assert json.loads(json.dumps(context.to_dict())) == {"records": [record.to_dict()], "omitted": 6}
     with pytest.raises(AttributeError):
         record.voice = "changed"  # type: ignore[misc]
 

@@ -1,0 +1,190 @@
+"""Supersede proposals: made at append between an agent's entries on one subject, derived state that reindex rebuilds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from journal import Journal
+from journal.indexing import PROPOSAL_THRESHOLD
+from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
+
+
+def _pairs(journal: Journal, agent: str | None = None) -> list[tuple[str, str]]:
+    return [(p.older, p.newer) for p in journal.proposals(agent)]
+
+
+def test_an_update_on_the_same_subject_is_proposed_with_its_evidence(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z", theme="the move", tags=("studio", "kamakura"))
+    (proposal,) = journal.proposals()
+    assert (proposal.older, proposal.newer, proposal.agent) == (old.id, new.id, "motoko")
+    assert proposal.subject == "tag:studio"
+    assert PROPOSAL_THRESHOLD <= proposal.score <= 1
+    assert proposal.to_dict()["subject"] == "tag:studio"
+
+
+def test_no_proposal_without_a_shared_subject_across_agents_or_between_unlike_words(journal: Journal) -> None:
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", theme="boats", tags=("kamakura",))  # alike words, no shared subject
+    add(journal, NEW, "2026-04-20T10:00:00Z", tags=("kamakura",))  # alike words, the same theme only: a theme is no subject
+    add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")  # same subject, another agent
+    add(journal, OTHER, "2026-04-22T09:00:00Z")  # same subject, unlike words
+    assert journal.proposals() == []
+
+
+def test_an_entry_that_already_supersedes_is_no_proposal(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", signals={"supersedes": [old.id]})
+    assert journal.proposals() == []
+
+
+def test_an_explicit_correction_later_ends_the_proposal(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    assert _pairs(journal) == [(old.id, new.id)]
+    add(journal, "Correcting the record.", "2026-04-21T09:00:00Z", theme="correction", tags=("records",), signals={"supersedes": [old.id]})
+    assert journal.proposals() == []
+
+
+def test_proposals_are_scoped_by_agent(journal: Journal) -> None:
+    m_old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    m_new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    b_old = add(journal, OLD, "2026-01-11T09:00:00Z", agent="batou")
+    b_new = add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")
+    assert _pairs(journal, "motoko") == [(m_old.id, m_new.id)]
+    assert _pairs(journal, "batou") == [(b_old.id, b_new.id)]
+    assert _pairs(journal, "nobody") == []
+    assert len(journal.proposals()) == 2
+
+
+def test_an_older_entry_appended_later_is_still_the_older_one(journal: Journal) -> None:
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")  # backfilled: written second, dated first
+    assert _pairs(journal) == [(old.id, new.id)]
+
+
+def test_reindex_rebuilds_the_same_proposals_and_no_entry_file_changes(journal: Journal, root: Path) -> None:
+    entries = [
+        add(journal, OLD, "2026-01-10T09:00:00Z"),
+        add(journal, NEW, "2026-04-20T09:00:00Z"),
+        add(journal, AGAIN, "2026-05-01T09:00:00Z"),
+        add(journal, OTHER, "2026-05-02T09:00:00Z", theme="harbor", tags=("harbor",)),
+    ]
+    files = {p: p.read_bytes() for p in (root / "entries").rglob("*.json")}
+    before = journal.proposals()
+    assert len(before) == 3  # each later studio entry against each earlier one
+    assert journal.reindex() == len(entries)
+    assert journal.proposals() == before
+    assert {p: p.read_bytes() for p in (root / "entries").rglob("*.json")} == files
+
+
+def test_an_index_of_the_previous_layout_is_rebuilt_with_proposals(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    import sqlite3
+
+    conn = sqlite3.connect(root / "index" / "journal.sqlite3")
+    with conn:
+        conn.execute("DROP TABLE proposals")
+        conn.execute("UPDATE state SET value = '10' WHERE key = 'schema_version'")
+    conn.close()
+    with Journal(root) as journal:
+        assert _pairs(journal) == [(old.id, new.id)]
+
+
+def test_erasing_either_entry_ends_its_proposals(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z")
+    journal.erase([old.id], reason="test")
+    assert journal.proposals() == []
+
+
+def test_the_cli_lists_proposals_as_a_table_and_as_json(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+        add(journal, OLD, "2026-01-11T09:00:00Z", agent="batou")
+        add(journal, NEW, "2026-04-21T09:00:00Z", agent="batou")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], capture_output=True, text=True, check=False, timeout=120)
+
+    listed = run("proposals", "--agent", "motoko", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(p["older"], p["newer"]) for p in json.loads(listed.stdout)] == [(old.id, new.id)]
+    table = run("proposals", "--text")
+    assert table.returncode == 0, table.stderr
+    assert old.id[:8] in table.stdout and new.id[:8] in table.stdout and "batou" in table.stdout
+    assert run("proposals", "--agent", "nobody", "--text").stdout.strip() == "no pending proposals"
+
+
+
+def test_reindex_pairs_entries_in_order_of_time_whatever_order_their_files_are_read(journal: Journal) -> None:
+    # Alike entries on one day: a rebuild reads a day's files by id, not by time, and still makes what the appends made.
+    for hour in range(1, 10):  # appended in order of time, ids in no order; each says something the others do not
+        add(journal, NEW + " " + " ".join(f"h{hour}w{n}" for n in range(15)), f"2026-04-20T0{hour}:00:00Z")
+    before = sorted(journal.proposals(), key=lambda p: (p.older, p.newer))
+    assert before
+    journal.reindex()
+    assert sorted(journal.proposals(), key=lambda p: (p.older, p.newer)) == before
+
+
+def test_a_shared_focus_is_a_subject(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z", tags=(), signals={"focus": "Studio"})
+    new = add(journal, NEW, "2026-04-20T09:00:00Z", tags=("kamakura",), signals={"focus": "studio"})
+    (proposal,) = journal.proposals()
+    assert (proposal.older, proposal.newer, proposal.subject) == (old.id, new.id, "focus:studio")
+
+
+def test_a_restatement_is_no_proposal(journal: Journal) -> None:
+    # The same value said again, in passing: nearly every word of the newer entry is the older one's.
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, "Above the ramen shop again: the Shibuya studio skylight leaks, third floor.", "2026-02-10T09:00:00Z")
+    assert journal.proposals() == []
+
+
+def test_an_entry_continuing_another_along_a_chain_is_no_proposal(journal: Journal) -> None:
+    # A conversation going on: each turn continues the one before; however alike, no turn replaces an earlier one.
+    first = add(journal, OLD, "2026-01-10T09:00:00Z")
+    middle = add(journal, OTHER, "2026-01-10T09:01:00Z", signals={"continuity_refs": [first.id]})
+    add(journal, NEW, "2026-01-10T09:02:00Z", signals={"continuity_refs": [middle.id]})
+    assert journal.proposals() == []
+    journal.reindex()
+    assert journal.proposals() == []
+
+
+def test_untrusted_text_neither_proposes_nor_is_proposed(journal: Journal) -> None:
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, NEW, "2026-04-20T09:00:00Z", meta={"origin": "untrusted"})
+    assert journal.proposals() == []
+    add(journal, NEW, "2026-05-20T09:00:00Z", meta={"origin": "untrusted"}, tags=("studio", "again"))
+    trusted = add(journal, AGAIN, "2026-06-20T09:00:00Z")
+    assert _pairs(journal) == [(old.id, trusted.id)]
+
+
+def test_the_cli_accepts_and_rejects_proposals_by_their_short_ids(root: Path) -> None:
+    with Journal(root) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        new = add(journal, NEW, "2026-04-20T09:00:00Z")
+        again = add(journal, AGAIN, "2026-05-01T09:00:00Z")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], capture_output=True, text=True, check=False, timeout=120)
+
+    accepted = run("accept-proposal", old.id[:8], new.id[:8], "--json")
+    assert accepted.returncode == 0, accepted.stderr
+    document = json.loads(accepted.stdout)
+    assert (document["decision"], document["older"], document["newer"]) == ("accepted", old.id, new.id)
+    assert document["entry"]["signals"]["supersedes"] == [old.id] and document["entry"]["meta"]["origin"] == "operator"
+    assert json.loads(run("accept-proposal", old.id, new.id, "--json").stdout)["entry"] == document["entry"]  # again: the same
+    conflict = run("reject-proposal", old.id, new.id)
+    assert conflict.returncode == 4 and "already accepted by entry" in conflict.stderr and "Traceback" not in conflict.stderr
+    rejected = run("reject-proposal", new.id, again.id, "--text")
+    assert rejected.returncode == 0 and rejected.stdout.startswith(f"rejected: {again.id} does not update {new.id}")
+    missing = run("accept-proposal", new.id, old.id)
+    assert missing.returncode == 3 and "no pending proposal that entry" in missing.stderr
+    assert run("accept-proposal", old.id, new.id, "--agent", "batou").returncode == 3  # another agent's ids are unknown to it
+    assert run("proposals", "--text").stdout.strip() == "no pending proposals"
