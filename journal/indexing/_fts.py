@@ -360,14 +360,14 @@ class TextSearch:
     def ranked(
         self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
     ) -> list[tuple[str, float]]:
-        """The ids and scores of :meth:`search`'s rows, in its order, without making the rows."""
-        found = self._ranked(conn, query, k=k, window=window, exclude=exclude)
-        return [(r[0], float(r[11])) for r in found[0]] if found else []
+        """The ids and scores of :meth:`search`'s rows, in its order, without reading the rows."""
+        found = self._ranked(conn, query, k=k, window=window, exclude=exclude, columns="e.id")
+        return [(r[0], float(r[1])) for r in found[0]] if found else []
 
     def _ranked(
-        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
+        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str], columns: str = COLUMNS
     ) -> tuple[list[tuple[Any, ...]], str] | None:
-        """The best *k* rows as SQL rows of :data:`COLUMNS`, score and rowid, and the FTS5 expression that found them."""
+        """The best *k* rows as SQL rows of *columns* (of ``entries e``), score and rowid, and the FTS5 expression that found them."""
         terms = list(query.terms)
         if not terms or k <= 0:
             return None
@@ -380,12 +380,14 @@ class TextSearch:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
         if newest_only:
-            ranked = newest_ranked(conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS)
+            ranked = newest_ranked(
+                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns
+            )
         else:
             where = " AND ".join([f"{table} MATCH ?", *clauses])
             matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
             # Ties go to the newer entry, then to the id, so equal scores come out in one order.
-            sql = f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            sql = f"SELECT {columns}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
             ranked = conn.execute(sql, [match, *params, k]).fetchall()
         return ranked, match
 

@@ -63,19 +63,17 @@ def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: flo
     pairs = {(src, dst) for src, dst in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]) if src != dst}
     near_in_time: dict[str, set[str]] = {}
     if within_seconds > 0:
-        parsed: dict[str, datetime] = {}
-
-        def moment(ts: str) -> datetime:
-            if ts not in parsed:
-                parsed[ts] = datetime.fromisoformat(ts)
-            return parsed[ts]
-
-        for entry_id, ts, before, after in conn.execute(_ADJACENT.format(marks=marks), list(ids)):
-            for other in (before, after):
-                if other is not None:
-                    other_id, other_ts = other.split(" ", 1)
-                    if abs((moment(other_ts) - moment(ts)).total_seconds()) <= within_seconds:
-                        near_in_time.setdefault(entry_id, set()).add(other_id)
+        around = [
+            (entry_id, ts, other.split(" ", 1))
+            for entry_id, ts, before, after in conn.execute(_ADJACENT.format(marks=marks), list(ids))
+            for other in (before, after)
+            if other is not None
+        ]
+        # Each time parsed once: neighbouring entries share theirs.
+        moment = {t: datetime.fromisoformat(t) for _, ts, (_, other_ts) in around for t in (ts, other_ts)}
+        for entry_id, ts, (other_id, other_ts) in around:
+            if abs((moment[other_ts] - moment[ts]).total_seconds()) <= within_seconds:
+                near_in_time.setdefault(entry_id, set()).add(other_id)
     if near_in_time:
         corrections = {(src, dst) for src, dst in conn.execute(_CORRECTIONS.format(marks=marks), [*ids, *ids])}
         near_in_time = {e: {n for n in near if (e, n) not in corrections and (n, e) not in corrections} for e, near in near_in_time.items()}

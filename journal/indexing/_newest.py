@@ -33,8 +33,9 @@ def newest_ranked(
     *,
     candidates: int,
     weights: str,
+    columns: str = COLUMNS,
 ) -> list[tuple[Any, ...]]:
-    """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of :data:`COLUMNS`, score and rowid.
+    """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of *columns*, score and rowid.
 
     *clauses* and *params* keep the window (conditions on ``entries`` as ``e``).
     Equal scores go to the newer entry, then to the greater id, as the full ranking orders them.
@@ -48,7 +49,7 @@ def newest_ranked(
     best = sorted(picked, key=rank.__getitem__)[:k]
     rows = {
         row[-1]: row
-        for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
+        for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
     }
     return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
