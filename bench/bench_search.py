@@ -1,17 +1,19 @@
 """search and prompt_context beside a baseline revision: p50/p95 of both trees in one run, for common-word and ordinary queries.
 
-Run:  python bench/bench_search.py --baseline REV [--sizes 1000,10000,100000] [--hybrid-sizes 1000,10000] [--queries 50] [--rounds 2]
+Run:  python bench/bench_search.py --baseline REV [--baseline REV2 ...] [--sizes 1000,10000,100000] [--hybrid-sizes 1000,10000] [--queries 50] [--rounds 2]
 
 One journal of synthetic reflections (bench_journal.py's generator, its
-files written directly) grows to each size. At each size both trees, this
-one and git revision REV's packages, index a copy of it (hard links to the
-same files) and answer the same queries in fresh processes taking turns, so
-both are measured under the same load. The queries search the whole journal
+files written directly) grows to each size. At each size every tree, each
+baseline's packages (a git revision, exported, or a checkout's directory)
+and this one's, indexes a copy of it (hard links to the same files) and
+answers the same queries in fresh processes taking turns, so all are
+measured under the same load. The queries search the whole journal
 (no ``agent=``): "common" ones are two words of the ten most frequent, found in
 nearly every entry, "ordinary" ones are bench_journal.py's rare, mixed and
 theme queries. Each call is timed (wall and CPU); the table gives each
-tree's p50/p95 wall milliseconds side by side, the ratio of the p50s, and the
-median CPU milliseconds, which move less with the machine's load. Lexical at
+tree's p50/p95 wall milliseconds side by side, and its median CPU
+milliseconds, which move less with the machine's load, with the ratio of
+each baseline's to this tree's (above 1: this tree is faster). Lexical at
 every size; hybrid (the real model; ``ghostjournal download-model`` first)
 at ``--hybrid-sizes``, where each tree embeds every entry once.
 """
@@ -124,7 +126,7 @@ def measure(
     notes: dict[str, list[str]] = {name: [] for name in trees}
     for round_ in range(rounds):
         for name, tree in list(trees.items())[:: 1 if round_ % 2 == 0 else -1]:
-            root = work / f"{size}-{name.split()[0]}"
+            root = work / f"{size}-{list(trees).index(name)}"
             if not root.exists():
                 _copy(source, root)
             result = run_child(tree, {"root": str(root), "hybrid": hybrid, "queries": texts[0], "warm": texts[1]}, work)
@@ -155,23 +157,44 @@ def measure(
 
 
 def render(rows: list[dict[str, Any]], names: list[str]) -> str:
-    """The side-by-side table: each tree's p50/p95 (and median CPU) per size, mode, query class and call; the ratio of the p50s."""
-    base, ours = names
-    head = f"{'entries':>8}  {'mode':<8}{'queries':<10}{'call':<16}{base + ' p50/p95 ms':>28}{ours + ' p50/p95 ms':>26}"
-    lines = [head + f"{'base/this p50':>15}{'CPU ms base, this':>20}"]
+    """The side-by-side table: each tree's p50/p95 and median CPU per size, mode, query class and call.
+
+    Each baseline's columns end with the ratios of its p50 and its CPU median to this tree's (the last of *names*).
+    """
+    *bases, ours = names
+    head = f"{'entries':>8}  {'mode':<8}{'queries':<10}{'call':<16}"
+    for base in bases:
+        head += f"{base + ' p50/p95 ms, CPU ms':>36}{'p50, CPU ratio':>16}"
+    lines = [head + f"{ours + ' p50/p95 ms, CPU ms':>36}"]
     for row in rows:
-        b, o = row[base], row[ours]
-        lines.append(
-            f"{row['entries']:>8}  {row['mode']:<8}{row['queries']:<10}{row['call']:<16}"
-            f"{b['p50_ms']:>19.1f} / {b['p95_ms']:<6.1f}{o['p50_ms']:>17.1f} / {o['p95_ms']:<6.1f}"
-            f"{b['p50_ms'] / o['p50_ms']:>14.2f}x{b['cpu_ms']:>12.1f}, {o['cpu_ms']:<6.1f}"
-        )
+        line = f"{row['entries']:>8}  {row['mode']:<8}{row['queries']:<10}{row['call']:<16}"
+        o = row[ours]
+        for base in bases:
+            b = row[base]
+            line += f"{b['p50_ms']:>19.1f} / {b['p95_ms']:<6.1f}{b['cpu_ms']:>9.1f}{b['p50_ms'] / o['p50_ms']:>8.2f}x {b['cpu_ms'] / o['cpu_ms']:>6.2f}x"
+        lines.append(line + f"{o['p50_ms']:>19.1f} / {o['p95_ms']:<6.1f}{o['cpu_ms']:>9.1f}")
     return "\n".join(lines)
+
+
+def _baseline(parser: argparse.ArgumentParser, given: str) -> tuple[str, Path | None]:
+    """A ``--baseline``: a checkout's directory (its label is its commit) or a revision to export; the short commit and the directory."""
+    where = Path(given).expanduser()
+    tree = where.resolve() if (where / "journal" / "__init__.py").is_file() else None
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD" if tree else given], cwd=tree or REPO, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        parser.error(f"--baseline {given!r} is not a revision of this repository, nor a checkout's directory")
+    return done.stdout.strip(), tree
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", help="git revision whose packages answer the same queries beside this tree's (required)")
+    parser.add_argument(
+        "--baseline",
+        action="append",
+        help="a git revision, or a checkout's directory, whose packages answer the same queries beside this tree's (required; may be repeated)",
+    )
     parser.add_argument("--sizes", default="1000,10000,100000", help="journal sizes, comma-separated (default 1000,10000,100000)")
     parser.add_argument(
         "--hybrid-sizes",
@@ -201,10 +224,7 @@ def main() -> None:
     from bench_journal import Synth, fast_fill
     from bench_runner import export_tree
 
-    done = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        parser.error(f"--baseline {args.baseline!r} is not a revision of this repository")
-    commit = done.stdout.strip()
+    baselines = [_baseline(parser, given) for given in args.baseline]
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "journal"], cwd=REPO, capture_output=True, text=True, check=False
@@ -212,14 +232,19 @@ def main() -> None:
     texts = queries(args.queries, args.seed)
     load_before = os.getloadavg()
     print(
-        f"baseline {commit} beside this tree ({head}{', journal/ changed' if dirty else ''}); {os.cpu_count()} CPUs; "
+        f"{', '.join(f'baseline {label}' for label, _ in baselines)} beside this tree ({head}{', journal/ changed' if dirty else ''}); {os.cpu_count()} CPUs; "
         f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}",
         flush=True,
     )
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-search-") as tmp:
         work = Path(tmp)
-        trees = {f"baseline {commit}": export_tree(commit, work / "baseline"), "this tree": REPO}
+        trees: dict[str, Path] = {}
+        for n, (label, tree) in enumerate(baselines):
+            # One commit given twice (a revision and its checkout) still gets a column of each.
+            name = f"baseline {label}" if f"baseline {label}" not in trees else f"baseline {label}#{n + 1}"
+            trees[name] = tree or export_tree(label, work / f"baseline-{n}")
+        trees["this tree"] = REPO
         source = work / "source"
         (source / "entries").mkdir(parents=True)
         synth, filled = Synth(seed=args.seed), 0
@@ -229,8 +254,8 @@ def main() -> None:
             print(f"  {size} entries written", file=sys.stderr, flush=True)
             for hybrid in (False, True) if size in hybrid_sizes else (False,):
                 rows += measure(work, trees, source, size, hybrid, texts, args.rounds)
-            for name in trees:
-                shutil.rmtree(work / f"{size}-{name.split()[0]}", ignore_errors=True)
+            for slot in range(len(trees)):
+                shutil.rmtree(work / f"{size}-{slot}", ignore_errors=True)
     load_after = os.getloadavg()
     print(render(rows, list(trees)))
     print(

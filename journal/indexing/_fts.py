@@ -13,7 +13,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from journal.indexing._newest import newest_ranked
 from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
@@ -332,10 +332,13 @@ class TextSearch:
 
     def __init__(self) -> None:
         self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool]] = {}
+        # Whether a word is common, by table, word, size, writes and threshold: common words recur from query to query.
+        self._common: dict[tuple[str, str, int, int, int], bool] = {}
 
     def forget(self) -> None:
         """Drop every cached plan."""
         self._plans.clear()
+        self._common.clear()
 
     def search(
         self,
@@ -348,26 +351,45 @@ class TextSearch:
         with_snippets: bool,
     ) -> list[SearchRow]:
         """The best *k* rows in *window* for *query*, by BM25; see :meth:`journal.indexing.index.Index.search`."""
+        found = self._ranked(conn, query, k=k, window=window, exclude=exclude)
+        if not found:
+            return []
+        match = found[1]
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found[0]]
+
+    def ranked(
+        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
+    ) -> list[tuple[str, float]]:
+        """The ids and scores of :meth:`search`'s rows, in its order, without reading the rows."""
+        found = self._ranked(conn, query, k=k, window=window, exclude=exclude, columns="e.id")
+        return [(r[0], float(r[1])) for r in found[0]] if found else []
+
+    def _ranked(
+        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str], columns: str = COLUMNS
+    ) -> tuple[list[tuple[Any, ...]], str] | None:
+        """The best *k* rows as SQL rows of *columns* (of ``entries e``), score and rowid, and the FTS5 expression that found them."""
         terms = list(query.terms)
         if not terms or k <= 0:
-            return []
+            return None
         plan = self._plan(conn, terms, window.agent)
         if plan is None:
-            return []
+            return None
         table, match, newest_only = plan
         clauses, params = window.where()
         if exclude:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
         if newest_only:
-            ranked = newest_ranked(conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS)
+            ranked = newest_ranked(
+                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns
+            )
         else:
             where = " AND ".join([f"{table} MATCH ?", *clauses])
             matches = f"SELECT {table}.rowid AS rid, bm25({table}, {_WEIGHTS}) AS rank FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}"
             # Ties go to the newer entry, then to the id, so equal scores come out in one order.
-            sql = f"SELECT {COLUMNS}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
+            sql = f"SELECT {columns}, -h.rank, h.rid FROM ({matches}) h JOIN entries e ON e.rowid = h.rid ORDER BY h.rank, e.ts_utc DESC, e.id DESC LIMIT ?"
             ranked = conn.execute(sql, [match, *params, k]).fetchall()
-        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in ranked]
+        return ranked, match
 
     def snippets(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, str]:
         """Snippets of *query*, with the words a search in *window* keeps, in the given entries (those it matches)."""
@@ -455,15 +477,29 @@ class TextSearch:
         if key not in self._plans:
             if len(self._plans) >= 64:
                 self._plans.clear()
-            self._plans[key] = _plan_for(conn, table, terms, size, common)
+            self._plans[key] = self._plan_for(conn, table, terms, size, writes, common)
         return (table, *self._plans[key])
 
+    def _plan_for(
+        self, conn: sqlite3.Connection, table: str, terms: list[str], size: int, writes: int, common: CommonWords
+    ) -> tuple[str, bool]:
+        threshold = max(common.min_docs, int(size * common.share))
+        if size < threshold:
+            return _any_of(terms), False
+        if len(self._common) >= 1024:
+            self._common.clear()
+        rare = []
+        for term in terms:
+            key = (table, term, size, writes, threshold)
+            if key not in self._common:
+                self._common[key] = _is_common(conn, table, term, threshold)
+            if not self._common[key]:
+                rare.append(term)
+        return _plan_of(terms, rare)
 
-def _plan_for(conn: sqlite3.Connection, table: str, terms: list[str], size: int, common: CommonWords) -> tuple[str, bool]:
-    threshold = max(common.min_docs, int(size * common.share))
-    if size < threshold:
-        return _any_of(terms), False
-    rare = [term for term in terms if not _is_common(conn, table, term, threshold)]
+
+def _plan_of(terms: list[str], rare: list[str]) -> tuple[str, bool]:
+    """The FTS5 expression for a query of *terms* whose *rare* ones are not common, and whether to rank only the newest matches."""
     if not rare:
         return _any_of(terms), True
     # Scoring a common word would cost a pass over its whole posting list

@@ -15,11 +15,9 @@ from journal.indexing._tables import Window
 
 __all__ = ["Neighbours", "neighbours"]
 
-# Each continuity link whose either end is among the ids, when both ends are entries of one agent.
-_LINKS = (
-    "SELECT l.src, l.dst FROM links l JOIN entries a ON a.id = l.src JOIN entries b ON b.id = l.dst"
-    " WHERE a.agent = b.agent AND (l.src IN ({marks}) OR l.dst IN ({marks}))"
-)
+# Each continuity link whose either end is among the ids (one index read per end: the primary key and links_dst).
+# Whether both ends are entries of one agent is checked with the rows of every end, read once (see _rows).
+_LINKS = "SELECT src, dst FROM links WHERE src IN ({marks}) UNION ALL SELECT src, dst FROM links WHERE dst IN ({marks})"
 _CORRECTIONS = "SELECT src, dst FROM supersessions WHERE src IN ({marks}) OR dst IN ({marks})"
 # The entry of the same agent just before and just after each id in time, as "id ts" (an id holds no space;
 # entries_agent_ts answers each subquery).
@@ -31,16 +29,24 @@ _ADJACENT = (
 )
 
 
-def _seconds_between(earlier: str, later: str) -> float:
-    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+def _rows(conn: sqlite3.Connection, ids: set[str], window: Window) -> dict[str, tuple[str, str, bool]]:
+    """Each of *ids* that is an entry: its agent, its ``ts_utc`` and whether it lies in *window*, in one read."""
+    clauses, params = window.where()
+    shown = " AND ".join(clauses) or "1"
+    wanted = sorted(ids)
+    found = conn.execute(
+        f"SELECT e.id, e.agent, e.ts_utc, {shown} FROM entries e WHERE e.id IN ({','.join('?' * len(wanted))})", [*params, *wanted]
+    )
+    return {entry_id: (agent, ts, bool(inside)) for entry_id, agent, ts, inside in found}
 
 
 @dataclass(frozen=True, slots=True)
 class Neighbours:
-    """Each asked id's neighbours, by kind: *linked* by continuity (either way), *adjacent* in time."""
+    """Each asked id's neighbours, by kind: *linked* by continuity (either way), *adjacent* in time; *times* holds each linked one's ``ts_utc``."""
 
     linked: dict[str, set[str]] = field(default_factory=dict)
     adjacent: dict[str, set[str]] = field(default_factory=dict)
+    times: dict[str, str] = field(default_factory=dict)
 
 
 def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, window: Window) -> Neighbours:
@@ -53,36 +59,37 @@ def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: flo
     if not ids:
         return Neighbours()
     wanted = set(ids)
-    linked: dict[str, set[str]] = {}
-    adjacent: dict[str, set[str]] = {}
     marks = ",".join("?" * len(ids))
-    for src, dst in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]):
-        if src in wanted and src != dst:
-            linked.setdefault(src, set()).add(dst)
-        if dst in wanted and src != dst:
-            linked.setdefault(dst, set()).add(src)
+    pairs = {(src, dst) for src, dst in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]) if src != dst}
+    near_in_time: dict[str, set[str]] = {}
     if within_seconds > 0:
-        for entry_id, ts, before, after in conn.execute(_ADJACENT.format(marks=marks), list(ids)):
-            for other in (before, after):
-                if other is not None:
-                    other_id, other_ts = other.split(" ", 1)
-                    if abs(_seconds_between(ts, other_ts)) <= within_seconds:
-                        adjacent.setdefault(entry_id, set()).add(other_id)
-    if adjacent:
+        around = [
+            (entry_id, ts, other.split(" ", 1))
+            for entry_id, ts, before, after in conn.execute(_ADJACENT.format(marks=marks), list(ids))
+            for other in (before, after)
+            if other is not None
+        ]
+        # Each time parsed once: neighbouring entries share theirs.
+        moment = {t: datetime.fromisoformat(t) for _, ts, (_, other_ts) in around for t in (ts, other_ts)}
+        for entry_id, ts, (other_id, other_ts) in around:
+            if abs((moment[other_ts] - moment[ts]).total_seconds()) <= within_seconds:
+                near_in_time.setdefault(entry_id, set()).add(other_id)
+    if near_in_time:
         corrections = {(src, dst) for src, dst in conn.execute(_CORRECTIONS.format(marks=marks), [*ids, *ids])}
-        adjacent = {e: {n for n in near if (e, n) not in corrections and (n, e) not in corrections} for e, near in adjacent.items()}
-    every = set().union(*linked.values(), *adjacent.values())
-    if not every:
+        near_in_time = {e: {n for n in near if (e, n) not in corrections and (n, e) not in corrections} for e, near in near_in_time.items()}
+    ends = {end for pair in pairs for end in pair}
+    if not ends and not any(near_in_time.values()):
         return Neighbours()
-    if window.kind is None and window.since is None and window.until is None:
-        # A neighbour is of its source's agent, which is the window's: nothing to leave out.
-        return Neighbours({e: near for e, near in linked.items() if near}, {e: near for e, near in adjacent.items() if near})
-    # Only neighbours the search may show count: the window's kind and times.
-    clauses, params = window.where()
-    candidates = sorted(every)
-    clauses.append(f"e.id IN ({','.join('?' * len(candidates))})")
-    shown = {row[0] for row in conn.execute(f"SELECT e.id FROM entries e WHERE {' AND '.join(clauses)}", [*params, *candidates])}
-    return Neighbours(
-        {e: kept for e, near in linked.items() if (kept := near & shown)},
-        {e: kept for e, near in adjacent.items() if (kept := near & shown)},
-    )
+    # Every end's agent and time, and whether the search may show it (the window's kind and times), in one read.
+    rows = _rows(conn, ends | wanted | set().union(*near_in_time.values()), window)
+    linked: dict[str, set[str]] = {}
+    for src, dst in pairs:
+        if src not in rows or dst not in rows or rows[src][0] != rows[dst][0]:
+            continue
+        if src in wanted and rows[dst][2]:
+            linked.setdefault(src, set()).add(dst)
+        if dst in wanted and rows[src][2]:
+            linked.setdefault(dst, set()).add(src)
+    adjacent = {e: kept for e, near in near_in_time.items() if (kept := {n for n in near if n in rows and rows[n][2]})}
+    times = {other: rows[other][1] for near in linked.values() for other in near}
+    return Neighbours(linked, adjacent, times)

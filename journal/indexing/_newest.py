@@ -9,8 +9,8 @@ newest few. Instead the entries are read newest first from their time index
 (which ends with the id, so the read is of the index alone and in order), a
 batch at a time, and the text table is asked which of them match within the
 batch's rowid range: FTS5 reads a rowid range without decoding the rest. The
-words being common, the first batch is mostly matches. Then only the chosen
-rows' range is scored.
+words being common, the first batch is mostly matches, and it is scored as it
+is matched (see :class:`_Scorer`).
 """
 
 from __future__ import annotations
@@ -33,32 +33,65 @@ def newest_ranked(
     *,
     candidates: int,
     weights: str,
+    columns: str = COLUMNS,
 ) -> list[tuple[Any, ...]]:
-    """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of :data:`COLUMNS`, score and rowid.
+    """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of *columns*, score and rowid.
 
     *clauses* and *params* keep the window (conditions on ``entries`` as ``e``).
     Equal scores go to the newer entry, then to the greater id, as the full ranking orders them.
     """
-    picked = _newest_matches(conn, table, match, clauses, params, candidates)
+    scorer = _Scorer(conn, table, match, weights)
+    picked = _newest_matches(conn, scorer, clauses, params, candidates)
     if not picked:
         return []
-    # Only the chosen rows are scored, within their rowid range (mostly the latest rows). BM25 takes its
-    # statistics from the whole table, so a score read within a range is the score of the full ranking.
-    scored = conn.execute(
-        f"SELECT rowid, bm25({table}, {weights}) FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?",
-        [match, min(picked), max(picked)],
-    )
-    rank = dict(scored)
+    rank = scorer.scores(picked)
     # picked is newest first and the sort is stable, so ties go to the newer entry, then the id.
     best = sorted(picked, key=rank.__getitem__)[:k]
     rows = {
         row[-1]: row
-        for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
+        for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
     }
     return [(*rows[rowid][:-1], -rank[rowid], rowid) for rowid in best]
 
 
-def _newest_matches(conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], candidates: int) -> list[int]:
+class _Scorer:
+    """Which rows of a rowid range match, and their BM25 scores.
+
+    Each BM25 statement first counts, over the whole table, the rows holding
+    each query word (its IDF): for common words that costs more than scoring a
+    thousand rows. So the first range asked is matched and scored in one
+    statement, and a later one only matched; the rows picked that the first
+    left unscored are scored together at the end. A row's score does not
+    depend on the range it is read in: BM25 takes its statistics from the whole table.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, table: str, match: str, weights: str) -> None:
+        self._conn, self._table, self._match, self._weights = conn, table, match, weights
+        self._scored: dict[int, float] = {}
+        self._ranges = 0
+
+    def _read(self, low: int, high: int, *, scored: bool) -> dict[int, float]:
+        table = self._table
+        score = f"bm25({table}, {self._weights})" if scored else "0.0"
+        sql = f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
+        return dict(self._conn.execute(sql, [self._match, low, high]))
+
+    def matching(self, rowids: list[int]) -> set[int]:
+        """Those of *rowids* that match (scored, when they are the first asked)."""
+        self._ranges += 1
+        if self._ranges == 1:
+            self._scored = self._read(min(rowids), max(rowids), scored=True)
+            return set(self._scored)
+        return set(self._read(min(rowids), max(rowids), scored=False))
+
+    def scores(self, picked: list[int]) -> dict[int, float]:
+        """The BM25 score (lower is better) of each of *picked*, all matches."""
+        if missing := [rowid for rowid in picked if rowid not in self._scored]:
+            self._scored.update(self._read(min(missing), max(missing), scored=True))
+        return self._scored
+
+
+def _newest_matches(conn: sqlite3.Connection, scorer: _Scorer, clauses: list[str], params: list[Any], candidates: int) -> list[int]:
     """The rowids of the newest *candidates* matches in the window, newest first."""
     picked: list[int] = []
     # The first batch has room for a few entries that do not match; the later ones are sized by the share that did.
@@ -76,13 +109,8 @@ def _newest_matches(conn: sqlite3.Connection, table: str, match: str, clauses: l
         rowids = [row[0] for row in conn.execute(sql, [*args, batch])]
         if not rowids:
             break
-        # Which of them match: FTS5 reads the rowid range alone, and without a score it decodes no positions.
-        matching = {
-            row[0]
-            for row in conn.execute(
-                f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?", [match, min(rowids), max(rowids)]
-            )
-        }
+        # Which of them match: FTS5 reads the rowid range alone (without a score after the first, decoding no positions).
+        matching = scorer.matching(rowids)
         found = [rowid for rowid in rowids if rowid in matching]
         picked += found[: candidates - len(picked)]
         if len(rowids) < batch:

@@ -524,6 +524,13 @@ class Index(Database):
         with corruption_guard():
             return self._text.search(self.conn, QueryWords.of(query), k=k, window=window, exclude=exclude, with_snippets=with_snippets)
 
+    def ranked(
+        self, query: str | QueryWords, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = ()
+    ) -> list[tuple[str, float]]:
+        """The ids and scores of :meth:`search`'s hits, in its order, without their rows (a ranking that keeps only a few reads those later)."""
+        with corruption_guard():
+            return self._text.ranked(self.conn, QueryWords.of(query), k=k, window=window, exclude=exclude)
+
     def snippets(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, str]:
         """Snippets of *query* in the given entries (those it matches), with the query words a search in *window* keeps."""
         with corruption_guard():

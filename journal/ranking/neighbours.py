@@ -101,7 +101,5 @@ def with_neighbours(
     if not sources or params.weight == 0:
         return list(ranked)
     near = index.neighbours(sources, within_seconds=params.window_seconds, window=window)
-    held = {entry_id for entry_id, _ in ranked}
-    joining = sorted({other for group in near.linked.values() for other in group} - held)
-    times = {row.id: row.ts_utc for row in index.rows(window, ids=joining)} if joining else {}
-    return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=times)
+    # The read of the neighbours brought their times: those joining the candidates are ordered by them.
+    return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=near.times)

@@ -221,13 +221,12 @@ class Ranker:
             return _Ranking(lexical_hits, mode, scores={r.row.id: r.score for r in found})
         if mode == "lexical":
             # The neighbours' stage needs the scores of its sources, more than k when k is small.
-            words = self._index.search(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude, with_snippets=False)
-            base = [(r.row.id, r.score) for r in words]
-            ranked = with_neighbours(self._index, base, window, exclude=exclude)
+            # Only ids and scores: the rows of the few hits kept are read after the stage.
+            words = self._index.ranked(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude)
+            ranked = with_neighbours(self._index, words, window, exclude=exclude)
             if self.reranker is not None:
-                ranked = self.reranker.rerank(self._index, query, window, mode, base=base, lifted=ranked, lexical=base, semantic=[])
-            known = {r.row.id: r.row for r in words}
-            return self._hits(query, ranked, k=k, mode=mode, matched=set(known), scores={}, bad=bad, scope=scope, known=known)
+                ranked = self.reranker.rerank(self._index, query, window, mode, base=words, lifted=ranked, lexical=words, semantic=[])
+            return self._hits(query, ranked, k=k, mode=mode, matched={entry_id for entry_id, _ in words}, scores={}, bad=bad, scope=scope)
         assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
@@ -272,19 +271,13 @@ class Ranker:
         bad: set[str],
         scope: Scope,
         vector: Vector | None = None,
-        known: dict[str, IndexRow] | None = None,
     ) -> _Ranking:
-        """The ranking of the best *k* of *ranked* whose files are usable; *matched* are those the words found (they get snippets).
-
-        *known* holds rows already read (a lexical search's), which are not read again.
-        """
+        """The ranking of the best *k* of *ranked* whose files are usable; *matched* are those the words found (they get snippets)."""
         usable = self._reader.usable
         window = scope.window
         scores = scores | dict(ranked)
         ranked = ranked[:k]
-        rows = {entry_id: row for entry_id, _ in ranked if (row := (known or {}).get(entry_id)) is not None}
-        if missing := [entry_id for entry_id, _ in ranked if entry_id not in rows]:
-            rows.update((row.id, row) for row in self._index.rows(window, ids=missing))
+        rows = {row.id: row for row in self._index.rows(window, ids=[entry_id for entry_id, _ in ranked])} if ranked else {}
         snippets = self._index.snippets(query, [entry_id for entry_id, _ in ranked if entry_id in matched], window)
         hits = []
         for entry_id, score in ranked:

@@ -10,14 +10,19 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def test_the_search_bench_prints_both_trees_p50_and_p95_for_each_size_class_and_call() -> None:
-    """On two small journals (lexical only: hybrid needs the real model), a row per size, query class and call, with both trees' figures and the load."""
+def test_the_search_bench_prints_every_trees_p50_p95_and_cpu_for_each_size_class_and_call() -> None:
+    """Two baselines (a revision and a checkout's directory) on two small journals (lexical only: hybrid needs the real model).
+
+    A row per size, query class and call, with every tree's figures, each baseline's ratios to this tree's, and the load.
+    """
     result = subprocess.run(
         [
             sys.executable,
             str(BENCH / "bench_search.py"),
             "--baseline",
             "HEAD",
+            "--baseline",
+            str(BENCH.parent),
             "--sizes",
             "30,60",
             "--hybrid-sizes",
@@ -35,18 +40,22 @@ def test_the_search_bench_prints_both_trees_p50_and_p95_for_each_size_class_and_
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert re.match(r"baseline [0-9a-f]{7,} beside this tree \(.+\); \d+ CPUs; load average \d+\.\d\d \d+\.\d\d \d+\.\d\d$", lines[0]), (
-        lines[0]
-    )
+    assert re.match(
+        r"baseline [0-9a-f]{7,}, baseline [0-9a-f]{7,} beside this tree \(.+\); \d+ CPUs; load average \d+\.\d\d \d+\.\d\d \d+\.\d\d$",
+        lines[0],
+    ), lines[0]
     header = next(n for n, line in enumerate(lines) if line.split()[:4] == ["entries", "mode", "queries", "call"])
-    assert "baseline" in lines[header] and "this tree p50/p95 ms" in lines[header]
+    assert lines[header].count("baseline") == 2 and "this tree p50/p95 ms, CPU ms" in lines[header]
     rows = [line.split() for line in lines[header + 1 : header + 9]]
     assert [row[:4] for row in rows] == [
         [size, "lexical", cls, call] for size in ("30", "60") for cls in ("common", "ordinary") for call in ("search", "prompt_context")
     ]
-    for row in rows:  # base p50 / p95, this p50 / p95, the ratio, both CPU medians
-        assert row[5] == "/" and row[8] == "/" and row[10].endswith("x"), row
-        assert float(row[4]) <= float(row[6]) and float(row[7]) <= float(row[9]) and float(row[10][:-1]) > 0
+    for row in rows:  # per baseline: p50 / p95, CPU, the p50 and CPU ratios; then this tree's p50 / p95, CPU
+        assert len(row) == 4 + 6 + 6 + 4, row
+        for at in (4, 10):
+            p50, p95, cpu, ratio, cpu_ratio = float(row[at]), float(row[at + 2]), float(row[at + 3]), row[at + 4], row[at + 5]
+            assert row[at + 1] == "/" and p50 <= p95 and cpu > 0 and float(ratio[:-1]) > 0 and float(cpu_ratio[:-1]) > 0, row
+        assert row[17] == "/" and float(row[16]) <= float(row[18])
     assert re.match(r"3 queries of each class per round, 2 rounds; load average at the end \d+\.\d\d", lines[header + 9])
     assert "30 entries, lexical, this tree: open" in result.stderr and "60 entries, lexical, baseline" in result.stderr
 
@@ -61,4 +70,4 @@ def test_the_search_bench_refuses_a_revision_it_cannot_find_in_one_line() -> Non
         timeout=120,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "--baseline 'no-such-revision' is not a revision of this repository" in result.stderr
+    assert "--baseline 'no-such-revision' is not a revision of this repository, nor a checkout's directory" in result.stderr

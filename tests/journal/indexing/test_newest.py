@@ -38,7 +38,16 @@ SMALL = CommonWords(share=0.2, min_docs=6, candidates=5)
 
 
 def full_rule(
-    conn: sqlite3.Connection, table: str, match: str, clauses: list[str], params: list[Any], k: int, *, candidates: int, weights: str
+    conn: sqlite3.Connection,
+    table: str,
+    match: str,
+    clauses: list[str],
+    params: list[Any],
+    k: int,
+    *,
+    candidates: int,
+    weights: str,
+    columns: str = COLUMNS,
 ) -> list[tuple[Any, ...]]:
     """Every match in the window scored, the newest *candidates* kept by (ts_utc, id), the best *k* of them by BM25."""
     where = " AND ".join([f"{table} MATCH ?", *clauses])
@@ -48,7 +57,7 @@ def full_rule(
     ).fetchall()
     newest = sorted(every, key=lambda row: (row[1], row[2]), reverse=True)[:candidates]
     best = sorted(newest, key=lambda row: row[3])[:k]  # stable: ties stay newest first
-    rows = {row[-1]: row for row in conn.execute(f"SELECT {COLUMNS}, e.rowid FROM entries e")}
+    rows = {row[-1]: row for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e")}
     return [(*rows[row[0]][:-1], -row[3], row[0]) for row in best]
 
 
@@ -103,7 +112,10 @@ OPTIONS = st.fixed_dictionaries(
 @contextmanager
 def filled(payloads: list[dict[str, Any]], *, hybrid: bool, supersede_every: int = 4) -> Iterator[Journal]:
     """A fresh journal of *payloads*; every *supersede_every*-th entry corrects the entry of its agent before it."""
-    with tempfile.TemporaryDirectory() as tmp, Journal(Path(tmp) / "j", enable_nn=hybrid, encoder=FakeEncoder() if hybrid else None) as journal:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Journal(Path(tmp) / "j", enable_nn=hybrid, encoder=FakeEncoder() if hybrid else None) as journal,
+    ):
         last: dict[str, str] = {}
         for n, payload in enumerate(payloads):
             corrects = n % supersede_every == supersede_every - 1 and payload["agent"] in last
@@ -119,7 +131,9 @@ def answers(journal: Journal, query: str, options: dict[str, Any], *, mode: str)
     return [(hit.entry_id, hit.score, hit.snippet) for hit in hits], journal.prompt_context(query, **context_options)
 
 
-def both_rules(journal: Journal, query: str, options: dict[str, Any], *, mode: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Spy]:
+def both_rules(
+    journal: Journal, query: str, options: dict[str, Any], *, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, Any, Spy]:
     spy = Spy()
     with monkeypatch.context() as patched:
         patched.setattr(fts_module, "newest_ranked", spy)
