@@ -178,10 +178,8 @@ class Budgets:
                 os.chmod(self.path, 0o600)
                 hand_over(self.path)
         try:
-            # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync; a crash of the process
-            # loses nothing, a power cut at most the last commits (a run or two counted short).
+            # WAL: readers never wait for the writer. Each transaction sets its own synchronous level (see writing).
             db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             db.close()
@@ -197,12 +195,20 @@ class Budgets:
             self._db = None
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
-        """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next."""
+    def writing(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next.
+
+        *durable*: the commit returns only once the ledger's log is on the disk (an fsync), so that what it recorded
+        survives a power cut. An admission needs it: the backend is asked, and paid, right after, and a reservation
+        or a skipped slot lost with the host's power would let the day's budget be spent again after the restart.
+        Other commits are written, not synced: a crash of the process loses none of them, and the next durable
+        commit syncs them too; a power cut in between leaves a finished run at its estimate, as a killed run is.
+        """
         if self._db is None:
             self._db = self._connect()
         db = self._db
         try:
+            db.execute("PRAGMA synchronous = FULL" if durable else "PRAGMA synchronous = NORMAL")
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -224,7 +230,7 @@ class Budgets:
         max_tokens = self.settings.max_tokens_for(identity.agent, identity.routine)
         price = self.config.price_of(agent)
         start, end = day_window(self.config, scheduled)
-        with self.writing() as db:
+        with self.writing(durable=True) as db:
             row = db.execute("SELECT budget FROM skipped WHERE client_key = ?", (identity.client_key,)).fetchone()
             if row is not None:
                 return Refusal(row[0], 0.0, 0.0, known=False)
