@@ -52,8 +52,8 @@ _KEYS: Final = tuple(LEDGER_PREFIX + name for name in ("runs", "spend", "most", 
 
 # KEYS: runs, spend, most, skipped, skipped_at.
 # ARGV: run_id, client_key, agent, routine, at, window start, window end, estimate tokens, estimate cost ("" for both:
-# the most a settled run used), trim floor, trim batch, scope count, then per scope: key, field ("", "a" or "r"),
-# value, tokens limit ("" for none), cost limit ("" for none).
+# the most a settled run used), trim floor, trim batch, scope count, "1" to record a refused slot as skipped (not for a
+# dry run), then per scope: key, field ("", "a" or "r"), value, tokens limit ("" for none), cost limit ("" for none).
 # Returns {"skipped", budget} (skipped before), {"refused", budget, limit, used}, or {"admitted", tokens, cost}.
 _ADMIT: Final = """
 local function trim(zkey, hkey)
@@ -81,7 +81,7 @@ for i, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[6], '(' .. ARGV[7]
   if text then rows[#rows + 1] = cjson.decode(text) end
 end
 for s = 0, tonumber(ARGV[12]) - 1 do
-  local base = 13 + s * 5
+  local base = 14 + s * 5
   local field, value = ARGV[base + 1], ARGV[base + 2]
   local t, c = 0, 0
   for _, row in ipairs(rows) do
@@ -94,8 +94,10 @@ for s = 0, tonumber(ARGV[12]) - 1 do
   for _, check in ipairs(checks) do
     if check[2] ~= '' and check[3] >= tonumber(check[2]) then
       local budget = ARGV[base] .. '.' .. check[1]
-      redis.call('HSET', KEYS[4], ARGV[2], budget)
-      redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+      if ARGV[13] == '1' then
+        redis.call('HSET', KEYS[4], ARGV[2], budget)
+        redis.call('ZADD', KEYS[5], ARGV[5], ARGV[2])
+      end
       return {'refused', budget, check[2], fmt(check[3])}
     end
   end
@@ -164,7 +166,7 @@ class FleetBudgets(Budgets):
                 "check that redis-server runs there; the slot may be run again",
             ) from None
 
-    def admit(self, identity: RunIdentity, scheduled: datetime) -> Admission | Refusal:
+    def admit(self, identity: RunIdentity, scheduled: datetime, *, dry_run: bool = False) -> Admission | Refusal:
         """As :meth:`Budgets.admit`, in one script Redis runs alone.
 
         Raises:
@@ -204,6 +206,7 @@ class FleetBudgets(Budgets):
                 repr(floor),
                 _TRIM_BATCH,
                 len(scopes) // 5,
+                "0" if dry_run else "1",
                 *scopes,
             ],
         )

@@ -32,6 +32,9 @@ killed before it ended keeps its estimate.
 A fleet keeps the same ledger in its Redis instead (:mod:`runner.fleet.ledger`), so that its hosts share one
 budget; :func:`runner.run.engine.run_at` is given the ledger to check.
 
+A dry run (``run --dry-run``) asks its backend as a run does, so it is checked
+and counted the same way; one that is refused leaves its slot unmarked.
+
 The window is the calendar day of the scheduled time in ``runner.timezone``
 (``budgets.window = "calendar"``), or the 24 hours up to it (``"rolling"``).
 """
@@ -220,8 +223,11 @@ class Budgets:
             self.close()
             raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
 
-    def admit(self, identity: RunIdentity, scheduled: datetime) -> Admission | Refusal:
+    def admit(self, identity: RunIdentity, scheduled: datetime, *, dry_run: bool = False) -> Admission | Refusal:
         """Let the run of *identity* start, recorded as going, or refuse it, its slot recorded as skipped for budget.
+
+        A *dry_run* asks its backend like any run, so it is counted like one; refused, it leaves its slot as it
+        was: a dry run is no run of its slot, and the slot's own run may find room.
 
         Raises:
             StateFileError: the ledger cannot be opened or written.
@@ -253,7 +259,8 @@ class Budgets:
                 for name, limit, used in (("tokens_per_day", limits.tokens_per_day, tokens), ("cost_per_day", limits.cost_per_day, cost)):
                     if limit is not None and used >= limit:
                         refusal = Refusal(f"{scope.key}.{name}", float(limit), float(used))
-                        db.execute("INSERT OR IGNORE INTO skipped VALUES (?, ?)", (identity.client_key, refusal.budget))
+                        if not dry_run:
+                            db.execute("INSERT OR IGNORE INTO skipped VALUES (?, ?)", (identity.client_key, refusal.budget))
                         return refusal
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 1)",

@@ -507,7 +507,7 @@ def run_at(
                 return ending.end(Outcome.SKIPPED, reason=REASON_GATE)
             return ending.end(Outcome.FAILED, error=answer.error, permanent=answer.permanent)
     admission: Admission | None = None
-    if not routine_config.is_digest and not dry_run:  # a digest asks no backend; a dry run appends nothing and is not counted
+    if not routine_config.is_digest:  # a digest asks no backend; a dry run does, and pays for it like any run
         verdict = _admitted(ledger(config), ending, scheduled)
         if isinstance(verdict, RunResult):
             return verdict
@@ -526,7 +526,7 @@ def _admitted(budgets: Budgets, ending: RunEnding, scheduled: datetime) -> Admis
     if not budgets.is_active:
         return None
     try:
-        verdict = budgets.admit(ending.identity, scheduled)
+        verdict = budgets.admit(ending.identity, scheduled, dry_run=ending.dry_run)
     except (StateFileError, FleetUnavailableError) as exc:
         return ending.end(Outcome.FAILED, error=str(exc))
     if isinstance(verdict, Refusal):

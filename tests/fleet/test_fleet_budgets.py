@@ -116,7 +116,9 @@ def test_a_manual_run_on_another_host_spends_from_the_fleets_budget_and_a_skippe
     assert (getattr(verdict, "budget", None), getattr(verdict, "known", None)) == ("budgets.tokens_per_day", False)
 
 
-def test_a_fleet_ledger_that_redis_cannot_serve_fails_the_run_clearly_and_asks_no_backend(tmp_path: Path, redis_server: RedisServer) -> None:
+def test_a_fleet_ledger_that_redis_cannot_serve_fails_the_run_clearly_and_asks_no_backend(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
     """Redis gone: the run cannot know whether it has room, so it fails (transient, one line naming the broker) unasked."""
     schedule, fires = minutes_back(1)
     with ChatServer(usage=USAGE) as server:
@@ -128,3 +130,23 @@ def test_a_fleet_ledger_that_redis_cannot_serve_fails_the_run_clearly_and_asks_n
         assert (done.returncode, result["outcome"], result.get("permanent", False)) == (1, "failed", False), done.stdout
         assert f"the budgets' ledger in the fleet's Redis at {redis_server.url} (fleet.broker) cannot be used" in result["error"]
         assert server.requests == []
+
+
+def test_a_dry_run_spends_from_the_fleets_budget_and_a_refused_one_leaves_its_slot_free(tmp_path: Path, redis_server: RedisServer) -> None:
+    """A dry run on one host asks the model and is counted in Redis; the next, with no room left, asks nothing and skips no slot."""
+    schedule, fires = minutes_back(1)
+    with ChatServer(usage=USAGE) as server:
+        hosts = _hosts(tmp_path, redis_server.url, server.url, schedule, "tokens_per_day = 500\n")
+        at = (fires[0] + timedelta(seconds=1)).astimezone(UTC).isoformat()
+        results = []
+        for host, agent in (("east", "a1"), ("west", "a3")):
+            path = hosts[host]
+            done = ghostrunner("run", "tick", "--agent", agent, "--at", at, "--config", str(path), "--dry-run", cwd=path.parent)
+            assert done.returncode == 0, done.stdout + done.stderr
+            results.append(json.loads(done.stdout))
+        assert [(result["outcome"], result.get("reason")) for result in results] == [("skipped", None), ("skipped", "budget")]
+        assert len(server.requests) == 1
+    config = load_config(hosts["west"])
+    assert FleetBudgets(config).used() == (600.0, 0.0)
+    refused = RunIdentity.of("a3", config.routines["tick"], fires[0], config.timezone)
+    assert redis_server.client().hget(LEDGER_PREFIX + "skipped", refused.client_key) is None

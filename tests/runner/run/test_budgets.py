@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.monitor.status import EXIT_OVER_BUDGET
 from runner.run.budgets import Budgets
 from runner.run.simulate import simulate
@@ -189,3 +191,34 @@ def test_catchup_budget_bounds_the_catchup_of_all_pairs_together(tmp_path: Path)
     ]
     cut = sorted((m.agent, m.routine, m.slot) for m in plan.missed if m.reason == "catchup_budget")
     assert cut == [("batou", "pulse-4h", "2026-09-09T08"), ("motoko", "evening", "2026-09-08"), ("motoko", "pulse-4h", "2026-09-09T08")]
+
+
+def test_a_dry_run_pays_like_a_run_and_is_refused_like_one_but_never_skips_its_slot(tmp_path: Path) -> None:
+    """A dry run asks the model, so the ledger and status count what it used; over budget it asks nothing, and the slot stays free.
+
+    A day's room for one run: a dry run takes it (the server is asked, its 600 tokens are in the ledger and in status's
+    today), the next dry run is refused (reason budget, the server not asked), and once the limit is raised the slot's
+    own run is let through: a refused dry run is no run of its slot.
+    """
+    with ChatServer(usage=USAGE) as server:
+        path = _config(tmp_path, server.url, "tokens_per_day = 500\n", routines=("pulse-4h",))
+        lines = []
+        for expected_requests in (1, 1):
+            done = ghostrunner("run", "pulse-4h", "--agent", "motoko", "--at", "2026-09-05T08:00", "--config", str(path), "--dry-run")
+            assert done.returncode == 0, done.stderr
+            assert len(server.requests) == expected_requests
+            lines += [line for line in done.stderr.splitlines() if '"run.finished"' in line]
+        first, second = (json.loads(line) for line in lines)
+        assert (first["dry_run"], first["outcome"], first["reason"], first["tokens"]) == (True, "skipped", None, {"in": 500, "out": 100})
+        assert (second["dry_run"], second["outcome"], second["reason"], second["attempts"]) == (True, "skipped", "budget", 0)
+        assert Budgets(load_config(path)).used() == (600.0, 0.6)
+        log = tmp_path / "runs.log"
+        # Judged on the schedule's clock: each line's timestamp becomes its run's scheduled time.
+        lines = [json.dumps({**event, "timestamp": event["scheduled"].replace("+00:00", "Z")}) for event in (first, second)]
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        status = ghostrunner("status", "--config", str(path), "--log", str(log), "--now", "2026-09-05T09:00Z", "--json")
+        [pair] = json.loads(status.stdout)["pairs"]
+        assert pair["spend"]["today"]["tokens"] == {"in": 500, "out": 100} and pair["spend"]["today"]["cost"] == pytest.approx(0.6)
+        path.write_text(path.read_text(encoding="utf-8").replace("tokens_per_day = 500", "tokens_per_day = 5000"), encoding="utf-8")
+        done, events = _run(path, "2026-09-05T08:00", routine="pulse-4h")
+        assert (_finished(events)["outcome"], len(server.requests)) == ("appended", 2), done.stderr
