@@ -222,3 +222,43 @@ def test_a_dry_run_pays_like_a_run_and_is_refused_like_one_but_never_skips_its_s
         path.write_text(path.read_text(encoding="utf-8").replace("tokens_per_day = 500", "tokens_per_day = 5000"), encoding="utf-8")
         done, events = _run(path, "2026-09-05T08:00", routine="pulse-4h")
         assert (_finished(events)["outcome"], len(server.requests)) == ("appended", 2), done.stderr
+
+
+def test_a_routines_budget_holds_that_routine_across_agents_and_no_other(tmp_path: Path) -> None:
+    """budgets.routines.NAME counts every agent's runs of it: motoko's pulse uses the day, batou's pulse is skipped, evenings go on."""
+    with ChatServer(usage=USAGE) as server:
+        budget = "[budgets.routines.pulse-4h]\ntokens_per_day = 500\n"
+        path = _config(tmp_path, server.url, budget, agents=("motoko", "batou"), routines=("pulse-4h", "evening"))
+        assert _finished(_run(path, "2026-09-05T08:00", routine="pulse-4h")[1])["outcome"] == "appended"
+        over = _run(path, "2026-09-05T12:00", routine="pulse-4h", agent="batou")[1]
+        assert (_finished(over)["reason"], [e["budget"] for e in over if e["event"] == "run.over_budget"]) == (
+            "budget",
+            ["budgets.routines.pulse-4h.tokens_per_day"],
+        )
+        assert _finished(_run(path, "2026-09-05T21:00", routine="evening", agent="batou")[1])["outcome"] == "appended"
+        assert _finished(_run(path, "2026-09-05T21:00", routine="evening")[1])["outcome"] == "appended"
+    assert len(server.requests) == 3
+
+
+def test_the_window_is_runner_timezones_day_or_the_24_hours_before(tmp_path: Path) -> None:
+    """Room for one run a day in New York: calendar counts by the local day (not UTC's), rolling by the 24 hours up to the slot.
+
+    16:00 local uses the day; 20:00 local is the next day in UTC but the same local day: skipped. 00:00 local is a new
+    calendar day (run), but within 24 hours of 16:00 (skipped when rolling); 20:00 that day is in the calendar day 00:00
+    used (skipped), but the 24 hours before it hold no run when rolling (run).
+    """
+    slots = ("2026-09-05T16:00", "2026-09-05T20:00", "2026-09-06T00:00", "2026-09-06T20:00")
+    expected = {
+        "calendar": ["appended", "budget", "appended", "budget"],
+        "rolling": ["appended", "budget", "budget", "appended"],
+    }
+    with ChatServer(usage=USAGE) as server:
+        for window, outcomes in expected.items():
+            body = openai_agent(server.url, routines=("pulse-4h",), timeout="100s", backend="attempts = 1\n")
+            budgets = f'\n[budgets]\ntokens_per_day = 500\nwindow = "{window}"\n'
+            path = write_config(tmp_path / window, body + budgets, runner='timezone = "America/New_York"\n')
+            seen = []
+            for at in slots:
+                finished = _finished(_run(path, at, routine="pulse-4h")[1])
+                seen.append(finished["reason"] or finished["outcome"])
+            assert seen == outcomes, window
