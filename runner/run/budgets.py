@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
@@ -276,6 +276,23 @@ class Budgets:
         """
         with self.writing() as db:
             db.execute("UPDATE runs SET tokens = ?, cost = ?, going = 0 WHERE run_id = ?", (tokens, cost, run_id))
+
+    def skipped_slots(self, client_keys: Collection[str]) -> set[str]:
+        """Those of *client_keys* whose slots were skipped for budget (and so stay skipped: no catch-up runs them).
+
+        Raises:
+            StateFileError: the ledger cannot be read.
+        """
+        if not client_keys or not Path(self.path).exists():
+            return set()
+        keys = list(client_keys)
+        found: set[str] = set()
+        with self.writing() as db:
+            for start in range(0, len(keys), 500):  # well under SQLite's limit of parameters in one statement
+                chunk = keys[start : start + 500]
+                marks = ", ".join("?" * len(chunk))  # placeholders only: the keys are parameters
+                found.update(row[0] for row in db.execute(f"SELECT client_key FROM skipped WHERE client_key IN ({marks})", chunk))
+        return found
 
     def used(self, *, since: datetime | None = None) -> tuple[float, float]:
         """The tokens and cost recorded (runs going at their estimate), all of them or those scheduled at or after *since*."""

@@ -262,3 +262,20 @@ def test_the_window_is_runner_timezones_day_or_the_24_hours_before(tmp_path: Pat
                 finished = _finished(_run(path, at, routine="pulse-4h")[1])
                 seen.append(finished["reason"] or finished["outcome"])
             assert seen == outcomes, window
+
+
+def test_catchup_neither_reruns_nor_reports_a_slot_skipped_for_budget(tmp_path: Path) -> None:
+    """A slot the budget skipped has no entry but was not missed: catch-up leaves it alone, and its place goes to a slot that was.
+
+    motoko's 12:00 pulse was skipped for motoko's budget; batou's 12:00 pulse never ran (serve was down). With room for
+    one catch-up run of all pairs, batou's slot is the one run, and motoko's is neither run nor recorded as missed.
+    """
+    with ChatServer(usage=USAGE) as server:
+        budgets = "catchup_budget = 1\n[budgets.agents.motoko]\ntokens_per_day = 500\n"
+        path = _config(tmp_path, server.url, budgets, agents=("motoko", "batou"), routines=("pulse-4h",))
+        for agent in ("motoko", "batou"):
+            assert _finished(_run(path, "2026-09-05T08:00", routine="pulse-4h", agent=agent)[1])["outcome"] == "appended"
+        assert _finished(_run(path, "2026-09-05T12:00", routine="pulse-4h")[1])["reason"] == "budget"
+    plan = plan_catchup(load_config(path), datetime(2026, 9, 5, 13, tzinfo=UTC))
+    assert [(run.agent, run.slot) for run in plan.runs] == [("batou", "2026-09-05T12")]
+    assert [(missed.agent, missed.slot) for missed in plan.missed] == []
