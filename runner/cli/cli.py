@@ -46,7 +46,7 @@ from journal.frame.clikit import (
 )
 from runner import CONFIG_ENVVAR, NoScheduledTimeError, UnitRenderError, configure_logging, run_at
 from runner.cli.backup import backup
-from runner.cli.fleet import fleet, fleet_option, runs_input
+from runner.cli.fleet import fleet, fleet_option, ledger_of, runs_input
 from runner.cli.k8s import K8S_COMMANDS
 from runner.cli.operate import EXIT_BUSY, OPERATE_COMMANDS
 from runner.cli.support import (
@@ -163,6 +163,7 @@ def run(
             dry_run=dry_run,
             run_id=run_id,
             on_result=lambda finished: echo(finished.to_json_line() if as_json else show_run(finished.to_dict(), terminal_width())),
+            ledger=ledger_of(config),
         )
     except NoScheduledTimeError as exc:
         raise TimeOptionError(str(exc), param_hint="--at") from None

@@ -8,7 +8,7 @@ fleet command without it says how to install it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -17,9 +17,10 @@ import click
 from journal.frame.clikit import echo
 from runner.cli.support import Settings, config_option, log_input
 from runner.errors import FleetUnavailableError
+from runner.run.budgets import Budgets
 from runner.settings.config import RunnerConfig
 
-__all__ = ["fleet", "fleet_option", "runs_input"]
+__all__ = ["fleet", "fleet_option", "ledger_of", "runs_input"]
 
 
 def _require_extra() -> None:
@@ -30,6 +31,19 @@ def _require_extra() -> None:
         raise FleetUnavailableError(
             "the fleet needs Celery, RedBeat and redis-py, which are not installed", "install them with: pip install 'ghostjournal[fleet]'"
         ) from None
+
+
+def ledger_of(config: RunnerConfig) -> Callable[[RunnerConfig], Budgets]:
+    """The budgets' ledger ``run`` checks: under a ``[fleet]`` table with a day's budget, the fleet's in Redis, else the host's.
+
+    A manual run on a fleet's host spends from the same budget as the fleet's workers.
+    """
+    if config.fleet is None or not config.budgets.has_day_limit:
+        return Budgets
+    _require_extra()
+    from runner.fleet.ledger import fleet_budgets
+
+    return fleet_budgets
 
 
 def fleet_option(function: Any) -> Any:

@@ -31,7 +31,8 @@ revoke) is logged by the worker's main process (:mod:`runner.fleet.request`);
 line and Flower (``celery -A runner.fleet.celery_app``).
 
 Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``, ``beat -> batch``,
-``service -> record``, and ``celery_app -> app``.
+``service -> record``, ``app -> record``, ``tasks -> ledger -> record`` (the budgets' ledger in Redis,
+:mod:`runner.fleet.ledger`), and ``celery_app -> app``.
 """
 
 from typing import Final

@@ -23,9 +23,9 @@ from typing import Final
 from celery import Celery
 
 from runner.errors import ConfigError
+from runner.fleet.record import broker_password, fleet_of
 from runner.fleet.request import SlotRequest
 from runner.fleet.tasks import run_slot_task
-from runner.settings import FleetConfig
 from runner.settings.config import RunnerConfig
 
 __all__ = ["BEAT_KEY_PREFIX", "LEAST_RECORD_KEY", "RUN_TASK", "broker_password", "fleet_app", "fleet_of", "record_key"]
@@ -40,34 +40,6 @@ LEAST_RECORD_KEY: Final = 32
 _RESTORE_INTERVALS: Final = 10
 #: How long past run_timeout Celery kills a run's process, at most (half the time to visibility_timeout when that is nearer).
 _HARD_LIMIT_MARGIN: Final = 60.0
-
-
-def fleet_of(config: RunnerConfig) -> FleetConfig:
-    """The configuration's ``[fleet]`` table.
-
-    Raises:
-        ConfigError: it has none.
-    """
-    if config.fleet is None:
-        raise ConfigError(config.source, "fleet", "a [fleet] table with broker and shards (ghostrunner fleet needs one)", "none")
-    return config.fleet
-
-
-def broker_password(config: RunnerConfig) -> str | None:
-    """The Redis password from the variable ``fleet.password_env`` names, if any.
-
-    Raises:
-        ConfigError: that variable is not set.
-    """
-    fleet = fleet_of(config)
-    if fleet.password_env is None:
-        return None
-    password = os.environ.get(fleet.password_env)
-    if not password:
-        raise ConfigError(
-            config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set"
-        )
-    return password
 
 
 def record_key(config: RunnerConfig) -> bytes | None:

@@ -39,7 +39,21 @@ import redis
 import structlog
 from redis.typing import EncodableT, FieldT
 
-__all__ = ["PENDING_KEPT", "RECORDED_EVENTS", "RUNS_STREAM", "SIGNATURE_TAG", "UNSIGNED", "RunsRecord", "redis_client"]
+from runner.errors import ConfigError
+from runner.settings import FleetConfig
+from runner.settings.config import RunnerConfig
+
+__all__ = [
+    "PENDING_KEPT",
+    "RECORDED_EVENTS",
+    "RUNS_STREAM",
+    "SIGNATURE_TAG",
+    "UNSIGNED",
+    "RunsRecord",
+    "broker_password",
+    "fleet_of",
+    "redis_client",
+]
 
 #: The stream's key in Redis.
 RUNS_STREAM: Final = "ghostrunner:runs"
@@ -59,6 +73,34 @@ log = structlog.get_logger()
 def _signature(key: bytes, line: str) -> str:
     """The signature of *line* under *key*, over the bytes Redis keeps of it (what cannot be UTF-8 is replaced, as the client sends it)."""
     return SIGNATURE_TAG + hmac.new(key, line.encode("utf-8", "replace"), hashlib.sha256).hexdigest()
+
+
+def fleet_of(config: RunnerConfig) -> FleetConfig:
+    """The configuration's ``[fleet]`` table.
+
+    Raises:
+        ConfigError: it has none.
+    """
+    if config.fleet is None:
+        raise ConfigError(config.source, "fleet", "a [fleet] table with broker and shards (ghostrunner fleet needs one)", "none")
+    return config.fleet
+
+
+def broker_password(config: RunnerConfig) -> str | None:
+    """The Redis password from the variable ``fleet.password_env`` names, if any.
+
+    Raises:
+        ConfigError: that variable is not set.
+    """
+    fleet = fleet_of(config)
+    if fleet.password_env is None:
+        return None
+    password = os.environ.get(fleet.password_env)
+    if not password:
+        raise ConfigError(
+            config.source, "fleet.password_env", f"the environment variable {fleet.password_env} to hold Redis's password", "it is not set"
+        )
+    return password
 
 
 def redis_client(url: str, password: str | None = None, *, timeout: float = 10.0) -> redis.Redis:

@@ -33,6 +33,7 @@ from celery import Task
 
 from runner.cron.slots import EARLIEST_TIME, LATEST_TIME
 from runner.errors import NoScheduledTimeError, UnknownNameError
+from runner.fleet.ledger import fleet_budgets
 from runner.run.contract import RunIdentity, RunInterrupted, RunResult
 from runner.run.engine import run_at
 from runner.schedule.reruns import planned_rerun
@@ -229,7 +230,7 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
         )
         return None
     try:
-        result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds())
+        result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds(), ledger=fleet_budgets)
     except (UnknownNameError, NoScheduledTimeError) as exc:
         _refuse(task, agent, routine, scheduled, str(exc))
         _record_missed(work, agent, routine, at)

@@ -7,12 +7,12 @@ simulated run is never late). Over the runs of the last 7 days before *now*
 percentiles and the most.
 
 A pair **drifts** when at least :data:`DRIFT_MIN_RUNS` of its runs are in that
-window and even the least late of them started more than *threshold* after its
-time: not one slot late, but every slot, the sign of a host that is always
-busy, a timer that always waits, something else that covers for it. Drift is
-a flag beside the state, never a state of its own: a drifting pair whose
-slots all have their entries is ``ok`` and drifting; ``overdue`` is a slot
-without its entry.
+window and even the least late of them started more than *threshold*
+(``runner.drift_threshold``, default 5 minutes) after its time: not one slot
+late, but every slot, the sign of a host that is always busy, a timer that
+always waits, something else that covers for it. Drift is a flag beside the
+state, never a state of its own: a drifting pair whose slots all have their
+entries is ``ok`` and drifting; ``overdue`` is a slot without its entry.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from runner.monitor.log_digest import RunRecord
+from runner.settings.config import DEFAULT_DRIFT_THRESHOLD
 
 __all__ = ["DRIFT_MIN_RUNS", "DRIFT_THRESHOLD", "Lateness", "lateness_of"]
 
-#: A pair drifts when its least late run in the window started more than this after its time.
-DRIFT_THRESHOLD: Final = timedelta(minutes=5)
+#: A pair drifts when its least late run in the window started more than this after its time (unless the configuration says).
+DRIFT_THRESHOLD: Final = DEFAULT_DRIFT_THRESHOLD
 #: ... and at least this many runs are in the window: two late runs are bad luck, not a habit.
 DRIFT_MIN_RUNS: Final = 3
 _WINDOW: Final = timedelta(days=7)

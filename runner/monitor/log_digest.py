@@ -143,7 +143,7 @@ class PairRuns:
     last_failure: RunRecord | None = None
     latest: RunRecord | None = None
     covered: dict[str, RunRecord] = field(default_factory=dict)  # slot -> a success of that very slot
-    spent: list[RunRecord] = field(default_factory=list)  # the newest runs that called their backend, oldest first
+    spent: list[RunRecord] = field(default_factory=list)  # the newest runs that called their backend (dry runs too), oldest first
     started: list[RunRecord] = field(default_factory=list)  # the newest runs that were not busy, for their lateness
     missed: dict[str, MissedRecord] = field(default_factory=dict)  # slot -> its latest scheduler.missed
 
@@ -322,6 +322,14 @@ def _bounded_lines(lines: Iterable[str]) -> Iterator[Any]:
         yield _OVERSIZE
 
 
+def _keep(kept: list[RunRecord], record: RunRecord) -> None:
+    """Add *record* to *kept*, a pair's newest runs of one sort, dropping the oldest beyond what status needs."""
+    kept.append(record)
+    if len(kept) > _SPENT_KEPT * 2:
+        kept.sort(key=lambda run: run.on_clock)
+        del kept[:-_SPENT_KEPT]  # the newest are what status sums and ranks (today, the last 7 days)
+
+
 def _note_missed(digest: LogDigest, event: dict[str, Any], moment: datetime) -> None:
     agent, routine, slot = _text(event.get("agent")), _text(event.get("routine")), _text(event.get("slot"))
     if agent is None or routine is None or slot is None:
@@ -400,14 +408,13 @@ def read_log(lines: Iterable[str], on_run: Callable[[tuple[str, str], RunRecord]
             # A dry run appends nothing: neither a success nor a failure of any slot. Its
             # "duplicate" is still evidence: it found the slot's entry in the journal.
             digest.dry_runs += 1
+            if record.asked_backend:  # but what it asked of the backend was paid for, as any run's
+                _keep(digest.pairs.setdefault(key, PairRuns()).spent, record)
             continue
         pair = digest.pairs.setdefault(key, PairRuns())
         for kept, wanted in ((pair.spent, record.asked_backend), (pair.started, record.lateness is not None)):
             if wanted:
-                kept.append(record)
-                if len(kept) > _SPENT_KEPT * 2:
-                    kept.sort(key=lambda run: run.on_clock)
-                    del kept[:-_SPENT_KEPT]  # the newest are what status sums and ranks (today, the last 7 days)
+                _keep(kept, record)
         if pair.latest is None or record.finished >= pair.latest.finished:
             pair.latest = record
         if record.outcome.is_success:

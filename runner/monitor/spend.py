@@ -1,7 +1,8 @@
 """What a pair's runs used, as ``status`` and ``report`` show it: its last run, today, and the last 7 days.
 
 Sums the ``tokens`` and ``cost`` of the ``run.finished`` lines of runs that
-called their backend (:attr:`RunRecord.asked_backend`), on the schedule's
+called their backend (:attr:`RunRecord.asked_backend`), dry runs too (they
+append nothing, but their model calls were paid for), on the schedule's
 clock. "Today" is the calendar day of *now* in ``runner.timezone``; "the last
 7 days" are that day and the six before it. A run whose line has no tokens
 (its backend did not say what it used, or an older runner wrote the line) is

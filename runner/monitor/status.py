@@ -292,7 +292,7 @@ def build_report(
                     problem,
                     missed,
                     pair_spend(seen.spent, now, config.timezone),
-                    lateness_of(seen.started, now),
+                    lateness_of(seen.started, now, config.drift_threshold),
                 )
             )
     configured = {(agent.name, name) for agent in config.agents.values() for name in agent.routines}

@@ -29,6 +29,12 @@ whose tokens are unknown (the backend did not say) counts as
 ``max_tokens_per_run`` tokens (priced as output), else as its estimate; a run
 killed before it ended keeps its estimate.
 
+A fleet keeps the same ledger in its Redis instead (:mod:`runner.fleet.ledger`), so that its hosts share one
+budget; :func:`runner.run.engine.run_at` is given the ledger to check.
+
+A dry run (``run --dry-run``) asks its backend as a run does, so it is checked
+and counted the same way; one that is refused leaves its slot unmarked.
+
 The window is the calendar day of the scheduled time in ``runner.timezone``
 (``budgets.window = "calendar"``), or the 24 hours up to it (``"rolling"``).
 """
@@ -38,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from pathlib import Path
@@ -51,7 +57,7 @@ from runner.run.contract import RunIdentity, RunResult
 from runner.settings.config import BudgetConfig, Limits, Price, RunnerConfig
 from runner.settings.state_dir import ensure_state_dir, hand_over, state_dir
 
-__all__ = ["LEDGER_FILE", "Admission", "Budgets", "Refusal"]
+__all__ = ["LEDGER_FILE", "Admission", "Budgets", "Refusal", "Scope", "day_window", "scopes_of"]
 
 log = structlog.get_logger()
 
@@ -109,12 +115,46 @@ class Admission:
             cost = self.price.of(0, self.max_tokens) if self.price is not None else 0.0
         else:
             tokens, cost = self.estimate
-        with self.budgets.writing() as db:
-            db.execute("UPDATE runs SET tokens = ?, cost = ?, going = 0 WHERE run_id = ?", (tokens, cost, self.run_id))
+        self.budgets.record_use(self.run_id, tokens, cost)
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """One budget that applies to a run: its dotted key, the runs it sums (all, or one ``agent``'s or ``routine``'s), its limits."""
+
+    key: str
+    #: None: every run; else "agent" or "routine", whose value must be *value*.
+    field: str | None
+    value: str
+    limits: Limits
+
+
+def scopes_of(settings: BudgetConfig, agent: str, routine: str) -> list[Scope]:
+    """The budgets with a day limit that apply to *agent*'s runs of *routine*: the runner-wide one, its agent's, its routine's."""
+    scopes = [Scope("budgets", None, "", settings.total)]
+    if agent in settings.agents:
+        scopes.append(Scope(f"budgets.agents.{agent}", "agent", agent, settings.agents[agent]))
+    if routine in settings.routines:
+        scopes.append(Scope(f"budgets.routines.{routine}", "routine", routine, settings.routines[routine]))
+    return [scope for scope in scopes if scope.limits.has_day_limit]
+
+
+def day_window(config: RunnerConfig, scheduled: datetime) -> tuple[float, float]:
+    """The [start, end) of the window a run scheduled at *scheduled* counts in, as Unix times (see the module)."""
+    if config.budgets.window == "rolling":
+        return (scheduled - timedelta(days=1)).timestamp(), scheduled.timestamp() + 1e-3
+    local = scheduled.astimezone(config.timezone)
+    start = datetime.combine(local.date(), time(), tzinfo=config.timezone)
+    end = datetime.combine(local.date() + timedelta(days=1), time(), tzinfo=config.timezone)
+    return start.timestamp(), end.timestamp()
 
 
 class Budgets:
-    """The budgets of one configuration, checked against its ledger (see the module)."""
+    """The budgets of one configuration, checked against its ledger (see the module).
+
+    This one keeps the ledger in the state directory; a fleet's (:mod:`runner.fleet.ledger`) keeps it
+    in Redis, with the same :meth:`admit`, :meth:`record_use`, :meth:`used` and :meth:`close`.
+    """
 
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
@@ -141,10 +181,8 @@ class Budgets:
                 os.chmod(self.path, 0o600)
                 hand_over(self.path)
         try:
-            # WAL with synchronous=NORMAL: a commit is a write to the log, not an fsync; a crash of the process
-            # loses nothing, a power cut at most the last commits (a run or two counted short).
+            # WAL: readers never wait for the writer. Each transaction sets its own synchronous level (see writing).
             db.execute("PRAGMA journal_mode = WAL")
-            db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             db.close()
@@ -160,12 +198,20 @@ class Budgets:
             self._db = None
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
-        """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next."""
+    def writing(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next.
+
+        *durable*: the commit returns only once the ledger's log is on the disk (an fsync), so that what it recorded
+        survives a power cut. An admission needs it: the backend is asked, and paid, right after, and a reservation
+        or a skipped slot lost with the host's power would let the day's budget be spent again after the restart.
+        Other commits are written, not synced: a crash of the process loses none of them, and the next durable
+        commit syncs them too; a power cut in between leaves a finished run at its estimate, as a killed run is.
+        """
         if self._db is None:
             self._db = self._connect()
         db = self._db
         try:
+            db.execute("PRAGMA synchronous = FULL" if durable else "PRAGMA synchronous = NORMAL")
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -177,26 +223,11 @@ class Budgets:
             self.close()
             raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
 
-    def _window(self, scheduled: datetime) -> tuple[float, float]:
-        """The [start, end) of the window *scheduled* counts in, as Unix times."""
-        if self.settings.window == "rolling":
-            return (scheduled - timedelta(days=1)).timestamp(), scheduled.timestamp() + 1e-3
-        local = scheduled.astimezone(self.config.timezone)
-        start = datetime.combine(local.date(), time(), tzinfo=self.config.timezone)
-        end = datetime.combine(local.date() + timedelta(days=1), time(), tzinfo=self.config.timezone)
-        return start.timestamp(), end.timestamp()
-
-    def _scopes(self, agent: str, routine: str) -> list[tuple[str, str, tuple[str, ...], Limits]]:
-        """(key, SQL filter, its parameters, limits) of each budget that applies to *agent*'s *routine*."""
-        scopes: list[tuple[str, str, tuple[str, ...], Limits]] = [("budgets", "", (), self.settings.total)]
-        if agent in self.settings.agents:
-            scopes.append((f"budgets.agents.{agent}", " AND agent = ?", (agent,), self.settings.agents[agent]))
-        if routine in self.settings.routines:
-            scopes.append((f"budgets.routines.{routine}", " AND routine = ?", (routine,), self.settings.routines[routine]))
-        return [scope for scope in scopes if scope[3].has_day_limit]
-
-    def admit(self, identity: RunIdentity, scheduled: datetime) -> Admission | Refusal:
+    def admit(self, identity: RunIdentity, scheduled: datetime, *, dry_run: bool = False) -> Admission | Refusal:
         """Let the run of *identity* start, recorded as going, or refuse it, its slot recorded as skipped for budget.
+
+        A *dry_run* asks its backend like any run, so it is counted like one; refused, it leaves its slot as it
+        was: a dry run is no run of its slot, and the slot's own run may find room.
 
         Raises:
             StateFileError: the ledger cannot be opened or written.
@@ -204,8 +235,8 @@ class Budgets:
         agent = self.config.agent(identity.agent)
         max_tokens = self.settings.max_tokens_for(identity.agent, identity.routine)
         price = self.config.price_of(agent)
-        start, end = self._window(scheduled)
-        with self.writing() as db:
+        start, end = day_window(self.config, scheduled)
+        with self.writing(durable=True) as db:
             row = db.execute("SELECT budget FROM skipped WHERE client_key = ?", (identity.client_key,)).fetchone()
             if row is not None:
                 return Refusal(row[0], 0.0, 0.0, known=False)
@@ -217,21 +248,51 @@ class Budgets:
                 tokens_most = db.execute("SELECT max(tokens) FROM runs").fetchone()[0]
                 cost_most = db.execute("SELECT max(cost) FROM runs").fetchone()[0]
                 estimate = (float(tokens_most or 0.0), float(cost_most or 0.0))
-            for key, where, params, limits in self._scopes(identity.agent, identity.routine):
+            for scope in scopes_of(self.settings, identity.agent, identity.routine):
+                # The field is "agent" or "routine" (Scope's own, never input): safe to name in the statement.
+                where, params = (f" AND {scope.field} = ?", (scope.value,)) if scope.field else ("", ())
                 tokens, cost = db.execute(
                     "SELECT coalesce(sum(tokens), 0), coalesce(sum(cost), 0) FROM runs WHERE at >= ? AND at < ?" + where,
                     (start, end, *params),
                 ).fetchone()
+                limits = scope.limits
                 for name, limit, used in (("tokens_per_day", limits.tokens_per_day, tokens), ("cost_per_day", limits.cost_per_day, cost)):
                     if limit is not None and used >= limit:
-                        refusal = Refusal(f"{key}.{name}", float(limit), float(used))
-                        db.execute("INSERT OR IGNORE INTO skipped VALUES (?, ?)", (identity.client_key, refusal.budget))
+                        refusal = Refusal(f"{scope.key}.{name}", float(limit), float(used))
+                        if not dry_run:
+                            db.execute("INSERT OR IGNORE INTO skipped VALUES (?, ?)", (identity.client_key, refusal.budget))
                         return refusal
             db.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
                 (identity.run_id, identity.client_key, identity.agent, identity.routine, scheduled.timestamp(), *estimate),
             )
         return Admission(self, identity.run_id, max_tokens, price, estimate)
+
+    def record_use(self, run_id: str, tokens: float, cost: float) -> None:
+        """Record that the admitted run *run_id* ended having used *tokens* and *cost*.
+
+        Raises:
+            StateFileError: the ledger cannot be written.
+        """
+        with self.writing() as db:
+            db.execute("UPDATE runs SET tokens = ?, cost = ?, going = 0 WHERE run_id = ?", (tokens, cost, run_id))
+
+    def skipped_slots(self, client_keys: Collection[str]) -> set[str]:
+        """Those of *client_keys* whose slots were skipped for budget (and so stay skipped: no catch-up runs them).
+
+        Raises:
+            StateFileError: the ledger cannot be read.
+        """
+        if not client_keys or not Path(self.path).exists():
+            return set()
+        keys = list(client_keys)
+        found: set[str] = set()
+        with self.writing() as db:
+            for start in range(0, len(keys), 500):  # well under SQLite's limit of parameters in one statement
+                chunk = keys[start : start + 500]
+                marks = ", ".join("?" * len(chunk))  # placeholders only: the keys are parameters
+                found.update(row[0] for row in db.execute(f"SELECT client_key FROM skipped WHERE client_key IN ({marks})", chunk))
+        return found
 
     def used(self, *, since: datetime | None = None) -> tuple[float, float]:
         """The tokens and cost recorded (runs going at their estimate), all of them or those scheduled at or after *since*."""

@@ -44,7 +44,15 @@ from runner.backends import Backend, ReflectionRequest, build_backend, check_rep
 from runner.backends.base import one_line
 from runner.backends.usage import UsageMeter
 from runner.cron.slots import cron_trigger, latest_fire_time
-from runner.errors import BackendError, BackendReplyError, ConfigError, NoScheduledTimeError, RunnerError, StateFileError
+from runner.errors import (
+    BackendError,
+    BackendReplyError,
+    ConfigError,
+    FleetUnavailableError,
+    NoScheduledTimeError,
+    RunnerError,
+    StateFileError,
+)
 from runner.processes import process_age, signals_deferred
 from runner.run._memory import memory_in_use, open_journal
 from runner.run.budgets import Admission, Budgets, Refusal
@@ -495,6 +503,7 @@ def run_at(
     run_id: str | None = None,
     on_result: Callable[[RunResult], object] | None = None,
     run_timeout: float | None = None,
+    ledger: Callable[[RunnerConfig], Budgets] = Budgets,
 ) -> RunResult:
     """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
 
@@ -511,6 +520,8 @@ def run_at(
         dry_run: build and validate the entry but append nothing.
         run_id: the run's id (a new UUID when omitted).
         on_result: as in :func:`execute_run`.
+        ledger: the budgets' ledger the run is checked against: the state directory's (the default), or a
+            fleet's in Redis (:func:`runner.fleet.ledger.fleet_budgets`).
 
     Raises:
         UnknownNameError: *agent* is not configured, or does not run *routine*.
@@ -539,8 +550,8 @@ def run_at(
                 return ending.end(Outcome.SKIPPED, reason=REASON_GATE)
             return ending.end(Outcome.FAILED, error=answer.error, permanent=answer.permanent)
     admission: Admission | None = None
-    if not routine_config.is_digest and not dry_run:  # a digest asks no backend; a dry run appends nothing and is not counted
-        verdict = _admitted(config, ending, scheduled)
+    if not routine_config.is_digest:  # a digest asks no backend; a dry run does, and pays for it like any run
+        verdict = _admitted(ledger(config), ending, scheduled)
         if isinstance(verdict, RunResult):
             return verdict
         admission = verdict
@@ -553,14 +564,13 @@ def run_at(
             _settle(admission, ending.result)
 
 
-def _admitted(config: RunnerConfig, ending: RunEnding, scheduled: datetime) -> Admission | RunResult | None:
-    """The run's admission by its budgets (None: none applies), or its end: skipped for budget, or failed on an unusable ledger."""
-    budgets = Budgets(config)
+def _admitted(budgets: Budgets, ending: RunEnding, scheduled: datetime) -> Admission | RunResult | None:
+    """The run's admission by *budgets* (None: none applies), or its end: skipped for budget, or failed on an unusable ledger."""
     if not budgets.is_active:
         return None
     try:
-        verdict = budgets.admit(ending.identity, scheduled)
-    except StateFileError as exc:
+        verdict = budgets.admit(ending.identity, scheduled, dry_run=ending.dry_run)
+    except (StateFileError, FleetUnavailableError) as exc:
         return ending.end(Outcome.FAILED, error=str(exc))
     if isinstance(verdict, Refusal):
         budgets.close()
@@ -577,7 +587,7 @@ def _admitted(config: RunnerConfig, ending: RunEnding, scheduled: datetime) -> A
 
 def _settle(admission: Admission, result: RunResult) -> None:
     """Record what the admitted run used; a ledger that cannot take it keeps the run at its estimate, which never undercounts."""
-    with contextlib.suppress(StateFileError):
+    with contextlib.suppress(StateFileError, FleetUnavailableError):
         admission.settle(result)
     admission.budgets.close()
 

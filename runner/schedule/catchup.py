@@ -12,7 +12,10 @@ before now:
   missed, reason ``downtime`` (the newest :data:`MAX_REPORTED` of them per
   pair; a longer outage is cut there);
 * a pair that never wrote an entry (a new agent or routine) has missed
-  nothing; only its catch-up within ``catchup_grace`` applies.
+  nothing; only its catch-up within ``catchup_grace`` applies;
+* a slot the budgets' ledger records as skipped for budget
+  (:mod:`runner.run.budgets`) was not missed: it is neither run nor recorded,
+  and takes no place under ``catchup_max`` or ``catchup_budget``.
 
 A long downtime therefore costs at most ``catchup_max`` runs per pair (and,
 with ``budgets.catchup_budget``, at most that many of all pairs together: the
@@ -33,6 +36,8 @@ from typing import Final
 from journal import Journal
 from routines import Routine
 from runner.cron.slots import cron_trigger, slot_for
+from runner.errors import StateFileError
+from runner.run.budgets import Budgets
 from runner.run.contract import RunIdentity
 from runner.settings.config import AgentConfig, RunnerConfig
 
@@ -153,8 +158,14 @@ def _plan_pair(journal: Journal, config: RunnerConfig, agent: str, routine: Rout
     latest = _latest_entry(journal, agent, routine, now)
     grace_start = now.astimezone(UTC) - config.catchup_grace
     runs: list[MissedSlot] = []
-    for fire in _unwritten_fires(routine, config, now, latest, MAX_REPORTED):
-        run = RunIdentity.of(agent, routine, fire, config.timezone)
+    unwritten = [
+        (fire, RunIdentity.of(agent, routine, fire, config.timezone))
+        for fire in _unwritten_fires(routine, config, now, latest, MAX_REPORTED)
+    ]
+    skipped = _skipped_for_budget(config, [run.client_key for _, run in unwritten])
+    for fire, run in unwritten:
+        if run.client_key in skipped:
+            continue  # a budget had no room for it: not missed, and never bought back by catch-up
         if fire.astimezone(UTC) >= grace_start:
             if len(runs) < config.catchup_max:
                 if journal.find_by_client_key(run.client_key, agent=agent) is None:
@@ -166,6 +177,19 @@ def _plan_pair(journal: Journal, config: RunnerConfig, agent: str, routine: Rout
         elif latest is not None:
             plan.missed.append(MissedSlot(agent, routine.name, fire, run.slot, DOWNTIME))
     plan.runs += reversed(runs)
+
+
+def _skipped_for_budget(config: RunnerConfig, client_keys: list[str]) -> set[str]:
+    """Those of *client_keys* whose slots the budgets' ledger skipped; none when no budget limits a day, as a run checks none then."""
+    budgets = Budgets(config)
+    if not budgets.is_active:
+        return set()
+    try:
+        return budgets.skipped_slots(client_keys)
+    except StateFileError:
+        return set()  # an unusable ledger fails each run that needs it, with its own line; catch-up plans as without one
+    finally:
+        budgets.close()
 
 
 def plan_catchup(

@@ -19,7 +19,16 @@ from runner.settings._budgets import BudgetConfig, Price
 from runner.settings._gate import Gate
 from runner.settings.persona import Persona
 
-__all__ = ["MEMORIES", "OLLAMA_URL", "AgentConfig", "BackendSettings", "BackupConfig", "FleetConfig", "RunnerConfig"]
+__all__ = [
+    "DEFAULT_DRIFT_THRESHOLD",
+    "MEMORIES",
+    "OLLAMA_URL",
+    "AgentConfig",
+    "BackendSettings",
+    "BackupConfig",
+    "FleetConfig",
+    "RunnerConfig",
+]
 
 OLLAMA_URL: Final = "http://127.0.0.1:11434/v1"
 #: What ``memory`` may be: ``lexical`` ranks an agent's past entries by words, ``hybrid`` by words and meaning.
@@ -126,6 +135,10 @@ class BackupConfig:
     keep: int | None = None
 
 
+#: ``runner.drift_threshold`` unless the configuration says (:mod:`runner.monitor.lateness`).
+DEFAULT_DRIFT_THRESHOLD: Final = timedelta(minutes=5)
+
+
 @dataclass(frozen=True, slots=True)
 class RunnerConfig:
     """The whole validated configuration."""
@@ -168,6 +181,8 @@ class RunnerConfig:
     prices: Mapping[str, Price] = field(default_factory=dict)
     #: routine name -> its ``gate`` (:mod:`runner.settings._gate`), for the routines that have one.
     gates: Mapping[str, Gate] = field(default_factory=dict)
+    #: status and report flag a pair drifting when even its least late run of the week started more than this late.
+    drift_threshold: timedelta = DEFAULT_DRIFT_THRESHOLD
 
     def price_of(self, agent: AgentConfig) -> Price | None:
         """What *agent*'s model's tokens cost, where a price is configured for it (a simulated agent has none)."""

@@ -28,6 +28,7 @@ Layout::
     memory = "lexical"         # every agent's default: "lexical" (words) or "hybrid" (words and meaning, the nn extra)
     slot_retries = 3           # later runs of a slot that failed for a transient reason, before its routine's next fire
     slot_retry_delay = "5m"    # the wait before the first of them (doubling under serve)
+    drift_threshold = "5m"     # status, report: a pair whose every run of the week started later than this drifts
 
     [routines.evening]         # override a built-in routine, field by field
     schedule = "30 22 * * *"
@@ -86,12 +87,13 @@ from runner.settings._fleet import read_fleet
 from runner.settings._gate import Gate, read_gate
 from runner.settings._host import local_zone_name, state_directory
 from runner.settings._lock_place import check_lock_file
-from runner.settings._model import AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
+from runner.settings._model import DEFAULT_DRIFT_THRESHOLD, AgentConfig, BackendSettings, BackupConfig, FleetConfig, RunnerConfig
 from runner.settings._schema import DURATION_EXPECTED, FieldReader, parse_duration
 from runner.settings._toml import loads_bounded, read_bounded
 
 __all__ = [
     "CONFIG_ENVVAR",
+    "DEFAULT_DRIFT_THRESHOLD",
     "DURATION_EXPECTED",
     "EMBEDDED_SOURCE",
     "AgentConfig",
@@ -128,7 +130,10 @@ _RUNNER_KEYS: Final = (
     "slot_lock_wait",
     "slot_retries",
     "slot_retry_delay",
+    "drift_threshold",
 )
+#: The longest drift threshold: lateness is judged over a week.
+_MAX_DRIFT_THRESHOLD: Final = timedelta(days=7)
 _MAX_WORKERS: Final = 1024  # worker processes of simulate (or serve at once); more only exhausts the process table
 #: The most catch-up runs of one pair on start; each is a backend call, so a large number is a burst by another name.
 _MAX_CATCHUP: Final = 1000
@@ -205,6 +210,9 @@ def parse_config(
     slot_retry_delay = reader.duration(runner.get("slot_retry_delay", "5m"), "runner.slot_retry_delay")
     if slot_retry_delay < timedelta(seconds=1):
         raise reader.fail("runner.slot_retry_delay", "a duration of at least 1s", runner.get("slot_retry_delay"))
+    drift_threshold = reader.duration(runner.get("drift_threshold", "5m"), "runner.drift_threshold")
+    if not timedelta(seconds=1) <= drift_threshold <= _MAX_DRIFT_THRESHOLD:
+        raise reader.fail("runner.drift_threshold", "a duration from 1s to 7d", runner.get("drift_threshold"))
     routines: dict[str, Routine] = dict(BUILTIN_ROUTINES)
     gates = {}
     for name, value in reader.table(data.get("routines", {}), "routines", None).items():
@@ -251,6 +259,7 @@ def parse_config(
         budgets=budgets,
         prices=prices,
         gates=gates,
+        drift_threshold=drift_threshold,
     )
 
 

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from tests._support import SIMPLE_AGENT, ghostrunner, write_config
 
 NOW = "2026-09-08T23:30Z"
@@ -38,9 +40,9 @@ def _finished(routine: str, slot: str, scheduled: datetime, late: timedelta, dur
     )
 
 
-def _log(tmp_path: Path) -> tuple[Path, Path]:
+def _log(tmp_path: Path, runner: str = "") -> tuple[Path, Path]:
     """Evenings 22 to 107 minutes late every day for a week (drift); pulses on time but one an hour late (no drift)."""
-    path = write_config(tmp_path, SIMPLE_AGENT.replace('["pulse-4h", "evening", "digest"]', '["pulse-4h", "evening"]'))
+    path = write_config(tmp_path, SIMPLE_AGENT.replace('["pulse-4h", "evening", "digest"]', '["pulse-4h", "evening"]'), runner=runner)
     lines = []
     for day in range(2, 9):
         evening = datetime(2026, 9, day, 21, tzinfo=UTC)
@@ -88,3 +90,28 @@ def test_the_report_shows_each_pairs_lateness(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     page = out.read_text(encoding="utf-8")
     assert "lateness (7 days)" in page and "p50 3s p90 3s" in page and "DRIFT" in page
+
+
+@pytest.mark.parametrize(
+    ("threshold", "drifting"),
+    [("2h", set()), ("21m", {"evening"}), ("2s", {"evening", "pulse-4h"})],
+)
+def test_runner_drift_threshold_sets_how_late_always_late_is(tmp_path: Path, threshold: str, drifting: set[str]) -> None:
+    """The evening's least late run started 22 minutes late, the pulse's 3 s: each drifts exactly when that is over the threshold."""
+    path, log = _log(tmp_path, runner=f'drift_threshold = "{threshold}"\n')
+    done = ghostrunner("status", "--config", str(path), "--log", str(log), "--now", NOW, "--json", "--grace", "3h")
+    assert done.returncode == 0, done.stdout + done.stderr
+    pairs = json.loads(done.stdout)["pairs"]
+    assert {pair["routine"] for pair in pairs if pair["lateness"]["drift"]} == drifting
+    out = tmp_path / "runs.html"
+    assert ghostrunner("report", "--config", str(path), "--log", str(log), "--now", NOW, "--grace", "3h", "--out", str(out)).returncode == 0
+    assert ("DRIFT" in out.read_text(encoding="utf-8")) == bool(drifting)
+
+
+@pytest.mark.parametrize("value", ['"0s"', '"8d"', '"soon"', "true"])
+def test_a_bad_drift_threshold_is_refused_at_load_in_one_line(tmp_path: Path, value: str) -> None:
+    """A threshold under a second, over the week lateness is judged on, or not a duration: one line naming the key, exit 78."""
+    path, log = _log(tmp_path, runner=f"drift_threshold = {value}\n")
+    done = ghostrunner("status", "--config", str(path), "--log", str(log), "--now", NOW, "--json")
+    assert (done.returncode, done.stdout) == (78, "")
+    assert done.stderr.strip().count("\n") == 0 and "runner.drift_threshold" in done.stderr and "Traceback" not in done.stderr

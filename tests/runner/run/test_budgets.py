@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from runner.monitor.status import EXIT_OVER_BUDGET
 from runner.run.budgets import Budgets
 from runner.run.simulate import simulate
@@ -189,3 +191,91 @@ def test_catchup_budget_bounds_the_catchup_of_all_pairs_together(tmp_path: Path)
     ]
     cut = sorted((m.agent, m.routine, m.slot) for m in plan.missed if m.reason == "catchup_budget")
     assert cut == [("batou", "pulse-4h", "2026-09-09T08"), ("motoko", "evening", "2026-09-08"), ("motoko", "pulse-4h", "2026-09-09T08")]
+
+
+def test_a_dry_run_pays_like_a_run_and_is_refused_like_one_but_never_skips_its_slot(tmp_path: Path) -> None:
+    """A dry run asks the model, so the ledger and status count what it used; over budget it asks nothing, and the slot stays free.
+
+    A day's room for one run: a dry run takes it (the server is asked, its 600 tokens are in the ledger and in status's
+    today), the next dry run is refused (reason budget, the server not asked), and once the limit is raised the slot's
+    own run is let through: a refused dry run is no run of its slot.
+    """
+    with ChatServer(usage=USAGE) as server:
+        path = _config(tmp_path, server.url, "tokens_per_day = 500\n", routines=("pulse-4h",))
+        lines = []
+        for expected_requests in (1, 1):
+            done = ghostrunner("run", "pulse-4h", "--agent", "motoko", "--at", "2026-09-05T08:00", "--config", str(path), "--dry-run")
+            assert done.returncode == 0, done.stderr
+            assert len(server.requests) == expected_requests
+            lines += [line for line in done.stderr.splitlines() if '"run.finished"' in line]
+        first, second = (json.loads(line) for line in lines)
+        assert (first["dry_run"], first["outcome"], first["reason"], first["tokens"]) == (True, "skipped", None, {"in": 500, "out": 100})
+        assert (second["dry_run"], second["outcome"], second["reason"], second["attempts"]) == (True, "skipped", "budget", 0)
+        assert Budgets(load_config(path)).used() == (600.0, 0.6)
+        log = tmp_path / "runs.log"
+        # Judged on the schedule's clock: each line's timestamp becomes its run's scheduled time.
+        lines = [json.dumps({**event, "timestamp": event["scheduled"].replace("+00:00", "Z")}) for event in (first, second)]
+        log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        status = ghostrunner("status", "--config", str(path), "--log", str(log), "--now", "2026-09-05T09:00Z", "--json")
+        [pair] = json.loads(status.stdout)["pairs"]
+        assert pair["spend"]["today"]["tokens"] == {"in": 500, "out": 100} and pair["spend"]["today"]["cost"] == pytest.approx(0.6)
+        path.write_text(path.read_text(encoding="utf-8").replace("tokens_per_day = 500", "tokens_per_day = 5000"), encoding="utf-8")
+        done, events = _run(path, "2026-09-05T08:00", routine="pulse-4h")
+        assert (_finished(events)["outcome"], len(server.requests)) == ("appended", 2), done.stderr
+
+
+def test_a_routines_budget_holds_that_routine_across_agents_and_no_other(tmp_path: Path) -> None:
+    """budgets.routines.NAME counts every agent's runs of it: motoko's pulse uses the day, batou's pulse is skipped, evenings go on."""
+    with ChatServer(usage=USAGE) as server:
+        budget = "[budgets.routines.pulse-4h]\ntokens_per_day = 500\n"
+        path = _config(tmp_path, server.url, budget, agents=("motoko", "batou"), routines=("pulse-4h", "evening"))
+        assert _finished(_run(path, "2026-09-05T08:00", routine="pulse-4h")[1])["outcome"] == "appended"
+        over = _run(path, "2026-09-05T12:00", routine="pulse-4h", agent="batou")[1]
+        assert (_finished(over)["reason"], [e["budget"] for e in over if e["event"] == "run.over_budget"]) == (
+            "budget",
+            ["budgets.routines.pulse-4h.tokens_per_day"],
+        )
+        assert _finished(_run(path, "2026-09-05T21:00", routine="evening", agent="batou")[1])["outcome"] == "appended"
+        assert _finished(_run(path, "2026-09-05T21:00", routine="evening")[1])["outcome"] == "appended"
+    assert len(server.requests) == 3
+
+
+def test_the_window_is_runner_timezones_day_or_the_24_hours_before(tmp_path: Path) -> None:
+    """Room for one run a day in New York: calendar counts by the local day (not UTC's), rolling by the 24 hours up to the slot.
+
+    16:00 local uses the day; 20:00 local is the next day in UTC but the same local day: skipped. 00:00 local is a new
+    calendar day (run), but within 24 hours of 16:00 (skipped when rolling); 20:00 that day is in the calendar day 00:00
+    used (skipped), but the 24 hours before it hold no run when rolling (run).
+    """
+    slots = ("2026-09-05T16:00", "2026-09-05T20:00", "2026-09-06T00:00", "2026-09-06T20:00")
+    expected = {
+        "calendar": ["appended", "budget", "appended", "budget"],
+        "rolling": ["appended", "budget", "budget", "appended"],
+    }
+    with ChatServer(usage=USAGE) as server:
+        for window, outcomes in expected.items():
+            body = openai_agent(server.url, routines=("pulse-4h",), timeout="100s", backend="attempts = 1\n")
+            budgets = f'\n[budgets]\ntokens_per_day = 500\nwindow = "{window}"\n'
+            path = write_config(tmp_path / window, body + budgets, runner='timezone = "America/New_York"\n')
+            seen = []
+            for at in slots:
+                finished = _finished(_run(path, at, routine="pulse-4h")[1])
+                seen.append(finished["reason"] or finished["outcome"])
+            assert seen == outcomes, window
+
+
+def test_catchup_neither_reruns_nor_reports_a_slot_skipped_for_budget(tmp_path: Path) -> None:
+    """A slot the budget skipped has no entry but was not missed: catch-up leaves it alone, and its place goes to a slot that was.
+
+    motoko's 12:00 pulse was skipped for motoko's budget; batou's 12:00 pulse never ran (serve was down). With room for
+    one catch-up run of all pairs, batou's slot is the one run, and motoko's is neither run nor recorded as missed.
+    """
+    with ChatServer(usage=USAGE) as server:
+        budgets = "catchup_budget = 1\n[budgets.agents.motoko]\ntokens_per_day = 500\n"
+        path = _config(tmp_path, server.url, budgets, agents=("motoko", "batou"), routines=("pulse-4h",))
+        for agent in ("motoko", "batou"):
+            assert _finished(_run(path, "2026-09-05T08:00", routine="pulse-4h", agent=agent)[1])["outcome"] == "appended"
+        assert _finished(_run(path, "2026-09-05T12:00", routine="pulse-4h")[1])["reason"] == "budget"
+    plan = plan_catchup(load_config(path), datetime(2026, 9, 5, 13, tzinfo=UTC))
+    assert [(run.agent, run.slot) for run in plan.runs] == [("batou", "2026-09-05T12")]
+    assert [(missed.agent, missed.slot) for missed in plan.missed] == []
