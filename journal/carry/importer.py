@@ -47,6 +47,8 @@ import heapq
 import json
 import os
 import re
+import resource
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,9 +75,21 @@ __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir",
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
-#: How many entries are stored as one group (one index commit, one fsync of their day directory; see journal.sync._group).
-#: Each costs a descriptor while its file waits for its fsync, well below the usual limit of 1024.
-IMPORT_GROUP: Final = 256
+
+
+def _group_size() -> int:
+    """How many entries to store as one group: each group pays one index commit, one flush of the files and one fsync of each
+    day directory (see journal.sync._group), so the larger the fewer waits on the disk; but each entry of a group holds a
+    descriptor until the group publishes, so a group takes at most a quarter of the process's descriptors (256 under the
+    usual limit of 1024), and never more than 1024."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(64, min(1024, soft // 4))
+
+
+#: How many entries are stored as one group (see _group_size).
+IMPORT_GROUP: Final = _group_size()
 #: The field of a link an append refuses: ``signals.continuity_refs[0]``.
 _LINK_FIELD: Final = re.compile(r"signals\.(continuity_refs|supersedes)\[(\d+)\]")
 
@@ -86,15 +100,32 @@ _Key = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class _Spooled:
-    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool."""
+    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool.
 
-    where: dict[str, Any]
+    One is held for every entry of the source until it is stored, so it keeps no more than it must: its line number or file
+    rather than a mapping, its agent's name shared with the others of that agent, and no tuple at all for an entry without links.
+    """
+
+    at: int | str  # the line number, or the entry file of a journal directory
     id: str
     agent: str
-    #: (field, id) for each continuity and supersession link, as an append names them.
-    links: tuple[tuple[str, str], ...]
+    continues: tuple[str, ...]
+    supersedes: tuple[str, ...]
     offset: int
     size: int
+
+    @property
+    def where(self) -> dict[str, Any]:
+        """Where it came from, as a report lists it: ``{"line": 3}`` or ``{"file": ...}``."""
+        return {"line": self.at} if isinstance(self.at, int) else {"file": self.at}
+
+    @property
+    def links(self) -> Iterator[tuple[str, str]]:
+        """(field, id) for each continuity and supersession link, as an append names them."""
+        for n, ref in enumerate(self.continues):
+            yield f"signals.continuity_refs[{n}]", ref
+        for n, ref in enumerate(self.supersedes):
+            yield f"signals.supersedes[{n}]", ref
 
 
 class ImportTarget(Protocol):
@@ -233,6 +264,8 @@ def _lines(source: IO[bytes], *, partial: bool) -> Iterator[tuple[int, bytes]]:
 
 def _manifest_of(line: bytes) -> dict[str, Any] | None:
     """The manifest *line* holds, or None when it is no manifest (an entry, or not JSON)."""
+    if _MANIFEST_KEY.encode() not in line and b"\\u" not in line:
+        return None  # no key of it, even escaped: an entry line, parsed once, by its own check
     if json_depth_exceeds(line.decode("utf-8", "replace")):
         return None  # no manifest nests this deep, and json.loads would recurse until it dies
     try:
@@ -283,7 +316,7 @@ def _check_stream(
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        _spool_entry(spool, items, entry, {"line": number})
+        _spool_entry(spool, items, entry, number)
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -419,13 +452,12 @@ def _spool() -> Iterator[IO[bytes]]:
         yield spool
 
 
-def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, where: dict[str, Any]) -> None:
-    """Spool *entry*'s canonical line and list it in *items*, from *where*, with its links and its span in the spool."""
+def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, at: int | str) -> None:
+    """Spool *entry*'s canonical line and list it in *items*, from line or file *at*, with its links and its span in the spool."""
     data = entry.to_json_bytes()
     offset = spool.tell()
     _spool_write(spool, data)
-    links = [(f"signals.{name}[{n}]", ref) for name in ("continuity_refs", "supersedes") for n, ref in enumerate(getattr(entry, name))]
-    items.append(_Spooled(where, entry.id, entry.agent, tuple(links), offset, len(data)))
+    items.append(_Spooled(at, entry.id, sys.intern(entry.agent), tuple(entry.continuity_refs), tuple(entry.supersedes), offset, len(data)))
 
 
 def _spool_write(spool: IO[bytes], data: bytes) -> None:
@@ -536,7 +568,7 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        _spool_entry(spool, items, entry, {"file": rel})
+                        _spool_entry(spool, items, entry, rel)
                 if reason is not None:
                     bad(rel, reason)
             order = _plan(journal, items, lambda where, reason: bad(where["file"], reason))
@@ -581,7 +613,8 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
         return held[key]
 
     out: dict[int, str] = {}
-    waits: list[dict[_Key, str]] = [{} for _ in items]  # position -> {an entry it links to that the source brings in: the field}
+    # position -> {an entry it links to that the source brings in: the field}, for the positions that link to one alone.
+    waits: dict[int, dict[_Key, str]] = {}
     dependents: dict[_Key, list[int]] = {}
     for position, item in enumerate(items):
         for name, ref in item.links:
@@ -589,7 +622,7 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
             if ref == item.id:
                 out[position] = f"{name} is the entry's own id: an append refuses a link to itself"
             elif key in lines:
-                waits[position].setdefault(key, name)
+                waits.setdefault(position, {}).setdefault(key, name)
                 dependents.setdefault(key, []).append(position)
                 continue
             elif holds(key):
@@ -608,15 +641,15 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
 
 def _in_link_order(
     items: list[_Spooled],
-    waits: list[dict[_Key, str]],
+    waits: Mapping[int, dict[_Key, str]],
     dependents: Mapping[_Key, list[int]],
     out: Mapping[int, str],
     holds: Callable[[_Key], bool],
 ) -> tuple[list[int], set[_Key]]:
     """The positions not in *out* that can be stored, each after a line bringing in every entry it *waits* for (or, once no line can,
     when the journal holds it), otherwise in the source's order; and the entries so resolved."""
-    remaining = [len(waiting) for waiting in waits]
-    ready = [position for position in range(len(items)) if position not in out and not waits[position]]
+    remaining = {position: len(waiting) for position, waiting in waits.items()}
+    ready = [position for position in range(len(items)) if position not in out and position not in waits]
     heapq.heapify(ready)
     resolved: set[_Key] = set()
     order: list[int] = []
@@ -640,7 +673,7 @@ def _in_link_order(
         # the one from before this import (no line of them was stored), so a rerun resolves the same.
         stored = set(order)
         needed = sorted(
-            {key for position, waiting in enumerate(waits) if position not in out and position not in stored for key in waiting} - resolved
+            {key for position, waiting in waits.items() if position not in out and position not in stored for key in waiting} - resolved
         )
         found = [key for key in needed if holds(key)]
         if not found:
@@ -652,7 +685,7 @@ def _in_link_order(
 def _explain_left_out(
     items: list[_Spooled],
     lines: Mapping[_Key, list[int]],
-    waits: list[dict[_Key, str]],
+    waits: Mapping[int, dict[_Key, str]],
     dependents: Mapping[_Key, list[int]],
     out: dict[int, str],
     stored: set[int],
