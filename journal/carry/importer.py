@@ -479,10 +479,11 @@ def _store_spooled(
     to have room."""
     _check_space(journal, spool.tell(), len(items), "the journal directory" if summary.source is not None else "the stream")
     first: dict[_Key, int] = {}
-    for position, item in enumerate(items):
-        first.setdefault((item.id, item.agent), position)
 
     def place_of(ref: str, agent: str) -> str | None:
+        if not first:  # made at the first refusal: most imports have none, and it would hold a key of every entry meanwhile
+            for position, item in enumerate(items):
+                first.setdefault((item.id, item.agent), position)
         linked = first.get((ref, agent))
         return _place(items[linked].where) if linked is not None else None
 
@@ -596,9 +597,13 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
     the same agent by its position in the source, never a linked entry by its id, nor another
     agent's entry at all.
     """
-    lines: dict[_Key, list[int]] = {}
+    # The position of each entry's line, or a list of them where a source repeats one: a list for every entry would double this.
+    lines: dict[_Key, int | list[int]] = {}
     for position, item in enumerate(items):
-        lines.setdefault((item.id, item.agent), []).append(position)
+        key = (item.id, item.agent)
+        held_at = lines.setdefault(key, position)
+        if held_at != position:
+            lines[key] = [*held_at, position] if isinstance(held_at, list) else [held_at, position]
     in_source = {item.id for item in items}
     held: dict[_Key, bool] = {}
 
@@ -632,8 +637,8 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
             else:
                 out[position] = f"{name} names no entry of agent {item.agent!r} that this journal holds or this import brings in"
             break
-    order, resolved = _in_link_order(items, waits, dependents, out, holds)
-    _explain_left_out(items, lines, waits, dependents, out, set(order), resolved)
+    order, placed, resolved = _in_link_order(items, waits, dependents, out, holds)
+    _explain_left_out(items, lines, waits, dependents, out, placed, resolved)
     for position in sorted(out):
         bad(items[position].where, out[position])
     return order
@@ -645,17 +650,19 @@ def _in_link_order(
     dependents: Mapping[_Key, list[int]],
     out: Mapping[int, str],
     holds: Callable[[_Key], bool],
-) -> tuple[list[int], set[_Key]]:
+) -> tuple[list[int], bytearray, set[_Key]]:
     """The positions not in *out* that can be stored, each after a line bringing in every entry it *waits* for (or, once no line can,
-    when the journal holds it), otherwise in the source's order; and the entries so resolved."""
+    when the journal holds it), otherwise in the source's order; a flag of each position so placed; and the entries so resolved
+    that a line waits for (no other entry's resolution is ever asked about)."""
     remaining = {position: len(waiting) for position, waiting in waits.items()}
     ready = [position for position in range(len(items)) if position not in out and position not in waits]
     heapq.heapify(ready)
     resolved: set[_Key] = set()
     order: list[int] = []
+    placed = bytearray(len(items))
 
     def resolve(key: _Key) -> None:
-        if key in resolved:
+        if key in resolved or key not in dependents:
             return
         resolved.add(key)
         for dependent in dict.fromkeys(dependents.get(key, ())):
@@ -668,52 +675,60 @@ def _in_link_order(
         while ready:
             position = heapq.heappop(ready)
             order.append(position)
+            placed[position] = 1
             resolve((items[position].id, items[position].agent))
         # Stuck: what the waiting lines still need, no line brought in. The journal's answer for those is
         # the one from before this import (no line of them was stored), so a rerun resolves the same.
-        stored = set(order)
         needed = sorted(
-            {key for position, waiting in waits.items() if position not in out and position not in stored for key in waiting} - resolved
+            {key for position, waiting in waits.items() if position not in out and not placed[position] for key in waiting} - resolved
         )
         found = [key for key in needed if holds(key)]
         if not found:
-            return order, resolved
+            return order, placed, resolved
         for key in found:
             resolve(key)
 
 
 def _explain_left_out(
     items: list[_Spooled],
-    lines: Mapping[_Key, list[int]],
+    lines: Mapping[_Key, int | list[int]],
     waits: Mapping[int, dict[_Key, str]],
     dependents: Mapping[_Key, list[int]],
     out: dict[int, str],
-    stored: set[int],
+    placed: bytearray,
     resolved: set[_Key],
 ) -> None:
-    """Add to *out* the reason of each line neither stored nor left out yet: it links to a line left out, or round a circle."""
-    stuck = {position for position in range(len(items)) if position not in out and position not in stored}
+    """Add to *out* the reason of each line neither stored (*placed*) nor left out yet: it links to a line left out, or round a circle."""
+    stuck = {position for position in range(len(items)) if position not in out and not placed[position]}
     # A worklist from the lines left out, so a hostile source's long chains of links cost one pass.
     pending = sorted(out)
     while pending:
         gone = pending.pop()
         key = (items[gone].id, items[gone].agent)
-        if key in resolved or not all(line in out for line in lines[key]):
+        if key in resolved or not all(line in out for line in _positions(lines, key)):
             continue
         for dependent in dependents.get(key, ()):
             if dependent in stuck and dependent not in out:
                 out[dependent] = (
-                    f"{waits[dependent][key]} links to the entry of {_place(items[lines[key][0]].where)}, which this import leaves out"
+                    f"{waits[dependent][key]} links to the entry of {_place(items[_positions(lines, key)[0]].where)}, which this import leaves out"
                 )
                 pending.append(dependent)
     left_out = set(out)
     for position in sorted(stuck - left_out):
         key, name = next((key, name) for key, name in waits[position].items() if key not in resolved)
-        linked = next(line for line in lines[key] if line not in left_out)  # were all left out, the worklist would have left this out too
+        linked = next(
+            line for line in _positions(lines, key) if line not in left_out
+        )  # were all left out, the worklist would have left this out too
         out[position] = (
             f"{name} links to the entry of {_place(items[linked].where)}, and the links from there come back round in a circle: "
             "no order of appends can store it"
         )
+
+
+def _positions(lines: Mapping[_Key, int | list[int]], key: _Key) -> list[int]:
+    """The positions of the lines of *key*, in the source's order."""
+    held_at = lines[key]
+    return held_at if isinstance(held_at, list) else [held_at]
 
 
 def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> None:
