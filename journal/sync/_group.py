@@ -94,15 +94,14 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
                     outcomes[position] = outcome
                     if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
                         stored.append((position, entry))
-                        writes.write(entry)  # its unnamed file is made while the next entries are checked
+                        with storage_errors(keeper.store.entries_dir, "write new entry files in"):
+                            writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
                 if not stored:
                     return _settled(outcomes)
-                with storage_errors(keeper.store.entries_dir, "write new entry files in"):
-                    pending = writes.pending()
-            generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
-            keeper.note_write_begun()
-            keeper.index.set_generation(conn, generation)
-            _publish(keeper, pending)
+                generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+                keeper.note_write_begun()
+                keeper.index.set_generation(conn, generation)
+                _publish(keeper, writes)
             try:
                 keeper.index.commit()
             except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
@@ -160,15 +159,18 @@ def _stage(
     return AppendResult(entry, is_duplicate=False)
 
 
-def _publish(keeper: IndexKeeper, pending: list[PendingEntry]) -> None:
-    """fsync the written files of *pending* together, then name them and fsync each day directory once.
+def _publish(keeper: IndexKeeper, writes: GroupWrites) -> None:
+    """Once every file of *writes* is written, fsync them together, then name them and fsync each day directory once.
 
-    Until a name is given, a failure leaves nothing (and takes back the
-    generation's bump); after, the names given stay, for the next writer to index.
+    Until a name is given, a failure leaves nothing (the files not written
+    or not taken are *writes*' to discard; the generation's bump is taken
+    back); after, the names given stay, for the next writer to index.
     """
     store = keeper.store
+    pending: list[PendingEntry] = []
     with storage_errors(store.entries_dir, "write new entry files in"):
         try:
+            pending = writes.pending()
             store.sync_temp(pending)
         except BaseException:
             for item in pending:
