@@ -47,6 +47,8 @@ import heapq
 import json
 import os
 import re
+import resource
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -73,9 +75,21 @@ __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir",
 _LINE_LIMIT: Final = MAX_ENTRY_BYTES + 1
 _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
-#: How many entries are stored as one group (one index commit, one fsync of their day directory; see journal.sync._group).
-#: Each costs a descriptor while its file waits for its fsync, well below the usual limit of 1024.
-IMPORT_GROUP: Final = 256
+
+
+def _group_size() -> int:
+    """How many entries to store as one group: each group pays one index commit, one flush of the files and one fsync of each
+    day directory (see journal.sync._group), so the larger the fewer waits on the disk; but each entry of a group holds a
+    descriptor until the group publishes, so a group takes at most a quarter of the process's descriptors (256 under the
+    usual limit of 1024), and never more than 1024."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(64, min(1024, soft // 4))
+
+
+#: How many entries are stored as one group (see _group_size).
+IMPORT_GROUP: Final = _group_size()
 #: The field of a link an append refuses: ``signals.continuity_refs[0]``.
 _LINK_FIELD: Final = re.compile(r"signals\.(continuity_refs|supersedes)\[(\d+)\]")
 
@@ -86,15 +100,32 @@ _Key = tuple[str, str]
 
 @dataclass(frozen=True, slots=True)
 class _Spooled:
-    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool."""
+    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool.
 
-    where: dict[str, Any]
+    One is held for every entry of the source until it is stored, so it keeps no more than it must: its line number or file
+    rather than a mapping, its agent's name shared with the others of that agent, and no tuple at all for an entry without links.
+    """
+
+    at: int | str  # the line number, or the entry file of a journal directory
     id: str
     agent: str
-    #: (field, id) for each continuity and supersession link, as an append names them.
-    links: tuple[tuple[str, str], ...]
+    continues: tuple[str, ...]
+    supersedes: tuple[str, ...]
     offset: int
     size: int
+
+    @property
+    def where(self) -> dict[str, Any]:
+        """Where it came from, as a report lists it: ``{"line": 3}`` or ``{"file": ...}``."""
+        return {"line": self.at} if isinstance(self.at, int) else {"file": self.at}
+
+    @property
+    def links(self) -> Iterator[tuple[str, str]]:
+        """(field, id) for each continuity and supersession link, as an append names them."""
+        for n, ref in enumerate(self.continues):
+            yield f"signals.continuity_refs[{n}]", ref
+        for n, ref in enumerate(self.supersedes):
+            yield f"signals.supersedes[{n}]", ref
 
 
 class ImportTarget(Protocol):
@@ -233,6 +264,8 @@ def _lines(source: IO[bytes], *, partial: bool) -> Iterator[tuple[int, bytes]]:
 
 def _manifest_of(line: bytes) -> dict[str, Any] | None:
     """The manifest *line* holds, or None when it is no manifest (an entry, or not JSON)."""
+    if _MANIFEST_KEY.encode() not in line and b"\\u" not in line:
+        return None  # no key of it, even escaped: an entry line, parsed once, by its own check
     if json_depth_exceeds(line.decode("utf-8", "replace")):
         return None  # no manifest nests this deep, and json.loads would recurse until it dies
     try:
@@ -283,7 +316,7 @@ def _check_stream(
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        _spool_entry(spool, items, entry, {"line": number})
+        _spool_entry(spool, items, entry, number)
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -419,13 +452,12 @@ def _spool() -> Iterator[IO[bytes]]:
         yield spool
 
 
-def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, where: dict[str, Any]) -> None:
-    """Spool *entry*'s canonical line and list it in *items*, from *where*, with its links and its span in the spool."""
+def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, at: int | str) -> None:
+    """Spool *entry*'s canonical line and list it in *items*, from line or file *at*, with its links and its span in the spool."""
     data = entry.to_json_bytes()
     offset = spool.tell()
     _spool_write(spool, data)
-    links = [(f"signals.{name}[{n}]", ref) for name in ("continuity_refs", "supersedes") for n, ref in enumerate(getattr(entry, name))]
-    items.append(_Spooled(where, entry.id, entry.agent, tuple(links), offset, len(data)))
+    items.append(_Spooled(at, entry.id, sys.intern(entry.agent), tuple(entry.continuity_refs), tuple(entry.supersedes), offset, len(data)))
 
 
 def _spool_write(spool: IO[bytes], data: bytes) -> None:
@@ -447,10 +479,11 @@ def _store_spooled(
     to have room."""
     _check_space(journal, spool.tell(), len(items), "the journal directory" if summary.source is not None else "the stream")
     first: dict[_Key, int] = {}
-    for position, item in enumerate(items):
-        first.setdefault((item.id, item.agent), position)
 
     def place_of(ref: str, agent: str) -> str | None:
+        if not first:  # made at the first refusal: most imports have none, and it would hold a key of every entry meanwhile
+            for position, item in enumerate(items):
+                first.setdefault((item.id, item.agent), position)
         linked = first.get((ref, agent))
         return _place(items[linked].where) if linked is not None else None
 
@@ -536,7 +569,7 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        _spool_entry(spool, items, entry, {"file": rel})
+                        _spool_entry(spool, items, entry, rel)
                 if reason is not None:
                     bad(rel, reason)
             order = _plan(journal, items, lambda where, reason: bad(where["file"], reason))
@@ -564,9 +597,13 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
     the same agent by its position in the source, never a linked entry by its id, nor another
     agent's entry at all.
     """
-    lines: dict[_Key, list[int]] = {}
+    # The position of each entry's line, or a list of them where a source repeats one: a list for every entry would double this.
+    lines: dict[_Key, int | list[int]] = {}
     for position, item in enumerate(items):
-        lines.setdefault((item.id, item.agent), []).append(position)
+        key = (item.id, item.agent)
+        held_at = lines.setdefault(key, position)
+        if held_at != position:
+            lines[key] = [*held_at, position] if isinstance(held_at, list) else [held_at, position]
     in_source = {item.id for item in items}
     held: dict[_Key, bool] = {}
 
@@ -581,7 +618,8 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
         return held[key]
 
     out: dict[int, str] = {}
-    waits: list[dict[_Key, str]] = [{} for _ in items]  # position -> {an entry it links to that the source brings in: the field}
+    # position -> {an entry it links to that the source brings in: the field}, for the positions that link to one alone.
+    waits: dict[int, dict[_Key, str]] = {}
     dependents: dict[_Key, list[int]] = {}
     for position, item in enumerate(items):
         for name, ref in item.links:
@@ -589,7 +627,7 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
             if ref == item.id:
                 out[position] = f"{name} is the entry's own id: an append refuses a link to itself"
             elif key in lines:
-                waits[position].setdefault(key, name)
+                waits.setdefault(position, {}).setdefault(key, name)
                 dependents.setdefault(key, []).append(position)
                 continue
             elif holds(key):
@@ -599,8 +637,8 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
             else:
                 out[position] = f"{name} names no entry of agent {item.agent!r} that this journal holds or this import brings in"
             break
-    order, resolved = _in_link_order(items, waits, dependents, out, holds)
-    _explain_left_out(items, lines, waits, dependents, out, set(order), resolved)
+    order, placed, resolved = _in_link_order(items, waits, dependents, out, holds)
+    _explain_left_out(items, lines, waits, dependents, out, placed, resolved)
     for position in sorted(out):
         bad(items[position].where, out[position])
     return order
@@ -608,21 +646,23 @@ def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[s
 
 def _in_link_order(
     items: list[_Spooled],
-    waits: list[dict[_Key, str]],
+    waits: Mapping[int, dict[_Key, str]],
     dependents: Mapping[_Key, list[int]],
     out: Mapping[int, str],
     holds: Callable[[_Key], bool],
-) -> tuple[list[int], set[_Key]]:
+) -> tuple[list[int], bytearray, set[_Key]]:
     """The positions not in *out* that can be stored, each after a line bringing in every entry it *waits* for (or, once no line can,
-    when the journal holds it), otherwise in the source's order; and the entries so resolved."""
-    remaining = [len(waiting) for waiting in waits]
-    ready = [position for position in range(len(items)) if position not in out and not waits[position]]
+    when the journal holds it), otherwise in the source's order; a flag of each position so placed; and the entries so resolved
+    that a line waits for (no other entry's resolution is ever asked about)."""
+    remaining = {position: len(waiting) for position, waiting in waits.items()}
+    ready = [position for position in range(len(items)) if position not in out and position not in waits]
     heapq.heapify(ready)
     resolved: set[_Key] = set()
     order: list[int] = []
+    placed = bytearray(len(items))
 
     def resolve(key: _Key) -> None:
-        if key in resolved:
+        if key in resolved or key not in dependents:
             return
         resolved.add(key)
         for dependent in dict.fromkeys(dependents.get(key, ())):
@@ -635,52 +675,60 @@ def _in_link_order(
         while ready:
             position = heapq.heappop(ready)
             order.append(position)
+            placed[position] = 1
             resolve((items[position].id, items[position].agent))
         # Stuck: what the waiting lines still need, no line brought in. The journal's answer for those is
         # the one from before this import (no line of them was stored), so a rerun resolves the same.
-        stored = set(order)
         needed = sorted(
-            {key for position, waiting in enumerate(waits) if position not in out and position not in stored for key in waiting} - resolved
+            {key for position, waiting in waits.items() if position not in out and not placed[position] for key in waiting} - resolved
         )
         found = [key for key in needed if holds(key)]
         if not found:
-            return order, resolved
+            return order, placed, resolved
         for key in found:
             resolve(key)
 
 
 def _explain_left_out(
     items: list[_Spooled],
-    lines: Mapping[_Key, list[int]],
-    waits: list[dict[_Key, str]],
+    lines: Mapping[_Key, int | list[int]],
+    waits: Mapping[int, dict[_Key, str]],
     dependents: Mapping[_Key, list[int]],
     out: dict[int, str],
-    stored: set[int],
+    placed: bytearray,
     resolved: set[_Key],
 ) -> None:
-    """Add to *out* the reason of each line neither stored nor left out yet: it links to a line left out, or round a circle."""
-    stuck = {position for position in range(len(items)) if position not in out and position not in stored}
+    """Add to *out* the reason of each line neither stored (*placed*) nor left out yet: it links to a line left out, or round a circle."""
+    stuck = {position for position in range(len(items)) if position not in out and not placed[position]}
     # A worklist from the lines left out, so a hostile source's long chains of links cost one pass.
     pending = sorted(out)
     while pending:
         gone = pending.pop()
         key = (items[gone].id, items[gone].agent)
-        if key in resolved or not all(line in out for line in lines[key]):
+        if key in resolved or not all(line in out for line in _positions(lines, key)):
             continue
         for dependent in dependents.get(key, ()):
             if dependent in stuck and dependent not in out:
                 out[dependent] = (
-                    f"{waits[dependent][key]} links to the entry of {_place(items[lines[key][0]].where)}, which this import leaves out"
+                    f"{waits[dependent][key]} links to the entry of {_place(items[_positions(lines, key)[0]].where)}, which this import leaves out"
                 )
                 pending.append(dependent)
     left_out = set(out)
     for position in sorted(stuck - left_out):
         key, name = next((key, name) for key, name in waits[position].items() if key not in resolved)
-        linked = next(line for line in lines[key] if line not in left_out)  # were all left out, the worklist would have left this out too
+        linked = next(
+            line for line in _positions(lines, key) if line not in left_out
+        )  # were all left out, the worklist would have left this out too
         out[position] = (
             f"{name} links to the entry of {_place(items[linked].where)}, and the links from there come back round in a circle: "
             "no order of appends can store it"
         )
+
+
+def _positions(lines: Mapping[_Key, int | list[int]], key: _Key) -> list[int]:
+    """The positions of the lines of *key*, in the source's order."""
+    held_at = lines[key]
+    return held_at if isinstance(held_at, list) else [held_at]
 
 
 def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> None:

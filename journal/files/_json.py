@@ -148,6 +148,8 @@ def json_nesting_depth(text: str) -> int:
 
 def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
     """True if the JSON *text* nests arrays and objects more than *limit* levels deep (see :func:`json_nesting_depth`)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False  # no deeper than it has opening brackets (those in strings counted too): most texts need no scan
     return json_nesting_depth(text) > limit
 
 

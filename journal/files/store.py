@@ -176,30 +176,33 @@ class EntryStore:
         self._day = (parts, fd)
         return fd
 
-    def write_temp(self, entry: Entry, *, meanwhile: Callable[[], object] | None = None, durable: bool = True) -> PendingEntry:
+    def write_temp(
+        self, entry: Entry, *, meanwhile: Callable[[], object] | None = None, durable: bool = True, dir_fd: int | None = None
+    ) -> PendingEntry:
         """Write *entry* to a temporary file beside its final name and fsync it.
 
         *meanwhile*, if given, runs while the fsync waits on the disk; its
         exception, if any, is raised once the fsync is done. Without
         *durable* the fsync is left to :meth:`sync_temp`, which a group of
         entries calls once for all of them before any is published.
+        *dir_fd*, if given, is the entry's day directory (of
+        :meth:`open_day_dir`): writes from several threads at once each
+        name theirs, for the one this store keeps open is not theirs to share.
         """
         rel_path = self.rel_path_for(entry)
         data = entry.to_json_bytes()
         year, month, day, _ = check_entry_path(rel_path)
         if durable and self._unsynced:
             self._sync_made_dirs()  # a group that failed made them: a durable write relies on every directory above it
-        dir_fd = self._day_dir((year, month, day), create=True, durable=durable)
+        if dir_fd is None:
+            dir_fd = self._day_dir((year, month, day), create=True, durable=durable)
         temp_name: str | None = None
         fd = self._open_unnamed(dir_fd)
         if fd is None:
             temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
             fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
         try:
-            take_ownership(fd, _FILE_MODE, self._owner)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            self._fill(fd, data)
             if durable:
                 self._fsync(fd, meanwhile)
         except BaseException:
@@ -212,6 +215,12 @@ class EntryStore:
             return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data)
         # Not yet durable: the descriptor stays open for sync_temp (a named temp file is still published by its name).
         return PendingEntry(entry=entry, rel_path=rel_path, temp_name=temp_name, data=data, fd=fd)
+
+    def open_day_dir(self, rel_path: str) -> int:
+        """A descriptor of the day directory of *rel_path* (made if missing, its name made durable by :meth:`sync_dirs`), for
+        :meth:`write_temp`'s *dir_fd*; the caller closes it."""
+        year, month, day, _ = check_entry_path(rel_path)
+        return self._open_dirs((year, month, day), create=True, durable=False)
 
     def sync_temp(self, pending: Sequence[PendingEntry]) -> None:
         """Make the temporary files of *pending* (written without *durable*) durable, all at once.
@@ -321,10 +330,7 @@ class EntryStore:
             temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
             fd = os.open(temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, _FILE_MODE, dir_fd=dir_fd)
             try:
-                take_ownership(fd, _FILE_MODE, self._owner)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
+                self._fill(fd, data)
                 os.fsync(fd)
             except BaseException:
                 os.unlink(temp_name, dir_fd=dir_fd)
@@ -336,6 +342,13 @@ class EntryStore:
         finally:
             os.close(dir_fd)
         self._forget_day()  # the held descriptor still names the directory, but drop it: nothing is cached of the old file
+
+    def _fill(self, fd: int, data: bytes) -> None:
+        """Give the new file *fd* the journal's owner and mode, and write *data* to it whole (a write may take part of the bytes)."""
+        take_ownership(fd, _FILE_MODE, self._owner)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
 
     def _fsync(self, fd: int, meanwhile: Callable[[], object] | None) -> None:
         if meanwhile is None:

@@ -12,9 +12,12 @@ of its entries:
    one client_key gets the first back as a duplicate, a second of one id is
    a :class:`DuplicateEntryError`, a link to an earlier entry of the group
    is a link to an existing entry.
+   Each entry staged is meanwhile written to its unnamed temporary file by
+   helper threads (:mod:`journal.sync._writes`): making files is the dearest
+   step, and it overlaps with the index work of the entries after it.
 2. The lock's generation is bumped once (so a crash from here on is noticed
-   by the next writer), then every staged entry is written to its temporary
-   file, and the files are fsynced together (:meth:`EntryStore.sync_temp`).
+   by the next writer), and the files are fsynced together
+   (:meth:`EntryStore.sync_temp`).
 3. Only then is each file given its name, and each day directory fsynced
    once: no name ever points at bytes not yet on the disk.
 4. Only then do the rows commit: **the index is never ahead of the files.**
@@ -39,6 +42,7 @@ from journal.files.entry import Entry
 from journal.files.store import EntryStore, PendingEntry
 from journal.sync._append import AppendResult, _check_links, _earlier_for_key, _end_transaction, _index_problem, _undo_bump
 from journal.sync._keeper import IndexKeeper
+from journal.sync._writes import GroupWrites
 
 __all__ = ["GroupOutcome", "append_group"]
 
@@ -77,24 +81,27 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
         keeper.sync_locked()
         conn = keeper.index.begin()
         try:
-            for position, entry in entries:
-                outcome = _stage(
-                    keeper,
-                    conn,
-                    entry,
-                    has_id=supplied_id[position],
-                    vector=vectors.get(position),
-                    staged=stored,
-                )
-                outcomes[position] = outcome
-                if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
-                    stored.append((position, entry))
-            if not stored:
-                return _settled(outcomes)
-            generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
-            keeper.note_write_begun()
-            keeper.index.set_generation(conn, generation)
-            _publish(keeper, [entry for _, entry in stored])
+            with GroupWrites(keeper.store) as writes:
+                for position, entry in entries:
+                    outcome = _stage(
+                        keeper,
+                        conn,
+                        entry,
+                        has_id=supplied_id[position],
+                        vector=vectors.get(position),
+                        staged=stored,
+                    )
+                    outcomes[position] = outcome
+                    if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
+                        stored.append((position, entry))
+                        with storage_errors(keeper.store.entries_dir, "write new entry files in"):
+                            writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
+                if not stored:
+                    return _settled(outcomes)
+                generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+                keeper.note_write_begun()
+                keeper.index.set_generation(conn, generation)
+                _publish(keeper, writes)
             try:
                 keeper.index.commit()
             except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
@@ -152,17 +159,18 @@ def _stage(
     return AppendResult(entry, is_duplicate=False)
 
 
-def _publish(keeper: IndexKeeper, entries: list[Entry]) -> None:
-    """Write *entries*' files, fsync them together, then name them and fsync each day directory once.
+def _publish(keeper: IndexKeeper, writes: GroupWrites) -> None:
+    """Once every file of *writes* is written, fsync them together, then name them and fsync each day directory once.
 
-    Until a name is given, a failure leaves nothing (and takes back the
-    generation's bump); after, the names given stay, for the next writer to index.
+    Until a name is given, a failure leaves nothing (the files not written
+    or not taken are *writes*' to discard; the generation's bump is taken
+    back); after, the names given stay, for the next writer to index.
     """
     store = keeper.store
     pending: list[PendingEntry] = []
     with storage_errors(store.entries_dir, "write new entry files in"):
         try:
-            pending.extend(store.write_temp(entry, durable=False) for entry in entries)  # keeps those written before a failure
+            pending = writes.pending()
             store.sync_temp(pending)
         except BaseException:
             for item in pending:

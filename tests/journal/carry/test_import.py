@@ -320,3 +320,16 @@ def test_a_link_outside_the_stream_is_kept_only_where_the_journal_holds_its_entr
         summary = journal.import_stream(io.BytesIO(out.getvalue()))
         assert summary.appended == 5 and summary.bad_lines == []
         assert journal.verify().is_clean
+
+
+def test_a_manifest_whose_key_is_written_with_escapes_is_still_the_manifest(tmp_path: Path) -> None:
+    """A line is looked at as a manifest only if it could name the manifest's key, written plainly or with escapes: the same
+    manifest with its key spelled in ``\\u`` escapes still ends the stream, and the entries are imported."""
+    stream = _exported(tmp_path / "a", count=3)
+    *entries, manifest = stream.splitlines(keepends=True)
+    escaped = manifest.replace(b'"ghostjournal_export"', b'"\\u0067hostjournal\\u005fexport"')
+    assert escaped != manifest and json.loads(escaped) == json.loads(manifest)
+    with Journal(tmp_path / "b") as journal:
+        summary = journal.import_stream(io.BytesIO(b"".join(entries) + escaped))
+    assert (summary.appended, summary.bad_lines) == (3, [])
+    assert entry_files(tmp_path / "b") == entry_files(tmp_path / "a")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from journal import AppendResult, DuplicateEntryError, EntryValidationError, Journal
+from journal import AppendResult, DiskFullError, DuplicateEntryError, EntryValidationError, Journal
 from tests._support import entry_files
+from tests.attack._faults import Mounts
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
@@ -93,3 +97,42 @@ def test_a_file_at_an_entrys_name_the_index_does_not_hold_refuses_that_entry_alo
         with pytest.raises(DuplicateEntryError):
             journal.append(_payload(1, id="g1"))
     assert stray.read_bytes() == b"not an entry\n"
+
+
+@pytest.fixture
+def mounts() -> Iterator[Mounts]:
+    made = Mounts()
+    try:
+        yield made
+    finally:
+        made.release()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="mounting a tmpfs needs root (CI runs as root)")
+def test_a_group_whose_files_run_out_of_room_midway_stores_nothing_and_a_rerun_stores_it_all(mounts: Mounts) -> None:
+    """The files of a group are made while it is checked; when the filesystem refuses one halfway (no inode left), the group
+    raises the full disk, and no file, name, index row, descriptor or counter change is left; once room is made, the same
+    group stores every entry."""
+    disk = mounts.tmpfs(size_kib=8192)
+    group = [_payload(n, id=f"g{n}", ts="2026-09-01T10:00:00Z") for n in range(1, 41)]
+    with Journal(disk / "j") as journal:
+        journal.append(_payload(0, id="e0", ts="2026-09-01T09:00:00Z"))
+        before = entry_files(disk / "j"), (disk / "j" / "entries" / ".generation").read_bytes()
+        descriptors = len(os.listdir("/proc/self/fd"))
+        (disk / "inodes").mkdir()
+        made = 0
+        while os.statvfs(disk).f_ffree > 10:  # ten inodes left for a group of forty files
+            (disk / "inodes" / str(made)).touch()
+            made += 1
+        with pytest.raises(DiskFullError):
+            journal.append_many(group)
+        assert (entry_files(disk / "j"), (disk / "j" / "entries" / ".generation").read_bytes()) == before
+        assert [entry.id for entry in journal.list(limit=100)] == ["e0"]
+        assert len(os.listdir("/proc/self/fd")) == descriptors
+        shutil.rmtree(disk / "inodes")
+        outcomes = journal.append_many(group)
+        assert [_shown(outcome)[0] for outcome in outcomes] == ["stored"] * len(group)
+        assert len(journal.list(limit=100)) == len(group) + 1
+    assert sorted(path.name for path in (disk / "j" / "entries" / "2026" / "09" / "01").iterdir()) == sorted(
+        f"{entry_id}.json" for entry_id in ["e0", *(f"g{n}" for n in range(1, 41))]
+    )
