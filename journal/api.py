@@ -402,7 +402,11 @@ class Journal:
 
         The files and the index are taken at one instant (the writer lock is
         held while the names are listed), so an entry appended during the
-        check is not reported. With *agent*, only that agent's files and rows.
+        check is not reported. With *agent*, only that agent's files and rows,
+        and nothing of another agent's entry; a file that may stand in the
+        place of one of its entries but cannot be shown to it (no readable
+        agent, another agent's entry under another entry's name) is counted
+        as an ``unattributed`` problem, so the check is never clean over it.
 
         Raises:
             SemanticUnavailableError: *deep* without NN.

@@ -86,7 +86,9 @@ class VerifyReport:
         entries: of those, the valid entries a rebuild would index.
         agent: the agent the check was scoped to, or None.
         problems: what is wrong, each with its file and fix.
-        unattributed: with *agent*: files whose agent cannot be read, left to an unscoped check.
+        unattributed: with *agent*: files that may stand in the place of the agent's entries and cannot be
+            shown to it (no readable agent, or another agent's entry under another entry's name); when any,
+            an ``unattributed`` problem counts them, so the check is not clean.
         deep_checked: entries whose vectors a deep check re-embedded.
         repairs: what a repair did (files moved, the index rebuilt).
         quarantine: the folder a repair moved files into, or None.
@@ -142,6 +144,7 @@ class _Seen:
 
     agent_of_path: dict[str, str] = field(default_factory=dict)
     id_of_path: dict[str, str] = field(default_factory=dict)
+    home_of_path: dict[str, str] = field(default_factory=dict)  # the path its entry belongs at
     first_of: dict[str, str] = field(default_factory=dict)  # a duplicate's path -> the path of the file holding its id or key first
 
     def shown_to(self, problem: Problem, agent: str | None) -> Problem | None:
@@ -167,6 +170,27 @@ class _Seen:
         """Keep whose the file *rel_path*, holding *entry*, is."""
         self.agent_of_path[rel_path] = entry.agent
         self.id_of_path[rel_path] = entry.id
+        self.home_of_path[rel_path] = EntryStore.rel_path_for(entry)
+
+    def hidden_from(self, problem: Problem, agent: str) -> tuple[str, str] | None:
+        """What a check scoped to *agent* makes of *problem*, which :meth:`shown_to` hides: None when it is another agent's alone.
+
+        Else ``("displaced", home)`` when the file holds the agent's own entry
+        under another entry's name (*home*: the path the entry belongs at), or
+        ``("unattributed", "")`` when the file may stand in the place of one of
+        the agent's entries: it holds no entry whose agent can be read, or
+        another agent's entry under a name not its own (whose name that was,
+        the files no longer tell).
+        """
+        rel = problem.path.removeprefix("entries/")
+        owner = self.agent_of_path.get(rel)
+        if owner is None:
+            return "unattributed", ""
+        if rel.rpartition("/")[2] == f"{self.id_of_path[rel]}.json":
+            return None  # named after its own entry: that entry's agent's file, wherever it sits
+        if owner == agent:
+            return "displaced", self.home_of_path[rel]
+        return "unattributed", ""
 
 
 def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> tuple[list[Problem], Entry | None]:
@@ -229,6 +253,52 @@ def _file_problems(store: EntryStore, rel_path: str, seen: _Seen) -> tuple[list[
     if problems:
         seen.note(rel_path, entry)
     return problems, entry
+
+
+def _displaced_problems(displaced: dict[str, str], rebuilt: IndexSnapshot, taken: set[str], agent: str) -> list[Problem]:
+    """Scoped to *agent*: each of its entries (id -> the path it belongs at) found in a file under another entry's name.
+
+    That file's path is not shown, for it may be named after another agent's
+    entry: the problem is reported at the path the agent's own entry belongs at.
+    *taken*: those paths whose file holds something else (what, is not shown).
+    """
+    held = rebuilt.paths_of(displaced)
+    problems = []
+    for entry_id, home in sorted(displaced.items()):
+        if held.get(entry_id) == home:
+            detail = f"entry {entry_id!r} is also in another file, under the name of another entry (a file copied or restored by hand)"
+            fix = "run 'ghostjournal verify' without --agent to find that file, and restore it from a backup or " + _QUARANTINE
+        else:
+            own = "holds something else" if home in taken else "is missing"
+            detail = (
+                f"entry {entry_id!r} is not in its own file, which {own}: it is in another file, under the name of another entry "
+                "(a file swapped, copied or restored by hand)"
+            )
+            fix = (
+                f"run 'ghostjournal verify' without --agent to find that file, and move it back to entries/{home}, or restore it from a backup"
+                if home not in taken
+                else "run 'ghostjournal verify' without --agent to find both files, and put each back at its own place, or restore both from a backup"
+            )
+        problems.append(Problem("displaced", f"entries/{home}", f"{detail}; scoped to {agent!r}, that file's path is not shown", fix))
+    return problems
+
+
+def _unattributed_problem(count: int, agent: str) -> Problem:
+    """Scoped to *agent*: the files that may stand in the place of its entries but cannot be shown to it, counted.
+
+    Such a file holds no entry whose agent can be read, or another agent's
+    entry under a name not its own: whose entry was there, the files no longer
+    tell (a read drops the index row of an entry whose file holds another's),
+    so the check is not clean; nothing of what the file holds is shown.
+    """
+    files = "1 file" if count == 1 else f"{count} files"
+    return Problem(
+        "unattributed",
+        "entries/",
+        f"{files} may stand in the place of entries of {agent!r} and cannot be shown scoped to it: "
+        "a file holding no entry whose agent can be read, or another agent's entry under the name of another entry",
+        "run 'ghostjournal verify' without --agent to see each file and its fix ('ghostjournal verify --repair' moves them to quarantine/)",
+    )
 
 
 def _link_problems(scratch: ScratchIndex, agent: str | None) -> list[Problem]:
@@ -478,8 +548,9 @@ def _vector_problems(main: IndexSnapshot, agent: str | None) -> list[Problem]:
                     embed + " to embed the entries lacking one" if count < entries else _REINDEX,
                 )
             )
+    # Vectors of no entry row are no agent's: a check scoped to one cannot tell they are not its, so it reports them too.
     orphans = main.orphan_vectors()
-    if orphans and agent is None:
+    if orphans:
         problems.append(Problem("vectors_count", INDEX_FILE, f"{orphans} vectors belong to no indexed entry", _REINDEX))
     return problems
 
@@ -588,13 +659,25 @@ def verify(keeper: IndexKeeper, *, agent: str | None = None, deep: bool = False,
             if duplicate.first is not None:
                 seen.first_of[duplicate.path.removeprefix("entries/")] = duplicate.first
             file_problems.append(Problem(kind, duplicate.path, duplicate.reason, f"a copy of another entry's file; {_QUARANTINE}"))
+        rebuilt = IndexSnapshot.of(scratch)  # nobody else writes the scratch index: its reads need no transaction
+        displaced: dict[str, str] = {}  # the agent's entries found in a file under another's name: id -> the path each belongs at
+        unshown: set[str] = set()  # files that may stand in the place of the agent's entries
         for problem in file_problems:
             shown = seen.shown_to(problem, agent)
+            hidden = None if shown is not None or agent is None else seen.hidden_from(problem, agent)
             if shown is not None:
                 report.problems.append(shown)
-            elif seen.agent_of_path.get(problem.path.removeprefix("entries/")) in (agent, None):
-                report.unattributed += 1  # not shown: an unscoped check names it
-        rebuilt = IndexSnapshot.of(scratch)  # nobody else writes the scratch index: its reads need no transaction
+            elif hidden is not None and hidden[0] == "displaced":
+                displaced[seen.id_of_path[problem.path.removeprefix("entries/")]] = hidden[1]
+            elif hidden is not None:
+                unshown.add(problem.path.removeprefix("entries/"))
+        if agent is not None:
+            # A file at the very place one of the agent's displaced entries belongs is that entry's problem: said there, not counted.
+            homes = set(displaced.values())
+            report.problems += _displaced_problems(displaced, rebuilt, homes & unshown, agent)
+            report.unattributed = len(unshown - homes)  # not shown: an unscoped check names them
+            if report.unattributed:
+                report.problems.append(_unattributed_problem(report.unattributed, agent))
         report.problems += _link_problems(scratch, agent)
         report.entries = rebuilt.entry_count(agent)
         if stopped is not None:

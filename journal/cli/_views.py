@@ -320,10 +320,6 @@ def show_verify(document: Mapping[str, Any], width: int) -> str:
         checked += f", re-embedded {document['deep_checked']}"
     counts = document["counts"]
     lines.append(f"{checked}: " + (", ".join(f"{n} {kind}" for kind, n in counts.items()) if counts else "no problems"))
-    if document["unattributed"]:
-        lines.append(
-            f"{_count(document['unattributed'], 'file', 'files')} of no readable agent left out; run verify without --agent to see them"
-        )
     return "\n".join(lines)
 
 

@@ -516,6 +516,72 @@ def test_a_scoped_verify_shows_a_duplicate_of_another_agents_file_without_naming
     assert "2026/09/07" in _cli(root, "verify", "--json").stdout  # unscoped, the whole journal is the caller's
 
 
+#: Reads that meet alice-2's row and find bob's entry in its file: each drops the row, so the index no longer knows alice-2 was there.
+_READS = {"no read": [], "list --agent alice": ["list", "--agent", "alice"], "search": ["search", "harbor light"]}
+ALICE_SECRETS = ("alice-2", "2026-09-02", "2026/09/02", "alice:pulse", "harbor light again")
+
+
+@pytest.mark.parametrize("read", sorted(_READS))
+@pytest.mark.parametrize("damage", sorted(_DAMAGE))
+def test_a_scoped_verify_is_never_clean_over_a_file_another_agents_entry_took(root: Path, damage: str, read: str) -> None:
+    """bob's entry in alice-2's file (swapped, restored) or alice-2's row at bob's file: exit 4 scoped to each agent whose entry it concerns, before or after a read.
+
+    A read drops the row of an entry whose file holds another's, after which
+    nothing but the file's name says alice-2 was there: her check must still
+    not be clean, and say so without naming bob's entry (nor bob's, alice's).
+    """
+    _journal_meeting_bob(root, damage)
+    if _READS[read]:
+        assert _cli(root, *_READS[read]).exit_code == 0
+    unscoped = _cli(root, "verify", "--json")
+    assert unscoped.exit_code == 4, unscoped.output
+    # A restored row is alice's alone: bob's files and rows are as he wrote them.
+    damaged = ("alice", "bob") if damage != "restored_row" else ("alice",)
+    for agent, secrets in (("alice", BOB_SECRETS), ("bob", ALICE_SECRETS)):
+        scoped, text = _cli(root, "verify", "--agent", agent, "--json"), _cli(root, "verify", "--agent", agent, "--text")
+        assert (scoped.exit_code, text.exit_code) == ((4, 4) if agent in damaged else (0, 0)), (agent, scoped.output)
+        document = json.loads(scoped.stdout)
+        assert document["ok"] is (agent not in damaged) and bool(document["problems"]) is (agent in damaged), document
+        for secret in secrets:
+            assert secret not in scoped.output + text.output, (agent, secret)
+    alices = json.loads(_cli(root, "verify", "--agent", "alice", "--json").stdout)["problems"]
+    if damage == "swapped" and read != "no read":
+        # Her entry is in bob's file, under his name: named by her id, at the place it belongs, that file's path not shown.
+        assert [(p["kind"], p["path"]) for p in alices] == [("displaced", "entries/2026/09/02/alice-2.json")]
+        assert "holds something else" in alices[0]["detail"]
+    elif damage == "restored_file" and read != "no read":
+        # Nothing tells whose entry alice-2.json held: one file that may stand in the place of hers, counted, not shown.
+        assert [(p["kind"], p["path"]) for p in alices] == [("unattributed", "entries/")]
+        assert json.loads(_cli(root, "verify", "--agent", "alice", "--json").stdout)["unattributed"] == 1
+    else:
+        assert any("alice-2" in p["detail"] for p in alices), alices  # the index still names her entry
+
+
+def test_a_scoped_verify_is_not_clean_over_an_entry_file_made_unreadable_once_a_read_dropped_its_row(root: Path) -> None:
+    """alice's file overwritten with garbage, then read: her row is gone, and her check still exits 4, counting one unattributed file."""
+    with Journal(root) as journal:
+        journal.append(_note("alice", "alice-1", 1, "rain", "Alice's rain."))
+        lost = journal.append(_note("alice", "alice-2", 2, "rain", "Alice's second rain."))
+        journal.append(_note("bob", "bob-1", 3, "rain", "Bob's rain."))
+    (root / "entries" / EntryStore.rel_path_for(lost)).write_text('{"agent": "alice", "voice": "half')
+    assert _cli(root, "list", "--agent", "alice").exit_code == 0
+    for agent in ("alice", "bob"):
+        scoped = _cli(root, "verify", "--agent", agent, "--json")
+        assert scoped.exit_code == 4, scoped.output
+        assert json.loads(scoped.stdout)["counts"] == {"unattributed": 1}
+
+
+def test_a_scoped_verify_reports_vectors_of_no_entry(root: Path) -> None:
+    """A vector whose entry row is gone is no agent's: a check scoped to alice cannot call it bob's, so it is not clean either."""
+    with Journal(root) as journal:
+        journal.append(_note("alice", "alice-1", 1, "rain", "Alice's rain."))
+    with contextlib.closing(sqlite3.connect(root / "index" / "journal.sqlite3")) as conn, conn:
+        conn.execute("INSERT INTO vectors (model, entry, vector) VALUES ('m', 999, x'00000000')")
+    scoped = _cli(root, "verify", "--agent", "alice", "--json")
+    assert scoped.exit_code == 4, scoped.output
+    assert [p["detail"] for p in json.loads(scoped.stdout)["problems"]] == ["1 vectors belong to no indexed entry"]
+
+
 # -- client keys are per agent: none claims, blocks or probes another's --------------------------
 
 BOBS_KEY = "bob:evening:2026-09-05"
