@@ -21,7 +21,8 @@ before now:
 
 A long downtime therefore costs at most ``catchup_max`` runs per pair (and,
 with ``budgets.catchup_budget``, at most that many of all pairs together: the
-newest run, the rest are recorded missed, reason ``catchup_budget``), never
+newest run, the rest are recorded missed, reason ``catchup_budget``; the run
+of a pair paused now takes no place, as it ends skipped as it starts), never
 a burst of every missed slot, and each slot that is not run leaves a
 ``scheduler.missed`` line that ``status`` reports. The catch-up runs of all
 pairs start spread evenly over ``catchup_spread`` (:func:`spread`), oldest
@@ -40,6 +41,7 @@ from routines import Routine
 from runner.cron.slots import cron_trigger, slot_for
 from runner.errors import StateFileError
 from runner.run.contract import RunIdentity
+from runner.run.pauses import paused_or_unknown
 from runner.run.skips import skipped_slots
 from runner.settings.config import AgentConfig, RunnerConfig
 
@@ -218,10 +220,13 @@ def plan_catchup(
             del plan.runs[before[0] :], plan.missed[before[1] :]
             plan.unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
     ceiling = config.budgets.catchup_budget
-    if ceiling is not None and len(plan.runs) > ceiling:
+    # A paused pair's catch-up run ends skipped as it starts, asking nothing: it takes no place a missed slot could have.
+    paused = (paused_or_unknown(config) or frozenset()) if ceiling is not None else frozenset()
+    costly = [run for run in plan.runs if (run.agent, run.routine) not in paused]
+    if ceiling is not None and len(costly) > ceiling:
         # All pairs together: the newest missing slots run, the older ones are recorded missed.
-        newest_first = sorted(plan.runs, key=lambda run: run.scheduled.astimezone(UTC), reverse=True)
-        kept = set(map(id, newest_first[:ceiling]))
+        newest_first = sorted(costly, key=lambda run: run.scheduled.astimezone(UTC), reverse=True)
+        kept = set(map(id, newest_first[:ceiling])) | {id(run) for run in plan.runs if (run.agent, run.routine) in paused}
         plan.missed += [replace(run, reason=BEYOND_CATCHUP_BUDGET) for run in plan.runs if id(run) not in kept]
         plan.runs = [run for run in plan.runs if id(run) in kept]
     plan.missed.sort(key=lambda missed: missed.scheduled.astimezone(UTC))

@@ -140,3 +140,16 @@ def test_a_skip_that_cannot_be_noted_leaves_the_run_skipped_and_says_so(tmp_path
     assert (done["outcome"], done["reason"]) == ("skipped", "gate")
     [warning] = [event for event in map(json.loads, done["stderr"].splitlines()) if event["event"] == "run.skip_unrecorded"]
     assert (warning["client_key"], warning["path"], warning["level"]) == ("motoko:nightly:2026-09-07", str(tmp_path / "serve.state" / "skips.sqlite3"), "warning")
+
+
+def test_a_paused_pairs_catchup_takes_no_place_under_catchup_budget(tmp_path: Path) -> None:
+    """With room for one catch-up run, motoko paused and both pairs missing the 7th: batou's slot runs, and motoko's, whose run
+    will end skipped (paused) as it starts, asking nothing, takes no place from it; nothing is recorded missed."""
+    path = _config(tmp_path, 'catchup_grace = "2d"\n[budgets]\ncatchup_budget = 1\n', wall_clock=False, routines=dict.fromkeys(("motoko", "batou"), "nightly"))
+    day = datetime(2026, 9, 7, tzinfo=UTC)
+    for agent in ("motoko", "batou"):
+        assert _run(path, agent, day - timedelta(days=1))["outcome"] == "appended"
+    _cli(path, "pause", "motoko")
+    plan = plan_catchup(load_config(path), day + timedelta(hours=1))
+    assert sorted((run.agent, run.slot) for run in plan.runs) == [("batou", "2026-09-07"), ("motoko", "2026-09-07")]
+    assert plan.missed == []
