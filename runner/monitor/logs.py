@@ -51,6 +51,7 @@ EVENTS: Final = (
     "run.error",
     "run.retry",
     "run.over_budget",
+    "run.skip_unrecorded",
     "scheduler.started",
     "scheduler.catchup",
     "scheduler.missed",

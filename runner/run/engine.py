@@ -61,6 +61,7 @@ from runner.run.gate import ask_gate
 from runner.run.pauses import pause_of
 from runner.run.quoting import RUN_MARKS, continuing, quoted_payload
 from runner.run.retries import Retrier, RetryPolicy
+from runner.run.skips import note_skip
 from runner.run.slot_lock import SlotLock, run_in_turn
 from runner.settings.config import AgentConfig, Price, RunnerConfig
 from runner.settings.state_dir import state_dir
@@ -482,7 +483,10 @@ def held_by_pause(
     be read fails the run with its error (the run cannot know whether it may
     call its backend). Either way its one ``run.finished`` is logged here.
     """
-    return _held_by_pause(config, RunEnding(identity, dry_run=dry_run, on_result=on_result))
+    held = _held_by_pause(config, RunEnding(identity, dry_run=dry_run, on_result=on_result))
+    if held is not None:
+        note_skip(config, held, dry_run=dry_run)  # serve's own skip of a paused run: decided, as a worker's would be
+    return held
 
 
 def _held_by_pause(config: RunnerConfig, ending: RunEnding) -> RunResult | None:
@@ -539,6 +543,26 @@ def run_at(
     if scheduled is None:
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
     ending = RunEnding(RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
+    try:
+        return _run_ending(config, ending, agent_config, routine_config, scheduled, run_timeout, ledger)
+    finally:
+        # However the run skipped its slot (a pause, its gate, a digest with nothing to take), that slot is decided:
+        # noted, so that catch-up neither runs it again nor records it missed (runner.run.skips).
+        if ending.result is not None:
+            note_skip(config, ending.result, dry_run=dry_run)
+
+
+def _run_ending(
+    config: RunnerConfig,
+    ending: RunEnding,
+    agent_config: AgentConfig,
+    routine_config: Routine,
+    scheduled: datetime,
+    run_timeout: float | None,
+    ledger: Callable[[RunnerConfig], Budgets],
+) -> RunResult:
+    """:func:`run_at` once its run has an identity: the pause, the gate and the budgets asked, then the run made."""
+    routine = routine_config.name
     held = _held_by_pause(config, ending)
     if held is not None:  # checked at every run, so a pause or resume needs no restart of serve
         return held

@@ -13,13 +13,16 @@ before now:
   pair; a longer outage is cut there);
 * a pair that never wrote an entry (a new agent or routine) has missed
   nothing; only its catch-up within ``catchup_grace`` applies;
-* a slot the budgets' ledger records as skipped for budget
-  (:mod:`runner.run.budgets`) was not missed: it is neither run nor recorded,
-  and takes no place under ``catchup_max`` or ``catchup_budget``.
+* a slot a run skipped on purpose (its gate said nothing to do, its pair
+  was paused, a budget had no room, a digest found nothing:
+  :mod:`runner.run.skips`) was not missed: its run decided it. It is neither
+  run again nor recorded, and takes no place under ``catchup_max`` or
+  ``catchup_budget``.
 
 A long downtime therefore costs at most ``catchup_max`` runs per pair (and,
 with ``budgets.catchup_budget``, at most that many of all pairs together: the
-newest run, the rest are recorded missed, reason ``catchup_budget``), never
+newest run, the rest are recorded missed, reason ``catchup_budget``; the run
+of a pair paused now takes no place, as it ends skipped as it starts), never
 a burst of every missed slot, and each slot that is not run leaves a
 ``scheduler.missed`` line that ``status`` reports. The catch-up runs of all
 pairs start spread evenly over ``catchup_spread`` (:func:`spread`), oldest
@@ -37,8 +40,9 @@ from journal import Journal
 from routines import Routine
 from runner.cron.slots import cron_trigger, slot_for
 from runner.errors import StateFileError
-from runner.run.budgets import Budgets
 from runner.run.contract import RunIdentity
+from runner.run.pauses import paused_or_unknown
+from runner.run.skips import skipped_slots
 from runner.settings.config import AgentConfig, RunnerConfig
 
 __all__ = [
@@ -162,10 +166,10 @@ def _plan_pair(journal: Journal, config: RunnerConfig, agent: str, routine: Rout
         (fire, RunIdentity.of(agent, routine, fire, config.timezone))
         for fire in _unwritten_fires(routine, config, now, latest, MAX_REPORTED)
     ]
-    skipped = _skipped_for_budget(config, [run.client_key for _, run in unwritten])
+    skipped = _skipped(config, [run.client_key for _, run in unwritten])
     for fire, run in unwritten:
         if run.client_key in skipped:
-            continue  # a budget had no room for it: not missed, and never bought back by catch-up
+            continue  # its run skipped it (a gate, a pause, a budget): decided, not missed, and never run again by catch-up
         if fire.astimezone(UTC) >= grace_start:
             if len(runs) < config.catchup_max:
                 if journal.find_by_client_key(run.client_key, agent=agent) is None:
@@ -179,17 +183,12 @@ def _plan_pair(journal: Journal, config: RunnerConfig, agent: str, routine: Rout
     plan.runs += reversed(runs)
 
 
-def _skipped_for_budget(config: RunnerConfig, client_keys: list[str]) -> set[str]:
-    """Those of *client_keys* whose slots the budgets' ledger skipped; none when no budget limits a day, as a run checks none then."""
-    budgets = Budgets(config)
-    if not budgets.is_active:
-        return set()
+def _skipped(config: RunnerConfig, client_keys: list[str]) -> set[str]:
+    """Those of *client_keys* whose slots a run skipped on purpose, for whatever reason (:func:`runner.run.skips.skipped_slots`)."""
     try:
-        return budgets.skipped_slots(client_keys)
+        return skipped_slots(config, client_keys)
     except StateFileError:
-        return set()  # an unusable ledger fails each run that needs it, with its own line; catch-up plans as without one
-    finally:
-        budgets.close()
+        return set()  # an unusable state file fails each run that needs it, with its own line; catch-up plans as without one
 
 
 def plan_catchup(
@@ -221,10 +220,13 @@ def plan_catchup(
             del plan.runs[before[0] :], plan.missed[before[1] :]
             plan.unusable.append(UnusableAgent(agent.name, str(agent.journal_root), _journal_error(agent, exc)))
     ceiling = config.budgets.catchup_budget
-    if ceiling is not None and len(plan.runs) > ceiling:
+    # A paused pair's catch-up run ends skipped as it starts, asking nothing: it takes no place a missed slot could have.
+    paused = (paused_or_unknown(config) or frozenset()) if ceiling is not None else frozenset()
+    costly = [run for run in plan.runs if (run.agent, run.routine) not in paused]
+    if ceiling is not None and len(costly) > ceiling:
         # All pairs together: the newest missing slots run, the older ones are recorded missed.
-        newest_first = sorted(plan.runs, key=lambda run: run.scheduled.astimezone(UTC), reverse=True)
-        kept = set(map(id, newest_first[:ceiling]))
+        newest_first = sorted(costly, key=lambda run: run.scheduled.astimezone(UTC), reverse=True)
+        kept = set(map(id, newest_first[:ceiling])) | {id(run) for run in plan.runs if (run.agent, run.routine) in paused}
         plan.missed += [replace(run, reason=BEYOND_CATCHUP_BUDGET) for run in plan.runs if id(run) not in kept]
         plan.runs = [run for run in plan.runs if id(run) in kept]
     plan.missed.sort(key=lambda missed: missed.scheduled.astimezone(UTC))
