@@ -12,10 +12,10 @@ a reader or the next writer could take for an entry.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import os
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from journal.files.entry import Entry
 from journal.files.store import EntryStore, PendingEntry
@@ -34,8 +34,8 @@ class GroupWrites:
 
     def __init__(self, store: EntryStore) -> None:
         self._store = store
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._writes: list[concurrent.futures.Future[PendingEntry]] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._writes: list[Future[PendingEntry]] = []
         self._days: dict[str, int] = {}  # "YYYY/MM/DD" -> a descriptor of that day's directory, this group's own
         self._taken = False
 
@@ -53,7 +53,7 @@ class GroupWrites:
         if dir_fd is None:  # opened here, in the checking thread: the store's record of directories it made is not the helpers' to touch
             dir_fd = self._days[day] = self._store.open_day_dir(rel_path)
         if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=_WRITE_THREADS, thread_name_prefix="journal-write")
+            self._pool = ThreadPoolExecutor(max_workers=_WRITE_THREADS, thread_name_prefix="journal-write")
         self._writes.append(self._pool.submit(self._store.write_temp, entry, durable=False, dir_fd=dir_fd))
 
     def pending(self) -> list[PendingEntry]:
@@ -62,7 +62,7 @@ class GroupWrites:
         Raises:
             OSError: a write failed (once every write has returned; the files written are discarded).
         """
-        concurrent.futures.wait(self._writes)
+        wait(self._writes)
         failed = next((write.exception() for write in self._writes if write.exception() is not None), None)
         if failed is not None:
             raise failed  # close() discards the others
