@@ -409,28 +409,35 @@ _NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
 
 
 class _Links:
-    """The entries each entry continues (``continuity_refs``): read as asked, or (*every*) all at once for a rebuild."""
+    """The entries of one's own agent each entry continues (``continuity_refs``): read as asked, or (*every*) all at once for a rebuild.
+
+    A ref to another agent's entry, or to none, is no step of a chain: what one agent's proposals are must not depend
+    on another agent's entries (a journal of alice alone makes the ones a journal of alice and bob makes for her).
+    """
 
     def __init__(self, conn: sqlite3.Connection, *, every: bool = False) -> None:
         self._conn = conn
-        self._known: dict[str, list[str]] | None = None
+        self._known: dict[str, list[tuple[str, str]]] | None = None
         if every:
-            known: dict[str, list[str]] = {}
-            for src, dst in conn.execute("SELECT src, dst FROM links"):
-                known.setdefault(src, []).append(dst)
+            known: dict[str, list[tuple[str, str]]] = {}
+            for src, dst, agent in conn.execute("SELECT l.src, l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst"):
+                known.setdefault(src, []).append((dst, agent))
             self._known = known
 
-    def of(self, entry_id: str) -> Sequence[str]:
+    def of(self, entry_id: str, agent: str) -> list[str]:
         if self._known is not None:
-            return self._known.get(entry_id, ())
-        return [row[0] for row in self._conn.execute("SELECT dst FROM links WHERE src = ?", (entry_id,))]
+            found = self._known.get(entry_id, [])
+        else:
+            query = "SELECT l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src = ?"
+            found = list(self._conn.execute(query, (entry_id,)))
+        return [dst for dst, owner in found if owner == agent]
 
-    def continues(self, newer: str, older: str) -> bool:
-        """Whether *newer* reaches *older* along continuity_refs (within :data:`_CHAIN_STEPS` entries)."""
+    def continues(self, newer: str, older: str, agent: str) -> bool:
+        """Whether *newer* reaches *older* along *agent*'s own continuity_refs (within :data:`_CHAIN_STEPS` entries)."""
         seen = {newer}
         todo = [newer]
         while todo and len(seen) <= _CHAIN_STEPS:
-            for ref in self.of(todo.pop()):
+            for ref in self.of(todo.pop(), agent):
                 if ref == older:
                     return True
                 if ref not in seen:
@@ -450,7 +457,7 @@ def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float
         decided.update(conn.execute(f"SELECT src, dst FROM supersessions WHERE src IN ({','.join('?' * len(part))})", part).fetchall())
     conn.executemany(
         "INSERT OR REPLACE INTO proposals (older, newer, agent, score, subject) VALUES (?, ?, ?, ?, ?)",
-        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0])),
+        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0], row[2])),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from journal import Journal
 from journal.indexing import PROPOSAL_THRESHOLD
+from tests._support import place_entries
 from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
 
 
@@ -121,7 +122,6 @@ def test_the_cli_lists_proposals_as_a_table_and_as_json(root: Path) -> None:
     assert run("proposals", "--agent", "nobody", "--text").stdout.strip() == "no pending proposals"
 
 
-
 def test_reindex_pairs_entries_in_order_of_time_whatever_order_their_files_are_read(journal: Journal) -> None:
     # Alike entries on one day: a rebuild reads a day's files by id, not by time, and still makes what the appends made.
     for hour in range(1, 10):  # appended in order of time, ids in no order; each says something the others do not
@@ -154,6 +154,29 @@ def test_an_entry_continuing_another_along_a_chain_is_no_proposal(journal: Journ
     assert journal.proposals() == []
     journal.reindex()
     assert journal.proposals() == []
+
+
+def test_another_agents_entry_is_no_step_of_a_chain(tmp_path: Path) -> None:
+    # Motoko's update refers to batou's entry, which refers to her older one (files placed by hand: append refuses such
+    # refs, a restore or a copied file can hold them). Her proposals must be those of a journal of her entries alone.
+    old = {
+        "id": "m-old",
+        "ts": "2026-01-10T09:00:00Z",
+        "kind": "note",
+        "agent": "motoko",
+        "theme": "studio",
+        "voice": OLD,
+        "tags": ["studio"],
+    }
+    new = {**old, "id": "m-new", "ts": "2026-04-20T09:00:00Z", "voice": NEW, "signals": {"continuity_refs": ["b-1"]}}
+    bobs = {**old, "id": "b-1", "ts": "2026-02-01T09:00:00Z", "agent": "batou", "voice": OTHER, "signals": {"continuity_refs": ["m-old"]}}
+    with Journal(tmp_path / "both") as both, Journal(tmp_path / "alone") as alone:
+        place_entries(both, [old, bobs, new])
+        place_entries(alone, [old, new])
+        for journal in (both, alone):
+            assert _pairs(journal, "motoko") == [("m-old", "m-new")]
+            journal.reindex()
+            assert _pairs(journal, "motoko") == [("m-old", "m-new")]
 
 
 def test_untrusted_text_neither_proposes_nor_is_proposed(journal: Journal) -> None:
