@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
-from typing import Any, Final
+from typing import Final
+
+from journal.frame import STOP_SIGNALS, hold_stops, release_stops
 
 __all__ = ["DEFERRED_SIGNALS", "WORKER_MARKER_VARIABLE", "kill_marked", "pipe_inode", "process_age", "signal_name", "signals_deferred"]
 
@@ -24,7 +24,7 @@ __all__ = ["DEFERRED_SIGNALS", "WORKER_MARKER_VARIABLE", "kill_marked", "pipe_in
 #: serve can end them itself after SIGKILLing a stuck worker (which then cleans up nothing).
 WORKER_MARKER_VARIABLE: Final = "GHOSTRUNNER_WORKER_RUN"
 #: The signals :func:`signals_deferred` holds.
-DEFERRED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+DEFERRED_SIGNALS: Final = STOP_SIGNALS
 
 
 def pipe_inode(fd: int) -> int | None:
@@ -152,25 +152,8 @@ def signals_deferred() -> Iterator[None]:
     lock timeout. Only the main thread can set handlers; elsewhere (a
     simulation worker thread) signals do not reach the run anyway.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[tuple[int, FrameType | None]] = []
-    previous: dict[int, Any] = {}
-
-    def hold(signum: int, frame: FrameType | None) -> None:
-        held.append((signum, frame))
-
-    for sig in DEFERRED_SIGNALS:
-        handler = signal.getsignal(sig)
-        if callable(handler):  # SIG_DFL and SIG_IGN are the kernel's business
-            previous[sig] = handler
-            signal.signal(sig, hold)
+    held = hold_stops()
     try:
         yield
     finally:
-        for restored, handler in previous.items():
-            signal.signal(restored, handler)
-        if held:
-            signum, frame = held[0]
-            previous[signum](signum, frame)
+        release_stops(held)

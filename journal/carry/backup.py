@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key
 from journal.files.store import ScanProblem
-from journal.frame.outfile import claim_partial_directory, refuse_inside_journals
+from journal.frame.outfile import claim_partial_directory, hold_stops, refuse_inside_journals, release_stops
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -88,12 +88,20 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
     """Copy the journal to *out* (see :meth:`journal.Journal.backup`); *verify* checks the copy and returns its report."""
     _check_target(out, keeper.root)
     parent = out.parent
+    stops = hold_stops()
     try:
         work, claim = claim_partial_directory(out)
-    except OSError as exc:
-        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
+    except BaseException as exc:
+        release_stops(stops)
+        if isinstance(exc, OSError):
+            raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
+        raise
     try:
+        release_stops(stops)  # a stop that came since the partial directory was made is raised here, where it is removed
         return _copy(keeper, out, work, verify)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)  # gone already unless the stop came before the copy began
+        raise
     finally:
         os.close(claim)
 

@@ -27,22 +27,29 @@ import errno
 import fcntl
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from types import FrameType
+from typing import Any, BinaryIO, Final
 
 from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
 __all__ = [
     "STDOUT",
+    "STOP_SIGNALS",
+    "HeldStops",
     "OutputKind",
     "claim_partial_directory",
+    "hold_stops",
     "refuse_inside_journals",
+    "release_stops",
     "replace_durably",
     "streamed_output",
     "write_output",
@@ -205,11 +212,16 @@ def streamed_output(
         return
     path = _checked_target(target, kind, journals, force)
     directory = path.parent
+    stops = hold_stops()
     try:
         fd, temporary, held = _claim_temporary(path)
-    except OSError as exc:
-        raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
+    except BaseException as exc:
+        release_stops(stops)
+        if isinstance(exc, OSError):
+            raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
+        raise
     try:
+        release_stops(stops)  # a stop that came since the temporary was made is raised here, where it is removed
         os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as stream:
             yield stream
@@ -227,6 +239,51 @@ def streamed_output(
         os.close(held)
 
 
+#: The signals that stop a command (SIGTERM raises SystemExit there, SIGINT KeyboardInterrupt).
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+@dataclass
+class HeldStops:
+    """What :func:`hold_stops` replaced: the stop signals' handlers, and the stops that came while they were held."""
+
+    handlers: dict[int, Callable[[int, FrameType | None], Any]]
+    came: list[tuple[int, FrameType | None]]
+
+
+def hold_stops() -> HeldStops:
+    """Hold SIGTERM and SIGINT until :func:`release_stops`, which hands the first that came to its handler.
+
+    Between making a hidden temporary and entering the block that removes it on failure there are a few steps
+    of Python where a stop would leave it behind: a maker of one holds the stops across them, and releases them
+    inside that block. A handler (Python's, which raises in the main thread whichever thread the kernel chose) is
+    swapped for one that notes the signal; only the main thread can swap it, and elsewhere no stop raises anyway.
+    SIG_DFL and SIG_IGN are left as they are: no Python code runs for them.
+    """
+    held = HeldStops({}, [])
+    if threading.current_thread() is not threading.main_thread():
+        return held
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        held.came.append((signum, frame))
+
+    for sig in STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        if callable(handler):
+            held.handlers[sig] = handler
+            signal.signal(sig, note)
+    return held
+
+
+def release_stops(held: HeldStops) -> None:
+    """Put back the handlers :func:`hold_stops` swapped, then hand them the first stop that came meanwhile (it may raise)."""
+    for sig, handler in held.handlers.items():
+        signal.signal(sig, handler)
+    if held.came:
+        signum, frame = held.came[0]
+        held.handlers[signum](signum, frame)
+
+
 def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] | None = None) -> None:
     """Replace the file *path* with *data*: a temporary file in its directory (given to *prepare* first), fsynced, renamed, the directory fsynced.
 
@@ -235,12 +292,16 @@ def replace_durably(path: Path, data: bytes, *, prepare: Callable[[int], None] |
     Raises:
         OSError: the filesystem refused; its ``filename`` is the directory when the temporary file could not be created there, else *path*.
     """
+    stops = hold_stops()
     try:
         fd, temporary, held = _claim_temporary(path)
-    except OSError as exc:
-        exc.filename = str(path.parent)
+    except BaseException as exc:
+        release_stops(stops)
+        if isinstance(exc, OSError):
+            exc.filename = str(path.parent)
         raise
     try:
+        release_stops(stops)  # a stop that came since the temporary was made is raised here, where it is removed
         if prepare is not None:
             prepare(fd)
         with os.fdopen(fd, "wb") as stream:

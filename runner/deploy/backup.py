@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
-from journal.frame import claim_partial_directory, refuse_inside_journals, replace_durably
+from journal.frame import claim_partial_directory, hold_stops, refuse_inside_journals, release_stops, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -133,12 +133,20 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
     if not reserved and os.path.lexists(out):
         raise OutputPathError(out, _EXISTS)
     refuse_inside_journals(out, "the backup directory", config.journals())
+    stops = hold_stops()
     try:
         work, claim = claim_partial_directory(out)  # first removing what a backup to the same directory killed before its rename left
-    except OSError as exc:  # no such directory, a file where it belongs, a full or read-only disk
-        raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+    except BaseException as exc:
+        release_stops(stops)
+        if isinstance(exc, OSError):  # no such directory, a file where it belongs, a full or read-only disk
+            raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+        raise
     try:
+        release_stops(stops)  # a stop that came since the partial directory was made is raised here, where it is removed
         return _write_backup(config, out, work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)  # gone already unless the stop came before the copy began
+        raise
     finally:
         os.close(claim)
 

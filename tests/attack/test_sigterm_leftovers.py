@@ -19,11 +19,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from journal import Journal
+from journal.frame import replace_durably
 from tests._support import SIMPLE_AGENT, ghostrunner, terminated_while_locked, wait_for_marker, write_config
 
 #: Runs ``ghostjournal`` or ``ghostrunner`` (argv[1]) with argv[2:], and SIGTERMs itself right before a hidden file is renamed into $AT_DIR.
@@ -195,3 +199,56 @@ def _empty(tmp_path: Path) -> Path:
     log = tmp_path / "runs.log"
     log.write_text("")
     return log
+
+
+def _stopped_right_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make ``tempfile.<name>`` send this process a real SIGTERM the moment it has made its temporary, as a stop at the worst time would."""
+    make = getattr(tempfile, name)
+
+    def made_then_stopped(*args: Any, **kwargs: Any) -> Any:
+        made = make(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return made
+
+    monkeypatch.setattr(tempfile, name, made_then_stopped)
+
+
+@pytest.fixture
+def sigterm_exits() -> Iterator[None]:
+    """SIGTERM raises SystemExit(143) in this process, as in either command (see journal.frame.clikit)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(143)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.usefixtures("sigterm_exits")
+def test_a_stop_just_after_a_backup_made_its_partial_directory_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM between making the hidden .DIR.*.partial and the copy's own cleanup (a few steps of Python): the stop still ends the
+    backup, and the parent holds only what it held (the stop waits until the block that removes the partial directory is entered)."""
+    _journal(tmp_path / "journal", count=3)
+    parent = tmp_path / "backups"
+    parent.mkdir()
+    (parent / "older").mkdir()
+    before = _names(parent)
+    _stopped_right_after(monkeypatch, "mkdtemp")
+    with Journal(tmp_path / "journal") as journal, pytest.raises(SystemExit):
+        journal.backup(parent / "copy")
+    assert _names(parent) == before
+
+
+@pytest.mark.usefixtures("sigterm_exits")
+def test_a_stop_just_after_an_output_made_its_temporary_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM the moment an output's hidden temporary file exists: the old file is as it was and no temporary is left."""
+    target = tmp_path / "out" / "report.html"
+    target.parent.mkdir()
+    target.write_bytes(b"yesterday")
+    _stopped_right_after(monkeypatch, "mkstemp")
+    with pytest.raises(SystemExit):
+        replace_durably(target, b"today")
+    assert _names(target.parent) == {"report.html"} and target.read_bytes() == b"yesterday"
