@@ -16,6 +16,7 @@ import structlog
 from journal import Journal
 from tests._browser import Browser, launched
 from tests._support import reap
+from tests.attack._faults import Mounts
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -121,3 +122,13 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     """One headless Chromium per test module (see tests._browser): skipped without it, failed under CI."""
     yield from launched(tmp_path_factory.mktemp("chromium"))
+
+
+@pytest.fixture
+def mounts() -> Iterator[Mounts]:
+    """Real tmpfs and bind mounts made on demand (tests/attack/_faults.py); all are unmounted when the test ends."""
+    made = Mounts()
+    try:
+        yield made
+    finally:
+        made.release()

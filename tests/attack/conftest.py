@@ -1,4 +1,4 @@
-"""Fixtures of the attack suite: real filesystem mounts and real HTTP servers, each torn down when its test ends."""
+"""Fixtures of the attack suite: real HTTP servers, each stopped when its test ends (real mounts: ``mounts`` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.attack._faults import Mounts
 from tests.attack._http import Answer, HostileServer
-
-
-@pytest.fixture
-def mounts() -> Iterator[Mounts]:
-    made = Mounts()
-    try:
-        yield made
-    finally:
-        made.release()
 
 
 @pytest.fixture

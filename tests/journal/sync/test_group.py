@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +96,6 @@ def test_a_file_at_an_entrys_name_the_index_does_not_hold_refuses_that_entry_alo
         with pytest.raises(DuplicateEntryError):
             journal.append(_payload(1, id="g1"))
     assert stray.read_bytes() == b"not an entry\n"
-
-
-@pytest.fixture
-def mounts() -> Iterator[Mounts]:
-    made = Mounts()
-    try:
-        yield made
-    finally:
-        made.release()
 
 
 @pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="mounting a tmpfs needs root (CI runs as root)")
