@@ -32,18 +32,11 @@ from celery.worker.request import Request
 from runner.fleet.tasks import served_slot
 from runner.run.contract import RunIdentity
 
-__all__ = ["SlotRequest", "log_missed", "slot_identity"]
+__all__ = ["SlotRequest", "slot_identity"]
 
 log = structlog.get_logger()
 #: How a terminate signal may be spelled when the run cannot log its own end on it (SIGKILL, as a number or a name).
 _UNANSWERABLE: Final = frozenset({str(int(signal.SIGKILL)), "KILL"})
-
-
-def log_missed(identity: RunIdentity, reason: str) -> None:
-    """Log the slot of *identity* as ``scheduler.missed`` for *reason*: Celery dropped its task, and no run of it came."""
-    log.warning(
-        "scheduler.missed", agent=identity.agent, routine=identity.routine, slot=identity.slot, scheduled=identity.scheduled, reason=reason
-    )
 
 
 def slot_identity(args: object) -> RunIdentity | None:
@@ -74,7 +67,7 @@ class SlotRequest(Request):  # type: ignore[misc]  # celery ships no type hints
             if str(signum).removeprefix("SIG") in _UNANSWERABLE:
                 self._log_ended(identity, f"the task was revoked with terminate, and its run's process was killed (signal {signum})")
         else:
-            log_missed(identity, "expired" if expired else "revoked")
+            identity.log_missed("expired" if expired else "revoked")
         return outcome
 
     def _identity(self) -> RunIdentity | None:

@@ -38,7 +38,7 @@ from runner.errors import FleetUnavailableError, RunnerError, UnknownNameError
 from runner.fleet.app import RUN_TASK, broker_password, fleet_app, fleet_of, record_key
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
-from runner.fleet.request import log_missed, slot_identity
+from runner.fleet.request import slot_identity
 from runner.fleet.tasks import hold_shard
 from runner.monitor.logs import configure_logging
 from runner.run import open_journal
@@ -271,7 +271,7 @@ def purge_shard(config: RunnerConfig, shard: str, *, level: str = "info") -> tup
                 if identity is None:
                     other += 1
                 else:
-                    log_missed(identity, "purged")
+                    identity.log_missed("purged")
                     slots += 1
                 message.ack()
         finally:

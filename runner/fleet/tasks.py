@@ -151,7 +151,7 @@ def _record_missed(work: ShardWork, agent: str, routine: str, at: datetime | Non
     if at is None or definition is None:
         return
     identity = RunIdentity.of(agent, definition, at, work.config.timezone)
-    log.warning("scheduler.missed", agent=agent, routine=routine, slot=identity.slot, scheduled=at.isoformat(), reason=REFUSED)
+    identity.log_missed(REFUSED)
 
 
 def _plan_rerun(task: Task, work: ShardWork, result: RunResult | None, agent: str, routine: str, scheduled: datetime) -> None:

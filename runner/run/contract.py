@@ -46,6 +46,7 @@ __all__ = [
     "RunIdentity",
     "RunInterrupted",
     "RunResult",
+    "log_missed",
     "signal_exit_code",
 ]
 
@@ -167,6 +168,10 @@ class RunIdentity:
             cost=cost,
         )
 
+    def log_missed(self, reason: str) -> None:
+        """Log this run's slot as missed for *reason* (see :func:`log_missed`): it will not run."""
+        log_missed(self.agent, self.routine, self.slot, self.scheduled, reason)
+
     def log_worker_died(self, error: str, *, returncode: int | None, trigger: str) -> None:
         """Log the end of a run whose process died before it ended the run itself: ``scheduler.worker_crashed``, then its ``run.finished``.
 
@@ -176,6 +181,15 @@ class RunIdentity:
         """
         log.error("scheduler.worker_crashed", **self.fields(scheduled=False), returncode=returncode, trigger=trigger, error=error)
         self.log_finished(Outcome.FAILED, entry_id=None, duration_ms=None, error=error, dry_run=False, attempts=None)
+
+
+def log_missed(agent: str, routine: str, slot: str, scheduled: str, reason: str) -> None:
+    """Log *agent*'s slot of *routine*, scheduled at *scheduled* (ISO 8601, seconds, the runner's zone), as ``scheduler.missed``.
+
+    *reason* says why no run will cover it: downtime, catchup_max, late, or a fleet's refused, purged, expired or revoked
+    task. ``status`` reports the slot as missed; the fleet's record and the log digest read these exact fields.
+    """
+    log.warning("scheduler.missed", agent=agent, routine=routine, slot=slot, scheduled=scheduled, reason=reason)
 
 
 @dataclass(frozen=True, slots=True)

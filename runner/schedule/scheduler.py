@@ -64,7 +64,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 
 from runner.cron.slots import cron_trigger, fires_since, is_late, latest_fire_time
-from runner.run.contract import RunIdentity, RunResult
+from runner.run.contract import RunIdentity, RunResult, log_missed
 from runner.run.engine import held_by_pause
 from runner.run.worker import Worker
 from runner.schedule._loop import StoppableScheduler
@@ -119,14 +119,7 @@ def _log_missed(slots: list[MissedSlot]) -> None:
                 reason=",".join(sorted({str(missed.reason) for missed in older})),
             )
         for missed in own_lines:
-            log.warning(
-                "scheduler.missed",
-                agent=missed.agent,
-                routine=missed.routine,
-                slot=missed.slot,
-                scheduled=missed.scheduled.isoformat(),
-                reason=missed.reason,
-            )
+            log_missed(missed.agent, missed.routine, missed.slot, missed.scheduled.isoformat(timespec="seconds"), str(missed.reason))
 
 
 class Scheduler:
