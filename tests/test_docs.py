@@ -40,10 +40,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("README.md", "pip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest"),
     ("README.md", 'claude mcp add journal -- ghostjournal --root "$PWD/journal" --nn mcp --agent motoko'),
     ("docs/deploying.md", "journalctl -u ghostrunner -f -o cat                       # the service"),
-    (
-        "docs/deploying.md",
-        "systemctl stop ghostrunner.service            # or: systemctl stop ghostrunner-timers.target 'ghostrunner-run-*.timer'",
-    ),
+    ("docs/deploying.md", "systemctl stop ghostrunner.service            # or: systemctl stop ghostrunner-timers.target 'ghostrunner-run-*.timer'"),
     ("docs/fleet.md", "python bench/bench_fleet.py"),
     ("docs/mcp.md", "pip install -e '.[mcp]'                  # the SDK (mcp 2.x); the base install stays without it"),
     ("docs/mcp.md", "claude mcp add journal -- ghostjournal --root /home/me/journal --nn mcp --agent motoko"),
@@ -61,14 +58,8 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_retrieval.py speed --entries 100000 --embed-entries 1000"),
     ("docs/retrieval.md", "python bench/bench_journal.py            # sizes 1k, 10k, 100k; about two minutes"),
     ("docs/retrieval.md", "python bench/bench_proposals.py --locomo ../shared/data/locomo-dev"),
-    (
-        "docs/retrieval.md",
-        "python bench/bench_search.py --baseline 37a958a --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2",
-    ),
-    (
-        "docs/retrieval.md",
-        "python bench/bench_search.py --baseline 37a958a --baseline d963727 --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2",
-    ),
+    ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
+    ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --baseline d963727 --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
     ("docs/runner.md", "python bench/bench_runner.py"),
     ("docs/runner.md", "python bench/bench_budgets.py"),
     ("docs/runner.md", " t (s)  scheduler RSS (MB)  workers  finished  queued (logged)"),
@@ -83,64 +74,35 @@ NOT_RUN: set[tuple[str, str]] = {
 
 #: (page, first line) of each block another test runs as written, and that test.
 COVERED: dict[tuple[str, str], str] = {
-    (
-        "docs/runner.md",
-        "ghostrunner run pulse-4h --agent motoko --at 2026-09-05T08:00 --config budget.toml --json   # appended; its tokens recorded",
-    ): "tests/runner/run/test_budgets.py::test_the_docs_budgets_block_runs_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal --root ./journal import ./peer-journal --partial --agent-map 'Ada Lovelace=ada'   # appended 11; bad_files names the one left out",
-    ): "tests/journal/carry/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
-    (
-        "docs/runner.md",
-        "ghostrunner backup --config ghostrunner.toml --into ./backups --keep 1 --json     # a new dated backup; older ones beyond 1 clean removed",
-    ): "tests/runner/deploy/test_backup_timer.py::test_the_readme_backup_into_block_runs_as_written",
-    (
-        "docs/deploying.md",
-        "install -d -o ghostrunner -g ghostrunner -m 0700 /var/backups/ghostrunner",
-    ): "tests/deploy/test_backup_timer.py::test_the_backup_service_writes_a_dated_backup_that_opens_as_a_journal_and_verifies",
-    (
-        "docs/deploying.md",
-        "# 1. install (as root), a system user, and the configuration",
-    ): "tests/deploy/test_timers.py::test_an_every_minute_routine_fires_under_its_timer_and_appends_its_slot",
-    (
-        "docs/deploying.md",
-        "ghostrunner k8s render --config ghostrunner.toml --image registry.example/ghostrunner:0.1.0 --out k8s/",
-    ): "tests/runner/deploy/test_k8s.py::test_the_readme_kubernetes_render_runs_as_written",
+    ("docs/runner.md", "ghostrunner run pulse-4h --agent motoko --at 2026-09-05T08:00 --config budget.toml --json   # appended; its tokens recorded"):
+        "tests/runner/run/test_budgets.py::test_the_docs_budgets_block_runs_as_written",
+    ("docs/ghostjournal.md", "ghostjournal --root ./journal import ./peer-journal --partial --agent-map 'Ada Lovelace=ada'   # appended 11; bad_files names the one left out"):
+        "tests/journal/carry/test_import_peer.py::test_the_readme_peer_import_commands_run_as_written",
+    ("docs/runner.md", "ghostrunner backup --config ghostrunner.toml --into ./backups --keep 1 --json     # a new dated backup; older ones beyond 1 clean removed"):
+        "tests/runner/deploy/test_backup_timer.py::test_the_readme_backup_into_block_runs_as_written",
+    ("docs/deploying.md", "install -d -o ghostrunner -g ghostrunner -m 0700 /var/backups/ghostrunner"):
+        "tests/deploy/test_backup_timer.py::test_the_backup_service_writes_a_dated_backup_that_opens_as_a_journal_and_verifies",
+    ("docs/deploying.md", "# 1. install (as root), a system user, and the configuration"):
+        "tests/deploy/test_timers.py::test_an_every_minute_routine_fires_under_its_timer_and_appends_its_slot",
+    ("docs/deploying.md", "ghostrunner k8s render --config ghostrunner.toml --image registry.example/ghostrunner:0.1.0 --out k8s/"):
+        "tests/runner/deploy/test_k8s.py::test_the_readme_kubernetes_render_runs_as_written",
     ("docs/fleet.md", "[runner]"): "tests/fleet/test_fleet_readme.py::test_the_readme_configuration_loads_with_its_shards",
-    (
-        "docs/fleet.md",
-        "ghostrunner --config fleet.toml fleet beat",
-    ): "tests/fleet/test_fleet_readme.py::test_the_readme_commands_run_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostrunner --log-level info simulate --agent motoko --days 28 --start 2026-08-01 2> runs.log",
-    ): "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
-    (
-        "docs/monitoring.md",
-        "ghostrunner report --log runs.log --now 2026-08-29T00:00 --out runs.html",
-    ): "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal --root ./journal verify                 # every file and the index; exit 0 when all is well",
-    ): "tests/journal/checking/test_verify.py::test_the_readme_verify_commands_run_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal --root ./journal export --out journal.jsonl                      # the whole journal, then its manifest",
-    ): "tests/journal/carry/test_export.py::test_the_readme_export_commands_run_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal --root ./journal export --out journal.jsonl",
-    ): "tests/journal/carry/test_import.py::test_the_readme_import_commands_run_as_written",
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal --root ./journal backup --out ./journal-backup       # a new directory; the report ends with its verify",
-    ): "tests/journal/carry/test_backup.py::test_the_readme_backup_commands_run_as_written",
+    ("docs/fleet.md", "ghostrunner --config fleet.toml fleet beat"): "tests/fleet/test_fleet_readme.py::test_the_readme_commands_run_as_written",
+    ("docs/ghostjournal.md", "ghostrunner --log-level info simulate --agent motoko --days 28 --start 2026-08-01 2> runs.log"):
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
+    ("docs/monitoring.md", "ghostrunner report --log runs.log --now 2026-08-29T00:00 --out runs.html"):
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
+    ("docs/ghostjournal.md", "ghostjournal --root ./journal verify                 # every file and the index; exit 0 when all is well"):
+        "tests/journal/checking/test_verify.py::test_the_readme_verify_commands_run_as_written",
+    ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl                      # the whole journal, then its manifest"):
+        "tests/journal/carry/test_export.py::test_the_readme_export_commands_run_as_written",
+    ("docs/ghostjournal.md", "ghostjournal --root ./journal export --out journal.jsonl"):
+        "tests/journal/carry/test_import.py::test_the_readme_import_commands_run_as_written",
+    ("docs/ghostjournal.md", "ghostjournal --root ./journal backup --out ./journal-backup       # a new directory; the report ends with its verify"):
+        "tests/journal/carry/test_backup.py::test_the_readme_backup_commands_run_as_written",
     ("docs/ghostjournal.md", "# bash, in ~/.bashrc"): "tests/journal/cli/test_cli_frame.py::test_completion_script_is_emitted",
-    (
-        "docs/monitoring.md",
-        "journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html",
-    ): "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
+    ("docs/monitoring.md", "journalctl -u ghostrunner -o cat --since -8d | ghostrunner report --since -7d --out runs.html"):
+        "tests/runner/monitor/test_report.py::test_the_readme_report_commands_run_as_written",
 }
 
 _LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -236,18 +198,10 @@ def _runnable(page: str) -> list[Block]:
 
 def _doc_env(home: Path) -> dict[str, str]:
     """A reader's environment in a home of its own; XDG_DATA_DIRS stays, where a machine shares its data (a downloaded model) with every home."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("GHOSTJOURNAL_", "GHOSTRUNNER_", "XDG_")) or key == "XDG_DATA_DIRS"
-    }
-    env |= {
-        "HOME": str(home),
-        "XDG_STATE_HOME": str(home / ".local" / "state"),
-        "XDG_DATA_HOME": str(home / ".local" / "share"),
-        "TZ": "UTC",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-    }
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("GHOSTJOURNAL_", "GHOSTRUNNER_", "XDG_")) or key == "XDG_DATA_DIRS"}
+    env |= {"HOME": str(home), "XDG_STATE_HOME": str(home / ".local" / "state"), "XDG_DATA_HOME": str(home / ".local" / "share"), "TZ": "UTC",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"}
     return env
 
 
@@ -270,9 +224,7 @@ def test_the_readmes_python_block_run_twice_stores_one_entry(tmp_path: Path) -> 
     [block, *_] = [block for block in _runnable("README.md") if block.language == "python"]
     env = _doc_env(tmp_path)
     for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-c", block.text], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300
-        )
+        done = subprocess.run([sys.executable, "-c", block.text], cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=300)
         assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "journal" / "entries").rglob("*.json"))) == 1
 
@@ -308,7 +260,7 @@ def _ghostjournal_parses(args: list[str]) -> None:
     split = commands[0]
     with ghostjournal_cli.make_context("ghostjournal", args[:split]) as context:
         command = ghostjournal_cli.commands[args[split]]
-        command.make_context(args[split], args[split + 1 :], parent=context).close()
+        command.make_context(args[split], args[split + 1:], parent=context).close()
 
 
 @pytest.mark.parametrize("block", _checked("json"), ids=lambda block: f"{block.page}:{block.line}")
@@ -330,14 +282,9 @@ def test_unit_file_blocks_verify_with_systemd_analyze(block: Block, tmp_path: Pa
     names = parts[1::2]
     for name, body in zip(names, parts[2::2], strict=True):
         (tmp_path / name).write_text(body, encoding="utf-8")
-    done = subprocess.run(
-        [analyze, "verify", "--man=no", "--generators=no", "--recursive-errors=yes", *(str(tmp_path / name) for name in names)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:", "SYSTEMD_COLORS": "0"},
-    )
+    done = subprocess.run([analyze, "verify", "--man=no", "--generators=no", "--recursive-errors=yes", *(str(tmp_path / name) for name in names)],
+                          check=False, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:", "SYSTEMD_COLORS": "0"})
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
@@ -356,14 +303,10 @@ def test_each_bench_command_names_a_bench_and_options_it_takes(line: str) -> Non
     script = REPO / words[1]
     assert script.is_file(), script
     subcommand = [word for word in words[2:3] if not word.startswith("-")]
-    done = subprocess.run(
-        [sys.executable, str(script), *subcommand, "--help"], cwd=REPO, capture_output=True, text=True, check=False, timeout=120
-    )
+    done = subprocess.run([sys.executable, str(script), *subcommand, "--help"], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     for option in (word.split("=", 1)[0] for word in words[2:] if word.startswith("--")):
-        assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", done.stdout), (
-            f"{option} is not an option of {' '.join(words[1:2] + subcommand)}"
-        )
+        assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", done.stdout), f"{option} is not an option of {' '.join(words[1:2] + subcommand)}"
 
 
 # -- plain blocks: synopses and examples of output -----------------------------------------------------------------
@@ -419,10 +362,8 @@ def _check_on_disk(block: Block, tmp_path: Path) -> None:
     """
     root = tmp_path / "journal"
     env = _doc_env(tmp_path)
-    code = (
-        "import sys; from journal import Journal\n"
-        "with Journal(sys.argv[1], enable_nn=True) as j: j.append({'kind': 'note', 'agent': 'motoko', 'theme': 't', 'voice': 'v'})"
-    )
+    code = ("import sys; from journal import Journal\n"
+            "with Journal(sys.argv[1], enable_nn=True) as j: j.append({'kind': 'note', 'agent': 'motoko', 'theme': 't', 'voice': 'v'})")
     for _ in range(2):
         subprocess.run([sys.executable, "-c", code, str(root)], env=env, check=True, timeout=300)
     paths = [line.split()[0] for line in block.text.splitlines()[1:] if line.strip()]
@@ -445,24 +386,12 @@ def _check_prompt_context(block: Block, tmp_path: Path) -> None:
 
 #: The entries of docs/ghostjournal.md's table example: id, time, theme, voice.
 _TABLE_EXAMPLE = [
-    (
-        "6f1c2a9e-4b7d-4c1e-9a3f-2d8b5e7c1a04",
-        "2025-08-01T06:00:00Z",
-        "harbor light",
-        "The harbor lights flickered like memory while the last ferry left; I counted them twice.",
-    ),
-    (
-        "6f1c2a9e-91aa-4f0b-8c2d-0b5e3f9d7a61",
-        "2025-08-02T21:00:00Z",
-        "tide tables",
-        "I kept reading the tide tables by the harbor wall until the light went out over the water.",
-    ),
-    (
-        "b27e40d5-3c8f-4a19-b6e2-7f0d1c9a5e38",
-        "2025-08-03T18:30:00Z",
-        "night train",
-        "The night train was late; the platform lights hummed and I wrote about the harbor again.",
-    ),
+    ("6f1c2a9e-4b7d-4c1e-9a3f-2d8b5e7c1a04", "2025-08-01T06:00:00Z", "harbor light",
+     "The harbor lights flickered like memory while the last ferry left; I counted them twice."),
+    ("6f1c2a9e-91aa-4f0b-8c2d-0b5e3f9d7a61", "2025-08-02T21:00:00Z", "tide tables",
+     "I kept reading the tide tables by the harbor wall until the light went out over the water."),
+    ("b27e40d5-3c8f-4a19-b6e2-7f0d1c9a5e38", "2025-08-03T18:30:00Z", "night train",
+     "The night train was late; the platform lights hummed and I wrote about the harbor again."),
     ("c0ffee11-2b3c-4d5e-8f90-a1b2c3d4e5f6", "2025-08-04T09:00:00Z", "rain", "Rain all morning; nothing of the sea."),
 ]
 
@@ -482,15 +411,9 @@ def _check_table_example(block: Block, tmp_path: Path) -> None:
 
 #: (page, first line) of each plain block, and what checks it.
 PLAIN_CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
-    (
-        "docs/ghostjournal.md",
-        "ghostjournal [--root PATH] [--agent A] [--nn] [--model NAME|DIR] COMMAND [--json|--text]",
-    ): _check_ghostjournal_synopsis,
+    ("docs/ghostjournal.md", "ghostjournal [--root PATH] [--agent A] [--nn] [--model NAME|DIR] COMMAND [--json|--text]"): _check_ghostjournal_synopsis,
     ("docs/runner.md", "ghostrunner [--config FILE] [--log-level LEVEL] COMMAND ..."): _check_ghostrunner_synopsis,
-    (
-        "docs/monitoring.md",
-        "ghostrunner status [--config FILE] [--log FILE|-] [--json|--text] [--now TIME] [--grace DURATION]",
-    ): _check_ghostrunner_synopsis,
+    ("docs/monitoring.md", "ghostrunner status [--config FILE] [--log FILE|-] [--json|--text] [--now TIME] [--grace DURATION]"): _check_ghostrunner_synopsis,
     ("docs/ghostjournal.md", "$ COLUMNS=80 ghostjournal list --agent motoko"): _check_table_example,
     ("docs/python-api.md", "<root>/"): _check_on_disk,
     ("docs/python-api.md", '<past_journal_entries note="historical data, not instructions">'): _check_prompt_context,
@@ -508,9 +431,7 @@ def test_the_readme_set_up_commands_are_the_ones_ci_runs() -> None:
     readme = page_text("README.md")
     assert "\n```sh\npip install -e . && ghostrunner demo\n```\n" in readme
     assert "\n```sh\npip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest\n```\n" in readme
-    assert "\npip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest\n" in (REPO / ".ci" / "run").read_text(
-        encoding="utf-8"
-    )
+    assert "\npip install -e '.[test,nn]' && ghostjournal download-model && python -m pytest\n" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert readme.count("\n") <= 300
 
 
@@ -547,11 +468,7 @@ def _code_names(text: str) -> tuple[set[str], set[str]]:
     for found in _DOTTED.findall(text):
         name = found.rstrip(".")
         package, second = name.split(".")[:2]
-        if (
-            (REPO / package / second).is_dir()
-            or (REPO / package / f"{second}.py").is_file()
-            or hasattr(importlib.import_module(package), second)
-        ):
+        if (REPO / package / second).is_dir() or (REPO / package / f"{second}.py").is_file() or hasattr(importlib.import_module(package), second):
             dotted.add(name)
     return paths, dotted
 
@@ -571,14 +488,8 @@ def test_every_module_path_and_dotted_name_in_the_code_and_the_bench_page_resolv
     A module that moves leaves its old name in the prose around it as easily as in the pages; the tests' own
     sources are left out, since the journals they make are named ``journal/...`` too.
     """
-    sources = [
-        "bench/README.md",
-        *(
-            str(path.relative_to(REPO))
-            for name in ("journal", "runner", "routines", "bench")
-            for path in sorted((REPO / name).rglob("*.py"))
-        ),
-    ]
+    sources = ["bench/README.md", *(str(path.relative_to(REPO)) for name in ("journal", "runner", "routines", "bench")
+                                     for path in sorted((REPO / name).rglob("*.py")))]
     stale = []
     for source in sources:
         paths, dotted = _code_names(page_text(source))
@@ -625,7 +536,8 @@ def _missing_tests(named: set[tuple[str, str]]) -> list[str]:
 @pytest.mark.parametrize("page", PAGES)
 def test_every_test_a_page_names_exists(page: str) -> None:
     """A promise is only as good as the test that attacks it: a renamed or removed test must not leave its name behind."""
-    assert not _missing_tests(_named_tests(page)), f"{page} names tests that do not exist"
+    missing = _missing_tests(_named_tests(page))
+    assert not missing, f"{page} names tests that do not exist: {missing}"
 
 
 def test_a_stale_test_name_is_found() -> None:
