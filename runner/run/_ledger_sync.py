@@ -1,23 +1,28 @@
 """The budgets' ledger's log put on the disk in a thread, while the run does the work it has to do before its backend call.
 
-An admission commits its reservation written, not synced (``synchronous = NORMAL``):
-the commit is in the ledger's write-ahead log, safe from a crash of the process,
-but a power cut could still drop it. Syncing the log there and then (``FULL``)
-made every run wait for the disk (5.8 ms at the median on an ext4 disk, against
-0.08 ms for the check itself). Instead, :meth:`LogSync.start` syncs the log in
-a thread (an ``fdatasync`` releases the interpreter), and the run, which opens
-its journal, takes its slot's lock and builds its prompt context meanwhile,
-calls :meth:`LogSync.wait` just before it asks its backend: the reservation is
-still on the disk before anything is paid for, and the run waits only for the
-part of the sync that its own work did not cover.
+An admission commits its reservation without a sync (:meth:`runner.run.budgets.Budgets.writing`,
+``synced_after``): the commit is in the ledger's write-ahead log, safe from a
+crash of the process, but a power cut could still drop it. Syncing it there
+and then made every run wait for the disk (5.8 ms at the median on an ext4
+disk, against 0.08 ms for the check itself): the log's sync, and, when the run
+was the first to write since the log was removed (the last connection to
+close a ledger copies its log into the database and removes it, so nearly
+every ``ghostrunner run``), the sync of the new log's header and of its
+directory. Instead, :meth:`LogSync.start` makes those syncs in a thread (a
+sync releases the interpreter), and the run, which opens its journal, takes its
+slot's lock and builds its prompt context meanwhile, calls :meth:`LogSync.wait`
+just before it asks its backend: the reservation is still on the disk before
+anything is paid for, and the run waits only for what its own work did not cover.
 
-Why a sync of the log file alone makes the commit durable: the log's header is
-synced by SQLite whenever it starts the log afresh (also at ``NORMAL``), and a
-commit's frames are valid after a power cut once they are on the disk; a log
-copied into the database meanwhile (a checkpoint) was synced by the checkpoint.
-Syncing any descriptor of the file syncs the file: the thread opens its own.
-The log is not removed under it: only the last connection to close removes it,
-and the admitting connection is open until the run has settled.
+Why syncing the log file and its directory makes the commit durable: the log's
+header and frames are in that one file, and a commit's frames, checksummed from
+the header on, are valid after a power cut once the file is on the disk (and
+its name, for a log just made, in the directory). A log copied into the
+database meanwhile (a checkpoint by another commit) was synced by the
+checkpoint before being copied. Syncing any descriptor of a file syncs the
+file: the thread opens its own. The log is not removed under it: only the last
+connection to close removes it, and the admitting connection is open until the
+run has settled.
 """
 
 from __future__ import annotations
@@ -33,11 +38,17 @@ __all__ = ["LogSync", "sync_now"]
 _HOW_TO_FIX = "check the state directory's disk"
 
 
-def _sync(path: Path) -> None:
-    """``fdatasync`` the file at *path* through a descriptor of its own (raises OSError)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+def _sync(ledger: Path) -> None:
+    """``fdatasync`` the log of the ledger at *ledger*, then ``fsync`` its directory (raises OSError)."""
+    fd = os.open(f"{ledger}-wal", os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fdatasync(fd)
+    finally:
+        os.close(fd)
+    # The log may have been made by this very commit: its name must be on the disk too.
+    fd = os.open(ledger.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -53,7 +64,7 @@ def sync_now(ledger: Path) -> None:
         StateFileError: the log cannot be opened or synced.
     """
     try:
-        _sync(Path(f"{ledger}-wal"))
+        _sync(ledger)
     except OSError as exc:
         raise _sync_error(ledger, exc) from None
 
@@ -75,7 +86,7 @@ class LogSync:
 
     def _run(self) -> None:
         try:
-            _sync(Path(f"{self.ledger}-wal"))
+            _sync(self.ledger)
         except OSError as exc:  # kept for wait(): the run must not ask its backend on a reservation that may be lost
             self._error = exc
 

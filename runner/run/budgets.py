@@ -73,6 +73,8 @@ log = structlog.get_logger()
 LEDGER_FILE: Final = "ledger.sqlite3"
 #: How long a run waits for another process's check of the ledger; each takes about a millisecond.
 _LOCK_WAIT_SECONDS: Final = 30.0
+#: SQLite's default: a commit that leaves the log this many pages long copies it into the database.
+_CHECKPOINT_PAGES: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -221,25 +223,38 @@ class Budgets:
             self._db = None
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[sqlite3.Connection]:
+    def writing(self, *, synced_after: bool = False) -> Iterator[sqlite3.Connection]:
         """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next.
 
         The commit is written to the ledger's log, not synced: a crash of the process loses none of it, a power cut
         may. An admission syncs the log after its commit (:mod:`runner.run._ledger_sync`), before the run's backend is
         asked, and so syncs every commit before it too; a run's use written when it ended and lost with the power
         leaves that run at its estimate, as a killed run is.
+
+        *synced_after*: the caller syncs the log (and its directory) itself after the commit, so the commit makes no
+        sync at all: not even of a log it starts afresh (whose header SQLite syncs at its first commit otherwise,
+        the one sync ``NORMAL`` keeps on a commit's path). That commit checkpoints nothing either (a checkpoint must
+        sync, and is left to the next commit): the log it would copy into the database is not on the disk yet.
         """
         if self._db is None:
             self._db = self._connect()
         db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
+            if synced_after:
+                db.execute("PRAGMA synchronous = OFF")
+                db.execute("PRAGMA wal_autocheckpoint = 0")
             try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                if synced_after:
+                    db.execute("PRAGMA synchronous = NORMAL")
+                    db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
         except sqlite3.Error as exc:
             self.close()
             raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
@@ -269,7 +284,7 @@ class Budgets:
     ) -> Refusal | tuple[float, float]:
         """:meth:`admit`'s one transaction: the refusal (the slot recorded as skipped), or the estimate the run is recorded at."""
         start, end = day_window(self.config, scheduled)
-        with self.writing() as db:
+        with self.writing(synced_after=True) as db:
             row = db.execute("SELECT budget FROM skipped WHERE client_key = ?", (identity.client_key,)).fetchone()
             if row is not None:
                 return Refusal(row[0], 0.0, 0.0, known=False)
