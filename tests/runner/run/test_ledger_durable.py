@@ -15,7 +15,6 @@ import re
 import shutil
 import sqlite3
 import subprocess
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -104,7 +103,6 @@ def test_a_run_whose_reservation_cannot_be_synced_fails_before_its_backend_and_c
         again = run_at(config, "motoko", "pulse-4h", at=at)
     assert (again.outcome, len(server.requests)) == ("appended", 1)
     assert Budgets(config).used() == (600.0, 0.0)
-    assert not [thread for thread in threading.enumerate() if thread.name == "ledger-sync"]
 
 
 def test_a_slot_skipped_for_budget_whose_skip_cannot_be_synced_fails_and_is_skipped_by_its_next_run(
