@@ -16,8 +16,9 @@ checks, and prints:
 * the ledger's cost equals the sum of the runs' costs.
 
 Then it times the budget check (``Budgets.admit`` and ``settle`` back to
-back, with nothing between them) with the ledger holding at least 10,000
-recorded runs.
+back, with nothing between them: so the admission's sync of the ledger, which
+a run covers with its own work, is waited for whole by ``settle``) with the
+ledger holding at least 10,000 recorded runs.
 
 With ``--base TREE`` (a checkout of the code to compare with, e.g. a
 ``git worktree`` of main) it then measures, in turns, in processes of that
