@@ -1,8 +1,9 @@
 """The budgets' ledger's log put on the disk in a thread, while the run does the work it has to do before its backend call.
 
-An admission commits its reservation without a sync (:meth:`runner.run.budgets.Budgets.writing`,
-``synced_after``): the commit is in the ledger's write-ahead log, safe from a
-crash of the process, but a power cut could still drop it. Syncing it there
+An admission commits its reservation without syncing it (:meth:`runner.run.budgets.Budgets.writing`,
+``synced_after``, says when SQLite still syncs a log's header): the commit is
+in the ledger's write-ahead log, safe from a crash of the process, but a power
+cut could still drop it. Syncing it there
 and then made every run wait for the disk (5.8 ms at the median on an ext4
 disk, against 0.08 ms for the check itself): the log's sync, and, when the run
 was the first to write since the log was removed (the last connection to

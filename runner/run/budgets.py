@@ -73,8 +73,6 @@ log = structlog.get_logger()
 LEDGER_FILE: Final = "ledger.sqlite3"
 #: How long a run waits for another process's check of the ledger; each takes about a millisecond.
 _LOCK_WAIT_SECONDS: Final = 30.0
-#: SQLite's default: a commit that leaves the log this many pages long copies it into the database.
-_CHECKPOINT_PAGES: Final = 1000
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -231,20 +229,30 @@ class Budgets:
         asked, and so syncs every commit before it too; a run's use written when it ended and lost with the power
         leaves that run at its estimate, as a killed run is.
 
-        *synced_after*: the caller syncs the log (and its directory) itself after the commit, so the commit makes no
-        sync at all: not even of a log it starts afresh (whose header SQLite syncs at its first commit otherwise,
-        the one sync ``NORMAL`` keeps on a commit's path). That commit checkpoints nothing either (a checkpoint must
-        sync, and is left to the next commit): the log it would copy into the database is not on the disk yet.
+        *synced_after*: the caller syncs the log (and its directory) itself after the commit (:mod:`runner.run._ledger_sync`).
+        Then a commit to an empty log (the last connection to close a ledger copies its log into the database and
+        empties it away, so nearly every ``ghostrunner run`` starts one) makes no sync at all: ``NORMAL`` would sync
+        the new log's header before its first frames, which only matters when they overwrite older frames (a torn
+        write could then bring those back), and an empty log has none (nor do the few frames of one run's row come near an
+        automatic checkpoint, which would sync). A log with frames keeps ``NORMAL``, which
+        syncs nothing on a commit but that header when it starts the log over.
         """
         if self._db is None:
             self._db = self._connect()
         db = self._db
         try:
-            if synced_after:
+            # SQLite takes the level only outside a transaction: a log found empty is looked at again under the write
+            # lock, and a writer's frames put in between make the transaction start over at NORMAL.
+            unsynced = synced_after and self._log_is_empty()
+            if unsynced:
                 db.execute("PRAGMA synchronous = OFF")
-                db.execute("PRAGMA wal_autocheckpoint = 0")
+            db.execute("BEGIN IMMEDIATE")
             try:
-                db.execute("BEGIN IMMEDIATE")
+                if unsynced and not self._log_is_empty():
+                    db.execute("ROLLBACK")
+                    unsynced = False
+                    db.execute("PRAGMA synchronous = NORMAL")
+                    db.execute("BEGIN IMMEDIATE")
                 try:
                     yield db
                 except BaseException:
@@ -252,12 +260,18 @@ class Budgets:
                     raise
                 db.execute("COMMIT")
             finally:
-                if synced_after:
+                if unsynced:
                     db.execute("PRAGMA synchronous = NORMAL")
-                    db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
         except sqlite3.Error as exc:
             self.close()
             raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
+
+    def _log_is_empty(self) -> bool:
+        """Whether the ledger's write-ahead log holds no frames (False when it cannot be told)."""
+        try:
+            return os.stat(f"{self.path}-wal").st_size == 0
+        except OSError:
+            return False
 
     def admit(self, identity: RunIdentity, scheduled: datetime, *, dry_run: bool = False) -> Admission | Refusal:
         """Let the run of *identity* start, recorded as going, or refuse it, its slot recorded as skipped for budget.
