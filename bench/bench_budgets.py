@@ -217,6 +217,7 @@ def _waits(directory: Path, runs: int, warmup: int) -> dict[str, Any]:
     rows, _ = _fill(Budgets(config))
     waits: list[float] = []
     cpu: list[float] = []
+    sync_waits: list[float] = []  # the part of each wait spent in Admission.durable (0 where the tree has none)
 
     def timed(method: Any, *, adds: bool) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -228,9 +229,11 @@ def _waits(directory: Path, runs: int, warmup: int) -> dict[str, Any]:
                 if adds:
                     waits[-1] += wall
                     cpu[-1] += used
+                    sync_waits[-1] += wall
                 else:
                     waits.append(wall)
                     cpu.append(used)
+                    sync_waits.append(0.0)
 
         return wrapper
 
@@ -244,7 +247,14 @@ def _waits(directory: Path, runs: int, warmup: int) -> dict[str, Any]:
         assert result.outcome == "appended", result
     server.httpd.shutdown()
     assert len(server.requests) == warmup + runs
-    return {"tree": str(TREE), "ledger_runs": rows, "waits_ms": waits[warmup:], "cpu_ms": cpu[warmup:], "waits_for_sync": has_durable}
+    return {
+        "tree": str(TREE),
+        "ledger_runs": rows,
+        "waits_ms": waits[warmup:],
+        "cpu_ms": cpu[warmup:],
+        "sync_waits_ms": sync_waits[warmup:],
+        "waits_for_sync": has_durable,
+    }
 
 
 def _compare(base: Path, rounds: int, runs: int) -> dict[str, Any]:
@@ -263,6 +273,7 @@ def _compare(base: Path, rounds: int, runs: int) -> dict[str, Any]:
             measured = json.loads(done.stdout)
             found[name]["waits_ms"] += measured["waits_ms"]
             found[name]["cpu_ms"] += measured["cpu_ms"]
+            found[name]["sync_waits_ms"] += measured["sync_waits_ms"]
             found[name]["tree"] = [measured["tree"]]  # type: ignore[list-item]
     return {
         "load_average_before": [round(load, 2) for load in load_before],
@@ -273,6 +284,7 @@ def _compare(base: Path, rounds: int, runs: int) -> dict[str, Any]:
                 "runs": len(values["waits_ms"]),
                 "wait": _percentiles(values["waits_ms"]),
                 "cpu": _percentiles(values["cpu_ms"]),
+                "of_which_waiting_for_the_sync": _percentiles(values["sync_waits_ms"]),
             }
             for name, values in found.items()
         },
