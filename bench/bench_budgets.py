@@ -15,18 +15,33 @@ checks, and prints:
   exactly the admitted runs', by model, routine and slot);
 * the ledger's cost equals the sum of the runs' costs.
 
-Then it times the budget check (``Budgets.admit`` and ``settle``, as one run
-makes them) with the ledger holding at least 10,000 recorded runs.
-Targets: the four checks hold; a budget check costs at most 1 ms a run.
+Then it times the budget check (``Budgets.admit`` and ``settle`` back to
+back, with nothing between them: so the admission's sync of the ledger, which
+a run covers with its own work, is waited for whole by ``settle``) with the
+ledger holding at least 10,000 recorded runs.
+
+With ``--base TREE`` (a checkout of the code to compare with, e.g. a
+``git worktree`` of main) it then measures, in turns, in processes of that
+tree and of this one, what a run waits for at the budget step on its path:
+real ``run_at`` runs of an agent with room in its budget, 10,000 runs in the
+ledger, each timing its ``Budgets.admit`` and its wait for the reservation to
+be on the disk before its backend is asked (``Admission.durable``, where the
+tree has it). It prints p50 / p95 per tree and the load average.
+
+    python bench/bench_budgets.py --days 0 --base ../main-tree   # the wait alone
+
+Targets: the four checks hold; the budget step costs a run at most 1 ms.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,8 +52,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# The code measured: this checkout, or the one named in BENCH_TREE (the processes --base starts for each tree).
+sys.path.insert(0, os.environ.get("BENCH_TREE") or str(Path(__file__).resolve().parents[1]))
 
+import runner
 from runner import configure_logging, load_config
 from runner.cron.slots import cron_trigger, fire_times
 from runner.run.budgets import Admission, Budgets
@@ -46,6 +63,7 @@ from runner.run.contract import RunIdentity
 from runner.run.engine import run_at
 
 REPO = Path(__file__).resolve().parents[1]
+TREE = Path(runner.__file__).resolve().parents[1]  # where the measured code was imported from
 PERSONA = REPO / "examples" / "agents" / "motoko.toml"
 AGENTS = ("a1", "a2", "a3")
 PRICE = (3.0, 15.0)  # per million tokens in, out
@@ -82,7 +100,7 @@ class UsageServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
-def _config(directory: Path, url: str) -> Path:
+def _config(directory: Path, url: str, cap: float = CAP) -> Path:
     shutil.copy(PERSONA, directory / "motoko.toml")
     text = '[runner]\njournal_root = "./journal"\ntimezone = "UTC"\n'
     for agent in AGENTS:
@@ -91,7 +109,7 @@ def _config(directory: Path, url: str) -> Path:
             f'backend = {{type = "openai", base_url = "{url}", model = "m-{agent}", attempts = 1}}\n'
             f'[prices."m-{agent}"]\ninput = {PRICE[0]}\noutput = {PRICE[1]}\n'
         )
-    text += "[budgets]\n" + "".join(f"[budgets.agents.{agent}]\ncost_per_day = {CAP}\n" for agent in AGENTS)
+    text += "[budgets]\n" + "".join(f"[budgets.agents.{agent}]\ncost_per_day = {cap}\n" for agent in AGENTS)
     path = directory / "ghostrunner.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -147,20 +165,33 @@ def _year(path: Path, days: int, server: UsageServer) -> dict[str, Any]:
     }
 
 
-def _checks(path: Path, count: int) -> dict[str, Any]:
-    """Time admit + settle with the ledger holding at least 10,000 runs (filled with recorded runs first if it has fewer)."""
-    config = load_config(path)
-    budgets = Budgets(config)
-    routine = config.routines["pulse-4h"]
+def _fill(budgets: Budgets) -> tuple[int, int]:
+    """Fill the ledger with recorded runs (in 2030 and after) up to 10,000; the rows it holds and how many were added."""
     filled = 0
     with budgets.writing() as db:
         (rows,) = db.execute("SELECT count(*) FROM runs").fetchone()
         day = datetime(2030, 1, 1, tzinfo=UTC)
         for n in range(max(0, 10_000 - rows)):
             at = day + timedelta(hours=4 * n)
-            db.execute("INSERT INTO runs VALUES (?, ?, 'a1', 'pulse-4h', ?, 1000, 0.001, 0)", (f"fill-{n}", f"a1:pulse-4h:{n}", at.timestamp()))
+            db.execute(
+                "INSERT INTO runs VALUES (?, ?, 'a1', 'pulse-4h', ?, 1000, 0.001, 0)", (f"fill-{n}", f"a1:pulse-4h:{n}", at.timestamp())
+            )
             filled += 1
         (rows,) = db.execute("SELECT count(*) FROM runs").fetchone()
+    return rows, filled
+
+
+def _percentiles(timings: list[float]) -> dict[str, float]:
+    ordered = sorted(timings)
+    return {"median_ms": round(statistics.median(ordered), 3), "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 3)}
+
+
+def _checks(path: Path, count: int) -> dict[str, Any]:
+    """Time admit + settle with the ledger holding at least 10,000 runs (filled with recorded runs first if it has fewer)."""
+    config = load_config(path)
+    budgets = Budgets(config)
+    routine = config.routines["pulse-4h"]
+    rows, filled = _fill(budgets)
     timings = []
     base = datetime(2035, 1, 1, tzinfo=UTC)
     for n in range(count):
@@ -171,12 +202,92 @@ def _checks(path: Path, count: int) -> dict[str, Any]:
         if isinstance(admission, Admission):
             admission.settle(_FakeResult())  # type: ignore[arg-type]
         timings.append((time.perf_counter() - began) * 1000)
+    return {"ledger_runs": rows, "filled": filled, "checks": count, **_percentiles(timings)}
+
+
+def _waits(directory: Path, runs: int, warmup: int) -> dict[str, Any]:
+    """What each of *runs* real runs (after *warmup* unmeasured ones) waits for at its budget step, 10,000 runs in the ledger.
+
+    The wait is the run's ``Budgets.admit`` plus, where the tree has it, its ``Admission.durable`` (the wait for
+    the reservation's sync just before the backend call); wall time, and the CPU time of the run's thread in them.
+    """
+    server = UsageServer()
+    path = _config(directory, server.url, cap=1e9)  # room for every run: each is admitted and asks the server
+    config = load_config(path)
+    rows, _ = _fill(Budgets(config))
+    waits: list[float] = []
+    cpu: list[float] = []
+    sync_waits: list[float] = []  # the part of each wait spent in Admission.durable (0 where the tree has none)
+
+    def timed(method: Any, *, adds: bool) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            began, began_cpu = time.perf_counter(), time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                wall, used = (time.perf_counter() - began) * 1000, (time.thread_time() - began_cpu) * 1000
+                if adds:
+                    waits[-1] += wall
+                    cpu[-1] += used
+                    sync_waits[-1] += wall
+                else:
+                    waits.append(wall)
+                    cpu.append(used)
+                    sync_waits.append(0.0)
+
+        return wrapper
+
+    Budgets.admit = timed(Budgets.admit, adds=False)  # type: ignore[method-assign]
+    has_durable = hasattr(Admission, "durable")
+    if has_durable:
+        Admission.durable = timed(Admission.durable, adds=True)  # type: ignore[attr-defined]
+    base = datetime(2035, 1, 1, tzinfo=UTC)
+    for n in range(warmup + runs):
+        result = run_at(config, "a1", "pulse-4h", at=base + timedelta(hours=4 * n), run_timeout=60.0)
+        assert result.outcome == "appended", result
+    server.httpd.shutdown()
+    assert len(server.requests) == warmup + runs
     return {
+        "tree": str(TREE),
         "ledger_runs": rows,
-        "filled": filled,
-        "checks": count,
-        "median_ms": round(statistics.median(timings), 3),
-        "p95_ms": round(sorted(timings)[int(count * 0.95) - 1], 3),
+        "waits_ms": waits[warmup:],
+        "cpu_ms": cpu[warmup:],
+        "sync_waits_ms": sync_waits[warmup:],
+        "waits_for_sync": has_durable,
+    }
+
+
+def _compare(base: Path, rounds: int, runs: int) -> dict[str, Any]:
+    """Run :func:`_waits` in processes of *base* and of this tree, in turns, *rounds* times each; p50 / p95 per tree."""
+    load_before = os.getloadavg()
+    found: dict[str, dict[str, list[float]]] = {"base": defaultdict(list), "this": defaultdict(list)}
+    for _ in range(rounds):
+        for name, tree in (("base", base), ("this", Path(__file__).resolve().parents[1])):
+            done = subprocess.run(
+                [sys.executable, __file__, "--wait-only", "--runs", str(runs)],
+                env={**os.environ, "BENCH_TREE": str(tree)},
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            measured = json.loads(done.stdout)
+            found[name]["waits_ms"] += measured["waits_ms"]
+            found[name]["cpu_ms"] += measured["cpu_ms"]
+            found[name]["sync_waits_ms"] += measured["sync_waits_ms"]
+            found[name]["tree"] = [measured["tree"]]  # type: ignore[list-item]
+    return {
+        "load_average_before": [round(load, 2) for load in load_before],
+        "load_average_after": [round(load, 2) for load in os.getloadavg()],
+        **{
+            name: {
+                "tree": values["tree"][0],
+                "runs": len(values["waits_ms"]),
+                "wait": _percentiles(values["waits_ms"]),
+                "cpu": _percentiles(values["cpu_ms"]),
+                "of_which_waiting_for_the_sync": _percentiles(values["sync_waits_ms"]),
+            }
+            for name, values in found.items()
+        },
     }
 
 
@@ -190,19 +301,29 @@ class _FakeResult:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--days", type=int, default=365)
-    parser.add_argument("--checks", type=int, default=1000)
+    parser.add_argument("--days", type=int, default=365, help="days of the simulated year (0: none)")
+    parser.add_argument("--checks", type=int, default=1000, help="admit + settle pairs timed (0: none)")
+    parser.add_argument("--base", type=Path, help="a checkout to compare the run's wait at the budget step with")
+    parser.add_argument("--rounds", type=int, default=4, help="turns of each tree with --base")
+    parser.add_argument("--runs", type=int, default=50, help="runs measured in each turn with --base")
+    parser.add_argument("--wait-only", action="store_true", help=argparse.SUPPRESS)  # one turn of --base, in BENCH_TREE
     args = parser.parse_args()
     configure_logging(json=True, level="error", stream=sys.stderr)
     with tempfile.TemporaryDirectory() as temp:
         directory = Path(temp)
-        server = UsageServer()
-        path = _config(directory, server.url)
-        year = _year(path, args.days, server)
-        print(json.dumps({"year": year}, indent=2), flush=True)
-        checks = _checks(path, args.checks)
-        print(json.dumps({"budget_checks": checks}, indent=2))
-        server.httpd.shutdown()
+        if args.wait_only:
+            print(json.dumps(_waits(directory, args.runs, warmup=10)))
+            return
+        if args.days:
+            server = UsageServer()
+            path = _config(directory, server.url)
+            year = _year(path, args.days, server)
+            print(json.dumps({"year": year}, indent=2), flush=True)
+            server.httpd.shutdown()
+            if args.checks:
+                print(json.dumps({"budget_checks": _checks(path, args.checks)}, indent=2), flush=True)
+    if args.base is not None:
+        print(json.dumps({"budget_step_wait": _compare(args.base.resolve(), args.rounds, args.runs)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,14 @@ runner-wide total, its agent's, its routine's) and:
   same room: the second sees the first's estimate, and a budget is
   overspent by at most one run's excess over its estimate.
 
+Either way the decision is on the disk before the run acts on it, so that a
+power cut cannot forget a reservation and let the day be spent again. A
+refused run syncs the ledger before it ends; an admitted one has it synced in
+a thread (:mod:`runner.run._ledger_sync`) while it opens its journal and
+builds its prompt context, and waits for that sync just before its first
+backend call (:meth:`Admission.durable`), so it waits for the disk only as
+long as that work did not cover.
+
 When the run ends (:meth:`Admission.settle`), its row gets what it used. A run
 whose tokens are unknown (the backend did not say) counts as
 ``max_tokens_per_run`` tokens (priced as output), else as its estimate; a run
@@ -53,6 +61,7 @@ from typing import Final
 import structlog
 
 from runner.errors import StateFileError
+from runner.run._ledger_sync import LogSync, sync_now
 from runner.run.contract import RunIdentity, RunResult
 from runner.settings.config import BudgetConfig, Limits, Price, RunnerConfig
 from runner.settings.state_dir import ensure_state_dir, hand_over, state_dir
@@ -102,9 +111,22 @@ class Admission:
     max_tokens: int | None
     price: Price | None
     estimate: tuple[float, float]
+    #: The sync that puts the run's reservation on the disk (None: a ledger whose admission is durable when it returns).
+    syncing: LogSync | None = None
+
+    def durable(self) -> None:
+        """Return once the run's reservation is on the disk: called just before the run's first backend call.
+
+        Raises:
+            StateFileError: the ledger could not be synced (the run must not ask its backend).
+        """
+        if self.syncing is not None:
+            self.syncing.wait()
 
     def settle(self, result: RunResult) -> None:
         """Record what the run of *result* used (see the module for unknown tokens)."""
+        if self.syncing is not None:
+            self.syncing.finish()  # a run that never asked its backend did not wait for it
         if not result.attempts and result.tokens is None:
             tokens, cost = 0.0, 0.0  # it never asked its backend (the slot's entry was there, it failed before)
         elif result.tokens is not None:
@@ -181,8 +203,9 @@ class Budgets:
                 os.chmod(self.path, 0o600)
                 hand_over(self.path)
         try:
-            # WAL: readers never wait for the writer. Each transaction sets its own synchronous level (see writing).
+            # WAL: readers never wait for the writer. NORMAL: a commit is written, not synced (see writing).
             db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
         except sqlite3.Error as exc:
             db.close()
@@ -198,30 +221,57 @@ class Budgets:
             self._db = None
 
     @contextlib.contextmanager
-    def writing(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+    def writing(self, *, synced_after: bool = False) -> Iterator[sqlite3.Connection]:
         """The ledger in one transaction holding its write lock (committed on success); the connection is kept for the next.
 
-        *durable*: the commit returns only once the ledger's log is on the disk (an fsync), so that what it recorded
-        survives a power cut. An admission needs it: the backend is asked, and paid, right after, and a reservation
-        or a skipped slot lost with the host's power would let the day's budget be spent again after the restart.
-        Other commits are written, not synced: a crash of the process loses none of them, and the next durable
-        commit syncs them too; a power cut in between leaves a finished run at its estimate, as a killed run is.
+        The commit is written to the ledger's log, not synced: a crash of the process loses none of it, a power cut
+        may. An admission syncs the log after its commit (:mod:`runner.run._ledger_sync`), before the run's backend is
+        asked, and so syncs every commit before it too; a run's use written when it ended and lost with the power
+        leaves that run at its estimate, as a killed run is.
+
+        *synced_after*: the caller syncs the log (and its directory) itself after the commit (:mod:`runner.run._ledger_sync`).
+        Then a commit to an empty log (the last connection to close a ledger copies its log into the database and
+        empties it away, so nearly every ``ghostrunner run`` starts one) makes no sync at all: ``NORMAL`` would sync
+        the new log's header before its first frames, which only matters when they overwrite older frames (a torn
+        write could then bring those back), and an empty log has none (nor do the few frames of one run's row come near an
+        automatic checkpoint, which would sync). A log with frames keeps ``NORMAL``, which
+        syncs nothing on a commit but that header when it starts the log over.
         """
         if self._db is None:
             self._db = self._connect()
         db = self._db
         try:
-            db.execute("PRAGMA synchronous = FULL" if durable else "PRAGMA synchronous = NORMAL")
+            # SQLite takes the level only outside a transaction: a log found empty is looked at again under the write
+            # lock, and a writer's frames put in between make the transaction start over at NORMAL.
+            unsynced = synced_after and self._log_is_empty()
+            if unsynced:
+                db.execute("PRAGMA synchronous = OFF")
             db.execute("BEGIN IMMEDIATE")
             try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                if unsynced and not self._log_is_empty():
+                    db.execute("ROLLBACK")
+                    unsynced = False
+                    db.execute("PRAGMA synchronous = NORMAL")
+                    db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                if unsynced:
+                    db.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             self.close()
             raise StateFileError(self.path, f"the budgets' ledger cannot be written ({exc})", "check the state directory's disk") from None
+
+    def _log_is_empty(self) -> bool:
+        """Whether the ledger's write-ahead log holds no frames (False when it cannot be told)."""
+        try:
+            return os.stat(f"{self.path}-wal").st_size == 0
+        except OSError:
+            return False
 
     def admit(self, identity: RunIdentity, scheduled: datetime, *, dry_run: bool = False) -> Admission | Refusal:
         """Let the run of *identity* start, recorded as going, or refuse it, its slot recorded as skipped for budget.
@@ -235,8 +285,20 @@ class Budgets:
         agent = self.config.agent(identity.agent)
         max_tokens = self.settings.max_tokens_for(identity.agent, identity.routine)
         price = self.config.price_of(agent)
+        verdict = self._check(identity, scheduled, max_tokens, price, dry_run=dry_run)
+        if isinstance(verdict, Refusal):
+            if verdict.known and not dry_run:
+                sync_now(self.path)  # the run ends here: its slot's skip is on the disk before it says so
+            return verdict
+        # The reservation is synced while the run gets ready; it waits for it before asking its backend (Admission.durable).
+        return Admission(self, identity.run_id, max_tokens, price, verdict, LogSync.start(self.path))
+
+    def _check(
+        self, identity: RunIdentity, scheduled: datetime, max_tokens: int | None, price: Price | None, *, dry_run: bool
+    ) -> Refusal | tuple[float, float]:
+        """:meth:`admit`'s one transaction: the refusal (the slot recorded as skipped), or the estimate the run is recorded at."""
         start, end = day_window(self.config, scheduled)
-        with self.writing(durable=True) as db:
+        with self.writing(synced_after=True) as db:
             row = db.execute("SELECT budget FROM skipped WHERE client_key = ?", (identity.client_key,)).fetchone()
             if row is not None:
                 return Refusal(row[0], 0.0, 0.0, known=False)
@@ -266,7 +328,7 @@ class Budgets:
                 "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, 1)",
                 (identity.run_id, identity.client_key, identity.agent, identity.routine, scheduled.timestamp(), *estimate),
             )
-        return Admission(self, identity.run_id, max_tokens, price, estimate)
+        return estimate
 
     def record_use(self, run_id: str, tokens: float, cost: float) -> None:
         """Record that the admitted run *run_id* ended having used *tokens* and *cost*.

@@ -169,6 +169,8 @@ def _fields_from_backend(
             raise BackendReplyError(backend.name, f"the reply is not a valid entry: {one_line(str(exc), 300)}") from None
         return fields
 
+    if terms.before_backend is not None:
+        terms.before_backend()  # after the context is built: the budget's sync had that long to finish
     try:
         return retrier.call(attempt, request)
     except BackendError as exc:
@@ -177,15 +179,20 @@ def _fields_from_backend(
 
 @dataclass(frozen=True, slots=True)
 class RunTerms:
-    """What a run's spending is held to and priced at: ``max_tokens`` (``max_tokens_per_run``) and its model's ``price``."""
+    """What a run's spending is held to and priced at: ``max_tokens`` (``max_tokens_per_run``) and its model's ``price``.
+
+    ``before_backend`` is called once before the run's first backend call: an admitted run's wait for its budget's
+    reservation to be on the disk (:meth:`runner.run.budgets.Admission.durable`); what it raises fails the run.
+    """
 
     max_tokens: int | None = None
     price: Price | None = None
+    before_backend: Callable[[], None] | None = None
 
     @classmethod
-    def of(cls, config: RunnerConfig, agent: AgentConfig, routine: str) -> RunTerms:
+    def of(cls, config: RunnerConfig, agent: AgentConfig, routine: str, *, before_backend: Callable[[], None] | None = None) -> RunTerms:
         """The terms of *agent*'s runs of *routine* under *config*."""
-        return cls(config.budgets.max_tokens_for(agent.name, routine), config.price_of(agent))
+        return cls(config.budgets.max_tokens_for(agent.name, routine), config.price_of(agent), before_backend)
 
     def cost(self, tokens: dict[str, int] | None) -> float | None:
         """The price of *tokens* (None: unknown tokens, or no price)."""
@@ -580,7 +587,7 @@ def _run_ending(
             return verdict
         admission = verdict
     try:
-        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout)
+        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout, admission)
     finally:
         # Also when a signal ended the run (its result is set before RunInterrupted is raised); a run
         # that ended without a result (a bug) keeps its estimate.
@@ -623,8 +630,12 @@ def _run_admitted(
     routine_config: Routine,
     scheduled: datetime,
     run_timeout: float | None,
+    admission: Admission | None,
 ) -> RunResult:
-    """:func:`run_at` past its pause and budget checks: the backend built, the slot's lock taken, the run made."""
+    """:func:`run_at` past its pause and budget checks: the backend built, the slot's lock taken, the run made.
+
+    The *admission*'s reservation is synced meanwhile: the run waits for it only before its first backend call.
+    """
     agent, routine = agent_config.name, routine_config.name
     backend = None if routine_config.is_digest else build_backend(agent_config)
     if run_timeout is None:
@@ -640,5 +651,5 @@ def _run_admitted(
         tz=config.timezone,
         run_timeout=run_timeout,
         slot_lock=slot_lock,
-        terms=RunTerms.of(config, agent_config, routine),
+        terms=RunTerms.of(config, agent_config, routine, before_backend=admission.durable if admission is not None else None),
     )

@@ -9,20 +9,23 @@ skipped for budget, before the run ends.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
 import sqlite3
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from runner.run.budgets import Budgets
+from runner.run.engine import run_at
 from runner.settings.config import load_config
 from tests._chat_server import ChatServer
-from tests._support import openai_agent, write_config
+from tests._support import entries, openai_agent, write_config
 
 USAGE = {"prompt_tokens": 500, "completion_tokens": 100}
 _LEDGER_SYNC = re.compile(r"\b(?:fsync|fdatasync)\(\d+<[^>]*/ledger\.sqlite3-wal>\) = 0")
@@ -41,6 +44,11 @@ def _traced_run(path: Path, at: str, trace: Path) -> list[str]:
     done = subprocess.run(command, check=False, cwd=path.parent, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return trace.read_text(encoding="utf-8").splitlines()
+
+
+def _disk_error(fd: int) -> None:
+    """An fdatasync on a disk that reports an I/O error (as a failing or full disk makes it)."""
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
 
 
 def _first(lines: list[str], pattern: re.Pattern[str]) -> int:
@@ -68,3 +76,48 @@ def test_the_ledger_is_synced_before_the_backend_is_asked_and_when_a_slot_is_ski
     assert len(server.requests) == 2
     assert _first(skipped, to_server) == len(skipped)
     assert _first(skipped, _LEDGER_SYNC) < len(skipped), "\n".join(skipped)
+
+
+def test_a_run_whose_reservation_cannot_be_synced_fails_before_its_backend_and_costs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger's sync runs beside the run's preparation; when it fails (EIO), the run fails before the server is called.
+
+    The reservation it could not sync is settled as unused (no backend call), the slot gets no entry, and the failure is
+    transient: once the disk syncs again, the slot's next run goes through.
+    """
+    with ChatServer(usage=USAGE) as server:
+        body = openai_agent(server.url, routines=("pulse-4h",), timeout="100s", backend="attempts = 1\n")
+        config = load_config(write_config(tmp_path, body + "\n[budgets]\ntokens_per_day = 5000\n"))
+        at = datetime(2026, 9, 5, 8, 0, tzinfo=UTC)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "fdatasync", _disk_error)
+            result = run_at(config, "motoko", "pulse-4h", at=at)
+        assert (result.outcome, result.attempts, result.permanent) == ("failed", 0, False), result
+        assert result.error is not None
+        assert "the budgets' ledger cannot be synced to the disk (Input/output error)" in result.error
+        assert server.requests == []
+        assert entries(tmp_path / "journal") == []
+        assert Budgets(config).used() == (0.0, 0.0)
+        again = run_at(config, "motoko", "pulse-4h", at=at)
+    assert (again.outcome, len(server.requests)) == ("appended", 1)
+    assert Budgets(config).used() == (600.0, 0.0)
+
+
+def test_a_slot_skipped_for_budget_whose_skip_cannot_be_synced_fails_and_is_skipped_by_its_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused run syncs its skip before it ends: a sync that fails fails the run (never a silent skip); the skip holds after."""
+    with ChatServer(usage=USAGE) as server:
+        body = openai_agent(server.url, routines=("pulse-4h",), timeout="100s", backend="attempts = 1\n")
+        config = load_config(write_config(tmp_path, body + "\n[budgets]\ntokens_per_day = 500\n"))
+        assert run_at(config, "motoko", "pulse-4h", at=datetime(2026, 9, 5, 8, 0, tzinfo=UTC)).outcome == "appended"
+        at = datetime(2026, 9, 5, 12, 0, tzinfo=UTC)
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "fdatasync", _disk_error)
+            refused = run_at(config, "motoko", "pulse-4h", at=at)
+        assert (refused.outcome, refused.attempts) == ("failed", 0), refused
+        assert refused.error is not None and "cannot be synced to the disk" in refused.error
+        again = run_at(config, "motoko", "pulse-4h", at=at)
+    assert (again.outcome, again.reason, len(server.requests)) == ("skipped", "budget", 1)
