@@ -199,6 +199,18 @@ class Window:
                 params.append(value)
         return clauses, params
 
+    def holds(self, *, kind: str | None, agent: str, ts_utc: str) -> bool:
+        """Whether an entry of *kind*, *agent* and *ts_utc* lies in the window: :meth:`where`'s conditions, tested here.
+
+        Strings compare by code point, as SQLite compares UTF-8 text; *kind* may be None (not read) when the window asks for none.
+        """
+        return (
+            (self.kind is None or kind == self.kind)
+            and (self.agent is None or agent == self.agent)
+            and (self.since is None or ts_utc >= self.since)
+            and (self.until is None or ts_utc < self.until)
+        )
+
 
 #: The window of an unscoped read.
 WHOLE_JOURNAL: Final = Window()

@@ -449,16 +449,24 @@ class Index(Database):
             count = self.conn.execute(f"SELECT count(*) FROM entries WHERE id >= ? AND id < ?{scoped}", params).fetchone()[0]
         return found, int(count)
 
-    def neighbour_ids(self, entry_id: str, agent: str | None) -> tuple[str | None, str | None]:
-        """The ids just before and just after *entry_id* in id order (of *agent*'s entries alone when given): the two that share most of its start."""
+    def neighbour_ids(self, entry_ids: Sequence[str], agent: str | None) -> dict[str, tuple[str | None, str | None]]:
+        """The ids just before and just after each of *entry_ids* in id order (of *agent*'s entries alone when given): the two that share most of its start.
+
+        One read for all of them: a table of short ids names a screenful at once.
+        """
         scoped = "" if agent is None else " AND +agent = ?"  # + keeps SQLite on the id's index, never the agent's
         extra = [] if agent is None else [agent]
+        found: dict[str, tuple[str | None, str | None]] = {}
         with corruption_guard():
-            before = self.conn.execute(
-                f"SELECT id FROM entries WHERE id < ?{scoped} ORDER BY id DESC LIMIT 1", [entry_id, *extra]
-            ).fetchone()
-            after = self.conn.execute(f"SELECT id FROM entries WHERE id > ?{scoped} ORDER BY id LIMIT 1", [entry_id, *extra]).fetchone()
-        return (before[0] if before else None, after[0] if after else None)
+            for start in range(0, len(entry_ids), _IDS_PER_QUERY):
+                part = list(entry_ids[start : start + _IDS_PER_QUERY])
+                sql = (
+                    f"WITH asked(id) AS (VALUES {','.join(['(?)'] * len(part))}) SELECT a.id,"
+                    f" (SELECT e.id FROM entries e WHERE e.id < a.id{scoped} ORDER BY e.id DESC LIMIT 1),"
+                    f" (SELECT e.id FROM entries e WHERE e.id > a.id{scoped} ORDER BY e.id LIMIT 1) FROM asked a"
+                )
+                found.update((entry_id, (before, after)) for entry_id, before, after in self.conn.execute(sql, [*part, *extra, *extra]))
+        return found
 
     def rowids_of(self, ids: Sequence[str]) -> dict[str, int]:
         """The rowid of each entry of *ids* still indexed."""

@@ -43,10 +43,7 @@ def short_ids(index: Index, ids: Iterable[str], agent: str | None = None) -> dic
     """
     check_text_arguments(agent=agent)
     shown: dict[str, str] = {}
-    for entry_id in ids:
-        if entry_id in shown:
-            continue
-        before, after = index.neighbour_ids(entry_id, agent)
+    for entry_id, (before, after) in index.neighbour_ids(list(dict.fromkeys(ids)), agent).items():
         size = max(_shared_start(entry_id, before), _shared_start(entry_id, after)) + 1
         shown[entry_id] = entry_id[: max(size, MIN_SHORT_ID)]
     return shown

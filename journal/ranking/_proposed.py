@@ -32,7 +32,8 @@ def outdated_marks(index: Index, ids: Sequence[str], *, agent: str | None, befor
     pending = index.pending_proposals(list(dict.fromkeys(ids)), before=before)
     if not pending:
         return {}
-    short = shortids.short_ids(index, {p.newer for found in pending.values() for p in found}, agent)
+    # The text names the newest proposer alone: only its short id is worked out (two index reads each).
+    short = shortids.short_ids(index, {found[0].newer for found in pending.values()}, agent)
     marks = {}
     for older, found in pending.items():
         newest = found[0]

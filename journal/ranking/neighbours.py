@@ -80,11 +80,13 @@ def lift(
     if not best or params.weight == 0:
         return list(ranked)
     position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
-    far = len(ranked)
-    scores = {entry_id: own.get(entry_id, 0.0) + params.weight * best.get(entry_id, 0.0) for entry_id in own.keys() | best.keys()}
-    lifted = sorted(scores.items(), key=lambda item: item[0])
-    lifted.sort(key=lambda item: (times or {}).get(item[0], ""), reverse=True)  # a stable sort: equal times keep the id order
-    lifted.sort(key=lambda item: (-item[1], position.get(item[0], far)))
+    # The entries joining come after those ranked at an equal score, the newer first, then by id: their places follow.
+    joining = sorted(best.keys() - own.keys())
+    joining.sort(key=lambda entry_id: (times or {}).get(entry_id, ""), reverse=True)  # a stable sort: equal times keep the id order
+    position.update((entry_id, len(ranked) + rank) for rank, entry_id in enumerate(joining))
+    lifted = [(entry_id, score + params.weight * best.get(entry_id, 0.0)) for entry_id, score in ranked]
+    lifted += [(entry_id, params.weight * best[entry_id]) for entry_id in joining]
+    lifted.sort(key=lambda item: (-item[1], position[item[0]]))
     return lifted
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from journal import Journal
 from journal.encoding import Encoder
@@ -78,7 +81,9 @@ def test_entries_just_before_and_after_in_time_lift_each_other_within_the_window
     with Journal(root) as journal:
         asked = journal.append(_note(make_payload, ASKED, "2026-03-01T10:00:00+00:00")).id
         soon = journal.append(_note(make_payload, ANSWER + " Go early at the weekend.", "2026-03-01T10:05:00+00:00")).id
-        fix = journal.append(_note(make_payload, "No: the one by the market.", "2026-03-01T10:08:00+00:00", signals={"supersedes": [soon]})).id
+        fix = journal.append(
+            _note(make_payload, "No: the one by the market.", "2026-03-01T10:08:00+00:00", signals={"supersedes": [soon]})
+        ).id
         other = journal.append(_note(make_payload, "The weekend bakery queue again.", "2026-03-01T09:58:00+00:00", agent="batou")).id
         late = journal.append(_note(make_payload, UNRELATED[1], "2026-03-01T11:00:00+00:00")).id
         index = journal._keeper.index
@@ -90,7 +95,9 @@ def test_entries_just_before_and_after_in_time_lift_each_other_within_the_window
         assert set(plain) == set(lifted) == {asked, soon, fix}  # the correction of soon comes with it
         assert lifted[soon] == pytest.approx(plain[soon] + NEIGHBOURS.weight * plain[asked])
         assert lifted[asked] == pytest.approx(plain[asked] + NEIGHBOURS.weight * plain[soon])
-        assert [hit.entry_id for hit in journal.search(QUESTION, k=5, agent="motoko")] == [asked]  # the answer shares no word: not brought in
+        assert [hit.entry_id for hit in journal.search(QUESTION, k=5, agent="motoko")] == [
+            asked
+        ]  # the answer shares no word: not brought in
 
 
 def test_a_neighbour_outside_the_searched_window_is_left_out_and_k_hits_still_come_back(root: Path, make_payload: Payload) -> None:
@@ -132,7 +139,38 @@ def test_entries_brought_in_with_equal_lifts_come_newer_first_whatever_their_ids
     with Journal(tmp_path / "journal", redact="off") as journal:
         asked = journal.append({"kind": "note", "agent": "motoko", "theme": "t", "voice": ASKED, "ts": "2026-03-01T10:00:00+00:00"})
         for entry_id, ts in ((older_id, "2026-03-02T10:00:00+00:00"), (newer_id, "2026-03-03T10:00:00+00:00")):
-            journal.append({"id": entry_id, "kind": "note", "agent": "motoko", "theme": "t", "voice": ANSWER, "ts": ts,
-                            "signals": {"continuity_refs": [asked.id]}})
+            journal.append(
+                {
+                    "id": entry_id,
+                    "kind": "note",
+                    "agent": "motoko",
+                    "theme": "t",
+                    "voice": ANSWER,
+                    "ts": ts,
+                    "signals": {"continuity_refs": [asked.id]},
+                }
+            )
         hits = journal.search(QUESTION, k=3, agent="motoko")
     assert [hit.entry.id for hit in hits] == [asked.id, newer_id, older_id]
+
+
+_KINDS = st.sampled_from(["note", "pulse", "Note"])
+_AGENTS = st.sampled_from(["motoko", "batou", "motoko2", "é"])
+_TIMES = st.sampled_from(
+    ["2026-03-01T10:00:00.000000Z", "2026-03-01T10:00:00.000001Z", "2026-03-02T00:00:00.000000Z", "2025-12-31T23:59:59.999999Z"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window=st.builds(Window, kind=st.none() | _KINDS, agent=st.none() | _AGENTS, since=st.none() | _TIMES, until=st.none() | _TIMES),
+    rows=st.lists(st.tuples(_KINDS, _AGENTS, _TIMES), min_size=1, max_size=12),
+)
+def test_a_windows_test_in_python_keeps_the_rows_its_sql_keeps(window: Window, rows: list[tuple[str, str, str]]) -> None:
+    # The neighbours' read places each neighbour in the window with Window.holds instead of one more read of its row.
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE entries (n INTEGER PRIMARY KEY, kind TEXT, agent TEXT, ts_utc TEXT)")
+    conn.executemany("INSERT INTO entries (kind, agent, ts_utc) VALUES (?, ?, ?)", rows)
+    clauses, params = window.where()
+    kept = [n for (n,) in conn.execute(f"SELECT e.n FROM entries e WHERE {' AND '.join(clauses) or '1'} ORDER BY e.n", params)]
+    assert kept == [n for n, (kind, agent, ts) in enumerate(rows, 1) if window.holds(kind=kind, agent=agent, ts_utc=ts)]

@@ -94,3 +94,34 @@ def test_mcp_lists_accepts_and_rejects_an_agents_own_proposals_and_no_one_elses(
             reader.call("journal_accept_proposal", {"older": old.id, "newer": new.id})
     with Journal(root) as journal:
         assert journal.proposals() == []
+
+
+def _pending_read_steps(journal: Journal, ids: list[str]) -> int:
+    """How many SQLite virtual machine steps the read of *ids*' pending proposals takes: its work, counted rather than timed."""
+    conn = journal._keeper.index.conn
+    steps = 0
+
+    def tick() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    conn.set_progress_handler(tick, 1)
+    try:
+        journal._keeper.index.pending_proposals(ids)
+    finally:
+        conn.set_progress_handler(None, 1)
+    return steps
+
+
+def test_the_marks_read_does_not_grow_with_the_agents_other_entries(journal: Journal) -> None:
+    # Every search and prompt context reads the marks of its hits: walking the agent's entries for each
+    # proposal made that read cost milliseconds in a journal of thousands.
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    assert [p.newer for p in journal._keeper.index.pending_proposals([old.id])[old.id]] == [new.id]
+    alone = _pending_read_steps(journal, [old.id])
+    for n in range(120):  # older than both, so none of them proposes anything against the older entry
+        add(journal, f"Entry {n} on the tram timetable, platform {n % 7}.", f"2025-02-01T{n // 60:02d}:{n % 60:02d}:00Z", theme="tram")
+    assert [p.newer for p in journal._keeper.index.pending_proposals([old.id])[old.id]] == [new.id]
+    assert _pending_read_steps(journal, [old.id]) <= alone + 20
