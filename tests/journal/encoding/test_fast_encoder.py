@@ -167,6 +167,18 @@ def test_a_widened_encoder_replaces_the_one_thread_session_rather_than_holding_a
     assert narrow._session() is wide._session()
 
 
+def test_the_session_is_handed_the_mapped_weights_and_only_the_joined_query_key_value_is_a_copy() -> None:
+    """The packed copy the session makes is the only copy of a product's matrix in the process's memory: every other array is the file's."""
+    encoder = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+    _, weights = encoder._graph()
+    mapped = encoder.word_embeddings  # a view of the encoder's map of model.safetensors: its root is the whole file
+    while isinstance(mapped.base, np.ndarray):
+        mapped = mapped.base
+    copies = {name for name, value in weights.items() if not np.may_share_memory(value, mapped)}
+    assert copies == {f"layer{number}.{part}" for number in range(6) for part in ("qkv", "qkv_bias")}  # joined, as Attention takes them
+    assert sum(value.nbytes for value in weights.values()) > 40_000_000  # the layers' weights, about 43 MB, all accounted for
+
+
 def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(
     fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
 ) -> None:
