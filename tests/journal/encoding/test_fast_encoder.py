@@ -228,7 +228,7 @@ def random_order(values: Sequence[int]) -> list[int]:
 
 def test_a_mixed_batch_comes_back_in_the_order_given(fast_encoder: MiniLMEncoder) -> None:
     """Short and long texts interleaved, some repeated: each row is the vector of the text at its place, as encoded alone."""
-    texts = varied_texts(60, seed=3)
+    texts = varied_texts(116, seed=3)[80:]  # blank and one-word texts, sentences of 9 to 65 words, four truncated at 256 word pieces
     mixed = [texts[i] for i in random_order(list(range(len(texts))))] + texts[:5]
     together = fast_encoder.encode(mixed)
     alone = np.vstack([fast_encoder.encode([text]) for text in mixed])
