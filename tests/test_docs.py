@@ -71,6 +71,8 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline d5c1783 --reindex-entries 600 --rounds 2"),
     ("docs/runner.md", "python bench/bench_runner.py --baseline d5c1783 --year-only --rounds 2"),
     ("docs/retrieval.md", "python bench/bench_encoder.py --repeat 1 --texts 150"),
+    ("docs/runner.md", "python bench/bench_runner.py --baseline 3e7ac45 --year-only --rounds 1"),
+    ("docs/retrieval.md", "python bench/bench_encoder.py --reindex-baseline 3e7ac45 --reindex-entries 600 --rounds 2"),
 }
 
 #: (page, first line) of each block another test runs as written, and that test.

@@ -22,7 +22,11 @@ one session at a time: a session keeps weights of its own (its packed copy of
 each product's matrix, about 55 MB), so the widened session, once built,
 replaces the one-thread session for every copy of the encoder, queries
 included, rather than sitting beside it. The weights are handed to the
-session as they are, never written into the model's bytes.
+session as they are, never written into the model's bytes: the products'
+matrices as the mapped file holds them (a row per output, multiplied
+transposed), so the session's packed copy is the only one in the process's
+own memory (only the query, key and value matrices are joined into one
+array, about 10 MB, as ``Attention`` takes them).
 """
 
 from __future__ import annotations
@@ -123,8 +127,13 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
         weights: dict[str, Array] = {}
 
         def weight(name: str, value: Array) -> str:
+            # The file's float32 arrays are contiguous already: this copies nothing of the mapped weights.
             weights[name] = np.ascontiguousarray(value, dtype=np.float32)
             return graph.external(name, FLOAT, weights[name].shape)
+
+        def product(x: str, rows: str) -> str:
+            """x @ W.T, for W as the file holds it (a row per output): the session packs it, and no one else copies it."""
+            return graph.node("FusedMatMul", [x, rows], domain=_CONTRIB, transB=1, alpha=1.0)
 
         # The embedding rows are summed in NumPy (see _forward): the session would copy the whole
         # 47 MB word table into memory of its own, where a text touches a few rows of the mapped file.
@@ -145,7 +154,7 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
             attended = graph.node(
                 "Attention", [hidden, own("qkv", layer.qkv), own("qkv_bias", layer.qkv_bias), mask], domain=_CONTRIB, num_heads=self.heads
             )
-            projected = graph.node("MatMul", [attended, own("attention_out", layer.attention_out)])
+            projected = product(attended, own("attention_out", layer.attention_out.T))
             hidden = graph.node(
                 "SkipLayerNormalization",
                 [
@@ -161,12 +170,12 @@ class OnnxMiniLMEncoder(MiniLMEncoder):
             inner = graph.node(
                 "BiasGelu",
                 [
-                    graph.node("MatMul", [hidden, own("intermediate", layer.intermediate)]),
+                    product(hidden, own("intermediate", layer.intermediate.T)),
                     own("intermediate_bias", layer.intermediate_bias),
                 ],
                 domain=_CONTRIB,
             )
-            projected = graph.node("MatMul", [inner, own("output", layer.output)])
+            projected = product(inner, own("output", layer.output.T))
             last = number == len(self.layers) - 1
             hidden = graph.node(
                 "SkipLayerNormalization",

@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from journal import Journal
 from journal.encoding import DEFAULT_MODEL, Encoder, load_encoder, resolve_model
-from journal.encoding.numpy_minilm import MiniLMEncoder, _map_safetensors, gelu
+from journal.encoding.numpy_minilm import _BATCH_TOKENS, _PADDING_SHARE, MiniLMEncoder, _batches, _map_safetensors, gelu
 from journal.encoding.onnx_minilm import OnnxMiniLMEncoder
 from journal.encoding.sentence_transformers_encoder import SentenceTransformerEncoder
 from journal.errors import ModelNotFoundError, SemanticUnavailableError
@@ -165,6 +167,18 @@ def test_a_widened_encoder_replaces_the_one_thread_session_rather_than_holding_a
     assert narrow._session() is wide._session()
 
 
+def test_the_session_is_handed_the_mapped_weights_and_only_the_joined_query_key_value_is_a_copy() -> None:
+    """The packed copy the session makes is the only copy of a product's matrix in the process's memory: every other array is the file's."""
+    encoder = OnnxMiniLMEncoder(resolve_model(DEFAULT_MODEL), DEFAULT_MODEL)
+    _, weights = encoder._graph()
+    mapped = encoder.word_embeddings  # a view of the encoder's map of model.safetensors: its root is the whole file
+    while isinstance(mapped.base, np.ndarray):
+        mapped = mapped.base
+    copies = {name for name, value in weights.items() if not np.may_share_memory(value, mapped)}
+    assert copies == {f"layer{number}.{part}" for number in range(6) for part in ("qkv", "qkv_bias")}  # joined, as Attention takes them
+    assert sum(value.nbytes for value in weights.values()) > 40_000_000  # the layers' weights, about 43 MB, all accounted for
+
+
 def test_truncation_keeps_the_first_256_word_pieces_as_the_reference_does(
     fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
 ) -> None:
@@ -186,6 +200,53 @@ def test_a_vector_does_not_depend_on_its_batch(fast_encoder: MiniLMEncoder) -> N
     assert fast_encoder.encode([]).shape == (0, 384)
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-6)
     assert together.dtype == np.float32
+
+
+def test_a_batch_is_encoded_in_buckets_of_about_one_length() -> None:
+    """Each bucket is padded to its own longest text, with at most an eighth of its word pieces padding; every text is in one bucket."""
+    lengths = [2, 3, 5, 5, 6, 7, 9, 12, 14, 20, 31, 40, 41, 60, 90, 128, 200, 256, 256, *[8] * 300]
+    ids = [[0] * length for length in random_order(lengths)]
+    buckets = list(_batches(ids))
+    assert sorted(i for bucket in buckets for i in bucket) == list(range(len(ids)))
+    for bucket in buckets:
+        widths = [len(ids[i]) for i in bucket]
+        padded = len(bucket) * max(widths)
+        assert widths == sorted(widths)
+        assert padded <= _BATCH_TOKENS or len(bucket) == 1
+        assert padded - sum(widths) <= _PADDING_SHARE * padded
+    # Texts of about one length still go through together: the 300 of 8 word pieces share one pass.
+    assert any(len(bucket) >= 300 for bucket in buckets)
+
+
+def random_order(values: Sequence[int]) -> list[int]:
+    """*values* in an order that is not sorted, the same in every run."""
+    shuffled = list(values)
+    rng = np.random.default_rng(7)
+    rng.shuffle(shuffled)
+    return shuffled
+
+
+def test_a_mixed_batch_comes_back_in_the_order_given(fast_encoder: MiniLMEncoder) -> None:
+    """Short and long texts interleaved, some repeated: each row is the vector of the text at its place, as encoded alone."""
+    texts = varied_texts(116, seed=3)[80:]  # blank and one-word texts, sentences of 9 to 65 words, four truncated at 256 word pieces
+    mixed = [texts[i] for i in random_order(list(range(len(texts))))] + texts[:5]
+    together = fast_encoder.encode(mixed)
+    alone = np.vstack([fast_encoder.encode([text]) for text in mixed])
+    assert np.allclose(together, alone, atol=1e-6)
+    assert np.array_equal(together[-5:], together[[mixed.index(text) for text in texts[:5]]])
+
+
+_TEXT = st.lists(st.sampled_from([*WORDS, "東京", "🍕", "!", "x" * 30]), max_size=120).map(" ".join)
+
+
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(texts=st.lists(_TEXT, max_size=12))
+def test_bucketed_vectors_are_those_of_one_text_at_a_time(fast_encoder: MiniLMEncoder, texts: list[str]) -> None:
+    """Any batch (empty texts, repeats, up to 120 words each), encoded at once in buckets, gives each text its vector alone, in order."""
+    together = fast_encoder.encode(texts)
+    assert together.shape == (len(texts), 384)
+    for row, text in zip(together, texts, strict=True):
+        assert np.allclose(row, fast_encoder.encode([text])[0], atol=1e-6)
 
 
 def test_gelu_is_the_erf_form_to_float32_precision() -> None:
