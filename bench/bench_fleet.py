@@ -1,7 +1,7 @@
 """Fleet scale (a benchmark, not a test): AGENTS agents x 3 routines over SHARDS fleet workers, then one serve for the same agents.
 
 Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents 100] [--serve-minutes 1]
-                                  [--skip-serve] [--lead 60] [--keep DIR] [--baseline REV]
+                                  [--skip-serve] [--lead 60] [--keep DIR] [--baseline REV|TREE]
 
 The compressed day: each agent's day of the three built-in routines, eight
 fires (pulse-4h six times, evening once, digest once), is laid out one fire
@@ -46,7 +46,8 @@ after the other, never at once. The figures, side by side:
 With ``--baseline REV`` the fleet's day is run twice, one after the other:
 first by the journal, runner and routines of git revision REV (extracted as
 bench_runner.py's ``--baseline`` does; redis-server, workers and beat all
-run REV's code), then by this tree, each with its own redis-server and
+run REV's code; a directory TREE holding those packages, such as a git
+worktree, is run as it is), then by this tree, each with its own redis-server and
 journals; the table puts the two fleets side by side, with the ratios of
 their lags and of the beat's CPU a fire.
 """
@@ -569,7 +570,8 @@ def main() -> None:
     parser.add_argument("--skip-serve", action="store_true", help="the fleet only")
     parser.add_argument("--lead", type=float, default=60.0, help="seconds allowed for the workers' start before the day (default 60)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the journals and logs in this directory")
-    parser.add_argument("--baseline", help="git revision whose journal, runner and routines also run the fleet's day, before this tree's")
+    parser.add_argument("--baseline", help="git revision (or a directory holding journal/, runner/ and routines/, such as a worktree) "
+                                           "whose packages also run the fleet's day, before this tree's")
     args = parser.parse_args()
     if args.agents < 1 or not 1 <= args.shards <= args.agents:
         parser.error(f"--agents must be at least 1 and --shards from 1 to --agents (each shard holds an agent), got {args.agents} and {args.shards}")
@@ -583,12 +585,16 @@ def main() -> None:
         work = args.keep or Path(tmp)
         compare = None if args.skip_serve else (args.serve_minutes, serve_agents)
         fleets = []
-        if args.baseline:
+        if args.baseline and Path(args.baseline, "runner").is_dir():  # a tree on disk: a worktree of another branch, say
+            tree = Path(args.baseline).resolve()
+            name = f"fleet@{tree.name}"
+        elif args.baseline:
             from bench_runner import export_tree  # the same extraction as bench_runner.py's --baseline
 
             commit = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
             tree = export_tree(commit, work / "baseline-tree")
             name = f"fleet@{commit}"
+        if args.baseline:
             fleets.append(summarise(run_fleet(work / name, agents, args.shards, args.minutes, args.lead, tree=tree, name=name), work / name,
                                     compare=compare))
         fleet_side = run_fleet(work / "fleet", agents, args.shards, args.minutes, args.lead)

@@ -41,9 +41,10 @@ datetimes that share a ``ZoneInfo`` compare by wall clock in Python, so
 from __future__ import annotations
 
 import bisect
+import calendar
 import functools
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import MAXYEAR, UTC, date, datetime, timedelta, tzinfo
 from typing import Any, Final
 
 from apscheduler.triggers.base import BaseTrigger
@@ -136,7 +137,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         timezone: the zone its wall-clock times are read in.
     """
 
-    __slots__ = ("_cache", "_days", "_months", "_times", "_weekdays", "expression", "timezone")
+    __slots__ = ("_cache", "_days", "_due", "_months", "_times", "_weekdays", "expression", "timezone")
 
     def __init__(self, expression: str, tz: tzinfo) -> None:
         if not expression.isascii():
@@ -158,6 +159,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         minutes = [m for m in range(60) if _matches(by_name["minute"], datetime(2001, 1, 1, 0, m, tzinfo=UTC))]
         self._times = tuple((h, m) for h in hours for m in minutes)
         self._cache: dict[date, tuple[tuple[datetime, ...], tuple[datetime, ...]]] = {}
+        self._due: dict[tuple[int, int, int, bool], bool] = {}
         if not self._times or not any(self.is_due_on(_CYCLE[0] + timedelta(days=n)) for n in range((_CYCLE[1] - _CYCLE[0]).days)):
             raise ValueError("no date matches its day, month and day-of-week fields together, so it never fires")
 
@@ -169,7 +171,13 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
 
     def is_due_on(self, day: date) -> bool:
         """Whether the schedule names wall-clock times on local date *day*."""
-        return day.month in self._months and _matches(self._days, day) and _matches(self._weekdays, day)
+        # The fields decide by the month, the day, its weekday and the month's length ("L", "last fri", "2nd mon"):
+        # remembered by those, a few thousand at most, since a scan for a yearly fire asks of every day of a year.
+        key = (day.month, day.day, day.weekday(), day.month == 2 and calendar.isleap(day.year))
+        due = self._due.get(key)
+        if due is None:
+            due = self._due[key] = day.month in self._months and _matches(self._days, day) and _matches(self._weekdays, day)
+        return due
 
     def _day(self, day: date) -> tuple[tuple[datetime, ...], tuple[datetime, ...]]:
         """The fires of the wall-clock times named on local date *day*: (UTC instants, the same in the zone), ascending, each once.
@@ -199,12 +207,20 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
         # A day's skipped times may fire on the next day (a gap over midnight): start a day early.
         day = since.astimezone(self.timezone).date() - _ONE_DAY
         last: datetime | None = None
-        for _ in range(days + 1):
-            instants, fires = self._day(day)
-            for position in range(bisect.bisect_left(instants, since), len(instants)):
-                if instants[position] != last:
-                    last = instants[position]
-                    yield fires[position]
+        remaining = days + 1
+        while remaining > 0:
+            if day.month not in self._months and day.year < MAXYEAR:  # no fire in this month: on to the next one's first day
+                following = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+                remaining -= (following - day).days
+                day = following
+                continue
+            if self.is_due_on(day):  # a day that names no time has no fires: not resolved
+                instants, fires = self._day(day)
+                for position in range(bisect.bisect_left(instants, since), len(instants)):
+                    if instants[position] != last:
+                        last = instants[position]
+                        yield fires[position]
+            remaining -= 1
             day += _ONE_DAY
 
     def before(self, moment: datetime, *, days: int = _LOOKBACK_DAYS) -> Iterator[datetime]:

@@ -4,7 +4,9 @@ Celery builds each task's message as it always does (``app.send_task`` with
 the beat's producer); while a :class:`FireBatch` is open on that producer,
 kombu hands the Redis commands that would deliver the message (``LPUSH`` to
 the queue, ``PUBLISH`` of the ``task-sent`` event) to the batch instead of
-sending them, through the hook kombu's own publish batches use. The beat adds
+sending them, through the hook kombu's own publish batches use; the other
+tasks of the batch to the same queue are made from that first one's commands
+(:mod:`runner.fleet.template`), without Celery's cost a task. The beat adds
 its notes (an entry's ``last_run_at`` and score, a planned rerun's removal),
 and :meth:`FireBatch.send` runs all of them as one script.
 
@@ -18,38 +20,52 @@ so two beats never publish at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Final
 
 import redis
+
+from runner.fleet.template import TaskTemplate
 
 __all__ = ["FIRES_PER_BATCH", "FireBatch"]
 
 #: The most fires one script publishes: a tick's burst goes in a few round trips, and Redis is held a few milliseconds each.
 FIRES_PER_BATCH: Final = 250
 
-# KEYS[1] is the lock (none: no check); ARGV[1] the beat's token; then each command as its count of words and the words.
+# KEYS[1] is the lock (none: no check); ARGV[1] the beat's token; ARGV[2] the commands, a JSON array of arrays of strings:
+# one argument, not one per word, since the client spends more on each argument than the script spends decoding them all.
 _SCRIPT: Final = """
 if #KEYS > 0 and redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local i = 2
-while i <= #ARGV do
-  local n = tonumber(ARGV[i])
-  redis.call(unpack(ARGV, i + 1, i + n))
-  i = i + n + 1
+for _, command in ipairs(cjson.decode(ARGV[2])) do
+  redis.call(unpack(command))
 end
 return 1
 """
 
 
+def _word(value: Any) -> str:
+    """A command's word as the script's JSON carries it: a string, numbers written as the Redis client writes them."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):  # bool is an int; no command of the batch has one
+        raise TypeError(f"a Redis command's word of the batch is a string or a number, got {value!r}")
+    return repr(value)  # redis-py's encoding too: repr of a float keeps every digit (a Lua number would keep 14)
+
+
 class FireBatch:
     """The Redis commands of a pass's fires and notes, not yet sent; :meth:`send` writes them in one script, :meth:`clear` drops them."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, clock: Callable[[], int]) -> None:
+        """*clock*: the Celery application's clock, forwarded for each task's ``task-sent`` event as Celery forwards it."""
         self._script = client.register_script(_SCRIPT)
+        self._clock = clock
         self._commands: list[tuple[Any, ...]] = []
         self._collecting = False
+        #: The template of each kind of task in this batch (None: Celery makes each of that kind itself).
+        self._templates: dict[Hashable, TaskTemplate | None] = {}
         #: Fires (tasks) in the batch.
         self.fires = 0
 
@@ -67,6 +83,20 @@ class FireBatch:
             yield
         finally:
             del local.current
+
+    def task(self, kind: Hashable, task_id: str, args: list[str], send: Callable[[], None]) -> None:
+        """Add the task of *task_id* and *args*: made by *send* (Celery's ``send_task`` on a producer this batch captures) for the
+        first of its *kind* (its queue and options) in the batch, and from that first one's commands for the others."""
+        if kind in self._templates:
+            template = self._templates[kind]
+            if template is not None:
+                self._commands += template.commands_of(task_id, args, self._clock)
+                self.fires += 1
+                return
+        first = len(self._commands)
+        send()
+        if kind not in self._templates:
+            self._templates[kind] = TaskTemplate.of(self._commands[first:], task_id, args)
 
     # kombu's Producer._publish calls this with the prepared message, in place of channel.basic_publish.
     def publish(self, channel: Any, message: Any, **kwargs: Any) -> Any:
@@ -97,14 +127,14 @@ class FireBatch:
         from Redis again before it publishes anything more.
         """
         commands, self._commands, self.fires = self._commands, [], 0
+        self._templates.clear()
         if not commands:
             return True
-        words: list[Any] = [token or b""]
-        for command in commands:
-            words += [len(command), *command]
+        text = json.dumps([[_word(word) for word in command] for command in commands], ensure_ascii=False)  # UTF-8 as it is
         keys = [lock_key] if lock_key is not None and token is not None else []
-        return bool(self._script(keys=keys, args=words))
+        return bool(self._script(keys=keys, args=[token or b"", text]))
 
     def clear(self) -> None:
         """Drop the commands not sent."""
         self._commands, self.fires = [], 0
+        self._templates.clear()

@@ -198,13 +198,16 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         schedule: PairSchedule = self.schedule
         return schedule.next_after(self.last_run_at)
 
-    def noted(self, last_run_at: datetime, batch: FireBatch) -> SlotEntry:
-        """This entry with *last_run_at* as its last handled fire; its note (meta and score, as RedBeat writes them) added to *batch*."""
+    def noted(self, last_run_at: datetime, following: datetime | None, batch: FireBatch) -> None:
+        """Add to *batch* the note (meta and score, as RedBeat writes them) that *last_run_at* is this entry's last handled fire.
+
+        *following* is the schedule's next fire after it (RedBeat's score is its time): the caller has it
+        already, and a schedule that names few days of the year takes a scan of the calendar to find it.
+        """
         entry: SlotEntry = celery_beat.ScheduleEntry._next_instance(self, last_run_at=last_run_at)  # RedBeat's own would write at once
         meta = {"last_run_at": entry.last_run_at, "total_run_count": entry.total_run_count}
         batch.note("hset", self.key, "meta", json.dumps(meta, cls=_Encoder))
-        batch.note("zadd", self.app.redbeat_conf.schedule_key, entry.score, self.key)
-        return entry
+        batch.note("zadd", self.app.redbeat_conf.schedule_key, -1 if following is None else redbeat.to_timestamp(following), self.key)
 
     def save(self) -> SlotEntry:
         definition = {
@@ -257,7 +260,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         # Shared with whoever runs this beat (runner.fleet.service): set once the lock is held; set to ask for a stop.
         self._active: threading.Event = app.conf.get("ghostrunner_active") or threading.Event()
         self._stop: threading.Event = app.conf.get("ghostrunner_stop") or threading.Event()
-        self._batch = FireBatch(redbeat.get_redis(app))
+        self._batch = FireBatch(redbeat.get_redis(app), app.clock.forward)
         #: The queues this beat has declared (by its first task to each).
         self._declared: set[str | None] = set()
         #: The log lines of the batch's fires: logged once the batch is in Redis, as (logger method, event, fields).
@@ -545,27 +548,35 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                     )
                 )
         # Noted in the same script as the fires' tasks, after them: a fire is noted exactly when its task is in Redis.
-        entry = entry.noted(fires[-1].astimezone(UTC), self._batch)
-        following = schedule.next_after(entry.last_run_at)
+        last = fires[-1].astimezone(UTC)
+        following = schedule.next_after(last)
+        entry.noted(last, following, self._batch)
         return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())
 
-    def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, **options: Any) -> None:
-        """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*."""
-        declared = queue in self._declared
-        self._declared.add(queue)
-        self.app.send_task(
-            RUN_TASK,
-            args=args,
-            queue=queue,
-            task_id=task_id,
-            producer=producer,
-            retry=False,
-            ignore_result=True,  # no result is stored (task_ignore_result): nothing to subscribe to for it
-            declare=[] if declared else None,  # the first task declares its queue; kombu would bind a copy of it for each one
-            argsrepr=repr(args),  # three short strings: Celery's bounded repr of them is the same text, at a cost per task
-            kwargsrepr="{}",
-            **options,
-        )
+    def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, *, retries: int = 0) -> None:
+        """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*.
+
+        Celery makes the batch's first task of each queue and rerun count; the batch makes the others from it (runner.fleet.template).
+        """
+
+        def send() -> None:
+            declared = queue in self._declared
+            self._declared.add(queue)
+            self.app.send_task(
+                RUN_TASK,
+                args=args,
+                queue=queue,
+                task_id=task_id,
+                producer=producer,
+                retry=False,
+                ignore_result=True,  # no result is stored (task_ignore_result): nothing to subscribe to for it
+                declare=[] if declared else None,  # the first task declares its queue; kombu would bind a copy of it for each one
+                argsrepr=repr(args),  # three short strings: Celery's bounded repr of them is the same text, at a cost per task
+                kwargsrepr="{}",
+                retries=retries,
+            )
+
+        self._batch.task((queue, retries), task_id, args, send)
 
     def _send(self) -> None:
         """Write the batch (its fires' tasks and notes) in one script, then log its lines; nothing when the lock is no longer this beat's.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import logging
 import os
@@ -235,6 +236,11 @@ def start_beat(config: RunnerConfig, *, level: str = "info") -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    # What the beat holds for its life (Celery, kombu, the configuration, the modules) is left out of the garbage
+    # collector's full passes: a burst of fires allocates enough to trigger them, and each scanned all of it (a quarter
+    # of the beat's CPU time a fire).
+    gc.collect()
+    gc.freeze()
     with contextlib.suppress(SystemExit):  # raised by a standby, before Service.start's own loop (which catches it itself)
         service.start()
     if active.is_set() and service.scheduler.lost_lock:

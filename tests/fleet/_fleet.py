@@ -60,8 +60,8 @@ def write_fleet(directory: Path, body: str, *, runner: str = "", slot_retries: i
     return path
 
 
-def rewind(server: RedisServer, agent: str, routine_name: str | list[str], schedule: str, to: datetime) -> None:
-    """Make *to* the last fire the beat handled for the pair (or each of the agent's routines listed, at once: one beat pass sees them all).
+def rewind(server: RedisServer, agent: str | list[str], routine_name: str | list[str], schedule: str, to: datetime) -> None:
+    """Make *to* the last fire the beat handled for the pair (or each of the agents' routines listed, at once: one beat pass sees them all).
 
     The beat's next tick publishes every later fire up to now.
     """
@@ -72,7 +72,7 @@ def rewind(server: RedisServer, agent: str, routine_name: str | list[str], sched
     following = cron_trigger(schedule, UTC).get_next_fire_time(moment, moment)
     assert following is not None
     client = server.client()
-    keys = [f"{BEAT_PREFIX}{agent}:{name}" for name in names]
+    keys = [f"{BEAT_PREFIX}{each}:{name}" for each in ([agent] if isinstance(agent, str) else agent) for name in names]
     assert all(client.exists(key) for key in keys), f"the beat has not installed {keys} yet"
     with client.pipeline() as pipe:
         for key in keys:

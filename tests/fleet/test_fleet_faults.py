@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import signal
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runner.fleet.app import RUN_TASK, fleet_app
+from runner.fleet.app import RUN_TASK, fleet_app, fleet_of
+from runner.fleet.batch import FIRES_PER_BATCH
 from runner.settings.config import load_config
 from tests._redis import RedisServer
 from tests._support import ghostrunner, script, wait_for_path
@@ -110,6 +111,45 @@ def test_a_standby_beat_takes_over_from_a_killed_one_and_each_fire_ends_one_entr
     assert sorted(appended) == [fire.isoformat() for fire in fires]
     assert again == []
     assert entries_by_key(tmp_path / "journal" / "motoko") == {f"motoko:tick:{fire:%Y-%m-%dT%H:%M}": 1 for fire in fires}
+
+
+def test_a_beat_killed_between_the_batches_of_a_pass_leaves_each_fire_queued_once(tmp_path: Path, redis_server: RedisServer) -> None:
+    """A pass of many batches, its beat killed once the first is in Redis: the next beat queues the rest, and no fire twice.
+
+    No worker runs: the shard's queue itself is read, so that a fire queued twice is seen even where the
+    run's client key would have kept the journal right.
+    """
+    agents, count = [f"agent{number:03d}" for number in range(300)], 8
+    schedule, fires = minutes_back(count)
+    body = "".join(f'[agents.{agent}]\npersona = "motoko.toml"\nroutines = ["tick"]\n' for agent in agents)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": agents}, body))
+    queue = fleet_of(load_config(config)).queue_of("east")
+    expected = {f"{agent}:tick:{fire:%Y-%m-%dT%H:%M}@{fire.isoformat()}" for agent in agents for fire in fires}
+    assert len(expected) > 4 * FIRES_PER_BATCH  # a pass of several batches
+    client = redis_server.client()
+    first = FleetProcess(config, "beat")
+    try:
+        first.wait_for("scheduler.started", role="beat")
+        rewind(redis_server, agents, "tick", schedule, fires[0] - timedelta(minutes=1))
+        first.wait_for("scheduler.run_queued")  # logged once its batch is in Redis: the next one is being made
+        first.kill_all()
+    finally:
+        first.stop()
+    killed_with = client.llen(queue)
+    assert 0 < killed_with < len(expected)  # killed in the middle of the pass, with a batch in Redis and others not
+    second = FleetProcess(config, "beat")
+    try:
+        second.wait_for("fleet.beat_active")  # once the dead beat's lock has lapsed
+        while client.llen(queue) < len(expected):
+            second.wait_for("scheduler.run_queued")
+    finally:
+        second.stop()
+    queued = [json.loads(message)["headers"]["id"] for message in client.lrange(queue, 0, -1)]
+    assert len(queued) == len(expected) and set(queued) == expected  # each fire once: none lost, none queued twice
+    fields = ("year", "month", "day", "hour", "minute")
+    notes = {tuple(json.loads(client.hget(f"ghostrunner:beat:{agent}:tick", "meta") or "{}")["last_run_at"][field] for field in fields)
+             for agent in agents}
+    assert notes == {tuple(getattr(fires[-1].astimezone(UTC), field) for field in fields)}  # and each pair noted at its last fire
 
 
 def _runs_until_appended(worker: FleetProcess, fires: set[str], timeout: float = 60) -> list[dict[str, Any]]:

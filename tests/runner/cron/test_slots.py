@@ -70,3 +70,22 @@ def test_dst_change_neither_skips_nor_doubles_a_slot(switch: datetime, schedule:
         assert len(on_switch) == (23 if switch.month == 3 else 24)
     if schedule == "0 */4 * * *":
         assert len(slots) == 16 * 6
+
+
+@pytest.mark.parametrize("expression", ["0 9 29 2 *", "15 6 last 2 *", "0 9 1-7 * 1", "30 23 31 * *", "0 0 13 * 5", "5 4 1 1,7 *"])
+def test_a_schedule_of_few_days_a_year_finds_the_fires_apscheduler_finds(expression: str) -> None:
+    """Months without a fire are passed over and each day's verdict is remembered by month, day, weekday and leap year:
+    one trigger asked from many starting points (leap years and others) gives APScheduler's own fires, in UTC where no DST rule applies."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    from runner.cron.crontab import day_of_week_names
+
+    minute, hour, day, month, weekday = expression.split()
+    reference = CronTrigger(minute=minute, hour=hour, day=day, month=month, day_of_week=day_of_week_names(weekday), timezone=UTC)
+    trigger = cron_trigger(expression, UTC)
+    for start in (datetime(2023, 11, 30, tzinfo=UTC) + timedelta(days=97 * step) for step in range(20)):
+        expected, previous = [], None
+        for _ in range(4):
+            previous = reference.get_next_fire_time(previous, previous or start)
+            expected.append(previous)
+        assert [fire for _, fire in zip(range(4), trigger.after(start), strict=False)] == expected, start
