@@ -47,6 +47,7 @@ __all__ = [
     "NOVELTY_THRESHOLD",
     "PROPOSAL_TABLES",
     "PROPOSAL_THRESHOLD",
+    "SUPERSESSIONS_FOLLOWED",
     "Proposal",
     "decision_of",
     "forget_proposals",
@@ -95,6 +96,14 @@ CREATE TABLE decisions (
 CREATE INDEX decisions_entry ON decisions (entry);
 """
 PROPOSAL_DROP: Final = "DROP TABLE IF EXISTS proposals; DROP TABLE IF EXISTS subjects; DROP TABLE IF EXISTS decisions;"
+#: The supersessions reads follow, as a table of (src, dst): those the entries declare, and for each correction an accepted
+#: proposal appended, those of the entry it copies. The correction stands for its newer entry, so whatever later corrects
+#: that entry corrects the copy too; else, once the newer entry of an accepted proposal is itself superseded, the copy
+#: still answers with the outdated text (v1 accepted as updated by v2, then v2 by v3: the copy of v2 ranked above v3).
+SUPERSESSIONS_FOLLOWED: Final = (
+    "(SELECT src, dst FROM supersessions UNION SELECT s.src, d.entry FROM decisions d JOIN supersessions s ON s.dst = d.newer"
+    " WHERE d.decision = 'accepted' AND s.src <> d.entry)"
+)
 #: What an entry deciding a proposal says in ``meta.proposal.decision``.
 DECISIONS: Final = ("accepted", "rejected")
 

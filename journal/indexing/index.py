@@ -23,7 +23,7 @@ from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, 
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal.indexing._neighbours import Neighbours, neighbours
-from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
+from journal.indexing._proposals import SUPERSESSIONS_FOLLOWED, Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
     COLUMNS,
@@ -591,7 +591,7 @@ class Index(Database):
             return proposals_of(self.conn, agent, newer)
 
     def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
-        """For each of *ids* that is superseded, the entries superseding it, newest first.
+        """For each of *ids* that is superseded, the entries superseding it (a correction an accepted proposal appended: its newer entry's), newest first.
 
         Only a superseding entry of the superseded entry's own agent counts
         (an append refuses any other; a hand-placed file can still name one),
@@ -601,7 +601,7 @@ class Index(Database):
             return {}
         cutoff = "" if before is None else " AND x.ts_utc < ?"
         sql = (
-            "SELECT s.dst, s.src FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+            f"SELECT s.dst, s.src FROM {SUPERSESSIONS_FOLLOWED} s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
             f" WHERE s.dst IN ({','.join('?' * len(ids))}) AND x.agent = d.agent{cutoff} ORDER BY x.ts_utc DESC, x.id DESC"
         )
         found: dict[str, list[str]] = {}
@@ -617,7 +617,7 @@ class Index(Database):
         if before is not None:
             clauses.append("x.ts_utc < ?")
             params.append(before)
-        sql = f"SELECT DISTINCT e.id FROM supersessions s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
+        sql = f"SELECT DISTINCT e.id FROM {SUPERSESSIONS_FOLLOWED} s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
         with corruption_guard():
             return [r[0] for r in self.conn.execute(sql, params)]
 
