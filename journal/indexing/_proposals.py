@@ -347,7 +347,10 @@ class _Said:
 def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> dict[str, _Said]:
     """The kept subjects and words of *ids* (of every entry that states a subject, without *ids*)."""
     which = "" if ids is None else f" WHERE id IN ({','.join('?' * len(ids))})"
-    rows = conn.execute(f"SELECT id, ts_utc, subjects, words FROM said{which}", list(ids or ()))
+    return _said_of(conn.execute(f"SELECT id, ts_utc, subjects, words FROM said{which}", list(ids or ())))
+
+
+def _said_of(rows: Iterable[tuple[str, str, str, str]]) -> dict[str, _Said]:
     return {
         entry_id: _Said((ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()))
         for entry_id, ts_utc, stated, said in rows
@@ -450,7 +453,7 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
     )
     conn.execute("INSERT OR REPLACE INTO said (id, ts_utc, subjects, words) VALUES (?, ?, ?, ?)", mine.row())
     if pair:
-        _pair_nearest(conn, mine, entry.agent)
+        _pair_nearest(conn, mine, entry.agent, by_meaning=False)
 
 
 def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
@@ -463,24 +466,25 @@ def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
         part = list(entry_ids[start : start + 500])
         agents = dict(conn.execute(f"SELECT id, agent FROM entries WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
         for entry_id, mine in _read_said(conn, part).items():
-            _pair_nearest(conn, mine, agents[entry_id])
+            _pair_nearest(conn, mine, agents[entry_id], by_meaning=True)
 
 
-def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str) -> None:
-    near: set[str] = set()
-    for subject in mine.subjects:
-        for side in (_OLDER, _NEWER):
-            near.update(
-                row[0]
-                for row in conn.execute(
-                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?",
-                    (agent, subject, *mine.key, _NEAREST),
-                )
-            )
-    if not near:
+def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str, *, by_meaning: bool) -> None:
+    """Record the proposals between *mine* and the :data:`_NEAREST` entries on each side of it in time of each of its subjects.
+
+    One statement reads those entries' kept words; vectors are read only *by_meaning* (an entry being inserted has none yet).
+    """
+    nearest = " UNION ".join(
+        f"SELECT id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
+        for _ in sorted(mine.subjects)
+        for side in (_OLDER, _NEWER)
+    )
+    params = [value for subject in sorted(mine.subjects) for _ in (_OLDER, _NEWER) for value in (agent, subject, *mine.key)]
+    rows = conn.execute(f"SELECT id, ts_utc, subjects, words FROM said WHERE id IN ({nearest})", params)
+    others = _said_of(rows)
+    if not others:
         return
-    others = _read_said(conn, sorted(near))
-    vectors = _read_vectors(conn, [mine.key[1], *sorted(near)])
+    vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else {}
     found = []
     for other in others.values():
         older, newer = (other, mine) if other.key < mine.key else (mine, other)
