@@ -99,7 +99,9 @@ CREATE TABLE subjects (
     agent TEXT NOT NULL, subject TEXT NOT NULL, ts_utc TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (agent, subject, ts_utc, id)
 ) WITHOUT ROWID;
 CREATE INDEX subjects_id ON subjects (id);
-CREATE TABLE said (id TEXT PRIMARY KEY, ts_utc TEXT NOT NULL, subjects TEXT NOT NULL, words TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE said (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, ts_utc TEXT NOT NULL, subjects TEXT NOT NULL, words TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE proposals (
     older TEXT NOT NULL,
     newer TEXT NOT NULL,
@@ -177,7 +179,11 @@ def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
 
 def words(*texts: str | None) -> frozenset[str]:
     """The content words of *texts*: case-folded, stop words and one-letter words left out."""
-    return frozenset(w for text in texts if text for w in _WORD.findall(text.casefold()) if len(w) > 1 and w not in _STOP)
+    found: set[str] = set()
+    for text in texts:
+        if text:
+            found.update(_WORD.findall(text.casefold()))
+    return frozenset(w for w in found if len(w) > 1) - _STOP
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -207,27 +213,38 @@ def is_restated(older: frozenset[str], newer: frozenset[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Said:
-    """What pairing reads of an indexed entry: its time key, the subjects it states and its content words (kept in ``said``)."""
+    """What pairing reads of an indexed entry: its agent, time key, the subjects it states and its content words (kept in ``said``)."""
 
+    agent: str
     key: tuple[str, str]
     subjects: frozenset[str]
     words: frozenset[str]
 
-    def row(self) -> tuple[str, str, str, str]:
-        return (self.key[1], self.key[0], json.dumps(sorted(self.subjects)), " ".join(sorted(self.words)))
+    def row(self) -> tuple[str, str, str, str, str]:
+        return (self.key[1], self.agent, self.key[0], json.dumps(sorted(self.subjects)), " ".join(sorted(self.words)))
+
+
+_SAID_COLUMNS: Final = "id, agent, ts_utc, subjects, words"
 
 
 def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> dict[str, _Said]:
     """The kept subjects and words of *ids* (of every entry that states a subject, without *ids*)."""
     which = "" if ids is None else f" WHERE id IN ({','.join('?' * len(ids))})"
-    return _said_of(conn.execute(f"SELECT id, ts_utc, subjects, words FROM said{which}", list(ids or ())))
+    return _said_of(conn.execute(f"SELECT {_SAID_COLUMNS} FROM said{which}", list(ids or ())))
 
 
-def _said_of(rows: Iterable[tuple[str, str, str, str]]) -> dict[str, _Said]:
+def _said_of(rows: Iterable[tuple[str, str, str, str, str]]) -> dict[str, _Said]:
     return {
-        entry_id: _Said((ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()))
-        for entry_id, ts_utc, stated, said in rows
+        entry_id: _Said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()))
+        for entry_id, agent, ts_utc, stated, said in rows
     }
+
+
+def _record_subjects(conn: sqlite3.Connection, said: Iterable[_Said]) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
+        ((one.agent, subject, *one.key) for one in said for subject in one.subjects),
+    )
 
 
 _Vectors = dict[str, dict[str, bytes]]
@@ -319,14 +336,12 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
     stated = subjects(entry.tags, _focus_of(entry))
     if not stated:
         return
-    mine = _Said((utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), _focus_of(entry), entry.voice))
-    conn.executemany(
-        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
-        ((entry.agent, s, *mine.key) for s in mine.subjects),
-    )
-    conn.execute("INSERT OR REPLACE INTO said (id, ts_utc, subjects, words) VALUES (?, ?, ?, ?)", mine.row())
-    if pair:
-        _pair_nearest(conn, mine, entry.agent, by_meaning=False)
+    focus = _focus_of(entry)
+    mine = _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), focus, entry.voice))
+    conn.execute("INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words) VALUES (?, ?, ?, ?, ?)", mine.row())
+    if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
+        _record_subjects(conn, [mine])
+        _pair_nearest(conn, mine, by_meaning=False)
 
 
 def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
@@ -336,13 +351,11 @@ def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
     append, or by ``embed``) gets its vector after its proposals were made by words: this adds those its meaning makes.
     """
     for start in range(0, len(entry_ids), 500):
-        part = list(entry_ids[start : start + 500])
-        agents = dict(conn.execute(f"SELECT id, agent FROM entries WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
-        for entry_id, mine in _read_said(conn, part).items():
-            _pair_nearest(conn, mine, agents[entry_id], by_meaning=True)
+        for mine in _read_said(conn, entry_ids[start : start + 500]).values():
+            _pair_nearest(conn, mine, by_meaning=True)
 
 
-def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str, *, by_meaning: bool) -> None:
+def _pair_nearest(conn: sqlite3.Connection, mine: _Said, *, by_meaning: bool) -> None:
     """Record the proposals between *mine* and the :data:`_NEAREST` entries on each side of it in time of each of its subjects.
 
     One statement reads those entries' kept words; vectors are read only *by_meaning* (an entry being inserted has none yet).
@@ -352,8 +365,8 @@ def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str, *, by_meani
         for _ in sorted(mine.subjects)
         for side in (_OLDER, _NEWER)
     )
-    params = [value for subject in sorted(mine.subjects) for _ in (_OLDER, _NEWER) for value in (agent, subject, *mine.key)]
-    rows = conn.execute(f"SELECT id, ts_utc, subjects, words FROM said WHERE id IN ({nearest})", params)
+    params = [value for subject in sorted(mine.subjects) for _ in (_OLDER, _NEWER) for value in (mine.agent, subject, *mine.key)]
+    rows = conn.execute(f"SELECT {_SAID_COLUMNS} FROM said WHERE id IN ({nearest})", params)
     others = _said_of(rows)
     if not others:
         return
@@ -361,7 +374,7 @@ def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str, *, by_meani
     found = []
     for other in others.values():
         older, newer = (other, mine) if other.key < mine.key else (mine, other)
-        row = _pair(older, newer, agent, vectors)
+        row = _pair(older, newer, mine.agent, vectors)
         if row is not None:
             found.append(row)
     _record(conn, found, _Links(conn))
@@ -370,8 +383,11 @@ def _pair_nearest(conn: sqlite3.Connection, mine: _Said, agent: str, *, by_meani
 def propose_all(conn: sqlite3.Connection) -> None:
     """Pair every indexed entry with the nearest earlier entries of its subjects, in order of time: what appends in that order make.
 
-    One pass over the subjects finds every candidate pair; each entry's kept words and vectors are read once.
+    Every entry's subjects are recorded first, in one statement, from what its insert kept in ``said``; then one pass
+    over the subjects finds every candidate pair; each entry's kept words and vectors are read once.
     """
+    said = _read_said(conn)
+    _record_subjects(conn, said.values())
     lags = ", ".join(f"LAG(id, {n}) OVER w" for n in range(1, _NEAREST + 1))
     candidates: dict[tuple[str, str], str] = {}
     for agent, newer, *olders in conn.execute(
@@ -382,7 +398,6 @@ def propose_all(conn: sqlite3.Connection) -> None:
                 candidates[(older, newer)] = agent
     if not candidates:
         return
-    said = _read_said(conn)
     vectors = _read_vectors(conn)
     found = []
     for (older_id, newer_id), agent in candidates.items():
