@@ -46,6 +46,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import mul
 from typing import Any, Final
 
 from journal.files.entry import Entry, utc_key
@@ -247,7 +248,39 @@ def _record_subjects(conn: sqlite3.Connection, said: Iterable[_Said]) -> None:
     )
 
 
-_Vectors = dict[str, dict[str, bytes]]
+class _Vectors:
+    """Stored vectors of some entries, by encoder, and the cosine of two of them.
+
+    Plain Python, not NumPy: the index is read and rebuilt without the ``nn`` extra too. Each vector is made a unit
+    vector once, so a pair costs one pass of products (a rebuild compares each entry with a few others).
+    """
+
+    def __init__(self, blobs: dict[str, dict[str, bytes]]) -> None:
+        self._blobs = blobs
+        self._units: dict[tuple[str, str], array[float] | None] = {}
+
+    def cosine(self, one: str, other: str) -> float | None:
+        """The cosine of two entries' vectors of one encoder (the first by key both have), or None: no encoder has both."""
+        a, b = self._blobs.get(one), self._blobs.get(other)
+        if not a or not b:
+            return None
+        shared = min(a.keys() & b.keys(), default=None)
+        if shared is None:
+            return None
+        u, v = self._unit(one, shared), self._unit(other, shared)
+        if u is None or v is None or len(u) != len(v):
+            return None
+        return float(sum(map(mul, u, v)))
+
+    def _unit(self, entry_id: str, model: str) -> array[float] | None:
+        key = (entry_id, model)
+        if key not in self._units:
+            stored = array("f", self._blobs[entry_id][model])
+            if sys.byteorder == "big":  # stored little-endian (see journal.encoding.semantic.to_blob)
+                stored.byteswap()
+            norm = math.sqrt(sum(map(mul, stored, stored)))
+            self._units[key] = array("d", (x / norm for x in stored)) if norm else None
+        return self._units[key]
 
 
 def _read_vectors(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> _Vectors:
@@ -256,37 +289,17 @@ def _read_vectors(conn: sqlite3.Connection, ids: Sequence[str] | None = None) ->
     rows = conn.execute(
         f"SELECT e.id, v.model, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE e.id IN ({which})", list(ids or ())
     )
-    found: _Vectors = {}
+    found: dict[str, dict[str, bytes]] = {}
     for entry_id, model, vector in rows:
         found.setdefault(entry_id, {})[model] = vector
-    return found
-
-
-def _cosine(one: dict[str, bytes] | None, other: dict[str, bytes] | None) -> float | None:
-    """The cosine of two entries' vectors of one encoder (the first by key both have), or None: no encoder has both.
-
-    Plain Python, not NumPy: the index is read and rebuilt without the ``nn`` extra too, and a pair costs some 20 µs.
-    """
-    if not one or not other:
-        return None
-    shared = sorted(one.keys() & other.keys())
-    if not shared:
-        return None
-    a, b = array("f", one[shared[0]]), array("f", other[shared[0]])
-    if sys.byteorder == "big":  # stored little-endian (see journal.encoding.semantic.to_blob)
-        a.byteswap()
-        b.byteswap()
-    if len(a) != len(b):
-        return None
-    norms = math.sqrt(math.fsum(x * x for x in a) * math.fsum(y * y for y in b))
-    return math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else None
+    return _Vectors(found)
 
 
 def _pair(older: _Said, newer: _Said, agent: str, vectors: _Vectors) -> tuple[str, str, str, float, float | None, str] | None:
     """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`)."""
     if is_restated(older.words, newer.words):
         return None
-    cosine = _cosine(vectors.get(older.key[1]), vectors.get(newer.key[1]))
+    cosine = vectors.cosine(older.key[1], newer.key[1])
     score = verdict(older.words, newer.words, cosine)
     if score is None:
         return None
@@ -370,7 +383,7 @@ def _pair_nearest(conn: sqlite3.Connection, mine: _Said, *, by_meaning: bool) ->
     others = _said_of(rows)
     if not others:
         return
-    vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else {}
+    vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else _Vectors({})
     found = []
     for other in others.values():
         older, newer = (other, mine) if other.key < mine.key else (mine, other)
