@@ -30,8 +30,9 @@ nearest earlier ones, in one pass over the subjects, which is what appends in
 that order make. Each entry's subjects and content words are kept in the
 index (``said``) when it is inserted, so pairing reads them instead of
 tokenising the neighbours' text again; a vector stored later (embedded behind
-an append, or by ``embed``) pairs its entry again, by meaning too. A pair whose newer entry already names the older in
-``supersedes`` is no proposal: it is decided. The thresholds are chosen on the
+an append, or by ``embed``) pairs its entry again, by meaning too. A pair
+whose newer entry already names the older in ``supersedes`` is no proposal:
+it is decided. The thresholds are chosen on the
 freshness set and checked on conversations and restatements, as
 ``docs/retrieval.md`` tells.
 """
