@@ -33,7 +33,12 @@ pending, auto-accepted as each entry is appended (score at least
 ``AUTO_ACCEPT_THRESHOLD``, as a runner agent with ``accept_proposals =
 "auto"``), and all accepted.
 
-Run: ``python bench/bench_proposals.py [--locomo PATH]``.
+With ``--nn``, every journal is opened with the MiniLM encoder (the ``nn``
+extra and the model), so entries are also paired by meaning, auto-accepting
+also takes a proposal whose cosine is at least ``AUTO_ACCEPT_COSINE``, and
+the probes are searched in hybrid mode.
+
+Run: ``python bench/bench_proposals.py [--nn] [--locomo PATH]``.
 
 With ``--append-cost``, it times appends to a journal of 10,000 entries
 (lexical; canonical files written directly, then reindexed) that alternate
@@ -62,19 +67,26 @@ from retrieval_sets import load_locomo
 
 import journal.indexing.index as index_module
 from journal import Journal, ProposalNotFoundError
+from journal.encoding import Encoder, load_encoder
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
-from journal.indexing import AUTO_ACCEPT_THRESHOLD, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
+from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, MEANING_THRESHOLD, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
 RESTATEMENTS = Path(__file__).resolve().parent / "restatement_set.json"
+#: The encoder every journal is opened with (``--nn``), or None: lexical.
+ENCODER: Encoder | None = None
+
+
+def _open(root: Path) -> Journal:
+    return Journal(root) if ENCODER is None else Journal(root, enable_nn=True, encoder=ENCODER)
 
 
 def _proposed(entries: list[dict[str, object]], root: Path) -> tuple[list[str], set[tuple[str, str]]]:
     """The scenario's ids oldest first, and its proposed (older, newer) pairs, by the set's own ids."""
     ordered = sorted(entries, key=lambda e: str(e["ts"]))
     ids: dict[str, str] = {}
-    with Journal(root) as journal:
+    with _open(root) as journal:
         for e in ordered:
             payload = {k: e[k] for k in ("ts", "kind", "theme", "tags", "voice")}
             ids[journal.append({**payload, "agent": "motoko"}).id] = str(e["id"])
@@ -89,7 +101,7 @@ def _top_answers(entries: list[dict[str, object]], probes: list[dict[str, str]],
     or ``all`` (every proposal accepted).
     """
     ids: dict[str, str] = {}
-    with Journal(root) as journal:
+    with _open(root) as journal:
         for e in sorted(entries, key=lambda e: str(e["ts"])):
             stored = journal.append({**{k: e[k] for k in ("ts", "kind", "theme", "tags", "voice")}, "agent": "motoko"})
             ids[stored.id] = str(e["id"])
@@ -120,7 +132,8 @@ def fresh_wins(scenarios: list[dict[str, object]]) -> None:
                 c = counts[(str(scenario["split"]), kind, accept)]
                 c[0] += sum(top == scenario["answer"] for top in tops)
                 c[1] += len(tops)
-    print(f"top search hit (k=5, lexical), proposals left pending / auto-accepted (score >= {AUTO_ACCEPT_THRESHOLD}) / all accepted")
+    how = "lexical" if ENCODER is None else f"hybrid; auto-accepted also at cosine >= {AUTO_ACCEPT_COSINE}"
+    print(f"top search hit (k=5, {how}), proposals left pending / auto-accepted (score >= {AUTO_ACCEPT_THRESHOLD}) / all accepted")
     for split in ("tune", "check"):
         for kind in ("fresh-wins", "trap correct-wins"):
             cells = [f"{c[0] / c[1]:.2f} ({c[0]}/{c[1]})" for c in (counts[(split, kind, a)] for a in ("none", "auto", "all"))]
@@ -210,7 +223,7 @@ def locomo(path: Path) -> None:
     }
     print(f"LoCoMo dev: {len(payloads)} turns")
     for name, shape in variants.items():
-        with tempfile.TemporaryDirectory() as tmp, Journal(Path(tmp) / "j") as journal:
+        with tempfile.TemporaryDirectory() as tmp, _open(Path(tmp) / "j") as journal:
             journal.append_many([shape(p) for p in payloads])
             marked = {p.older for p in journal.proposals()}
         print(f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)})")
@@ -232,8 +245,13 @@ def restatements() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description="Supersede proposals on the freshness set, or what they add to an append.")
     parser.add_argument("--append-cost", action="store_true", help="time appends and reindex at 10,000 entries with proposals on and off")
+    parser.add_argument(
+        "--nn", action="store_true", help="open every journal with the MiniLM encoder: pair by meaning, search in hybrid mode"
+    )
     parser.add_argument("--locomo", type=Path, help="also count the LoCoMo dev turns marked (the locomo-dev directory)")
     args = parser.parse_args()
+    global ENCODER  # noqa: PLW0603 - one encoder for every journal of the run, chosen by the command line
+    ENCODER = load_encoder() if args.nn else None
     if args.append_cost:
         append_cost()
         return
@@ -254,7 +272,8 @@ def main() -> None:
                 c["traps marked"][1] += 1
                 c["false pairs"][0] += sum(pair in pairs for pair in every_pair)
                 c["false pairs"][1] += len(every_pair)
-    print(f"threshold {PROPOSAL_THRESHOLD}, novelty {NOVELTY_THRESHOLD}")
+    meaning = "" if ENCODER is None else f", cosine {MEANING_THRESHOLD}"
+    print(f"threshold {PROPOSAL_THRESHOLD}{meaning}, novelty {NOVELTY_THRESHOLD}")
     print(f"{'split':<6} {'recall':>14} {'pairs proposed':>16} {'traps marked':>14} {'false pairs':>14}")
     for split in ("tune", "check"):
         c = counts[split]

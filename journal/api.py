@@ -30,7 +30,7 @@ from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
-from journal.indexing import AUTO_ACCEPT_THRESHOLD, Proposal
+from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, Proposal
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
@@ -634,16 +634,17 @@ class Journal:
         return self._decide("accepted", older, newer, agent, origin)
 
     def auto_accept(self, newer: str, *, agent: str | None = None, origin: str = "agent") -> builtins.list[Entry]:
-        """Accept every pending proposal the entry *newer* makes that scores at least ``AUTO_ACCEPT_THRESHOLD``; the corrections.
+        """Accept every pending proposal the entry *newer* makes that scores at least ``AUTO_ACCEPT_THRESHOLD``, or whose
+        entries' vectors (NN on) have a cosine of at least ``AUTO_ACCEPT_COSINE``; the corrections.
 
         What a runner agent with ``accept_proposals = "auto"`` does after each entry it appends: the stricter
-        threshold is chosen so that accepting costs no recency trap its answer (see docs/retrieval.md).
+        thresholds are chosen so that accepting costs no recency trap its answer (see docs/retrieval.md).
         Each acceptance is :meth:`accept_proposal`'s, so running it again appends nothing.
         """
         return [
             self.accept_proposal(proposal.older, proposal.newer, agent=agent, origin=origin)
             for proposal in self.proposals(agent, newer=newer)
-            if proposal.score >= AUTO_ACCEPT_THRESHOLD
+            if proposal.score >= AUTO_ACCEPT_THRESHOLD or (proposal.cosine is not None and proposal.cosine >= AUTO_ACCEPT_COSINE)
         ]
 
     def reject_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:

@@ -7,13 +7,24 @@ this folder runs SQL. It never reads an entry file: the entries it indexes are h
 """
 
 from journal.indexing._fts import QueryWords
-from journal.indexing._proposals import AUTO_ACCEPT_THRESHOLD, DECISIONS, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD, Proposal, decision_of
+from journal.indexing._proposals import (
+    AUTO_ACCEPT_COSINE,
+    AUTO_ACCEPT_THRESHOLD,
+    DECISIONS,
+    MEANING_THRESHOLD,
+    NOVELTY_THRESHOLD,
+    PROPOSAL_THRESHOLD,
+    Proposal,
+    decision_of,
+)
 from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.snapshot import IndexSnapshot, copy_index
 
 __all__ = [
+    "AUTO_ACCEPT_COSINE",
     "AUTO_ACCEPT_THRESHOLD",
     "DECISIONS",
+    "MEANING_THRESHOLD",
     "NOVELTY_THRESHOLD",
     "PROPOSAL_THRESHOLD",
     "IndexSnapshot",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from journal.indexing._newest import newest_ranked
+from journal.indexing._stopwords import STOP_WORDS
 from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
 
 __all__ = ["COMMON_WORDS", "CommonWords", "QueryWords", "SearchRow", "TextSearch", "fts_query", "query_terms"]
@@ -25,138 +26,6 @@ _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
 _WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
 _SNIPPET_WORDS: Final = 24
 
-# Words too common to carry meaning in a query; dropping them keeps BM25 from
-# scoring most of the journal for "what did I ...".
-_STOPWORDS: Final = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-    ]
-)
 # Words that say when, not what: a journal is all dated entries, so "what's new
 # today?" or "last week" matching an entry is no sign that the entry is about
 # the question. They are searched and ranked like any word, but a match on them
@@ -275,7 +144,7 @@ COMMON_WORDS = CommonWords()
 def query_terms(text: str) -> list[str]:
     """The distinct searchable words of any user text, function words left out unless nothing else is left."""
     words = [w.lower() for w in _TOKEN.findall(_CLITIC.sub(_without_clitic, text))]
-    meaningful = [w for w in words if w not in _STOPWORDS] or words
+    meaningful = [w for w in words if w not in STOP_WORDS] or words
     return list(dict.fromkeys(meaningful))[:_MAX_QUERY_TERMS]
 
 
@@ -453,7 +322,7 @@ class TextSearch:
             return set()
         table, match, _ = plan
         searched = _QUOTED.findall(match)
-        telling = [term for term in searched if term not in _STOPWORDS and term not in _TIME_WORDS]
+        telling = [term for term in searched if term not in STOP_WORDS and term not in _TIME_WORDS]
         if len(telling) == len(searched):
             return set(entry_ids)
         if not telling:

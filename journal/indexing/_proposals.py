@@ -10,9 +10,11 @@ agent is proposed, the newer as possibly updating the older, when
   subject: a harness or a runner often fills it with a label every entry of a
   session shares ("conversation on 8 May"), which says nothing of what one
   entry is about;
-- their words are alike: the share of the smaller entry's content words
-  (tags, focus and voice, stop words left out, see :func:`words`) that the
-  other holds is at least :data:`PROPOSAL_THRESHOLD`;
+- they are alike: the share of the smaller entry's content words (tags,
+  focus and voice, stop words left out, see :func:`words`) that the other
+  holds is at least :data:`PROPOSAL_THRESHOLD`, or, where the index holds a
+  vector of one encoder for both (NN on), their cosine is at least
+  :data:`MEANING_THRESHOLD`;
 - the newer one says something the older did not: at least
   :data:`NOVELTY_THRESHOLD` of its content words are not the older's (a
   restatement repeats, an update states a new value);
@@ -25,8 +27,12 @@ agent is proposed, the newer as possibly updating the older, when
 An append looks among the entries of each shared subject nearest to it in
 time, on either side; a rebuild pairs every entry, in order of time, with the
 nearest earlier ones, in one pass over the subjects, which is what appends in
-that order make. A pair whose newer entry already names the older in
-``supersedes`` is no proposal: it is decided. The thresholds are chosen on the
+that order make. Each entry's subjects and content words are kept in the
+index (``said``) when it is inserted, so pairing reads them instead of
+tokenising the neighbours' text again; a vector stored later (embedded behind
+an append, or by ``embed``) pairs its entry again, by meaning too. A pair
+whose newer entry already names the older in ``supersedes`` is no proposal:
+it is decided. The thresholds are chosen on the
 freshness set and checked on conversations and restatements, as
 ``docs/retrieval.md`` tells.
 """
@@ -34,25 +40,36 @@ freshness set and checked on conversations and restatements, as
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import mul
 from typing import Any, Final
 
 from journal.files.entry import Entry, utc_key
+from journal.indexing._stopwords import STOP_WORDS
 
 __all__ = [
+    "AUTO_ACCEPT_COSINE",
+    "AUTO_ACCEPT_THRESHOLD",
     "DECISIONS",
+    "MEANING_THRESHOLD",
     "NOVELTY_THRESHOLD",
     "PROPOSAL_TABLES",
     "PROPOSAL_THRESHOLD",
+    "SUPERSESSIONS_FOLLOWED",
     "Proposal",
     "decision_of",
     "forget_proposals",
+    "is_restated",
     "pending_for",
     "proposals_of",
     "propose",
+    "propose_again",
     "propose_all",
     "similarity",
     "subjects",
@@ -65,6 +82,12 @@ PROPOSAL_THRESHOLD: Final = 0.15
 #: The least score of a proposal a runner agent with ``accept_proposals = "auto"`` accepts (see docs/retrieval.md): the
 #: lowest at which accepting every proposal cost no recency trap of the freshness set's tune split its right answer.
 AUTO_ACCEPT_THRESHOLD: Final = 0.4
+#: The least cosine of two entries' vectors (one encoder's) that pairs them by meaning when their words alone do not (see
+#: docs/retrieval.md): on the tune split it added update pairs and no recency-trap pair.
+MEANING_THRESHOLD: Final = 0.5
+#: The least cosine of a proposal a runner agent with ``accept_proposals = "auto"`` accepts, whatever its word score: the
+#: lowest tenth at which accepting cost no recency trap of the tune split its answer (their likest pair: 0.688).
+AUTO_ACCEPT_COSINE: Final = 0.7
 #: The least share of the newer entry's content words the older must lack: below it, the newer restates the older.
 NOVELTY_THRESHOLD: Final = 0.5
 # How many entries of each shared subject an insert compares with, on each side of it in time (the nearest ones):
@@ -78,11 +101,15 @@ CREATE TABLE subjects (
     agent TEXT NOT NULL, subject TEXT NOT NULL, ts_utc TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (agent, subject, ts_utc, id)
 ) WITHOUT ROWID;
 CREATE INDEX subjects_id ON subjects (id);
+CREATE TABLE said (
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, ts_utc TEXT NOT NULL, subjects TEXT NOT NULL, words TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE proposals (
     older TEXT NOT NULL,
     newer TEXT NOT NULL,
     agent TEXT NOT NULL,
     score REAL NOT NULL,
+    cosine REAL,
     subject TEXT NOT NULL,
     PRIMARY KEY (older, newer)
 ) WITHOUT ROWID;
@@ -94,149 +121,32 @@ CREATE TABLE decisions (
 ) WITHOUT ROWID;
 CREATE INDEX decisions_entry ON decisions (entry);
 """
-PROPOSAL_DROP: Final = "DROP TABLE IF EXISTS proposals; DROP TABLE IF EXISTS subjects; DROP TABLE IF EXISTS decisions;"
+PROPOSAL_DROP: Final = (
+    "DROP TABLE IF EXISTS proposals; DROP TABLE IF EXISTS subjects; DROP TABLE IF EXISTS said; DROP TABLE IF EXISTS decisions;"
+)
+#: The supersessions reads follow, as a table of (src, dst): those the entries declare, and for each correction an accepted
+#: proposal appended, those of the entry it copies. The correction stands for its newer entry, so whatever later corrects
+#: that entry corrects the copy too; else, once the newer entry of an accepted proposal is itself superseded, the copy
+#: still answers with the outdated text (v1 accepted as updated by v2, then v2 by v3: the copy of v2 ranked above v3).
+SUPERSESSIONS_FOLLOWED: Final = (
+    "(SELECT src, dst FROM supersessions UNION SELECT s.src, d.entry FROM decisions d JOIN supersessions s ON s.dst = d.newer"
+    " WHERE d.decision = 'accepted' AND s.src <> d.entry)"
+)
 #: What an entry deciding a proposal says in ``meta.proposal.decision``.
 DECISIONS: Final = ("accepted", "rejected")
 
 _WORD: Final = re.compile(r"[^\W_]+", re.UNICODE)
-# Words that say nothing of what an entry is about.
-_STOP: Final = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "been",
-        "before",
-        "being",
-        "below",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "doing",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "has",
-        "have",
-        "having",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "itself",
-        "just",
-        "me",
-        "more",
-        "most",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "now",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "our",
-        "ours",
-        "out",
-        "over",
-        "own",
-        "same",
-        "she",
-        "should",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "yours",
-        "still",
-        "today",
-        "got",
-        "get",
-        "one",
-        "two",
-        "new",
-        "last",
-        "back",
-    ]
-)
+# Words that say nothing of what an entry is about: search's stop words, and words an update of a fact uses whatever
+# the fact ("still", "new", "got", "back"), which would make any two entries about different things look alike.
+_STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "new", "one", "still", "today", "two"])
 
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """The *newer* entry may update the *older* one, of the same *agent*: *score* is their word likeness, *subject* what they share.
 
-    ``older_ts`` and ``newer_ts`` are the two entries' times as written.
+    ``older_ts`` and ``newer_ts`` are the two entries' times as written; ``cosine`` their vectors' likeness (one encoder's),
+    or None when the index holds no vector of one encoder for both.
     """
 
     older: str
@@ -246,6 +156,7 @@ class Proposal:
     subject: str
     older_ts: str
     newer_ts: str
+    cosine: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -255,6 +166,7 @@ class Proposal:
             "newer_ts": self.newer_ts,
             "agent": self.agent,
             "score": round(self.score, 4),
+            "cosine": None if self.cosine is None else round(self.cosine, 4),
             "subject": self.subject,
         }
 
@@ -269,7 +181,11 @@ def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
 
 def words(*texts: str | None) -> frozenset[str]:
     """The content words of *texts*: case-folded, stop words and one-letter words left out."""
-    return frozenset(w for text in texts if text for w in _WORD.findall(text.casefold()) if len(w) > 1 and w not in _STOP)
+    found: set[str] = set()
+    for text in texts:
+        if text:
+            found.update(_WORD.findall(text.casefold()))
+    return frozenset(w for w in found if len(w) > 1) - _STOP
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -279,32 +195,116 @@ def similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / min(len(a), len(b))
 
 
-def verdict(older: frozenset[str], newer: frozenset[str]) -> float | None:
-    """The score of *newer* as an update of *older* (their content words), or None: unlike, or a restatement."""
+def verdict(older: frozenset[str], newer: frozenset[str], cosine: float | None = None) -> float | None:
+    """The score of *newer* as an update of *older* (their content words; *cosine*, their vectors'), or None: unlike, or a restatement.
+
+    A restatement is told by words alone, whatever the cosine: a sentence encoder reads a restatement as alike as an update.
+    """
+    if is_restated(older, newer):
+        return None
     score = similarity(older, newer)
-    if score < PROPOSAL_THRESHOLD or len(newer - older) < NOVELTY_THRESHOLD * len(newer):
+    if score < PROPOSAL_THRESHOLD and (cosine is None or cosine < MEANING_THRESHOLD):
         return None
     return score
 
 
+def is_restated(older: frozenset[str], newer: frozenset[str]) -> bool:
+    """Whether *newer* says too little the *older* did not to update it (see :data:`NOVELTY_THRESHOLD`)."""
+    return len(newer - older) < NOVELTY_THRESHOLD * len(newer)
+
+
 @dataclass(frozen=True, slots=True)
 class _Said:
-    """What pairing reads of an indexed entry: its time key, the subjects it states and its content words."""
+    """What pairing reads of an indexed entry: its agent, time key, the subjects it states and its content words (kept in ``said``)."""
 
+    agent: str
     key: tuple[str, str]
     subjects: frozenset[str]
     words: frozenset[str]
 
-
-def _said(ts_utc: str, entry_id: str, tags: Sequence[str], focus: str | None, voice: str) -> _Said:
-    return _Said((ts_utc, entry_id), frozenset(subjects(tags, focus)), words(" ".join(tags), focus, voice))
-
-
-_SAID_SQL: Final = "SELECT e.id, e.ts_utc, e.tags, e.focus, f.voice FROM entries e JOIN fts f ON f.rowid = e.rowid"
+    def row(self) -> tuple[str, str, str, str, str]:
+        return (self.key[1], self.agent, self.key[0], json.dumps(sorted(self.subjects)), " ".join(sorted(self.words)))
 
 
-def _read_said(rows: Iterable[tuple[str, str, str, str | None, str]]) -> dict[str, _Said]:
-    return {entry_id: _said(ts_utc, entry_id, json.loads(tags), focus, voice) for entry_id, ts_utc, tags, focus, voice in rows}
+_SAID_COLUMNS: Final = "id, agent, ts_utc, subjects, words"
+
+
+def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> dict[str, _Said]:
+    """The kept subjects and words of *ids* (of every entry that states a subject, without *ids*)."""
+    which = "" if ids is None else f" WHERE id IN ({','.join('?' * len(ids))})"
+    return _said_of(conn.execute(f"SELECT {_SAID_COLUMNS} FROM said{which}", list(ids or ())))
+
+
+def _said_of(rows: Iterable[tuple[str, str, str, str, str]]) -> dict[str, _Said]:
+    return {
+        entry_id: _Said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()))
+        for entry_id, agent, ts_utc, stated, said in rows
+    }
+
+
+def _record_subjects(conn: sqlite3.Connection, said: Iterable[_Said]) -> None:
+    conn.executemany(
+        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
+        ((one.agent, subject, *one.key) for one in said for subject in one.subjects),
+    )
+
+
+class _Vectors:
+    """Stored vectors of some entries, by encoder, and the cosine of two of them.
+
+    Plain Python, not NumPy: the index is read and rebuilt without the ``nn`` extra too. Each vector is made a unit
+    vector once, so a pair costs one pass of products (a rebuild compares each entry with a few others).
+    """
+
+    def __init__(self, blobs: dict[str, dict[str, bytes]]) -> None:
+        self._blobs = blobs
+        self._units: dict[tuple[str, str], array[float] | None] = {}
+
+    def cosine(self, one: str, other: str) -> float | None:
+        """The cosine of two entries' vectors of one encoder (the first by key both have), or None: no encoder has both."""
+        a, b = self._blobs.get(one), self._blobs.get(other)
+        if not a or not b:
+            return None
+        shared = min(a.keys() & b.keys(), default=None)
+        if shared is None:
+            return None
+        u, v = self._unit(one, shared), self._unit(other, shared)
+        if u is None or v is None or len(u) != len(v):
+            return None
+        return float(sum(map(mul, u, v)))
+
+    def _unit(self, entry_id: str, model: str) -> array[float] | None:
+        key = (entry_id, model)
+        if key not in self._units:
+            stored = array("f", self._blobs[entry_id][model])
+            if sys.byteorder == "big":  # stored little-endian (see journal.encoding.semantic.to_blob)
+                stored.byteswap()
+            norm = math.sqrt(sum(map(mul, stored, stored)))
+            self._units[key] = array("d", (x / norm for x in stored)) if norm else None
+        return self._units[key]
+
+
+def _read_vectors(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> _Vectors:
+    """Each of *ids*' stored vectors (of every entry that states a subject, without *ids*), by encoder."""
+    which = "SELECT id FROM said" if ids is None else ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"SELECT e.id, v.model, v.vector FROM vectors v JOIN entries e ON e.rowid = v.entry WHERE e.id IN ({which})", list(ids or ())
+    )
+    found: dict[str, dict[str, bytes]] = {}
+    for entry_id, model, vector in rows:
+        found.setdefault(entry_id, {})[model] = vector
+    return _Vectors(found)
+
+
+def _pair(older: _Said, newer: _Said, agent: str, vectors: _Vectors) -> tuple[str, str, str, float, float | None, str] | None:
+    """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`)."""
+    if is_restated(older.words, newer.words):
+        return None
+    cosine = vectors.cosine(older.key[1], newer.key[1])
+    score = verdict(older.words, newer.words, cosine)
+    if score is None:
+        return None
+    return (older.key[1], newer.key[1], agent, score, cosine, _shared(older.subjects, newer.subjects))
 
 
 def _shared(one: frozenset[str], other: frozenset[str]) -> str:
@@ -332,7 +332,7 @@ def decision_of(entry: Entry) -> tuple[str, str, str] | None:
 
 
 def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> None:
-    """Record *entry*'s subjects and (with *pair*) the proposals between it and its nearest entries of each; inside an open transaction.
+    """Record *entry*'s subjects and words and (with *pair*) the proposals between it and its nearest entries of each; inside an open transaction.
 
     An append looks on both sides in time (an entry may be dated before others already written); a
     rebuild records every entry's subjects first, then pairs them all with :func:`propose_all`.
@@ -347,43 +347,61 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
         return
     if entry.origin == "untrusted":
         return
+    stated = subjects(entry.tags, _focus_of(entry))
+    if not stated:
+        return
     focus = _focus_of(entry)
-    mine = _said(utc_key(entry.timestamp), entry.id, entry.tags, focus, entry.voice)
-    if not mine.subjects:
-        return
-    conn.executemany(
-        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
-        ((entry.agent, s, *mine.key) for s in mine.subjects),
+    mine = _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), focus, entry.voice))
+    conn.execute("INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words) VALUES (?, ?, ?, ?, ?)", mine.row())
+    if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
+        _record_subjects(conn, [mine])
+        _pair_nearest(conn, mine, by_meaning=False)
+
+
+def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
+    """Pair *entry_ids* with their nearest entries again, now that vectors of theirs are stored; inside an open transaction.
+
+    An append with NN on stores its entry's vector after the entry's rows, and an entry embedded later (behind an
+    append, or by ``embed``) gets its vector after its proposals were made by words: this adds those its meaning makes.
+    """
+    for start in range(0, len(entry_ids), 500):
+        for mine in _read_said(conn, entry_ids[start : start + 500]).values():
+            _pair_nearest(conn, mine, by_meaning=True)
+
+
+def _pair_nearest(conn: sqlite3.Connection, mine: _Said, *, by_meaning: bool) -> None:
+    """Record the proposals between *mine* and the :data:`_NEAREST` entries on each side of it in time of each of its subjects.
+
+    One statement reads those entries' kept words; vectors are read only *by_meaning* (an entry being inserted has none yet).
+    """
+    nearest = " UNION ".join(
+        f"SELECT id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
+        for _ in sorted(mine.subjects)
+        for side in (_OLDER, _NEWER)
     )
-    if not pair:
+    params = [value for subject in sorted(mine.subjects) for _ in (_OLDER, _NEWER) for value in (mine.agent, subject, *mine.key)]
+    rows = conn.execute(f"SELECT {_SAID_COLUMNS} FROM said WHERE id IN ({nearest})", params)
+    others = _said_of(rows)
+    if not others:
         return
-    near: set[str] = set()
-    for subject in mine.subjects:
-        for side in (_OLDER, _NEWER):
-            near.update(
-                row[0]
-                for row in conn.execute(
-                    f"SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT ?",
-                    (entry.agent, subject, *mine.key, _NEAREST),
-                )
-            )
-    if not near:
-        return
-    others = _read_said(conn.execute(f"{_SAID_SQL} WHERE e.id IN ({','.join('?' * len(near))})", sorted(near)))
+    vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else _Vectors({})
     found = []
     for other in others.values():
         older, newer = (other, mine) if other.key < mine.key else (mine, other)
-        score = verdict(older.words, newer.words)
-        if score is not None:
-            found.append((older.key[1], newer.key[1], entry.agent, score, _shared(older.subjects, newer.subjects)))
+        row = _pair(older, newer, mine.agent, vectors)
+        if row is not None:
+            found.append(row)
     _record(conn, found, _Links(conn))
 
 
 def propose_all(conn: sqlite3.Connection) -> None:
     """Pair every indexed entry with the nearest earlier entries of its subjects, in order of time: what appends in that order make.
 
-    One pass over the subjects finds every candidate pair; each entry's words are read once.
+    Every entry's subjects are recorded first, in one statement, from what its insert kept in ``said``; then one pass
+    over the subjects finds every candidate pair; each entry's kept words and vectors are read once.
     """
+    said = _read_said(conn)
+    _record_subjects(conn, said.values())
     lags = ", ".join(f"LAG(id, {n}) OVER w" for n in range(1, _NEAREST + 1))
     candidates: dict[tuple[str, str], str] = {}
     for agent, newer, *olders in conn.execute(
@@ -394,13 +412,12 @@ def propose_all(conn: sqlite3.Connection) -> None:
                 candidates[(older, newer)] = agent
     if not candidates:
         return
-    said = _read_said(conn.execute(f"{_SAID_SQL} WHERE e.id IN (SELECT id FROM subjects)"))
+    vectors = _read_vectors(conn)
     found = []
     for (older_id, newer_id), agent in candidates.items():
-        older, newer = said[older_id], said[newer_id]
-        score = verdict(older.words, newer.words)
-        if score is not None:
-            found.append((older_id, newer_id, agent, score, _shared(older.subjects, newer.subjects)))
+        row = _pair(said[older_id], said[newer_id], agent, vectors)
+        if row is not None:
+            found.append(row)
     _record(conn, found, _Links(conn, every=True))
 
 
@@ -446,7 +463,7 @@ class _Links:
         return False
 
 
-def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, str]], links: _Links) -> None:
+def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, float | None, str]], links: _Links) -> None:
     """Insert the proposals *found* but those already decided (the newer supersedes the older) and those along a chain."""
     if not found:
         return
@@ -456,7 +473,7 @@ def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float
         part = newers[start : start + 500]
         decided.update(conn.execute(f"SELECT src, dst FROM supersessions WHERE src IN ({','.join('?' * len(part))})", part).fetchall())
     conn.executemany(
-        "INSERT OR REPLACE INTO proposals (older, newer, agent, score, subject) VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)",
         (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0], row[2])),
     )
 
@@ -464,6 +481,7 @@ def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float
 def forget_proposals(conn: sqlite3.Connection, entry_id: str) -> None:
     """Remove an entry's subjects and every proposal it is part of; inside an open transaction."""
     conn.execute("DELETE FROM subjects WHERE id = ?", (entry_id,))
+    conn.execute("DELETE FROM said WHERE id = ?", (entry_id,))
     conn.execute("DELETE FROM proposals WHERE older = ? OR newer = ?", (entry_id, entry_id))
     conn.execute("DELETE FROM decisions WHERE entry = ?", (entry_id,))
 
@@ -487,7 +505,7 @@ def pending_for(conn: sqlite3.Connection, ids: Sequence[str], *, before: str | N
     for start in range(0, len(ids), 500):
         part = list(ids[start : start + 500])
         for row in conn.execute(
-            "SELECT p.older, p.newer, p.agent, p.score, p.subject, o.ts, n.ts FROM proposals p JOIN entries n ON n.id = p.newer"
+            "SELECT p.older, p.newer, p.agent, p.score, p.subject, o.ts, n.ts, p.cosine FROM proposals p JOIN entries n ON n.id = p.newer"
             f" JOIN entries o ON o.id = p.older WHERE p.older IN ({','.join('?' * len(part))}) AND {_pending_where()}"
             f"{'' if before is None else ' AND n.ts_utc < ?'} ORDER BY n.ts_utc DESC, n.id DESC",
             [*part, *([] if before is None else [before])],
@@ -503,7 +521,7 @@ def proposals_of(conn: sqlite3.Connection, agent: str | None, newer: str | None 
     return [
         Proposal(*row)
         for row in conn.execute(
-            "SELECT p.older, p.newer, p.agent, p.score, p.subject, o.ts, n.ts FROM proposals p JOIN entries n ON n.id = p.newer"
+            "SELECT p.older, p.newer, p.agent, p.score, p.subject, o.ts, n.ts, p.cosine FROM proposals p JOIN entries n ON n.id = p.newer"
             f" JOIN entries o ON o.id = p.older WHERE {scoped}{_pending_where()} ORDER BY n.ts_utc, n.id, o.ts_utc, o.id",
             [value for value in (agent, newer) if value is not None],
         )

@@ -44,7 +44,8 @@ __all__ = [
 #:     (see :mod:`journal.indexing._newest`).
 #: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
 #:     them (see :mod:`journal.indexing._proposals`).
-INDEX_SCHEMA_VERSION: Final = 11
+#: 12: ``said`` keeps each entry's subjects and content words for pairing, and a proposal its vectors' ``cosine``.
+INDEX_SCHEMA_VERSION: Final = 12
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;

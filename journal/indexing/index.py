@@ -23,7 +23,16 @@ from journal.indexing._fts import QueryWords, SearchRow, TextSearch, fts_query, 
 from journal.indexing._kept_digests import restore_digests, set_digests_aside
 from journal.indexing._kept_vectors import ENCODER_PREFIX, ENCODER_RANGE, restore_vectors, set_vectors_aside
 from journal.indexing._neighbours import Neighbours, neighbours
-from journal.indexing._proposals import Proposal, forget_proposals, pending_for, proposals_of, propose, propose_all
+from journal.indexing._proposals import (
+    SUPERSESSIONS_FOLLOWED,
+    Proposal,
+    forget_proposals,
+    pending_for,
+    proposals_of,
+    propose,
+    propose_again,
+    propose_all,
+)
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
     COLUMNS,
@@ -192,9 +201,9 @@ class Index(Database):
             for entry, rel_path in entries:
                 self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id), pair=False)
                 count += 1
-            propose_all(conn)
             if keep_vectors:
                 restore_vectors(conn)
+            propose_all(conn)  # after the vectors: they pair entries by meaning too
             if keep_digests:
                 restore_digests(conn)
         with contextlib.suppress(sqlite3.OperationalError):
@@ -210,10 +219,11 @@ class Index(Database):
 
     @staticmethod
     def insert_vector(conn: sqlite3.Connection, entry_id: str, model: str, vector: bytes) -> None:
-        """Store the vector of an entry inserted in the same open transaction."""
+        """Store the vector of an entry inserted in the same open transaction, and pair the entry by meaning too."""
         conn.execute(
             "INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE id = ?", (model, vector, entry_id)
         )
+        propose_again(conn, [entry_id])
 
     def store_vectors(self, model: str, rows: Sequence[tuple[int, str, bytes]], described: dict[str, Any] | None = None) -> None:
         """Store ``(rowid, entry_id, vector)`` rows in one transaction; rows whose entry changed meanwhile are dropped.
@@ -229,6 +239,7 @@ class Index(Database):
                 "INSERT OR REPLACE INTO vectors (model, entry, vector) SELECT ?, rowid, ? FROM entries WHERE rowid = ? AND id = ?",
                 ((model, vector, rowid, entry_id) for rowid, entry_id, vector in rows),
             )
+            propose_again(conn, [entry_id for _, entry_id, _ in rows])
             if any(rowid <= top for rowid, _, _ in rows):
                 self.bump_vectors_epoch(conn)
 
@@ -599,7 +610,7 @@ class Index(Database):
             return proposals_of(self.conn, agent, newer)
 
     def superseders(self, ids: Sequence[str], *, before: str | None = None) -> dict[str, list[str]]:
-        """For each of *ids* that is superseded, the entries superseding it, newest first.
+        """For each of *ids* that is superseded, the entries superseding it (a correction an accepted proposal appended: its newer entry's), newest first.
 
         Only a superseding entry of the superseded entry's own agent counts
         (an append refuses any other; a hand-placed file can still name one),
@@ -609,7 +620,7 @@ class Index(Database):
             return {}
         cutoff = "" if before is None else " AND x.ts_utc < ?"
         sql = (
-            "SELECT s.dst, s.src FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
+            f"SELECT s.dst, s.src FROM {SUPERSESSIONS_FOLLOWED} s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
             f" WHERE s.dst IN ({','.join('?' * len(ids))}) AND x.agent = d.agent{cutoff} ORDER BY x.ts_utc DESC, x.id DESC"
         )
         found: dict[str, list[str]] = {}
@@ -625,7 +636,7 @@ class Index(Database):
         if before is not None:
             clauses.append("x.ts_utc < ?")
             params.append(before)
-        sql = f"SELECT DISTINCT e.id FROM supersessions s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
+        sql = f"SELECT DISTINCT e.id FROM {SUPERSESSIONS_FOLLOWED} s JOIN entries e ON e.id = s.dst JOIN entries x ON x.id = s.src WHERE {' AND '.join(clauses)}"
         with corruption_guard():
             return [r[0] for r in self.conn.execute(sql, params)]
 

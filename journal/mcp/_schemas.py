@@ -332,6 +332,10 @@ def result_schemas(agent: str | None) -> dict[str, dict[str, Any]]:
                         "properties": {
                             "agent": {"type": "string"} if agent is None else {"const": agent},
                             "score": {"type": "number", "description": "The share of the smaller entry's content words the other holds."},
+                            "cosine": {
+                                "type": ["number", "null"],
+                                "description": "The cosine of the two entries' vectors, or null when the journal holds no vector of both.",
+                            },
                             "subject": {"type": "string", "description": "The tag or focus the two entries share."},
                         },
                     },

@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 from journal import Journal
-from journal.indexing import PROPOSAL_THRESHOLD
+from journal.encoding import Encoder
+from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, MEANING_THRESHOLD, PROPOSAL_THRESHOLD
 from tests._support import place_entries
 from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
 
@@ -211,3 +212,53 @@ def test_the_cli_accepts_and_rejects_proposals_by_their_short_ids(root: Path) ->
     assert missing.returncode == 3 and "no pending proposal that entry" in missing.stderr
     assert run("accept-proposal", old.id, new.id, "--agent", "batou").returncode == 3  # another agent's ids are unknown to it
     assert run("proposals", "--text").stdout.strip() == "no pending proposals"
+
+
+# The studio entry's update in words it hardly shares (a word score under the threshold), alike in meaning;
+# its restatement in passing; and an update alike enough in meaning to be accepted on it alone.
+MOVED = "The studio lease ended; I paint in a boat garage near the beach in Kamakura now."
+RESTATED = "Moved out of the Shibuya studio with its leaking skylight: I now rent the third floor above a fish shop in Zushi."
+LEASE = "The Shibuya studio lease is over; my new studio is a room above the fish market in Zushi, no skylight to leak."
+
+
+def test_with_nn_an_update_in_other_words_is_proposed_by_meaning_and_a_restatement_is_not(root: Path, real_encoder: Encoder) -> None:
+    """With vectors, a pair whose words are too unlike is proposed when their cosine is high; one the newer restates never is."""
+    with Journal(root / "lexical") as lexical:
+        add(lexical, OLD, "2026-01-10T09:00:00Z")
+        add(lexical, MOVED, "2026-04-20T09:00:00Z")
+        assert lexical.proposals() == []  # words alone do not pair them
+    with Journal(root / "nn", enable_nn=True, encoder=real_encoder) as journal:
+        old = add(journal, OLD, "2026-01-10T09:00:00Z")
+        moved = add(journal, MOVED, "2026-04-20T09:00:00Z")
+        (proposal,) = journal.proposals()
+        assert (proposal.older, proposal.newer) == (old.id, moved.id)
+        assert proposal.score < PROPOSAL_THRESHOLD and proposal.cosine is not None and proposal.cosine >= MEANING_THRESHOLD
+        assert proposal.to_dict()["cosine"] == round(proposal.cosine, 4)
+        restated = add(journal, RESTATED, "2026-04-21T09:00:00Z")  # as alike to the first in meaning, but it says nothing new of it
+        assert (old.id, restated.id) not in _pairs(journal)
+        before = journal.proposals()
+        journal.reindex()  # the vectors are kept, and pair the entries again
+        assert journal.proposals() == before
+    # Entries appended without NN are paired by meaning once their vectors are stored.
+    with Journal(root / "lexical", enable_nn=True, encoder=real_encoder) as later:
+        assert later.proposals() == []
+        later.embed()
+        (found,) = later.proposals()
+        assert found.cosine == proposal.cosine and found.score == proposal.score
+
+
+def test_auto_accept_takes_a_proposal_alike_enough_in_meaning_whatever_its_word_score(root: Path, real_encoder: Encoder) -> None:
+    """auto_accept accepts a proposal under the word threshold when its cosine reaches AUTO_ACCEPT_COSINE, and not without vectors."""
+    for enable_nn in (False, True):
+        options = {"enable_nn": True, "encoder": real_encoder} if enable_nn else {}
+        with Journal(root / str(enable_nn), **options) as journal:
+            old = add(journal, OLD, "2026-01-10T09:00:00Z")
+            new = add(journal, LEASE, "2026-04-20T09:00:00Z")
+            (proposal,) = journal.proposals()
+            assert proposal.score < AUTO_ACCEPT_THRESHOLD
+            accepted = journal.auto_accept(new.id)
+            if enable_nn:
+                assert proposal.cosine is not None and proposal.cosine >= AUTO_ACCEPT_COSINE
+                assert [c.supersedes for c in accepted] == [(old.id,)]
+            else:
+                assert proposal.cosine is None and accepted == []

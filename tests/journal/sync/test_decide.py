@@ -115,3 +115,21 @@ def test_erasing_a_rejection_makes_the_pair_pending_again(journal: Journal) -> N
     assert journal.proposals() == []
     journal.erase([note.id], reason="decided too soon")
     assert [(p.older, p.newer) for p in journal.proposals()] == [(old.id, new.id)]
+
+
+def test_a_correction_copying_an_entry_later_superseded_ranks_below_what_supersedes_that_entry(journal: Journal) -> None:
+    """Accepting v1 -> v2, then v2 -> v3: the copy of v2 the first acceptance appended is outdated by v3's correction too."""
+    old = add(journal, OLD, "2026-01-10T09:00:00Z")
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    first = journal.accept_proposal(old.id, new.id)
+    again = add(journal, AGAIN, "2026-05-01T09:00:00Z")
+    second = journal.accept_proposal(new.id, again.id)
+    for reindexed in (False, True):
+        if reindexed:
+            journal.reindex()
+        hits = journal.search("Shibuya studio skylight", agent="motoko")
+        assert hits[0].entry_id == second.id  # the newest version's text, not the copy of the one it replaced
+        assert next(hit for hit in hits if hit.entry_id == first.id).superseded_by == (second.id,)
+        current = {hit.entry_id for hit in journal.search("studio", agent="motoko", current_only=True)}
+        assert first.id not in current and old.id not in current and new.id not in current
+        assert second.id in current
