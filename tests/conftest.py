@@ -32,14 +32,32 @@ def pytest_configure(config: pytest.Config) -> None:
     hypothesis.settings.register_profile("no-deadline", deadline=None)
     hypothesis.settings.load_profile("no-deadline")
     config.addinivalue_line("markers", "waits_on_the_clock: waits minutes of wall-clock time for real schedules; started first")
+    config.addinivalue_line("markers", "long: takes half a minute or more on an idle machine; started early, after the clock's")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Three workers a core (``--numprocesses=auto``; ``--maxprocesses`` caps it): most tests wait rather than compute.
+
+    They wait on the processes, servers and browsers they start, on timeouts, and the clock's tests on minute
+    boundaries for minutes: with one worker a core, those three held one of two workers for about 8 minutes,
+    one after the other, while the other worker did the rest, and a core was idle for much of the suite.
+    """
+    return 3 * len(os.sched_getaffinity(0))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Start the tests that wait minutes on the wall clock first, so that their waiting overlaps the rest of the suite.
+    """Start the tests that wait minutes on the wall clock first, then the long ones, so that they overlap the rest of the suite.
 
-    Last in the order (by their paths), they ran alone at the end, the other worker idle: minutes of the suite's time.
+    Last in the order (by their paths), they ran alone at the end, the other workers idle: minutes of the suite's time.
+    xdist hands out its groups (a booted systemd, a browser) before any single test, the largest first.
     """
-    items.sort(key=lambda item: item.get_closest_marker("waits_on_the_clock") is None)  # a stable sort: the rest keep their order
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("waits_on_the_clock") is not None:
+            return 0
+        return 1 if item.get_closest_marker("long") is not None else 2
+
+    items.sort(key=rank)  # a stable sort: the rest keep their order
 
 
 def _share_the_downloaded_model() -> None:
