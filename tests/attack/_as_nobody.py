@@ -19,14 +19,23 @@ import sys
 NOBODY = 65534
 
 
+#: The servers of two extras, which no command run here starts: the MCP SDK and Celery are most of what the
+#: preload would import (1,192 modules and 1.7 s of CPU a command with them, 611 and 0.6 s without), and a
+#: command that did reach them would fail here with ModuleNotFoundError, not pass unseen.
+_NOT_PRELOADED = ("journal.mcp", "runner.fleet")
+
+
 def _preload() -> None:
     for name in ("ascii", "utf-8", "latin-1", "utf-16", "utf-32"):  # codecs are imported lazily too
         codecs.lookup(name)
     for package in ("journal", "runner", "routines", "click"):
         module = importlib.import_module(package)
         for info in pkgutil.walk_packages(module.__path__, f"{package}."):
-            if not info.name.endswith(("__main__", "_winconsole")) and info.name != "journal.encoding.semantic":
-                importlib.import_module(info.name)
+            if info.name.endswith(("__main__", "_winconsole")) or info.name == "journal.encoding.semantic":
+                continue
+            if any(info.name == name or info.name.startswith(f"{name}.") for name in _NOT_PRELOADED):
+                continue
+            importlib.import_module(info.name)
 
 
 def main() -> None:

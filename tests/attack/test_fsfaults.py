@@ -425,6 +425,7 @@ def test_render_into_a_refusing_filesystem_is_its_exit_code_and_leaves_the_old_u
 
 # -- reads that need no write access, writes that fail before any read ------------------------
 
+@pytest.mark.long
 @pytest.mark.parametrize("fault", ["full", "readonly", "denied"])
 def test_reads_of_a_refusing_journal_work_with_one_warning(mounts: Mounts, fault: str) -> None:
     """Every read command works on a full disk (no process holding the index, so SQLite cannot create its -shm), a read-only
@@ -476,6 +477,7 @@ def test_reads_warn_once_and_writes_fail_without_reading(mounts: Mounts, fault: 
     assert file_ids(disk / "journal") == set(seeded)
 
 
+@pytest.mark.long
 def test_an_entry_file_this_user_cannot_read_is_a_permission_error(mounts: Mounts) -> None:
     """An entry written 0600 by root, read by the service user: exit 77 naming the file, its owner and mode; never skipped as corrupt."""
     disk = mounts.tmpfs()

@@ -73,6 +73,7 @@ def test_an_entry_file_name_with_a_line_break_is_named_on_one_line(tmp_path: Pat
     assert tree_digest(peer) == before
 
 
+@pytest.mark.long
 @pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="dropping to uid 65534 needs root (CI runs as root, and never skips)")
 def test_parts_of_the_peer_dir_this_user_may_not_read_are_one_line_each(shared: Path) -> None:
     """An unreadable manifest, or manifest and entries behind a directory without search permission: one line, exit 65, no traceback;
@@ -198,6 +199,7 @@ _SAMPLE_ENTRY = json.loads((SAMPLE / "entries/2026/03/01/peer-001.json").read_te
 _PEER_KEYS = (*_SAMPLE_ENTRY, "signals", "anchors", "embedding", "client_key", "ts", "id")
 
 
+@pytest.mark.long
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(changes=st.dictionaries(st.sampled_from(_PEER_KEYS), hostile_values(), max_size=4), raw=st.one_of(st.none(), hostile_json_bytes()))
 def test_any_peer_entry_file_is_mapped_or_refused_naming_a_field(changes: dict[str, Any], raw: bytes | None) -> None:

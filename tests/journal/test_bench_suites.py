@@ -110,6 +110,7 @@ def test_the_readme_reindex_bench_runs_both_trees_and_prints_their_ratio() -> No
     assert re.search(r"this tree against the baseline: \d+\.\d\dx as fast", result.stdout)
 
 
+@pytest.mark.long
 def test_the_runner_bench_times_the_hybrid_year_of_both_trees_alone_with_their_peak_memory() -> None:
     """``bench/bench_runner.py --baseline REV --year-only`` (the docs' command; ``--quick``: 30 days) simulates by each tree and nothing else."""
     result = subprocess.run([sys.executable, str(BENCH / "bench_runner.py"), "--baseline", "HEAD", "--year-only", "--quick"],

@@ -201,6 +201,7 @@ def test_an_import_killed_inside_a_group_is_finished_exactly_by_a_rerun(
     assert report.is_clean and report.entries == total
 
 
+@pytest.mark.long
 def test_a_simulated_year_round_trips_with_equal_entries_and_equal_search_results(tmp_path: Path) -> None:
     """A runner-written year, exported, imported into an empty journal and verified: the same files, the same lexical and hybrid hits; again stores nothing."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))

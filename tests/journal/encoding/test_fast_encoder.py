@@ -128,6 +128,7 @@ def test_other_models_and_devices_stay_with_sentence_transformers(tmp_path: Path
         load_encoder("someone/absent-model")
 
 
+@pytest.mark.long
 def test_vectors_match_sentence_transformers_on_texts_of_every_length(
     fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
 ) -> None:
@@ -354,6 +355,7 @@ def test_the_nn_command_searches_by_meaning_without_torch(tmp_path: Path) -> Non
     imported = {line.split("|")[-1].strip() for line in cli.stderr.splitlines() if line.startswith("import time:")}
     assert "journal.encoding.numpy_minilm" in imported and not {"torch", "sentence_transformers"} & imported
 
+@pytest.mark.long
 def test_top_10_rankings_on_the_dev_split_are_the_references(
     fast_encoder: MiniLMEncoder, reference: tuple[Vectors, npt.NDArray[np.int32], dict[str, Any]],
 ) -> None:

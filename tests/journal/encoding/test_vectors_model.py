@@ -229,6 +229,7 @@ def _search_in_a_process(root: Path, *model: str) -> tuple[list[str], dict[str, 
     return shown, json.loads(embedded.stdout)
 
 
+@pytest.mark.long
 def test_two_processes_with_two_encoders_each_keep_their_vectors_and_never_re_embed_each_others(tmp_path: Path) -> None:
     """The default encoder, sentence-transformers with another model's directory (another identity), then the default again: the third
     embeds nothing. (A directory holding the pinned default model is the default model itself.)"""

@@ -132,11 +132,13 @@ def _stress(root: Path, seed: int, encoder: Encoder | None, ops: int = OPS) -> N
         assert _index_snapshot(rebuilt) == before, f"seed {seed}: the index differs from a fresh rebuild"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("seed", [1, 2])
 def test_sixteen_threads_share_one_lexical_journal(tmp_path: Path, seed: int) -> None:
     _stress(tmp_path / "journal", seed, None)
 
 
+@pytest.mark.long
 def test_sixteen_threads_share_one_hybrid_journal(tmp_path: Path, fast_encoder: Encoder) -> None:
     # BLAS on one thread for the whole run, not only inside each encode: with
     # the NumPy encoder switching BLAS's pool off and on again for every
@@ -146,6 +148,7 @@ def test_sixteen_threads_share_one_hybrid_journal(tmp_path: Path, fast_encoder: 
         _stress(tmp_path / "journal", 4, fast_encoder, ops=100)
 
 
+@pytest.mark.long
 def test_sixteen_threads_share_one_journal_on_sentence_transformers(tmp_path: Path, st_encoder: Encoder) -> None:
     # Fewer calls: torch encodes a text several times slower than the NumPy encoder on this path.
     _stress(tmp_path / "journal", 6, st_encoder, ops=50)

@@ -24,10 +24,14 @@ prompt = "Write a note."
 
 @pytest.mark.waits_on_the_clock
 def test_serve_skips_the_slot_over_budget_without_asking_the_server(tmp_path) -> None:
-    """Room for one run a day: serve's first slot appends (600 tokens), its next is skipped for budget, and the server is asked once."""
+    """Room for one run a day: serve's first slot appends (600 tokens), its next is skipped for budget, and the server is asked once.
+
+    The first is the catch-up of the minute before serve started, run at once: only the second waits for the clock.
+    """
     with ChatServer(usage={"prompt_tokens": 500, "completion_tokens": 100}) as server:
         body = MINUTELY + openai_agent(server.url, routines=("minutely",), timeout="30s", backend="attempts = 1\n")
-        path = write_config(tmp_path, body + "\n[budgets]\ntokens_per_day = 500\n", runner="catchup_max = 0\n", wall_clock=True)
+        runner = 'catchup_grace = "2m"\ncatchup_max = 1\n'
+        path = write_config(tmp_path, body + "\n[budgets]\ntokens_per_day = 500\n", runner=runner, wall_clock=True)
         process, reader = start_serve(path, tmp_path)
         try:
             reader.wait(event_named("scheduler.started"))

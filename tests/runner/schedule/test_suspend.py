@@ -35,8 +35,12 @@ def _minute(text: str) -> datetime:
 @pytest.mark.waits_on_the_clock
 def test_serve_stopped_across_slots_records_each_missed_slot_and_replays_none(tmp_path) -> None:
     """Two or more minute slots pass while serve is stopped: after SIGCONT each is recorded missed (late), none is run late beyond
-    misfire_grace, and serve goes on with the next slot; every slot from the first run to the last is run or recorded."""
-    path = write_config(tmp_path, MINUTELY, runner='misfire_grace = "5s"\ncatchup_grace = "0s"\ncatchup_max = 1\n', wall_clock=True)
+    misfire_grace, and serve goes on with the next slot; every slot from the first run to the last is run or recorded.
+
+    The first run is the catch-up of the minute before serve started, at once: stopped before the next minute's fire rather
+    than after it, serve wakes a minute earlier, and the test waits one minute less for the clock.
+    """
+    path = write_config(tmp_path, MINUTELY, runner='misfire_grace = "5s"\ncatchup_grace = "2m"\ncatchup_max = 1\n', wall_clock=True)
     process, reader = start_serve(path, tmp_path)
     try:
         reader.wait(event_named("scheduler.started"))
