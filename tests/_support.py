@@ -5,6 +5,7 @@ Fixtures live in the conftest files; what a test imports lives here.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -38,6 +39,7 @@ __all__ = [
     "entry_files",
     "event_named",
     "ghostrunner",
+    "open_under",
     "place_entries",
     "reap",
     "script",
@@ -339,3 +341,14 @@ while time.monotonic() < deadline:
     time.sleep(0.02)
 print(json.dumps({"voice": "written by " + str(os.getpid()), "theme": "t"}))
 """
+
+
+def open_under(root: Path) -> list[str]:
+    """The files under *root* this process holds open, as /proc/self/fd names them."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == str(root) or target.startswith(f"{root}{os.sep}"):
+                held.append(target)
+    return held

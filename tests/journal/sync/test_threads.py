@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import faulthandler
 import multiprocessing as mp
-import os
 import random
 import shutil
 import sqlite3
@@ -28,6 +27,7 @@ import threadpoolctl  # type: ignore[import-untyped]
 
 from journal import Journal, JournalClosedError
 from journal.encoding import Encoder, load_encoder
+from tests._support import open_under
 from tests.journal._fakes import FakeEncoder
 from tests.journal._inspect import entries_on_disk
 
@@ -212,17 +212,6 @@ def test_close_waits_for_the_call_in_progress_and_later_calls_raise(tmp_path: Pa
     journal.close()  # a second close is harmless
 
 
-def _open_under(root: Path) -> list[str]:
-    """The files under *root* this process holds open, as /proc/self/fd names them."""
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            if target == str(root) or target.startswith(f"{root}{os.sep}"):
-                held.append(target)
-    return held
-
-
 @pytest.mark.parametrize("call", ["reindex", "embed", "search"])
 def test_close_from_a_callback_lets_the_call_finish_and_then_leaves_no_file_open(tmp_path: Path, fast_encoder: Encoder, call: str) -> None:
     """close() in an on_progress callback of a running call: the call completes its work, returns, and nothing of the journal stays open."""
@@ -248,10 +237,10 @@ def test_close_from_a_callback_lets_the_call_finish_and_then_leaves_no_file_open
     else:
         assert len(journal.search("quiet river", k=3)) == 3
     assert progress[0] == (0, 100) and progress[-1] == (100, 100) and len(progress) > 2  # closed at the first batch, finished all
-    assert _open_under(root) == []
+    assert open_under(root) == []
     with pytest.raises(JournalClosedError):
         journal.search("quiet river")
-    assert _open_under(root) == []
+    assert open_under(root) == []
     with Journal(root, enable_nn=True, encoder=fast_encoder) as reopened:
         assert reopened.embed().embedded == 0  # the closed call's work was all committed
 

@@ -28,6 +28,9 @@ from tests._chat_server import ChatServer
 from tests._support import entries, openai_agent, write_config
 
 USAGE = {"prompt_tokens": 500, "completion_tokens": 100}
+#: Given to the runs made in this process: by default a run's time counts from its process's start, as a worker's
+#: does, and a test worker may have lived longer than ``run_timeout`` by the time it gets here.
+_RUN_TIMEOUT = 120.0
 _LEDGER_SYNC = re.compile(r"\b(?:fsync|fdatasync)\(\d+<[^>]*/ledger\.sqlite3-wal>\) = 0")
 
 
@@ -93,14 +96,14 @@ def test_a_run_whose_reservation_cannot_be_synced_fails_before_its_backend_and_c
 
         with monkeypatch.context() as patch:
             patch.setattr(os, "fdatasync", _disk_error)
-            result = run_at(config, "motoko", "pulse-4h", at=at)
+            result = run_at(config, "motoko", "pulse-4h", at=at, run_timeout=_RUN_TIMEOUT)
         assert (result.outcome, result.attempts, result.permanent) == ("failed", 0, False), result
         assert result.error is not None
         assert "the budgets' ledger cannot be synced to the disk (Input/output error)" in result.error
         assert server.requests == []
         assert entries(tmp_path / "journal") == []
         assert Budgets(config).used() == (0.0, 0.0)
-        again = run_at(config, "motoko", "pulse-4h", at=at)
+        again = run_at(config, "motoko", "pulse-4h", at=at, run_timeout=_RUN_TIMEOUT)
     assert (again.outcome, len(server.requests)) == ("appended", 1)
     assert Budgets(config).used() == (600.0, 0.0)
 
@@ -112,12 +115,12 @@ def test_a_slot_skipped_for_budget_whose_skip_cannot_be_synced_fails_and_is_skip
     with ChatServer(usage=USAGE) as server:
         body = openai_agent(server.url, routines=("pulse-4h",), timeout="100s", backend="attempts = 1\n")
         config = load_config(write_config(tmp_path, body + "\n[budgets]\ntokens_per_day = 500\n"))
-        assert run_at(config, "motoko", "pulse-4h", at=datetime(2026, 9, 5, 8, 0, tzinfo=UTC)).outcome == "appended"
+        assert run_at(config, "motoko", "pulse-4h", at=datetime(2026, 9, 5, 8, 0, tzinfo=UTC), run_timeout=_RUN_TIMEOUT).outcome == "appended"
         at = datetime(2026, 9, 5, 12, 0, tzinfo=UTC)
         with monkeypatch.context() as patch:
             patch.setattr(os, "fdatasync", _disk_error)
-            refused = run_at(config, "motoko", "pulse-4h", at=at)
+            refused = run_at(config, "motoko", "pulse-4h", at=at, run_timeout=_RUN_TIMEOUT)
         assert (refused.outcome, refused.attempts) == ("failed", 0), refused
         assert refused.error is not None and "cannot be synced to the disk" in refused.error
-        again = run_at(config, "motoko", "pulse-4h", at=at)
+        again = run_at(config, "motoko", "pulse-4h", at=at, run_timeout=_RUN_TIMEOUT)
     assert (again.outcome, again.reason, len(server.requests)) == ("skipped", "budget", 1)
