@@ -47,7 +47,6 @@ import heapq
 import json
 import os
 import re
-import resource
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -67,7 +66,7 @@ from journal.errors import (
 )
 from journal.files import erased_hash, json_depth_exceeds, load_erase_key, scratch_errors, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes, entry_from_own_bytes
-from journal.sync import GroupOutcome
+from journal.sync import FILES_AT_ONCE, GroupOutcome
 
 __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 
@@ -77,19 +76,12 @@ _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
 
 
-def _group_size() -> int:
-    """How many entries to store as one group: each group pays one index commit, one flush of the files and one fsync of each
-    day directory (see journal.sync._group), so the larger the fewer waits on the disk; but each entry of a group holds a
-    descriptor until the group publishes, so a group takes at most a quarter of the process's descriptors (256 under the
-    usual limit of 1024), and never more than 1024."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(64, min(1024, soft // 4))
-
-
-#: How many entries are stored as one group (see _group_size).
-IMPORT_GROUP: Final = _group_size()
+#: How many entries are stored as one group: one index transaction and one commit (see journal.sync._group). Its files are
+#: written, fsynced and named :data:`IMPORT_GROUP` at a time, so a larger group waits on the disk no more often, and holds
+#: no more descriptors; only the group's entries are held in memory meanwhile.
+INDEX_GROUP: Final = 4 * FILES_AT_ONCE
+#: How many entries' files are named together (see :data:`journal.sync.FILES_AT_ONCE`).
+IMPORT_GROUP: Final = FILES_AT_ONCE
 #: The field of a link an append refuses: ``signals.continuity_refs[0]``.
 _LINK_FIELD: Final = re.compile(r"signals\.(continuity_refs|supersedes)\[(\d+)\]")
 
@@ -489,8 +481,8 @@ def _store_spooled(
 
     # Stored a group at a time, in the planned order: an entry links only to entries stored before it, in its group or an earlier one.
     done = 0
-    for start in range(0, len(order), IMPORT_GROUP):
-        group = [items[position] for position in order[start : start + IMPORT_GROUP]]
+    for start in range(0, len(order), INDEX_GROUP):
+        group = [items[position] for position in order[start : start + INDEX_GROUP]]
         # The spool is this process's own unlinked file of entries checked as they were read: not checked again.
         entries = [entry_from_own_bytes(os.pread(spool.fileno(), item.size, item.offset)) for item in group]
         outcomes = journal.append_many(entries)
