@@ -2,10 +2,10 @@
 
 The bytes go to one unlinked temporary file, unbuffered (a write the
 scratch space refuses fails at once, naming TMPDIR). Each entry's line or
-file, id, agent, links and span go to a private SQLite database that SQLite
-keeps in ``$TMPDIR`` and deletes when it is closed; the order the import
-stores the entries in is written there too. Only a few pages of it are held
-in memory at a time, whatever the number of entries.
+file, id, agent, links and span go to a catalogue on disk
+(:mod:`journal.indexing.catalogue`, in ``$TMPDIR``, deleted when closed); the
+order the import stores the entries in is written there too. Only a few
+pages of it are held in memory at a time, whatever the number of entries.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,11 +21,10 @@ from typing import IO, Any, Final
 
 from journal.files import scratch_errors
 from journal.files.entry import Entry
+from journal.indexing.catalogue import BATCH, CatalogueRow, SpoolCatalogue
 
 __all__ = ["Spool", "Spooled"]
 
-#: Rows written to the catalogue at once.
-_BATCH: Final = 2048
 _WHAT: Final = "the import's spool"
 
 
@@ -68,10 +66,7 @@ class Spooled:
             yield f"signals.supersedes[{n}]", ref
 
 
-_COLUMNS: Final = "position, at, id, agent, links, offset, size"
-
-
-def _spooled(row: tuple[Any, ...]) -> Spooled:
+def _spooled(row: CatalogueRow) -> Spooled:
     position, at, entry_id, agent, links, offset, size = row
     continues, supersedes = json.loads(links) if links is not None else ((), ())
     return Spooled(position, at, entry_id, agent, tuple(continues), tuple(supersedes), offset, size)
@@ -82,26 +77,17 @@ class Spool:
 
     def __init__(self) -> None:
         self._file: IO[bytes] | None = None
-        self._db: sqlite3.Connection | None = None
-        self._rows: list[tuple[Any, ...]] = []
-        self._order: list[tuple[int, int]] = []
-        self._planned = 0  # steps of the plan written
+        self._catalogue: SpoolCatalogue | None = None
+        self._rows: list[CatalogueRow] = []
+        self._steps: list[tuple[int, int]] = []
+        self._planned = 0  # steps of the plan made
         self.count = 0  # entries spooled
         self.size = 0  # their bytes
         with contextlib.ExitStack() as stack:
             stack.callback(self.close)
             with scratch_errors(_WHAT):
                 self._file = tempfile.TemporaryFile(prefix="ghostjournal-import-", buffering=0)  # noqa: SIM115 - closed by close()
-                # An empty name: a private database on disk, deleted when closed (in SQLite's temporary directory, TMPDIR).
-                self._db = sqlite3.connect("", isolation_level=None)
-                self._db.execute("PRAGMA journal_mode = OFF")
-                self._db.execute("PRAGMA synchronous = OFF")
-                self._db.execute(
-                    "CREATE TABLE items (position INTEGER PRIMARY KEY, at, id TEXT NOT NULL, agent TEXT NOT NULL, links TEXT,"
-                    " offset INTEGER NOT NULL, size INTEGER NOT NULL)"
-                )
-                self._db.execute("CREATE TABLE plan (step INTEGER PRIMARY KEY, position INTEGER NOT NULL)")
-                self._db.execute("BEGIN")
+                self._catalogue = SpoolCatalogue()
             stack.pop_all()
 
     def __enter__(self) -> Spool:
@@ -112,21 +98,21 @@ class Spool:
 
     def close(self) -> None:
         """Delete the spool: its file and its catalogue."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._catalogue is not None:
+            self._catalogue.close()
+            self._catalogue = None
         if self._file is not None:
             self._file.close()
             self._file = None
 
     @property
-    def _conn(self) -> sqlite3.Connection:
-        assert self._db is not None  # noqa: S101 - narrows the type: only a closed spool has none, and it is not used
-        return self._db
+    def _listed(self) -> SpoolCatalogue:
+        assert self._catalogue is not None  # noqa: S101 - narrows the type: only a closed spool has none, and it is not used
+        return self._catalogue
 
     def add(self, entry: Entry, at: int | str) -> None:
         """Spool *entry*'s canonical line, from line or file *at*, with its links and its span in the spool."""
-        assert self._file is not None  # noqa: S101 - narrows the type, as _conn
+        assert self._file is not None  # noqa: S101 - narrows the type, as _listed
         data = entry.to_json_bytes()
         view = memoryview(data)
         with scratch_errors(_WHAT):
@@ -136,55 +122,48 @@ class Spool:
         self._rows.append((self.count, at, entry.id, entry.agent, links, self.size, len(data)))
         self.count += 1
         self.size += len(data)
-        if len(self._rows) >= _BATCH:
+        if len(self._rows) >= BATCH:
             self._flush()
 
     def _flush(self) -> None:
         with scratch_errors(_WHAT):
             if self._rows:
-                self._conn.executemany(f"INSERT INTO items ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows)
-            if self._order:
-                self._conn.executemany("INSERT INTO plan (step, position) VALUES (?, ?)", self._order)
-        self._rows, self._order = [], []
+                self._listed.add(self._rows)
+            if self._steps:
+                self._listed.add_steps(self._steps)
+        self._rows, self._steps = [], []
 
     def sealed(self) -> None:
         """Every entry is spooled: index the catalogue for the plan's lookups."""
         self._flush()
         with scratch_errors(_WHAT):
-            self._conn.execute("CREATE INDEX items_key ON items (id, agent)")
+            self._listed.seal()
 
     def entries(self) -> Iterator[Spooled]:
         """Every spooled entry, in the source's order."""
-        with scratch_errors(_WHAT):
-            cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM items ORDER BY position")
-            rows = cursor.fetchmany(_BATCH)
-        while rows:
-            yield from map(_spooled, rows)  # outside scratch_errors: what the caller raises meanwhile is its own
-            with scratch_errors(_WHAT):
-                rows = cursor.fetchmany(_BATCH)
+        for rows in _scratch_read(self._listed.rows()):
+            yield from map(_spooled, rows)
 
     def item(self, position: int) -> Spooled:
         """The entry spooled at *position*."""
         with scratch_errors(_WHAT):
-            row = self._conn.execute(f"SELECT {_COLUMNS} FROM items WHERE position = ?", (position,)).fetchone()
-        return _spooled(row)
+            return _spooled(self._listed.row(position))
 
     def positions(self, entry_id: str, agent: str) -> list[int]:
         """The positions of the lines of *entry_id* and *agent*, in the source's order."""
         with scratch_errors(_WHAT):
-            rows = self._conn.execute("SELECT position FROM items WHERE id = ? AND agent = ? ORDER BY position", (entry_id, agent))
-            return [row[0] for row in rows]
+            return self._listed.positions(entry_id, agent)
 
     def holds_id(self, entry_id: str) -> bool:
         """Whether a line of any agent holds *entry_id*."""
         with scratch_errors(_WHAT):
-            return self._conn.execute("SELECT 1 FROM items WHERE id = ? LIMIT 1", (entry_id,)).fetchone() is not None
+            return self._listed.holds_id(entry_id)
 
     def planned(self, position: int) -> None:
         """*position* is the next entry to store."""
-        self._order.append((self._planned, position))
+        self._steps.append((self._planned, position))
         self._planned += 1
-        if len(self._order) >= _BATCH:
+        if len(self._steps) >= BATCH:
             self._flush()
 
     def plan_done(self) -> None:
@@ -193,18 +172,20 @@ class Spool:
 
     def in_plan(self, size: int) -> Iterator[list[tuple[Spooled, bytes]]]:
         """The planned entries with their bytes, in the planned order, *size* at a time."""
-        assert self._file is not None  # noqa: S101 - narrows the type, as _conn
+        assert self._file is not None  # noqa: S101 - narrows the type, as _listed
         fd = self._file.fileno()
-        with scratch_errors(_WHAT):
-            cursor = self._conn.execute(
-                f"SELECT {', '.join('i.' + column for column in _COLUMNS.split(', '))} FROM plan p JOIN items i ON i.position = p.position"
-                " ORDER BY p.step"
-            )
-            rows = cursor.fetchmany(size)
-        while rows:
+        for rows in _scratch_read(self._listed.in_plan(size)):
             group = [_spooled(row) for row in rows]
             with scratch_errors(_WHAT):
                 read = [(item, os.pread(fd, item.size, item.offset)) for item in group]
-            yield read  # outside scratch_errors: what the caller raises meanwhile is its own
-            with scratch_errors(_WHAT):
-                rows = cursor.fetchmany(size)
+            yield read
+
+
+def _scratch_read(batches: Iterator[list[CatalogueRow]]) -> Iterator[list[CatalogueRow]]:
+    """*batches*, each read under :func:`scratch_errors` and handed over outside it: what the caller raises meanwhile is its own."""
+    while True:
+        with scratch_errors(_WHAT):
+            rows = next(batches, None)
+        if rows is None:
+            return
+        yield rows
