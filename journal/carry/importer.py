@@ -6,8 +6,9 @@ time (a line longer than an entry can be is refused without reading the rest
 of it): each must be a valid schema v1 entry with its ``id`` and ``ts``, and
 the stream must end with the manifest of :mod:`journal.carry.export`, whose entry
 count and ``sha256`` must match the bytes read. The checked entries go to a
-private spool file meanwhile, so that standard input can be read only once
-and memory stays flat. A stream that fails any of this imports nothing and
+private spool meanwhile (:mod:`journal.carry._spool`: their bytes in one
+file, their ids and links in a catalogue on disk), so that standard input
+can be read only once and memory stays flat, however long the stream. A stream that fails any of this imports nothing and
 the error names the line (``partial`` imports the good lines anyway and lists
 the rest).
 
@@ -18,7 +19,7 @@ and its every check: what an import
 stores is exactly what an append accepts for that agent, whatever the
 stream says of itself (its manifest's ``links_outside`` is the export's
 report, never a licence). So the links are planned first
-(:func:`_plan`): an entry is stored only after the entries of the stream it
+(:mod:`journal.carry._plan`): an entry is stored only after the entries of the stream it
 links to, and an entry whose link no append could accept (to itself, to
 another agent's entry, to an id neither the journal nor the stream holds
 as its agent's, round a circle of links, or to a line left out) is a bad
@@ -40,22 +41,19 @@ the spool is stored by the same code, with the same counts.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
-import heapq
 import json
 import os
 import re
-import resource
-import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final, Protocol
 
 from journal.carry._peer import PEER_FORMAT, check_peer_agent, peer_entry, peer_files, read_peer_manifest
+from journal.carry._plan import plan
+from journal.carry._spool import Spool
 from journal.carry.export import EXPORT_FORMAT_VERSION
 from journal.errors import (
     DuplicateEntryError,
@@ -65,9 +63,9 @@ from journal.errors import (
     ImportStreamError,
     JournalStorageError,
 )
-from journal.files import erased_hash, json_depth_exceeds, load_erase_key, scratch_errors, show_value
+from journal.files import erased_hash, json_depth_exceeds, load_erase_key, show_value
 from journal.files.entry import MAX_ENTRY_BYTES, Entry, check_agent, entry_from_json_bytes, entry_from_own_bytes
-from journal.sync import GroupOutcome
+from journal.sync import FILES_AT_ONCE, GroupOutcome
 
 __all__ = ["ImportSummary", "ImportTarget", "check_peer_dir", "import_peer_dir", "import_stream", "parse_agent_map"]
 
@@ -77,55 +75,18 @@ _MANIFEST_KEY: Final = "ghostjournal_export"
 _PARTIAL: Final = "pass --partial to import the good lines anyway"
 
 
-def _group_size() -> int:
-    """How many entries to store as one group: each group pays one index commit, one flush of the files and one fsync of each
-    day directory (see journal.sync._group), so the larger the fewer waits on the disk; but each entry of a group holds a
-    descriptor until the group publishes, so a group takes at most a quarter of the process's descriptors (256 under the
-    usual limit of 1024), and never more than 1024."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 1024
-    return max(64, min(1024, soft // 4))
-
-
-#: How many entries are stored as one group (see _group_size).
-IMPORT_GROUP: Final = _group_size()
+#: How many entries are stored as one group: one index transaction and one commit (see journal.sync._group). Its files are
+#: written, fsynced and named :data:`IMPORT_GROUP` at a time whatever its size, so it holds no more descriptors than that;
+#: its entries are what an import holds in memory meanwhile (about 25 MiB more than groups of 1,024, for entries of 1.2 KB).
+INDEX_GROUP: Final = 4096
+#: How many entries' files are named together (see :data:`journal.sync.FILES_AT_ONCE`).
+IMPORT_GROUP: Final = FILES_AT_ONCE
 #: The field of a link an append refuses: ``signals.continuity_refs[0]``.
 _LINK_FIELD: Final = re.compile(r"signals\.(continuity_refs|supersedes)\[(\d+)\]")
 
 
 #: An entry as a link resolves it: its id and the agent of the entry linking to it (a link crosses no agents).
 _Key = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class _Spooled:
-    """One checked entry in the spool: where it came from, its id and agent (as stored), its links, and its bytes' span in the spool.
-
-    One is held for every entry of the source until it is stored, so it keeps no more than it must: its line number or file
-    rather than a mapping, its agent's name shared with the others of that agent, and no tuple at all for an entry without links.
-    """
-
-    at: int | str  # the line number, or the entry file of a journal directory
-    id: str
-    agent: str
-    continues: tuple[str, ...]
-    supersedes: tuple[str, ...]
-    offset: int
-    size: int
-
-    @property
-    def where(self) -> dict[str, Any]:
-        """Where it came from, as a report lists it: ``{"line": 3}`` or ``{"file": ...}``."""
-        return {"line": self.at} if isinstance(self.at, int) else {"file": self.at}
-
-    @property
-    def links(self) -> Iterator[tuple[str, str]]:
-        """(field, id) for each continuity and supersession link, as an append names them."""
-        for n, ref in enumerate(self.continues):
-            yield f"signals.continuity_refs[{n}]", ref
-        for n, ref in enumerate(self.supersedes):
-            yield f"signals.supersedes[{n}]", ref
 
 
 class ImportTarget(Protocol):
@@ -286,11 +247,8 @@ def _bad_line(summary: ImportSummary, *, partial: bool) -> Callable[[int, str], 
     return bad
 
 
-def _check_stream(
-    source: IO[bytes], spool: IO[bytes], items: list[_Spooled], summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool
-) -> None:
-    """Read the whole stream, spool each checked entry (renamed by *agent_map*) as a line listed in *items* with its line number,
-    and check the manifest."""
+def _check_stream(source: IO[bytes], spool: Spool, summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool) -> None:
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*) with its line number, and check the manifest."""
     digest = hashlib.sha256()
     manifest: dict[str, Any] | None = None
     last = 0
@@ -316,7 +274,7 @@ def _check_stream(
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        _spool_entry(spool, items, entry, number)
+        spool.add(entry, number)
         summary.lines += 1
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
@@ -433,68 +391,29 @@ def import_stream(
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
     summary = ImportSummary(agent_map=dict(agent_map or {}))
-    items: list[_Spooled] = []
-    with _spool() as spool:
-        _check_stream(source, spool, items, summary, summary.agent_map, partial=partial)
+    with Spool() as spool:
+        _check_stream(source, spool, summary, summary.agent_map, partial=partial)
         bad = _bad_line(summary, partial=partial)
-        order = _plan(journal, items, lambda where, reason: bad(where["line"], reason))
-        _store_spooled(journal, spool, items, order, summary, on_entry)
+        plan(spool, _holder(journal), lambda where, reason: bad(where["line"], reason))
+        _store_spooled(journal, spool, summary, on_entry)
     return summary
 
 
-@contextlib.contextmanager
-def _spool() -> Iterator[IO[bytes]]:
-    """The private temporary file (in ``$TMPDIR``) entries are spooled to, unbuffered: a write the scratch space refuses fails at once,
-    as one error naming TMPDIR (see :func:`_spool_write`), and closing it has nothing left to write that could fail."""
-    with contextlib.ExitStack() as stack:
-        with scratch_errors("the import's spool"):
-            spool = stack.enter_context(tempfile.TemporaryFile(prefix="ghostjournal-import-", buffering=0))
-        yield spool
-
-
-def _spool_entry(spool: IO[bytes], items: list[_Spooled], entry: Entry, at: int | str) -> None:
-    """Spool *entry*'s canonical line and list it in *items*, from line or file *at*, with its links and its span in the spool."""
-    data = entry.to_json_bytes()
-    offset = spool.tell()
-    _spool_write(spool, data)
-    items.append(_Spooled(at, entry.id, sys.intern(entry.agent), tuple(entry.continuity_refs), tuple(entry.supersedes), offset, len(data)))
-
-
-def _spool_write(spool: IO[bytes], data: bytes) -> None:
-    view = memoryview(data)
-    with scratch_errors("the import's spool"):
-        while view:  # an unbuffered write may take part of the bytes
-            view = view[spool.write(view) :]
-
-
-def _store_spooled(
-    journal: ImportTarget,
-    spool: IO[bytes],
-    items: list[_Spooled],
-    order: list[int],
-    summary: ImportSummary,
-    on_entry: Callable[[int], None] | None,
-) -> None:
-    """Store the checked entries *spool* holds, those of *items* at the positions *order* lists, in that order, once the disk is known
-    to have room."""
-    _check_space(journal, spool.tell(), len(items), "the journal directory" if summary.source is not None else "the stream")
-    first: dict[_Key, int] = {}
+def _store_spooled(journal: ImportTarget, spool: Spool, summary: ImportSummary, on_entry: Callable[[int], None] | None) -> None:
+    """Store the checked entries *spool* holds, in the order it planned, once the disk is known to have room."""
+    _check_space(journal, spool.size, spool.count, "the journal directory" if summary.source is not None else "the stream")
 
     def place_of(ref: str, agent: str) -> str | None:
-        if not first:  # made at the first refusal: most imports have none, and it would hold a key of every entry meanwhile
-            for position, item in enumerate(items):
-                first.setdefault((item.id, item.agent), position)
-        linked = first.get((ref, agent))
-        return _place(items[linked].where) if linked is not None else None
+        linked = spool.positions(ref, agent)
+        return spool.item(linked[0]).place if linked else None
 
     # Stored a group at a time, in the planned order: an entry links only to entries stored before it, in its group or an earlier one.
     done = 0
-    for start in range(0, len(order), IMPORT_GROUP):
-        group = [items[position] for position in order[start : start + IMPORT_GROUP]]
+    for group in spool.in_plan(INDEX_GROUP):
         # The spool is this process's own unlinked file of entries checked as they were read: not checked again.
-        entries = [entry_from_own_bytes(os.pread(spool.fileno(), item.size, item.offset)) for item in group]
+        entries = [entry_from_own_bytes(data) for _, data in group]
         outcomes = journal.append_many(entries)
-        for item, entry, outcome in zip(group, entries, outcomes, strict=True):
+        for (item, _), entry, outcome in zip(group, entries, outcomes, strict=True):
             _store(journal, entry, outcome, item.where, summary, place_of)
             done += 1
             if on_entry is not None:
@@ -549,7 +468,6 @@ def import_peer_dir(
     then makes a second import all duplicates.
     """
     summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
-    items: list[_Spooled] = []
     root_fd = _open_peer_dir(root)
 
     def bad(rel: str, reason: str) -> None:
@@ -559,7 +477,7 @@ def import_peer_dir(
 
     try:
         summary.manifest = _peer_manifest(root, root_fd, journal.root)
-        with _spool() as spool:
+        with Spool() as spool:
             for rel, content in peer_files(root, root_fd):
                 reason = content if isinstance(content, str) else None
                 if isinstance(content, bytes):
@@ -569,166 +487,27 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        _spool_entry(spool, items, entry, rel)
+                        spool.add(entry, rel)
                 if reason is not None:
                     bad(rel, reason)
-            order = _plan(journal, items, lambda where, reason: bad(where["file"], reason))
-            _store_spooled(journal, spool, items, order, summary, on_entry)
+            plan(spool, _holder(journal), lambda where, reason: bad(where["file"], reason))
+            _store_spooled(journal, spool, summary, on_entry)
     finally:
         os.close(root_fd)
     return summary
 
 
-def _place(where: Mapping[str, Any]) -> str:
-    """Where a spooled entry came from, as a report names it: ``line 3``, or a directory's entry file."""
-    return f"line {where['line']}" if "line" in where else str(where["file"])
+def _holder(journal: ImportTarget) -> Callable[[str, str], bool]:
+    """Whether *journal* holds an id as an agent's entry."""
 
+    def holds(entry_id: str, agent: str) -> bool:
+        try:
+            journal.get(entry_id, agent)
+        except EntryNotFoundError:
+            return False
+        return True
 
-def _plan(journal: ImportTarget, items: list[_Spooled], bad: Callable[[Mapping[str, Any], str], None]) -> list[int]:
-    """The positions in *items* to store, in an order that stores each entry after the entries of the source it links to.
-
-    A link is resolved within the source first: to the lines of the same id and the linking entry's
-    agent, stored before it. Only an id no such line can bring in is looked up in *journal*, whose
-    answer this import cannot have changed, so a rerun plans the same. An entry is left out, reported
-    to *bad* (in the order of the positions), when an append would refuse one of its links: to itself;
-    to an id that no line of its agent brings in and the journal does not hold as its agent's (an
-    unknown id and another agent's alike, as an append says); to an entry left out, in turn; or
-    round a circle of links, which no order of appends can store. A reason names a linked entry of
-    the same agent by its position in the source, never a linked entry by its id, nor another
-    agent's entry at all.
-    """
-    # The position of each entry's line, or a list of them where a source repeats one: a list for every entry would double this.
-    lines: dict[_Key, int | list[int]] = {}
-    for position, item in enumerate(items):
-        key = (item.id, item.agent)
-        held_at = lines.setdefault(key, position)
-        if held_at != position:
-            lines[key] = [*held_at, position] if isinstance(held_at, list) else [held_at, position]
-    in_source = {item.id for item in items}
-    held: dict[_Key, bool] = {}
-
-    def holds(key: _Key) -> bool:
-        if key not in held:
-            try:
-                journal.get(*key)
-            except EntryNotFoundError:
-                held[key] = False
-            else:
-                held[key] = True
-        return held[key]
-
-    out: dict[int, str] = {}
-    # position -> {an entry it links to that the source brings in: the field}, for the positions that link to one alone.
-    waits: dict[int, dict[_Key, str]] = {}
-    dependents: dict[_Key, list[int]] = {}
-    for position, item in enumerate(items):
-        for name, ref in item.links:
-            key = (ref, item.agent)
-            if ref == item.id:
-                out[position] = f"{name} is the entry's own id: an append refuses a link to itself"
-            elif key in lines:
-                waits.setdefault(position, {}).setdefault(key, name)
-                dependents.setdefault(key, []).append(position)
-                continue
-            elif holds(key):
-                continue
-            elif ref in in_source:
-                out[position] = f"{name} links to an entry of another agent in this import: an append refuses that link"
-            else:
-                out[position] = f"{name} names no entry of agent {item.agent!r} that this journal holds or this import brings in"
-            break
-    order, placed, resolved = _in_link_order(items, waits, dependents, out, holds)
-    _explain_left_out(items, lines, waits, dependents, out, placed, resolved)
-    for position in sorted(out):
-        bad(items[position].where, out[position])
-    return order
-
-
-def _in_link_order(
-    items: list[_Spooled],
-    waits: Mapping[int, dict[_Key, str]],
-    dependents: Mapping[_Key, list[int]],
-    out: Mapping[int, str],
-    holds: Callable[[_Key], bool],
-) -> tuple[list[int], bytearray, set[_Key]]:
-    """The positions not in *out* that can be stored, each after a line bringing in every entry it *waits* for (or, once no line can,
-    when the journal holds it), otherwise in the source's order; a flag of each position so placed; and the entries so resolved
-    that a line waits for (no other entry's resolution is ever asked about)."""
-    remaining = {position: len(waiting) for position, waiting in waits.items()}
-    ready = [position for position in range(len(items)) if position not in out and position not in waits]
-    heapq.heapify(ready)
-    resolved: set[_Key] = set()
-    order: list[int] = []
-    placed = bytearray(len(items))
-
-    def resolve(key: _Key) -> None:
-        if key in resolved or key not in dependents:
-            return
-        resolved.add(key)
-        for dependent in dict.fromkeys(dependents.get(key, ())):
-            if dependent not in out and key in waits[dependent]:
-                remaining[dependent] -= 1
-                if remaining[dependent] == 0:
-                    heapq.heappush(ready, dependent)
-
-    while True:
-        while ready:
-            position = heapq.heappop(ready)
-            order.append(position)
-            placed[position] = 1
-            resolve((items[position].id, items[position].agent))
-        # Stuck: what the waiting lines still need, no line brought in. The journal's answer for those is
-        # the one from before this import (no line of them was stored), so a rerun resolves the same.
-        needed = sorted(
-            {key for position, waiting in waits.items() if position not in out and not placed[position] for key in waiting} - resolved
-        )
-        found = [key for key in needed if holds(key)]
-        if not found:
-            return order, placed, resolved
-        for key in found:
-            resolve(key)
-
-
-def _explain_left_out(
-    items: list[_Spooled],
-    lines: Mapping[_Key, int | list[int]],
-    waits: Mapping[int, dict[_Key, str]],
-    dependents: Mapping[_Key, list[int]],
-    out: dict[int, str],
-    placed: bytearray,
-    resolved: set[_Key],
-) -> None:
-    """Add to *out* the reason of each line neither stored (*placed*) nor left out yet: it links to a line left out, or round a circle."""
-    stuck = {position for position in range(len(items)) if position not in out and not placed[position]}
-    # A worklist from the lines left out, so a hostile source's long chains of links cost one pass.
-    pending = sorted(out)
-    while pending:
-        gone = pending.pop()
-        key = (items[gone].id, items[gone].agent)
-        if key in resolved or not all(line in out for line in _positions(lines, key)):
-            continue
-        for dependent in dependents.get(key, ()):
-            if dependent in stuck and dependent not in out:
-                out[dependent] = (
-                    f"{waits[dependent][key]} links to the entry of {_place(items[_positions(lines, key)[0]].where)}, which this import leaves out"
-                )
-                pending.append(dependent)
-    left_out = set(out)
-    for position in sorted(stuck - left_out):
-        key, name = next((key, name) for key, name in waits[position].items() if key not in resolved)
-        linked = next(
-            line for line in _positions(lines, key) if line not in left_out
-        )  # were all left out, the worklist would have left this out too
-        out[position] = (
-            f"{name} links to the entry of {_place(items[linked].where)}, and the links from there come back round in a circle: "
-            "no order of appends can store it"
-        )
-
-
-def _positions(lines: Mapping[_Key, int | list[int]], key: _Key) -> list[int]:
-    """The positions of the lines of *key*, in the source's order."""
-    held_at = lines[key]
-    return held_at if isinstance(held_at, list) else [held_at]
+    return holds
 
 
 def _check_space(journal: ImportTarget, size: int, entries: int, what: str) -> None:

@@ -367,6 +367,38 @@ class Index(Database):
             ).fetchone()
         return (row[0], row[1]) if row else None
 
+    def agents_of(self, entry_ids: Iterable[str]) -> dict[str, str | None]:
+        """For each of *entry_ids* indexed (as an entry or a tombstone), its agent: the answers of :meth:`find_id` and :meth:`row_for`
+        for a whole group at once; None for an id held twice under two agents (which only those reads can answer)."""
+        found: dict[str, str | None] = {}
+        ids = sorted(set(entry_ids))
+        for start in range(0, len(ids), _IDS_PER_QUERY // 2):  # each id is bound twice
+            part = ids[start : start + _IDS_PER_QUERY // 2]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT id, agent FROM entries WHERE id IN ({marks}) UNION ALL SELECT id, agent FROM tombstones WHERE id IN ({marks})"
+            with corruption_guard():
+                for entry_id, agent in self.conn.execute(sql, part + part):
+                    found[entry_id] = agent if found.get(entry_id, agent) == agent else None
+        return found
+
+    def held_client_keys(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which ``(agent, client_key)`` pairs of *keys* an entry or a tombstone holds: :meth:`client_key_entry`'s question for a whole group."""
+        held: set[tuple[str, str]] = set()
+        by_agent: dict[str, list[str]] = {}
+        for agent, client_key in sorted(set(keys)):
+            by_agent.setdefault(agent, []).append(client_key)
+        for agent, client_keys in by_agent.items():
+            for start in range(0, len(client_keys), _IDS_PER_QUERY // 2):  # each key is bound twice
+                part = client_keys[start : start + _IDS_PER_QUERY // 2]
+                marks = ",".join("?" * len(part))
+                sql = (
+                    f"SELECT client_key FROM entries WHERE agent = ? AND client_key IN ({marks})"
+                    f" UNION ALL SELECT client_key FROM tombstones WHERE agent = ? AND client_key IN ({marks})"
+                )
+                with corruption_guard():
+                    held.update((agent, row[0]) for row in self.conn.execute(sql, [agent, *part, agent, *part]))
+        return held
+
     def row_for(self, *, entry_id: str | None = None, client_key: str | None = None, agent: str | None = None) -> IndexRow | None:
         """The index row of the entry with *entry_id*, or the one appended with *client_key*.
 

@@ -11,10 +11,11 @@ generation was bumped first); never an index row without its file.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,7 +132,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], redactor: Redactor |
     return AppendResult(entry, is_duplicate=False)
 
 
-def _check_links(keeper: IndexKeeper, entry: Entry) -> None:
+def _check_links(keeper: IndexKeeper, entry: Entry, agent_of: Callable[[str], str | None] | None = None) -> None:
     """Under the lock: every id *entry* continues or supersedes is an existing entry of its own agent, and not itself.
 
     Entry files are immutable, so a link that no read can follow (to an id no
@@ -139,18 +140,25 @@ def _check_links(keeper: IndexKeeper, entry: Entry) -> None:
     reports for good, and fail every backup that verifies; an import stores
     through this append, so it refuses the same entries. An unknown id and
     another agent's id get the same error, as reads give them: an append must
-    not tell which ids exist for other agents.
+    not tell which ids exist for other agents. *agent_of* answers, for an id,
+    the agent of the entry indexed under it (or None), as the index would.
     """
+    lookup = agent_of if agent_of is not None else functools.partial(_indexed_agent, keeper)
     for name, refs in (("continuity_refs", entry.continuity_refs), ("supersedes", entry.supersedes)):
         for position, ref in enumerate(refs):
             field = f"signals.{name}[{position}]"
             if ref == entry.id:
                 raise EntryValidationError(field, "the id of an earlier entry, not the entry's own id", show_value(ref))
-            row = keeper.index.row_for(entry_id=ref)
-            if row is None or row.agent != entry.agent:
+            if lookup(ref) != entry.agent:
                 raise EntryValidationError(
                     field, f"the id of an existing entry of agent {entry.agent!r}", f"{show_value(ref)}, which is none"
                 )
+
+
+def _indexed_agent(keeper: IndexKeeper, entry_id: str) -> str | None:
+    """The agent of the entry (or tombstone) indexed as *entry_id*, if any."""
+    row = keeper.index.row_for(entry_id=entry_id)
+    return None if row is None else row.agent
 
 
 def _earlier_for_key(keeper: IndexKeeper, conn: sqlite3.Connection, entry: Entry, entry_id: str, rel_path: str) -> Entry | None:

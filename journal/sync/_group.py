@@ -20,6 +20,9 @@ of its entries:
    (:meth:`EntryStore.sync_temp`).
 3. Only then is each file given its name, and each day directory fsynced
    once: no name ever points at bytes not yet on the disk.
+   Steps 2 and 3 come every :data:`FILES_AT_ONCE` files as well (the first
+   time alone bumps the generation), so a group of any size holds no more
+   descriptors than that, and pays one index commit.
 4. Only then do the rows commit: **the index is never ahead of the files.**
 
 A crash anywhere leaves some of the group's files published and none of its
@@ -32,9 +35,10 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import os
+import resource
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from journal.errors import DuplicateEntryError, EntryValidationError
 from journal.files import storage_errors
@@ -42,14 +46,28 @@ from journal.files.entry import Entry
 from journal.files.store import EntryStore, PendingEntry
 from journal.sync._append import AppendResult, _check_links, _earlier_for_key, _end_transaction, _index_problem, _undo_bump
 from journal.sync._keeper import IndexKeeper
+from journal.sync._known import GroupKnown
 from journal.sync._writes import GroupWrites
 
-__all__ = ["GroupOutcome", "append_group"]
+__all__ = ["FILES_AT_ONCE", "GroupOutcome", "append_group"]
 
 log = logging.getLogger("journal")
 
 #: What one payload of a group came to: stored or found stored (an AppendResult), or refused as an append refuses it.
 GroupOutcome = AppendResult | DuplicateEntryError | EntryValidationError
+
+
+def _files_at_once() -> int:
+    """How many new entry files a group holds open at once: each holds a descriptor until it is named, so a quarter of the
+    process's descriptors (256 under the usual limit of 1024), and never more than 1024, whatever the size of the group."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(64, min(1024, soft // 4))
+
+
+#: How many entry files of a group are written, fsynced and named together (see _files_at_once).
+FILES_AT_ONCE: Final = _files_at_once()
 
 
 def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Entry]) -> list[GroupOutcome]:
@@ -61,6 +79,8 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
     no entry of its agent) is refused alone, its error as its outcome, and the
     others are stored. A failure of the disk or the index raises, as an
     append's does: what was published before it is found by the next writer.
+    A group of any size holds at most :data:`FILES_AT_ONCE` files open: its
+    files are named that many at a time, all before its one index commit.
     """
     outcomes: list[GroupOutcome | None] = [None] * len(payloads)
     entries: list[tuple[int, Entry]] = []
@@ -81,27 +101,27 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
         keeper.sync_locked()
         conn = keeper.index.begin()
         try:
-            with GroupWrites(keeper.store) as writes:
+            known = GroupKnown(keeper.index, (entry for _, entry in entries))
+            generation: int | None = None
+            writes = GroupWrites(keeper.store)
+            try:
                 for position, entry in entries:
-                    outcome = _stage(
-                        keeper,
-                        conn,
-                        entry,
-                        has_id=supplied_id[position],
-                        vector=vectors.get(position),
-                        staged=stored,
-                    )
+                    outcome = _stage(keeper, conn, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
                     outcomes[position] = outcome
                     if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
                         stored.append((position, entry))
                         with storage_errors(keeper.store.entries_dir, "write new entry files in"):
                             writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
-                if not stored:
-                    return _settled(outcomes)
-                generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
-                keeper.note_write_begun()
-                keeper.index.set_generation(conn, generation)
-                _publish(keeper, writes)
+                        if len(writes) == FILES_AT_ONCE:  # named now, so that no group holds more descriptors than this
+                            generation = _publish(keeper, conn, writes, generation)
+                            writes.close()
+                            writes = GroupWrites(keeper.store)
+                if len(writes):
+                    generation = _publish(keeper, conn, writes, generation)
+            finally:
+                writes.close()
+            if generation is None:
+                return _settled(outcomes)
             try:
                 keeper.index.commit()
             except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
@@ -131,42 +151,55 @@ def _stage(
     *,
     has_id: bool,
     vector: bytes | concurrent.futures.Future[bytes] | None,
-    staged: list[tuple[int, Entry]],
+    known: GroupKnown,
 ) -> GroupOutcome:
-    """Under the lock, in the group's transaction: check *entry* as an append does and stage its rows, or say why not."""
+    """Under the lock, in the group's transaction: check *entry* as an append does and stage its rows, or say why not.
+
+    The index is asked only what *known* cannot answer (see :mod:`journal.sync._known`)."""
     index = keeper.index
-    if entry.client_key is not None:
+    if entry.client_key is not None and known.may_hold_key(entry.agent, entry.client_key):
         existing = index.client_key_entry(entry.client_key, entry.agent)
         if existing is not None:
-            # An earlier entry of this group has no file yet: it is the answer as it stands.
-            earlier = next((held for _, held in staged if held.id == existing[0]), None)
+            # An earlier entry of this group may have no file yet: it is the answer as it stands.
+            earlier = known.staged_entry(existing[0])
             if earlier is None:
                 earlier = _earlier_for_key(keeper, conn, entry, *existing)
+                if earlier is None:
+                    known.dropped()
             if earlier is not None:
                 return AppendResult(earlier, is_duplicate=True)
     rel_path = EntryStore.rel_path_for(entry)
-    if has_id and (index.find_id(entry.id) is not None or os.path.lexists(keeper.store.entries_dir / rel_path)):
+    if has_id and (
+        (known.may_hold_id(entry.id) and index.find_id(entry.id) is not None) or os.path.lexists(keeper.store.entries_dir / rel_path)
+    ):
         # A file at the name the index does not hold would make the publish fail: refused now, as that publish is.
         return DuplicateEntryError(entry.id)
     try:
-        _check_links(keeper, entry)
+        _check_links(keeper, entry, known.agent_of)
     except EntryValidationError as exc:
         return exc
     index.insert_entry(conn, entry, rel_path)
+    known.staged(entry)
     if isinstance(vector, bytes):
         assert keeper.semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
         keeper.semantic.insert(conn, entry.id, vector)
     return AppendResult(entry, is_duplicate=False)
 
 
-def _publish(keeper: IndexKeeper, writes: GroupWrites) -> None:
-    """Once every file of *writes* is written, fsync them together, then name them and fsync each day directory once.
+def _publish(keeper: IndexKeeper, conn: sqlite3.Connection, writes: GroupWrites, generation: int | None) -> int:
+    """Once every file of *writes* is written, fsync them together, then name them and fsync each day directory once; the
+    generation the group's rows record, bumped before the group's first name (*generation* None) and kept for the next.
 
-    Until a name is given, a failure leaves nothing (the files not written
-    or not taken are *writes*' to discard; the generation's bump is taken
-    back); after, the names given stay, for the next writer to index.
+    Until a name is given, a failure leaves nothing of these files (those not
+    written or not taken are *writes*' to discard; the group's first bump is
+    taken back); the names given, by now or before, stay for the next writer to index.
     """
     store = keeper.store
+    first = generation is None
+    if generation is None:
+        generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+        keeper.note_write_begun()
+        keeper.index.set_generation(conn, generation)
     pending: list[PendingEntry] = []
     with storage_errors(store.entries_dir, "write new entry files in"):
         try:
@@ -175,7 +208,8 @@ def _publish(keeper: IndexKeeper, writes: GroupWrites) -> None:
         except BaseException:
             for item in pending:
                 store.discard(item)
-            _undo_bump(keeper)  # nothing was published: the counter stays as it was
+            if first:
+                _undo_bump(keeper)  # nothing was published: the counter stays as it was
             raise
         for done, item in enumerate(pending):
             try:
@@ -187,6 +221,7 @@ def _publish(keeper: IndexKeeper, writes: GroupWrites) -> None:
                     raise DuplicateEntryError(item.entry.id) from None
                 raise
         store.sync_dirs(item.rel_path for item in pending)
+    return generation
 
 
 def _group_fell_behind(keeper: IndexKeeper, count: int, exc: Exception) -> None:

@@ -45,6 +45,10 @@ class GroupWrites:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __len__(self) -> int:
+        """How many files were handed over."""
+        return len(self._writes)
+
     def write(self, entry: Entry) -> None:
         """Start writing *entry*'s temporary file (not yet durable: :meth:`EntryStore.sync_temp` makes a group's files so at once)."""
         rel_path = EntryStore.rel_path_for(entry)

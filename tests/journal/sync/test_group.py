@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +131,26 @@ def test_a_group_whose_files_run_out_of_room_midway_stores_nothing_and_a_rerun_s
     assert sorted(path.name for path in (disk / "j" / "entries" / "2026" / "09" / "01").iterdir()) == sorted(
         f"{entry_id}.json" for entry_id in ["e0", *(f"g{n}" for n in range(1, 41))]
     )
+
+
+#: Appends a group of 640 entries under a limit of 256 descriptors (journal.sync.FILES_AT_ONCE is then 64).
+MANY_FILES = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from journal import AppendResult, Journal
+payloads = [{"kind": "note", "agent": "alice", "theme": f"tide {n}", "voice": f"The tide at {n}.", "ts": "2026-09-01T10:00:00Z",
+             "client_key": f"k{n}"} for n in range(640)]
+with Journal(sys.argv[1]) as journal:
+    outcomes = journal.append_many(payloads)
+    stored = sum(isinstance(o, AppendResult) and not o.is_duplicate for o in outcomes)
+    print(json.dumps({"stored": stored, "listed": len(journal.list(limit=1000)), "clean": journal.verify().is_clean}))
+"""
+
+
+def test_a_group_larger_than_the_descriptors_allow_is_stored_whole(tmp_path: Path) -> None:
+    """A group of ten times the files a process may hold open at once (under a limit of 256 descriptors) stores every entry, its
+    files named a part at a time, and verifies clean: the group's size is the caller's, not bounded by the process's limits."""
+    done = subprocess.run([sys.executable, "-c", MANY_FILES, str(tmp_path / "j")], capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"stored": 640, "listed": 640, "clean": True}
+    assert len(entry_files(tmp_path / "j")) == 640
