@@ -62,18 +62,27 @@ def test_the_grid_shows_every_slot_of_every_pair_in_its_state(browser: Browser, 
     }
 
 
+def _open_cell(page: Any, pair: str, title: str) -> str | None:
+    """Click *pair*'s cell of *title* and return the detail panel's fields once its title is the cell's.
+
+    A cell is a link to its fragment, and the page shows it on the ``hashchange`` event, which comes after the
+    click returns: read at once, the panel may still show the cell before.
+    """
+    agent, routine = pair.split(":")
+    page.click(f"tr[data-pair='{pair}'] a.cell[title='{title}']")
+    page.wait_for_function("expected => document.getElementById('detail-title').textContent === expected", arg=f"{agent} {routine} {title}")
+    return page.text_content("#detail-fields")
+
+
 def test_a_cell_opens_to_its_runs_attempts_error_and_duration(browser: Browser, report_file: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     out, _ = report_file
     page = browser.open(out).page
-    page.click("tr[data-pair='motoko:evening'] a.cell[title='2026-09-02: appended']")
-    assert page.text_content("#detail-title") == "motoko evening 2026-09-02: appended"
-    panel = page.text_content("#detail-fields")
+    panel = _open_cell(page, "motoko:evening", "2026-09-02: appended")
     assert panel is not None
     assert "runs2" in panel  # two runs: the failure, then the rerun that appended
     assert "openai backend: HTTP 503 from the model server" in panel and "backend attempts 3" in panel and "duration 9.0 s" in panel
     assert panel.index("outcome appended") < panel.index("outcome failed")  # newest first
-    page.click("tr[data-pair='batou:evening'] a.cell[title='2026-09-03: missed']")
-    missed = page.text_content("#detail-fields")
+    missed = _open_cell(page, "batou:evening", "2026-09-03: missed")
     assert missed is not None and "downtime" in missed
 
 
