@@ -267,6 +267,17 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         self._lines: list[tuple[Any, str, dict[str, Any]]] = []
         super().__init__(app, **kwargs)
 
+    def _ensure_connected(self) -> Any:
+        """The broker connection the beat's producer is made on, tried once.
+
+        Celery's own retries for as long as ``broker_connection_max_retries`` allows (without
+        end, as the workers need): a Redis gone between a pass's read of the schedule and its
+        first publish would hold the pass there, logging only Celery's retries. Raised at once
+        instead, the tick logs ``fleet.broker_unreachable`` and the next tick tries again, as
+        for every other Redis call of the pass.
+        """
+        return self.connection.ensure_connection(max_retries=0)
+
     # -- the lock, before the schedule ---------------------------------------------------
 
     def setup_schedule(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import signal
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -151,3 +152,49 @@ def test_a_pair_new_to_the_schedule_starts_at_the_beats_start_and_a_restart_resu
     structlog.reset_defaults()
 
 
+
+
+def test_a_redis_gone_between_the_schedules_read_and_the_first_publish_is_waited_out_and_the_fire_goes_out_after(
+        tmp_path: Path, durable_redis: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(tmp_path, "UTC", durable_redis.url)
+    start = datetime(2026, 6, 1, 0, 10, tzinfo=UTC)
+    clock = [start]
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    app.now = lambda: clock[0]
+    beat = SlotScheduler(app=app)  # nothing was due yet: its producer, and the connection under it, are not made
+    read = SlotScheduler.schedule.fget
+    assert read is not None
+
+    gone: list[bool] = []
+
+    def read_then_redis_goes(scheduler: SlotScheduler) -> dict[str, object]:
+        entries: dict[str, object] = read(scheduler)
+        if not gone:
+            durable_redis.stop()  # after the first pass read what is due, before it publishes any of it
+            gone.append(True)
+        return entries
+
+    monkeypatch.setattr(SlotScheduler, "schedule", property(read_then_redis_goes))
+    clock[0] = start + timedelta(minutes=55)  # the 01:00 fires are due
+    def hung(signum: int, frame: object) -> None:
+        raise AssertionError("the tick waited for a Redis that went away instead of returning")
+
+    # Celery's own retry would hold this tick until Redis is back, which is never here; the tick runs on this thread,
+    # as the lock it holds is this thread's.
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        with capture_logs() as logs:
+            beat.tick()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [event["event"] for event in logs if event["event"] == "fleet.broker_unreachable"] == ["fleet.broker_unreachable"]
+    assert durable_redis.process is None
+    durable_redis.start()
+    beat.tick()
+    beat.close()
+    assert _published(durable_redis, "ghostrunner.east") == [("early", "2026-06-01T01:00:00+00:00"), ("hourly", "2026-06-01T01:00:00+00:00")]
+    structlog.reset_defaults()
