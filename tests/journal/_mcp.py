@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import mcp.client.stdio
 import mcp.types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -28,6 +29,11 @@ __all__ = ["EXIT_MARK", "McpServer", "holding_write_lock", "mcp_server"]
 
 #: What the wrapping shell writes to stderr, followed by the server's exit status.
 EXIT_MARK = "ghostjournal-mcp-exit="
+
+# The SDK's client gives a server 2 s from closing its stdin before it signals the server's process group, the wrapping
+# shell too (whose exit mark is then never written). On a machine running many tests at once a clean exit can take
+# longer than that; a client this patient still fails a server that does not end by itself on EOF.
+mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT = 60.0
 
 
 class McpServer:
