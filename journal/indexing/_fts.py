@@ -295,6 +295,27 @@ class TextSearch:
             lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
         return lacking
 
+    def coverage(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
+        """The share of the words a search of *query* in *window* matches on that each of *entry_ids* holds (0 for none).
+
+        The same lookups as :meth:`partial`, counted rather than reduced to a yes or no.
+        """
+        terms = list(query.terms)
+        plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
+        if plan is None:
+            return dict.fromkeys(entry_ids, 0.0)
+        table, match, _ = plan
+        rowids = dict(
+            conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+        )
+        marks = ",".join("?" * len(rowids))
+        searched = _QUOTED.findall(match)
+        held = dict.fromkeys(entry_ids, 0)
+        for term in searched:
+            for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids]):
+                held[rowids[row[0]]] += 1
+        return {entry_id: count / len(searched) for entry_id, count in held.items()} if searched else dict.fromkeys(entry_ids, 0.0)
+
     def bm25(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
         """The BM25 score :meth:`search` in *window* gives each of *entry_ids* that *query* matches, whether or not it ranks among the best."""
         terms = list(query.terms)
