@@ -276,24 +276,36 @@ class TextSearch:
         One lookup per searched word, restricted to the given entries' rows
         (the fusion asks only when BM25 matched few entries).
         """
+        held = self._held(conn, query, entry_ids, window)
+        return {entry_id for entry_id, count in held[0].items() if count < held[1]} if held else set()
+
+    def coverage(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
+        """The share of the words a search of *query* in *window* matches on that each of *entry_ids* holds (0 for none): :meth:`partial`'s lookups, counted."""
+        held = self._held(conn, query, entry_ids, window)
+        if not held:
+            return dict.fromkeys(entry_ids, 0.0)
+        counts, searched = held
+        return {entry_id: counts.get(entry_id, 0) / searched for entry_id in entry_ids}
+
+    def _held(
+        self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window
+    ) -> tuple[dict[str, int], int] | None:
+        """How many of the words a search of *query* in *window* matches on each of *entry_ids* in the index holds, and how many it matches on."""
         terms = list(query.terms)
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
-            return set()
+            return None
         table, match, _ = plan
         rowids = dict(
             conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
         )
         marks = ",".join("?" * len(rowids))
         searched = _QUOTED.findall(match)
-        lacking: set[str] = set()
+        held = dict.fromkeys(rowids.values(), 0)
         for term in searched:
-            holding = {
-                row[0]
-                for row in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids])
-            }
-            lacking.update(entry_id for rowid, entry_id in rowids.items() if rowid not in holding)
-        return lacking
+            for (rowid,) in conn.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid IN ({marks})", [f'"{term}"', *rowids]):
+                held[rowids[rowid]] += 1
+        return (held, len(searched)) if searched else None
 
     def bm25(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> dict[str, float]:
         """The BM25 score :meth:`search` in *window* gives each of *entry_ids* that *query* matches, whether or not it ranks among the best."""

@@ -592,6 +592,11 @@ class Index(Database):
         with corruption_guard():
             return self._text.partial(self.conn, QueryWords.of(query), entry_ids, window)
 
+    def coverage(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
+        """The share of the words a search of *query* in *window* matches on that each of *entry_ids* holds."""
+        with corruption_guard():
+            return self._text.coverage(self.conn, QueryWords.of(query), entry_ids, window)
+
     def bm25(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, float]:
         """The BM25 score (higher is better) a search of *query* in *window* gives each of *entry_ids* it matches."""
         with corruption_guard():

@@ -4,7 +4,9 @@ After the arms, their fusion and the neighbours' stage have ranked the
 candidates, a logistic model over cheap features (:data:`FEATURES`: each arm's
 score and rank, the fused score before and after the neighbours' stage, the
 fused scores of the entries next to it, whether it holds every searched word,
-how recent it is, how many links it has) reorders the best :data:`DEPTH`. Only
+how recent it is, how many links it has, the share of the searched words
+it holds, the best lexical score among its neighbours, whether it opens a
+thread, how close in time its best neighbour is) reorders the best :data:`DEPTH`. Only
 index rows are read, never an entry's text; the weights are one line of
 numbers per mode.
 
@@ -26,6 +28,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,7 +55,7 @@ log = logging.getLogger("journal")
 
 FORMAT: Final = "ghostjournal-reranker"
 #: The version of the file's layout and of :data:`FEATURES`; a file of another version is not used.
-VERSION: Final = 1
+VERSION: Final = 2
 #: How many of the best candidates the model reorders; the rest keep their place after them.
 DEPTH: Final = 50
 #: The features, in the order of each mode's weights. Shares are a score over the list's best; ranks are 1 / (1 + rank).
@@ -71,6 +74,10 @@ FEATURES: Final = (
     "every_word",  # 1 when the words found it and it holds every searched word
     "recency",  # 1 for the newest candidate, 0 for the oldest
     "links",  # continuity links, up to 3, over 3
+    "coverage",  # the share of the searched words it holds
+    "near_lexical",  # best lexical share among its neighbours (links both ways, and just before and after it)
+    "opens_thread",  # 1 when it continues no earlier entry (a session's first turn, a journal's new thread)
+    "near_closeness",  # 1 / (1 + minutes) to its best neighbour by base share; 0 with no neighbour
 )
 MODES: Final = ("lexical", "hybrid")
 #: The shipped weights.
@@ -127,15 +134,16 @@ def candidate_features(
     base_share, base_rank, lifted_share, lifted_rank = _shares(base), _ranks(base), _shares(lifted), _ranks(lifted)
     lexical_share, lexical_rank, cosine, cosine_rank = _shares(lexical), _ranks(lexical), dict(semantic), _ranks(semantic)
     near = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window)
-    linked_ids = set(ids).union(*near.linked.values())
-    times = {row.id: row.ts_utc for row in index.rows(window, ids=sorted(linked_ids))}
+    around = {entry_id: near.linked.get(entry_id, set()) | near.adjacent.get(entry_id, set()) for entry_id in ids}
+    times = {row.id: row.ts_utc for row in index.rows(window, ids=sorted(set(ids).union(*around.values())))}
     matched = [entry_id for entry_id in ids if entry_id in lexical_share]
-    partial = index.partial_matches(query, matched, window) if matched else set()
+    coverage = index.coverage(query, matched, window) if matched else {}
     newest = sorted(ids, key=lambda entry_id: (times.get(entry_id, ""), entry_id), reverse=True)
     recency = {entry_id: 1.0 - n / max(1, len(ids) - 1) for n, entry_id in enumerate(newest)}
     rows = []
     for entry_id in ids:
         own, linked = times.get(entry_id, ""), near.linked.get(entry_id, set())
+        best = max(around[entry_id], key=lambda other: (base_share.get(other, 0.0), other), default=None)
         rows.append(
             [
                 base_share.get(entry_id, 0.0),
@@ -149,12 +157,24 @@ def candidate_features(
                 max((base_share.get(other, 0.0) for other in linked if times.get(other, "") < own), default=0.0),
                 max((base_share.get(other, 0.0) for other in linked if times.get(other, "") > own), default=0.0),
                 max((base_share.get(other, 0.0) for other in near.adjacent.get(entry_id, ())), default=0.0),
-                1.0 if entry_id in lexical_share and entry_id not in partial else 0.0,
+                1.0 if coverage.get(entry_id, 0.0) == 1.0 else 0.0,
                 recency[entry_id],
                 min(len(linked), 3) / 3,
+                coverage.get(entry_id, 0.0),
+                max((lexical_share.get(other, 0.0) for other in around[entry_id]), default=0.0),
+                0.0 if any(times.get(other, "") < own for other in linked) else 1.0,
+                0.0 if best is None else 1.0 / (1.0 + _minutes(own, times.get(best, ""))),
             ]
         )
     return ids, rows
+
+
+def _minutes(one: str, other: str) -> float:
+    """The minutes between two ``ts_utc`` values (a long way apart when either is unknown)."""
+    try:
+        return abs((datetime.fromisoformat(one) - datetime.fromisoformat(other)).total_seconds()) / 60
+    except ValueError:
+        return math.inf
 
 
 def parse_reranker(data: Any, source: str) -> Reranker:

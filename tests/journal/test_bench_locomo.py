@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -128,20 +129,51 @@ def test_the_held_out_bench_prints_recall_per_category_for_locomo_and_the_journa
     assert "Traceback" not in refused.stderr
 
 
-def test_the_reranker_trial_scores_each_conversation_with_a_model_fitted_on_the_other_and_writes_weights_the_journal_loads(tmp_path: Path) -> None:
-    """``train_reranker.py`` prints, per conversation held apart, the L2 chosen on the other, recall of the stage -> the model, and writes a usable file."""
+def test_the_reranker_trial_scores_each_conversation_with_a_model_fitted_on_the_others_and_writes_weights_the_journal_loads(tmp_path: Path) -> None:
+    """``train_reranker.py`` prints, per conversation or set held apart, the L2 chosen without it, recall of the stage -> the model per set, and writes a usable file."""
     pytest.importorskip("numpy")
     written = tmp_path / "weights.json"
-    result = _run(BENCH / "train_reranker.py", _two_conversations(tmp_path), "--write", written)
+    result = _run(BENCH / "train_reranker.py", _two_conversations(tmp_path), "--synthetic", "2", "--runner", "0", "--write", written)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     for mode in ("lexical", "hybrid"):
-        chosen = [line for line in lines if line.startswith(f"{mode}: held apart")]
-        assert [line.split()[3] for line in chosen] == ["conv-0:", "conv-1:"]
-        assert all(re.search(r"L2 [\d.]+ chosen on the other conversation$", line) for line in chosen)
-        overall = next(line for line in lines if line.split()[:2] == [mode, "overall"])
-        assert re.fullmatch(rf"\s*{mode}\s+overall\s+12(  R@\d+ [\d.]+ -> [\d.]+){{3}}", overall)
-        assert any(line.split()[:3] == [mode, "jset", "overall"] for line in lines)
+        chosen = [found[1] for line in lines if (found := re.fullmatch(rf"{mode}: held apart (.+): L2 [\d.]+ chosen without it", line))]
+        assert chosen == ["conv-0", "conv-1", "journal set", "syn-0", "syn-1"]
+        overall = next(line for line in lines if line.split()[:4] == [mode, "LoCoMo", "dev", "overall"])
+        assert re.fullmatch(rf"\s*{mode} LoCoMo dev\s+overall\s+12(  R@\d+ [\d.]+ -> [\d.]+){{3}}", overall)
+        assert any(line.split()[:3] == [mode, "synthetic", "overall"] for line in lines)
+        assert any(line.split()[:4] == [mode, "journal", "set", "overall"] for line in lines)
     assert re.search(r"^on by default: (yes|no) ", result.stdout, re.MULTILINE)
     loaded = load_reranker(written, chosen=True)
     assert loaded is not None and loaded.enabled == ("on by default: yes" in result.stdout)
+    assert "2 synthetic conversations" in json.loads(written.read_text(encoding="utf-8"))["trained_on"]
+
+
+def test_the_synthetic_conversations_are_stored_as_locomo_is_and_their_asked_answers_share_no_word_with_the_question(
+    sets: ModuleType, tmp_path: Path
+) -> None:
+    """The reranker's own training conversations: one note a turn in the held-out layout, evidence among the turns and named nowhere, the same for a seed."""
+    from conversation_sets import synthetic_conversations  # bench/ is on the path while `sets` is
+
+    from journal.indexing import QueryWords
+
+    payloads, queries = synthetic_conversations(2, seed=5)
+    assert (payloads, queries) == synthetic_conversations(2, seed=5) and payloads != synthetic_conversations(2, seed=6)[0]
+    by_id = {p["id"]: p for p in payloads}
+    assert len(by_id) == len(payloads) and {p["agent"] for p in payloads} == {"syn-0", "syn-1"}
+    previous: dict[str, Any] | None = None
+    for p in payloads:
+        assert p["kind"] == "note" and p["theme"].startswith("conversation on ") and re.fullmatch(r'\w+ said, ".+"', p["voice"])
+        same_session = previous is not None and previous["agent"] == p["agent"] and previous["theme"] == p["theme"]
+        assert p.get("signals") == ({"continuity_refs": [previous["id"]]} if same_session and previous else None)
+        previous = p
+    assert {q["category"] for q in queries} == {"asked", "told", "when", "two sessions"}
+    assert all(q["relevant"] and set(q["relevant"]) <= by_id.keys() for q in queries)
+    assert sets.gold_leaks(payloads, {entry_id for q in queries for entry_id in q["relevant"]}) == []
+    for q in (q for q in queries if q["category"] == "asked"):
+        answer = by_id[next(iter(q["relevant"]))]["voice"]
+        teller, said = answer.split(" said, ", 1)
+        assert not set(QueryWords.of(q["query"].replace(teller, "")).terms) & set(QueryWords.of(said).terms), (q["query"], answer)
+    with Journal(tmp_path / "journal") as journal:  # valid entries, the links included
+        for payload in payloads:
+            journal.append(payload)

@@ -12,7 +12,9 @@ import pytest
 
 from journal import Journal
 from journal.encoding import Encoder
-from journal.ranking.reranker import FEATURES, FORMAT, SHIPPED, VERSION, load_reranker
+from journal.indexing import QueryWords
+from journal.indexing.index import Window
+from journal.ranking.reranker import FEATURES, FORMAT, SHIPPED, VERSION, candidate_features, load_reranker
 
 Payload = Callable[..., dict[str, Any]]
 REPO = Path(__file__).resolve().parents[3]
@@ -36,16 +38,20 @@ def _kettles(journal: Journal, make_payload: Payload) -> list[str]:
 
 
 def test_the_shipped_weights_are_a_small_file_naming_their_script_and_data_and_are_off_by_default() -> None:
-    """The model beat the neighbours' stage on no held-apart figure that counts, so the file says it is off; chosen, it loads."""
+    """Held apart, the model did not beat the neighbours' stage on LoCoMo in every mode without a loss elsewhere, so the file says it is off; chosen, it loads."""
     data = json.loads(SHIPPED.read_text(encoding="utf-8"))
     assert SHIPPED.stat().st_size < 8_000
     assert (data["format"], data["version"], data["features"]) == (FORMAT, VERSION, list(FEATURES))
     assert data["enabled"] is False
     assert load_reranker(SHIPPED) is None
-    assert "LoCoMo dev" in data["trained_on"] and (REPO / data["script"].split()[1]).is_file()
-    for mode in ("lexical", "hybrid"):
-        figures = data["held_apart"][mode]["locomo_dev_across_conversations"]
-        assert figures["reranker"]["R@10"] < figures["neighbours"]["R@10"] + 0.005  # why it is off
+    assert "LoCoMo dev" in data["trained_on"] and "synthetic" in data["trained_on"] and (REPO / data["script"].split()[1]).is_file()
+    earned = [
+        held["LoCoMo dev"]["reranker"]["R@10"] >= held["LoCoMo dev"]["neighbours"]["R@10"] + 0.005
+        and all(figures["reranker"][k] >= figures["neighbours"][k] for figures in held.values() for k in ("R@5", "R@10", "R@25"))
+        for held in (data["held_apart"][mode] for mode in ("lexical", "hybrid"))
+    ]
+    assert set(data["held_apart"]["lexical"]) == {"LoCoMo dev", "synthetic", "journal set", "runner"}
+    assert not all(earned)  # why it is off
     chosen = load_reranker(SHIPPED, chosen=True)
     assert chosen is not None and set(chosen.weights) == {"lexical", "hybrid"} and chosen.source == str(SHIPPED)
 
@@ -71,6 +77,28 @@ def test_the_shipped_weights_when_chosen_still_find_the_entry_that_continues_a_m
                                              signals={"continuity_refs": [asked]})).id
         journal.append(make_payload(theme="weather", tags=[], voice="Rain again on the tin roof.", ts="2026-03-20T10:00:00+00:00"))
         assert [hit.entry_id for hit in journal.search("which bakery did Batou recommend", k=5)] == [asked, answer]
+
+
+def test_the_features_count_the_searched_words_held_and_read_the_neighbours_words_thread_and_time(root: Path, make_payload: Payload) -> None:
+    """Coverage is the share of the searched words an entry holds; an answer that shares none borrows its question's lexical score, and knows it continues a thread 3 minutes on."""
+    with Journal(root) as journal:
+        asked = journal.append(make_payload(theme="a talk", tags=[], voice="Which bakery near the harbor would you pick?", ts="2026-03-01T10:00:00+00:00")).id
+        answer = journal.append(make_payload(theme="a talk", tags=[], voice="The one past the ferry terminal, blue awning.", ts="2026-03-01T10:03:00+00:00",
+                                             signals={"continuity_refs": [asked]})).id
+        half = journal.append(make_payload(theme="a walk", tags=[], voice="Walked along the harbor at noon.", ts="2026-03-05T12:00:00+00:00")).id
+        query = QueryWords.of("bakery harbor")
+        index, window = journal._keeper.index, Window(agent="motoko")
+        assert index.coverage(query, [asked, half, answer], window) == {asked: 1.0, half: 0.5, answer: 0.0}
+        lexical = [(asked, 2.0), (half, 1.0)]
+        lifted = [(asked, 2.0), (answer, 1.2), (half, 1.0)]
+        ids, rows = candidate_features(index, query, window, base=lexical, lifted=lifted, lexical=lexical, semantic=[])
+    got = {entry_id: dict(zip(FEATURES, row, strict=True)) for entry_id, row in zip(ids, rows, strict=True)}
+    assert ids == [asked, answer, half]
+    assert (got[asked]["coverage"], got[half]["coverage"], got[answer]["coverage"]) == (1.0, 0.5, 0.0)
+    assert (got[asked]["every_word"], got[half]["every_word"]) == (1.0, 0.0)
+    assert got[answer]["near_lexical"] == 1.0 and got[asked]["near_lexical"] == 0.0 and got[half]["near_lexical"] == 0.0
+    assert (got[asked]["opens_thread"], got[answer]["opens_thread"], got[half]["opens_thread"]) == (1.0, 0.0, 1.0)
+    assert got[answer]["near_closeness"] == pytest.approx(1 / (1 + 3)) and got[half]["near_closeness"] == 0.0
 
 
 BAD_FILES: dict[str, Callable[[Path], Path]] = {
