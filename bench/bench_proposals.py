@@ -24,7 +24,9 @@ entry, the theme ``conversation on <date>``, ``continuity_refs`` naming the
 previous turn; see ``retrieval_sets.load_locomo``), and again tagged with the
 speaker's name (a subject every turn of a speaker shares), with and without
 the links: *turns marked* is the share of turns a proposal names as possibly
-outdated. No turn updates another, so every mark there is false.
+outdated (and *auto-accept would supersede*, the share a runner agent with
+``accept_proposals = "auto"`` would take). No turn updates another, so every
+mark there is false.
 
 Then, per split, the share of the freshness set's probes whose top search
 hit is the newest version of an updated fact (*fresh-wins*) or a recency
@@ -78,6 +80,7 @@ from journal.indexing import (
     MEANING_THRESHOLD,
     NOVELTY_THRESHOLD,
     PROPOSAL_THRESHOLD,
+    auto_acceptable,
 )
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
@@ -234,8 +237,13 @@ def locomo(path: Path) -> None:
     for name, shape in variants.items():
         with tempfile.TemporaryDirectory() as tmp, _open(Path(tmp) / "j") as journal:
             journal.append_many([shape(p) for p in payloads])
-            marked = {p.older for p in journal.proposals()}
-        print(f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)})")
+            proposals = journal.proposals()
+            marked = {p.older for p in proposals}
+            taken = {p.older for p in proposals if auto_acceptable(p, journal.get(p.newer).voice)}
+        print(
+            f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)}),"
+            f" auto-accept would supersede {len(taken) / len(payloads):.3f} ({len(taken)}/{len(payloads)})"
+        )
 
 
 def restatements() -> None:
