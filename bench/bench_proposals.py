@@ -24,14 +24,17 @@ entry, the theme ``conversation on <date>``, ``continuity_refs`` naming the
 previous turn; see ``retrieval_sets.load_locomo``), and again tagged with the
 speaker's name (a subject every turn of a speaker shares), with and without
 the links: *turns marked* is the share of turns a proposal names as possibly
-outdated. No turn updates another, so every mark there is false.
+outdated (and *auto-accept would supersede*, the share a runner agent with
+``accept_proposals = "auto"`` would take). No turn updates another, so every
+mark there is false.
 
 Then, per split, the share of the freshness set's probes whose top search
 hit is the newest version of an updated fact (*fresh-wins*) or a recency
 trap's right, older answer (*trap correct-wins*), with the proposals left
-pending, auto-accepted as each entry is appended (score at least
-``AUTO_ACCEPT_THRESHOLD``, as a runner agent with ``accept_proposals =
-"auto"``), and all accepted.
+pending, auto-accepted as each entry is appended (``Journal.auto_accept``, as
+a runner agent with ``accept_proposals = "auto"``: score at least
+``AUTO_ACCEPT_THRESHOLD``, or at least ``AUTO_ACCEPT_CHANGE_THRESHOLD`` when
+the newer entry says that something changed), and all accepted.
 
 With ``--nn``, every journal is opened with the MiniLM encoder (the ``nn``
 extra and the model), so entries are also paired by meaning, auto-accepting
@@ -70,7 +73,15 @@ from journal import Journal, ProposalNotFoundError
 from journal.encoding import Encoder, load_encoder
 from journal.files.entry import Entry
 from journal.files.store import EntryStore
-from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, MEANING_THRESHOLD, NOVELTY_THRESHOLD, PROPOSAL_THRESHOLD
+from journal.indexing import (
+    AUTO_ACCEPT_CHANGE_THRESHOLD,
+    AUTO_ACCEPT_COSINE,
+    AUTO_ACCEPT_THRESHOLD,
+    MEANING_THRESHOLD,
+    NOVELTY_THRESHOLD,
+    PROPOSAL_THRESHOLD,
+    auto_acceptable,
+)
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
 RESTATEMENTS = Path(__file__).resolve().parent / "restatement_set.json"
@@ -133,7 +144,8 @@ def fresh_wins(scenarios: list[dict[str, object]]) -> None:
                 c[0] += sum(top == scenario["answer"] for top in tops)
                 c[1] += len(tops)
     how = "lexical" if ENCODER is None else f"hybrid; auto-accepted also at cosine >= {AUTO_ACCEPT_COSINE}"
-    print(f"top search hit (k=5, {how}), proposals left pending / auto-accepted (score >= {AUTO_ACCEPT_THRESHOLD}) / all accepted")
+    auto = f"score >= {AUTO_ACCEPT_THRESHOLD}, or >= {AUTO_ACCEPT_CHANGE_THRESHOLD} with a change stated"
+    print(f"top search hit (k=5, {how}), proposals left pending / auto-accepted ({auto}) / all accepted")
     for split in ("tune", "check"):
         for kind in ("fresh-wins", "trap correct-wins"):
             cells = [f"{c[0] / c[1]:.2f} ({c[0]}/{c[1]})" for c in (counts[(split, kind, a)] for a in ("none", "auto", "all"))]
@@ -225,8 +237,13 @@ def locomo(path: Path) -> None:
     for name, shape in variants.items():
         with tempfile.TemporaryDirectory() as tmp, _open(Path(tmp) / "j") as journal:
             journal.append_many([shape(p) for p in payloads])
-            marked = {p.older for p in journal.proposals()}
-        print(f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)})")
+            proposals = journal.proposals()
+            marked = {p.older for p in proposals}
+            taken = {p.older for p in proposals if auto_acceptable(p, journal.get(p.newer).voice)}
+        print(
+            f"  {name:<36} turns marked {len(marked) / len(payloads):.3f} ({len(marked)}/{len(payloads)}),"
+            f" auto-accept would supersede {len(taken) / len(payloads):.3f} ({len(taken)}/{len(payloads)})"
+        )
 
 
 def restatements() -> None:

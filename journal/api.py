@@ -30,7 +30,7 @@ from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
 from journal.files.entry import Entry
-from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, Proposal
+from journal.indexing import Proposal, auto_acceptable
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
 from journal.ranking.context import PromptContext
@@ -634,17 +634,24 @@ class Journal:
         return self._decide("accepted", older, newer, agent, origin)
 
     def auto_accept(self, newer: str, *, agent: str | None = None, origin: str = "agent") -> builtins.list[Entry]:
-        """Accept every pending proposal the entry *newer* makes that scores at least ``AUTO_ACCEPT_THRESHOLD``, or whose
-        entries' vectors (NN on) have a cosine of at least ``AUTO_ACCEPT_COSINE``; the corrections.
+        """Accept every pending proposal the entry *newer* makes that is alike enough to take without someone deciding; the corrections.
 
-        What a runner agent with ``accept_proposals = "auto"`` does after each entry it appends: the stricter
-        thresholds are chosen so that accepting costs no recency trap its answer (see docs/retrieval.md).
-        Each acceptance is :meth:`accept_proposal`'s, so running it again appends nothing.
+        A proposal is taken when it scores at least ``AUTO_ACCEPT_THRESHOLD``, or its entries' vectors (NN on) have a
+        cosine of at least ``AUTO_ACCEPT_COSINE``, or *newer* says that something changed ("now", "no longer",
+        "moved", "from X to Y"...) and the score reaches ``AUTO_ACCEPT_CHANGE_THRESHOLD`` (see
+        :func:`journal.indexing.auto_acceptable`). What a runner agent with ``accept_proposals = "auto"`` does after
+        each entry it appends: the thresholds are chosen so that accepting costs no recency trap of the freshness
+        set's tune split its answer (see docs/retrieval.md). Each acceptance is :meth:`accept_proposal`'s, so running
+        it again appends nothing.
         """
+        proposals = self.proposals(agent, newer=newer)
+        if not proposals:
+            return []
+        text = self.get(newer, agent).voice
         return [
             self.accept_proposal(proposal.older, proposal.newer, agent=agent, origin=origin)
-            for proposal in self.proposals(agent, newer=newer)
-            if proposal.score >= AUTO_ACCEPT_THRESHOLD or (proposal.cosine is not None and proposal.cosine >= AUTO_ACCEPT_COSINE)
+            for proposal in proposals
+            if auto_acceptable(proposal, text)
         ]
 
     def reject_proposal(self, older: str, newer: str, *, agent: str | None = None, origin: str = "operator") -> Entry:

@@ -8,6 +8,7 @@ this folder runs SQL. It never reads an entry file: the entries it indexes are h
 
 from journal.indexing._fts import QueryWords
 from journal.indexing._proposals import (
+    AUTO_ACCEPT_CHANGE_THRESHOLD,
     AUTO_ACCEPT_COSINE,
     AUTO_ACCEPT_THRESHOLD,
     DECISIONS,
@@ -15,12 +16,14 @@ from journal.indexing._proposals import (
     NOVELTY_THRESHOLD,
     PROPOSAL_THRESHOLD,
     Proposal,
+    auto_acceptable,
     decision_of,
 )
 from journal.indexing._scope import Scope, bound, cutoff, positive, shown_key
 from journal.indexing.snapshot import IndexSnapshot, copy_index
 
 __all__ = [
+    "AUTO_ACCEPT_CHANGE_THRESHOLD",
     "AUTO_ACCEPT_COSINE",
     "AUTO_ACCEPT_THRESHOLD",
     "DECISIONS",
@@ -31,6 +34,7 @@ __all__ = [
     "Proposal",
     "QueryWords",
     "Scope",
+    "auto_acceptable",
     "bound",
     "copy_index",
     "cutoff",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from journal.indexing._floored import Floored, floored, floored_scores
 from journal.indexing._newest import newest_ranked
 from journal.indexing._stopwords import STOP_WORDS
 from journal.indexing._tables import COLUMNS, IndexRow, Window, scoped_text_table
@@ -200,7 +201,7 @@ class TextSearch:
     """
 
     def __init__(self) -> None:
-        self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool]] = {}
+        self._plans: dict[tuple[str, tuple[str, ...], int, int, CommonWords], tuple[str, bool, Floored | None]] = {}
         # Whether a word is common, by table, word, size, writes and threshold: common words recur from query to query.
         self._common: dict[tuple[str, str, int, int, int], bool] = {}
 
@@ -243,12 +244,14 @@ class TextSearch:
         plan = self._plan(conn, terms, window.agent)
         if plan is None:
             return None
-        table, match, newest_only = plan
+        table, match, newest_only, floor = plan
         clauses, params = window.where()
         if exclude:
             clauses.append(f"e.id NOT IN ({','.join('?' * len(exclude))})")
             params.extend(exclude)
-        if newest_only:
+        if floor is not None:
+            ranked = _floored_ranked(conn, table, floor, clauses, params, k, columns)
+        elif newest_only:
             ranked = newest_ranked(
                 conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns
             )
@@ -295,7 +298,7 @@ class TextSearch:
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
             return None
-        table, match, _ = plan
+        table, match, _, _ = plan
         rowids = dict(
             conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
         )
@@ -313,7 +316,13 @@ class TextSearch:
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None:
             return {}
-        table, match, _ = plan
+        table, match, _, floor = plan
+        if floor is not None:
+            rowids = dict(
+                conn.execute(f"SELECT rowid, id FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
+            )
+            scores = floored_scores(conn, table, _WEIGHTS, floor)
+            return {entry_id: scores[rowid] for rowid, entry_id in rowids.items() if rowid in scores}
         found = conn.execute(
             f"SELECT e.id, -bm25({table}, {_WEIGHTS}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid"
             f" WHERE {table} MATCH ? AND e.id IN ({','.join('?' * len(entry_ids))})",
@@ -332,7 +341,7 @@ class TextSearch:
         plan = self._plan(conn, terms, window.agent) if terms and entry_ids else None
         if plan is None or plan[2]:  # a plan of the newest matches only: every searched word is common
             return set()
-        table, match, _ = plan
+        table, match, _, _ = plan
         searched = _QUOTED.findall(match)
         telling = [term for term in searched if term not in STOP_WORDS and term not in _TIME_WORDS]
         if len(telling) == len(searched):
@@ -347,8 +356,9 @@ class TextSearch:
         )
         return {rowids[row[0]] for row in holding}
 
-    def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool] | None:
-        """The text table to search, the FTS5 expression for *terms* there and whether to rank only the newest matches."""
+    def _plan(self, conn: sqlite3.Connection, terms: list[str], agent: str | None) -> tuple[str, str, bool, Floored | None] | None:
+        """The text table to search, the FTS5 expression for *terms* there, whether to rank only the newest matches, and
+        the searched words with their counts when FTS5 would weigh one as nothing (see :mod:`journal.indexing._floored`)."""
         scoped = scoped_text_table(conn, agent)
         if scoped is None:
             return None
@@ -358,7 +368,8 @@ class TextSearch:
         if key not in self._plans:
             if len(self._plans) >= 64:
                 self._plans.clear()
-            self._plans[key] = self._plan_for(conn, table, terms, size, writes, common)
+            match, newest = self._plan_for(conn, table, terms, size, writes, common)
+            self._plans[key] = (match, newest, None if newest else floored(conn, table, _QUOTED.findall(match), size))
         return (table, *self._plans[key])
 
     def _plan_for(
@@ -377,6 +388,24 @@ class TextSearch:
             if not self._common[key]:
                 rare.append(term)
         return _plan_of(terms, rare)
+
+
+def _floored_ranked(
+    conn: sqlite3.Connection, table: str, floor: Floored, clauses: list[str], params: list[Any], k: int, columns: str
+) -> list[tuple[Any, ...]]:
+    """The best *k* rows in the window (*clauses*, *params*) by :func:`floored_scores`, as rows of *columns*, score and rowid.
+
+    Ties go to the newer entry, then to the id, as FTS5's ranking orders them.
+    """
+    scores = floored_scores(conn, table, _WEIGHTS, floor)
+    if not scores:
+        return []
+    where = " AND ".join([f"e.rowid IN ({','.join('?' * len(scores))})", *clauses])
+    rows = conn.execute(f"SELECT {columns}, e.rowid, e.ts_utc FROM entries e WHERE {where}", [*scores, *params]).fetchall()
+    # Stable sorts, the last key first: the score, then the newer entry, then the greater id.
+    rows.sort(key=lambda row: (row[-1], row[0]), reverse=True)
+    rows.sort(key=lambda row: -scores[row[-2]])
+    return [(*row[:-2], scores[row[-2]], row[-2]) for row in rows[:k]]
 
 
 def _plan_of(terms: list[str], rare: list[str]) -> tuple[str, bool]:

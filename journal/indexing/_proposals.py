@@ -54,6 +54,7 @@ from journal.files.entry import Entry, utc_key
 from journal.indexing._stopwords import STOP_WORDS
 
 __all__ = [
+    "AUTO_ACCEPT_CHANGE_THRESHOLD",
     "AUTO_ACCEPT_COSINE",
     "AUTO_ACCEPT_THRESHOLD",
     "DECISIONS",
@@ -63,6 +64,7 @@ __all__ = [
     "PROPOSAL_THRESHOLD",
     "SUPERSESSIONS_FOLLOWED",
     "Proposal",
+    "auto_acceptable",
     "decision_of",
     "forget_proposals",
     "is_restated",
@@ -72,6 +74,7 @@ __all__ = [
     "propose_again",
     "propose_all",
     "similarity",
+    "states_change",
     "subjects",
     "verdict",
     "words",
@@ -88,6 +91,9 @@ MEANING_THRESHOLD: Final = 0.5
 #: The least cosine of a proposal a runner agent with ``accept_proposals = "auto"`` accepts, whatever its word score: the
 #: lowest tenth at which accepting cost no recency trap of the tune split its answer (their likest pair: 0.688).
 AUTO_ACCEPT_COSINE: Final = 0.7
+#: The least score of a proposal a runner agent with ``accept_proposals = "auto"`` accepts when the newer entry says that
+#: something changed (:func:`states_change`): the lowest at which that cost no recency trap of the tune split its answer.
+AUTO_ACCEPT_CHANGE_THRESHOLD: Final = 0.35
 #: The least share of the newer entry's content words the older must lack: below it, the newer restates the older.
 NOVELTY_THRESHOLD: Final = 0.5
 # How many entries of each shared subject an insert compares with, on each side of it in time (the nearest ones):
@@ -136,6 +142,14 @@ SUPERSESSIONS_FOLLOWED: Final = (
 DECISIONS: Final = ("accepted", "rejected")
 
 _WORD: Final = re.compile(r"[^\W_]+", re.UNICODE)
+# Words and phrases with which a writer says that a value changed, whatever the fact: "is now", "no longer", "moved to",
+# "switched", "from 118,000 to 126,000". A newer entry on a shared subject that says one states the subject's new value;
+# one about something else that shares the subject's words rarely does. "from ... to" stays within a clause.
+_CHANGE: Final = re.compile(
+    r"\b(?:now|no longer|no more|any ?more|instead|moved|moves|switched|changed|replaced|quit|retired|sold|took over"
+    r"|taking over|handed over|postponed|rescheduled|renewed|raised|bumped|traded|from\b[^.;:]*?\bto)\b",
+    re.IGNORECASE,
+)
 # Words that say nothing of what an entry is about: search's stop words, and words an update of a fact uses whatever
 # the fact ("still", "new", "got", "back"), which would make any two entries about different things look alike.
 _STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "new", "one", "still", "today", "two"])
@@ -206,6 +220,23 @@ def verdict(older: frozenset[str], newer: frozenset[str], cosine: float | None =
     if score < PROPOSAL_THRESHOLD and (cosine is None or cosine < MEANING_THRESHOLD):
         return None
     return score
+
+
+def states_change(text: str) -> bool:
+    """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...)."""
+    return _CHANGE.search(text) is not None
+
+
+def auto_acceptable(proposal: Proposal, newer_text: str) -> bool:
+    """Whether a runner agent with ``accept_proposals = "auto"`` accepts *proposal*, whose newer entry's text is *newer_text*.
+
+    It does when the two entries are alike enough that no recency trap of the tune split was as alike: a score of at
+    least :data:`AUTO_ACCEPT_THRESHOLD`, or a cosine of at least :data:`AUTO_ACCEPT_COSINE`; or when the newer entry says
+    that something changed and the score reaches :data:`AUTO_ACCEPT_CHANGE_THRESHOLD` (a path without vectors too).
+    """
+    if proposal.score >= AUTO_ACCEPT_THRESHOLD or (proposal.cosine is not None and proposal.cosine >= AUTO_ACCEPT_COSINE):
+        return True
+    return proposal.score >= AUTO_ACCEPT_CHANGE_THRESHOLD and states_change(newer_text)
 
 
 def is_restated(older: frozenset[str], newer: frozenset[str]) -> bool:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from journal import Journal
 from journal.encoding import Encoder
-from journal.indexing import AUTO_ACCEPT_COSINE, AUTO_ACCEPT_THRESHOLD, MEANING_THRESHOLD, PROPOSAL_THRESHOLD
+from journal.indexing import (
+    AUTO_ACCEPT_CHANGE_THRESHOLD,
+    AUTO_ACCEPT_COSINE,
+    AUTO_ACCEPT_THRESHOLD,
+    MEANING_THRESHOLD,
+    PROPOSAL_THRESHOLD,
+)
 from tests._support import place_entries
 from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
 
@@ -262,3 +268,25 @@ def test_auto_accept_takes_a_proposal_alike_enough_in_meaning_whatever_its_word_
                 assert [c.supersedes for c in accepted] == [(old.id,)]
             else:
                 assert proposal.cosine is None and accepted == []
+
+
+_RENT = "Rent on the Kamakura house is 118,000 yen a month, garage included, due on the 27th."
+# Both newer entries share the same words with the older (a score between the two auto-accept thresholds); the first
+# says that the rent changed, the second is about something else on the same subject.
+_RENT_CHANGED = "The lease came back from the agency: rent on the house is now 126,000 yen, starting in December. Grumbled, signed anyway."
+_RENT_UNCHANGED = "The agency sent a man to look at the gutters of the house; he quoted 126,000 yen for December. Grumbled, signed anyway."
+
+
+def test_auto_accept_takes_a_proposal_whose_newer_entry_says_what_changed_by_words_alone(root: Path) -> None:
+    """Without vectors, a proposal under AUTO_ACCEPT_THRESHOLD is accepted when its newer entry says that something changed, and only then."""
+    for name, voice, taken in (("changed", _RENT_CHANGED, True), ("unchanged", _RENT_UNCHANGED, False)):
+        with Journal(root / name) as journal:
+            old = add(journal, _RENT, "2026-01-10T09:00:00Z", theme="rent", tags=("rent",))
+            new = add(journal, voice, "2026-04-20T09:00:00Z", theme="rent", tags=("rent",))
+            (proposal,) = journal.proposals()
+            assert proposal.cosine is None
+            assert AUTO_ACCEPT_CHANGE_THRESHOLD <= proposal.score < AUTO_ACCEPT_THRESHOLD
+            accepted = journal.auto_accept(new.id)
+            assert [c.supersedes for c in accepted] == ([(old.id,)] if taken else [])
+            assert journal.proposals() == ([] if taken else [proposal])
+            assert journal.auto_accept(new.id) == []  # nothing is left to accept, or it was accepted once
