@@ -15,7 +15,9 @@ is matched (see :class:`_Scorer`).
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from journal.indexing._tables import COLUMNS
@@ -45,8 +47,8 @@ def newest_ranked(
     if not picked:
         return []
     rank = scorer.scores(picked)
-    # picked is newest first and the sort is stable, so ties go to the newer entry, then the id.
-    best = sorted(picked, key=rank.__getitem__)[:k]
+    # picked is newest first and nsmallest is stable (as sorted()[:k] is), so ties go to the newer entry, then the id.
+    best = heapq.nsmallest(k, picked, key=rank.__getitem__)
     rows = {
         row[-1]: row
         for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
@@ -76,17 +78,18 @@ class _Scorer:
         sql = f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
         return dict(self._conn.execute(sql, [self._match, low, high]))
 
-    def matching(self, rowids: list[int]) -> set[int]:
+    def matching(self, rowids: list[int]) -> Collection[int]:
         """Those of *rowids* that match (scored, when they are the first asked)."""
         self._ranges += 1
         if self._ranges == 1:
             self._scored = self._read(min(rowids), max(rowids), scored=True)
-            return set(self._scored)
-        return set(self._read(min(rowids), max(rowids), scored=False))
+            return self._scored.keys()
+        return self._read(min(rowids), max(rowids), scored=False).keys()
 
     def scores(self, picked: list[int]) -> dict[int, float]:
         """The BM25 score (lower is better) of each of *picked*, all matches."""
-        if missing := [rowid for rowid in picked if rowid not in self._scored]:
+        # One range read scored every match it found: only picks from later ranges can lack a score.
+        if self._ranges > 1 and (missing := [rowid for rowid in picked if rowid not in self._scored]):
             self._scored.update(self._read(min(missing), max(missing), scored=True))
         return self._scored
 
