@@ -25,6 +25,9 @@ __all__ = ["COMMON_WORDS", "CommonWords", "QueryWords", "SearchRow", "TextSearch
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
 _WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
 _SNIPPET_WORDS: Final = 24
+# Snippets are read in one pass over the hits' rowid range when it spans fewer rows than this per hit; a
+# statement per hit otherwise (a range holding much of a word's posting list would cost more than the statements).
+_SNIPPET_SPAN: Final = 512
 
 # Words that say when, not what: a journal is all dated entries, so "what's new
 # today?" or "last week" matching an entry is no sign that the entry is about
@@ -267,7 +270,11 @@ class TextSearch:
         if plan is None:
             return {}
         rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
-        found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
+        if len(rowids) > 1 and max(r for _, r in rowids) - min(r for _, r in rowids) < _SNIPPET_SPAN * len(rowids):
+            texts = _snippets_in_range(conn, plan[1], [rowid for _, rowid in rowids])
+            found = {entry_id: texts.get(rowid, "") for entry_id, rowid in rowids}
+        else:
+            found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
         return {entry_id: text for entry_id, text in found.items() if text}
 
     def partial(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> set[str]:
@@ -382,6 +389,23 @@ def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) 
         f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)
     ).fetchone()[0]
     return int(found) >= threshold
+
+
+def _snippets_in_range(conn: sqlite3.Connection, match: str, rowids: list[int]) -> dict[int, str]:
+    """The snippets of the rows *rowids* that match, read in one pass over their rowid range of the journal-wide table.
+
+    Each full-text statement pays to open the words' posting lists in every
+    segment of the table, which a statement per row pays again each time (the
+    hits of a common-word query lie among the newest entries: a short range).
+    The ``+`` keeps the id list a filter, so the range is what the table reads
+    and only the rows asked are given a snippet.
+    """
+    found = conn.execute(
+        f"SELECT rowid, snippet(fts, -1, '', '', '…', {_SNIPPET_WORDS}) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+        f" AND +rowid IN ({','.join('?' * len(rowids))})",
+        [match, min(rowids), max(rowids), *rowids],
+    )
+    return dict(found.fetchall())
 
 
 def _snippet(conn: sqlite3.Connection, match: str, rowid: int) -> str:
