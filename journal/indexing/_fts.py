@@ -226,8 +226,8 @@ class TextSearch:
         found = self._ranked(conn, query, k=k, window=window, exclude=exclude)
         if not found:
             return []
-        match = found[1]
-        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found[0]]
+        texts = _snippets_of(conn, found[1], [r[12] for r in found[0]]) if with_snippets else {}
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), texts.get(r[12], "")) for r in found[0]]
 
     def ranked(
         self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
@@ -270,12 +270,8 @@ class TextSearch:
         if plan is None:
             return {}
         rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
-        if len(rowids) > 1 and max(r for _, r in rowids) - min(r for _, r in rowids) < _SNIPPET_SPAN * len(rowids):
-            texts = _snippets_in_range(conn, plan[1], [rowid for _, rowid in rowids])
-            found = {entry_id: texts.get(rowid, "") for entry_id, rowid in rowids}
-        else:
-            found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
-        return {entry_id: text for entry_id, text in found.items() if text}
+        texts = _snippets_of(conn, plan[1], [rowid for _, rowid in rowids])
+        return {entry_id: texts[rowid] for entry_id, rowid in rowids if texts.get(rowid)}
 
     def partial(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> set[str]:
         """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on.
@@ -391,15 +387,18 @@ def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) 
     return int(found) >= threshold
 
 
-def _snippets_in_range(conn: sqlite3.Connection, match: str, rowids: list[int]) -> dict[int, str]:
-    """The snippets of the rows *rowids* that match, read in one pass over their rowid range of the journal-wide table.
+def _snippets_of(conn: sqlite3.Connection, match: str, rowids: list[int]) -> dict[int, str]:
+    """The snippet of each of *rowids* that *match* matches, from the journal-wide table (the only one holding the text).
 
     Each full-text statement pays to open the words' posting lists in every
-    segment of the table, which a statement per row pays again each time (the
-    hits of a common-word query lie among the newest entries: a short range).
-    The ``+`` keeps the id list a filter, so the range is what the table reads
-    and only the rows asked are given a snippet.
+    segment of the table, which a statement per row pays again each time; so
+    rows close together (the hits of a common-word query lie among the newest
+    entries) are read in one pass over their rowid range. The ``+`` keeps the
+    rowid list a filter, so the range is what the table reads and only the
+    rows asked are given a snippet.
     """
+    if len(rowids) < 2 or max(rowids) - min(rowids) >= _SNIPPET_SPAN * len(rowids):
+        return {rowid: _snippet(conn, match, rowid) for rowid in rowids}
     found = conn.execute(
         f"SELECT rowid, snippet(fts, -1, '', '', '…', {_SNIPPET_WORDS}) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
         f" AND +rowid IN ({','.join('?' * len(rowids))})",

@@ -26,7 +26,7 @@ START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 def test_range_snippets_are_those_of_a_statement_per_hit(
     voices: list[str], query: str, picks: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whichever way they are read, the asked entries the query matches get the same snippet, and the others none."""
+    """Whichever way they are read, the asked entries the query matches get the same snippet, and the others none; a search's hits too."""
     with tempfile.TemporaryDirectory() as tmp, Journal(Path(tmp) / "j") as journal:
         ids = [
             journal.append(
@@ -43,11 +43,12 @@ def test_range_snippets_are_those_of_a_statement_per_hit(
         ]
         asked = [ids[n % len(ids)] for n in picks]
         index = journal._keeper.index
-        ranged = index.snippets(query, asked)
+        ranged = index.snippets(query, asked), [(r.row.id, r.snippet) for r in index.search(query, k=len(picks))]
         with monkeypatch.context() as patched:
             patched.setattr(fts_module, "_SNIPPET_SPAN", 0)  # a statement per hit, whatever the span
-            one_by_one = index.snippets(query, asked)
+            one_by_one = index.snippets(query, asked), [(r.row.id, r.snippet) for r in index.search(query, k=len(picks))]
         assert ranged == one_by_one
-        assert set(ranged) == {
+        ranged_hits = ranged[0]
+        assert set(ranged_hits) == {
             entry_id for entry_id, voice in zip(ids, voices, strict=True) if entry_id in asked and set(query.split()) & set(voice.split())
         }
