@@ -26,6 +26,9 @@ __all__ = ["COMMON_WORDS", "CommonWords", "QueryWords", "SearchRow", "TextSearch
 _BM25_WEIGHTS: Final = (3.0, 1.0, 2.0, 1.5, 0.5)
 _WEIGHTS: Final = ", ".join(str(w) for w in _BM25_WEIGHTS)
 _SNIPPET_WORDS: Final = 24
+# Snippets are read in one pass over the hits' rowid range when it spans fewer rows than this per hit; a
+# statement per hit otherwise (a range holding much of a word's posting list would cost more than the statements).
+_SNIPPET_SPAN: Final = 512
 
 # Words that say when, not what: a journal is all dated entries, so "what's new
 # today?" or "last week" matching an entry is no sign that the entry is about
@@ -224,8 +227,8 @@ class TextSearch:
         found = self._ranked(conn, query, k=k, window=window, exclude=exclude)
         if not found:
             return []
-        match = found[1]
-        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), _snippet(conn, match, r[12]) if with_snippets else "") for r in found[0]]
+        texts = _snippets_of(conn, found[1], [r[12] for r in found[0]]) if with_snippets else {}
+        return [SearchRow(IndexRow.from_sql(r[:11]), float(r[11]), texts.get(r[12], "")) for r in found[0]]
 
     def ranked(
         self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
@@ -270,8 +273,8 @@ class TextSearch:
         if plan is None:
             return {}
         rowids = conn.execute(f"SELECT id, rowid FROM entries WHERE id IN ({','.join('?' * len(entry_ids))})", list(entry_ids)).fetchall()
-        found = {entry_id: _snippet(conn, plan[1], rowid) for entry_id, rowid in rowids}
-        return {entry_id: text for entry_id, text in found.items() if text}
+        texts = _snippets_of(conn, plan[1], [rowid for _, rowid in rowids])
+        return {entry_id: texts[rowid] for entry_id, rowid in rowids if texts.get(rowid)}
 
     def partial(self, conn: sqlite3.Connection, query: QueryWords, entry_ids: Sequence[str], window: Window) -> set[str]:
         """Those of *entry_ids* that lack one or more of the words a search of *query* in *window* matches on.
@@ -423,6 +426,26 @@ def _is_common(conn: sqlite3.Connection, table: str, term: str, threshold: int) 
         f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)", (f'"{term}"', threshold)
     ).fetchone()[0]
     return int(found) >= threshold
+
+
+def _snippets_of(conn: sqlite3.Connection, match: str, rowids: list[int]) -> dict[int, str]:
+    """The snippet of each of *rowids* that *match* matches, from the journal-wide table (the only one holding the text).
+
+    Each full-text statement pays to open the words' posting lists in every
+    segment of the table, which a statement per row pays again each time; so
+    rows close together (the hits of a common-word query lie among the newest
+    entries) are read in one pass over their rowid range. The ``+`` keeps the
+    rowid list a filter, so the range is what the table reads and only the
+    rows asked are given a snippet.
+    """
+    if len(rowids) < 2 or max(rowids) - min(rowids) >= _SNIPPET_SPAN * len(rowids):
+        return {rowid: _snippet(conn, match, rowid) for rowid in rowids}
+    found = conn.execute(
+        f"SELECT rowid, snippet(fts, -1, '', '', '…', {_SNIPPET_WORDS}) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?"
+        f" AND +rowid IN ({','.join('?' * len(rowids))})",
+        [match, min(rowids), max(rowids), *rowids],
+    )
+    return dict(found.fetchall())
 
 
 def _snippet(conn: sqlite3.Connection, match: str, rowid: int) -> str:

@@ -15,7 +15,9 @@ is matched (see :class:`_Scorer`).
 
 from __future__ import annotations
 
+import heapq
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from journal.indexing._tables import COLUMNS
@@ -45,8 +47,8 @@ def newest_ranked(
     if not picked:
         return []
     rank = scorer.scores(picked)
-    # picked is newest first and the sort is stable, so ties go to the newer entry, then the id.
-    best = sorted(picked, key=rank.__getitem__)[:k]
+    # picked is newest first and nsmallest is stable (as sorted()[:k] is), so ties go to the newer entry, then the id.
+    best = heapq.nsmallest(k, picked, key=rank.__getitem__)
     rows = {
         row[-1]: row
         for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
@@ -70,23 +72,32 @@ class _Scorer:
         self._scored: dict[int, float] = {}
         self._ranges = 0
 
-    def _read(self, low: int, high: int, *, scored: bool) -> dict[int, float]:
+    def _read(self, low: int, high: int, *, scored: bool, newest: int | None = None) -> dict[int, float]:
         table = self._table
         score = f"bm25({table}, {self._weights})" if scored else "0.0"
         sql = f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
+        if newest is not None:
+            # FTS5 reads rowids in descending order itself, so the read stops at the limit: no row after it is scored.
+            return dict(self._conn.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", [self._match, low, high, newest]))
         return dict(self._conn.execute(sql, [self._match, low, high]))
 
-    def matching(self, rowids: list[int]) -> set[int]:
-        """Those of *rowids* that match (scored, when they are the first asked)."""
+    def matching(self, rowids: list[int], wanted: int) -> Collection[int]:
+        """Those of *rowids* (newest first) that match, or at least their newest *wanted* (scored, when they are the first asked)."""
         self._ranges += 1
         if self._ranges == 1:
-            self._scored = self._read(min(rowids), max(rowids), scored=True)
-            return set(self._scored)
-        return set(self._read(min(rowids), max(rowids), scored=False))
+            # Rowids one apart, in time order, as a journal appended in time order or rebuilt has them: the range
+            # holds no other entry and its newest matches are its greatest rowids, so no more than those are scored.
+            in_order = rowids == list(range(rowids[0], rowids[0] - len(rowids), -1))
+            self._scored = self._read(
+                rowids[-1] if in_order else min(rowids), max(rowids), scored=True, newest=wanted if in_order else None
+            )
+            return self._scored.keys()
+        return self._read(min(rowids), max(rowids), scored=False).keys()
 
     def scores(self, picked: list[int]) -> dict[int, float]:
         """The BM25 score (lower is better) of each of *picked*, all matches."""
-        if missing := [rowid for rowid in picked if rowid not in self._scored]:
+        # One range read scored every match it found: only picks from later ranges can lack a score.
+        if self._ranges > 1 and (missing := [rowid for rowid in picked if rowid not in self._scored]):
             self._scored.update(self._read(min(missing), max(missing), scored=True))
         return self._scored
 
@@ -110,7 +121,7 @@ def _newest_matches(conn: sqlite3.Connection, scorer: _Scorer, clauses: list[str
         if not rowids:
             break
         # Which of them match: FTS5 reads the rowid range alone (without a score after the first, decoding no positions).
-        matching = scorer.matching(rowids)
+        matching = scorer.matching(rowids, candidates - len(picked))
         found = [rowid for rowid in rowids if rowid in matching]
         picked += found[: candidates - len(picked)]
         if len(rowids) < batch:

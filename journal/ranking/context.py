@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -172,6 +172,7 @@ def build_prompt_context(
     max_chars: int,
     superseded_by: Mapping[str, Sequence[str]] | None = None,
     outdated: Mapping[str, str] | None = None,
+    later: Sequence[tuple[Callable[[], Entry | None], str]] = (),
 ) -> PromptContext:
     """Frame *picks* (most relevant first, each with how it was found) as a labelled data block of at most *max_chars*.
 
@@ -181,6 +182,10 @@ def build_prompt_context(
     the query (the rest are the most recent entries), and those left out.
     *superseded_by* maps an entry's id to the later entries that correct it,
     *outdated* to its mark when a later entry may update it.
+    *later* are picks after all of *picks*, each as the loader of its entry:
+    one is read only when the block still has room for it (None: it is no
+    usable entry, and is left out uncounted), and those the block has no room
+    for count as left out unread.
 
     Raises:
         ValueError: *max_chars* is below MIN_CONTEXT_CHARS.
@@ -190,10 +195,16 @@ def build_prompt_context(
     shown_query = _shown_query(query)
     # The header's counts are filled in last; reserve room for their widest form.
     frame_len = len(CONTEXT_BEGIN) + len(_PREAMBLE) + len(CONTEXT_END) + 3
-    header_max = len(_data_line({"query": shown_query, "records": len(picks), "matched": len(picks), "omitted": len(picks)}))
+    offered = len(picks) + len(later)
+    header_max = len(_data_line({"query": shown_query, "records": offered, "matched": offered, "omitted": offered}))
     budget = max_chars - frame_len - header_max - 1
     chosen: list[tuple[str, ContextRecord, str]] = []
-    for entry, why in picks:
+    given: list[tuple[Entry | Callable[[], Entry | None], str]] = [*picks, *later]
+    for loaded, why in given:
+        entry = loaded if isinstance(loaded, Entry) else loaded()
+        if entry is None:
+            offered -= 1
+            continue
         record = ContextRecord.of(entry, why, (superseded_by or {}).get(entry.id, ()), (outdated or {}).get(entry.id, ""))
         line = _data_line(record.to_dict())
         if len(line) + 1 <= budget:
@@ -205,7 +216,7 @@ def build_prompt_context(
             chosen.append((utc_key(entry.timestamp), *cut))
         break
     chosen.sort(key=lambda item: item[0])
-    omitted = len(picks) - len(chosen)
+    omitted = offered - len(chosen)
     matched = sum(1 for _, record, _ in chosen if record.found_by == "match")
     header = _data_line({"query": shown_query, "records": len(chosen), "matched": matched, "omitted": omitted})
     lines = [CONTEXT_BEGIN, _PREAMBLE, header, *(line for _, _, line in chosen), CONTEXT_END]

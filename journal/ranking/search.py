@@ -8,7 +8,7 @@ out and the ranking runs again without it until *k* entries are found.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
@@ -112,6 +112,7 @@ class Ranker:
         vector: Vector | None = None,
         floor: float | None = None,
         stages: bool = False,
+        snippets: bool = True,
     ) -> _Ranking:
         """The best *k* entries for *query* by one arm or by both fused (see :mod:`journal.ranking.fusion`).
 
@@ -120,13 +121,23 @@ class Ranker:
         by a word that says what the query is about (see :meth:`Index.telling_matches`). With
         *stages*, lexical and hybrid rankings go on through the neighbours' stage
         (see :mod:`journal.ranking.neighbours`) and, when the ranker has one, the learned reranker.
+        Without *snippets*, hits carry no snippet (the prompt context shows whole entries, never snippets).
         """
         mode = self._resolve_mode(mode)
         bad: set[str] = set()
         while True:
             known = len(bad)
             ranking = self._rank_once(
-                query, k=k, mode=mode, exclude=[*exclude, *bad], vector=vector, bad=bad, scope=scope, floor=floor, stages=stages
+                query,
+                k=k,
+                mode=mode,
+                exclude=[*exclude, *bad],
+                vector=vector,
+                bad=bad,
+                scope=scope,
+                floor=floor,
+                stages=stages,
+                snippets=snippets,
             )
             if len(ranking.hits) >= k or len(bad) == known:
                 return ranking
@@ -177,6 +188,7 @@ class Ranker:
         hidden: set[str],
         exclude: Sequence[str] = (),
         stages: bool = True,
+        snippets: bool = True,
     ) -> list[Hit]:
         """The best *k* hits of search and prompt context, corrections in place.
 
@@ -188,11 +200,11 @@ class Ranker:
         """
         if not scope.current_only:
             return self._corrected(
-                self._rank(query, k=k, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages), query, scope
+                self._rank(query, k=k, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages, snippets=snippets), query, scope
             )[:k]
         depth = k
         while True:
-            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages)
+            ranking = self._rank(query, k=depth, mode=mode, scope=scope, floor=floor, exclude=exclude, stages=stages, snippets=snippets)
             current = [hit for hit in self._corrected(ranking, query, scope) if hit.entry_id not in hidden]
             if len(current) >= k or len(ranking.hits) < depth:
                 return current[:k]
@@ -211,12 +223,13 @@ class Ranker:
         scope: Scope,
         floor: float | None,
         stages: bool,
+        snippets: bool,
     ) -> _Ranking:
         """One ranking pass of :meth:`_rank`; entries whose files are unusable or out of *scope* are skipped and added to *bad*."""
         usable = self._reader.usable
         window = scope.window
         if mode == "lexical" and not stages:
-            found = self._index.search(query, k=k, window=window, exclude=exclude)
+            found = self._index.search(query, k=k, window=window, exclude=exclude, with_snippets=snippets)
             lexical_hits = [Hit(r.row.id, r.score, r.snippet, entry) for r in found if (entry := usable(r.row, bad, scope)) is not None]
             return _Ranking(lexical_hits, mode, scores={r.row.id: r.score for r in found})
         if mode == "lexical":
@@ -226,7 +239,16 @@ class Ranker:
             ranked = with_neighbours(self._index, words, window, exclude=exclude)
             if self.reranker is not None:
                 ranked = self.reranker.rerank(self._index, query, window, mode, base=words, lifted=ranked, lexical=words, semantic=[])
-            return self._hits(query, ranked, k=k, mode=mode, matched={entry_id for entry_id, _ in words}, scores={}, bad=bad, scope=scope)
+            return self._hits(
+                query,
+                ranked,
+                k=k,
+                mode=mode,
+                matched={entry_id for entry_id, _ in words} if snippets else set(),
+                scores={},
+                bad=bad,
+                scope=scope,
+            )
         assert self._semantic is not None  # noqa: S101 - narrows the type: _resolve_mode allows only "lexical" without it
         depth = max(k, FUSION.depth) if mode == "hybrid" else k
         lexical = self._index.search(query, k=depth, window=window, exclude=exclude, with_snippets=False) if mode == "hybrid" else []
@@ -257,7 +279,9 @@ class Ranker:
                 ranked = self.reranker.rerank(
                     self._index, query, window, mode, base=base, lifted=ranked, lexical=lexical_ranked, semantic=semantic
                 )
-        return self._hits(query, ranked, k=k, mode=mode, matched=matched, scores=scores, bad=bad, scope=scope, vector=vector)
+        return self._hits(
+            query, ranked, k=k, mode=mode, matched=matched if snippets else set(), scores=scores, bad=bad, scope=scope, vector=vector
+        )
 
     def _hits(
         self,
@@ -389,6 +413,7 @@ class Ranker:
             hidden=hidden,
             exclude=sorted(untrusted),
             stages=rerank,
+            snippets=False,
         )
         picks = [(hit.entry, "match") for hit in found if include_untrusted or hit.entry.origin != "untrusted"]
         if len(picks) < k:
@@ -406,20 +431,30 @@ class Ranker:
         corrected = {hit.entry_id: list(hit.superseded_by) for hit in found if hit.superseded_by}
         corrected.update(self._index.superseders([entry.id for entry, why in picks if why == "recent"], before=scope.as_of))
         marks = outdated_marks(self._index, [entry.id for entry, _ in picks], agent=agent, before=scope.as_of)
-        picks += self._newer_of(picks, marks, scope, hidden)
         return build_prompt_context(
-            query, picks, max_chars=max_chars, superseded_by=corrected, outdated={key: mark.text for key, mark in marks.items()}
+            query,
+            picks,
+            max_chars=max_chars,
+            superseded_by=corrected,
+            outdated={key: mark.text for key, mark in marks.items()},
+            later=self._newer_of(picks, marks, scope, hidden),
         )
 
     def _newer_of(
         self, picks: Sequence[tuple[Entry, str]], marks: Mapping[str, OutdatedMark], scope: Scope, hidden: set[str]
-    ) -> list[tuple[Entry, str]]:
-        """The newest entry each marked pick's mark names, not picked already: shown after every pick, while the block has room."""
+    ) -> list[tuple[Callable[[], Entry | None], str]]:
+        """The newest entry each marked pick's mark names, not picked already: shown after every pick, while the block has room.
+
+        Each comes as a loader: the block is mostly full before them, and an entry it has no room for need not be read.
+        """
         seen = {entry.id for entry, _ in picks}
         wanted = [mark.newer[0] for entry, _ in picks if (mark := marks.get(entry.id)) is not None]
         wanted = [entry_id for entry_id in dict.fromkeys(wanted) if entry_id not in seen and entry_id not in hidden]
         if not wanted:
             return []
-        rows = self._index.rows(scope.window, ids=wanted)
-        found = {row.id: self._reader.usable(row, set(), scope) for row in rows}
-        return [(entry, "newer") for entry_id in wanted if (entry := found.get(entry_id)) is not None]
+        rows = {row.id: row for row in self._index.rows(scope.window, ids=wanted)}
+
+        def loader(row: IndexRow) -> Callable[[], Entry | None]:
+            return lambda: self._reader.usable(row, set(), scope)
+
+        return [(loader(rows[entry_id]), "newer") for entry_id in wanted if entry_id in rows]

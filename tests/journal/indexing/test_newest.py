@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import journal.indexing._fts as fts_module
+import journal.indexing._newest as newest_module
 from journal import Journal
 from journal.indexing._fts import CommonWords
 from journal.indexing._newest import newest_ranked
@@ -216,3 +217,29 @@ def test_the_newest_candidates_are_read_a_batch_at_a_time_when_few_entries_match
             assert fast == full
             assert spy.calls
             assert len(fast[0]) == min(k, 12)
+
+
+def test_entries_appended_in_time_order_score_only_the_newest_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appended in time order, the newest entries' rowids follow their times: the first read scores the newest candidates alone, and finds the same hits."""
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", CommonWords(share=0.05, min_docs=6, candidates=12))
+    payloads = [
+        {"kind": "note", "agent": AGENTS[n % 2], "theme": "t", "voice": f"harbor {'tide ' * (n % 5)}{n}", "tags": [],
+         "ts": (START + timedelta(minutes=n)).isoformat()}
+        for n in range(60)
+    ]  # fmt: skip
+    scored: list[int] = []
+    read = newest_module._Scorer._read
+
+    def counted(self: Any, low: int, high: int, **kwargs: Any) -> dict[int, float]:
+        found = read(self, low, high, **kwargs)
+        if kwargs.get("scored"):
+            scored.append(len(found))
+        return found
+
+    monkeypatch.setattr(newest_module._Scorer, "_read", counted)
+    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
+        for k in (1, 5, 12):
+            scored.clear()
+            fast, full, spy = both_rules(journal, "harbor tide", {"k": k}, mode="lexical", monkeypatch=monkeypatch)
+            assert fast == full and spy.calls
+            assert scored and scored[0] == 12  # every one of the newest matches, and no older one

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import ContextRecord, Journal, PromptContext
-from journal.ranking.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS
+from journal.files.entry import Entry
+from journal.ranking.context import CONTEXT_BEGIN, CONTEXT_END, MIN_CONTEXT_CHARS, build_prompt_context
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -142,3 +143,33 @@ def test_context_options_are_keyword_only(journal: Journal) -> None:
     """context() takes its options by name only."""
     with pytest.raises(TypeError, match="positional argument"):
         journal.context("harbor", 3)  # type: ignore[misc]
+
+
+def test_later_picks_are_read_only_while_the_block_has_room(make_payload: Payload) -> None:
+    """A later pick (a marked entry's newer one) is loaded only when the block still has room; past that it counts as left out unread.
+
+    One that loads as no usable entry is left out and not counted.
+    """
+    def entry(n: int, voice: str) -> Entry:
+        return Entry.from_payload(make_payload(voice=voice, ts=f"2026-09-0{n}T00:00:00Z"))
+
+    read: list[int] = []
+
+    def loader(n: int, made: Entry | None) -> Callable[[], Entry | None]:
+        def load() -> Entry | None:
+            read.append(n)
+            return made
+
+        return load
+
+    short = [(entry(1, "first"), "match")]
+    later = [(loader(2, None), "newer"), (loader(3, entry(3, "third")), "newer"), (loader(4, entry(4, "fourth")), "newer")]
+    roomy = build_prompt_context("q", short, max_chars=4000, later=later)
+    assert read == [2, 3, 4]
+    assert [r.voice for r in roomy.records] == ["first", "third", "fourth"] and roomy.omitted == 0
+
+    read.clear()
+    full = [(entry(1, "x" * 3000), "match")]
+    tight = build_prompt_context("q", full, max_chars=MIN_CONTEXT_CHARS, later=later)
+    assert read == [] and len(tight.records) == 1 and tight.records[0].voice_truncated
+    assert tight.omitted == len(later)
