@@ -356,6 +356,10 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
         _pair_nearest(conn, mine, by_meaning=False)
 
 
+_OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
+_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
+
+
 def _said_for(entry: Entry) -> _Said | None:
     """What pairing keeps of *entry* (not deciding a proposal), or None: it proposes nothing (of origin ``untrusted``, or stating no subject)."""
     if entry.origin == "untrusted":
@@ -429,23 +433,27 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
 def _held_nearest(conn: sqlite3.Connection, group: Sequence[_Said]) -> dict[tuple[str, str, bool], list[tuple[str, str]]]:
     """For each entry of *group* and subject of its, the keys of the :data:`_NEAREST` entries of that subject on each side
     of it (older: True) among those the index holds now, read in a few statements."""
-    asked = [(mine, subject, side) for mine in group for subject in sorted(mine.subjects) for side in (True, False)]
+    asked = [(mine, subject, older) for mine in group for subject in sorted(mine.subjects) for older in (True, False)]
     found: dict[tuple[str, str, bool], list[tuple[str, str]]] = {}
     for start in range(0, len(asked), _TERMS_PER_QUERY):
         part = asked[start : start + _TERMS_PER_QUERY]
-        sql = " UNION ALL ".join(
-            f"SELECT ? AS n, ts_utc, id FROM (SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND {_OLDER if side else _NEWER} LIMIT {_NEAREST})"
-            for _, _, side in part
-        )
         params = [value for n, (mine, subject, _) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
-        for n, ts_utc, entry_id in conn.execute(sql, params):
-            mine, subject, side = part[n]
-            found.setdefault((mine.key[1], subject, side), []).append((ts_utc, entry_id))
+        # The last statement is filled up with terms no agent matches (none is named ''): one text, prepared once.
+        params += [value for n in range(len(part), _TERMS_PER_QUERY) for value in (n, "", "", "", "")]
+        for n, ts_utc, entry_id in conn.execute(_HELD_NEAREST, params):
+            mine, subject, older = part[n]
+            found.setdefault((mine.key[1], subject, older), []).append((ts_utc, entry_id))
     return found
 
 
-#: How many subqueries one statement of :func:`_held_nearest` joins (SQLite allows 500 terms in a compound SELECT).
-_TERMS_PER_QUERY: Final = 400
+#: How many subqueries one statement of :func:`_held_nearest` joins (SQLite allows 500 terms in a compound SELECT): even,
+#: the older side's and the newer side's of each subject in turn.
+_TERMS_PER_QUERY: Final = 200
+_HELD_NEAREST: Final = " UNION ALL ".join(
+    f"SELECT ? AS n, ts_utc, id FROM (SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
+    for _ in range(_TERMS_PER_QUERY // 2)
+    for side in (_OLDER, _NEWER)
+)
 
 
 def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Said]:
@@ -517,10 +525,6 @@ def propose_all(conn: sqlite3.Connection) -> None:
         if row is not None:
             found.append(row)
     _record(conn, found, _Links(conn, every=True))
-
-
-_OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
-_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
 
 
 class _Links:
