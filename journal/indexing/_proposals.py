@@ -589,14 +589,21 @@ def _decided(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, floa
 class _GroupLinks(_Links):
     """The links of :class:`_Links` as an entry of a group inserted at once met them when inserted: no entry of the group after it is there yet.
 
-    Each entry's links are read once for the whole group.
+    Each entry's links are read once for the whole group, those of the group's entries in a few statements.
     """
 
     def __init__(self, conn: sqlite3.Connection, positions: dict[str, int]) -> None:
         super().__init__(conn)
         self._positions = positions
         self._up_to = -1
-        self._read: dict[str, list[tuple[str, str]]] = {}
+        self._read: dict[str, list[tuple[str, str]]] = {entry_id: [] for entry_id in positions}
+        ids = list(positions)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            query = f"SELECT l.src, l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src IN ({','.join('?' * len(part))})"
+            # In the order a read of one entry's links gives them (its key's): a walk stopped at _CHAIN_STEPS visits the same.
+            for src, dst, agent in conn.execute(query + " ORDER BY l.src, l.dst", part):
+                self._read[src].append((dst, agent))
 
     def seen_up_to(self, position: int) -> None:
         """From now on, the entries of the group after *position* are not there yet."""

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import resource
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -107,7 +106,7 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
             writes = GroupWrites(keeper.store)
             try:
                 for position, entry in entries:
-                    outcome = _stage(keeper, rows, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
+                    outcome = _stage(keeper, rows, writes, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
                     outcomes[position] = outcome
                     if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
                         stored.append((position, entry))
@@ -176,6 +175,7 @@ class _StagedRows:
 def _stage(
     keeper: IndexKeeper,
     rows: _StagedRows,
+    writes: GroupWrites,
     entry: Entry,
     *,
     has_id: bool,
@@ -202,7 +202,7 @@ def _stage(
     if has_id and (
         known.staged_entry(entry.id) is not None
         or (known.may_hold_id(entry.id) and index.find_id(entry.id) is not None)
-        or os.path.lexists(keeper.store.entries_dir / rel_path)
+        or writes.named(rel_path)
     ):
         # A file at the name the index does not hold would make the publish fail: refused now, as that publish is.
         return DuplicateEntryError(entry.id)

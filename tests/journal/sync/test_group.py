@@ -204,6 +204,17 @@ def test_a_file_at_an_entrys_name_the_index_does_not_hold_refuses_that_entry_alo
     assert stray.read_bytes() == b"not an entry\n"
 
 
+def test_a_file_at_the_name_of_an_entry_later_in_a_day_the_group_writes_to_refuses_that_entry_alone(tmp_path: Path) -> None:
+    """The stray file is found in a day directory the group already holds open for an entry before it, as it is in one it has not opened."""
+    with _seeded(tmp_path / "j") as journal:
+        stray = tmp_path / "j" / "entries" / "2026" / "09" / "02" / "g1.json"
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_bytes(b"not an entry\n")
+        outcomes = journal.append_many([_payload(4, id="g4"), _payload(1, id="g1"), _payload(7, id="g7")])
+        assert [_shown(outcome)[0] for outcome in outcomes] == ["stored", "DuplicateEntryError", "stored"]
+    assert stray.read_bytes() == b"not an entry\n"
+
+
 @pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CI"), reason="mounting a tmpfs needs root (CI runs as root)")
 def test_a_group_whose_files_run_out_of_room_midway_stores_nothing_and_a_rerun_stores_it_all(mounts: Mounts) -> None:
     """The files of a group are made while it is checked; when the filesystem refuses one halfway (no inode left), the group
