@@ -39,6 +39,7 @@ freshness set and checked on conversations and restatements, as
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -73,6 +74,7 @@ __all__ = [
     "propose",
     "propose_again",
     "propose_all",
+    "propose_group",
     "similarity",
     "states_change",
     "subjects",
@@ -376,17 +378,127 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
             (decided[1], decided[2], entry.agent, decided[0], entry.id),
         )
         return
-    if entry.origin == "untrusted":
+    mine = _said_for(entry)
+    if mine is None:
         return
-    stated = subjects(entry.tags, _focus_of(entry))
-    if not stated:
-        return
-    focus = _focus_of(entry)
-    mine = _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), focus, entry.voice))
-    conn.execute("INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words) VALUES (?, ?, ?, ?, ?)", mine.row())
+    conn.execute(_INSERT_SAID, mine.row())
     if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
         _record_subjects(conn, [mine])
         _pair_nearest(conn, mine, by_meaning=False)
+
+
+_OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
+_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
+
+
+def _said_for(entry: Entry) -> _Said | None:
+    """What pairing keeps of *entry* (not deciding a proposal), or None: it proposes nothing (of origin ``untrusted``, or stating no subject)."""
+    if entry.origin == "untrusted":
+        return None
+    focus = _focus_of(entry)
+    stated = subjects(entry.tags, focus)
+    if not stated:
+        return None
+    return _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), focus, entry.voice))
+
+
+_INSERT_SAID: Final = "INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words) VALUES (?, ?, ?, ?, ?)"
+
+
+def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+    """What :func:`propose` for each of *entries* right after its insert would record, for entries just inserted in this order: one pass for them all.
+
+    Their rows, links and supersessions are staged in the open transaction, their subjects not yet. Each entry is
+    paired with the nearest entries of each of its subjects among those indexed before the group and those of the
+    group before it, and its chains followed through the entries of the group before it alone: what it met when
+    inserted alone. The index is read a few times for the whole group, not for each entry.
+    """
+    decisions: list[tuple[str, str, str, str, str]] = []
+    group: list[tuple[int, _Said]] = []  # the entries that may propose, with their places in *entries*
+    for position, entry in enumerate(entries):
+        decision = decision_of(entry)
+        if decision is not None:
+            decisions.append((decision[1], decision[2], entry.agent, decision[0], entry.id))
+        elif (said := _said_for(entry)) is not None:
+            group.append((position, said))
+    # Each table's rows go in in the order of its key (where a repeated key keeps its first or last row, a stable sort
+    # keeps which): consecutive inserts meet the same pages of a table too large for SQLite's cache, not pages all over it.
+    conn.executemany("INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)", sorted(decisions))
+    if not group:
+        return
+    held_near = _held_nearest(conn, [mine for _, mine in group])
+    held = _read_said_of(conn, sorted({key[1] for near in held_near.values() for key in near}))
+    conn.executemany(_INSERT_SAID, sorted(mine.row() for _, mine in group))
+    conn.executemany(
+        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
+        sorted((mine.agent, subject, *mine.key) for _, mine in group for subject in mine.subjects),
+    )
+    ours = {mine.key[1]: mine for _, mine in group}
+    staged: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (agent, subject) -> the keys of the group's entries before, in order
+    found: list[tuple[int, tuple[str, str, str, float, float | None, str]]] = []
+    no_vectors = _Vectors({})
+    for position, mine in group:
+        nearest: set[str] = set()
+        for subject in mine.subjects:
+            keys = staged.setdefault((mine.agent, subject), [])
+            at = bisect.bisect_left(keys, mine.key)
+            older, newer = held_near.get((mine.key[1], subject, True), []), held_near.get((mine.key[1], subject, False), [])
+            nearest.update(key[1] for key in sorted([*older, *keys[max(0, at - _NEAREST) : at]], reverse=True)[:_NEAREST])
+            nearest.update(key[1] for key in sorted([*newer, *keys[at : at + _NEAREST]])[:_NEAREST])
+            keys.insert(at, mine.key)
+        for other_id in sorted(nearest):
+            other = ours.get(other_id) or held.get(other_id)
+            if other is None:  # a subject's row without its words: paired with nothing, as a single insert finds it
+                continue
+            older_said, newer_said = (other, mine) if other.key < mine.key else (mine, other)
+            row = _pair(older_said, newer_said, mine.agent, no_vectors)
+            if row is not None:
+                found.append((position, row))
+    if not found:
+        return
+    decided_pairs = _decided(conn, [row for _, row in found])
+    links = _GroupLinks(conn, {entry.id: position for position, entry in enumerate(entries)})
+    rows = []
+    for position, row in found:
+        links.seen_up_to(position)
+        if (row[1], row[0]) not in decided_pairs and not links.continues(row[1], row[0], row[2]):
+            rows.append(row)
+    rows.sort(key=lambda row: (row[0], row[1]))
+    conn.executemany("INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _held_nearest(conn: sqlite3.Connection, group: Sequence[_Said]) -> dict[tuple[str, str, bool], list[tuple[str, str]]]:
+    """For each entry of *group* and subject of its, the keys of the :data:`_NEAREST` entries of that subject on each side
+    of it (older: True) among those the index holds now, read in a few statements."""
+    asked = [(mine, subject, older) for mine in group for subject in sorted(mine.subjects) for older in (True, False)]
+    found: dict[tuple[str, str, bool], list[tuple[str, str]]] = {}
+    for start in range(0, len(asked), _TERMS_PER_QUERY):
+        part = asked[start : start + _TERMS_PER_QUERY]
+        params = [value for n, (mine, subject, _) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
+        # The last statement is filled up with terms no agent matches (none is named ''): one text, prepared once.
+        params += [value for n in range(len(part), _TERMS_PER_QUERY) for value in (n, "", "", "", "")]
+        for n, ts_utc, entry_id in conn.execute(_HELD_NEAREST, params):
+            mine, subject, older = part[n]
+            found.setdefault((mine.key[1], subject, older), []).append((ts_utc, entry_id))
+    return found
+
+
+#: How many subqueries one statement of :func:`_held_nearest` joins (SQLite allows 500 terms in a compound SELECT): even,
+#: the older side's and the newer side's of each subject in turn.
+_TERMS_PER_QUERY: Final = 200
+_HELD_NEAREST: Final = " UNION ALL ".join(
+    f"SELECT ? AS n, ts_utc, id FROM (SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
+    for _ in range(_TERMS_PER_QUERY // 2)
+    for side in (_OLDER, _NEWER)
+)
+
+
+def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Said]:
+    """The kept subjects and words of *ids*, read a few hundred at a time."""
+    found: dict[str, _Said] = {}
+    for start in range(0, len(ids), 500):
+        found.update(_read_said(conn, ids[start : start + 500]))
+    return found
 
 
 def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
@@ -452,10 +564,6 @@ def propose_all(conn: sqlite3.Connection) -> None:
     _record(conn, found, _Links(conn, every=True))
 
 
-_OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
-_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
-
-
 class _Links:
     """The entries of one's own agent each entry continues (``continuity_refs``): read as asked, or (*every*) all at once for a rebuild.
 
@@ -498,15 +606,52 @@ def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float
     """Insert the proposals *found* but those already decided (the newer supersedes the older) and those along a chain."""
     if not found:
         return
+    decided = _decided(conn, found)
+    conn.executemany(
+        "INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)",
+        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0], row[2])),
+    )
+
+
+def _decided(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, float | None, str]]) -> set[tuple[str, str]]:
+    """The ``(src, dst)`` supersessions of the newer entries of *found*: a pair among them is decided, no proposal."""
     decided: set[tuple[str, str]] = set()
     newers = sorted({row[1] for row in found})
     for start in range(0, len(newers), 500):
         part = newers[start : start + 500]
         decided.update(conn.execute(f"SELECT src, dst FROM supersessions WHERE src IN ({','.join('?' * len(part))})", part).fetchall())
-    conn.executemany(
-        "INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)",
-        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0], row[2])),
-    )
+    return decided
+
+
+class _GroupLinks(_Links):
+    """The links of :class:`_Links` as an entry of a group inserted at once met them when inserted: no entry of the group after it is there yet.
+
+    Each entry's links are read once for the whole group, those of the group's entries in a few statements.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, positions: dict[str, int]) -> None:
+        super().__init__(conn)
+        self._positions = positions
+        self._up_to = -1
+        self._read: dict[str, list[tuple[str, str]]] = {entry_id: [] for entry_id in positions}
+        ids = list(positions)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            query = f"SELECT l.src, l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src IN ({','.join('?' * len(part))})"
+            # In the order a read of one entry's links gives them (its key's): a walk stopped at _CHAIN_STEPS visits the same.
+            for src, dst, agent in conn.execute(query + " ORDER BY l.src, l.dst", part):
+                self._read[src].append((dst, agent))
+
+    def seen_up_to(self, position: int) -> None:
+        """From now on, the entries of the group after *position* are not there yet."""
+        self._up_to = position
+
+    def of(self, entry_id: str, agent: str) -> list[str]:
+        found = self._read.get(entry_id)
+        if found is None:
+            query = "SELECT l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src = ?"
+            found = self._read[entry_id] = list(self._conn.execute(query, (entry_id,)))
+        return [dst for dst, owner in found if owner == agent and self._positions.get(dst, -1) <= self._up_to]
 
 
 def forget_proposals(conn: sqlite3.Connection, entry_id: str) -> None:

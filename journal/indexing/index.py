@@ -32,6 +32,7 @@ from journal.indexing._proposals import (
     propose,
     propose_again,
     propose_all,
+    propose_group,
 )
 from journal.indexing._sqlite import Database, IndexCorruptError, corruption_guard
 from journal.indexing._tables import (
@@ -110,34 +111,10 @@ class Index(Database):
         A tombstone gets one row of ``tombstones`` and nothing else: no text, no vector, no link, so no read lists or ranks it.
         """
         if entry.erased is not None:
-            conn.execute(
-                "INSERT INTO tombstones (id, path, ts, ts_utc, kind, agent, client_key, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.client_key, entry.digest()),
-            )
+            conn.execute(_INSERT_TOMBSTONE, _tombstone_row(entry, rel_path))
             return
-        signals = entry.signals or {}
-        cursor = conn.execute(
-            "INSERT INTO entries (rowid, id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated, digest)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                rowid,
-                entry.id,
-                rel_path,
-                entry.ts,
-                utc_key(entry.timestamp),
-                entry.kind,
-                entry.agent,
-                entry.theme,
-                entry.mood,
-                signals.get("focus"),
-                signals.get("novelty"),
-                json.dumps(list(entry.tags)),
-                entry.client_key,
-                int(entry.is_simulated),
-                entry.digest(),
-            ),
-        )
-        text = (cursor.lastrowid, entry.theme, entry.voice, " ".join(entry.tags), signals.get("focus") or "", entry.mood or "")
+        cursor = conn.execute(_INSERT_ENTRY, _entry_row(entry, rel_path, rowid))
+        text = _text_row(cursor.lastrowid, entry)
         conn.execute(f"INSERT INTO fts (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute(f"INSERT INTO {agent_text_table(conn, entry.agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", text)
         conn.execute("UPDATE agents SET entries = entries + 1, writes = writes + 1 WHERE name = ?", (entry.agent,))
@@ -146,6 +123,36 @@ class Index(Database):
         conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.continuity_refs))
         conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", ((entry.id, ref) for ref in entry.supersedes))
         propose(conn, entry, pair=pair)
+
+    def insert_entries(self, conn: sqlite3.Connection, entries: Sequence[tuple[Entry, str]]) -> None:
+        """Add the rows of *entries* (each with its path) inside an open transaction, as :meth:`insert_entry` for each in turn would.
+
+        One statement a table for them all: each entry takes the rowid an insert of its own would give it
+        (one above the highest), and its supersede proposals are those its own insert would have made (see
+        :func:`propose_group`).
+        """
+        conn.executemany(_INSERT_TOMBSTONE, [_tombstone_row(entry, path) for entry, path in entries if entry.erased is not None])
+        live = [(entry, path) for entry, path in entries if entry.erased is None]
+        if not live:
+            return
+        top = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM entries").fetchone()[0])
+        conn.executemany(_INSERT_ENTRY, [_entry_row(entry, path, top + n) for n, (entry, path) in enumerate(live, 1)])
+        texts = [_text_row(top + n, entry) for n, (entry, _) in enumerate(live, 1)]
+        conn.executemany(f"INSERT INTO fts (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", texts)
+        by_agent: dict[str, list[tuple[Any, ...]]] = {}  # in order of each agent's first entry: a new agent's table is made then
+        for (entry, _), text in zip(live, texts, strict=True):
+            by_agent.setdefault(entry.agent, []).append(text)
+        for agent, rows in by_agent.items():
+            conn.executemany(f"INSERT INTO {agent_text_table(conn, agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("UPDATE agents SET entries = entries + ?, writes = writes + ? WHERE name = ?", (len(rows), len(rows), agent))
+        # In the order of each table's key: consecutive inserts meet the same pages of a table larger than SQLite's cache.
+        untrusted = sorted((entry.id, entry.agent) for entry, _ in live if entry.origin == "untrusted")
+        conn.executemany("INSERT INTO untrusted (id, agent) VALUES (?, ?)", untrusted)
+        links = sorted((entry.id, ref) for entry, _ in live for ref in entry.continuity_refs)
+        conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", links)
+        supersessions = sorted((entry.id, ref) for entry, _ in live for ref in entry.supersedes)
+        conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", supersessions)
+        propose_group(conn, [entry for entry, _ in live])
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
@@ -684,3 +691,41 @@ class Index(Database):
             "SELECT s.src, s.dst FROM supersessions s JOIN entries x ON x.id = s.src JOIN entries d ON d.id = s.dst"
             " WHERE s.src IN (SELECT id FROM window_ids) AND x.agent = d.agent",
         )
+
+
+_INSERT_TOMBSTONE: Final = "INSERT INTO tombstones (id, path, ts, ts_utc, kind, agent, client_key, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_ENTRY: Final = (
+    "INSERT INTO entries (rowid, id, path, ts, ts_utc, kind, agent, theme, mood, focus, novelty, tags, client_key, simulated, digest)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _tombstone_row(entry: Entry, rel_path: str) -> tuple[Any, ...]:
+    return (entry.id, rel_path, entry.ts, utc_key(entry.timestamp), entry.kind, entry.agent, entry.client_key, entry.digest())
+
+
+def _entry_row(entry: Entry, rel_path: str, rowid: int | None) -> tuple[Any, ...]:
+    """The row of ``entries`` for *entry* (under *rowid*; None: the next)."""
+    signals = entry.signals or {}
+    return (
+        rowid,
+        entry.id,
+        rel_path,
+        entry.ts,
+        utc_key(entry.timestamp),
+        entry.kind,
+        entry.agent,
+        entry.theme,
+        entry.mood,
+        signals.get("focus"),
+        signals.get("novelty"),
+        json.dumps(list(entry.tags)),
+        entry.client_key,
+        int(entry.is_simulated),
+        entry.digest(),
+    )
+
+
+def _text_row(rowid: int | None, entry: Entry) -> tuple[Any, ...]:
+    """The row of the text tables for *entry*, under *rowid* (its row of ``entries``)."""
+    return (rowid, entry.theme, entry.voice, " ".join(entry.tags), (entry.signals or {}).get("focus") or "", entry.mood or "")

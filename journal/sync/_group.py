@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import resource
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -102,20 +101,23 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
         conn = keeper.index.begin()
         try:
             known = GroupKnown(keeper.index, (entry for _, entry in entries))
+            rows = _StagedRows(keeper, conn)
             generation: int | None = None
             writes = GroupWrites(keeper.store)
             try:
                 for position, entry in entries:
-                    outcome = _stage(keeper, conn, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
+                    outcome = _stage(keeper, rows, writes, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
                     outcomes[position] = outcome
                     if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
                         stored.append((position, entry))
                         with storage_errors(keeper.store.entries_dir, "write new entry files in"):
                             writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
                         if len(writes) == FILES_AT_ONCE:  # named now, so that no group holds more descriptors than this
+                            rows.write()
                             generation = _publish(keeper, conn, writes, generation)
                             writes.close()
                             writes = GroupWrites(keeper.store)
+                rows.write()
                 if len(writes):
                     generation = _publish(keeper, conn, writes, generation)
             finally:
@@ -144,33 +146,63 @@ def _settled(outcomes: list[GroupOutcome | None]) -> list[GroupOutcome]:
     return settled
 
 
+class _StagedRows:
+    """The rows of the entries a group has checked, written to the group's transaction a batch at a time (see :meth:`Index.insert_entries`).
+
+    Each batch is written before its files are named, and before anything that reads or changes the index by
+    rowid or by the staged entries' rows: a stale row dropped, a vector stored.
+    """
+
+    def __init__(self, keeper: IndexKeeper, conn: sqlite3.Connection) -> None:
+        self._index = keeper.index
+        self._conn = conn
+        self._rows: list[tuple[Entry, str]] = []
+
+    def add(self, entry: Entry, rel_path: str) -> None:
+        self._rows.append((entry, rel_path))
+
+    def write(self) -> None:
+        """Write the rows added since the last write."""
+        if self._rows:
+            self._index.insert_entries(self._conn, self._rows)
+            self._rows = []
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self._conn
+
+
 def _stage(
     keeper: IndexKeeper,
-    conn: sqlite3.Connection,
+    rows: _StagedRows,
+    writes: GroupWrites,
     entry: Entry,
     *,
     has_id: bool,
     vector: bytes | concurrent.futures.Future[bytes] | None,
     known: GroupKnown,
 ) -> GroupOutcome:
-    """Under the lock, in the group's transaction: check *entry* as an append does and stage its rows, or say why not.
+    """Under the lock, in the group's transaction: check *entry* as an append does and add its rows to *rows*, or say why not.
 
-    The index is asked only what *known* cannot answer (see :mod:`journal.sync._known`)."""
+    The index is asked only what *known* cannot answer (see :mod:`journal.sync._known`); what the group staged, *known* answers itself."""
     index = keeper.index
-    if entry.client_key is not None and known.may_hold_key(entry.agent, entry.client_key):
-        existing = index.client_key_entry(entry.client_key, entry.agent)
+    if entry.client_key is not None:
+        earlier = known.staged_for_key(entry.agent, entry.client_key)
+        if earlier is not None:
+            return AppendResult(earlier, is_duplicate=True)
+        existing = index.client_key_entry(entry.client_key, entry.agent) if known.may_hold_key(entry.agent, entry.client_key) else None
         if existing is not None:
-            # An earlier entry of this group may have no file yet: it is the answer as it stands.
-            earlier = known.staged_entry(existing[0])
+            rows.write()  # a stale row may be dropped: the rowids after it are given as single appends would give them
+            earlier = _earlier_for_key(keeper, rows.conn, entry, *existing)
             if earlier is None:
-                earlier = _earlier_for_key(keeper, conn, entry, *existing)
-                if earlier is None:
-                    known.dropped()
-            if earlier is not None:
+                known.dropped()
+            else:
                 return AppendResult(earlier, is_duplicate=True)
     rel_path = EntryStore.rel_path_for(entry)
     if has_id and (
-        (known.may_hold_id(entry.id) and index.find_id(entry.id) is not None) or os.path.lexists(keeper.store.entries_dir / rel_path)
+        known.staged_entry(entry.id) is not None
+        or (known.may_hold_id(entry.id) and index.find_id(entry.id) is not None)
+        or writes.named(rel_path)
     ):
         # A file at the name the index does not hold would make the publish fail: refused now, as that publish is.
         return DuplicateEntryError(entry.id)
@@ -178,11 +210,12 @@ def _stage(
         _check_links(keeper, entry, known.agent_of)
     except EntryValidationError as exc:
         return exc
-    index.insert_entry(conn, entry, rel_path)
+    rows.add(entry, rel_path)
     known.staged(entry)
     if isinstance(vector, bytes):
         assert keeper.semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
-        keeper.semantic.insert(conn, entry.id, vector)
+        rows.write()  # the vector is stored against the entry's row, and pairs it by meaning with the rows before it
+        keeper.semantic.insert(rows.conn, entry.id, vector)
     return AppendResult(entry, is_duplicate=False)
 
 

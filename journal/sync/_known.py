@@ -38,14 +38,14 @@ class GroupKnown:
         self._agents = index.agents_of(ids) if ids else {}
         self._keys = index.held_client_keys(keys) if keys else set()
         self._staged: dict[str, Entry] = {}
-        self._staged_keys: set[tuple[str, str]] = set()
+        self._staged_keys: dict[tuple[str, str], Entry] = {}
         self._dropped = False
 
     def staged(self, entry: Entry) -> None:
         """*entry*'s rows are staged in the group's transaction."""
         self._staged[entry.id] = entry
         if entry.client_key is not None:
-            self._staged_keys.add((entry.agent, entry.client_key))
+            self._staged_keys[(entry.agent, entry.client_key)] = entry
 
     def dropped(self) -> None:
         """A stale row was dropped: what the index held before the group may no longer be held."""
@@ -55,9 +55,13 @@ class GroupKnown:
         """The entry of *entry_id* the group has staged, if any (it has no file yet, or none the group has published)."""
         return self._staged.get(entry_id)
 
+    def staged_for_key(self, agent: str, client_key: str) -> Entry | None:
+        """The entry of *agent* and *client_key* the group has staged, if any: it holds the key (the group checked it did not stand before)."""
+        return self._staged_keys.get((agent, client_key))
+
     def may_hold_key(self, agent: str, client_key: str) -> bool:
-        """False only when no entry of *agent* holds *client_key*: the index need not be asked."""
-        return (agent, client_key) in self._keys or (agent, client_key) in self._staged_keys
+        """False only when no entry of *agent* held *client_key* before the group: the index need not be asked."""
+        return (agent, client_key) in self._keys
 
     def may_hold_id(self, entry_id: str) -> bool:
         """False only when the index holds no entry or tombstone of *entry_id*: it need not be asked."""

@@ -60,6 +60,19 @@ class GroupWrites:
             self._pool = ThreadPoolExecutor(max_workers=_WRITE_THREADS, thread_name_prefix="journal-write")
         self._writes.append(self._pool.submit(self._store.write_temp, entry, durable=False, dir_fd=dir_fd))
 
+    def named(self, rel_path: str) -> bool:
+        """Whether anything is named *rel_path* in the entries directory (as :func:`os.path.lexists` answers), looked up
+        through this group's descriptor of its day directory when it holds one: no walk down the path for each entry."""
+        day, name = rel_path.rsplit("/", 1)
+        dir_fd = self._days.get(day)
+        if dir_fd is None:
+            return os.path.lexists(self._store.entries_dir / rel_path)
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except (OSError, ValueError):
+            return False
+        return True
+
     def pending(self) -> list[PendingEntry]:
         """Every file handed over, once all are written, in the order handed over; they are the caller's to publish or discard.
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from journal import AppendResult, DiskFullError, DuplicateEntryError, EntryValidationError, Journal
-from tests._support import entry_files, open_under
+from tests._support import entry_files, open_under, place_entries
 from tests.attack._faults import Mounts
 
 
@@ -78,6 +82,105 @@ def test_a_group_answers_stores_and_indexes_as_its_appends_one_after_another(tmp
     assert entry_files(tmp_path / "group") == entry_files(tmp_path / "one")
 
 
+def _index_tables(root: Path) -> dict[str, list[Any]]:
+    """Every row of the index as reads see it: each table's rows (rowids included), and each text table's words by row and
+    column (the layout of a text table's segments on disk is SQLite's own, and differs with how its rows were batched)."""
+    found: dict[str, list[Any]] = {}
+    with closing(sqlite3.connect(f"file:{root / 'index' / 'journal.sqlite3'}?mode=ro", uri=True)) as conn:
+        conn.execute(f"ATTACH 'file:{root / 'index' / 'journal.sqlite3'}?mode=ro' AS j")
+        for name, sql in conn.execute("SELECT name, sql FROM j.sqlite_master WHERE type = 'table'").fetchall():
+            if "USING fts5" in sql:
+                conn.execute(f"CREATE VIRTUAL TABLE temp.{name}_words USING fts5vocab(j, {name}, instance)")
+                found[name] = conn.execute(f"SELECT * FROM temp.{name}_words ORDER BY 1, 2, 3, 4").fetchall()
+            elif not name.startswith("fts") or name.endswith("_docsize"):
+                found[name] = sorted(conn.execute(f"SELECT * FROM j.{name}").fetchall(), key=repr)
+    # A fresh token at every open, and a counter each append moves once and a group once for all its entries.
+    found["state"] = [row for row in found["state"] if row[0] not in ("vectors_epoch", "generation")]
+    return found
+
+
+def _subject_payloads(count: int) -> list[dict[str, Any]]:
+    """Entries of two agents sharing tags and a focus, out of time order, continuing, superseding and deciding on one another."""
+    rnd = random.Random(34)
+    words = ["harbour", "anchor", "keel", "mast", "deck", "storm", "calm", "north", "south", "bright", "dark", "quick", "slow", "ferry", "lantern"]
+    payloads: list[dict[str, Any]] = []
+    for n in range(count):
+        agent = rnd.choice(["alice", "alice", "bob"])
+        earlier = [payload["id"] for payload in payloads if payload["agent"] == agent or rnd.random() < 0.05]
+        signals: dict[str, Any] = {"focus": rnd.choice(["boat", "Boat ", "sail"])} if rnd.random() < 0.5 else {}
+        if earlier and rnd.random() < 0.3:
+            signals["continuity_refs"] = sorted({rnd.choice(earlier) for _ in range(2)})
+        if earlier and rnd.random() < 0.15:
+            signals["supersedes"] = [rnd.choice(earlier)]
+        meta: dict[str, Any] = {"origin": "untrusted"} if rnd.random() < 0.1 else {}
+        if len(earlier) > 1 and rnd.random() < 0.08:
+            meta["proposal"] = {"decision": rnd.choice(["accepted", "rejected"]), "older": earlier[0], "newer": earlier[-1]}
+        payloads.append({
+            "id": f"s{n}", "kind": "note", "agent": agent, "theme": "log",
+            "voice": " ".join(rnd.sample(words, rnd.randint(2, 7))), "tags": rnd.sample(["boat", "sail", "rope", "tide"], rnd.randint(0, 2)),
+            "ts": f"2026-09-0{rnd.randint(1, 3)}T{rnd.randint(10, 23)}:{rnd.randint(10, 59)}:00Z", "client_key": f"c{rnd.randint(0, 90)}",
+            **({"signals": signals} if signals else {}), **({"meta": meta} if meta else {}),
+        })
+    return payloads
+
+
+def test_a_group_indexes_every_row_and_proposal_as_its_appends_one_after_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's rows are written a batch at a time, its supersede proposals weighed in one pass: every table of the index
+    (rowids, text, links, subjects, words kept, proposals, decisions) is what the same appends make one at a time, across
+    entries held before it on both sides in time, the group's batches (its files named seven at a time here), a stale key
+    dropped midway, and entries it refuses."""
+    monkeypatch.setattr("journal.sync._group.FILES_AT_ONCE", 7)
+    held, group = _subject_payloads(100)[:30], _subject_payloads(100)[30:]
+    group.insert(20, {**held[3], "id": "again", "voice": "the key of a held entry whose file is gone"})
+    roots = {name: tmp_path / name for name in ("one", "group")}
+    for root in roots.values():
+        with Journal(root) as journal:
+            for payload in held:
+                with contextlib.suppress(EntryValidationError):
+                    journal.append(payload)
+        (root / "entries" / "2026" / "09" / held[3]["ts"][8:10] / f"{held[3]['id']}.json").unlink()
+    with Journal(roots["one"]) as journal:
+        expected: list[AppendResult | Exception] = []
+        for payload in group:
+            try:
+                expected.append(journal.append_with_result(payload))
+            except (DuplicateEntryError, EntryValidationError) as exc:
+                expected.append(exc)
+    with Journal(roots["group"]) as journal:
+        outcomes = journal.append_many(group)
+    assert [_shown(outcome) for outcome in outcomes] == [_shown(outcome) for outcome in expected]
+    grouped, one_by_one = _index_tables(roots["group"]), _index_tables(roots["one"])
+    assert len(grouped["proposals"]) > 20 and grouped["decisions"] and grouped["untrusted"]
+    assert grouped == one_by_one
+    assert entry_files(roots["group"]) == entry_files(roots["one"])
+
+
+def test_a_chain_through_an_entry_later_in_the_group_is_not_followed_by_the_entries_before_it(tmp_path: Path) -> None:
+    """An entry of a group proposes what its own append would: a chain of continuity_refs that leads to the older entry only
+    through an entry stored later in the group (a hand-placed file links to that id before it exists) does not hold it back."""
+    older = {"id": "o", "kind": "note", "agent": "alice", "theme": "log", "ts": "2026-09-01T10:00:00Z", "tags": ["boat"], "voice": "boat mast blue"}
+    hand = {"id": "x", "kind": "note", "agent": "alice", "theme": "log", "ts": "2026-09-01T11:00:00Z", "voice": "a note",
+            "signals": {"continuity_refs": ["m"]}}
+    group = [
+        {"id": "k", "kind": "note", "agent": "alice", "theme": "log", "ts": "2026-09-01T12:00:00Z", "tags": ["boat"],
+         "voice": "boat mast red painted fresh coat", "signals": {"continuity_refs": ["x"]}},
+        {"id": "m", "kind": "note", "agent": "alice", "theme": "log", "ts": "2026-09-01T13:00:00Z", "voice": "later on",
+         "signals": {"continuity_refs": ["o"]}},
+    ]
+    found = {}
+    for name in ("one", "group"):
+        with Journal(tmp_path / name) as journal:
+            journal.append(older)
+            place_entries(journal, [hand])
+            if name == "one":
+                for payload in group:
+                    journal.append(payload)
+            else:
+                journal.append_many(group)
+            found[name] = [(proposal.older, proposal.newer) for proposal in journal.proposals()]
+    assert found["group"] == found["one"] == [("o", "k")]
+
+
 def test_a_group_storing_nothing_changes_nothing(tmp_path: Path) -> None:
     """A group of duplicates and refusals alone writes no file and moves no counter: the journal's files stay byte for byte."""
     with _seeded(tmp_path / "j") as journal:
@@ -98,6 +201,17 @@ def test_a_file_at_an_entrys_name_the_index_does_not_hold_refuses_that_entry_alo
         assert [_shown(outcome)[0] for outcome in outcomes] == ["DuplicateEntryError", "stored"]
         with pytest.raises(DuplicateEntryError):
             journal.append(_payload(1, id="g1"))
+    assert stray.read_bytes() == b"not an entry\n"
+
+
+def test_a_file_at_the_name_of_an_entry_later_in_a_day_the_group_writes_to_refuses_that_entry_alone(tmp_path: Path) -> None:
+    """The stray file is found in a day directory the group already holds open for an entry before it, as it is in one it has not opened."""
+    with _seeded(tmp_path / "j") as journal:
+        stray = tmp_path / "j" / "entries" / "2026" / "09" / "02" / "g1.json"
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_bytes(b"not an entry\n")
+        outcomes = journal.append_many([_payload(4, id="g4"), _payload(1, id="g1"), _payload(7, id="g7")])
+        assert [_shown(outcome)[0] for outcome in outcomes] == ["stored", "DuplicateEntryError", "stored"]
     assert stray.read_bytes() == b"not an entry\n"
 
 
