@@ -421,18 +421,13 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
             decisions.append((decision[1], decision[2], entry.agent, decision[0], entry.id))
         elif (said := _said_for(entry)) is not None:
             group.append((position, said))
-    # Each table's rows go in in the order of its key (where a repeated key keeps its first or last row, a stable sort
-    # keeps which): consecutive inserts meet the same pages of a table too large for SQLite's cache, not pages all over it.
-    conn.executemany("INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)", sorted(decisions))
+    conn.executemany("INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)", decisions)
     if not group:
         return
     held_near = _held_nearest(conn, [mine for _, mine in group])
     held = _read_said_of(conn, sorted({key[1] for near in held_near.values() for key in near}))
-    conn.executemany(_INSERT_SAID, sorted(mine.row() for _, mine in group))
-    conn.executemany(
-        "INSERT OR IGNORE INTO subjects (agent, subject, ts_utc, id) VALUES (?, ?, ?, ?)",
-        sorted((mine.agent, subject, *mine.key) for _, mine in group for subject in mine.subjects),
-    )
+    conn.executemany(_INSERT_SAID, [mine.row() for _, mine in group])
+    _record_subjects(conn, [mine for _, mine in group])
     ours = {mine.key[1]: mine for _, mine in group}
     staged: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (agent, subject) -> the keys of the group's entries before, in order
     found: list[tuple[int, tuple[str, str, str, float, float | None, str]]] = []
@@ -463,7 +458,6 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         links.seen_up_to(position)
         if (row[1], row[0]) not in decided_pairs and not links.continues(row[1], row[0], row[2]):
             rows.append(row)
-    rows.sort(key=lambda row: (row[0], row[1]))
     conn.executemany("INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 

@@ -145,13 +145,16 @@ class Index(Database):
         for agent, rows in by_agent.items():
             conn.executemany(f"INSERT INTO {agent_text_table(conn, agent)} (rowid, {FTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
             conn.execute("UPDATE agents SET entries = entries + ?, writes = writes + ? WHERE name = ?", (len(rows), len(rows), agent))
-        # In the order of each table's key: consecutive inserts meet the same pages of a table larger than SQLite's cache.
-        untrusted = sorted((entry.id, entry.agent) for entry, _ in live if entry.origin == "untrusted")
-        conn.executemany("INSERT INTO untrusted (id, agent) VALUES (?, ?)", untrusted)
-        links = sorted((entry.id, ref) for entry, _ in live for ref in entry.continuity_refs)
-        conn.executemany("INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", links)
-        supersessions = sorted((entry.id, ref) for entry, _ in live for ref in entry.supersedes)
-        conn.executemany("INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)", supersessions)
+        conn.executemany(
+            "INSERT INTO untrusted (id, agent) VALUES (?, ?)", [(entry.id, entry.agent) for entry, _ in live if entry.origin == "untrusted"]
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO links (src, dst) VALUES (?, ?)", [(entry.id, ref) for entry, _ in live for ref in entry.continuity_refs]
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO supersessions (src, dst) VALUES (?, ?)",
+            [(entry.id, ref) for entry, _ in live for ref in entry.supersedes],
+        )
         propose_group(conn, [entry for entry, _ in live])
 
     def delete_entry(self, conn: sqlite3.Connection, entry_id: str) -> None:
