@@ -47,7 +47,10 @@ return 1
 
 
 def _word(value: Any) -> str:
-    """A command's word as the script's JSON carries it: a string, numbers written as the Redis client writes them."""
+    """A command's word as the script's JSON carries it: a string, numbers written as the Redis client writes them.
+
+    Made when the command is added, so that the tasks a template makes from a batch's first are strings already.
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):  # bool is an int; no command of the batch has one
@@ -113,11 +116,11 @@ class FireBatch:
             raise RuntimeError(f"a Redis command {name!r} added outside a publish")
         if name == "lpush":
             self.fires += 1
-        self._commands.append((name, *args))
+        self._commands.append((name, *map(_word, args)))
 
     def note(self, *command: Any) -> None:
         """A command of the beat's own (a note), run after every command added before it."""
-        self._commands.append(command)
+        self._commands.append(tuple(map(_word, command)))
 
     def send(self, lock_key: str | None, token: bytes | None) -> bool:
         """Run every command in one script, only while *lock_key* holds *token* (no check without a key); False: nothing was written.
@@ -130,7 +133,7 @@ class FireBatch:
         self._templates.clear()
         if not commands:
             return True
-        text = json.dumps([[_word(word) for word in command] for command in commands], ensure_ascii=False)  # UTF-8 as it is
+        text = json.dumps(commands, ensure_ascii=False)  # each word a string already (add, note, templates); UTF-8 as it is
         keys = [lock_key] if lock_key is not None and token is not None else []
         return bool(self._script(keys=keys, args=[token or b"", text]))
 
