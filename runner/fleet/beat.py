@@ -8,7 +8,9 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   waits without writing anything, and it says so (``fleet.beat_standby``,
   then ``fleet.beat_active`` and ``scheduler.started`` once it holds it);
 * each tick hands every fire since ``last_run_at`` to :func:`runner.cron.slots.fires_since`,
-  the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
+  the rule ``serve`` uses, as of the moment the tick read its due entries,
+  once for all the pairs that share a schedule and a last fire
+  (:mod:`runner.fleet.due`): a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
   ``late``), and more than ``MISSED_LINES_PER_PAIR`` of them at once
