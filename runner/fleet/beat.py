@@ -620,7 +620,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
     def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, *, retries: int = 0) -> None:
         """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*.
 
-        Celery makes the batch's first task of each queue and rerun count; the batch makes the others from it (runner.fleet.template).
+        Celery makes a pass's first task of each queue and rerun count; the batch makes the others from it (runner.fleet.template).
         """
 
         def send() -> None:
