@@ -523,7 +523,7 @@ def render(fleets: list[dict[str, Any]], serve: dict[str, Any] | None, shards: i
             lines.append(f"       (not all {fleet['agents']}: one fire of 500 agents takes a serve 10 to 30 minutes on 2 cores; "
                          "--serve-agents 0 runs it)")
     sides = [*fleets] + ([serve] if serve is not None else [])
-    width, column = 34, 16
+    width, column = 34, max(16, *(len(side["side"]) + 2 for side in sides))
     lines += ["", f"{'':{width}}" + "".join(f"{side['side']:>{column}}" for side in sides)]
 
     def row(label: str, *values: object) -> None:
