@@ -1,7 +1,7 @@
 """Fleet scale (a benchmark, not a test): AGENTS agents x 3 routines over SHARDS fleet workers, then one serve for the same agents.
 
 Run:  python bench/bench_fleet.py [--agents 500] [--shards 4] [--minutes 8] [--serve-agents 100] [--serve-minutes 1]
-                                  [--skip-serve] [--lead 60] [--keep DIR] [--baseline REV|TREE]
+                                  [--skip-serve] [--lead 60] [--keep DIR] [--baseline REV|TREE ...]
 
 The compressed day: each agent's day of the three built-in routines, eight
 fires (pulse-4h six times, evening once, digest once), is laid out one fire
@@ -49,7 +49,13 @@ bench_runner.py's ``--baseline`` does; redis-server, workers and beat all
 run REV's code; a directory TREE holding those packages, such as a git
 worktree, is run as it is), then by this tree, each with its own redis-server and
 journals; the table puts the two fleets side by side, with the ratios of
-their lags and of the beat's CPU a fire.
+their lags and of the beat's CPU a fire. ``--baseline`` given more than once
+runs each baseline in turn, then this tree, with this tree's ratios against each.
+
+The lag is split where the beat's part ends: fire to ``scheduler.run_queued``
+is the beat's (its pass and its write to Redis), ``scheduler.run_queued`` to
+``run.started`` the workers' (the task waiting in its shard's queue for that
+shard's one worker).
 """
 
 from __future__ import annotations
@@ -349,6 +355,15 @@ class Side:
             first[key] = min(first.get(key, lag), lag)
         return sorted(first.values())
 
+    def waits(self) -> list[float]:
+        """Seconds from each run's ``scheduler.run_queued`` line to its first ``run.started`` (the time its task waited for a worker)."""
+        queued = {event["client_key"]: datetime.fromisoformat(event["timestamp"]) for event in self.events("scheduler.run_queued")}
+        started: dict[str, datetime] = {}
+        for event in self.events("run.started"):
+            moment = datetime.fromisoformat(event["timestamp"])
+            started[event["client_key"]] = min(started.get(event["client_key"], moment), moment)
+        return sorted((moment - queued[key]).total_seconds() for key, moment in started.items() if key in queued)
+
     def journal_counts(self, work: Path) -> dict[str, int]:
         """Entries per client key in the side's journals (each entry of the window's agents)."""
         keys: Counter[str] = Counter()
@@ -384,6 +399,7 @@ def summarise(side: Side, work: Path, *, compare: tuple[int, list[str]] | None =
         "run_finished": dict(outcomes), "starts": sum(1 for _ in side.events("run.started")),
         "lag_p50_s": round(percentile(lags, 0.50), 2), "lag_p99_s": round(percentile(lags, 0.99), 2), "lag_max_s": round(max(lags, default=0), 2),
         "queued_p50_s": round(percentile(queued, 0.50), 2), "queued_p99_s": round(percentile(queued, 0.99), 2),
+        "wait_p50_s": round(percentile(side.waits(), 0.50), 2), "wait_p99_s": round(percentile(side.waits(), 0.99), 2),
         "load_average": "-".join(f"{load:.1f}" for load in side.load),
     }
     beat = side.peaks.get("beat")
@@ -507,7 +523,7 @@ def render(fleets: list[dict[str, Any]], serve: dict[str, Any] | None, shards: i
             lines.append(f"       (not all {fleet['agents']}: one fire of 500 agents takes a serve 10 to 30 minutes on 2 cores; "
                          "--serve-agents 0 runs it)")
     sides = [*fleets] + ([serve] if serve is not None else [])
-    width, column = 34, 16
+    width, column = 34, max(16, *(len(side["side"]) + 2 for side in sides))
     lines += ["", f"{'':{width}}" + "".join(f"{side['side']:>{column}}" for side in sides)]
 
     def row(label: str, *values: object) -> None:
@@ -521,6 +537,8 @@ def render(fleets: list[dict[str, Any]], serve: dict[str, Any] | None, shards: i
     row("run.started lines", *(side["starts"] for side in sides))
     row("fire to queued p50 (s)", *(side["queued_p50_s"] for side in sides))
     row("fire to queued p99 (s)", *(side["queued_p99_s"] for side in sides))
+    row("queued to started p50 (s)", *(side["wait_p50_s"] for side in sides))
+    row("queued to started p99 (s)", *(side["wait_p99_s"] for side in sides))
     row("publish lag p50 (s)", *(side["lag_p50_s"] for side in sides))
     row("publish lag p99 (s)", *(side["lag_p99_s"] for side in sides))
     early = [side.get("first_minutes_lag") for side in fleets]
@@ -542,10 +560,9 @@ def render(fleets: list[dict[str, Any]], serve: dict[str, Any] | None, shards: i
             children = (f", child {peak['child_hwm']}, tree {peak['tree_pss']} ({peak['children_at_once']} children at most)"
                         if peak["children_at_once"] else "")
             lines.append(f"  {side['side']:14} {name:16} main {peak['main_hwm']}{children}; CPU {peak['cpu_s']} s")
-    if len(fleets) > 1:
-        base = fleets[0]
+    for base in fleets[:-1]:
 
-        def ratio(key: str) -> str:
+        def ratio(key: str, base: dict[str, Any] = base) -> str:
             return f"{base[key] / fleet[key]:.1f}x" if fleet[key] else "n/a"
 
         lines += ["", (f"{fleet['side']} against {base['side']}: publish lag p50 {ratio('lag_p50_s')} lower, p99 {ratio('lag_p99_s')} lower; "
@@ -570,8 +587,9 @@ def main() -> None:
     parser.add_argument("--skip-serve", action="store_true", help="the fleet only")
     parser.add_argument("--lead", type=float, default=60.0, help="seconds allowed for the workers' start before the day (default 60)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the journals and logs in this directory")
-    parser.add_argument("--baseline", help="git revision (or a directory holding journal/, runner/ and routines/, such as a worktree) "
-                                           "whose packages also run the fleet's day, before this tree's")
+    parser.add_argument("--baseline", action="append", default=[],
+                        help="git revision (or a directory holding journal/, runner/ and routines/, such as a worktree) "
+                             "whose packages also run the fleet's day, before this tree's; given again, each runs it in turn")
     args = parser.parse_args()
     if args.agents < 1 or not 1 <= args.shards <= args.agents:
         parser.error(f"--agents must be at least 1 and --shards from 1 to --agents (each shard holds an agent), got {args.agents} and {args.shards}")
@@ -585,16 +603,16 @@ def main() -> None:
         work = args.keep or Path(tmp)
         compare = None if args.skip_serve else (args.serve_minutes, serve_agents)
         fleets = []
-        if args.baseline and Path(args.baseline, "runner").is_dir():  # a tree on disk: a worktree of another branch, say
-            tree = Path(args.baseline).resolve()
-            name = f"fleet@{tree.name}"
-        elif args.baseline:
-            from bench_runner import export_tree  # the same extraction as bench_runner.py's --baseline
+        for baseline in args.baseline:
+            if Path(baseline, "runner").is_dir():  # a tree on disk: a worktree of another branch, say
+                tree = Path(baseline).resolve()
+                name = f"fleet@{tree.name}"
+            else:
+                from bench_runner import export_tree  # the same extraction as bench_runner.py's --baseline
 
-            commit = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
-            tree = export_tree(commit, work / "baseline-tree")
-            name = f"fleet@{commit}"
-        if args.baseline:
+                commit = subprocess.run(["git", "rev-parse", "--short", baseline], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+                tree = export_tree(commit, work / f"baseline-tree-{commit}")
+                name = f"fleet@{commit}"
             fleets.append(summarise(run_fleet(work / name, agents, args.shards, args.minutes, args.lead, tree=tree, name=name), work / name,
                                     compare=compare))
         fleet_side = run_fleet(work / "fleet", agents, args.shards, args.minutes, args.lead)

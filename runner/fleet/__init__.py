@@ -30,7 +30,7 @@ revoke) is logged by the worker's main process (:mod:`runner.fleet.request`);
 :mod:`runner.fleet.celery_app` is the application for Celery's own command
 line and Flower (``celery -A runner.fleet.celery_app``).
 
-Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``, ``beat -> batch -> template``,
+Dependencies run one way: ``cli -> service -> beat -> app -> request -> tasks``, ``beat -> batch -> template``, ``beat -> due``,
 ``service -> record``, ``app -> record``, ``tasks -> ledger -> record`` (the budgets' ledger in Redis,
 :mod:`runner.fleet.ledger`), and ``celery_app -> app``.
 """

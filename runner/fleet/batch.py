@@ -4,9 +4,11 @@ Celery builds each task's message as it always does (``app.send_task`` with
 the beat's producer); while a :class:`FireBatch` is open on that producer,
 kombu hands the Redis commands that would deliver the message (``LPUSH`` to
 the queue, ``PUBLISH`` of the ``task-sent`` event) to the batch instead of
-sending them, through the hook kombu's own publish batches use; the other
-tasks of the batch to the same queue are made from that first one's commands
-(:mod:`runner.fleet.template`), without Celery's cost a task. The beat adds
+sending them, through the hook kombu's own publish batches use; the later
+tasks to the same queue, in this batch and the next ones until
+:meth:`FireBatch.clear` (the beat clears it at the end of each pass), are
+made from that first one's commands (:mod:`runner.fleet.template`), without
+Celery's cost a task. The beat adds
 its notes (an entry's ``last_run_at`` and score, a planned rerun's removal),
 and :meth:`FireBatch.send` runs all of them as one script.
 
@@ -47,7 +49,10 @@ return 1
 
 
 def _word(value: Any) -> str:
-    """A command's word as the script's JSON carries it: a string, numbers written as the Redis client writes them."""
+    """A command's word as the script's JSON carries it: a string, numbers written as the Redis client writes them.
+
+    Made when the command is added, so that the tasks a template makes from a batch's first are strings already.
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):  # bool is an int; no command of the batch has one
@@ -86,7 +91,7 @@ class FireBatch:
 
     def task(self, kind: Hashable, task_id: str, args: list[str], send: Callable[[], None]) -> None:
         """Add the task of *task_id* and *args*: made by *send* (Celery's ``send_task`` on a producer this batch captures) for the
-        first of its *kind* (its queue and options) in the batch, and from that first one's commands for the others."""
+        first of its *kind* (its queue and options) since the batch was cleared, and from that first one's commands for the others."""
         if kind in self._templates:
             template = self._templates[kind]
             if template is not None:
@@ -113,11 +118,11 @@ class FireBatch:
             raise RuntimeError(f"a Redis command {name!r} added outside a publish")
         if name == "lpush":
             self.fires += 1
-        self._commands.append((name, *args))
+        self._commands.append((name, *map(_word, args)))
 
     def note(self, *command: Any) -> None:
         """A command of the beat's own (a note), run after every command added before it."""
-        self._commands.append(command)
+        self._commands.append(tuple(map(_word, command)))
 
     def send(self, lock_key: str | None, token: bytes | None) -> bool:
         """Run every command in one script, only while *lock_key* holds *token* (no check without a key); False: nothing was written.
@@ -127,14 +132,13 @@ class FireBatch:
         from Redis again before it publishes anything more.
         """
         commands, self._commands, self.fires = self._commands, [], 0
-        self._templates.clear()
         if not commands:
             return True
-        text = json.dumps([[_word(word) for word in command] for command in commands], ensure_ascii=False)  # UTF-8 as it is
+        text = json.dumps(commands, ensure_ascii=False)  # each word a string already (add, note, templates); UTF-8 as it is
         keys = [lock_key] if lock_key is not None and token is not None else []
         return bool(self._script(keys=keys, args=[token or b"", text]))
 
     def clear(self) -> None:
-        """Drop the commands not sent."""
+        """Drop the commands not sent, and the templates: Celery makes the next task of each kind itself (it reads its routing anew)."""
         self._commands, self.fires = [], 0
         self._templates.clear()

@@ -8,7 +8,9 @@ as ``last_run_at`` the last fire this beat handled, in UTC) and one lock.
   waits without writing anything, and it says so (``fleet.beat_standby``,
   then ``fleet.beat_active`` and ``scheduler.started`` once it holds it);
 * each tick hands every fire since ``last_run_at`` to :func:`runner.cron.slots.fires_since`,
-  the rule ``serve`` uses: a fire at most ``misfire_grace`` late is
+  the rule ``serve`` uses, as of the moment the tick read its due entries,
+  once for all the pairs that share a schedule and a last fire
+  (:mod:`runner.fleet.due`): a fire at most ``misfire_grace`` late is
   published (``scheduler.run_queued``) to its agent's shard queue with its
   fire time; a later one is recorded as ``scheduler.missed`` (reason
   ``late``), and more than ``MISSED_LINES_PER_PAIR`` of them at once
@@ -45,19 +47,17 @@ from zoneinfo import ZoneInfo
 import redis
 import structlog
 from celery import Celery
-from celery import beat as celery_beat
 from celery.schedules import BaseSchedule, schedstate
 from celery.signals import beat_init
 from kombu.exceptions import OperationalError
 from redbeat import schedulers as redbeat
 from redbeat.decoder import RedBeatJSONDecoder, RedBeatJSONEncoder
 
-from runner.cron.slots import CronSchedule, cron_trigger, fires_since, is_late
+from runner.cron.slots import CronSchedule, client_key, cron_trigger
 from runner.fleet.app import RUN_TASK, fleet_of
 from runner.fleet.batch import FIRES_PER_BATCH, FireBatch
+from runner.fleet.due import PassFires
 from runner.fleet.tasks import RERUNS_KEY, PlannedRerun
-from runner.run.contract import RunIdentity
-from runner.schedule.catchup import MISSED_LINES_PER_PAIR
 from runner.settings.config import RunnerConfig
 
 __all__ = ["BeatLostLock", "PairSchedule", "SlotEntry", "SlotScheduler", "beat_schedule"]
@@ -68,6 +68,16 @@ _FIRES_PER_TICK: Final = 1000
 _SCHEDULE_TYPE: Final = "ghostrunner-cron"
 #: How often the active beat extends its lock within the lock's timeout while a pass goes on.
 _EXTENSIONS_PER_TIMEOUT: Final = 3
+
+# KEYS: entries; the reply: a JSON array of each one's [definition, meta], false for a field that is not there.
+_READ_ENTRIES: Final = """
+local found = {}
+for position, key in ipairs(KEYS) do
+  local stored = redis.call('hmget', key, 'definition', 'meta')
+  found[position] = {stored[1], stored[2]}
+end
+return cjson.encode(found)
+"""
 
 # RedBeat takes its lock in a beat_init handler, after Celery has built the scheduler, and so after a
 # standby has written the schedule it is not serving; SlotScheduler takes the lock itself, first.
@@ -134,6 +144,53 @@ class _Decoder(RedBeatJSONDecoder):  # type: ignore[misc]  # redbeat ships no ty
         return super().dict_to_object(d)
 
 
+class EntryTexts:
+    """The entries' texts as a beat reads and writes them, each decoded or encoded once while it recurs.
+
+    A pass reads every due entry's definition and meta: a definition changes only when a beat installs the
+    schedule, and the pairs of a burst share their meta (the same last fire, the same count), as they share
+    the note written after it. Decoding and encoding them once each is most of what reading and noting an
+    entry cost. What is kept is dropped whole once it holds ``most`` texts, so it never outgrows a schedule.
+    """
+
+    def __init__(self, most: int = 8192) -> None:
+        self._most = most
+        self._definitions: dict[str, dict[str, Any]] = {}
+        self._metas: dict[str, dict[str, Any]] = {}
+        self._notes: dict[tuple[datetime, Any, int], str] = {}
+
+    def definition(self, text: str) -> dict[str, Any]:
+        """The fields of a definition's *text* (a copy: the caller adds to it); its decoder's errors as they come."""
+        return dict(self._kept(self._definitions, text, lambda: SlotEntry.decode_definition(text)))
+
+    def meta(self, text: str | None) -> dict[str, Any]:
+        """The fields of a meta's *text* (none: no last run), as RedBeat decodes them."""
+        if not text:
+            return {"last_run_at": None}
+        return dict(self._kept(self._metas, text, lambda: SlotEntry.decode_meta(text)))
+
+    def note(self, last_run_at: datetime, total_run_count: int) -> str:
+        """The meta's text that says *last_run_at* is the last fire handled, the *total_run_count*-th."""
+        key = (last_run_at, last_run_at.tzinfo, total_run_count)  # equal instants in two zones are written apart
+        text = self._notes.get(key)
+        if text is None:
+            if len(self._notes) >= self._most:
+                self._notes.clear()
+            text = self._notes[key] = json.dumps({"last_run_at": last_run_at, "total_run_count": total_run_count}, cls=_Encoder)
+        return text
+
+    def _kept(self, known: dict[str, Any], text: str, decode: Any) -> Any:
+        found = known.get(text)
+        if found is None:
+            found = decode()
+            if not isinstance(found, dict):  # a garbled entry's: the caller's checks refuse it, uncached
+                return found
+            if len(known) >= self._most:
+                known.clear()
+            known[text] = found
+        return found
+
+
 class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat ships no type hints
     """A pair's entry: due at its next fire after the last one handled (not at Celery's estimate of it)."""
 
@@ -142,15 +199,17 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         return json.loads(definition, cls=_Decoder)
 
     @classmethod
-    def from_key(cls, key: str, app: Celery | None = None, stored: tuple[str | None, str | None] | None = None) -> SlotEntry:
-        """The entry stored at *key* (*stored*: its definition and meta, already read); one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
+    def from_key(
+        cls, key: str, app: Celery | None = None, stored: tuple[str | None, str | None] | None = None, texts: EntryTexts | None = None
+    ) -> SlotEntry:
+        """The entry stored at *key* (*stored*: its definition and meta, already read, decoded by *texts*); one that is garbled (anyone who can write to Redis can) is installed anew from the configuration.
 
         A new entry starts now, as a pair new to the schedule does: the fires since its last handled
         one are neither run nor recorded, so status shows them as not known to have run, never as well.
         An entry the configuration does not have is removed (KeyError, as for a missing one).
         """
         try:
-            entry: SlotEntry = super().from_key(key, app=app) if stored is None else cls._decoded(key, app, *stored)
+            entry: SlotEntry = super().from_key(key, app=app) if stored is None else cls._decoded(key, app, *stored, texts or EntryTexts())
             agent, routine = entry.args
             if not (
                 isinstance(agent, str)
@@ -179,12 +238,12 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         return entry
 
     @classmethod
-    def _decoded(cls, key: str, app: Celery | None, definition: str | None, meta: str | None) -> SlotEntry:
+    def _decoded(cls, key: str, app: Celery | None, definition: str | None, meta: str | None, texts: EntryTexts) -> SlotEntry:
         """The entry of *definition* and *meta* as RedBeat's from_key makes it from what it reads."""
         if not definition:
             raise KeyError(key)
-        fields = cls.decode_definition(definition)
-        stored_meta = cls.decode_meta(meta)
+        fields = texts.definition(definition)
+        stored_meta = texts.meta(meta)
         fields.update(stored_meta)
         entry = cls(app=app, **fields)
         entry.last_run_at = stored_meta["last_run_at"]  # Celery's entry would say now
@@ -198,15 +257,14 @@ class SlotEntry(redbeat.RedBeatSchedulerEntry):  # type: ignore[misc]  # redbeat
         schedule: PairSchedule = self.schedule
         return schedule.next_after(self.last_run_at)
 
-    def noted(self, last_run_at: datetime, following: datetime | None, batch: FireBatch) -> None:
+    def noted(self, last_run_at: datetime, following: datetime | None, batch: FireBatch, texts: EntryTexts) -> None:
         """Add to *batch* the note (meta and score, as RedBeat writes them) that *last_run_at* is this entry's last handled fire.
 
         *following* is the schedule's next fire after it (RedBeat's score is its time): the caller has it
         already, and a schedule that names few days of the year takes a scan of the calendar to find it.
+        The count goes up by one, as in the entry Celery's next instance would make.
         """
-        entry: SlotEntry = celery_beat.ScheduleEntry._next_instance(self, last_run_at=last_run_at)  # RedBeat's own would write at once
-        meta = {"last_run_at": entry.last_run_at, "total_run_count": entry.total_run_count}
-        batch.note("hset", self.key, "meta", json.dumps(meta, cls=_Encoder))
+        batch.note("hset", self.key, "meta", texts.note(last_run_at, self.total_run_count + 1))
         batch.note("zadd", self.app.redbeat_conf.schedule_key, -1 if following is None else redbeat.to_timestamp(following), self.key)
 
     def save(self) -> SlotEntry:
@@ -263,8 +321,12 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         self._batch = FireBatch(redbeat.get_redis(app), app.clock.forward)
         #: The queues this beat has declared (by its first task to each).
         self._declared: set[str | None] = set()
-        #: The log lines of the batch's fires: logged once the batch is in Redis, as (logger method, event, fields).
-        self._lines: list[tuple[Any, str, dict[str, Any]]] = []
+        #: The log lines of the batch's fires: logged once the batch is in Redis, as (level, event, fields).
+        self._lines: list[tuple[str, str, dict[str, Any]]] = []
+        self._texts = EntryTexts()
+        self._read_entries = redbeat.get_redis(app).register_script(_READ_ENTRIES)
+        #: The pass's due fires (set when it reads its due entries).
+        self._passing: PassFires | None = None
         super().__init__(app, **kwargs)
 
     def _ensure_connected(self) -> Any:
@@ -326,6 +388,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         if self._stop.is_set():
             raise SystemExit(0)  # celery's Service ends its loop on it, and closes the scheduler: the lock goes at once
         self._extended_at = time.monotonic()  # RedBeat's tick extends the lock first, or raises
+        self._passing = None
         try:
             try:
                 interval: float = super().tick(*args, **kwargs)
@@ -406,23 +469,21 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         """The entries due now, and the first due within a loop (to size the sleep), each read with the lock held."""
         client = redbeat.get_redis(self.app)
         key = self.app.redbeat_conf.schedule_key
-        now = redbeat.to_timestamp(self.app.now())
+        self._passing = None  # a pass judges its fires as of the moment it reads them
+        now = redbeat.to_timestamp(self._pass_fires().now)
         with client.pipeline() as pipe:
             pipe.zrangebyscore(key, 0, now)
             pipe.zrangebyscore(key, f"({now}", now + self.max_interval, start=0, num=1)
             due, soon = pipe.execute()
         names = [*due, *soon]
         self._hold_lock()
-        with client.pipeline(transaction=False) as pipe:  # every entry in one round trip
-            for name in names:
-                pipe.hget(name, "definition")
-                pipe.hget(name, "meta")
-            stored = pipe.execute()
+        # Every entry in one round trip, as one reply: the client's cost of a reply is per string in it, its JSON's is small.
+        stored = json.loads(self._read_entries(keys=names)) if names else []
         entries = {}
-        for number, name in enumerate(names):
+        for name, (definition, meta) in zip(names, stored, strict=True):
             self._hold_lock()
             try:
-                entry = self.Entry.from_key(name, app=self.app, stored=(stored[2 * number], stored[2 * number + 1]))
+                entry = self.Entry.from_key(name, app=self.app, stored=(definition or None, meta or None), texts=self._texts)
             except KeyError:  # gone, or not the configuration's: out of the schedule
                 client.zrem(key, name)
                 continue
@@ -448,7 +509,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                 self._batch.note("zrem", RERUNS_KEY, member)
                 self._lines.append(
                     (
-                        log.error,
+                        "error",
                         "fleet.task_refused",
                         {
                             "agent": None,
@@ -467,7 +528,7 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             self._batch.note("zrem", RERUNS_KEY, member)
             self._lines.append(
                 (
-                    log.info,
+                    "info",
                     "scheduler.run_queued",
                     {
                         "agent": rerun.agent,
@@ -494,64 +555,50 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
         longest = float(self.max_interval)
         if routine is None or entry.last_run_at is None:
             return longest
-        now = self.app.now()
-        fires = fires_since(schedule.trigger, entry.last_run_at, now, granularity=schedule.granularity)
-        if not fires:
-            following = schedule.next_after(entry.last_run_at)
-            return longest if following is None else max(0.0, (following - now).total_seconds())
+        passing = self._pass_fires()
+        due = passing.of(schedule.trigger, entry.last_run_at, schedule.granularity, routine.slot)
+        following = due.following
+        wait = longest if following is None else max(0.0, (following - passing.now).total_seconds())
+        if not due.fires:
+            return wait
         if self._batch.fires >= FIRES_PER_BATCH:
             self._send()
-        overdue = [moment for moment in fires if is_late(moment, now, config.misfire_grace)]  # the oldest ones: a prefix
         lines = self._lines
-        if len(overdue) > MISSED_LINES_PER_PAIR:  # as serve does: a summary, and the newest its own line
+        if due.summary is not None:
+            count, first, last_late = due.summary
             lines.append(
                 (
-                    log.warning,
+                    "warning",
                     "scheduler.missed_summary",
-                    {
-                        "agent": agent,
-                        "routine": routine_name,
-                        "count": len(overdue) - 1,
-                        "first": overdue[0].isoformat(),
-                        "last": overdue[-2].isoformat(),
-                        "reason": "late",
-                    },
+                    {"agent": agent, "routine": routine_name, "count": count, "first": first, "last": last_late, "reason": "late"},
                 )
             )
-            fires = fires[len(overdue) - 1 :]
-        fires = fires[:_FIRES_PER_TICK]
         queue = entry.options.get("queue")
         with self._batch.capturing(producer or self.producer):
-            for moment in fires:
+            for fire in due.fires:
                 self._hold_lock()  # building a batch takes CPU time, more on a busy host: the standby must not take over meanwhile
-                identity = RunIdentity.of(agent, routine, moment, config.timezone)
-                if is_late(moment, now, config.misfire_grace):
+                if fire.late:
                     lines.append(
                         (
-                            log.warning,
+                            "warning",
                             "scheduler.missed",
-                            {
-                                "agent": agent,
-                                "routine": routine_name,
-                                "slot": identity.slot,
-                                "scheduled": moment.isoformat(),
-                                "reason": "late",
-                            },
+                            {"agent": agent, "routine": routine_name, "slot": fire.slot, "scheduled": fire.scheduled, "reason": "late"},
                         )
                     )
                     continue
-                task_id = f"{identity.client_key}@{moment.astimezone(UTC).isoformat()}"
-                self._queue_task(producer or self.producer, [agent, routine_name, moment.isoformat()], queue, task_id)
+                key = client_key(agent, routine_name, fire.slot)
+                task_id = f"{key}@{fire.utc}"
+                self._queue_task(producer or self.producer, [agent, routine_name, fire.scheduled], queue, task_id)
                 lines.append(
                     (
-                        log.info,
+                        "info",
                         "scheduler.run_queued",
                         {
                             "agent": agent,
                             "routine": routine_name,
-                            "slot": identity.slot,
-                            "client_key": identity.client_key,
-                            "scheduled": moment.isoformat(),
+                            "slot": fire.slot,
+                            "client_key": key,
+                            "scheduled": fire.scheduled,
                             "trigger": "cron",
                             "queue": queue,
                             "task_id": task_id,
@@ -559,15 +606,21 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
                     )
                 )
         # Noted in the same script as the fires' tasks, after them: a fire is noted exactly when its task is in Redis.
-        last = fires[-1].astimezone(UTC)
-        following = schedule.next_after(last)
-        entry.noted(last, following, self._batch)
-        return longest if following is None else max(0.0, (following - self.app.now()).total_seconds())
+        entry.noted(due.fires[-1].moment.astimezone(UTC), following, self._batch, self._texts)
+        return wait
+
+    def _pass_fires(self) -> PassFires:
+        """The pass's due fires, as of the moment it read its due entries (see runner.fleet.due)."""
+        passing = self._passing
+        if passing is None:
+            config = self.runner_config
+            passing = self._passing = PassFires(self.app.now(), config.misfire_grace, config.timezone, _FIRES_PER_TICK)
+        return passing
 
     def _queue_task(self, producer: Any, args: list[str], queue: str | None, task_id: str, *, retries: int = 0) -> None:
         """Celery's message (and its ``task-sent`` event) for one run of *args*, into the batch while it captures *producer*.
 
-        Celery makes the batch's first task of each queue and rerun count; the batch makes the others from it (runner.fleet.template).
+        Celery makes a pass's first task of each queue and rerun count; the batch makes the others from it (runner.fleet.template).
         """
 
         def send() -> None:
@@ -604,5 +657,6 @@ class SlotScheduler(redbeat.RedBeatScheduler):  # type: ignore[misc]  # redbeat 
             raise redis.exceptions.LockError(  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
                 "the lock was not this beat's when its batch was written; nothing was published"
             )
-        for emit, event, fields in lines:
-            emit(event, **fields)
+        logger = log.bind()  # one logger for the batch's lines: the module's binds one anew for each line
+        for level, event, fields in lines:
+            getattr(logger, level)(event, **fields)

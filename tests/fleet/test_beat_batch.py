@@ -125,8 +125,13 @@ def test_tasks_made_from_the_batchs_first_are_the_messages_and_events_celery_mak
 
         expected = _published(client, celery)
         got = _published(client, made)
-    assert (by_celery, by_batch) == (FIRES, FIRES[:1])  # Celery made the first task only
-    assert got[:2] == expected[:2]
+        assert by_batch == FIRES[:1]  # Celery made the first task only
+        again = _published(client, made)  # the pass's next batch: made from the same first task
+        assert by_batch == FIRES[:1]
+        batch.clear()  # the pass's end: Celery makes the next pass's first task again
+        cleared = _published(client, made)
+    assert (by_celery, by_batch) == (FIRES, FIRES[:1] * 2)
+    assert got[:2] == again[:2] == cleared[:2] == expected[:2]
     assert len(set(got[2])) == len(got[2]) == 2 * len(FIRES)  # each message and event its own delivery tag
 
 

@@ -27,6 +27,7 @@ from runner.schedule.scheduler import Scheduler
 from runner.settings.config import RunnerConfig, load_config
 from tests._redis import RedisServer
 from tests._support import write_config
+from tests.fleet._fleet import rewind
 
 ROUTINES = """
 [routines.night]
@@ -152,6 +153,42 @@ def test_a_pair_new_to_the_schedule_starts_at_the_beats_start_and_a_restart_resu
     structlog.reset_defaults()
 
 
+
+
+def test_pairs_that_share_a_schedule_and_last_fire_each_get_their_own_tasks_and_one_whose_last_fire_differs_its_own_fires(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    body = ROUTINES + '\n[agents.batou]\npersona = "motoko.toml"\nroutines = ["night", "hourly", "early"]\n'
+    body += f'\n[fleet]\nbroker = "{redis_server.url}"\n[fleet.shards]\neast = ["motoko", "batou"]\n'
+    config = load_config(write_config(tmp_path / "two", body, runner='timezone = "UTC"\nmisfire_grace = "10m"\n'))
+    start = datetime(2026, 6, 1, 0, 10, tzinfo=UTC)
+    clock = [start]
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    app.now = lambda: clock[0]
+    beat = SlotScheduler(app=app)  # installs both agents' pairs, each handled up to now
+    rewind(redis_server, "batou", "hourly", "0 * * * *", datetime(2026, 5, 31, 23, 0, tzinfo=UTC))
+    clock[0] = datetime(2026, 6, 1, 1, 5, tzinfo=UTC)
+    with capture_logs() as logs:
+        beat.tick()
+    beat.close()
+    tasks = []
+    for raw in redis_server.client().lrange("ghostrunner.east", 0, -1):
+        message = json.loads(raw)
+        tasks.append((message["headers"]["id"], json.loads(base64.b64decode(message["body"]))[0]))
+    at_one = "2026-06-01T01:00:00+00:00"
+    assert sorted(tasks) == sorted(
+        (f"{agent}:{routine}:{slot}@{at_one}", [agent, routine, at_one])
+        for agent in ("motoko", "batou")
+        for routine, slot in (("hourly", "2026-06-01T01"), ("early", "2026-06-01T01:00"))
+    )
+    # batou's hourly was handled up to 23:00: its 00:00 fire, 65 minutes late, is batou's alone to miss
+    assert [(event["agent"], event["routine"], event["slot"]) for event in logs if event["event"] == "scheduler.missed"] == [
+        ("batou", "hourly", "2026-06-01T00")
+    ]
+    queued = [event for event in logs if event["event"] == "scheduler.run_queued"]
+    assert sorted(event["client_key"] for event in queued) == sorted(task_id.split("@")[0] for task_id, _ in tasks)
+    structlog.reset_defaults()
 
 
 def test_a_redis_gone_between_the_schedules_read_and_the_first_publish_is_waited_out_and_the_fire_goes_out_after(
