@@ -41,8 +41,8 @@ _FTS5_FLOOR: Final = 1e-6
 
 
 def _fts5_idf(size: int, count: int) -> float:
-    idf = math.log((size - count + 0.5) / (count + 0.5))
-    return idf if idf > 0 else _FTS5_FLOOR
+    ratio = (size - count + 0.5) / (count + 0.5)
+    return math.log(ratio) if ratio > 1 else _FTS5_FLOOR  # a logarithm that would not be positive is floored, as FTS5 does
 
 
 def _idf(size: int, count: int) -> float:
@@ -65,8 +65,12 @@ def floored(conn: sqlite3.Connection, table: str, terms: Sequence[str], estimate
     """
     if estimate >= FLOORED_BELOW or not terms:
         return None
-    size = int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    counts = tuple(int(conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (f'"{term}"',)).fetchone()[0]) for term in terms)
+    # One statement, so one snapshot: counted in statements of their own, a write landing between them could give a word
+    # more rows than the table.
+    words = "".join(f", (SELECT count(*) FROM {table} WHERE {table} MATCH ?)" for _ in terms)
+    size, *counted = conn.execute(f"SELECT (SELECT count(*) FROM {table}){words}", [f'"{term}"' for term in terms]).fetchone()
+    counts = tuple(int(count) for count in counted)
+    size = int(size)
     if not any(count and _fts5_idf(size, count) <= _FTS5_FLOOR for count in counts):
         return None
     return Floored(tuple(terms), counts, size)

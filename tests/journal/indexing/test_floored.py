@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from journal import Journal
+from journal.indexing._floored import floored, floored_scores
 
 # "pentax" and "shutter" are each in two of the four entries (FTS5 gives them no weight); "fixed" is in one.
 _ENTRIES = (
@@ -50,3 +52,28 @@ def test_an_agent_with_few_entries_in_a_larger_journal_is_ranked_on_its_own_word
         )
         answer, *_ = _fill(journal)
         assert journal.search(_QUERY, agent="motoko", mode="lexical")[0].entry_id == answer
+
+
+def test_a_write_landing_while_the_words_are_counted_never_gives_a_word_more_rows_than_its_table(tmp_path: Path) -> None:
+    """Another connection commits entries just as the counting starts: the table's size and its words' counts agree."""
+    path = tmp_path / "words.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE VIRTUAL TABLE words USING fts5(body)")
+    writer.execute("INSERT INTO words (body) VALUES ('kiriko pay invoice')")
+    reader = sqlite3.connect(path, isolation_level=None)
+    written: list[str] = []
+
+    def write_when_a_word_is_counted(statement: str) -> None:
+        if "MATCH" in statement and not written:
+            written.append(statement)
+            writer.execute("INSERT INTO words (body) VALUES ('kiriko pay late'), ('kiriko pay again')")
+
+    reader.set_trace_callback(write_when_a_word_is_counted)
+    found = floored(reader, "words", ["kiriko"], estimate=1)
+    reader.set_trace_callback(None)
+    assert written  # the write did land while the words were being counted
+    assert found is not None and found.counts == (found.size,)  # every row holds the word, whichever rows were seen
+    assert floored_scores(reader, "words", "1.0", found)  # and the rows are scored
+    reader.close()
+    writer.close()
