@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from celery import Celery
 from structlog.testing import capture_logs
 
 from runner.fleet.app import fleet_app
@@ -70,6 +71,15 @@ def _config(tmp_path: Path, zone: str, broker: str) -> RunnerConfig:
     return load_config(write_config(tmp_path / zone.replace("/", "-"), body, runner=f'timezone = "{zone}"\nmisfire_grace = "10m"\n'))
 
 
+def _stepped_app(config: RunnerConfig, clock: list[datetime]) -> Celery:
+    """The fleet's app for *config*, its beat schedule installed, its time read from ``clock[0]`` (a test steps it)."""
+    app = fleet_app(config)
+    app.conf.beat_schedule = beat_schedule(config)
+    app.conf.ghostrunner_config = config
+    app.now = lambda: clock[0]
+    return app
+
+
 def _published(server: RedisServer, queue: str) -> list[tuple[str, str]]:
     """The (routine, fire time in UTC) of every task waiting in *queue*, read from Redis as a worker would get them."""
     found = []
@@ -94,10 +104,7 @@ def test_beat_publishes_and_misses_what_serve_runs_and_misses(tmp_path: Path, re
     config = _config(tmp_path, zone, redis_server.url)
     start, end = change - timedelta(days=1), change + timedelta(days=1)
     clock = [start]
-    app = fleet_app(config)
-    app.conf.beat_schedule = beat_schedule(config)
-    app.conf.ghostrunner_config = config
-    app.now = lambda: clock[0]
+    app = _stepped_app(config, clock)
     serve = Scheduler(config, now=lambda: clock[0])
     dispatched: list[tuple[str, str]] = []
 
@@ -132,10 +139,7 @@ def test_a_pair_new_to_the_schedule_starts_at_the_beats_start_and_a_restart_resu
     config = _config(tmp_path, "UTC", redis_server.url)
     start = datetime(2026, 6, 1, 0, 10, tzinfo=UTC)
     clock = [start]
-    app = fleet_app(config)
-    app.conf.beat_schedule = beat_schedule(config)
-    app.conf.ghostrunner_config = config
-    app.now = lambda: clock[0]
+    app = _stepped_app(config, clock)
     first = SlotScheduler(app=app)
     clock[0] = start + timedelta(minutes=55)
     first.tick()
@@ -162,10 +166,7 @@ def test_pairs_that_share_a_schedule_and_last_fire_each_get_their_own_tasks_and_
     config = load_config(write_config(tmp_path / "two", body, runner='timezone = "UTC"\nmisfire_grace = "10m"\n'))
     start = datetime(2026, 6, 1, 0, 10, tzinfo=UTC)
     clock = [start]
-    app = fleet_app(config)
-    app.conf.beat_schedule = beat_schedule(config)
-    app.conf.ghostrunner_config = config
-    app.now = lambda: clock[0]
+    app = _stepped_app(config, clock)
     beat = SlotScheduler(app=app)  # installs both agents' pairs, each handled up to now
     rewind(redis_server, "batou", "hourly", "0 * * * *", datetime(2026, 5, 31, 23, 0, tzinfo=UTC))
     clock[0] = datetime(2026, 6, 1, 1, 5, tzinfo=UTC)
@@ -196,10 +197,7 @@ def test_a_redis_gone_between_the_schedules_read_and_the_first_publish_is_waited
     config = _config(tmp_path, "UTC", durable_redis.url)
     start = datetime(2026, 6, 1, 0, 10, tzinfo=UTC)
     clock = [start]
-    app = fleet_app(config)
-    app.conf.beat_schedule = beat_schedule(config)
-    app.conf.ghostrunner_config = config
-    app.now = lambda: clock[0]
+    app = _stepped_app(config, clock)
     beat = SlotScheduler(app=app)  # nothing was due yet: its producer, and the connection under it, are not made
     read = SlotScheduler.schedule.fget
     assert read is not None
