@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -56,15 +57,21 @@ def _shown(outcome: AppendResult | Exception) -> tuple[str, ...]:
     return (type(outcome).__name__, str(outcome))
 
 
+def _one_at_a_time(journal: Journal, payloads: Sequence[Mapping[str, Any]]) -> list[AppendResult | Exception]:
+    """What each of *payloads* appended on its own gives: its result, or the error that refused it."""
+    outcomes: list[AppendResult | Exception] = []
+    for payload in payloads:
+        try:
+            outcomes.append(journal.append_with_result(payload))
+        except (DuplicateEntryError, EntryValidationError) as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
 def test_a_group_answers_stores_and_indexes_as_its_appends_one_after_another(tmp_path: Path) -> None:
     """Each outcome (stored, duplicate, the very error) and every file and index row are those of the same appends made one at a time."""
     with _seeded(tmp_path / "one") as journal:
-        expected: list[AppendResult | Exception] = []
-        for payload in GROUP:
-            try:
-                expected.append(journal.append_with_result(payload))
-            except (DuplicateEntryError, EntryValidationError) as exc:
-                expected.append(exc)
+        expected = _one_at_a_time(journal, GROUP)
         one_by_one = [(entry.id, entry.to_json_bytes()) for entry in journal.list(limit=100)]
         one_by_one_hits = [hit.entry_id for hit in journal.search("harbour lights", k=20)]
         assert journal.verify().is_clean
@@ -140,12 +147,7 @@ def test_a_group_indexes_every_row_and_proposal_as_its_appends_one_after_another
                     journal.append(payload)
         (root / "entries" / "2026" / "09" / held[3]["ts"][8:10] / f"{held[3]['id']}.json").unlink()
     with Journal(roots["one"]) as journal:
-        expected: list[AppendResult | Exception] = []
-        for payload in group:
-            try:
-                expected.append(journal.append_with_result(payload))
-            except (DuplicateEntryError, EntryValidationError) as exc:
-                expected.append(exc)
+        expected = _one_at_a_time(journal, group)
     with Journal(roots["group"]) as journal:
         outcomes = journal.append_many(group)
     assert [_shown(outcome) for outcome in outcomes] == [_shown(outcome) for outcome in expected]
