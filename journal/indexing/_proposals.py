@@ -9,7 +9,13 @@ agent is proposed, the newer as possibly updating the older, when
   (``signals.focus``), compared case-folded (:func:`subjects`). A theme is no
   subject: a harness or a runner often fills it with a label every entry of a
   session shares ("conversation on 8 May"), which says nothing of what one
-  entry is about;
+  entry is about. Nor is a subject common where the newer entry stands
+  (:func:`common_subjects`): carried by more than :data:`COMMON_SHARE` of the
+  agent's :data:`COMMON_WINDOW` entries up to the newer one (a speaker's name
+  tagging every turn of theirs). It is decided from those entries alone, the
+  ones dated up to the newer entry, so a rebuild, which meets them all, decides
+  as an append in order of time did; a decision read at display time would
+  instead make a mark come and go with entries written long after;
 - they are alike: the share of the smaller entry's content words (tags,
   focus and voice, stop words left out, see :func:`words`) that the other
   holds is at least :data:`PROPOSAL_THRESHOLD`, or, where the index holds a
@@ -46,7 +52,8 @@ import re
 import sqlite3
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import mul
 from typing import Any, Final
@@ -58,6 +65,8 @@ __all__ = [
     "AUTO_ACCEPT_CHANGE_THRESHOLD",
     "AUTO_ACCEPT_COSINE",
     "AUTO_ACCEPT_THRESHOLD",
+    "COMMON_SHARE",
+    "COMMON_WINDOW",
     "DECISIONS",
     "MEANING_THRESHOLD",
     "NOVELTY_THRESHOLD",
@@ -66,6 +75,7 @@ __all__ = [
     "SUPERSESSIONS_FOLLOWED",
     "Proposal",
     "auto_acceptable",
+    "common_subjects",
     "decision_of",
     "forget_proposals",
     "is_restated",
@@ -103,6 +113,13 @@ NOVELTY_THRESHOLD: Final = 0.5
 _NEAREST: Final = 2
 # How far back along continuity_refs the chain test walks: a conversation's session, not a whole journal.
 _CHAIN_STEPS: Final = 256
+#: How many of an agent's entries, the newer one of a pair and those just before it in time, tell whether a subject the
+#: pair shares says what they are about (see :func:`common_subjects`).
+COMMON_WINDOW: Final = 32
+#: The share of :data:`COMMON_WINDOW` entries above which a subject carried by that many says nothing of one entry (a
+#: speaker's name on every turn of theirs, a project's tag on everything an agent writes for it); judged only once the
+#: agent has written at least half a window.
+COMMON_SHARE: Final = 0.4
 
 PROPOSAL_TABLES: Final = """
 CREATE TABLE subjects (
@@ -193,6 +210,19 @@ def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
     if focus and focus.strip():
         found.add(f"focus:{focus.casefold().strip()}")
     return found
+
+
+def common_subjects(counts: Mapping[str, int], entries: int) -> frozenset[str]:
+    """The subjects that say nothing of one entry where it stands among the *entries* last entries of its agent, up to it.
+
+    *counts*: how many of those entries carry each subject (an entry stating none counts among *entries* too). Those
+    carried by more than :data:`COMMON_SHARE` of them; none while the agent has written fewer than half of
+    :data:`COMMON_WINDOW` entries (too few to tell a subject every entry shares from an agent that has so far written
+    about one thing).
+    """
+    if entries < COMMON_WINDOW // 2:
+        return frozenset()
+    return frozenset(subject for subject, count in counts.items() if count > COMMON_SHARE * entries)
 
 
 def words(*texts: str | None) -> frozenset[str]:
@@ -329,20 +359,91 @@ def _read_vectors(conn: sqlite3.Connection, ids: Sequence[str] | None = None) ->
     return _Vectors(found)
 
 
-def _pair(older: _Said, newer: _Said, agent: str, vectors: _Vectors) -> tuple[str, str, str, float, float | None, str] | None:
-    """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`)."""
+def _pair(
+    older: _Said, newer: _Said, agent: str, vectors: _Vectors, common_at: Callable[[_Said], frozenset[str]]
+) -> tuple[str, str, str, float, float | None, str] | None:
+    """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`): also when every subject they share
+    is among *common_at(newer)*, the subjects that say nothing of one entry where the newer one stands (:func:`common_subjects`).
+    """
     if is_restated(older.words, newer.words):
         return None
     cosine = vectors.cosine(older.key[1], newer.key[1])
     score = verdict(older.words, newer.words, cosine)
     if score is None:
         return None
-    return (older.key[1], newer.key[1], agent, score, cosine, _shared(older.subjects, newer.subjects))
+    # Asked last: it reads the index, and most candidates are unlike.
+    shared = (older.subjects & newer.subjects) - common_at(newer)
+    if not shared:
+        return None
+    return (older.key[1], newer.key[1], agent, score, cosine, _shared(shared))
 
 
-def _shared(one: frozenset[str], other: frozenset[str]) -> str:
-    """The subject two entries share that best names it: a focus, then the first tag."""
-    return min(one & other, key=lambda key: (not key.startswith("focus:"), key))
+def _shared(shared: frozenset[str]) -> str:
+    """The subject of *shared* that best names what two entries share: a focus, then the first tag."""
+    return min(shared, key=lambda key: (not key.startswith("focus:"), key))
+
+
+# The subjects of an agent's entries up to one in time, newest first: what :func:`common_subjects` reads. An entry stating
+# no subject (or deciding a proposal, or untrusted) has no row of ``said`` and counts as stating none.
+_WINDOW_QUERY: Final = (
+    "SELECT e.id, s.subjects FROM entries e LEFT JOIN said s ON s.id = e.id"
+    " WHERE e.agent = ? AND (e.ts_utc, e.id) <= (?, ?) ORDER BY e.ts_utc DESC, e.id DESC"
+)
+
+
+class _Common:
+    """:func:`common_subjects` where each asked entry stands, read from the index once an entry.
+
+    For a group inserted at once (*positions*, its entries' places), the entries of the group after the one being
+    paired (:meth:`seen_up_to`) are not there yet: each window is the one that entry's own insert read.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, positions: dict[str, int] | None = None) -> None:
+        self._conn = conn
+        self._positions = positions or {}
+        self._up_to = -1
+        self._found: dict[tuple[str, int], frozenset[str]] = {}
+
+    def seen_up_to(self, position: int) -> None:
+        """From now on, the entries of the group after *position* are not there yet."""
+        self._up_to = position
+
+    def __call__(self, newer: _Said) -> frozenset[str]:
+        key = (newer.key[1], self._up_to)
+        found = self._found.get(key)
+        if found is None:
+            counts: Counter[str] = Counter()
+            entries = 0
+            for entry_id, stated in self._conn.execute(_WINDOW_QUERY, (newer.agent, *newer.key)):
+                if self._positions.get(entry_id, -1) > self._up_to:
+                    continue
+                counts.update(json.loads(stated) if stated else ())
+                entries += 1
+                if entries == COMMON_WINDOW:
+                    break
+            found = self._found[key] = common_subjects(counts, entries)
+        return found
+
+
+def _common_everywhere(conn: sqlite3.Connection, said: Mapping[str, _Said], wanted: set[str]) -> dict[str, frozenset[str]]:
+    """:func:`common_subjects` where each of *wanted* stands, in one pass over every agent's entries in order of time."""
+    found: dict[str, frozenset[str]] = {}
+    window: deque[frozenset[str]] = deque()
+    counts: Counter[str] = Counter()
+    current = None
+    for agent, entry_id in conn.execute("SELECT agent, id FROM entries ORDER BY agent, ts_utc, id"):
+        if agent != current:
+            current = agent
+            window.clear()
+            counts.clear()
+        stated = said[entry_id].subjects if entry_id in said else frozenset()
+        window.append(stated)
+        counts.update(stated)
+        if len(window) > COMMON_WINDOW:
+            counts.subtract(window.popleft())
+        if entry_id in wanted:
+            found[entry_id] = common_subjects(counts, len(window))
+    return found
 
 
 def _focus_of(entry: Entry) -> str | None:
@@ -432,7 +533,9 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
     staged: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (agent, subject) -> the keys of the group's entries before, in order
     found: list[tuple[int, tuple[str, str, str, float, float | None, str]]] = []
     no_vectors = _Vectors({})
+    common = _Common(conn, {entry.id: position for position, entry in enumerate(entries)})
     for position, mine in group:
+        common.seen_up_to(position)
         nearest: set[str] = set()
         for subject in mine.subjects:
             keys = staged.setdefault((mine.agent, subject), [])
@@ -446,7 +549,7 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
             if other is None:  # a subject's row without its words: paired with nothing, as a single insert finds it
                 continue
             older_said, newer_said = (other, mine) if other.key < mine.key else (mine, other)
-            row = _pair(older_said, newer_said, mine.agent, no_vectors)
+            row = _pair(older_said, newer_said, mine.agent, no_vectors, common)
             if row is not None:
                 found.append((position, row))
     if not found:
@@ -522,10 +625,11 @@ def _pair_nearest(conn: sqlite3.Connection, mine: _Said, *, by_meaning: bool) ->
     if not others:
         return
     vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else _Vectors({})
+    common = _Common(conn)
     found = []
     for other in others.values():
         older, newer = (other, mine) if other.key < mine.key else (mine, other)
-        row = _pair(older, newer, mine.agent, vectors)
+        row = _pair(older, newer, mine.agent, vectors, common)
         if row is not None:
             found.append(row)
     _record(conn, found, _Links(conn))
@@ -550,9 +654,10 @@ def propose_all(conn: sqlite3.Connection) -> None:
     if not candidates:
         return
     vectors = _read_vectors(conn)
+    common = _common_everywhere(conn, said, {newer for _, newer in candidates})
     found = []
     for (older_id, newer_id), agent in candidates.items():
-        row = _pair(said[older_id], said[newer_id], agent, vectors)
+        row = _pair(said[older_id], said[newer_id], agent, vectors, lambda newer: common[newer.key[1]])
         if row is not None:
             found.append(row)
     _record(conn, found, _Links(conn, every=True))

@@ -25,3 +25,21 @@ def add(
     **extra: object,
 ) -> Entry:
     return journal.append({"kind": "note", "agent": agent, "theme": theme, "voice": voice, "tags": list(tags), "ts": ts, **extra})
+
+
+def conversation(turns: int, *, agent: str = "motoko", studio_at: tuple[int, ...] = ()) -> list[dict[str, object]]:
+    """*turns* turns of two speakers taking turns, in order of time, each tagged with its speaker: every turn of a speaker
+    is alike the ones before (the speaker's name and two harbour words) and says something new (four words of its own).
+
+    The turns at *studio_at* are the studio entries (OLD, NEW, AGAIN in turn), tagged ``studio`` as well as with their speaker.
+    """
+    studio = iter((OLD, NEW, AGAIN))
+    payloads: list[dict[str, object]] = []
+    for n in range(turns):
+        speaker = ("mika", "jun")[n % 2]
+        voice = next(studio) if n in studio_at else f"{speaker} said the harbour ferry " + " ".join(f"t{n}w{k}" for k in range(4))
+        payloads.append({
+            "id": f"{agent}-{n:03d}", "kind": "note", "agent": agent, "theme": "harbour talk", "voice": voice,
+            "tags": [speaker, "studio"] if n in studio_at else [speaker], "ts": f"2026-03-01T10:{n // 60:02d}:{n % 60:02d}Z",
+        })
+    return payloads

@@ -12,11 +12,12 @@ from journal.indexing import (
     AUTO_ACCEPT_CHANGE_THRESHOLD,
     AUTO_ACCEPT_COSINE,
     AUTO_ACCEPT_THRESHOLD,
+    COMMON_WINDOW,
     MEANING_THRESHOLD,
     PROPOSAL_THRESHOLD,
 )
 from tests._support import place_entries
-from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add
+from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add, conversation
 
 
 def _pairs(journal: Journal, agent: str | None = None) -> list[tuple[str, str]]:
@@ -137,6 +138,33 @@ def test_reindex_pairs_entries_in_order_of_time_whatever_order_their_files_are_r
     assert before
     journal.reindex()
     assert sorted(journal.proposals(), key=lambda p: (p.older, p.newer)) == before
+
+
+def test_a_tag_nearly_every_entry_of_an_agent_carries_is_no_shared_subject(journal: Journal) -> None:
+    # A conversation stored turn by turn, each turn tagged with its speaker: alike turns of one speaker are no update of
+    # one another. Until the agent has written half a window, a tag on every turn is not told from a first subject.
+    turns = conversation(60, studio_at=(40, 48, 56))
+    journal.append_many(turns)
+    ids = [str(turn["id"]) for turn in turns]
+    by_speaker = [(p.older, p.newer) for p in journal.proposals() if p.subject != "tag:studio"]
+    assert by_speaker and all(ids.index(newer) < COMMON_WINDOW // 2 - 1 for _, newer in by_speaker)
+    # A tag few entries carry still pairs entries that also share the speaker's.
+    studio = [(p.older, p.newer, p.subject) for p in journal.proposals() if p.subject == "tag:studio"]
+    assert studio == [(ids[40], ids[48], "tag:studio"), (ids[40], ids[56], "tag:studio"), (ids[48], ids[56], "tag:studio")]
+
+
+def test_reindex_and_a_group_make_what_appends_make_where_a_subject_is_common(root: Path) -> None:
+    turns = conversation(60, studio_at=(10, 40, 56))
+    with Journal(root) as journal:
+        for turn in turns:
+            journal.append(turn)
+        appended = sorted(_pairs(journal))
+        assert len(appended) > 3  # the rule holds some pairs back and lets others through
+        journal.reindex()
+        assert sorted(_pairs(journal)) == appended
+    with Journal(root.parent / "grouped") as grouped:
+        grouped.append_many(turns)
+        assert sorted(_pairs(grouped)) == appended
 
 
 def test_a_shared_focus_is_a_subject(journal: Journal) -> None:

@@ -20,6 +20,7 @@ import pytest
 from journal import AppendResult, DiskFullError, DuplicateEntryError, EntryValidationError, Journal
 from tests._support import entry_files, open_under, place_entries
 from tests.attack._faults import Mounts
+from tests.journal._proposal_entries import conversation
 
 
 def _payload(n: int, **extra: Any) -> dict[str, Any]:
@@ -155,6 +156,25 @@ def test_a_group_indexes_every_row_and_proposal_as_its_appends_one_after_another
     assert len(grouped["proposals"]) > 20 and grouped["decisions"] and grouped["untrusted"]
     assert grouped == one_by_one
     assert entry_files(roots["group"]) == entry_files(roots["one"])
+
+
+def test_a_group_out_of_time_order_holds_back_what_its_appends_hold_back_where_a_subject_is_common(tmp_path: Path) -> None:
+    """Whether a subject is common where an entry stands is read as its own append read it: the entries of the group after
+    it (dated before or after) are not there yet, those held before it are, on either side in time."""
+    turns = conversation(70, studio_at=(20, 45, 60))
+    rnd = random.Random(36)
+    held, group = turns[:6], turns[6:]
+    rnd.shuffle(group)
+    roots = {name: tmp_path / name for name in ("one", "group")}
+    for root in roots.values():
+        with Journal(root) as journal:
+            journal.append_many(held)
+    with Journal(roots["one"]) as journal:
+        _one_at_a_time(journal, group)
+    with Journal(roots["group"]) as journal:
+        journal.append_many(group)
+    grouped, one_by_one = _index_tables(roots["group"]), _index_tables(roots["one"])
+    assert grouped["proposals"] and grouped == one_by_one
 
 
 def test_a_chain_through_an_entry_later_in_the_group_is_not_followed_by_the_entries_before_it(tmp_path: Path) -> None:
