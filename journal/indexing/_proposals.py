@@ -21,6 +21,8 @@ agent is proposed, the newer as possibly updating the older, when
   holds is at least :data:`PROPOSAL_THRESHOLD`, or, where the index holds a
   vector of one encoder for both (NN on), their cosine is at least
   :data:`MEANING_THRESHOLD`;
+- the newer one states something: its text does not end in a question
+  (:func:`asks`; "should I move the studio?" replaces nothing);
 - the newer one says something the older did not: at least
   :data:`NOVELTY_THRESHOLD` of its content words are not the older's (a
   restatement repeats, an update states a new value);
@@ -74,6 +76,7 @@ __all__ = [
     "PROPOSAL_THRESHOLD",
     "SUPERSESSIONS_FOLLOWED",
     "Proposal",
+    "asks",
     "auto_acceptable",
     "common_subjects",
     "decision_of",
@@ -127,7 +130,7 @@ CREATE TABLE subjects (
 ) WITHOUT ROWID;
 CREATE INDEX subjects_id ON subjects (id);
 CREATE TABLE said (
-    id TEXT PRIMARY KEY, agent TEXT NOT NULL, ts_utc TEXT NOT NULL, subjects TEXT NOT NULL, words TEXT NOT NULL
+    id TEXT PRIMARY KEY, agent TEXT NOT NULL, ts_utc TEXT NOT NULL, subjects TEXT NOT NULL, words TEXT NOT NULL, asks INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE proposals (
     older TEXT NOT NULL,
@@ -169,6 +172,8 @@ _CHANGE: Final = re.compile(
     r"|taking over|handed over|postponed|rescheduled|renewed|raised|bumped|traded|from\b[^.;:]*?\bto)\b",
     re.IGNORECASE,
 )
+# A text whose last sentence asks: "... or is the studio still in Shibuya?", 'Jon said, "What got you into this?"'.
+_QUESTION: Final = re.compile(r"\?[\s\"'\u201d\u2019\u00bb)\]]*\Z")
 # Words that say nothing of what an entry is about: search's stop words, and words an update of a fact uses whatever
 # the fact ("still", "new", "got", "back"), which would make any two entries about different things look alike.
 _STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "new", "one", "still", "today", "two"])
@@ -254,6 +259,11 @@ def verdict(older: frozenset[str], newer: frozenset[str], cosine: float | None =
     return score
 
 
+def asks(text: str) -> bool:
+    """Whether *text* ends in a question (closing quotes and brackets aside): a question states no new value, so updates nothing."""
+    return _QUESTION.search(text) is not None
+
+
 def states_change(text: str) -> bool:
     """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...)."""
     return _CHANGE.search(text) is not None
@@ -278,18 +288,20 @@ def is_restated(older: frozenset[str], newer: frozenset[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Said:
-    """What pairing reads of an indexed entry: its agent, time key, the subjects it states and its content words (kept in ``said``)."""
+    """What pairing reads of an indexed entry: its agent, time key, the subjects it states, its content words and whether
+    its text asks (:func:`asks`), kept in ``said``."""
 
     agent: str
     key: tuple[str, str]
     subjects: frozenset[str]
     words: frozenset[str]
+    asks: bool
 
-    def row(self) -> tuple[str, str, str, str, str]:
-        return (self.key[1], self.agent, self.key[0], json.dumps(sorted(self.subjects)), " ".join(sorted(self.words)))
+    def row(self) -> tuple[str, str, str, str, str, int]:
+        return (self.key[1], self.agent, self.key[0], json.dumps(sorted(self.subjects)), " ".join(sorted(self.words)), int(self.asks))
 
 
-_SAID_COLUMNS: Final = "id, agent, ts_utc, subjects, words"
+_SAID_COLUMNS: Final = "id, agent, ts_utc, subjects, words, asks"
 
 
 def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> dict[str, _Said]:
@@ -298,10 +310,10 @@ def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> di
     return _said_of(conn.execute(f"SELECT {_SAID_COLUMNS} FROM said{which}", list(ids or ())))
 
 
-def _said_of(rows: Iterable[tuple[str, str, str, str, str]]) -> dict[str, _Said]:
+def _said_of(rows: Iterable[tuple[str, str, str, str, str, int]]) -> dict[str, _Said]:
     return {
-        entry_id: _Said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()))
-        for entry_id, agent, ts_utc, stated, said in rows
+        entry_id: _Said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()), bool(asked))
+        for entry_id, agent, ts_utc, stated, said, asked in rows
     }
 
 
@@ -363,9 +375,10 @@ def _pair(
     older: _Said, newer: _Said, agent: str, vectors: _Vectors, common_at: Callable[[_Said], frozenset[str]]
 ) -> tuple[str, str, str, float, float | None, str] | None:
     """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`): also when every subject they share
-    is among *common_at(newer)*, the subjects that say nothing of one entry where the newer one stands (:func:`common_subjects`).
+    is among *common_at(newer)*, the subjects that say nothing of one entry where the newer one stands (:func:`common_subjects`),
+    and when the newer one asks (:func:`asks`).
     """
-    if is_restated(older.words, newer.words):
+    if newer.asks or is_restated(older.words, newer.words):
         return None
     cosine = vectors.cosine(older.key[1], newer.key[1])
     score = verdict(older.words, newer.words, cosine)
@@ -500,10 +513,11 @@ def _said_for(entry: Entry) -> _Said | None:
     stated = subjects(entry.tags, focus)
     if not stated:
         return None
-    return _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), words(" ".join(entry.tags), focus, entry.voice))
+    said = words(" ".join(entry.tags), focus, entry.voice)
+    return _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), said, asks(entry.voice))
 
 
-_INSERT_SAID: Final = "INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words) VALUES (?, ?, ?, ?, ?)"
+_INSERT_SAID: Final = "INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words, asks) VALUES (?, ?, ?, ?, ?, ?)"
 
 
 def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:

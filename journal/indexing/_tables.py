@@ -45,7 +45,8 @@ __all__ = [
 #: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
 #:     them (see :mod:`journal.indexing._proposals`).
 #: 12: ``said`` keeps each entry's subjects and content words for pairing, and a proposal its vectors' ``cosine``.
-#: 13: no proposal rests on a subject common among the agent's entries up to the newer one (an index of 12 holds such ones).
+#: 13: no proposal rests on a subject common among the agent's entries up to the newer one, nor has a question as its newer
+#:     entry (an index of 12 holds such ones); ``said`` keeps whether an entry asks.
 INDEX_SCHEMA_VERSION: Final = 13
 
 _TABLES: Final = """

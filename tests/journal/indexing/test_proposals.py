@@ -167,6 +167,18 @@ def test_reindex_and_a_group_make_what_appends_make_where_a_subject_is_common(ro
         assert sorted(_pairs(grouped)) == appended
 
 
+def test_a_question_updates_nothing_but_may_be_outdated_itself(journal: Journal) -> None:
+    # Alike in words and saying something new, but asking: no value is stated, so nothing is replaced.
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, "Should I move the studio out of Shibuya, to a boat garage in Kamakura by the beach?", "2026-03-01T09:00:00Z")
+    question = add(journal, 'Jun said, "Is the studio in Shibuya still leaking from the skylight when it storms?"', "2026-03-02T09:00:00Z")
+    assert journal.proposals() == []
+    new = add(journal, NEW, "2026-04-20T09:00:00Z")
+    assert _pairs(journal) == [(question.id, new.id)]
+    journal.reindex()
+    assert _pairs(journal) == [(question.id, new.id)]
+
+
 def test_a_shared_focus_is_a_subject(journal: Journal) -> None:
     old = add(journal, OLD, "2026-01-10T09:00:00Z", tags=(), signals={"focus": "Studio"})
     new = add(journal, NEW, "2026-04-20T09:00:00Z", tags=("kamakura",), signals={"focus": "studio"})
