@@ -7,7 +7,7 @@ their own and are never read here.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,6 +30,8 @@ _ADJACENT = (
 )
 # The asked entries alone (no time neighbours asked).
 _OWN = "SELECT e.id, e.agent, e.ts_utc, NULL, NULL FROM entries e WHERE e.id IN ({marks})"
+# Each entry's agent and time, for the entries among which time neighbours are wanted.
+_PLACES = "SELECT id, agent, ts_utc FROM entries WHERE id IN ({marks})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +43,9 @@ class Neighbours:
     times: dict[str, str] = field(default_factory=dict)
 
 
-def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, window: Window) -> Neighbours:
+def neighbours(
+    conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, window: Window, among: Collection[str] | None = None
+) -> Neighbours:
     """The neighbours in *window* of those of *ids* that have any: continuity links both ways, and the entries just before and after within *within_seconds*.
 
     Entries written at the very same instant are no time neighbours of each other
@@ -49,29 +53,36 @@ def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: flo
     supersedes it: a correction is no continuation. The asked entries come with
     those around them in one read, the links with their other ends in another,
     and whether a neighbour lies in *window* is :meth:`Window.holds` of what they bring.
+    With *among*, only the time neighbours in *among* are wanted (see :func:`_near_among`).
     """
     if not ids:
         return Neighbours()
-    marks = ",".join("?" * len(ids))
-    # Each asked entry's agent and time; the entries around one are of its agent, so their time and kind place them in the window.
-    if within_seconds > 0:
-        kinds = window.kind is not None
-        sql = _ADJACENT.format(marks=marks, p_kind=" || ' ' || p.kind" if kinds else "", n_kind=" || ' ' || n.kind" if kinds else "")
-    else:
-        sql = _OWN.format(marks=marks)
     agents: dict[str, str] = {}
     around: list[tuple[str, str, str, str, str, str | None]] = []
-    for entry_id, agent, ts, before, after in conn.execute(sql, list(ids)):
-        agents[entry_id] = agent
-        for other in (before, after):
-            if other is not None:
-                other_id, other_ts, *kind = other.split(" ", 2)
-                around.append((entry_id, agent, ts, other_id, other_ts, kind[0] if kind else None))
+    asked = list(ids)
+    if among is not None and within_seconds > 0:
+        asked = _near_among(conn, ids, within_seconds, among, agents)
+    if asked:
+        marks = ",".join("?" * len(asked))
+        # Each asked entry's agent and time; the entries around one are of its agent, so their time and kind place them in the window.
+        if within_seconds > 0:
+            kinds = window.kind is not None
+            sql = _ADJACENT.format(marks=marks, p_kind=" || ' ' || p.kind" if kinds else "", n_kind=" || ' ' || n.kind" if kinds else "")
+        else:
+            sql = _OWN.format(marks=marks)
+        for entry_id, agent, ts, before, after in conn.execute(sql, asked):
+            agents[entry_id] = agent
+            for other in (before, after):
+                if other is not None:
+                    other_id, other_ts, *kind = other.split(" ", 2)
+                    if among is None or other_id in among:
+                        around.append((entry_id, agent, ts, other_id, other_ts, kind[0] if kind else None))
+    marks = ",".join("?" * len(ids))
     linked: dict[str, set[str]] = {}
     times: dict[str, str] = {}
-    for asked, other, agent, ts, kind in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]):
-        if asked != other and agents.get(asked) == agent and window.holds(kind=kind, agent=agent, ts_utc=ts):
-            linked.setdefault(asked, set()).add(other)
+    for end, other, agent, ts, kind in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]):
+        if end != other and agents.get(end) == agent and window.holds(kind=kind, agent=agent, ts_utc=ts):
+            linked.setdefault(end, set()).add(other)
             times[other] = ts
     adjacent: dict[str, set[str]] = {}
     if around:
@@ -90,3 +101,45 @@ def neighbours(conn: sqlite3.Connection, ids: Sequence[str], within_seconds: flo
             if (kept := {n for n in near if (e, n) not in corrections and (n, e) not in corrections})
         }
     return Neighbours(linked, adjacent, times)
+
+
+def _near_among(
+    conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, among: Collection[str], agents: dict[str, str]
+) -> list[str]:
+    """Those of *ids* with an entry of *among* of their agent written within *within_seconds* of them, at another instant.
+
+    Only those can have a time neighbour in *among*: the entry just before or
+    after one is of its agent and at least as close in time as any other.
+    So only those are asked for the entries around them, which costs three
+    index reads each, while most of a ranking's best candidates lie far in
+    time from every other. Fills *agents* with the agent of each of *ids*.
+    """
+    wanted = list(dict.fromkeys([*ids, *among]))
+    asked = set(ids)
+    places: dict[str, list[tuple[datetime, str]]] = {}
+    for entry_id, agent, ts in conn.execute(_PLACES.format(marks=",".join("?" * len(wanted))), wanted):
+        places.setdefault(agent, []).append((datetime.fromisoformat(ts), entry_id))
+        if entry_id in asked:
+            agents[entry_id] = agent
+    near: set[str] = set()
+    for placed in places.values():
+        placed.sort()
+        for n, (moment, entry_id) in enumerate(placed):
+            if entry_id in asked and any(
+                other in among and other_moment != moment and abs((other_moment - moment).total_seconds()) <= within_seconds
+                for other_moment, other in (*_nearest(placed, n, -1), *_nearest(placed, n, 1))
+            ):
+                near.add(entry_id)
+    return [entry_id for entry_id in ids if entry_id in near]
+
+
+def _nearest(placed: list[tuple[datetime, str]], n: int, step: int) -> list[tuple[datetime, str]]:
+    """The entries of time-sorted *placed* next to its *n*-th at the nearest other instant (before it with *step* -1, after it with 1)."""
+    moment = placed[n][0]
+    found: list[tuple[datetime, str]] = []
+    n += step
+    while 0 <= n < len(placed) and (placed[n][0] == moment or not found or placed[n][0] == found[0][0]):
+        if placed[n][0] != moment:
+            found.append(placed[n])
+        n += step
+    return found

@@ -15,7 +15,6 @@ is matched (see :class:`_Scorer`).
 
 from __future__ import annotations
 
-import heapq
 import sqlite3
 from collections.abc import Collection
 from typing import Any
@@ -47,8 +46,9 @@ def newest_ranked(
     if not picked:
         return []
     rank = scorer.scores(picked)
-    # picked is newest first and nsmallest is stable (as sorted()[:k] is), so ties go to the newer entry, then the id.
-    best = heapq.nsmallest(k, picked, key=rank.__getitem__)
+    # picked is newest first and the sort is stable, so ties go to the newer entry, then the id. (heapq.nsmallest gives
+    # the same, but walks its thousand candidates in Python: a full sort in C costs a fraction of it.)
+    best = sorted(picked, key=rank.__getitem__)[:k]
     rows = {
         row[-1]: row
         for row in conn.execute(f"SELECT {columns}, e.rowid FROM entries e WHERE e.rowid IN ({','.join('?' * len(best))})", best)
@@ -62,8 +62,9 @@ class _Scorer:
     Each BM25 statement first counts, over the whole table, the rows holding
     each query word (its IDF): for common words that costs more than scoring a
     thousand rows. So the first range asked is matched and scored in one
-    statement, and a later one only matched; the rows picked that the first
-    left unscored are scored together at the end. A row's score does not
+    statement (in time order, down to as many matches as are wanted), and a
+    later one only matched; the rows picked that the first left unscored
+    are scored together at the end. A row's score does not
     depend on the range it is read in: BM25 takes its statistics from the whole table.
     """
 
@@ -72,14 +73,15 @@ class _Scorer:
         self._scored: dict[int, float] = {}
         self._ranges = 0
 
-    def _read(self, low: int, high: int, *, scored: bool, newest: int | None = None) -> dict[int, float]:
+    def _read(self, low: int | None, high: int, *, scored: bool, newest: int | None = None) -> dict[int, float]:
         table = self._table
         score = f"bm25({table}, {self._weights})" if scored else "0.0"
-        sql = f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ?"
+        sql = f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? AND rowid <= ?" + ("" if low is None else " AND rowid >= ?")
+        args: list[Any] = [self._match, high, *(() if low is None else (low,))]
         if newest is not None:
             # FTS5 reads rowids in descending order itself, so the read stops at the limit: no row after it is scored.
-            return dict(self._conn.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", [self._match, low, high, newest]))
-        return dict(self._conn.execute(sql, [self._match, low, high]))
+            return dict(self._conn.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", [*args, newest]))
+        return dict(self._conn.execute(sql, args))
 
     def matching(self, rowids: list[int], wanted: int) -> Collection[int]:
         """Those of *rowids* (newest first) that match, or at least their newest *wanted* (scored, when they are the first asked)."""
@@ -87,10 +89,12 @@ class _Scorer:
         if self._ranges == 1:
             # Rowids one apart, in time order, as a journal appended in time order or rebuilt has them: the range
             # holds no other entry and its newest matches are its greatest rowids, so no more than those are scored.
+            # Where the range holds fewer, the read goes on below it until it has them: the entries below were most
+            # likely appended in time order too, so they are the next batches' picks, and scoring them in this one
+            # statement spares a second one and its count of every row holding each word. (They are not this
+            # batch's matches: the caller keeps only the batch's rowids.)
             in_order = rowids == list(range(rowids[0], rowids[0] - len(rowids), -1))
-            self._scored = self._read(
-                rowids[-1] if in_order else min(rowids), max(rowids), scored=True, newest=wanted if in_order else None
-            )
+            self._scored = self._read(None if in_order else min(rowids), max(rowids), scored=True, newest=wanted if in_order else None)
             return self._scored.keys()
         return self._read(min(rowids), max(rowids), scored=False).keys()
 

@@ -13,7 +13,7 @@ import contextlib
 import json
 import sqlite3
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -621,10 +621,12 @@ class Index(Database):
         with corruption_guard():
             return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
 
-    def neighbours(self, ids: Sequence[str], *, within_seconds: float, window: Window = WHOLE_JOURNAL) -> Neighbours:
-        """Each of *ids*' neighbours in its agent's journal that lie in *window* (see :mod:`journal.indexing._neighbours`)."""
+    def neighbours(
+        self, ids: Sequence[str], *, within_seconds: float, window: Window = WHOLE_JOURNAL, among: Collection[str] | None = None
+    ) -> Neighbours:
+        """Each of *ids*' neighbours in its agent's journal that lie in *window*, time neighbours only in *among* if given (see :mod:`journal.indexing._neighbours`)."""
         with corruption_guard():
-            return neighbours(self.conn, ids, within_seconds, window)
+            return neighbours(self.conn, ids, within_seconds, window, among)
 
     def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Continuity links whose source is among *ids*."""

@@ -102,6 +102,7 @@ def with_neighbours(
     sources = [entry_id for entry_id, score in ranked[: params.sources] if score > 0]
     if not sources or params.weight == 0:
         return list(ranked)
-    near = index.neighbours(sources, within_seconds=params.window_seconds, window=window)
+    # Only a neighbour in time that is itself ranked is lifted: the others are not asked for.
+    near = index.neighbours(sources, within_seconds=params.window_seconds, window=window, among={entry_id for entry_id, _ in ranked})
     # The read of the neighbours brought their times: those joining the candidates are ordered by them.
     return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=near.times)

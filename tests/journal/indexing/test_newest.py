@@ -243,3 +243,33 @@ def test_entries_appended_in_time_order_score_only_the_newest_candidates(monkeyp
             fast, full, spy = both_rules(journal, "harbor tide", {"k": k}, mode="lexical", monkeypatch=monkeypatch)
             assert fast == full and spy.calls
             assert scored and scored[0] == 12  # every one of the newest matches, and no older one
+
+
+def test_appended_in_time_order_the_words_are_counted_once_when_the_newest_batch_holds_too_few_matches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One entry in seven matches, so the first batch of the newest entries holds fewer matches than the candidates: the one scored
+    read goes on past it, and the later batches' picks need no second (each scored statement counts every row holding each word)."""
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", CommonWords(share=0.05, min_docs=6, candidates=12))
+    payloads = [
+        {"kind": "note", "agent": AGENTS[n % 2], "theme": "t", "voice": f"harbor {'tide ' * (n % 3)}{n}" if n % 7 == 0 else f"quiet {n}",
+         "tags": [], "ts": (START + timedelta(minutes=n)).isoformat()}
+        for n in range(160)
+    ]  # fmt: skip
+    scored: list[int] = []
+    read = newest_module._Scorer._read
+
+    def counted(self: Any, low: int | None, high: int, **kwargs: Any) -> dict[int, float]:
+        found = read(self, low, high, **kwargs)
+        if kwargs.get("scored"):
+            scored.append(len(found))
+        return found
+
+    monkeypatch.setattr(newest_module._Scorer, "_read", counted)
+    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
+        for k in (1, 5, 12):
+            scored.clear()
+            fast, full, spy = both_rules(journal, "harbor", {"k": k}, mode="lexical", monkeypatch=monkeypatch)
+            assert fast == full and len(fast[0]) == k
+            assert spy.calls  # the search's and the prompt context's
+            assert scored == [12] * spy.calls  # one scored read a ranking, of the newest candidates alone

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +176,35 @@ def test_a_windows_test_in_python_keeps_the_rows_its_sql_keeps(window: Window, r
     clauses, params = window.where()
     kept = [n for (n,) in conn.execute(f"SELECT e.n FROM entries e WHERE {' AND '.join(clauses) or '1'} ORDER BY e.n", params)]
     assert kept == [n for n, (kind, agent, ts) in enumerate(rows, 1) if window.holds(kind=kind, agent=agent, ts_utc=ts)]
+
+
+def test_time_neighbours_asked_among_some_entries_are_those_of_the_full_read_in_them(tmp_path: Path) -> None:
+    """The neighbours' stage asks only for time neighbours among the ranked candidates: the read that skips the entries far from every
+    candidate gives, for any set of candidates and window, exactly the full read's neighbours that are candidates, and every link."""
+    rng = random.Random(5)
+    clock = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+    made: dict[str, list[str]] = {"motoko": [], "batou": []}
+    with Journal(tmp_path / "journal", redact="off") as journal:
+        for n in range(48):
+            clock += timedelta(minutes=rng.choice((0, 0, 5, 14, 15, 16, 40, 300)))
+            agent = rng.choice(tuple(made))
+            signals: dict[str, Any] = {}
+            if made[agent] and rng.random() < 0.25:
+                signals["continuity_refs"] = [rng.choice(made[agent])]
+            if made[agent] and rng.random() < 0.1:
+                signals["supersedes"] = [made[agent][-1]]
+            payload = {"kind": rng.choice(("note", "pulse")), "agent": agent, "theme": "t", "voice": f"entry {n}", "ts": clock.isoformat()}
+            made[agent].append(journal.append({**payload, "signals": signals}).id)
+        index = journal._keeper.index
+        every = [*made["motoko"], *made["batou"]]
+        lifting = 0
+        for trial in range(40):
+            among = set(rng.sample(every, rng.randint(1, len(every))))
+            ids = rng.sample(sorted(among), min(len(among), rng.randint(1, 20)))
+            window = Window(kind="note") if trial % 3 == 0 else Window()
+            full = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window)
+            pruned = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window, among=among)
+            wanted = {entry_id: kept for entry_id, near in full.adjacent.items() if (kept := near & among)}
+            assert (pruned.linked, pruned.times, pruned.adjacent) == (full.linked, full.times, wanted)
+            lifting += bool(wanted)
+        assert lifting > 10  # the trials met time neighbours among the candidates, not only entries without any
