@@ -11,7 +11,7 @@ agent is proposed, the newer as possibly updating the older, when
   session shares ("conversation on 8 May"), which says nothing of what one
   entry is about;
 - they are alike: the share of the smaller entry's content words (tags,
-  focus and voice, stop words left out, see :func:`words`) that the other
+  focus and voice, stop words left out, each as its stem, see :func:`words`) that the other
   holds is at least :data:`PROPOSAL_THRESHOLD`, or, where the index holds a
   vector of one encoder for both (NN on), their cosine is at least
   :data:`MEANING_THRESHOLD`;
@@ -52,6 +52,7 @@ from operator import mul
 from typing import Any, Final
 
 from journal.files.entry import Entry, utc_key
+from journal.indexing._stem import stem
 from journal.indexing._stopwords import STOP_WORDS
 
 __all__ = [
@@ -196,12 +197,15 @@ def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
 
 
 def words(*texts: str | None) -> frozenset[str]:
-    """The content words of *texts*: case-folded, stop words and one-letter words left out."""
+    """The content words of *texts*: case-folded, stop words and one-letter words left out, each as its stem (:func:`stem`).
+
+    Stop words are left out before stemming ("does" is no "doe") and after it ("gets" is "get", a word any update uses).
+    """
     found: set[str] = set()
     for text in texts:
         if text:
             found.update(_WORD.findall(text.casefold()))
-    return frozenset(w for w in found if len(w) > 1) - _STOP
+    return frozenset(stem(w) for w in found if len(w) > 1 and w not in _STOP) - _STOP
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
