@@ -20,6 +20,7 @@ Words with a digit or shorter than four letters are left as they are.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final
 
 __all__ = ["stem"]
@@ -27,6 +28,8 @@ __all__ = ["stem"]
 _KEEP_DOUBLED: Final = frozenset("aeioulsz")
 
 
+# Pairing stems its neighbours' kept words at each append: a journal's words recur, so each is stemmed once.
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """The stem of a case-folded *word* (see the module's rules)."""
     if len(word) < 4 or not word.isalpha():

@@ -45,7 +45,8 @@ __all__ = [
 #: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
 #:     them (see :mod:`journal.indexing._proposals`).
 #: 12: ``said`` keeps each entry's subjects and content words for pairing, and a proposal its vectors' ``cosine``.
-#: 13: ``said`` keeps each content word as its stem (see :mod:`journal.indexing._stem`).
+#: 13: pairing compares content words by stem (see :mod:`journal.indexing._stem`): an index made before lacks the proposals
+#:     between entries alike only by stem.
 INDEX_SCHEMA_VERSION: Final = 13
 
 _TABLES: Final = """
