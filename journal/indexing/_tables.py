@@ -45,9 +45,7 @@ __all__ = [
 #: 11: ``subjects`` and ``proposals`` hold the supersede proposals between an agent's entries, ``decisions`` the entries deciding
 #:     them (see :mod:`journal.indexing._proposals`).
 #: 12: ``said`` keeps each entry's subjects and content words for pairing, and a proposal its vectors' ``cosine``.
-#: 13: pairing compares content words by stem (see :mod:`journal.indexing._stem`): an index made before lacks the proposals
-#:     between entries alike only by stem.
-INDEX_SCHEMA_VERSION: Final = 13
+INDEX_SCHEMA_VERSION: Final = 12
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
