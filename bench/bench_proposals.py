@@ -43,6 +43,11 @@ the probes are searched in hybrid mode.
 
 Run: ``python bench/bench_proposals.py [--nn] [--locomo PATH]``.
 
+With ``--explain SPLIT``, it prints instead, for each proposal made in that
+split's scenarios, whether it joins two versions of a fact or takes a recency
+trap's answer, its evidence (word score, cosine, whether the newer entry
+states a change) and why ``auto`` takes it or not.
+
 With ``--append-cost``, it times appends to a journal of 10,000 entries
 (lexical; canonical files written directly, then reindexed) that alternate
 between proposals on and off (the index's ``propose`` swapped for a no-op),
@@ -82,6 +87,7 @@ from journal.indexing import (
     PROPOSAL_THRESHOLD,
     auto_acceptable,
 )
+from journal.indexing._proposals import states_change
 
 SET = Path(__file__).resolve().parent / "freshness_set.json"
 RESTATEMENTS = Path(__file__).resolve().parent / "restatement_set.json"
@@ -150,6 +156,43 @@ def fresh_wins(scenarios: list[dict[str, object]]) -> None:
         for kind in ("fresh-wins", "trap correct-wins"):
             cells = [f"{c[0] / c[1]:.2f} ({c[0]}/{c[1]})" for c in (counts[(split, kind, a)] for a in ("none", "auto", "all"))]
             print(f"{split:<6} {kind:<18} {cells[0]:>14} {cells[1]:>14} {cells[2]:>14}")
+
+
+def explain(scenarios: list[dict[str, object]], split: str) -> None:
+    """Each proposal of *split*'s scenarios: what it joins, its evidence, and why a runner agent's ``auto`` takes it or not."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, scenario in enumerate(s for s in scenarios if s["split"] == split):
+            entries = {str(e["id"]): e for e in scenario["entries"]}  # type: ignore[attr-defined]
+            ids: dict[str, str] = {}
+            with _open(Path(tmp) / str(n)) as journal:
+                for e in sorted(entries.values(), key=lambda e: str(e["ts"])):
+                    ids[journal.append({**{k: e[k] for k in ("ts", "kind", "theme", "tags", "voice")}, "agent": "motoko"}).id] = str(
+                        e["id"]
+                    )
+                for p in journal.proposals():
+                    older, newer = ids[p.older], ids[p.newer]
+                    voice = str(entries[newer]["voice"])
+                    if scenario["shape"] == "updated-fact":
+                        what = "versions"
+                    else:
+                        what = "TRAP ANSWER" if older == scenario["answer"] else "trap others"
+                    print(f"{what:<12} {older:>8} <- {newer:<8} {_evidence(p.score, p.cosine, states_change(voice))}")
+
+
+def _evidence(score: float, cosine: float | None, change: bool) -> str:
+    """A proposal's evidence and the first reason ``auto`` takes it, or every reason it does not."""
+    shown = f"score {score:.2f} cosine {'-' if cosine is None else f'{cosine:.2f}'} change {'yes' if change else 'no '}"
+    if score >= AUTO_ACCEPT_THRESHOLD:
+        return f"{shown}  auto: takes it, score >= {AUTO_ACCEPT_THRESHOLD}"
+    if cosine is not None and cosine >= AUTO_ACCEPT_COSINE:
+        return f"{shown}  auto: takes it, cosine >= {AUTO_ACCEPT_COSINE}"
+    if change and score >= AUTO_ACCEPT_CHANGE_THRESHOLD:
+        return f"{shown}  auto: takes it, a change stated and score >= {AUTO_ACCEPT_CHANGE_THRESHOLD}"
+    why = [f"score < {AUTO_ACCEPT_THRESHOLD}"]
+    if cosine is not None:
+        why.append(f"cosine < {AUTO_ACCEPT_COSINE}")
+    why.append(f"score < {AUTO_ACCEPT_CHANGE_THRESHOLD} with the change" if change else "no change stated")
+    return f"{shown}  auto: no ({', '.join(why)})"
 
 
 def append_cost(entries: int = 10_000, appends: int = 600) -> None:
@@ -266,6 +309,9 @@ def main() -> None:
         "--nn", action="store_true", help="open every journal with the MiniLM encoder: pair by meaning, search in hybrid mode"
     )
     parser.add_argument("--locomo", type=Path, help="also count the LoCoMo dev turns marked (the locomo-dev directory)")
+    parser.add_argument(
+        "--explain", choices=("tune", "check"), help="print each proposal of that split with its evidence, and why auto takes it"
+    )
     args = parser.parse_args()
     global ENCODER  # noqa: PLW0603 - one encoder for every journal of the run, chosen by the command line
     ENCODER = load_encoder() if args.nn else None
@@ -273,6 +319,9 @@ def main() -> None:
         append_cost()
         return
     scenarios = json.loads(SET.read_text())["scenarios"]
+    if args.explain:
+        explain(scenarios, args.explain)
+        return
     counts: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     with tempfile.TemporaryDirectory() as tmp:
         for n, scenario in enumerate(scenarios):

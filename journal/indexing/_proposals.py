@@ -17,7 +17,7 @@ agent is proposed, the newer as possibly updating the older, when
   as an append in order of time did; a decision read at display time would
   instead make a mark come and go with entries written long after;
 - they are alike: the share of the smaller entry's content words (tags,
-  focus and voice, stop words left out, see :func:`words`) that the other
+  focus and voice, stop words left out, each as its stem, see :func:`stems`) that the other
   holds is at least :data:`PROPOSAL_THRESHOLD`, or, where the index holds a
   vector of one encoder for both (NN on), their cosine is at least
   :data:`MEANING_THRESHOLD`;
@@ -61,6 +61,7 @@ from operator import mul
 from typing import Any, Final
 
 from journal.files.entry import Entry, utc_key
+from journal.indexing._stem import stem
 from journal.indexing._stopwords import STOP_WORDS
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "propose_group",
     "similarity",
     "states_change",
+    "stems",
     "subjects",
     "verdict",
     "words",
@@ -181,7 +183,7 @@ _STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "ne
 
 @dataclass(frozen=True, slots=True)
 class Proposal:
-    """The *newer* entry may update the *older* one, of the same *agent*: *score* is their word likeness, *subject* what they share.
+    """The *newer* entry may update the *older* one, of the same *agent*: *score* is their word likeness as written, *subject* what they share.
 
     ``older_ts`` and ``newer_ts`` are the two entries' times as written; ``cosine`` their vectors' likeness (one encoder's),
     or None when the index holds no vector of one encoder for both.
@@ -231,12 +233,20 @@ def common_subjects(counts: Mapping[str, int], entries: int) -> frozenset[str]:
 
 
 def words(*texts: str | None) -> frozenset[str]:
-    """The content words of *texts*: case-folded, stop words and one-letter words left out."""
+    """The content words of *texts* as written: case-folded, stop words and one-letter words left out."""
     found: set[str] = set()
     for text in texts:
         if text:
             found.update(_WORD.findall(text.casefold()))
     return frozenset(w for w in found if len(w) > 1) - _STOP
+
+
+def stems(said: frozenset[str]) -> frozenset[str]:
+    """The stems (:func:`stem`) of content words *said* (see :func:`words`), stop words left out again.
+
+    Stop words are left out before stemming ("does" is no "doe") and after it ("gets" is "get", a word any update uses).
+    """
+    return frozenset(map(stem, said)) - _STOP
 
 
 def similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -272,8 +282,8 @@ def states_change(text: str) -> bool:
 def auto_acceptable(proposal: Proposal, newer_text: str) -> bool:
     """Whether a runner agent with ``accept_proposals = "auto"`` accepts *proposal*, whose newer entry's text is *newer_text*.
 
-    It does when the two entries are alike enough that no recency trap of the tune split was as alike: a score of at
-    least :data:`AUTO_ACCEPT_THRESHOLD`, or a cosine of at least :data:`AUTO_ACCEPT_COSINE`; or when the newer entry says
+    It does when the two entries are alike enough that no recency trap of the tune split was as alike: a score (their
+    words as written, never their stems) of at least :data:`AUTO_ACCEPT_THRESHOLD`, or a cosine of at least :data:`AUTO_ACCEPT_COSINE`; or when the newer entry says
     that something changed and the score reaches :data:`AUTO_ACCEPT_CHANGE_THRESHOLD` (a path without vectors too).
     """
     if proposal.score >= AUTO_ACCEPT_THRESHOLD or (proposal.cosine is not None and proposal.cosine >= AUTO_ACCEPT_COSINE):
@@ -288,13 +298,14 @@ def is_restated(older: frozenset[str], newer: frozenset[str]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Said:
-    """What pairing reads of an indexed entry: its agent, time key, the subjects it states, its content words and whether
-    its text asks (:func:`asks`), kept in ``said``."""
+    """What pairing reads of an indexed entry: its agent, time key, the subjects it states, its content words (kept in ``said``
+    as written) and their stems, which pairing compares, and whether its text asks (:func:`asks`), kept in ``said``."""
 
     agent: str
     key: tuple[str, str]
     subjects: frozenset[str]
     words: frozenset[str]
+    stems: frozenset[str]
     asks: bool
 
     def row(self) -> tuple[str, str, str, str, str, int]:
@@ -312,9 +323,14 @@ def _read_said(conn: sqlite3.Connection, ids: Sequence[str] | None = None) -> di
 
 def _said_of(rows: Iterable[tuple[str, str, str, str, str, int]]) -> dict[str, _Said]:
     return {
-        entry_id: _Said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), frozenset(said.split()), bool(asked))
+        entry_id: _said(agent, (ts_utc, entry_id), frozenset(json.loads(stated)), said.split(), bool(asked))
         for entry_id, agent, ts_utc, stated, said, asked in rows
     }
+
+
+def _said(agent: str, key: tuple[str, str], stated: frozenset[str], said: Iterable[str], asked: bool) -> _Said:
+    written = frozenset(said)
+    return _Said(agent, key, stated, written, stems(written), asked)
 
 
 def _record_subjects(conn: sqlite3.Connection, said: Iterable[_Said]) -> None:
@@ -377,17 +393,21 @@ def _pair(
     """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`): also when every subject they share
     is among *common_at(newer)*, the subjects that say nothing of one entry where the newer one stands (:func:`common_subjects`),
     and when the newer one asks (:func:`asks`).
+
+    Whether to propose is judged on stems, so an update sharing its fact's words in other forms is proposed; the score
+    kept is the words' as written, which :func:`auto_acceptable` judges: accepting acts with nobody looking, and a stem
+    alone ("next year" and "five years") took a recency trap's answer that the words as written did not.
     """
-    if newer.asks or is_restated(older.words, newer.words):
+    if newer.asks or is_restated(older.stems, newer.stems):
         return None
     cosine = vectors.cosine(older.key[1], newer.key[1])
-    score = verdict(older.words, newer.words, cosine)
-    if score is None:
+    if verdict(older.stems, newer.stems, cosine) is None:
         return None
     # Asked last: it reads the index, and most candidates are unlike.
     shared = (older.subjects & newer.subjects) - common_at(newer)
     if not shared:
         return None
+    score = similarity(older.words, newer.words)
     return (older.key[1], newer.key[1], agent, score, cosine, _shared(shared))
 
 
@@ -514,7 +534,7 @@ def _said_for(entry: Entry) -> _Said | None:
     if not stated:
         return None
     said = words(" ".join(entry.tags), focus, entry.voice)
-    return _Said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), said, asks(entry.voice))
+    return _said(entry.agent, (utc_key(entry.timestamp), entry.id), frozenset(stated), said, asks(entry.voice))
 
 
 _INSERT_SAID: Final = "INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects, words, asks) VALUES (?, ?, ?, ?, ?, ?)"
