@@ -330,19 +330,27 @@ def _read_vectors(conn: sqlite3.Connection, ids: Sequence[str] | None = None) ->
 
 
 def _pair(older: _Said, newer: _Said, agent: str, vectors: _Vectors) -> tuple[str, str, str, float, float | None, str] | None:
-    """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`)."""
-    if is_restated(older.words, newer.words):
+    """The proposal row of *newer* as an update of *older*, or None (see :func:`verdict`).
+
+    :func:`verdict`'s rule from one intersection of the two word sets, its restatement test made once: an import pairs
+    each entry with several others, and this is most of its work in Python.
+    """
+    mine, theirs = newer.words, older.words
+    shared = len(mine & theirs)
+    if len(mine) - shared < NOVELTY_THRESHOLD * len(mine):  # is_restated: the newer's words the older lacks are too few
         return None
     cosine = vectors.cosine(older.key[1], newer.key[1])
-    score = verdict(older.words, newer.words, cosine)
-    if score is None:
+    score = shared / min(len(mine), len(theirs)) if mine and theirs else 0.0  # similarity
+    if score < PROPOSAL_THRESHOLD and (cosine is None or cosine < MEANING_THRESHOLD):
         return None
     return (older.key[1], newer.key[1], agent, score, cosine, _shared(older.subjects, newer.subjects))
 
 
 def _shared(one: frozenset[str], other: frozenset[str]) -> str:
     """The subject two entries share that best names it: a focus, then the first tag."""
-    return min(one & other, key=lambda key: (not key.startswith("focus:"), key))
+    both = one & other
+    focus = [key for key in both if key.startswith("focus:")]
+    return min(focus or both)
 
 
 def _focus_of(entry: Entry) -> str | None:
