@@ -96,6 +96,10 @@ def _child(operation: str, root: Path, scratch: Path) -> None:
     # VmHWM, not getrusage's ru_maxrss: after a vfork and exec, Linux's ru_maxrss still counts the parent's memory.
     status = Path("/proc/self/status").read_text(encoding="ascii")
     peak_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
+    # The read and write calls the process made (every thread's): SQLite reads and writes a page a call, so these count the
+    # index pages an import moved, a figure no load changes.
+    io = dict(line.split(": ") for line in Path("/proc/self/io").read_text(encoding="ascii").splitlines())
+    facts["read_calls"], facts["write_calls"] = int(io["syscr"]), int(io["syscw"])
     print(json.dumps({"seconds": round(seconds, 2), "peak_mib": round(peak_kib / 1024, 1), **facts}))
 
 
@@ -152,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{'entries':>8}  {'reindex':>9}  {'tree':>8}  "
             + "  ".join(f"{name + ' s, peak MiB':>24}" for name in operations)
-            + f"  {'import entries/s':>16}  {'import CPU s':>12}  {'load (1/5/15 min)':>17}",
+            + f"  {'import entries/s':>16}  {'import CPU s':>12}  {'import reads/writes':>19}  {'load (1/5/15 min)':>17}",
             flush=True,
         )
         for size in sizes:
@@ -161,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scratch = base / f"work-{size}"
             scratch.mkdir()
             for label, tree in trees:
-                cells, rate, cpu, load = [], "", "", ""
+                cells, rate, cpu, calls, load = [], "", "", "", ""
                 for name in operations:
                     if name == "import" and args.import_up_to is not None and size > args.import_up_to:
                         cells.append("not measured")
@@ -170,12 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     cells.append(measured.get("error") or f"{measured['seconds']:>8.1f} s {measured['peak_mib']:>8.1f} MiB")
                     rate = str(measured.get("entries_per_s", rate))
                     cpu = str(measured["cpu_s"]) if name == "import" and "cpu_s" in measured else cpu
+                    if name == "import" and "read_calls" in measured:
+                        calls = f"{measured['read_calls'] / 1e6:.2f}M/{measured['write_calls'] / 1e6:.2f}M"
                     load = measured["load"]
                     print(f"  {name} at {size} with {label} ({tree}): {json.dumps(measured)}", file=sys.stderr, flush=True)
                 print(
                     f"{size:>8}  {reindex:>7.1f} s  {label:>8}  "
                     + "  ".join(f"{cell:>24}" for cell in cells)
-                    + f"  {rate:>16}  {cpu:>12}  {load:>17}",
+                    + f"  {rate:>16}  {cpu:>12}  {calls:>19}  {load:>17}",
                     flush=True,
                 )
     finally:

@@ -98,39 +98,42 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
     stored: list[tuple[int, Entry]] = []
     with keeper.lock:
         keeper.sync_locked()
-        conn = keeper.index.begin()
-        try:
-            known = GroupKnown(keeper.index, (entry for _, entry in entries))
-            rows = _StagedRows(keeper, conn)
-            generation: int | None = None
-            writes = GroupWrites(keeper.store)
+        with keeper.index.group_cache():  # its rows go into trees far larger than SQLite's default cache
+            conn = keeper.index.begin()
             try:
-                for position, entry in entries:
-                    outcome = _stage(keeper, rows, writes, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known)
-                    outcomes[position] = outcome
-                    if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
-                        stored.append((position, entry))
-                        with storage_errors(keeper.store.entries_dir, "write new entry files in"):
-                            writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
-                        if len(writes) == FILES_AT_ONCE:  # named now, so that no group holds more descriptors than this
-                            rows.write()
-                            generation = _publish(keeper, conn, writes, generation)
-                            writes.close()
-                            writes = GroupWrites(keeper.store)
-                rows.write()
-                if len(writes):
-                    generation = _publish(keeper, conn, writes, generation)
+                known = GroupKnown(keeper.index, (entry for _, entry in entries))
+                rows = _StagedRows(keeper, conn)
+                generation: int | None = None
+                writes = GroupWrites(keeper.store)
+                try:
+                    for position, entry in entries:
+                        outcome = _stage(
+                            keeper, rows, writes, entry, has_id=supplied_id[position], vector=vectors.get(position), known=known
+                        )
+                        outcomes[position] = outcome
+                        if isinstance(outcome, AppendResult) and not outcome.is_duplicate:
+                            stored.append((position, entry))
+                            with storage_errors(keeper.store.entries_dir, "write new entry files in"):
+                                writes.write(entry)  # its unnamed file is made while the next entries are checked (a new day directory now)
+                            if len(writes) == FILES_AT_ONCE:  # named now, so that no group holds more descriptors than this
+                                rows.write()
+                                generation = _publish(keeper, conn, writes, generation)
+                                writes.close()
+                                writes = GroupWrites(keeper.store)
+                    rows.write()
+                    if len(writes):
+                        generation = _publish(keeper, conn, writes, generation)
+                finally:
+                    writes.close()
+                if generation is None:
+                    return _settled(outcomes)
+                try:
+                    keeper.index.commit()
+                except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
+                    _group_fell_behind(keeper, len(stored), exc)
+                    return _settled(outcomes)
             finally:
-                writes.close()
-            if generation is None:
-                return _settled(outcomes)
-            try:
-                keeper.index.commit()
-            except Exception as exc:  # noqa: BLE001 - the files are stored: reported, and the index caught up later
-                _group_fell_behind(keeper, len(stored), exc)
-                return _settled(outcomes)
-        finally:
-            _end_transaction(keeper)
+                _end_transaction(keeper)
         keeper.note_caught_up(generation)
     if semantic is not None:
         for position, entry in stored:

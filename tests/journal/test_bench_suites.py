@@ -131,6 +131,7 @@ def test_the_carry_bench_prints_each_commands_time_and_memory_beside_the_reindex
     assert header.split()[:4] == ["entries", "reindex", "tree", "verify"] and "import s, peak MiB" in header and "import entries/s" in header
     assert row.split()[:4] == ["200", row.split()[1], "s", "this"] and row.count(" s ") + row.count(" s\t") >= 3 and row.count("MiB") == 3
     assert '"appended": 200' in result.stderr and '"problems": 0' in result.stderr
+    assert "import reads/writes" in header and re.search(r" \d+\.\d\dM/\d+\.\d\dM ", row)  # the import's read and write calls
 
 
 def test_the_verify_bench_runs_both_trees_and_prints_their_time_and_memory() -> None:

@@ -290,3 +290,33 @@ def test_a_group_larger_than_the_descriptors_allow_is_stored_whole(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"stored": 640, "listed": 640, "clean": True}
     assert len(entry_files(tmp_path / "j")) == 640
+
+
+def test_a_group_writes_with_a_wider_page_cache_and_gives_it_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's rows are written while the index connection may cache more pages than SQLite's default, and the connection
+    has its own size again once the group is stored, refused or failed: a long-lived process that imports once does not
+    keep the wider cache."""
+    from journal.indexing.index import Index
+
+    seen: list[int] = []
+    insert_entries = Index.insert_entries
+
+    def recording(self: Index, conn: sqlite3.Connection, entries: Any) -> None:
+        seen.append(int(conn.execute("PRAGMA cache_size").fetchone()[0]))
+        insert_entries(self, conn, entries)
+
+    monkeypatch.setattr(Index, "insert_entries", recording)
+    with Journal(tmp_path / "j") as journal:
+        journal.append(_payload(0))
+        default = int(journal._keeper.index.conn.execute("PRAGMA cache_size").fetchone()[0])
+        journal.append_many([_payload(n) for n in range(1, 5)])
+        assert seen and all(size < 0 and -size > -default for size in seen)  # negative: KiB, not pages
+        assert int(journal._keeper.index.conn.execute("PRAGMA cache_size").fetchone()[0]) == default
+
+        def failing(self: Index, conn: sqlite3.Connection, entries: Any) -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(Index, "insert_entries", failing)
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            journal.append_many([_payload(9)])
+        assert int(journal._keeper.index.conn.execute("PRAGMA cache_size").fetchone()[0]) == default
