@@ -20,7 +20,10 @@ each run that takes it again:
   or a signal): its journal is closed, and the next run opens it anew;
 - the agent's sort of entries, checked as every open checks it.
 
-At most :data:`KEPT_MOST` journals are kept, fewer when the process's open
+Only a journal opened with lexical memory is kept: a hybrid one holds an
+encoder of its own (the model's weights and session), and hundreds kept
+would hold hundreds of models; it is opened for each run as before. At
+most :data:`KEPT_MOST` journals are kept, fewer when the process's open
 file limit is low (each holds about five descriptors); past that, a run
 opens and closes its journal as before. The first journals to be kept stay
 kept: with a shard's agents run in turn, evicting the least recent one
@@ -110,7 +113,7 @@ class KeptJournals:
         When not, the caller closes it (it is no longer kept).
         """
         kept = self._kept.get(agent.name)
-        if result.outcome is Outcome.FAILED or self._pid != os.getpid():
+        if result.outcome is Outcome.FAILED or journal.encoder is not None or self._pid != os.getpid():
             if kept is not None and kept.journal is journal:
                 del self._kept[agent.name]
             return False

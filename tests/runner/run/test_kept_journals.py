@@ -8,6 +8,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from structlog.testing import capture_logs
+
 from journal import Journal
 from runner import load_config, run_at
 from runner.run.kept import KeptJournals
@@ -100,3 +102,13 @@ def test_a_forked_child_opens_its_own_journal_rather_than_the_one_its_parent_kep
     assert run_at(config, "motoko", "pulse-4h", at=SLOTS[2], journals=journals).outcome == "appended"  # the parent's is still good
     journals.close()
     assert _keys(config.agent("motoko").journal_root) == [f"motoko:pulse-4h:2026-09-05T{hour:02d}" for hour in (0, 4, 8)]
+
+
+def test_a_journal_with_hybrid_memory_is_opened_for_each_run_as_before(tmp_path: Path) -> None:
+    """A hybrid journal holds a model of its own: kept for each agent of a shard, that would be a model per agent."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
+    journals = KeptJournals()
+    with capture_logs() as logs:
+        outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals).outcome for at in SLOTS[:2]]
+    assert outcomes == ["appended"] * 2 and len(journals) == 0
+    assert [line["memory"] for line in logs if line["event"] == "run.started"] == ["hybrid"] * 2
