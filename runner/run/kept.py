@@ -14,8 +14,9 @@ wrote meanwhile. What a kept journal must not outlive is checked before
 each run that takes it again:
 
 - the process it was opened in (a forked child starts with none);
-- its directory: a journal moved away or replaced by another (a restore)
-  is opened anew, never written through the handles of the old one;
+- its directory and its ``entries/``: a journal moved away or replaced by
+  another (a restore, of the directory or of what is in it) is opened
+  anew, never written through the handles of the old one;
 - a run that ended otherwise than well (failed, or ended by an exception
   or a signal): its journal is closed, and the next run opens it anew;
 - the agent's sort of entries, checked as every open checks it.
@@ -61,19 +62,22 @@ def _limit() -> int:
     return max(0, min(KEPT_MOST, soft // 2 // _DESCRIPTORS_A_JOURNAL))
 
 
-def _place(agent: AgentConfig) -> tuple[int, int] | None:
-    """The device and inode of *agent*'s journal directory, or None when it cannot be looked at."""
+def _place(agent: AgentConfig) -> tuple[int, ...] | None:
+    """The device and inode of *agent*'s journal directory and of its ``entries/``, or None when they cannot be looked at.
+
+    Both: a restore may replace the directory, or only what is in it.
+    """
     try:
-        found = os.stat(agent.journal_root)
+        found = [os.stat(path) for path in (agent.journal_root, agent.journal_root / "entries")]
     except OSError:
         return None
-    return found.st_dev, found.st_ino
+    return tuple(number for each in found for number in (each.st_dev, each.st_ino))
 
 
 @dataclass(slots=True)
 class _Kept:
     journal: Journal
-    place: tuple[int, int]
+    place: tuple[int, ...]
 
 
 class KeptJournals:

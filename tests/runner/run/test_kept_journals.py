@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from structlog.testing import capture_logs
 
 from journal import Journal
@@ -36,13 +37,19 @@ def test_runs_with_kept_journals_reuse_one_open_journal_and_each_appends_its_ent
     assert len(journals) == 0
 
 
-def test_a_journal_moved_away_between_runs_gets_no_more_entries_and_the_next_run_writes_where_the_agent_is(tmp_path: Path) -> None:
-    """A restore that puts another directory in the journal's place: the kept handles point at the old one, which must not be written."""
+@pytest.mark.parametrize("moved", ["the directory", "what is in it"])
+def test_a_journal_moved_away_between_runs_gets_no_more_entries_and_the_next_run_writes_where_the_agent_is(tmp_path: Path, moved: str) -> None:
+    """A restore that puts another journal in the place of the kept one: the kept handles point at the old one, which must not be written."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
     root = config.agent("motoko").journal_root
     journals = KeptJournals()
     assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
-    root.rename(tmp_path / "moved")
+    if moved == "the directory":
+        root.rename(tmp_path / "moved")
+    else:
+        (tmp_path / "moved").mkdir()
+        for path in list(root.iterdir()):
+            path.rename(tmp_path / "moved" / path.name)
     assert run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals).outcome == "appended"
     assert _keys(tmp_path / "moved") == ["motoko:pulse-4h:2026-09-05T00"]
     assert _keys(root) == ["motoko:pulse-4h:2026-09-05T04"]
