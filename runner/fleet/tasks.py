@@ -24,6 +24,7 @@ active beat publishes it when its time comes (:mod:`runner.fleet.beat`).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -42,12 +43,14 @@ from runner.settings.config import RunnerConfig
 
 __all__ = [
     "FORWARDED_HEADER",
+    "OPEN_AHEAD_SECONDS",
     "REFUSED",
     "RERUNS_KEY",
     "PlannedRerun",
     "ShardWork",
     "close_journals",
     "hold_shard",
+    "open_journals",
     "run_slot_task",
     "served_slot",
 ]
@@ -59,6 +62,8 @@ RERUNS_KEY: Final = "ghostrunner:reruns"
 FORWARDED_HEADER: Final = "ghostrunner_forwarded_from"
 #: The reason of the ``scheduler.missed`` line of a slot whose task every worker it reached refused.
 REFUSED: Final = "refused"
+#: How long a starting pool process spends opening its shard's journals ahead of their runs, at most (the rest open at their runs).
+OPEN_AHEAD_SECONDS: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,17 @@ def hold_shard(config: RunnerConfig, shard: str) -> None:
     """Make this process (and the pool processes it forks) run *shard*'s tasks under *config*."""
     global _work  # noqa: PLW0603 - one worker process serves one shard: the pool's children inherit it at fork
     _work = ShardWork(config, shard)
+
+
+def open_journals(**_: object) -> None:
+    """Open this process's shard's journals ahead of their runs, for at most :data:`OPEN_AHEAD_SECONDS` (Celery's ``worker_process_init``).
+
+    A pool process starts before its first task: opening the journals then spares the first burst of runs
+    after a start (every agent's first run) an open each.
+    """
+    if _work is not None and _work.config.fleet is not None:
+        agents = [_work.config.agent(name) for name in _work.config.fleet.shards.get(_work.shard, ())]
+        _work.journals.open_ahead(agents, until=time.monotonic() + OPEN_AHEAD_SECONDS)
 
 
 def close_journals(**_: object) -> None:

@@ -29,6 +29,11 @@ file limit is low (each holds about five descriptors); past that, a run
 opens and closes its journal as before. The first journals to be kept stay
 kept: with a shard's agents run in turn, evicting the least recent one
 would close each journal just before its next run.
+
+A process may open its journals ahead of their first runs
+(:meth:`KeptJournals.open_ahead`): a fleet worker's pool process does as it
+starts, so that the first burst of runs after a start (every agent's
+first run) does not pay for an open each.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -110,6 +117,34 @@ class KeptJournals:
                 return kept.journal
             self._forget(agent.name)  # moved or replaced since: its handles point at what is no longer the agent's journal
         return open_journal(agent)
+
+    def open_ahead(self, agents: Iterable[AgentConfig], until: float) -> int:
+        """Open and keep the journals of *agents* before their runs, until the monotonic clock reads *until*; how many were kept.
+
+        A journal that cannot be opened is left for its run, which fails with the reason; one with hybrid memory is
+        left too, as it would not be kept (its model is not loaded here).
+        """
+        if self._pid != os.getpid():
+            self._kept, self._pid = {}, os.getpid()
+        most = self._most if self._most is not None else _limit()
+        opened = 0
+        for agent in agents:
+            if time.monotonic() >= until or len(self._kept) >= most:
+                break
+            if agent.memory != "lexical" or agent.name in self._kept:
+                continue
+            try:
+                journal = open_journal(agent)
+            except (RunnerError, JournalError, OSError):
+                continue
+            place = _place(agent)
+            if place is None or journal.encoder is not None:
+                with contextlib.suppress(RunnerError, JournalError, OSError):
+                    journal.close()
+                continue
+            self._kept[agent.name] = _Kept(journal, place)
+            opened += 1
+        return opened
 
     def keep(self, agent: AgentConfig, journal: Journal, result: RunResult) -> bool:
         """Whether *journal*, which *agent*'s run just used and ended with *result*, stays open for the next run.
