@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -119,3 +120,22 @@ def test_a_journal_with_hybrid_memory_is_opened_for_each_run_as_before(tmp_path:
         outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals).outcome for at in SLOTS[:2]]
     assert outcomes == ["appended"] * 2 and len(journals) == 0
     assert [line["memory"] for line in logs if line["event"] == "run.started"] == ["hybrid"] * 2
+
+
+def test_journals_opened_ahead_are_kept_for_their_runs_and_those_that_cannot_be_are_left_to_their_runs(tmp_path: Path) -> None:
+    """What a starting pool process opens ahead: each lexical journal it can open, while its time lasts; the rest open at their runs."""
+    agents = "".join(f'[agents.{name}]\npersona = "motoko.toml"\nroutines = ["pulse-4h"]\n' for name in ("motoko", "batou", "aramaki"))
+    path = write_config(tmp_path, agents + '[agents.togusa]\npersona = "motoko.toml"\nroutines = ["pulse-4h"]\nmemory = "hybrid"\n')
+    path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal/{agent}"'), encoding="utf-8")
+    config = load_config(path)
+    (tmp_path / "journal").mkdir()
+    (tmp_path / "journal" / "batou").write_text("not a journal\n", encoding="utf-8")
+    everyone = [config.agent(name) for name in ("motoko", "batou", "aramaki", "togusa")]
+    assert KeptJournals().open_ahead(everyone, until=time.monotonic()) == 0  # no time left: none
+    journals = KeptJournals()
+    assert journals.open_ahead(everyone, until=time.monotonic() + 60) == 2 and len(journals) == 2
+    ahead = journals.take(config.agent("motoko"))
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
+    assert journals.take(config.agent("motoko")) is ahead
+    assert run_at(config, "batou", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "failed"
+    journals.close()
