@@ -25,7 +25,7 @@ from celery import Celery
 from runner.errors import ConfigError
 from runner.fleet.record import broker_password, fleet_of
 from runner.fleet.request import SlotRequest
-from runner.fleet.tasks import run_slot_task
+from runner.fleet.tasks import OPEN_AHEAD_SECONDS, run_slot_task
 from runner.settings.config import RunnerConfig
 
 __all__ = ["BEAT_KEY_PREFIX", "LEAST_RECORD_KEY", "RUN_TASK", "broker_password", "fleet_app", "fleet_of", "record_key"]
@@ -38,6 +38,8 @@ BEAT_KEY_PREFIX: Final = "ghostrunner:beat:"
 LEAST_RECORD_KEY: Final = 32
 #: How often a worker looks for tasks whose worker died (kombu's default is 10 s): at most a tenth of the visibility timeout.
 _RESTORE_INTERVALS: Final = 10
+#: How long a starting pool process may take to say it is up beyond opening its journals ahead (Celery's own wait is 4 s).
+_UP_MARGIN: Final = 20.0
 #: How long past run_timeout Celery kills a run's process, at most (half the time to visibility_timeout when that is nearer).
 _HARD_LIMIT_MARGIN: Final = 60.0
 
@@ -90,6 +92,9 @@ def fleet_app(config: RunnerConfig) -> Celery:
         task_reject_on_worker_lost=True,
         task_acks_on_failure_or_timeout=True,
         worker_prefetch_multiplier=1,
+        # A pool process says it is up once it has opened its shard's journals ahead (at most OPEN_AHEAD_SECONDS):
+        # Celery's 4 s wait for it would kill and restart one that is opening many.
+        worker_proc_alive_timeout=OPEN_AHEAD_SECONDS + _UP_MARGIN,
         # Nothing reads a run's result back (the runs record is what status reads): none is stored.
         task_ignore_result=True,
         # Task events for Celery's monitors (celery events, Flower): published to whoever listens, kept by no one.

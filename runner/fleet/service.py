@@ -31,7 +31,7 @@ import structlog
 from billiard import util as billiard_util
 from celery.apps import worker as celery_worker
 from celery.beat import Service
-from celery.signals import setup_logging, worker_ready, worker_shutting_down
+from celery.signals import setup_logging, worker_process_init, worker_process_shutdown, worker_ready, worker_shutting_down
 from celery.worker import state as celery_state
 
 from journal import JournalError
@@ -40,7 +40,7 @@ from runner.fleet.app import RUN_TASK, broker_password, fleet_app, fleet_of, rec
 from runner.fleet.beat import BeatLostLock, SlotScheduler, beat_schedule
 from runner.fleet.record import RECORDED_EVENTS, RunsRecord, redis_client
 from runner.fleet.request import slot_identity
-from runner.fleet.tasks import hold_shard
+from runner.fleet.tasks import close_journals, hold_shard, open_journals
 from runner.monitor.logs import configure_logging
 from runner.run import open_journal
 from runner.run.engine import open_failure
@@ -149,6 +149,10 @@ def start_worker(config: RunnerConfig, shard: str, *, concurrency: int | None = 
     for problem in _unusable(config, fleet.shards[shard]):
         log.error("scheduler.agent_unusable", agent=problem.agent, journal_root=problem.journal_root, error=problem.error)
     hold_shard(config, shard)
+    # Sent in each pool process as it starts, and as it ends: its shard's journals are opened ahead of their runs
+    # and kept open between them, then closed, their logs checkpointed.
+    worker_process_init.connect(open_journals, weak=False)
+    worker_process_shutdown.connect(close_journals, weak=False)
     app = fleet_app(config)
     processes = concurrency or config.max_concurrent_runs
     # Said once the worker consumes: by then Celery's own SIGTERM handler (a warm stop) is in place, so a

@@ -24,7 +24,8 @@ active beat publishes it when its time comes (:mod:`runner.fleet.beat`).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+import time
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -36,10 +37,23 @@ from runner.errors import NoScheduledTimeError, UnknownNameError
 from runner.fleet.ledger import fleet_budgets
 from runner.run.contract import RunIdentity, RunInterrupted, RunResult
 from runner.run.engine import run_at
+from runner.run.kept import KeptJournals
 from runner.schedule.reruns import planned_rerun
 from runner.settings.config import RunnerConfig
 
-__all__ = ["FORWARDED_HEADER", "REFUSED", "RERUNS_KEY", "PlannedRerun", "ShardWork", "hold_shard", "run_slot_task", "served_slot"]
+__all__ = [
+    "FORWARDED_HEADER",
+    "OPEN_AHEAD_SECONDS",
+    "REFUSED",
+    "RERUNS_KEY",
+    "PlannedRerun",
+    "ShardWork",
+    "close_journals",
+    "hold_shard",
+    "open_journals",
+    "run_slot_task",
+    "served_slot",
+]
 
 log = structlog.get_logger()
 #: The sorted set of planned reruns in Redis, each scored by its time (seconds since the epoch).
@@ -48,6 +62,8 @@ RERUNS_KEY: Final = "ghostrunner:reruns"
 FORWARDED_HEADER: Final = "ghostrunner_forwarded_from"
 #: The reason of the ``scheduler.missed`` line of a slot whose task every worker it reached refused.
 REFUSED: Final = "refused"
+#: How long a starting pool process spends opening its shard's journals ahead of their runs, at most (the rest open at their runs).
+OPEN_AHEAD_SECONDS: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +98,16 @@ class PlannedRerun:
 
 @dataclass(frozen=True, slots=True)
 class ShardWork:
-    """What this worker process serves: the configuration and the shard whose agents it holds."""
+    """What this worker process serves: the configuration, the shard whose agents it holds, and their journals kept open.
+
+    A pool process runs its shard's slots one after another and keeps their journals open between runs
+    (:mod:`runner.run.kept`): opening and closing one cost about as much as the rest of a run. Each forked
+    pool process keeps its own.
+    """
 
     config: RunnerConfig
     shard: str
+    journals: KeptJournals = field(default_factory=KeptJournals, compare=False)
 
     def holds(self, agent: str) -> bool:
         return self.config.fleet is not None and agent in self.config.fleet.shards.get(self.shard, ())
@@ -98,6 +120,23 @@ def hold_shard(config: RunnerConfig, shard: str) -> None:
     """Make this process (and the pool processes it forks) run *shard*'s tasks under *config*."""
     global _work  # noqa: PLW0603 - one worker process serves one shard: the pool's children inherit it at fork
     _work = ShardWork(config, shard)
+
+
+def open_journals(**_: object) -> None:
+    """Open this process's shard's journals ahead of their runs, for at most :data:`OPEN_AHEAD_SECONDS` (Celery's ``worker_process_init``).
+
+    A pool process starts before its first task: opening the journals then spares the first burst of runs
+    after a start (every agent's first run) an open each.
+    """
+    if _work is not None and _work.config.fleet is not None:
+        agents = [_work.config.agent(name) for name in _work.config.fleet.shards.get(_work.shard, ())]
+        _work.journals.open_ahead(agents, until=time.monotonic() + OPEN_AHEAD_SECONDS)
+
+
+def close_journals(**_: object) -> None:
+    """Close the journals this process kept open (a pool process's end: Celery's ``worker_process_shutdown``)."""
+    if _work is not None:
+        _work.journals.close()
 
 
 def _scheduled(text: object) -> datetime | None:
@@ -230,7 +269,15 @@ def run_slot_task(task: Task, *args: object, **kwargs: object) -> dict[str, Any]
         )
         return None
     try:
-        result = run_at(work.config, agent, routine, at=at, run_timeout=work.config.run_timeout.total_seconds(), ledger=fleet_budgets)
+        result = run_at(
+            work.config,
+            agent,
+            routine,
+            at=at,
+            run_timeout=work.config.run_timeout.total_seconds(),
+            ledger=fleet_budgets,
+            journals=work.journals,
+        )
     except (UnknownNameError, NoScheduledTimeError) as exc:
         _refuse(task, agent, routine, scheduled, str(exc))
         _record_missed(work, agent, routine, at)

@@ -58,6 +58,7 @@ from runner.run._memory import memory_in_use, open_journal
 from runner.run.budgets import Admission, Budgets, Refusal
 from runner.run.contract import REASON_BUDGET, REASON_GATE, REASON_PAUSED, Outcome, RunEnding, RunIdentity, RunResult
 from runner.run.gate import ask_gate
+from runner.run.kept import KeptJournals
 from runner.run.pauses import pause_of
 from runner.run.quoting import RUN_MARKS, continuing, quoted_payload
 from runner.run.retries import Retrier, RetryPolicy
@@ -438,10 +439,12 @@ def _run_slot(
     run_timeout: float | None,
     slot_lock: SlotLock | None,
     terms: RunTerms,
+    journals: KeptJournals | None = None,
 ) -> RunResult:
-    """:func:`run_slot` for the run *ending* will end."""
+    """:func:`run_slot` for the run *ending* will end; with *journals*, its journal is taken from and kept in them."""
     try:
-        journal = open_journal(agent)  # a run writes: a journal it cannot write fails it at once
+        # A run writes: a journal it cannot write fails it at once.
+        journal = open_journal(agent) if journals is None else journals.take(agent)
     except (RunnerError, JournalError, OSError) as exc:
         error, fault = open_failure(agent, exc)
         return ending.end(Outcome.FAILED, error=error, fault=fault)
@@ -467,8 +470,12 @@ def _run_slot(
             ),
         )
     except BaseException:
+        if journals is not None:
+            journals.drop(agent, journal)
         journal.close()
         raise
+    if journals is not None and journals.keep(agent, journal, result):
+        return result
     try:
         journal.close()
     except (KeyboardInterrupt, SystemExit) as exc:
@@ -515,6 +522,7 @@ def run_at(
     on_result: Callable[[RunResult], object] | None = None,
     run_timeout: float | None = None,
     ledger: Callable[[RunnerConfig], Budgets] = Budgets,
+    journals: KeptJournals | None = None,
 ) -> RunResult:
     """Run *routine* for *agent* in the slot of its latest scheduled time at or before *at*; what ``ghostrunner run`` does.
 
@@ -533,6 +541,8 @@ def run_at(
         on_result: as in :func:`execute_run`.
         ledger: the budgets' ledger the run is checked against: the state directory's (the default), or a
             fleet's in Redis (:func:`runner.fleet.ledger.fleet_budgets`).
+        journals: the journals a long-lived process keeps open between its runs (:mod:`runner.run.kept`), or
+            None to open the agent's journal for this run and close it after.
 
     Raises:
         UnknownNameError: *agent* is not configured, or does not run *routine*.
@@ -551,7 +561,7 @@ def run_at(
         raise NoScheduledTimeError(routine, routine_config.schedule, at)
     ending = RunEnding(RunIdentity.of(agent, routine_config, scheduled, config.timezone, run_id), dry_run=dry_run, on_result=on_result)
     try:
-        return _run_ending(config, ending, agent_config, routine_config, scheduled, run_timeout, ledger)
+        return _run_ending(config, ending, agent_config, routine_config, scheduled, run_timeout, ledger, journals)
     finally:
         # However the run skipped its slot (a pause, its gate, a digest with nothing to take), that slot is decided:
         # noted, so that catch-up neither runs it again nor records it missed (runner.run.skips).
@@ -567,6 +577,7 @@ def _run_ending(
     scheduled: datetime,
     run_timeout: float | None,
     ledger: Callable[[RunnerConfig], Budgets],
+    journals: KeptJournals | None,
 ) -> RunResult:
     """:func:`run_at` once its run has an identity: the pause, the gate and the budgets asked, then the run made."""
     routine = routine_config.name
@@ -587,7 +598,7 @@ def _run_ending(
             return verdict
         admission = verdict
     try:
-        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout, admission)
+        return _run_admitted(config, ending, agent_config, routine_config, scheduled, run_timeout, admission, journals)
     finally:
         # Also when a signal ended the run (its result is set before RunInterrupted is raised); a run
         # that ended without a result (a bug) keeps its estimate.
@@ -631,6 +642,7 @@ def _run_admitted(
     scheduled: datetime,
     run_timeout: float | None,
     admission: Admission | None,
+    journals: KeptJournals | None,
 ) -> RunResult:
     """:func:`run_at` past its pause and budget checks: the backend built, the slot's lock taken, the run made.
 
@@ -652,4 +664,5 @@ def _run_admitted(
         run_timeout=run_timeout,
         slot_lock=slot_lock,
         terms=RunTerms.of(config, agent_config, routine, before_backend=admission.durable if admission is not None else None),
+        journals=journals,
     )
