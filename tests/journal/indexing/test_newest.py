@@ -227,16 +227,7 @@ def test_entries_appended_in_time_order_score_only_the_newest_candidates(monkeyp
          "ts": (START + timedelta(minutes=n)).isoformat()}
         for n in range(60)
     ]  # fmt: skip
-    scored: list[int] = []
-    read = newest_module._Scorer._read
-
-    def counted(self: Any, low: int, high: int, **kwargs: Any) -> dict[int, float]:
-        found = read(self, low, high, **kwargs)
-        if kwargs.get("scored"):
-            scored.append(len(found))
-        return found
-
-    monkeypatch.setattr(newest_module._Scorer, "_read", counted)
+    scored = _scored_reads(monkeypatch)
     with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
         for k in (1, 5, 12):
             scored.clear()
@@ -256,6 +247,18 @@ def test_appended_in_time_order_the_words_are_counted_once_when_the_newest_batch
          "tags": [], "ts": (START + timedelta(minutes=n)).isoformat()}
         for n in range(160)
     ]  # fmt: skip
+    scored = _scored_reads(monkeypatch)
+    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
+        for k in (1, 5, 12):
+            scored.clear()
+            fast, full, spy = both_rules(journal, "harbor", {"k": k}, mode="lexical", monkeypatch=monkeypatch)
+            assert fast == full and len(fast[0]) == k
+            assert spy.calls  # the search's and the prompt context's
+            assert scored == [12] * spy.calls  # one scored read a ranking, of the newest candidates alone
+
+
+def _scored_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows each scored read of the common-words plan returns, in order, from now on (the list fills as reads are made)."""
     scored: list[int] = []
     read = newest_module._Scorer._read
 
@@ -266,10 +269,4 @@ def test_appended_in_time_order_the_words_are_counted_once_when_the_newest_batch
         return found
 
     monkeypatch.setattr(newest_module._Scorer, "_read", counted)
-    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
-        for k in (1, 5, 12):
-            scored.clear()
-            fast, full, spy = both_rules(journal, "harbor", {"k": k}, mode="lexical", monkeypatch=monkeypatch)
-            assert fast == full and len(fast[0]) == k
-            assert spy.calls  # the search's and the prompt context's
-            assert scored == [12] * spy.calls  # one scored read a ranking, of the newest candidates alone
+    return scored
