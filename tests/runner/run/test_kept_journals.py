@@ -17,6 +17,9 @@ from runner import load_config, run_at
 from runner.run.kept import KeptJournals
 from tests._support import SIMPLE_AGENT, write_config
 
+#: Each run's whole timeout, as a fleet worker gives it: without one, ``run_timeout`` counts from the process's start, and a
+#: test worker may have lived longer than that by the time it gets here (its backend would then have no time left).
+RUN_TIMEOUT = 120.0
 #: pulse-4h fires at 00:00, 04:00, ...: each of these times is its own slot.
 SLOTS = [datetime(2026, 9, 5, hour, 10, tzinfo=UTC) for hour in (0, 4, 8)]
 
@@ -29,7 +32,7 @@ def _keys(root: Path) -> list[str]:
 def test_runs_with_kept_journals_reuse_one_open_journal_and_each_appends_its_entry(tmp_path: Path) -> None:
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
     journals = KeptJournals()
-    outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals).outcome for at in SLOTS]
+    outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals, run_timeout=RUN_TIMEOUT).outcome for at in SLOTS]
     assert outcomes == ["appended"] * 3 and len(journals) == 1
     kept = journals.take(config.agent("motoko"))
     assert journals.take(config.agent("motoko")) is kept and kept.find_by_client_key("motoko:pulse-4h:2026-09-05T08") is not None
@@ -44,14 +47,14 @@ def test_a_journal_moved_away_between_runs_gets_no_more_entries_and_the_next_run
     config = load_config(write_config(tmp_path, SIMPLE_AGENT))
     root = config.agent("motoko").journal_root
     journals = KeptJournals()
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     if moved == "the directory":
         root.rename(tmp_path / "moved")
     else:
         (tmp_path / "moved").mkdir()
         for path in list(root.iterdir()):
             path.rename(tmp_path / "moved" / path.name)
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     assert _keys(tmp_path / "moved") == ["motoko:pulse-4h:2026-09-05T00"]
     assert _keys(root) == ["motoko:pulse-4h:2026-09-05T04"]
     journals.close()
@@ -63,13 +66,13 @@ def test_a_failed_run_closes_its_journal_and_the_next_run_opens_it_anew(tmp_path
     config = load_config(write_config(tmp_path, f'[agents.motoko]\npersona = "motoko.toml"\nroutines = ["pulse-4h"]\nbackend = {backend}\n'))
     journals = KeptJournals()
     answer.write_text(json.dumps({"voice": "A first note.", "theme": "kept"}), encoding="utf-8")
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     assert len(journals) == 1
     answer.unlink()
-    failed = run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals)
+    failed = run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT)
     assert failed.outcome == "failed" and len(journals) == 0
     answer.write_text(json.dumps({"voice": "A second note.", "theme": "kept"}), encoding="utf-8")
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[2], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[2], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     assert len(journals) == 1
     journals.close()
     assert _keys(config.agent("motoko").journal_root) == ["motoko:pulse-4h:2026-09-05T00", "motoko:pulse-4h:2026-09-05T08"]
@@ -81,7 +84,7 @@ def test_past_the_most_kept_a_run_opens_and_closes_its_journal_as_before(tmp_pat
     path.write_text(path.read_text(encoding="utf-8").replace('"./journal"', '"./journal/{agent}"'), encoding="utf-8")
     config = load_config(path)
     journals = KeptJournals(most=1)
-    outcomes = [run_at(config, name, "pulse-4h", at=at, journals=journals).outcome for at in SLOTS[:2] for name in ("motoko", "batou")]
+    outcomes = [run_at(config, name, "pulse-4h", at=at, journals=journals, run_timeout=RUN_TIMEOUT).outcome for at in SLOTS[:2] for name in ("motoko", "batou")]
     assert outcomes == ["appended"] * 4 and len(journals) == 1
     assert journals.take(config.agent("motoko")) is journals.take(config.agent("motoko"))  # the first one run is the one kept
     journals.close()
@@ -91,7 +94,7 @@ def test_past_the_most_kept_a_run_opens_and_closes_its_journal_as_before(tmp_pat
 
 def _run_in_child(config_path: str, journals: KeptJournals, outcomes: multiprocessing.Queue[str]) -> None:
     config = load_config(Path(config_path))
-    outcomes.put(run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals).outcome)
+    outcomes.put(run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT).outcome)
 
 
 def test_a_forked_child_opens_its_own_journal_rather_than_the_one_its_parent_kept(tmp_path: Path) -> None:
@@ -99,7 +102,7 @@ def test_a_forked_child_opens_its_own_journal_rather_than_the_one_its_parent_kep
     path = write_config(tmp_path, SIMPLE_AGENT)
     config = load_config(path)
     journals = KeptJournals()
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     context = multiprocessing.get_context("fork")
     outcomes: multiprocessing.Queue[str] = context.Queue()
     child = context.Process(target=_run_in_child, args=(str(path), journals, outcomes))
@@ -107,7 +110,7 @@ def test_a_forked_child_opens_its_own_journal_rather_than_the_one_its_parent_kep
     outcome = outcomes.get(timeout=60)
     child.join(60)
     assert (outcome, child.exitcode) == ("appended", 0)
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[2], journals=journals).outcome == "appended"  # the parent's is still good
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[2], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"  # the parent's is still good
     journals.close()
     assert _keys(config.agent("motoko").journal_root) == [f"motoko:pulse-4h:2026-09-05T{hour:02d}" for hour in (0, 4, 8)]
 
@@ -117,7 +120,7 @@ def test_a_journal_with_hybrid_memory_is_opened_for_each_run_as_before(tmp_path:
     config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
     journals = KeptJournals()
     with capture_logs() as logs:
-        outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals).outcome for at in SLOTS[:2]]
+        outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals, run_timeout=RUN_TIMEOUT).outcome for at in SLOTS[:2]]
     assert outcomes == ["appended"] * 2 and len(journals) == 0
     assert [line["memory"] for line in logs if line["event"] == "run.started"] == ["hybrid"] * 2
 
@@ -135,7 +138,7 @@ def test_journals_opened_ahead_are_kept_for_their_runs_and_those_that_cannot_be_
     journals = KeptJournals()
     assert journals.open_ahead(everyone, until=time.monotonic() + 60) == 2 and len(journals) == 2
     ahead = journals.take(config.agent("motoko"))
-    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "appended"
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
     assert journals.take(config.agent("motoko")) is ahead
-    assert run_at(config, "batou", "pulse-4h", at=SLOTS[0], journals=journals).outcome == "failed"
+    assert run_at(config, "batou", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "failed"
     journals.close()
