@@ -14,9 +14,10 @@ wrote meanwhile. What a kept journal must not outlive is checked before
 each run that takes it again:
 
 - the process it was opened in (a forked child starts with none);
-- its directory and its ``entries/``: a journal moved away or replaced by
-  another (a restore, of the directory or of what is in it) is opened
-  anew, never written through the handles of the old one;
+- its directory, its ``entries/``, its write lock and its write counter: a
+  journal moved away or replaced by another (a restore, of the directory or
+  of what is in it) is opened anew, never written through the handles of
+  the old one;
 - a run that ended otherwise than well (failed, or ended by an exception
   or a signal): its journal is closed, and the next run opens it anew;
 - the agent's sort of entries, checked as every open checks it.
@@ -69,16 +70,41 @@ def _limit() -> int:
     return max(0, min(KEPT_MOST, soft // 2 // _DESCRIPTORS_A_JOURNAL))
 
 
-def _place(agent: AgentConfig) -> tuple[int, ...] | None:
-    """The device and inode of *agent*'s journal directory and of its ``entries/``, or None when they cannot be looked at.
+# What a kept journal holds beside its directories: its write lock and the write counter beside its entries. A restore
+# that copies files in (rsync, or a copy then a rename) replaces them, and a journal kept over the old ones would lock a
+# file no other writer opens and count writes in one no other writer reads.
+_HELD: Final = (".write.lock", "entries/.generation")
 
-    Both: a restore may replace the directory, or only what is in it.
+
+def _place(agent: AgentConfig) -> tuple[int, ...] | None:
+    """The device and inode of *agent*'s journal directory, its ``entries/`` and the files it holds, or None when the
+    directories cannot be looked at.
+
+    All of them: a restore may replace the directory, or only what is in it. A held file not there yet counts as (0, 0),
+    so its making changes the place once and the journal is opened anew.
     """
+    root = agent.journal_root
     try:
-        found = [os.stat(path) for path in (agent.journal_root, agent.journal_root / "entries")]
+        found = [os.stat(path) for path in (root, root / "entries")]
     except OSError:
         return None
-    return tuple(number for each in found for number in (each.st_dev, each.st_ino))
+    place = [number for each in found for number in (each.st_dev, each.st_ino)]
+    for name in _HELD:
+        try:
+            held = os.stat(root / name)
+        except OSError:
+            place += (0, 0)
+        else:
+            place += (held.st_dev, held.st_ino)
+    return tuple(place)
+
+
+def _made_since(before: tuple[int, ...] | None, now: tuple[int, ...]) -> bool:
+    """Whether *now* is the place *before* was, but for held files made since (a (0, 0) pair then)."""
+    if before is None or len(before) != len(now):
+        return False
+    pairs = range(0, len(now), 2)
+    return all(before[i : i + 2] in (now[i : i + 2], (0, 0)) for i in pairs)
 
 
 @dataclass(slots=True)
@@ -157,7 +183,13 @@ class KeptJournals:
                 del self._kept[agent.name]
             return False
         if kept is not None:
-            return kept.journal is journal
+            if kept.journal is not journal:
+                return False
+            # A journal kept before its first write (opened ahead) had no write counter yet: the run made it, with these handles.
+            now = _place(agent)
+            if now is not None and _made_since(kept.place, now):
+                kept.place = now
+            return True
         place = _place(agent)
         if place is None or len(self._kept) >= (self._most if self._most is not None else _limit()):
             return False

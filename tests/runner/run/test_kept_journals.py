@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
@@ -58,6 +59,27 @@ def test_a_journal_moved_away_between_runs_gets_no_more_entries_and_the_next_run
     assert _keys(tmp_path / "moved") == ["motoko:pulse-4h:2026-09-05T00"]
     assert _keys(root) == ["motoko:pulse-4h:2026-09-05T04"]
     journals.close()
+
+
+@pytest.mark.parametrize("held", [".write.lock", "entries/.generation"])
+def test_a_journal_whose_lock_or_write_counter_was_replaced_is_opened_anew(tmp_path: Path, held: str) -> None:
+    """A restore that copies files in (a copy, then a rename over the old one) leaves the directories as they were: a journal kept
+    over the old lock file would lock a file no other writer opens, so it is given up and the next run opens the journal anew."""
+    config = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    agent = config.agent("motoko")
+    journals = KeptJournals()
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    kept = journals.take(agent)
+    assert journals.take(agent) is kept
+    path = agent.journal_root / held
+    copy = path.with_name(path.name + ".restored")
+    shutil.copy2(path, copy)
+    copy.rename(path)
+    assert run_at(config, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    again = journals.take(agent)
+    assert again is not kept and journals.take(agent) is again  # the new one is kept from its run on
+    journals.close()
+    assert _keys(agent.journal_root) == ["motoko:pulse-4h:2026-09-05T00", "motoko:pulse-4h:2026-09-05T04"]
 
 
 def test_a_failed_run_closes_its_journal_and_the_next_run_opens_it_anew(tmp_path: Path) -> None:
