@@ -224,6 +224,19 @@ class Journal:
         """Release the index connection, the lock file and directory handles."""
         self._keeper.close()
 
+    def still_in_place(self) -> bool:
+        """Whether this open journal is still the journal at its path, so that a process keeping it open may go on using it.
+
+        True while the directory, its ``entries/``, the writer lock file, the write counter and the index file this
+        object holds open are the very ones now at their paths (the same device and inode), and ``manifest.json``
+        there names the same journal. False once any of them was moved away or replaced (a restore of the
+        directory, or of files copied into it), after :meth:`close`, and in a child process that inherited it
+        through ``fork``: open a new Journal at the path then. A journal opened with ``writable=True`` holds its
+        lock file and write counter from its open on (the counter is made then if missing); a read-only one holds
+        them from the first write or catch-up that opens them. Changes nothing; never raises.
+        """
+        return self._keeper.in_place()
+
     def __enter__(self) -> Self:
         return self
 

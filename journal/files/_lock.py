@@ -20,8 +20,10 @@ every file name once. Where no boot id can be read, every bump is fsynced.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -29,7 +31,7 @@ from types import TracebackType
 from typing import Self
 
 from journal.errors import LockTimeoutError
-from journal.files._safefs import Owner, open_regular
+from journal.files._safefs import FILE_MODE, Owner, open_regular, take_ownership
 
 __all__ = ["WriteLock", "current_boot_id"]
 
@@ -98,6 +100,45 @@ class WriteLock:
                 self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
             )
         return self._counter_fd
+
+    def hold(self) -> None:
+        """For a writer's open: open the lock file and the write counter now, each made if missing, and keep them open.
+
+        The counter is made in one step, holding the generation an older journal's lock file carried (0 for a new
+        journal): written under another name, then linked to its own, so no process ever reads a counter that is half
+        made, and one made meanwhile by another process is kept. Once both are held, :meth:`in_place` tells whether
+        they are still the files at their paths.
+        """
+        lock = self._open()
+        if self._open_counter() is not None:
+            return
+        temp = self.counter_path.with_name(f".tmp-generation-{secrets.token_hex(8)}")  # a temporary name no scan takes for an entry
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+        try:
+            take_ownership(fd, FILE_MODE, self._owner)
+            text = str(max(_parse(os.pread(lock, _WIDTH, 0)), 0)).rjust(_WIDTH).encode("ascii")
+            if os.pwrite(fd, text, 0) != len(text):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(temp))  # noqa: TRY301 - a short write means a full disk; removed below
+        except BaseException:
+            os.close(fd)
+            os.unlink(temp)
+            raise
+        os.close(fd)
+        try:
+            os.link(temp, self.counter_path, follow_symlinks=False)
+        except FileExistsError:
+            pass  # another writer made it meanwhile: that one is the counter
+        finally:
+            os.unlink(temp)
+        self._open_counter()
+
+    def in_place(self) -> bool:
+        """Whether the lock file and the counter this object holds open (those it holds) are the files at their paths now.
+
+        A restore that copies files in replaces them: a writer locking the old lock file would exclude no other writer,
+        and one counting in the old counter would count writes no other process reads.
+        """
+        return all(fd is None or _names(fd, path) for fd, path in ((self._fd, self.path), (self._counter_fd, self.counter_path)))
 
     def acquire(self, *, blocking: bool = True) -> bool:
         """Take the lock, waiting up to ``timeout`` seconds; False only when not *blocking*.
@@ -222,6 +263,15 @@ class WriteLock:
                     self._threads.release()
             self._depth = 0
             self._holder = None
+
+
+def _names(fd: int, path: Path) -> bool:
+    """Whether *path* names the very file open as *fd* (its device and inode)."""
+    try:
+        held, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _parse(raw: bytes) -> int:

@@ -23,6 +23,8 @@ __all__ = ["ensure_dir", "may_fall_back", "undone_on_failure"]
 #: What an open may create, in the order a failed open removes what it did create.
 _CREATED_FILES: Final = (*(f"index/journal.sqlite3{suffix}" for suffix in ("-wal", "-shm", "-journal", "")), ".write.lock")
 _CREATED_DIRS: Final = ("models", "index", "entries")
+#: The write counter in ``entries/``, which a writer's open makes (see journal.files._lock.WriteLock.hold).
+_COUNTER: Final = ".generation"
 
 
 @contextlib.contextmanager
@@ -41,8 +43,11 @@ def undone_on_failure(root: Path) -> Iterator[None]:
         with storage_errors(root, "open", index_path=root / "index" / "journal.sqlite3"):
             yield
     except BaseException:
+        if "entries" not in existed and _names_in(root / "entries") == [_COUNTER]:
+            with contextlib.suppress(OSError):
+                os.unlink(root / "entries" / _COUNTER)  # the write counter a writer's open made in the entries/ it made
         new = [name for name in (*_CREATED_FILES, "manifest.json") if name not in existed]
-        if "entries" in existed or "manifest.json" not in new or _holds_anything(root / "entries"):
+        if "entries" in existed or "manifest.json" not in new or _names_in(root / "entries"):
             new = [name for name in new if name not in ("manifest.json", ".write.lock")]  # a journal with entries keeps its identity
         if "index/journal.sqlite3" in existed:
             new = [name for name in new if not name.startswith("index/")]
@@ -55,11 +60,12 @@ def undone_on_failure(root: Path) -> Iterator[None]:
         raise
 
 
-def _holds_anything(directory: Path) -> bool:
+def _names_in(directory: Path) -> list[str]:
+    """The names in *directory*; none when it cannot be listed."""
     try:
-        return bool(os.listdir(directory))
+        return os.listdir(directory)
     except OSError:
-        return False
+        return []
 
 
 def may_fall_back(exc: BaseException) -> bool:

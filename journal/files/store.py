@@ -108,6 +108,14 @@ class EntryStore:
             os.close(self._fd)
             self._fd = -1
 
+    def in_place(self) -> bool:
+        """Whether the ``entries/`` directory this store holds open is the one at its path now (not moved away or replaced)."""
+        try:
+            held, named = os.fstat(self._fd), os.stat(self.entries_dir, follow_symlinks=False)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
+
     @staticmethod
     def rel_path_for(entry: Entry) -> str:
         """Where *entry* lives: ``YYYY/MM/DD/<id>.json`` by its ts in UTC."""

@@ -94,6 +94,8 @@ class Database:
         self.owner = owner
         self.in_memory = in_memory
         self._conn: sqlite3.Connection | None = None
+        # The device and inode of the file the connection opened (None while none is open, or in memory).
+        self._file: tuple[int, int] | None = None
         # The in-memory copy set aside while a writer tries the on-disk index again (see switch_to_disk).
         self._memory: sqlite3.Connection | None = None
 
@@ -154,16 +156,32 @@ class Database:
                 # more than the index insert itself. A larger WAL amortizes it.
                 conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
                 conn.execute(f"PRAGMA journal_size_limit = {_WAL_SIZE_LIMIT}")
+                opened = os.stat(self.path, follow_symlinks=False)
             except BaseException:
                 conn.close()
                 raise
-        self._conn = conn
+        self._conn, self._file = conn, (opened.st_dev, opened.st_ino)
+
+    def in_place(self) -> bool:
+        """Whether the database file the connection opened is the one at its path now (true while none is open, or in memory).
+
+        A restore that puts another file there (a copy renamed over it) leaves the connection on the old one, which
+        no other process reads or writes any more.
+        """
+        if self._conn is None or self.in_memory or self._file is None:
+            return True
+        try:
+            named = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (named.st_dev, named.st_ino) == self._file
 
     def close(self) -> None:
         """Close the connection (and an in-memory copy set aside)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._file = None
         self.forget_memory()
 
     def switch_to_memory(self) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, Protocol, TypeVar
 
 from journal.encoding import Encoder
-from journal.errors import JournalClosedError, JournalNotFoundError, UnsafePathError
+from journal.errors import JournalClosedError, JournalError, JournalNotFoundError, UnsafePathError
 from journal.files import (
     Manifest,
     Owner,
@@ -166,6 +166,9 @@ class IndexKeeper:
         repairs_index: bool = True,
     ) -> None:
         self.root = root
+        # The journal directory this object opened (its device and inode), for :meth:`in_place`.
+        opened = os.stat(root, follow_symlinks=False)
+        self._root_file = (opened.st_dev, opened.st_ino)
         self.repairs_index = repairs_index
         self.manifest = manifest
         self.owner = owner
@@ -238,6 +241,8 @@ class IndexKeeper:
                     unusable = exc
         keeper = cls(root, manifest, owner=owner, lock_timeout=lock_timeout, unusable=unusable, repairs_index=repair_index)
         try:
+            if writable:
+                keeper.lock.hold()  # a writer holds its lock file and write counter from its open on (see in_place)
             keeper._open_first(writable=writable, encoder=encoder, on_progress=on_progress)
         except BaseException:
             keeper.close()
@@ -312,6 +317,26 @@ class IndexKeeper:
             self.closed = True
             if not self.depth:
                 self.release()
+
+    def in_place(self) -> bool:
+        """Whether this open journal is still the one at its path: see :meth:`journal.Journal.still_in_place`."""
+        if self.closed or self.opened_in != os.getpid():
+            return False
+        with self.calls:
+            if self.closed:  # closed while this call waited
+                return False
+            try:
+                named = os.stat(self.root, follow_symlinks=False)
+                journal_id = load_manifest(self.root / "manifest.json").journal_id
+            except (OSError, JournalError):
+                return False
+            return (
+                (named.st_dev, named.st_ino) == self._root_file
+                and journal_id == self.manifest.journal_id
+                and self.store.in_place()
+                and self.lock.in_place()
+                and self.index.in_place()
+            )
 
     def release(self) -> None:
         """Release the index connection, the lock file and directory handles now (the caller holds *calls*, no call is running)."""

@@ -45,6 +45,7 @@ def test_entries_dir_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     Journal(root).close()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    (root / "entries" / ".generation").unlink()  # a new journal's entries/ holds its write counter alone
     (root / "entries").rmdir()
     (root / "entries").symlink_to(elsewhere)
     with pytest.raises(UnsafePathError, match="symlink"):
