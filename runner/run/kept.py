@@ -14,9 +14,12 @@ wrote meanwhile. What a kept journal must not outlive is checked before
 each run that takes it again:
 
 - the process it was opened in (a forked child starts with none);
-- its directory, its ``entries/``, its write lock and its write counter: a
-  journal moved away or replaced by another (a restore, of the directory or
-  of what is in it) is opened anew, never written through the handles of
+- the agent's configuration it was opened for: a run given another one (the
+  agent's memory, journal path or redaction changed) opens the journal as
+  that configuration says;
+- the journal at the agent's path (:meth:`journal.Journal.still_in_place`):
+  a journal moved away or replaced by another (a restore, of the directory
+  or of what is in it) is opened anew, never written through the handles of
   the old one;
 - a run that ended otherwise than well (failed, or ended by an exception
   or a signal): its journal is closed, and the next run opens it anew;
@@ -70,47 +73,10 @@ def _limit() -> int:
     return max(0, min(KEPT_MOST, soft // 2 // _DESCRIPTORS_A_JOURNAL))
 
 
-# What a kept journal holds beside its directories: its write lock and the write counter beside its entries. A restore
-# that copies files in (rsync, or a copy then a rename) replaces them, and a journal kept over the old ones would lock a
-# file no other writer opens and count writes in one no other writer reads.
-_HELD: Final = (".write.lock", "entries/.generation")
-
-
-def _place(agent: AgentConfig) -> tuple[int, ...] | None:
-    """The device and inode of *agent*'s journal directory, its ``entries/`` and the files it holds, or None when the
-    directories cannot be looked at.
-
-    All of them: a restore may replace the directory, or only what is in it. A held file not there yet counts as (0, 0),
-    so its making changes the place once and the journal is opened anew.
-    """
-    root = agent.journal_root
-    try:
-        found = [os.stat(path) for path in (root, root / "entries")]
-    except OSError:
-        return None
-    place = [number for each in found for number in (each.st_dev, each.st_ino)]
-    for name in _HELD:
-        try:
-            held = os.stat(root / name)
-        except OSError:
-            place += (0, 0)
-        else:
-            place += (held.st_dev, held.st_ino)
-    return tuple(place)
-
-
-def _made_since(before: tuple[int, ...] | None, now: tuple[int, ...]) -> bool:
-    """Whether *now* is the place *before* was, but for held files made since (a (0, 0) pair then)."""
-    if before is None or len(before) != len(now):
-        return False
-    pairs = range(0, len(now), 2)
-    return all(before[i : i + 2] in (now[i : i + 2], (0, 0)) for i in pairs)
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Kept:
     journal: Journal
-    place: tuple[int, ...]
+    agent: AgentConfig  # the configuration it was opened for
 
 
 class KeptJournals:
@@ -134,14 +100,14 @@ class KeptJournals:
             self._kept, self._pid = {}, os.getpid()
         kept = self._kept.get(agent.name)
         if kept is not None:
-            if kept.place == _place(agent):
+            if kept.agent == agent and kept.journal.still_in_place():
                 try:
                     check_journal(kept.journal, agent)
                 except BaseException:
                     self._forget(agent.name)
                     raise
                 return kept.journal
-            self._forget(agent.name)  # moved or replaced since: its handles point at what is no longer the agent's journal
+            self._forget(agent.name)  # configured otherwise, or moved or replaced since: no longer what the run is to use
         return open_journal(agent)
 
     def open_ahead(self, agents: Iterable[AgentConfig], until: float) -> int:
@@ -163,12 +129,11 @@ class KeptJournals:
                 journal = open_journal(agent)
             except (RunnerError, JournalError, OSError):
                 continue
-            place = _place(agent)
-            if place is None or journal.encoder is not None:
+            if journal.encoder is not None or not journal.still_in_place():
                 with contextlib.suppress(RunnerError, JournalError, OSError):
                     journal.close()
                 continue
-            self._kept[agent.name] = _Kept(journal, place)
+            self._kept[agent.name] = _Kept(journal, agent)
             opened += 1
         return opened
 
@@ -183,17 +148,10 @@ class KeptJournals:
                 del self._kept[agent.name]
             return False
         if kept is not None:
-            if kept.journal is not journal:
-                return False
-            # A journal kept before its first write (opened ahead) had no write counter yet: the run made it, with these handles.
-            now = _place(agent)
-            if now is not None and _made_since(kept.place, now):
-                kept.place = now
-            return True
-        place = _place(agent)
-        if place is None or len(self._kept) >= (self._most if self._most is not None else _limit()):
+            return kept.journal is journal
+        if len(self._kept) >= (self._most if self._most is not None else _limit()) or not journal.still_in_place():
             return False
-        self._kept[agent.name] = _Kept(journal, place)
+        self._kept[agent.name] = _Kept(journal, agent)
         return True
 
     def drop(self, agent: AgentConfig, journal: Journal) -> None:

@@ -164,3 +164,48 @@ def test_journals_opened_ahead_are_kept_for_their_runs_and_those_that_cannot_be_
     assert journals.take(config.agent("motoko")) is ahead
     assert run_at(config, "batou", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "failed"
     journals.close()
+
+
+def test_a_run_given_another_memory_opens_the_journal_with_it_rather_than_taking_the_kept_one(tmp_path: Path) -> None:
+    """The same pool process, the agent's memory changed from lexical to hybrid between two runs: the second run ranks by meaning."""
+    journals = KeptJournals()
+    lexical = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    hybrid = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
+    with capture_logs() as logs:
+        outcomes = [run_at(config, "motoko", "pulse-4h", at=at, journals=journals, run_timeout=RUN_TIMEOUT).outcome
+                    for config, at in ((lexical, SLOTS[0]), (hybrid, SLOTS[1]), (lexical, SLOTS[2]))]
+    assert outcomes == ["appended"] * 3
+    assert [line["memory"] for line in logs if line["event"] == "run.started"] == ["lexical", "hybrid", "lexical"]
+    assert len(journals) == 1 and journals.take(lexical.agent("motoko")).encoder is None
+    journals.close()
+
+
+def test_a_run_given_another_redaction_stores_its_entry_as_that_one_says(tmp_path: Path) -> None:
+    leaked = "ghp_Zq8Lw2Rt6Yp1Xc4Vb7Nm0Ks3Df5Gh9Jj2Aa"
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps({"voice": f"Deployed with {leaked} today.", "theme": "kept"}), encoding="utf-8")
+    backend = f'{{ type = "command", command = {json.dumps([sys.executable, "-c", f"print(open({str(answer)!r}).read())"])}, attempts = 1 }}'
+    agent = f'[agents.motoko]\npersona = "motoko.toml"\nroutines = ["pulse-4h"]\nbackend = {backend}\n'
+    journals = KeptJournals()
+    redacting = load_config(write_config(tmp_path, agent))
+    assert run_at(redacting, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    verbatim = load_config(write_config(tmp_path, agent + 'redact = "off"\n'))
+    assert run_at(verbatim, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    journals.close()
+    with Journal(redacting.agent("motoko").journal_root, create=False) as journal:
+        voices = [journal.find_by_client_key(f"motoko:pulse-4h:2026-09-05T{hour}", agent="motoko") for hour in ("00", "04")]
+    assert [leaked in entry.voice for entry in voices if entry is not None] == [False, True]
+
+
+def test_a_run_given_another_journal_path_uses_the_journal_there(tmp_path: Path) -> None:
+    """The journal moved, and the configuration with it, between two runs: the run's journal is the one at the path it was given."""
+    journals = KeptJournals()
+    before = load_config(write_config(tmp_path, SIMPLE_AGENT))
+    assert run_at(before, "motoko", "pulse-4h", at=SLOTS[0], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    before.agent("motoko").journal_root.rename(tmp_path / "moved")
+    after = load_config(write_config(tmp_path, SIMPLE_AGENT + 'journal_root = "./moved"\n'))
+    assert run_at(after, "motoko", "pulse-4h", at=SLOTS[1], journals=journals, run_timeout=RUN_TIMEOUT).outcome == "appended"
+    assert journals.take(after.agent("motoko")).root == after.agent("motoko").journal_root
+    journals.close()
+    assert not before.agent("motoko").journal_root.exists()
+    assert _keys(tmp_path / "moved") == ["motoko:pulse-4h:2026-09-05T00", "motoko:pulse-4h:2026-09-05T04"]
