@@ -199,6 +199,20 @@ class Journal:
 
         return load_encoder(model, device=device, cache_dir=cache_dir)
 
+    @staticmethod
+    def encoder_for(root: str | os.PathLike[str], *, model: str | os.PathLike[str] = DEFAULT_MODEL, device: str = "cpu") -> Encoder:
+        """The encoder ``Journal(root, enable_nn=True, model=model, device=device)`` would load, for its ``encoder=``.
+
+        Found offline as :func:`journal.load_encoder` finds it, with the hash of the model files remembered where the
+        journal at *root* keeps it, so that the next process need not read the weights to know their identity. For a
+        caller that loads the model apart from the open (to time it, or to learn whether it can be loaded at all).
+
+        Raises:
+            SemanticUnavailableError: the ``nn`` extra (or, for another model, the ``st`` extra) is not installed.
+            ModelNotFoundError: no local copy of the model.
+        """
+        return Journal._load_encoder(model, device, Path(root) / "models")
+
     @property
     def encoder(self) -> Encoder | None:
         """The encoder in use, or None when NN is off."""

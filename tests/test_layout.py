@@ -545,3 +545,51 @@ def test_an_undocumented_lock_is_found(tree: Path) -> None:
     found = [problem.split(": ", 1)[1] for problem in undocumented_locks(tree, locks_section())]
     assert found == ["the thread lock _planted is not in docs/architecture.md's Locks and state",
                      "a lock is not in docs/architecture.md's Locks and state"]
+
+
+# A journal's files are the journal's to name: runner and routines ask journal's API, never look at its layout.
+
+#: The names a journal directory holds (docs/python-api.md, "On disk").
+JOURNAL_NAMES = ("manifest.json", ".write.lock", ".generation", "journal.sqlite3", "weights.json", "entries", "index", "models")
+
+
+def _names_a_journal_file(node: ast.AST) -> str | None:
+    """The journal file *node* names: a path joined with one (``root / "entries"``), or a string that is a path of one."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) and isinstance(node.right.value, str):
+        first = node.right.value.split("/")[0]
+        return first if first in JOURNAL_NAMES else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and "/" in node.value.strip("/"):
+        parts = node.value.split("/")
+        return next((part for part in parts if part in JOURNAL_NAMES[:5]), None)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if node.value in JOURNAL_NAMES[:5] else None
+    return None
+
+
+def layout_problems(root: Path) -> list[str]:
+    """Every place in a runner or routines module that names a file or folder of a journal directory."""
+    problems: list[str] = []
+    for package in ("runner", "routines"):
+        for module, path in module_files(root / package, package).items():
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                name = _names_a_journal_file(node)
+                if name is not None:
+                    problems.append(f"{path.relative_to(root)}:{node.lineno}: {module} names the journal's {name!r}; ask journal's API instead")
+    return list(dict.fromkeys(problems))  # a join and the string in it are one place
+
+
+def test_runner_and_routines_never_name_a_journals_files() -> None:
+    """What a journal directory holds is the journal package's to know: the runner asks the journal (still_in_place, load_encoder)."""
+    problems = layout_problems(REPO)
+    assert not problems, "journal layout known outside journal/:\n" + "\n".join(problems)
+
+
+def test_a_journal_file_named_in_the_runner_is_found(tree: Path) -> None:
+    """A stat of a journal's lock file, a join with its entries/, even inside a function, is named with its file and line."""
+    plant(tree, "runner.run.kept", 'os.stat(root / ".write.lock")')
+    plant(tree, "runner.fleet.tasks", 'root / "entries" / "2026"')
+    plant(tree, "routines.digest", 'open(f"{root}/x", "entries/.generation")')
+    assert sorted(p.split(": ", 1)[1] for p in layout_problems(tree)) == [
+        "routines.digest names the journal's '.generation'; ask journal's API instead",
+        "runner.fleet.tasks names the journal's 'entries'; ask journal's API instead",
+        "runner.run.kept names the journal's '.write.lock'; ask journal's API instead"]

@@ -32,7 +32,6 @@ from journal import (
     ModelNotFoundError,
     ProgressGate,
     SemanticUnavailableError,
-    load_encoder,
     progress_after,
     reporting_slow,
 )
@@ -161,7 +160,7 @@ def settle_fallbacks(config: RunnerConfig, agents: Iterable[str]) -> tuple[Runne
     if not falling:
         return config, None
     try:
-        load_encoder(cache_dir=config.agent(falling[0]).journal_root / "models")
+        Journal.encoder_for(config.agent(falling[0]).journal_root)
     except SemanticUnavailableError as exc:
         reason = fallback_reason(exc)
     else:
@@ -186,8 +185,8 @@ def _open_with_memory(agent: AgentConfig, after: float | None) -> Journal:
             lambda: log.info("memory.model_loading", **fields),
             lambda took: log.info("memory.model_loaded", **fields, seconds=round(took, 3)),
         ):
-            # The journal's models/ remembers the hash of the model files (see journal.EncoderIdentity).
-            encoder = load_encoder(cache_dir=agent.journal_root / "models")
+            # The journal remembers the hash of the model files (see journal.EncoderIdentity).
+            encoder = Journal.encoder_for(agent.journal_root)
     except SemanticUnavailableError as exc:
         if not agent.memory_fallback:
             raise MemoryUnavailableError(agent.name, exc.reason, exc.fix) from None

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import structlog
 
-from journal import Entry, Journal, load_encoder
+from journal import Entry, Journal
 from runner.errors import ConfigError
 from runner.run._memory import EmbeddingProgress, MemoryUnavailableError
 from runner.run.simulate import simulate_agent
@@ -289,12 +289,13 @@ class _Recording:
 def test_a_hybrid_simulation_embeds_each_question_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A simulation keeps one journal open across its runs: the journal remembers the question each routine asks at every run."""
     recorded: list[_Recording] = []
+    loading = Journal.encoder_for
 
-    def recording(**options: Any) -> _Recording:
-        recorded.append(_Recording(load_encoder(**options)))
+    def recording(root: Path, **options: Any) -> _Recording:
+        recorded.append(_Recording(loading(root, **options)))
         return recorded[-1]
 
-    monkeypatch.setattr("runner.run._memory.load_encoder", recording)
+    monkeypatch.setattr(Journal, "encoder_for", staticmethod(recording))
     config = load_config(write_config(tmp_path, SIMPLE_AGENT + 'memory = "hybrid"\n'))
     summary = simulate_agent(config, "motoko", datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 8, tzinfo=UTC))
     [encoder] = recorded
