@@ -131,11 +131,13 @@ def test_an_open_journal_is_no_longer_in_place_once_its_files_are_moved_or_repla
 
 
 def test_writes_reads_and_catch_ups_of_other_processes_leave_an_open_journal_in_place(root: Path, make_payload: Payload) -> None:
-    """Nothing any process does through the journal itself replaces what an open one holds: it stays in place until closed."""
+    """Nothing any process does through the journal itself (an append, a read, a rebuild of the index, a check) replaces what an open
+    one holds: it stays in place until closed."""
     with Journal(root, writable=True) as journal:
         assert journal.still_in_place()
         journal.append(make_payload(client_key="own"))
-        for command, stdin in (("append", json.dumps(make_payload(client_key="other", ts="2026-09-02T08:00:00Z"))), ("list", None)):
+        appended = json.dumps(make_payload(client_key="other", ts="2026-09-02T08:00:00Z"))
+        for command, stdin in (("append", appended), ("list", None), ("reindex", None), ("verify", None)):
             done = subprocess.run(
                 [sys.executable, "-m", "journal.cli.cli", "--root", str(root), command],
                 input=stdin,
