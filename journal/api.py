@@ -29,7 +29,7 @@ from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
-from journal.files.entry import Entry
+from journal.files.entry import Entry, validate_payload
 from journal.indexing import Proposal, auto_acceptable
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
@@ -256,6 +256,17 @@ class Journal:
                 every caller: an import too stores only what an append accepts.
         """
         return append_payload(self._keeper, payload, self._redactor)
+
+    def as_stored(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The entry fields :meth:`append` would store for *payload*: redacted as this journal redacts, validated,
+        defaults filled; nothing is written (what a dry run shows).
+
+        Raises:
+            EntryValidationError: the payload breaks schema v1, as :meth:`append` would say.
+        """
+        if self._redactor is not None and isinstance(payload, Mapping):
+            payload = self._redactor.payload(payload)
+        return validate_payload(payload)
 
     @writing
     def erase(
