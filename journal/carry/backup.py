@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
+from journal.errors import EntryFileError, JournalError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key
 from journal.files.store import ScanProblem
 from journal.frame.outfile import claim_partial_directory, hold_stops, refuse_inside_journals, release_stops
@@ -147,7 +147,7 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
         fsync_directory(parent)
     except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
-        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the copy
             raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to") from None
         raise
     try:

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, Final
 
-from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
+from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
 __all__ = [
@@ -206,7 +206,7 @@ def streamed_output(
             yield stream
             stream.flush()
         except OSError as exc:
-            if exc.errno == errno.EPIPE or isinstance(exc, JournalStorageError):
+            if exc.errno == errno.EPIPE or isinstance(exc, JournalError):  # the journal's own error says what it refused
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return
@@ -232,7 +232,7 @@ def streamed_output(
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the output
             raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
         raise
     finally:
