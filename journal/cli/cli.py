@@ -692,9 +692,10 @@ def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO
     help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
     "or the good entry files of a directory, listing the rest.",
 )
+@agent_option("Only this agent's entries (named after --agent-map); the others are left out and counted.")
 @output_option
 @pass_settings
-def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool) -> None:
+def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool, agent: str | None) -> None:
     """Import an export stream (FILE, or - for stdin), or a ghostjournal 0.1.1 journal directory (DIR), into the journal (created if missing).
 
     Every entry keeps its id, ts and client_key; safe to repeat. Prints how many
@@ -712,9 +713,9 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
         check_peer_dir(source, settings.place().root)  # refused before a journal is created to import it into
     journal = settings.journal(create=True, writable=True)
     if isinstance(source, Path):
-        summary = journal.import_dir(source, agent_map=mapping, partial=partial)
+        summary = journal.import_dir(source, agent_map=mapping, partial=partial, agent=agent)
     else:
-        summary = journal.import_stream(source, agent_map=mapping, partial=partial)
+        summary = journal.import_stream(source, agent_map=mapping, partial=partial, agent=agent)
     _emit(summary.to_dict(), _views.show_import)
     if summary.conflict:
         raise ImportConflictError(summary.conflict, "the stream" if summary.source is None else "the journal directory")
