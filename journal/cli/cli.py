@@ -41,6 +41,7 @@ from journal.cli._options import (
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalNotFoundError
+from journal.files import show_value
 from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
@@ -277,9 +278,26 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
         raise EntryValidationError(
             "(entry)", "a JSON object on stdin (or --input FILE), e.g. echo '{...}' | ghostjournal append", "no input"
         )
-    payload = parse_json_payload(raw)
+    payload = _as_agent(parse_json_payload(raw), settings.agent)
     result = settings.journal(writable=True).append_with_result(with_origin(payload, "operator"))
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
+
+
+def _as_agent(payload: Any, agent: str | None) -> Any:
+    """*payload* as *agent*'s entry: --agent keeps an append to that agent, filling in an agent the payload leaves out.
+
+    Raises:
+        EntryValidationError: the payload names another agent (stored, it would be that agent's entry in this one's journal).
+    """
+    if agent is None or not isinstance(payload, dict):
+        return payload  # no agent to keep to; what is no object is refused by validation as it is
+    if "agent" not in payload:
+        return {**payload, "agent": agent}
+    if payload["agent"] != agent:
+        raise EntryValidationError(
+            "agent", f"{agent!r}, the agent --agent names (or no agent, which --agent fills in)", show_value(payload["agent"])
+        )
+    return payload
 
 
 @cli.command(short_help="Print one entry.")

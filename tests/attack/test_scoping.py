@@ -278,6 +278,24 @@ def test_every_command_line_read_with_agent_shows_nothing_of_bob(root: Path) -> 
     assert json.loads(_cli(root, "digest", "--agent", "alice").output)["continuity"]["links"] == 1
 
 
+def test_a_command_line_append_with_agent_stores_that_agents_entry_alone(root: Path) -> None:
+    """``append --agent alice`` of bob's entry is refused naming the field (exit 65) and stores nothing: --agent keeps every
+    command to that agent's entries, and without a root it names alice's own journal, which must never get bob's entry. An
+    entry that names no agent is stored as alice's."""
+    Journal(root).close()
+    before = tree_digest(root / "entries")
+    bobs = json.dumps({"kind": "note", "agent": "bob", "theme": "harbor", "voice": "Bob's own words."})
+    for args in (["--agent", "alice", "append"], ["append", "--agent", "alice"]):
+        refused = CliRunner().invoke(cli, ["--root", str(root), *args], input=bobs)
+        assert refused.exit_code == 65, refused.output
+        assert "entry field 'agent'" in refused.output and "'alice'" in refused.output and '"bob"' in refused.output
+    assert tree_digest(root / "entries") == before
+    unnamed = CliRunner().invoke(cli, ["--root", str(root), "append", "--agent", "alice"], input='{"kind":"note","theme":"t","voice":"v"}')
+    assert unnamed.exit_code == 0, unnamed.output
+    with Journal(root) as journal:
+        assert [entry.agent for entry in journal.list()] == ["alice"]
+
+
 # -- defect 4: the property --------------------------------------------------------------------
 
 SHARED = ("harbor", "light", "tide", "kettle", "rain", "lantern", "queue", "ledger")
