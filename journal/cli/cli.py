@@ -755,6 +755,14 @@ def backup(settings: _Settings, out: str) -> None:
 
     Example: ghostjournal backup --out /var/backups/ghostjournal/motoko-2026-09-05
     """
+    place = settings.place()
+    if settings.agent is not None and place.chosen_by in ("--root", f"${ROOT_ENVVAR}"):
+        # A copy holds every agent's entries: --agent here could only name the journal, which the root already does.
+        raise click.UsageError(
+            f"--agent {settings.agent!r} with the journal {str(place.root)!r} ({place.chosen_by}): a backup copies every agent's "
+            f"entries, never one agent's alone; drop --agent to copy the whole journal, or copy the entries of {settings.agent!r} alone with "
+            f"export --agent {shlex.quote(settings.agent)} --out FILE"
+        )
     report = settings.journal().backup(out)
     _emit(report.to_dict(), _views.show_backup)
     if not report.verify.is_clean:

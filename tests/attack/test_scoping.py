@@ -296,6 +296,27 @@ def test_a_command_line_append_with_agent_stores_that_agents_entry_alone(root: P
         assert [entry.agent for entry in journal.list()] == ["alice"]
 
 
+def test_a_backup_with_agent_of_a_shared_journal_is_refused_rather_than_copying_every_agents_entries(root: Path, tmp_path: Path) -> None:
+    """``backup --agent alice`` of a journal --root (or $GHOSTJOURNAL_ROOT) names: a usage error saying a backup copies every
+    agent's entries, and no copy of bob's entries is made; without a root, --agent names alice's own journal, copied whole."""
+    with Journal(root) as journal:
+        place_entries(journal, [_note("bob", "Qz-bob-1", 1, "harbor", "Bob's words."), _note("alice", "alice-1", 2, "harbor", "Hers.")])
+    for args in (["--agent", "alice", "backup"], ["backup", "--agent", "alice"]):
+        refused = _cli(root, *args, "--out", str(tmp_path / "copy"))
+        assert refused.exit_code == 2, refused.output
+        assert "--agent 'alice'" in refused.output and "every agent's entries" in refused.output and "export --agent alice" in refused.output
+        assert not (tmp_path / "copy").exists()
+    state = tmp_path / "state"
+    with Journal(state / "ghostjournal" / "alice") as own:
+        place_entries(own, [_note("alice", "alice-9", 3, "tide", "In her own journal.")])
+    copied = CliRunner().invoke(
+        cli, ["--agent", "alice", "backup", "--out", str(tmp_path / "own-copy")], env={"XDG_STATE_HOME": str(state), "GHOSTJOURNAL_ROOT": None}
+    )
+    assert copied.exit_code == 0, copied.output
+    with Journal(tmp_path / "own-copy", create=False) as journal:
+        assert [entry.id for entry in journal.list()] == ["alice-9"]
+
+
 # -- defect 4: the property --------------------------------------------------------------------
 
 SHARED = ("harbor", "light", "tide", "kettle", "rain", "lantern", "queue", "ledger")
