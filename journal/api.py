@@ -29,7 +29,7 @@ from journal.checking.verify import DEEP_SAMPLE, VerifyReport
 from journal.encoding import DEFAULT_MODEL, Encoder
 from journal.errors import EntryNotFoundError, ProposalNotFoundError, SemanticUnavailableError
 from journal.files import make_redactor, undone_on_failure
-from journal.files.entry import Entry
+from journal.files.entry import Entry, validate_payload
 from journal.indexing import Proposal, auto_acceptable
 from journal.indexing import shortids as _shortids
 from journal.indexing.digest import Digest
@@ -284,6 +284,17 @@ class Journal:
         """
         return append_payload(self._keeper, payload, self._redactor)
 
+    def as_stored(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The entry fields :meth:`append` would store for *payload*: redacted as this journal redacts, validated,
+        defaults filled; nothing is written (what a dry run shows).
+
+        Raises:
+            EntryValidationError: the payload breaks schema v1, as :meth:`append` would say.
+        """
+        if self._redactor is not None and isinstance(payload, Mapping):
+            payload = self._redactor.payload(payload)
+        return validate_payload(payload)
+
     @writing
     def erase(
         self,
@@ -496,6 +507,7 @@ class Journal:
         agent_map: Mapping[str, str] | None = None,
         partial: bool = False,
         on_entry: Callable[[int], None] | None = None,
+        agent: str | None = None,
     ) -> ImportSummary:
         """Import an export stream (the JSON Lines form of :meth:`export`) from the binary stream *source*; return what it did.
 
@@ -508,7 +520,8 @@ class Journal:
         duplicate, one whose id or client_key is held with other bytes a
         conflict, reported and skipped. Importing a stream twice stores
         nothing the second time; an import killed at any point is finished by
-        running it again. *on_entry* gets the count of entries handled so far.
+        running it again. *on_entry* gets the count of entries handled so far. With *agent*, only that
+        agent's entries (after *agent_map*) are imported, and the others are counted as ``other_agents``.
         An entry is stored only as :meth:`append_with_result` would store it
         for its agent, after the entries of the stream it links to: one whose
         link names itself, another agent's entry, an id neither imported nor
@@ -523,7 +536,7 @@ class Journal:
             DiskFullError: the journal's filesystem clearly lacks the room (checked before anything is stored).
         """
         mapping = _importer.parse_agent_map(agent_map or {})
-        return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry)
+        return _importer.import_stream(self, source, agent_map=mapping, partial=partial, on_entry=on_entry, agent=agent)
 
     def import_dir(
         self,
@@ -532,6 +545,7 @@ class Journal:
         agent_map: Mapping[str, str] | None = None,
         partial: bool = False,
         on_entry: Callable[[int], None] | None = None,
+        agent: str | None = None,
     ) -> ImportSummary:
         """Import the journal directory *path* of ghostjournal 0.1.1 (another project on PyPI); return what it did.
 
@@ -547,7 +561,8 @@ class Journal:
         running peer, whose entries published later a rerun brings in. An
         *agent_map* old name may be any agent name the peer accepts. Links are
         checked as for a stream: an entry is stored only as an append would
-        store it, and one whose link would dangle or cross agents is a bad file.
+        store it, and one whose link would dangle or cross agents is a bad file. *agent* keeps the import
+        to that agent's entries as for a stream.
 
         Raises:
             ImportSourceError: *path* is no ghostjournal 0.1.1 journal (our own journal is refused with what to use
@@ -556,7 +571,7 @@ class Journal:
             DiskFullError: the journal's filesystem clearly lacks the room (checked before anything is stored).
         """
         mapping = _importer.parse_agent_map(agent_map or {}, peer=True)
-        return _importer.import_peer_dir(self, Path(path), agent_map=mapping, partial=partial, on_entry=on_entry)
+        return _importer.import_peer_dir(self, Path(path), agent_map=mapping, partial=partial, on_entry=on_entry, agent=agent)
 
     @recovering
     def backup(self, out: str | os.PathLike[str]) -> BackupReport:

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from journal.errors import EntryFileError, JournalStorageError, OutputPathError, UnsafePathError
+from journal.errors import EntryFileError, JournalError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key
 from journal.files.store import ScanProblem
-from journal.frame.outfile import claim_partial_directory, hold_stops, refuse_inside_journals, release_stops
+from journal.frame.outfile import claim_partial_directory, hold_stops, output_fix, refuse_inside_journals, release_stops
 from journal.indexing import copy_index
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
     except BaseException as exc:
         release_stops(stops)
         if isinstance(exc, OSError):
-            raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into") from None
+            raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into", output_fix(exc.errno)) from None
         raise
     try:
         release_stops(stops)  # a stop that came since the partial directory was made is raised here, where it is removed
@@ -147,8 +147,8 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
         fsync_directory(parent)
     except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
-        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
-            raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to") from None
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the copy
+            raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to", output_fix(exc.errno)) from None
         raise
     try:
         checked = verify(out)

@@ -125,6 +125,8 @@ class ImportSummary:
         source: None for an export stream; for a journal directory, its format (``ghostjournal-0.1.1``).
         files: entry files read from a journal directory.
         bad_files: with ``partial``, ``{"file", "reason"}`` for each entry file of a directory left out.
+        agent: the one agent whose entries were imported (after ``agent_map``), or None for every agent's.
+        other_agents: with ``agent``, the entries of other agents, left out.
     """
 
     lines: int = 0
@@ -139,9 +141,15 @@ class ImportSummary:
     source: str | None = None
     files: int = 0
     bad_files: list[dict[str, Any]] = field(default_factory=list)
+    agent: str | None = None
+    other_agents: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """As JSON data: a stream's summary counts and lists lines, a directory's files."""
+        """As JSON data: a stream's summary counts and lists lines, a directory's files; with an agent, it and the others left out."""
+        scope = {} if self.agent is None else {"agent": self.agent, "other_agents": self.other_agents}
+        return self._counts() | scope
+
+    def _counts(self) -> dict[str, Any]:
         if self.source is not None:
             return {
                 "from": self.source,
@@ -249,7 +257,8 @@ def _bad_line(summary: ImportSummary, *, partial: bool) -> Callable[[int, str], 
 
 
 def _check_stream(source: IO[bytes], spool: Spool, summary: ImportSummary, agent_map: Mapping[str, str], *, partial: bool) -> None:
-    """Read the whole stream, spool each checked entry (renamed by *agent_map*) with its line number, and check the manifest."""
+    """Read the whole stream, spool each checked entry (renamed by *agent_map*; of ``summary.agent`` alone when set) with its
+    line number, and check the manifest."""
     digest = hashlib.sha256()
     manifest: dict[str, Any] | None = None
     last = 0
@@ -275,8 +284,10 @@ def _check_stream(source: IO[bytes], spool: Spool, summary: ImportSummary, agent
             continue
         if entry.agent in agent_map:
             entry = Entry.from_payload({**entry.to_dict(), "agent": agent_map[entry.agent]})
-        spool.add(entry, number)
         summary.lines += 1
+        if _other_agents(summary, entry):
+            continue
+        spool.add(entry, number)
     if manifest is None:
         bad(last + 1, "the stream has no manifest line at its end: it is truncated, or no ghostjournal export")
         return
@@ -284,6 +295,14 @@ def _check_stream(source: IO[bytes], spool: Spool, summary: ImportSummary, agent
     problem = _manifest_problem(manifest, digest.hexdigest(), summary.lines + len(summary.bad_lines))
     if problem is not None:
         bad(last, problem)
+
+
+def _other_agents(summary: ImportSummary, entry: Entry) -> bool:
+    """Whether *entry* is left out as another agent's than the one the import is kept to (and counted so)."""
+    if summary.agent is None or entry.agent == summary.agent:
+        return False
+    summary.other_agents += 1
+    return True
 
 
 def _manifest_problem(manifest: Mapping[str, Any], sha256: str, entries: int) -> str | None:
@@ -389,9 +408,10 @@ def import_stream(
     agent_map: Mapping[str, str] | None = None,
     partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
+    agent: str | None = None,
 ) -> ImportSummary:
     """Import the export stream *source* into *journal* (see :meth:`journal.Journal.import_stream`)."""
-    summary = ImportSummary(agent_map=dict(agent_map or {}))
+    summary = ImportSummary(agent_map=dict(agent_map or {}), agent=agent)
     with Spool() as spool:
         _check_stream(source, spool, summary, summary.agent_map, partial=partial)
         bad = _bad_line(summary, partial=partial)
@@ -460,6 +480,7 @@ def import_peer_dir(
     agent_map: Mapping[str, str] | None = None,
     partial: bool = False,
     on_entry: Callable[[int], None] | None = None,
+    agent: str | None = None,
 ) -> ImportSummary:
     """Import the ghostjournal 0.1.1 journal directory *root* into *journal* (see :meth:`journal.Journal.import_dir`).
 
@@ -468,7 +489,7 @@ def import_peer_dir(
     unimportable file imports nothing unless *partial*; the same storing
     then makes a second import all duplicates.
     """
-    summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT)
+    summary = ImportSummary(agent_map=dict(agent_map or {}), source=PEER_FORMAT, agent=agent)
     root_fd = _open_peer_dir(root)
 
     def bad(rel: str, reason: str) -> None:
@@ -488,7 +509,8 @@ def import_peer_dir(
                     except EntryValidationError as exc:
                         reason = str(exc) + (" (rename it with --agent-map OLD=NEW)" if exc.field == "agent" else "")
                     else:
-                        spool.add(entry, rel)
+                        if not _other_agents(summary, entry):
+                            spool.add(entry, rel)
                 if reason is not None:
                     bad(rel, reason)
             plan(spool, _holder(journal), lambda where, reason: bad(where["file"], reason))

@@ -347,6 +347,8 @@ def show_import(document: Mapping[str, Any], width: int) -> str:
     head = f"appended {document['appended']}, duplicate {document['duplicate']}, conflict {document['conflict']} (of {read})"
     if document.get("erased"):
         head += f"; {_count(document['erased'], 'entry', 'entries')} decided by a tombstone (erased)"
+    if document.get("agent") is not None:
+        head += f"; {printable(document['agent'])}'s alone: {_count(document['other_agents'], 'entry', 'entries')} of other agents left out"
     return "\n".join([head, *conflicts, *left_out])
 
 

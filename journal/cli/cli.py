@@ -41,6 +41,7 @@ from journal.cli._options import (
 from journal.encoding import DEFAULT_INDEX, DEFAULT_MODEL
 from journal.encoding import download_model as fetch_model
 from journal.errors import EntryValidationError, ImportConflictError, IntegrityError, JournalError, JournalNotFoundError
+from journal.files import show_value
 from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
@@ -277,9 +278,26 @@ def append(settings: _Settings, source: IO[bytes]) -> None:
         raise EntryValidationError(
             "(entry)", "a JSON object on stdin (or --input FILE), e.g. echo '{...}' | ghostjournal append", "no input"
         )
-    payload = parse_json_payload(raw)
+    payload = _as_agent(parse_json_payload(raw), settings.agent)
     result = settings.journal(writable=True).append_with_result(with_origin(payload, "operator"))
     _emit({"outcome": "duplicate" if result.is_duplicate else "appended", "entry": result.entry.to_dict()}, _views.show_append)
+
+
+def _as_agent(payload: Any, agent: str | None) -> Any:
+    """*payload* as *agent*'s entry: --agent keeps an append to that agent, filling in an agent the payload leaves out.
+
+    Raises:
+        EntryValidationError: the payload names another agent (stored, it would be that agent's entry in this one's journal).
+    """
+    if agent is None or not isinstance(payload, dict):
+        return payload  # no agent to keep to; what is no object is refused by validation as it is
+    if "agent" not in payload:
+        return {**payload, "agent": agent}
+    if payload["agent"] != agent:
+        raise EntryValidationError(
+            "agent", f"{agent!r}, the agent --agent names (or no agent, which --agent fills in)", show_value(payload["agent"])
+        )
+    return payload
 
 
 @cli.command(short_help="Print one entry.")
@@ -692,9 +710,10 @@ def _import_source(ctx: click.Context, param: click.Parameter, value: str) -> IO
     help="Import the good lines of a stream with bad ones (or a changed or truncated one), "
     "or the good entry files of a directory, listing the rest.",
 )
+@agent_option("Only this agent's entries (named after --agent-map); the others are left out and counted.")
 @output_option
 @pass_settings
-def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool) -> None:
+def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str, ...], partial: bool, agent: str | None) -> None:
     """Import an export stream (FILE, or - for stdin), or a ghostjournal 0.1.1 journal directory (DIR), into the journal (created if missing).
 
     Every entry keeps its id, ts and client_key; safe to repeat. Prints how many
@@ -712,9 +731,9 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
         check_peer_dir(source, settings.place().root)  # refused before a journal is created to import it into
     journal = settings.journal(create=True, writable=True)
     if isinstance(source, Path):
-        summary = journal.import_dir(source, agent_map=mapping, partial=partial)
+        summary = journal.import_dir(source, agent_map=mapping, partial=partial, agent=agent)
     else:
-        summary = journal.import_stream(source, agent_map=mapping, partial=partial)
+        summary = journal.import_stream(source, agent_map=mapping, partial=partial, agent=agent)
     _emit(summary.to_dict(), _views.show_import)
     if summary.conflict:
         raise ImportConflictError(summary.conflict, "the stream" if summary.source is None else "the journal directory")
@@ -736,6 +755,14 @@ def backup(settings: _Settings, out: str) -> None:
 
     Example: ghostjournal backup --out /var/backups/ghostjournal/motoko-2026-09-05
     """
+    place = settings.place()
+    if settings.agent is not None and place.chosen_by in ("--root", f"${ROOT_ENVVAR}"):
+        # A copy holds every agent's entries: --agent here could only name the journal, which the root already does.
+        raise click.UsageError(
+            f"--agent {settings.agent!r} with the journal {str(place.root)!r} ({place.chosen_by}): a backup copies every agent's "
+            f"entries, never one agent's alone; drop --agent to copy the whole journal, or copy the entries of {settings.agent!r} alone with "
+            f"export --agent {shlex.quote(settings.agent)} --out FILE"
+        )
     report = settings.journal().backup(out)
     _emit(report.to_dict(), _views.show_backup)
     if not report.verify.is_clean:

@@ -42,6 +42,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from journal.files._schema import ANCHOR_REF_MAX, LABEL_MAX
+
 __all__ = [
     "ENTROPY_MAX_LENGTH",
     "ENTROPY_MIN_BITS",
@@ -74,6 +76,24 @@ _DEFAULT: Final = (
 _URL_PASSWORD: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,20}://[^\s:/@]+):([^\s/@]+)@")
 _WORD: Final = re.compile(rf"[A-Za-z0-9+/_=-]{{{ENTROPY_MIN_LENGTH},}}")
 _KIND: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+_MARKER_START: Final = "[redacted:"
+#: What ends a field cut to its limit (see :func:`_fit`).
+CUT_MARK: Final = "\u2026"
+
+
+def _fit(value: str, limit: int) -> str:
+    """*value*, redacted, within *limit* characters: a field its markers made too long is cut, never left invalid.
+
+    The cut ends in ``…`` and never splits a marker (one cut through is left out whole), so what is kept reads as
+    redacted text and holds no part of a secret.
+    """
+    if len(value) <= limit:
+        return value
+    head = value[: limit - len(CUT_MARK)]
+    start = head.rfind(_MARKER_START)
+    if start >= 0 and "]" not in head[start:]:
+        head = head[:start]
+    return head.rstrip() + CUT_MARK
 
 
 def _entropy(word: str) -> float:
@@ -117,30 +137,51 @@ class Redactor:
         out = dict(payload)
         kinds: list[str] = []
 
-        def clean(value: object) -> object:
+        def clean(value: object, limit: int | None = None) -> object:
             if not isinstance(value, str):
                 return value
             cleaned, found = self.text(value)
             kinds.extend(found)
-            return cleaned
+            # The schema's limit holds for the text as stored: a valid field never becomes invalid by its markers.
+            return cleaned if not found or limit is None or len(value) > limit else _fit(cleaned, limit)
 
-        for name in ("voice", "theme", "mood"):
+        if "voice" in out:
+            out["voice"] = clean(out["voice"])
+        for name in ("theme", "mood"):
             if name in out:
-                out[name] = clean(out[name])
+                out[name] = clean(out[name], LABEL_MAX)
         if isinstance(out.get("tags"), list | tuple):
-            out["tags"] = [clean(tag) for tag in out["tags"]]
+            out["tags"] = _distinct_tags(out["tags"], [clean(tag, LABEL_MAX) for tag in out["tags"]])
         if isinstance(out.get("anchors"), list | tuple):
             out["anchors"] = [
-                {key: clean(value) if key in ("ref", "label") else value for key, value in anchor.items()}
+                {
+                    key: clean(value, ANCHOR_REF_MAX) if key == "ref" else clean(value) if key == "label" else value
+                    for key, value in anchor.items()
+                }
                 if isinstance(anchor, Mapping)
                 else anchor
                 for anchor in out["anchors"]
             ]
         if isinstance(out.get("signals"), Mapping) and "focus" in out["signals"]:
-            out["signals"] = {**out["signals"], "focus": clean(out["signals"]["focus"])}
+            out["signals"] = {**out["signals"], "focus": clean(out["signals"]["focus"], LABEL_MAX)}
         if kinds and (isinstance(out.get("meta"), Mapping) or "meta" not in out):
             out["meta"] = {**out.get("meta", {}), "redacted": {"spans": len(kinds), "kinds": sorted(set(kinds))}}
         return out if kinds else dict(payload)
+
+
+def _distinct_tags(given: list[Any] | tuple[Any, ...], cleaned: list[Any]) -> list[Any]:
+    """*cleaned* (the tags *given*, redacted) with a tag left out where redaction made it equal to one before it.
+
+    Two different secrets become the same marker; tags are a set, so the entry keeps one. Tags that were equal as given
+    are all kept, for validation to refuse as it would without redaction.
+    """
+    kept: list[Any] = []
+    first: dict[str, Any] = {}  # each redacted tag, and the tag as given that first became it
+    for original, tag in zip(given, cleaned, strict=True):
+        if isinstance(tag, str) and first.setdefault(tag, original) != original:
+            continue
+        kept.append(tag)
+    return kept
 
 
 def make_redactor(mode: object = "default", patterns: Mapping[str, str] | None = None) -> Redactor | None:

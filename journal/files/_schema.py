@@ -63,6 +63,10 @@ _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 _UTC_RANGE: Final = "a time within years 0001-9999 once converted to UTC"
 
 _SHORT: Final = 200  # theme, focus, mood, tag: labels, not prose
+#: The longest a label (a theme, tag, focus or mood) may be.
+LABEL_MAX: Final = _SHORT
+#: The longest an anchor's ref may be.
+ANCHOR_REF_MAX: Final = 2048
 _KEY_MAX: Final = 256
 
 _TOP_LEVEL: Final = frozenset(
@@ -244,8 +248,8 @@ def _validate_anchors(value: object) -> list[dict[str, Any]]:
                 raise EntryValidationError(f"{path}.{required}", "a non-empty string", "nothing")
         check_label(anchor["type"], f"{path}.type", "anchor type")
         ref = anchor["ref"]
-        if not isinstance(ref, str) or not ref.strip() or len(ref) > 2048:
-            raise EntryValidationError(f"{path}.ref", "a non-empty string of at most 2048 characters", show_value(ref))
+        if not isinstance(ref, str) or not ref.strip() or len(ref) > ANCHOR_REF_MAX:
+            raise EntryValidationError(f"{path}.ref", f"a non-empty string of at most {ANCHOR_REF_MAX} characters", show_value(ref))
         if "label" in anchor and not isinstance(anchor["label"], str):
             raise EntryValidationError(f"{path}.label", "a string", json_type_name(anchor["label"]))
         anchors.append(dict(anchor))

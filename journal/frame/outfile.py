@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO, Final
 
-from journal.errors import JournalStorageError, OutputPathError, UnsafePathError
+from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
 from journal.files import FILE_MODE, check_regular, fsync_directory, holds_journal_manifest, open_regular
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "OutputKind",
     "claim_partial_directory",
     "hold_stops",
+    "output_fix",
     "refuse_inside_journals",
     "release_stops",
     "replace_durably",
@@ -98,10 +99,11 @@ def refuse_inside_journals(path: Path | str, what: str, journals: Mapping[str, P
             )
 
 
-def _fix(code: int | None) -> str | None:
-    """How to fix a refused output file, where the storage error's own hint would speak of the journal (it is no journal's)."""
+def output_fix(code: int | None) -> str | None:
+    """How to fix a refused output (a file, a backup's directory), where the storage error's own hint would speak of the
+    journal or of I/O errors (it is no journal's, and a missing directory is no I/O error)."""
     if code in (errno.ENOENT, errno.ENOTDIR):
-        return "create that directory first, or name a file in one that exists"
+        return "create that directory first, or name an output in a directory that exists"
     if code in (errno.EACCES, errno.EPERM):
         return "name a file in a directory this user may write, or give it write access to that one"
     if code == errno.EROFS:
@@ -146,7 +148,7 @@ def write_output(
     except OSError as exc:
         into = exc.filename == str(directory)  # the temporary file could not be made there
         raise JournalStorageError.for_errno(
-            directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}", _fix(exc.errno)
+            directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}", output_fix(exc.errno)
         ) from None
     return path
 
@@ -206,7 +208,7 @@ def streamed_output(
             yield stream
             stream.flush()
         except OSError as exc:
-            if exc.errno == errno.EPIPE or isinstance(exc, JournalStorageError):
+            if exc.errno == errno.EPIPE or isinstance(exc, JournalError):  # the journal's own error says what it refused
                 raise
             raise JournalStorageError.for_errno("<stdout>", exc.errno or errno.EIO, f"write {what} to") from None
         return
@@ -218,7 +220,7 @@ def streamed_output(
     except BaseException as exc:
         release_stops(stops)
         if isinstance(exc, OSError):
-            raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", _fix(exc.errno)) from None
+            raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", output_fix(exc.errno)) from None
         raise
     try:
         release_stops(stops)  # a stop that came since the temporary was made is raised here, where it is removed
@@ -232,8 +234,8 @@ def streamed_output(
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-        if isinstance(exc, OSError) and not isinstance(exc, JournalStorageError):
-            raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", _fix(exc.errno)) from None
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the output
+            raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", output_fix(exc.errno)) from None
         raise
     finally:
         os.close(held)

@@ -320,7 +320,7 @@ def _execute(
                     decisions = fields.pop("proposals", [])
                     payload = {**fields, "kind": routine.kind, "agent": agent.name, "ts": scheduled_text, "client_key": key, "meta": meta}
                     if dry_run:
-                        would_be = validate_payload(payload)
+                        would_be = journal.as_stored(payload)  # redacted as the append would store it
                         outcome = Outcome.SKIPPED
                     else:
                         with signals_deferred():

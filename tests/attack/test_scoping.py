@@ -278,6 +278,45 @@ def test_every_command_line_read_with_agent_shows_nothing_of_bob(root: Path) -> 
     assert json.loads(_cli(root, "digest", "--agent", "alice").output)["continuity"]["links"] == 1
 
 
+def test_a_command_line_append_with_agent_stores_that_agents_entry_alone(root: Path) -> None:
+    """``append --agent alice`` of bob's entry is refused naming the field (exit 65) and stores nothing: --agent keeps every
+    command to that agent's entries, and without a root it names alice's own journal, which must never get bob's entry. An
+    entry that names no agent is stored as alice's."""
+    Journal(root).close()
+    before = tree_digest(root / "entries")
+    bobs = json.dumps({"kind": "note", "agent": "bob", "theme": "harbor", "voice": "Bob's own words."})
+    for args in (["--agent", "alice", "append"], ["append", "--agent", "alice"]):
+        refused = CliRunner().invoke(cli, ["--root", str(root), *args], input=bobs)
+        assert refused.exit_code == 65, refused.output
+        assert "entry field 'agent'" in refused.output and "'alice'" in refused.output and '"bob"' in refused.output
+    assert tree_digest(root / "entries") == before
+    unnamed = CliRunner().invoke(cli, ["--root", str(root), "append", "--agent", "alice"], input='{"kind":"note","theme":"t","voice":"v"}')
+    assert unnamed.exit_code == 0, unnamed.output
+    with Journal(root) as journal:
+        assert [entry.agent for entry in journal.list()] == ["alice"]
+
+
+def test_a_backup_with_agent_of_a_shared_journal_is_refused_rather_than_copying_every_agents_entries(root: Path, tmp_path: Path) -> None:
+    """``backup --agent alice`` of a journal --root (or $GHOSTJOURNAL_ROOT) names: a usage error saying a backup copies every
+    agent's entries, and no copy of bob's entries is made; without a root, --agent names alice's own journal, copied whole."""
+    with Journal(root) as journal:
+        place_entries(journal, [_note("bob", "Qz-bob-1", 1, "harbor", "Bob's words."), _note("alice", "alice-1", 2, "harbor", "Hers.")])
+    for args in (["--agent", "alice", "backup"], ["backup", "--agent", "alice"]):
+        refused = _cli(root, *args, "--out", str(tmp_path / "copy"))
+        assert refused.exit_code == 2, refused.output
+        assert "--agent 'alice'" in refused.output and "every agent's entries" in refused.output and "export --agent alice" in refused.output
+        assert not (tmp_path / "copy").exists()
+    state = tmp_path / "state"
+    with Journal(state / "ghostjournal" / "alice") as own:
+        place_entries(own, [_note("alice", "alice-9", 3, "tide", "In her own journal.")])
+    copied = CliRunner().invoke(
+        cli, ["--agent", "alice", "backup", "--out", str(tmp_path / "own-copy")], env={"XDG_STATE_HOME": str(state), "GHOSTJOURNAL_ROOT": None}
+    )
+    assert copied.exit_code == 0, copied.output
+    with Journal(tmp_path / "own-copy", create=False) as journal:
+        assert [entry.id for entry in journal.list()] == ["alice-9"]
+
+
 # -- defect 4: the property --------------------------------------------------------------------
 
 SHARED = ("harbor", "light", "tide", "kettle", "rain", "lantern", "queue", "ledger")

@@ -194,6 +194,46 @@ def test_symlink_at_a_journal_path_is_refused_and_its_target_unchanged(
         conn.close()
 
 
+@pytest.mark.parametrize("name", [*LINKED_PATHS, "erase.key"])
+def test_a_link_at_a_journal_path_is_refused_by_export_backup_and_erase_as_a_link(
+    root: Path, tmp_path: Path, make_payload: Payload, name: str
+) -> None:
+    """Export (to a file and to stdout), backup and erase meet a planted link as append does: exit 1 and one line naming
+    the link, never a made-up I/O error (exit 74, "check dmesg"); no output is left, and the link's target keeps every byte."""
+    ids = _journal_with_entries(root, make_payload)
+    with Journal(root) as journal:
+        journal.erase([ids[0]], reason="an erase key to copy")
+    planted = root / name
+    target = tmp_path / "other-app"
+    if planted.is_dir():
+        shutil.copytree(planted, target)
+        shutil.rmtree(planted)
+    else:
+        target.write_bytes(bytes(range(256)) * 64)
+        planted.unlink(missing_ok=True)
+    planted.symlink_to(target)
+    before = _digest(target)
+    commands = {
+        "export": ["export", "--out", str(tmp_path / "out.jsonl")],
+        "export-stdout": ["export", "--out", "-"],
+        "backup": ["backup", "--out", str(tmp_path / "copy")],
+        "erase": ["erase", ids[1], "--reason", "gone", "--yes"],
+    }
+    # The one command that reads none of the file: an export copies the entries, never the erase key.
+    reads = {command for command in commands if not (name == "erase.key" and command.startswith("export"))}
+    for command, args in commands.items():
+        result = _cli(root, *args)
+        if command not in reads:
+            assert result.returncode == 0, (command, result.stderr)
+            continue
+        line = _one_clean_line(result)
+        assert result.returncode == 1, (command, line)
+        assert str(planted) in line and "symlink" in line and "EIO" not in line, (command, line)
+    assert not (tmp_path / "out.jsonl").exists() or name == "erase.key"
+    assert not (tmp_path / "copy").exists()
+    assert _digest(target) == before
+
+
 FILE_PATHS = [
     "index/journal.sqlite3", "index/journal.sqlite3-wal", "index/journal.sqlite3-shm",
     ".write.lock", "manifest.json", "entries/.generation",

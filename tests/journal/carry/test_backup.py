@@ -93,3 +93,16 @@ def test_the_readme_backup_commands_run_as_written(tmp_path: Path) -> None:
     outputs = [json.loads(output) for output in run_readme_block("Backing up while agents write: `ghostjournal backup`", tmp_path, lines=2, page="docs/ghostjournal.md")]
     assert outputs[0]["verify"]["ok"] is True and outputs[0]["files"] == 3
     assert len(outputs[1]) == 1
+
+
+@pytest.mark.parametrize("where", ["missing/deeper", "a-file"])
+def test_a_backup_into_a_directory_that_is_not_there_says_to_create_it(tmp_path: Path, where: str) -> None:
+    """--out under a directory that does not exist, or under a file, is one line saying to create the directory (exit 74),
+    never a hint to look for I/O errors in dmesg; nothing is written."""
+    with Journal(tmp_path / "journal") as journal:
+        journal.append(_payload(1))
+    (tmp_path / "a-file").write_text("not a directory")
+    done = _cli(tmp_path / "journal", "--out", str(tmp_path / where / "copy"))
+    assert done.returncode == 74 and done.stderr.count("\n") == 1, done.stderr
+    assert "create that directory first" in done.stderr and "dmesg" not in done.stderr, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "journal"]

@@ -131,6 +131,37 @@ def test_an_agent_map_renames_and_an_invalid_name_is_refused_before_reading(tmp_
             journal.import_stream(io.BytesIO(stream), agent_map={"alice": "../x"})
 
 
+def test_an_import_with_agent_stores_that_agents_entries_alone(tmp_path: Path) -> None:
+    """``ghostjournal --agent alice import`` (alice's own journal in the state directory) of a stream that also holds bob's
+    entries stores alice's alone and counts bob's as left out, as --agent keeps every command to that agent's entries; with
+    --agent-map, the agent is the name the entries are stored under; the Python import takes the same ``agent=``."""
+    with Journal(tmp_path / "both") as journal:
+        for n in range(3):
+            journal.append(_payload(n, agent="alice"))
+            journal.append(_payload(n, agent="bob"))
+        out = io.BytesIO()
+        journal.export(out)
+    stream = out.getvalue()
+    state = tmp_path / "state"
+    done = subprocess.run(
+        ["ghostjournal", "--agent", "alice", "import", "-", "--json"],
+        input=stream, capture_output=True, check=False, timeout=120,
+        env={**{k: v for k, v in os.environ.items() if k != "GHOSTJOURNAL_ROOT"}, "XDG_STATE_HOME": str(state)},
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["appended"], document["agent"], document["other_agents"], document["lines"]) == (3, "alice", 3, 6)
+    with Journal(state / "ghostjournal" / "alice", create=False) as journal:
+        assert sorted(e.client_key or "" for e in journal.list(limit=10)) == ["alice:0", "alice:1", "alice:2"]
+    mapped = _cli(tmp_path / "mapped", "-", "--agent-map", "bob=carol", "--agent", "carol", stdin=stream)
+    assert mapped.returncode == 0, mapped.stderr
+    with Journal(tmp_path / "mapped") as journal:
+        assert {e.agent for e in journal.list(limit=10)} == {"carol"}
+        summary = journal.import_stream(io.BytesIO(stream), agent="alice")
+        assert (summary.appended, summary.other_agents) == (3, 3)
+        assert {e.agent for e in journal.list(limit=10)} == {"carol", "alice"}
+
+
 def test_the_python_import_raises_for_a_bad_stream(tmp_path: Path) -> None:
     """Journal.import_stream raises ImportStreamError naming the line, as the command does."""
     stream = _exported(tmp_path / "a", count=2)

@@ -89,6 +89,19 @@ def test_a_peer_journal_round_trips_by_the_mapping_and_a_second_import_stores_no
     assert tree_digest(peer) == before
 
 
+def test_an_import_with_agent_stores_that_agents_peer_entries_alone(tmp_path: Path) -> None:
+    """With --agent, only that agent's entries of the peer journal (after --agent-map) are stored; the others are counted."""
+    peers = _peer_entries()
+    ada = {entry_id for entry_id, entry in peers.items() if entry["agent"] == "Ada Lovelace"}
+    done = _cli(tmp_path / "j", str(_peer(tmp_path)), "--partial", *ADA, "--agent", "ada")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["appended"] == len(ada) and document["agent"] == "ada"
+    assert document["other_agents"] == document["files"] - len(ada) - len(document["bad_files"])
+    with Journal(tmp_path / "j") as journal:
+        assert {entry.id for entry in journal.list(limit=100)} == ada
+
+
 def test_an_unimportable_entry_is_named_and_nothing_is_stored_without_partial(tmp_path: Path) -> None:
     """The agent our schema refuses, then (renamed) the theme with a line break: exit 65, one line naming the file and field, no entry stored."""
     peer = _peer(tmp_path)

@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from journal import Journal
+from journal.cli.cli import cli as journal_cli
 from journal.files import make_redactor
+from journal.files.entry import validate_payload
 from tests.journal._equivalence import REPO, dev_split
 
 _BASE62 = string.ascii_letters + string.digits
@@ -208,3 +213,84 @@ def test_an_import_stores_entries_as_exported_and_a_rerun_finds_them_duplicates(
     [grouped] = target.append_many([{"kind": "note", "agent": "motoko", "theme": "deploy", "voice": f"again {secret}"}])
     assert not isinstance(grouped, Exception)
     assert secret not in grouped.entry.voice and grouped.entry.meta["redacted"]["spans"] == 1
+
+
+# Short secrets of each kind whose marker is longer than the secret itself, and words around them.
+_SHORT_SECRETS = st.one_of(
+    st.builds(lambda kind, body: f"xox{kind}-{body}", st.sampled_from("abprs"), st.text(_BASE62, min_size=10, max_size=12)),
+    st.builds(lambda body: f"AKIA{body}", st.text(string.ascii_uppercase + string.digits, min_size=16, max_size=16)),
+    st.builds(lambda password: f"https://u:{password}@h", st.text(_BASE62, min_size=1, max_size=6)),
+    st.builds(lambda number: f"TCK-{number}", st.integers(0, 99)),
+)
+_LABEL = st.lists(st.one_of(_SHORT_SECRETS, st.sampled_from(["harbor", "rain", "[redacted:ticket]", "x"])), min_size=1, max_size=30).map(
+    " ".join
+)
+_LONG_KIND = "a-kind-of-secret-this-deployment-knows-1"  # the longest kind a pattern may have: 40 characters
+
+
+@settings(max_examples=150)
+@given(
+    theme=_LABEL,
+    mood=_LABEL,
+    focus=_LABEL,
+    tags=st.lists(_LABEL, max_size=6, unique=True),
+    ref=st.lists(_SHORT_SECRETS, min_size=1, max_size=300).map(" ".join),
+)
+def test_an_entry_valid_as_given_stays_valid_once_redacted_and_holds_no_secret(
+    theme: str, mood: str, focus: str, tags: list[str], ref: str
+) -> None:
+    """Markers are longer than short secrets (``[redacted:slack-token]`` for ``xoxb-`` and ten characters), and different
+    secrets become the same marker: a label its markers make too long is cut to its limit, tags that became the same are kept
+    once, so a valid entry is stored rather than refused over text its author never wrote."""
+    payload: dict[str, Any] = {
+        "kind": "note",
+        "agent": "a",
+        "voice": "v",
+        "theme": theme,
+        "mood": mood,
+        "tags": tags,
+        "signals": {"focus": focus},
+        "anchors": [{"type": "url", "ref": ref}],
+    }
+    try:
+        validate_payload(payload)
+    except ValueError:
+        return  # over a limit as given: refused as it would be without redaction
+    redactor = make_redactor("default", {_LONG_KIND: r"TCK-\d+"})
+    assert redactor is not None
+    stored = validate_payload(redactor.payload(payload))
+    text = json.dumps(stored)
+    for secret in _secrets_in(payload):
+        assert secret not in text
+    assert len(stored["tags"]) == len(set(stored["tags"]))
+    for label in (stored["theme"], stored["mood"], stored["signals"]["focus"], *stored["tags"]):
+        assert len(label) <= 200
+        assert "[redacted:" not in label.rsplit("]", 1)[-1]  # a cut never leaves part of a marker
+    assert len(stored["anchors"][0]["ref"]) <= 2048
+
+
+def _secrets_in(payload: dict[str, Any]) -> set[str]:
+    """The short secrets planted in *payload*'s labels and ref (the words of the kinds :data:`_SHORT_SECRETS` makes)."""
+    words = " ".join([payload["theme"], payload["mood"], payload["signals"]["focus"], *payload["tags"], payload["anchors"][0]["ref"]])
+    found = set()
+    for word in words.split():
+        if word.startswith(("xox", "AKIA", "TCK-")):
+            found.add(word)
+        elif word.startswith("https://u:"):
+            found.add(word.removeprefix("https://u:").removesuffix("@h") + "@h")
+    return found
+
+
+def test_the_command_line_stores_two_secret_tags_and_a_long_redacted_theme(tmp_path: Path) -> None:
+    """``ghostjournal append`` of a valid entry whose redacted theme would be over 200 characters and whose two tags would become
+    one marker: stored, exit 0."""
+    theme = " ".join(["xoxb-1234567890"] * 12)  # 191 characters as given, 275 with its markers
+    payload = {"kind": "note", "agent": "a", "theme": theme, "voice": "v", "tags": ["xoxb-1111111111", "xoxb-2222222222"]}
+    journal = tmp_path / "journal"
+    Journal(journal).close()
+    done = CliRunner().invoke(journal_cli, ["--root", str(journal), "append", "--json"], input=json.dumps(payload))
+    assert done.exit_code == 0, done.output
+    entry = json.loads(done.output)["entry"]
+    assert entry["tags"] == ["[redacted:slack-token]"]
+    assert len(entry["theme"]) <= 200 and entry["theme"].endswith("[redacted:slack-token]\u2026")
+    assert not any(b"xoxb" in path.read_bytes() for path in (journal / "entries").rglob("*.json"))
