@@ -8,6 +8,7 @@ the run's process the way Celery does, then polls ``/proc`` until nothing of the
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from runner.fleet.app import RUN_TASK, fleet_app
@@ -45,3 +46,19 @@ def test_a_run_stuck_past_celerys_hard_time_limit_leaves_no_backend(tmp_path: Pa
         assert worker.stop() == 0
     assert finished["outcome"] == "failed" and "hard time limit" in finished["error"], finished
 
+
+def test_a_cold_shutdown_of_a_worker_leaves_no_backend(tmp_path: Path, redis_server: RedisServer) -> None:
+    """SIGQUIT (Celery's cold shutdown) ends the worker without waiting for its runs: their backends end with them."""
+    schedule, fires = minutes_back(1)
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, _agent(lingering_program(tmp_path))))
+    app = fleet_app(load_config(config))
+    worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
+    try:
+        worker.wait_for("scheduler.started", role="worker")
+        app.send_task(RUN_TASK, args=["motoko", "tick", fires[0].isoformat()], queue="ghostrunner.east", task_id="cold")
+        pids = started_pids(tmp_path)
+        worker.process.send_signal(signal.SIGQUIT)
+        worker.process.wait(120)
+        assert_group_ends(pids)
+    finally:
+        worker.stop()
