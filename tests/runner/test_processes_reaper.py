@@ -1,0 +1,59 @@
+"""runner.processes.Reaper: the watcher that kills what a program left once the process that started it died, and only then."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+from runner.processes import Reaper
+from tests._backend_group import assert_group_ends, live_group
+
+#: Starts a reaper and a marked program in a session of its own, prints the program's pid, and dies by SIGKILL.
+_DIES_UNTOLD = """
+    import os, shutil, signal, subprocess, sys
+    from runner.processes import Reaper
+    marker = sys.argv[1]
+    reaper = Reaper(marker.encode())
+    name, value = marker.split("=", 1)
+    program = subprocess.Popen([shutil.which("sleep"), "infinity"], start_new_session=True, env={name: value}, stdout=subprocess.DEVNULL)
+    print(program.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # before telling the reaper its pid: only the marker says what it left
+"""
+
+
+def _marker() -> str:
+    return f"GHOSTRUNNER_TEST_RUN={uuid.uuid4().hex}"
+
+
+def test_a_released_reaper_exits_and_kills_nothing() -> None:
+    """The call cleaned up itself: the watcher goes without touching a process in the program's session or carrying its marker."""
+    marker = _marker()
+    name, value = marker.split("=", 1)
+    program = subprocess.Popen([shutil.which("sleep") or "sleep", "infinity"], start_new_session=True, env={name: value})
+    try:
+        reaper = Reaper(marker.encode())
+        reaper.watch(program.pid, set())
+        reaper.release()
+        deadline = time.monotonic() + 60
+        while live_group([reaper.pid]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert live_group([reaper.pid]) == [], "the released watcher did not exit"
+        assert program.poll() is None, "the released watcher killed the program"
+    finally:
+        program.kill()
+        program.wait(10)
+
+
+def test_a_process_killed_before_it_told_its_reaper_the_pid_leaves_no_marked_program(tmp_path: Path) -> None:
+    """SIGKILLed right after it started the program: the watcher finds the program by its marker alone and kills it."""
+    code = tmp_path / "dies.py"
+    code.write_text(textwrap.dedent(_DIES_UNTOLD), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(code), _marker()], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert_group_ends([int(done.stdout)])
