@@ -221,6 +221,7 @@ def run_program(
     # Started first, so that no moment of the program's life is unwatched: should this process die without
     # cleaning up (SIGKILL, a pool process Celery terminates), the reaper kills what the program left.
     reaper = Reaper(f"{MARKER_VARIABLE}={marker}".encode())
+    cleaned_up = False  # until call.close() has run: a signal's SystemExit before then leaves the program to the reaper
     try:
         process = subprocess.Popen(
             argv,
@@ -236,8 +237,9 @@ def run_program(
             exited = call.talk(data, budget, argv[0], name)
         finally:
             call.close()
+            cleaned_up = True
     finally:
-        reaper.release()
+        reaper.release(cleaned_up=cleaned_up)
     return ProgramRun(exited, process.returncode if exited else -9, bytes(call.stdout), bytes(call.stderr))
 
 

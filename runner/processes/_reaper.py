@@ -141,7 +141,7 @@ class Reaper:
 
     Start it with the program's *marker* (``NAME=value``, a variable set only in the program's
     environment); :meth:`watch` tells it the program's pid (its session) and pipes once it runs;
-    :meth:`release` once this process has cleaned up itself. Between the two, a death of this
+    :meth:`release` once this process has cleaned up itself. Until then, a death of this
     process by any signal ends the program, its session and group, and whatever carries the
     marker or holds one of its pipes.
 
@@ -178,9 +178,11 @@ class Reaper:
         """Tell the watcher the program runs as *pid* (its own session) with these *pipes* (inodes)."""
         self._say(b" ".join(str(number).encode() for number in (pid, *sorted(pipes))))
 
-    def release(self) -> None:
-        """The program and all it left are dead and reaped: let the watcher go without killing anything."""
-        self._say(_DONE)
+    def release(self, *, cleaned_up: bool) -> None:
+        """Let the watcher go: without killing anything when *cleaned_up* (the program and all it left are dead and
+        reaped); otherwise (this process is unwinding before its own cleanup ran, or during it) after it kills what is left."""
+        if cleaned_up:
+            self._say(_DONE)
         os.close(self._write)
         with _unreaped_lock:
             _unreaped.append(self.pid)

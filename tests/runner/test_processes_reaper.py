@@ -39,7 +39,7 @@ def test_a_released_reaper_exits_and_kills_nothing() -> None:
     try:
         reaper = Reaper(marker.encode())
         reaper.watch(program.pid, set())
-        reaper.release()
+        reaper.release(cleaned_up=True)
         deadline = time.monotonic() + 60
         while live_group([reaper.pid]) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -57,3 +57,16 @@ def test_a_process_killed_before_it_told_its_reaper_the_pid_leaves_no_marked_pro
     done = subprocess.run([sys.executable, str(code), _marker()], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert_group_ends([int(done.stdout)])
+
+
+def test_a_reaper_released_before_the_cleanup_ran_kills_the_program() -> None:
+    """A signal unwound the call before its own cleanup ran: released so, the watcher ends the program's session on its way out."""
+    program = subprocess.Popen([shutil.which("sleep") or "sleep", "infinity"], start_new_session=True)
+    try:
+        reaper = Reaper(_marker().encode())
+        reaper.watch(program.pid, set())
+        reaper.release(cleaned_up=False)
+        assert_group_ends([program.pid])
+    finally:
+        program.kill()
+        program.wait(10)
