@@ -146,7 +146,8 @@ class Reaper:
     marker or holds one of its pipes.
 
     Raises:
-        OSError: the watcher could not start (no process could).
+        OSError: the watcher could not start (no process could, or this interpreter's ``sys.executable`` is gone); its
+            ``strerror`` says so.
     """
 
     def __init__(self, marker: bytes) -> None:
@@ -164,6 +165,10 @@ class Reaper:
                 ],
                 setsid=True,  # a stop sent to this process's group (a terminal's Ctrl-C, serve's kill of a worker) does not reach it
             )
+        except OSError as exc:
+            os.close(self._write)
+            # Raised as the program's own failure to start would be, naming what could not start and why.
+            raise OSError(exc.errno, f"cannot start the watcher of its processes ({sys.executable!r}): {exc.strerror or exc}") from None
         except BaseException:
             os.close(self._write)
             raise

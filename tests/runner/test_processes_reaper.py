@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import subprocess
@@ -9,10 +10,18 @@ import sys
 import textwrap
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
+import pytest
+
+from journal import Journal
+from runner.backends import build_backend
 from runner.processes import Reaper
+from runner.run.engine import execute_run
+from runner.settings.config import load_config
 from tests._backend_group import assert_group_ends, live_group
+from tests._support import script, write_config
 
 #: Starts a reaper and a marked program in a session of its own, prints the program's pid, and dies by SIGKILL.
 _DIES_UNTOLD = """
@@ -70,3 +79,24 @@ def test_a_reaper_released_before_the_cleanup_ran_kills_the_program() -> None:
     finally:
         program.kill()
         program.wait(10)
+
+
+
+def test_a_program_whose_watcher_cannot_start_fails_the_run_naming_the_watcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No interpreter to start the watcher with: the call fails before the program starts, as a program that cannot start does,
+    and the run's error says what could not start rather than blaming the program."""
+    argv = script(tmp_path, "never.py", f"open({str(tmp_path / 'ran')!r}, 'w').close()")
+    body = f"""
+    [agents.motoko]
+    routines = ["evening"]
+    backend = {{ type = "command", command = {json.dumps(argv)}, timeout = "60s", attempts = 1 }}
+    """
+    config = load_config(write_config(tmp_path, body))
+    agent = config.agent("motoko")
+    missing = str(tmp_path / "no-python")
+    with Journal(agent.journal_root) as journal:
+        monkeypatch.setattr(sys, "executable", missing)
+        result = execute_run(journal, agent=agent, routine=config.routines["evening"], scheduled=datetime(2026, 9, 5, 21, tzinfo=config.timezone),
+                             backend=build_backend(agent), tz=config.timezone)
+    assert result.outcome == "failed" and f"cannot start the watcher of its processes ({missing!r})" in (result.error or ""), result.error
+    assert "No such file" in (result.error or "") and not (tmp_path / "ran").exists()
