@@ -22,7 +22,9 @@ What a program cannot do to a run:
   deadline, everything it started is killed: its session and process group,
   and, on Linux, every process that still carries the run's marker variable
   (``GHOSTRUNNER_BACKEND_RUN``, inherited through ``setsid`` and double forks)
-  or still holds one of its pipes;
+  or still holds one of its pipes; should the process running the call die
+  first without cleaning up (SIGKILL), a reaper started beside the program
+  (:class:`runner.processes.Reaper`) kills the same;
 * flood it: at most ``MAX_REPLY_BYTES`` (+1) of stdout are kept, and only the
   last 64 KiB of stderr (its last line is quoted in the error).
 """
@@ -43,7 +45,7 @@ from typing import Any, Final
 from runner.backends.base import MAX_REPLY_BYTES, CallBudget, ReflectionRequest, check_reply, one_line, parse_reply_json, parse_reply_text
 from runner.backends.usage import split_usage
 from runner.errors import BackendError, BackendReplyError, BackendUnavailableError
-from runner.processes import kill_marked, pipe_inode, signal_name
+from runner.processes import Reaper, kill_marked, pipe_inode, signal_name
 from runner.settings.config import BackendSettings
 
 __all__ = ["MARKER_VARIABLE", "TEMPFAIL_STATUS", "CommandBackend", "ProgramRun", "reply_from_output", "run_program"]
@@ -216,19 +218,28 @@ def run_program(
         BackendReplyError: naming *name*: it printed more than MAX_REPLY_BYTES on stdout.
     """
     marker = uuid.uuid4().hex
-    process = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env={**{key: value for key, value in os.environ.items() if key not in hidden_env}, **(env or {}), MARKER_VARIABLE: marker},
-    )
-    call = _Call(process, marker)
+    # Started first, so that no moment of the program's life is unwatched: should this process die without
+    # cleaning up (SIGKILL, a pool process Celery terminates), the reaper kills what the program left.
+    reaper = Reaper(f"{MARKER_VARIABLE}={marker}".encode())
+    cleaned_up = False  # until call.close() has run: a signal's SystemExit before then leaves the program to the reaper
     try:
-        exited = call.talk(data, budget, argv[0], name)
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**{key: value for key, value in os.environ.items() if key not in hidden_env}, **(env or {}), MARKER_VARIABLE: marker},
+        )
+        call = _Call(process, marker)
+        reaper.watch(process.pid, call.pipes)
+        try:
+            exited = call.talk(data, budget, argv[0], name)
+        finally:
+            call.close()
+            cleaned_up = True
     finally:
-        call.close()
+        reaper.release(cleaned_up=cleaned_up)
     return ProgramRun(exited, process.returncode if exited else -9, bytes(call.stdout), bytes(call.stderr))
 
 

@@ -17,7 +17,9 @@ run started is acknowledged without a run: it is logged as the slot's
 as missed, never as a silent gap. One revoked with ``terminate`` while its
 run was going ends as its signal says: on SIGTERM (Celery's default) the
 run logs its own ``run.finished``, interrupted; on SIGKILL it cannot, and
-it is logged here as a killed run is.
+it is logged here as a killed run is. Either way, as after the hard time
+limit, a ``command`` backend the run started ends with the run's process
+(its reaper: :class:`runner.processes.Reaper`).
 """
 
 from __future__ import annotations

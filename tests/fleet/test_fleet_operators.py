@@ -22,6 +22,7 @@ import pytest
 from runner.fleet.app import RUN_TASK, fleet_app
 from runner.fleet.record import RunsRecord
 from runner.settings.config import load_config
+from tests._backend_group import assert_group_ends, lingering_program, started_pids
 from tests._redis import RedisServer
 from tests._support import ghostrunner, script, wait_for_path
 from tests.fleet._fleet import FleetProcess, fleet_body, minutes_back, routine, write_fleet
@@ -41,8 +42,8 @@ HELD_BACKEND = """
 AGENT = '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["tick"]\n'
 
 
-def _held_agent(tmp_path: Path) -> str:
-    argv = [*script(tmp_path, "held.py", HELD_BACKEND), str(tmp_path)]
+def _held_agent(tmp_path: Path, argv: list[str] | None = None) -> str:
+    argv = argv or [*script(tmp_path, "held.py", HELD_BACKEND), str(tmp_path)]
     return f"""
 [agents.motoko]
 persona = "motoko.toml"
@@ -126,17 +127,20 @@ def test_celerys_tools_watch_and_revoke_and_a_revoked_task_is_its_slots_missed_l
 
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
 def test_a_run_revoked_with_terminate_has_one_run_finished_failed(tmp_path: Path, redis_server: RedisServer, signal_name: str) -> None:
-    """On SIGTERM the run logs its own end; on SIGKILL it cannot and the worker logs it: one run.finished, failed, either way."""
+    """On SIGTERM the run logs its own end; on SIGKILL it cannot and the worker logs it: one run.finished, failed, either way.
+    Neither leaves the backend (nor the child it started) running."""
     schedule, fires = minutes_back(1)
-    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, _held_agent(tmp_path)))
+    config = write_fleet(tmp_path, routine("tick", schedule) + fleet_body(redis_server.url, {"east": ["motoko"]}, _held_agent(tmp_path, lingering_program(tmp_path))))
     app = fleet_app(load_config(config))
     worker = FleetProcess(config, "worker", "--shard", "east", "--concurrency", "1")
     try:
         worker.wait_for("scheduler.started", role="worker")
         app.send_task(RUN_TASK, args=["motoko", "tick", fires[0].isoformat()], queue="ghostrunner.east", task_id="held")
         wait_for_path(tmp_path / f"started-{fires[0]:%Y-%m-%dT%H-%M}")
+        pids = started_pids(tmp_path)
         app.control.revoke("held", terminate=True, signal=signal_name)
         finished = worker.wait_for("run.finished")
+        assert_group_ends(pids)
     finally:
         assert worker.stop() == 0
     lines = [json.loads(line) for line in worker.log.raw if line.strip()]
