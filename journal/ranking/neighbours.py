@@ -70,10 +70,12 @@ def lift(
     """
     own = dict(ranked)
     best: dict[str, float] = {}
+    adjacent = adjacent or {}
     for source, score in ranked[: params.sources]:
-        if score <= 0:
+        links, beside = linked.get(source), adjacent.get(source)
+        if score <= 0 or not (links or beside):  # most candidates have no neighbour
             continue
-        near = [*linked.get(source, ()), *(other for other in (adjacent or {}).get(source, ()) if other in own)]
+        near = [*(links or ()), *(other for other in beside or () if other in own)]
         for other in near:
             if other not in exclude and score > best.get(other, 0.0):
                 best[other] = score
@@ -97,12 +99,18 @@ def with_neighbours(
     params: NeighbourParams = NEIGHBOURS,
     *,
     exclude: Collection[str] = (),
+    places: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[tuple[str, float]]:
-    """:func:`lift` with the neighbours in *window* of the best ``sources`` candidates read from *index*."""
+    """:func:`lift` with the neighbours in *window* of the best ``sources`` candidates read from *index*.
+
+    *places*: each candidate's agent and ``ts_utc``, when the ranking read them (:meth:`Index.ranked_placed`).
+    """
     sources = [entry_id for entry_id, score in ranked[: params.sources] if score > 0]
     if not sources or params.weight == 0:
         return list(ranked)
     # Only a neighbour in time that is itself ranked is lifted: the others are not asked for.
-    near = index.neighbours(sources, within_seconds=params.window_seconds, window=window, among={entry_id for entry_id, _ in ranked})
+    near = index.neighbours(
+        sources, within_seconds=params.window_seconds, window=window, among={entry_id for entry_id, _ in ranked}, places=places
+    )
     # The read of the neighbours brought their times: those joining the candidates are ordered by them.
     return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=near.times)

@@ -206,5 +206,10 @@ def test_time_neighbours_asked_among_some_entries_are_those_of_the_full_read_in_
             pruned = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window, among=among)
             wanted = {entry_id: kept for entry_id, near in full.adjacent.items() if (kept := near & among)}
             assert (pruned.linked, pruned.times, pruned.adjacent) == (full.linked, full.times, wanted)
+            # The candidates' agents and times handed over by the ranking's read, as the lexical stage does, place them the same.
+            rows = {row.id: row for row in index.rows(Window(), ids=sorted(among))}
+            places = {entry_id: (row.agent, row.ts_utc) for entry_id, row in rows.items()}
+            placed = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window, among=among, places=places)
+            assert (placed.linked, placed.times, placed.adjacent) == (full.linked, full.times, wanted)
             lifting += bool(wanted)
         assert lifting > 10  # the trials met time neighbours among the candidates, not only entries without any
