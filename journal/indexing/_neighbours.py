@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from journal.indexing._tables import Window
+from journal.indexing._tables import WHOLE_JOURNAL, Window
 
 __all__ = ["Neighbours", "neighbours"]
 
@@ -86,8 +86,9 @@ def neighbours(
     marks = ",".join("?" * len(ids))
     linked: dict[str, set[str]] = {}
     times: dict[str, str] = {}
+    holds = None if window == WHOLE_JOURNAL else window.holds  # a read of the whole journal holds every link: no test a link
     for end, other, agent, ts, kind in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]):
-        if end != other and agents.get(end) == agent and window.holds(kind=kind, agent=agent, ts_utc=ts):
+        if end != other and agents.get(end) == agent and (holds is None or holds(kind=kind, agent=agent, ts_utc=ts)):
             linked.setdefault(end, set()).add(other)
             times[other] = ts
     adjacent: dict[str, set[str]] = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -81,14 +82,14 @@ def lift(
                 best[other] = score
     if not best or params.weight == 0:
         return list(ranked)
-    position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
-    # The entries joining come after those ranked at an equal score, the newer first, then by id: their places follow.
+    # The entries joining come after those ranked at an equal score, the newer first, then by id.
     joining = sorted(best.keys() - own.keys())
-    joining.sort(key=lambda entry_id: (times or {}).get(entry_id, ""), reverse=True)  # a stable sort: equal times keep the id order
-    position.update((entry_id, len(ranked) + rank) for rank, entry_id in enumerate(joining))
+    stamps = times or {}
+    joining.sort(key=lambda entry_id: stamps.get(entry_id, ""), reverse=True)  # a stable sort: equal times keep the id order
     lifted = [(entry_id, score + params.weight * best.get(entry_id, 0.0)) for entry_id, score in ranked]
     lifted += [(entry_id, params.weight * best[entry_id]) for entry_id in joining]
-    lifted.sort(key=lambda item: (-item[1], position[item[0]]))
+    # Stable, reverse included: equal scores keep the order just built, those ranked first in their order, then those joining.
+    lifted.sort(key=itemgetter(1), reverse=True)
     return lifted
 
 
