@@ -264,8 +264,9 @@ class TextSearch:
         if floor is not None:
             ranked = _floored_ranked(conn, table, floor, clauses, params, k, columns)
         elif newest_only:
+            sole = window.kind is None and not exclude  # the text table holds the window's agent alone, if it has one
             ranked = newest_ranked(
-                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns
+                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns, sole=sole
             )
         else:
             where = " AND ".join([f"{table} MATCH ?", *clauses])
