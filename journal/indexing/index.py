@@ -556,6 +556,9 @@ class Index(Database):
         """Index rows in *window* (among *ids*, if given), newest first unless *oldest_first*."""
         clauses, params = window.where()
         if ids is not None:
+            # Looked up by id: the unary + keeps SQLite off the window's own index, which it took for the order it gives (a
+            # read of a hit's row scoped to an agent walked every entry of the agent's time index).
+            clauses = [f"+{clause}" for clause in clauses]
             clauses.append(f"e.id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
