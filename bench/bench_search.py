@@ -1,6 +1,6 @@
 """search and prompt_context beside a baseline revision: p50/p95 of both trees in one run, for common-word and ordinary queries.
 
-Run:  python bench/bench_search.py --baseline REV [--baseline REV2 ...] [--sizes 1000,10000,100000] [--hybrid-sizes 1000,10000] [--queries 50] [--rounds 2]
+Run:  python bench/bench_search.py --baseline REV [--baseline REV2 ...] [--sizes 1000,10000,100000] [--hybrid-sizes 1000,10000] [--queries 50] [--rounds 2] [--agent]
 
 One journal of synthetic reflections (bench_journal.py's generator, its
 files written directly) grows to each size. At each size every tree, each
@@ -10,7 +10,9 @@ answers the same queries in fresh processes taking turns, so all are
 measured under the same load. The queries search the whole journal
 (no ``agent=``): "common" ones are two words of the ten most frequent, found in
 nearly every entry, "ordinary" ones are bench_journal.py's rare, mixed and
-theme queries. Each call is timed (wall and CPU); the table gives each
+theme queries. With ``--agent``, as many more of each class are asked scoped
+to one agent each (``agent=``, as the runner asks), drawn as the generator
+draws an entry's agent: the classes "common@agent" and "ordinary@agent". Each call is timed (wall and CPU); the table gives each
 tree's p50/p95 wall milliseconds side by side, and its median CPU
 milliseconds, which move less with the machine's load, with the ratio of
 each baseline's to this tree's (above 1: this tree is faster). Lexical at
@@ -36,6 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CALLS = ("search", "prompt_context")
 CLASSES = ("common", "ordinary")
+#: The classes --agent adds: queries of each class above, scoped to an agent.
+AGENT_CLASSES = tuple(f"{cls}@agent" for cls in CLASSES)
 #: Queries answered before the timed ones (caches, the model's first call).
 WARM = 5
 
@@ -60,36 +64,46 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             for call in calls.values():
                 call(text)
         samples: dict[str, dict[str, list[tuple[float, float]]]] = {}
+        scoped = {"search": lambda text, agent: opened.search(text, mode=mode, agent=agent), "prompt_context": opened.prompt_context}
         for cls, texts in spec["queries"].items():
             for name, call in calls.items():
                 timed = samples.setdefault(cls, {}).setdefault(name, [])
                 for text in texts:
                     wall, cpu = time.perf_counter(), time.process_time()
-                    call(text)
+                    if isinstance(text, list):  # an agent-scoped query: [text, agent]
+                        scoped[name](text[0], agent=text[1])
+                    else:
+                        call(text)
                     timed.append((time.perf_counter() - wall, time.process_time() - cpu))
         result["samples"] = samples
     result["load_average"] = os.getloadavg()[0]
     return result
 
 
-def queries(count: int, seed: int) -> tuple[dict[str, list[str]], list[str]]:
+def queries(count: int, seed: int, agent: bool = False) -> tuple[dict[str, list[Any]], list[str]]:
     """*count* common-word and *count* ordinary queries from bench_journal.py's generator, all different; and the warm-up queries.
 
     No timed query repeats another or a warm-up one: a tree that remembers a query's embedding would
     answer a repeat from memory. Common ones are two of the ten most frequent words (three beyond the
-    90 pairs), warm-up ones four.
+    90 pairs), warm-up ones four. With *agent*, *count* more of each class, each as ``[text, agent]``
+    with its agent drawn by the generator's weights.
     """
-    from bench_journal import Synth
+    from bench_journal import AGENT_WEIGHTS, AGENTS, Synth
 
     synth = Synth(seed=seed)
     rng = random.Random(seed + 11)
     top = synth.vocab[:10]
     pairs = [f"{a} {b}" for a in top for b in top if a != b]
     rng.shuffle(pairs)
-    common = pairs[:count] + [" ".join(rng.sample(top, 3)) for _ in range(count - len(pairs))]
-    ordinary = list(dict.fromkeys(text for text, _, cls in synth.queries(count * 8) if cls != "common"))[:count]
+    wanted = 2 * count if agent else count
+    common = pairs[:wanted] + [" ".join(rng.sample(top, 3)) for _ in range(wanted - len(pairs))]
+    ordinary = list(dict.fromkeys(text for text, _, cls in synth.queries(wanted * 8) if cls != "common"))[:wanted]
     warm = [" ".join(rng.sample(top, 4)) for _ in range(WARM)] + [text for text, _, _ in Synth(seed=seed + 1).queries(WARM)]
-    return {"common": common, "ordinary": ordinary}, warm
+    asked: dict[str, list[Any]] = {"common": common[:count], "ordinary": ordinary[:count]}
+    if agent:
+        for cls, texts in (("common", common), ("ordinary", ordinary)):
+            asked[f"{cls}@agent"] = [[text, rng.choices(AGENTS, weights=AGENT_WEIGHTS)[0]] for text in texts[count:]]
+    return asked, warm
 
 
 def _copy(source: Path, into: Path) -> Path:
@@ -119,7 +133,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def measure(
-    work: Path, trees: dict[str, Path], source: Path, size: int, hybrid: bool, texts: tuple[dict[str, list[str]], list[str]], rounds: int
+    work: Path, trees: dict[str, Path], source: Path, size: int, hybrid: bool, texts: tuple[dict[str, list[Any]], list[str]], rounds: int
 ) -> list[dict[str, Any]]:
     """Both trees' samples at *size*, pooled over *rounds* rounds in which they take turns; one row per query class and call."""
     pooled: dict[str, dict[str, dict[str, list[tuple[float, float]]]]] = {name: {} for name in trees}
@@ -138,7 +152,9 @@ def measure(
                 for call, samples in calls.items():
                     pooled[name].setdefault(cls, {}).setdefault(call, []).extend(samples)
     rows = []
-    for cls in CLASSES:
+    for cls in (*CLASSES, *AGENT_CLASSES):
+        if cls not in texts[0]:
+            continue
         for call in CALLS:
             row: dict[str, Any] = {"entries": size, "mode": "hybrid" if hybrid else "lexical", "queries": cls, "call": call}
             for name in trees:
@@ -162,12 +178,12 @@ def render(rows: list[dict[str, Any]], names: list[str]) -> str:
     Each baseline's columns end with the ratios of its p50 and its CPU median to this tree's (the last of *names*).
     """
     *bases, ours = names
-    head = f"{'entries':>8}  {'mode':<8}{'queries':<10}{'call':<16}"
+    head = f"{'entries':>8}  {'mode':<8}{'queries':<16}{'call':<16}"
     for base in bases:
         head += f"{base + ' p50/p95 ms, CPU ms':>36}{'p50, CPU ratio':>16}"
     lines = [head + f"{ours + ' p50/p95 ms, CPU ms':>36}"]
     for row in rows:
-        line = f"{row['entries']:>8}  {row['mode']:<8}{row['queries']:<10}{row['call']:<16}"
+        line = f"{row['entries']:>8}  {row['mode']:<8}{row['queries']:<16}{row['call']:<16}"
         o = row[ours]
         for base in bases:
             b = row[base]
@@ -204,6 +220,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50, help="queries of each class per round (default 50)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds in which the trees take turns (default 2)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--agent", action="store_true", help="also ask as many queries of each class scoped to an agent (agent=, as the runner asks)"
+    )
     parser.add_argument("--json", action="store_true", help="also print the rows as JSON")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -229,7 +248,7 @@ def main() -> None:
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "journal"], cwd=REPO, capture_output=True, text=True, check=False
     ).stdout.strip()
-    texts = queries(args.queries, args.seed)
+    texts = queries(args.queries, args.seed, args.agent)
     load_before = os.getloadavg()
     print(
         f"{', '.join(f'baseline {label}' for label, _ in baselines)} beside this tree ({head}{', journal/ changed' if dirty else ''}); {os.cpu_count()} CPUs; "

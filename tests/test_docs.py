@@ -63,6 +63,7 @@ NOT_RUN: set[tuple[str, str]] = {
     ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --baseline 3e7ac45 --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
     ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --baseline f5b26f9 --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
     ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --baseline e2aa2ca --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2"),
+    ("docs/retrieval.md", "python bench/bench_search.py --baseline 37a958a --baseline 22374ad --sizes 1000,10000,100000 --hybrid-sizes '' --queries 30 --rounds 2 --agent"),
     ("docs/runner.md", "python bench/bench_runner.py"),
     ("docs/runner.md", "python bench/bench_budgets.py --base ../base   # ../base: a git worktree of 3e7ac45, before the sync left the run's path"),
     ("docs/runner.md", " t (s)  scheduler RSS (MB)  workers  finished  queued (logged)"),

@@ -237,6 +237,15 @@ class TextSearch:
         found = self._ranked(conn, query, k=k, window=window, exclude=exclude, columns="e.id")
         return [(r[0], float(r[1])) for r in found[0]] if found else []
 
+    def ranked_placed(
+        self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str]
+    ) -> tuple[list[tuple[str, float]], dict[str, tuple[str, str]]]:
+        """:meth:`ranked`, and each ranked entry's agent and ``ts_utc``, read by the same statement."""
+        found = self._ranked(conn, query, k=k, window=window, exclude=exclude, columns="e.id, e.agent, e.ts_utc")
+        if not found:
+            return [], {}
+        return [(r[0], float(r[3])) for r in found[0]], {r[0]: (r[1], r[2]) for r in found[0]}
+
     def _ranked(
         self, conn: sqlite3.Connection, query: QueryWords, *, k: int, window: Window, exclude: Sequence[str], columns: str = COLUMNS
     ) -> tuple[list[tuple[Any, ...]], str] | None:
@@ -255,8 +264,9 @@ class TextSearch:
         if floor is not None:
             ranked = _floored_ranked(conn, table, floor, clauses, params, k, columns)
         elif newest_only:
+            sole = window.kind is None and not exclude  # the text table holds the window's agent alone, if it has one
             ranked = newest_ranked(
-                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns
+                conn, table, match, clauses, params, k, candidates=COMMON_WORDS.candidates, weights=_WEIGHTS, columns=columns, sole=sole
             )
         else:
             where = " AND ".join([f"{table} MATCH ?", *clauses])

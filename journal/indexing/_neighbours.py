@@ -7,11 +7,11 @@ their own and are never read here.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from journal.indexing._tables import Window
+from journal.indexing._tables import WHOLE_JOURNAL, Window
 
 __all__ = ["Neighbours", "neighbours"]
 
@@ -44,7 +44,12 @@ class Neighbours:
 
 
 def neighbours(
-    conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, window: Window, among: Collection[str] | None = None
+    conn: sqlite3.Connection,
+    ids: Sequence[str],
+    within_seconds: float,
+    window: Window,
+    among: Collection[str] | None = None,
+    places: Mapping[str, tuple[str, str]] | None = None,
 ) -> Neighbours:
     """The neighbours in *window* of those of *ids* that have any: continuity links both ways, and the entries just before and after within *within_seconds*.
 
@@ -53,7 +58,8 @@ def neighbours(
     supersedes it: a correction is no continuation. The asked entries come with
     those around them in one read, the links with their other ends in another,
     and whether a neighbour lies in *window* is :meth:`Window.holds` of what they bring.
-    With *among*, only the time neighbours in *among* are wanted (see :func:`_near_among`).
+    With *among*, only the time neighbours in *among* are wanted (see :func:`_near_among`); *places*, when it
+    holds the agent and ``ts_utc`` of each of *ids* and *among* (the ranking read them), spares reading them again.
     """
     if not ids:
         return Neighbours()
@@ -61,7 +67,7 @@ def neighbours(
     around: list[tuple[str, str, str, str, str, str | None]] = []
     asked = list(ids)
     if among is not None and within_seconds > 0:
-        asked = _near_among(conn, ids, within_seconds, among, agents)
+        asked = _near_among(conn, ids, within_seconds, among, agents, places)
     if asked:
         marks = ",".join("?" * len(asked))
         # Each asked entry's agent and time; the entries around one are of its agent, so their time and kind place them in the window.
@@ -80,8 +86,9 @@ def neighbours(
     marks = ",".join("?" * len(ids))
     linked: dict[str, set[str]] = {}
     times: dict[str, str] = {}
+    holds = None if window == WHOLE_JOURNAL else window.holds  # a read of the whole journal holds every link: no test a link
     for end, other, agent, ts, kind in conn.execute(_LINKS.format(marks=marks), [*ids, *ids]):
-        if end != other and agents.get(end) == agent and window.holds(kind=kind, agent=agent, ts_utc=ts):
+        if end != other and agents.get(end) == agent and (holds is None or holds(kind=kind, agent=agent, ts_utc=ts)):
             linked.setdefault(end, set()).add(other)
             times[other] = ts
     adjacent: dict[str, set[str]] = {}
@@ -104,7 +111,12 @@ def neighbours(
 
 
 def _near_among(
-    conn: sqlite3.Connection, ids: Sequence[str], within_seconds: float, among: Collection[str], agents: dict[str, str]
+    conn: sqlite3.Connection,
+    ids: Sequence[str],
+    within_seconds: float,
+    among: Collection[str],
+    agents: dict[str, str],
+    places: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[str]:
     """Those of *ids* with an entry of *among* of their agent written within *within_seconds* of them, at another instant.
 
@@ -113,33 +125,36 @@ def _near_among(
     So only those are asked for the entries around them, which costs three
     index reads each, while most of a ranking's best candidates lie far in
     time from every other. Fills *agents* with the agent of each of *ids*.
+    *places* gives each entry's agent and time when it holds them all; else they are read.
+
+    Of the entries of *ids* and *among*, an agent's at one instant make a group: an entry of *ids* is taken when the
+    group of its agent just before or just after its own lies within *within_seconds* and holds an entry of *among*.
+    A time is a UTC key (one width, so its text sorts as the time does): only the times of groups side by side are parsed.
     """
     wanted = list(dict.fromkeys([*ids, *among]))
+    if places is None or any(entry_id not in places for entry_id in wanted):
+        sql = _PLACES.format(marks=",".join("?" * len(wanted)))
+        places = {entry_id: (agent, ts) for entry_id, agent, ts in conn.execute(sql, wanted)}
     asked = set(ids)
-    places: dict[str, list[tuple[datetime, str]]] = {}
-    for entry_id, agent, ts in conn.execute(_PLACES.format(marks=",".join("?" * len(wanted))), wanted):
-        places.setdefault(agent, []).append((datetime.fromisoformat(ts), entry_id))
-        if entry_id in asked:
-            agents[entry_id] = agent
+    # Each agent's entries by instant.
+    groups: dict[str, dict[str, list[str]]] = {}
+    for entry_id in wanted:
+        place = places.get(entry_id)
+        if place is not None:
+            groups.setdefault(place[0], {}).setdefault(place[1], []).append(entry_id)
+            if entry_id in asked:
+                agents[entry_id] = place[0]
     near: set[str] = set()
-    for placed in places.values():
-        placed.sort()
-        for n, (moment, entry_id) in enumerate(placed):
-            if entry_id in asked and any(
-                other in among and other_moment != moment and abs((other_moment - moment).total_seconds()) <= within_seconds
-                for other_moment, other in (*_nearest(placed, n, -1), *_nearest(placed, n, 1))
-            ):
-                near.add(entry_id)
+    for instants in groups.values():
+        if len(instants) < 2:
+            continue
+        order = sorted(instants)
+        moments = [datetime.fromisoformat(ts) for ts in order]
+        for n in range(len(order) - 1):
+            if (moments[n + 1] - moments[n]).total_seconds() <= within_seconds:
+                earlier, later = instants[order[n]], instants[order[n + 1]]
+                if any(entry_id in among for entry_id in earlier):
+                    near.update(later)
+                if any(entry_id in among for entry_id in later):
+                    near.update(earlier)
     return [entry_id for entry_id in ids if entry_id in near]
-
-
-def _nearest(placed: list[tuple[datetime, str]], n: int, step: int) -> list[tuple[datetime, str]]:
-    """The entries of time-sorted *placed* next to its *n*-th at the nearest other instant (before it with *step* -1, after it with 1)."""
-    moment = placed[n][0]
-    found: list[tuple[datetime, str]] = []
-    n += step
-    while 0 <= n < len(placed) and (placed[n][0] == moment or not found or placed[n][0] == found[0][0]):
-        if placed[n][0] != moment:
-            found.append(placed[n])
-        n += step
-    return found

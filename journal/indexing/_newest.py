@@ -15,6 +15,7 @@ is matched (see :class:`_Scorer`).
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Collection
 from typing import Any
@@ -35,13 +36,16 @@ def newest_ranked(
     candidates: int,
     weights: str,
     columns: str = COLUMNS,
+    sole: bool = False,
 ) -> list[tuple[Any, ...]]:
     """The best *k* by BM25 of the newest *candidates* rows of *table* matching *match*, as rows of *columns*, score and rowid.
 
     *clauses* and *params* keep the window (conditions on ``entries`` as ``e``).
     Equal scores go to the newer entry, then to the greater id, as the full ranking orders them.
+    *sole*: the window leaves out no row of *table* but by time (no kind, nothing excluded), so the newest entries are
+    most likely the table's greatest rowids, one apart or not (an agent's table holds its entries alone).
     """
-    scorer = _Scorer(conn, table, match, weights)
+    scorer = _Scorer(conn, table, match, weights, sole)
     picked = _newest_matches(conn, scorer, clauses, params, candidates)
     if not picked:
         return []
@@ -68,8 +72,8 @@ class _Scorer:
     depend on the range it is read in: BM25 takes its statistics from the whole table.
     """
 
-    def __init__(self, conn: sqlite3.Connection, table: str, match: str, weights: str) -> None:
-        self._conn, self._table, self._match, self._weights = conn, table, match, weights
+    def __init__(self, conn: sqlite3.Connection, table: str, match: str, weights: str, sole: bool = False) -> None:
+        self._conn, self._table, self._match, self._weights, self._sole = conn, table, match, weights, sole
         self._scored: dict[int, float] = {}
         self._ranges = 0
 
@@ -94,6 +98,15 @@ class _Scorer:
             # statement spares a second one and its count of every row holding each word. (They are not this
             # batch's matches: the caller keeps only the batch's rowids.)
             in_order = rowids == list(range(rowids[0], rowids[0] - len(rowids), -1))
+            if not in_order and self._sole and all(newer > older for newer, older in itertools.pairwise(rowids)):
+                # Rowids falling in time order, not one apart (an agent's table: the other agents' entries lie between):
+                # the newest matches are the greatest rowids too, unless a row of the table between them is no entry of
+                # the range (one of the same agent out of time order). Read so, the newest are found as above while the
+                # read holds no such row; else the range is scored whole.
+                read = self._read(None, rowids[0], scored=True, newest=wanted)
+                if len(read) < wanted or not any(rowid >= rowids[-1] for rowid in read.keys() - set(rowids)):
+                    self._scored = read
+                    return read.keys()
             self._scored = self._read(None if in_order else min(rowids), max(rowids), scored=True, newest=wanted if in_order else None)
             return self._scored.keys()
         return self._read(min(rowids), max(rowids), scored=False).keys()

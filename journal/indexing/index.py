@@ -556,6 +556,9 @@ class Index(Database):
         """Index rows in *window* (among *ids*, if given), newest first unless *oldest_first*."""
         clauses, params = window.where()
         if ids is not None:
+            # Looked up by id: the unary + keeps SQLite off the window's own index, which it took for the order it gives (a
+            # read of a hit's row scoped to an agent walked every entry of the agent's time index).
+            clauses = [f"+{clause}" for clause in clauses]
             clauses.append(f"e.id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
@@ -592,6 +595,13 @@ class Index(Database):
         with corruption_guard():
             return self._text.ranked(self.conn, QueryWords.of(query), k=k, window=window, exclude=exclude)
 
+    def ranked_placed(
+        self, query: str | QueryWords, *, k: int, window: Window = WHOLE_JOURNAL, exclude: Sequence[str] = ()
+    ) -> tuple[list[tuple[str, float]], dict[str, tuple[str, str]]]:
+        """:meth:`ranked`, and the agent and ``ts_utc`` of each entry it ranks (what the neighbours' stage places them by)."""
+        with corruption_guard():
+            return self._text.ranked_placed(self.conn, QueryWords.of(query), k=k, window=window, exclude=exclude)
+
     def snippets(self, query: str | QueryWords, entry_ids: Sequence[str], window: Window = WHOLE_JOURNAL) -> dict[str, str]:
         """Snippets of *query* in the given entries (those it matches), with the query words a search in *window* keeps."""
         with corruption_guard():
@@ -622,11 +632,20 @@ class Index(Database):
             return [r[0] for r in self.conn.execute("SELECT src FROM links WHERE dst = ? ORDER BY src", (entry_id,))]
 
     def neighbours(
-        self, ids: Sequence[str], *, within_seconds: float, window: Window = WHOLE_JOURNAL, among: Collection[str] | None = None
+        self,
+        ids: Sequence[str],
+        *,
+        within_seconds: float,
+        window: Window = WHOLE_JOURNAL,
+        among: Collection[str] | None = None,
+        places: Mapping[str, tuple[str, str]] | None = None,
     ) -> Neighbours:
-        """Each of *ids*' neighbours in its agent's journal that lie in *window*, time neighbours only in *among* if given (see :mod:`journal.indexing._neighbours`)."""
+        """Each of *ids*' neighbours in its agent's journal that lie in *window*, time neighbours only in *among* if given (see :mod:`journal.indexing._neighbours`).
+
+        *places*: the agent and ``ts_utc`` of each of *ids* and *among*, when already read (:meth:`ranked_placed`).
+        """
         with corruption_guard():
-            return neighbours(self.conn, ids, within_seconds, window, among)
+            return neighbours(self.conn, ids, within_seconds, window, among, places)
 
     def links_within(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """Continuity links whose source is among *ids*."""

@@ -43,10 +43,27 @@ def short_ids(index: Index, ids: Iterable[str], agent: str | None = None) -> dic
     """
     check_text_arguments(agent=agent)
     shown: dict[str, str] = {}
-    for entry_id, (before, after) in index.neighbour_ids(list(dict.fromkeys(ids)), agent).items():
-        size = max(_shared_start(entry_id, before), _shared_start(entry_id, after)) + 1
+    asked = list(dict.fromkeys(ids))
+    if agent is not None:
+        # An agent's ids are some of the journal's, so the ids beside one among the agent's share no more of its start than
+        # those beside it among all: where those share too little to lengthen it past MIN_SHORT_ID, so do the agent's, and the
+        # journal's neighbours (two index steps) give the agent's answer. Only the others walk the id index for the agent's
+        # own neighbours, a row read a step over the other agents' entries between them.
+        shown = {entry_id: entry_id[:MIN_SHORT_ID] for entry_id, size in _sizes(index, asked, None).items() if size <= MIN_SHORT_ID}
+        asked = [entry_id for entry_id in asked if entry_id not in shown]
+    for entry_id, size in _sizes(index, asked, agent).items():
         shown[entry_id] = entry_id[: max(size, MIN_SHORT_ID)]
     return shown
+
+
+def _sizes(index: Index, ids: list[str], agent: str | None) -> dict[str, int]:
+    """How many characters of each of *ids* name it among the ids of *agent*'s entries (all entries' without one): one more than it shares with either beside it."""
+    if not ids:
+        return {}
+    return {
+        entry_id: max(_shared_start(entry_id, before), _shared_start(entry_id, after)) + 1
+        for entry_id, (before, after) in index.neighbour_ids(ids, agent).items()
+    }
 
 
 def resolve_id(index: Index, text: str, agent: str | None = None) -> str:

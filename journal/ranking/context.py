@@ -150,8 +150,46 @@ def _shown_query(query: str) -> str:
     return query[:low] + "…"
 
 
+# The characters a record's line writes wider than one: JSON's escapes (a quote, a backslash, a control character) and _ESCAPED's.
+_WIDE: Final = re.compile(f'["\\\\\x00-\x1f]|{_ESCAPED.pattern}')
+_JSON_SHORT: Final = frozenset('"\\\b\f\n\r\t')
+
+
 def _fit_truncated(record: ContextRecord, budget: int) -> tuple[ContextRecord, str] | None:
-    """The record with its voice cut to fit *budget* characters, and its line; None if even a stub cannot fit."""
+    """The record with its voice cut to fit *budget* characters, and its line; None if even a stub cannot fit.
+
+    A cut's line is as long as the line of the record with an empty voice, plus one for the "…" and for each
+    character kept, plus what each wide one kept adds (1 for JSON's short escapes, 5 for a \\uXXXX one): the
+    longest cut that fits is worked out from the few wide characters and its line written once. Should the line
+    not be as long as worked out, or the cut end just before a wide character, the cut is searched for.
+    """
+    voice = record.voice
+    empty = len(_data_line(dataclasses.replace(record, voice="", voice_truncated=True).to_dict()))
+    room = budget - 1 - empty - 1  # the line's newline and the "…" taken off: the width left for the characters kept
+    if room < 0:
+        return None
+    extra, keep = 0, -1
+    for found in _WIDE.finditer(voice):
+        at = found.start()
+        if at + extra >= room:  # the narrow characters before this one fill the room
+            break
+        more = 1 if found.group() in _JSON_SHORT else 5
+        if at + 1 + extra + more > room:
+            keep = at
+            break
+        extra += more
+    exact = keep < 0
+    if exact:
+        keep = min(len(voice), room - extra)
+    cut = dataclasses.replace(record, voice=voice[:keep] + "…", voice_truncated=True)
+    line = _data_line(cut.to_dict())
+    if exact and len(line) == empty + 1 + keep + extra:
+        return cut, line
+    return _search_truncated(record, budget)
+
+
+def _search_truncated(record: ContextRecord, budget: int) -> tuple[ContextRecord, str] | None:
+    """:func:`_fit_truncated` by a binary search over the cut, each cut's line written."""
     voice = record.voice
     low, high, best = 0, len(voice), None
     while low <= high:

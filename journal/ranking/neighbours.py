@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -70,23 +71,25 @@ def lift(
     """
     own = dict(ranked)
     best: dict[str, float] = {}
+    adjacent = adjacent or {}
     for source, score in ranked[: params.sources]:
-        if score <= 0:
+        links, beside = linked.get(source), adjacent.get(source)
+        if score <= 0 or not (links or beside):  # most candidates have no neighbour
             continue
-        near = [*linked.get(source, ()), *(other for other in (adjacent or {}).get(source, ()) if other in own)]
+        near = [*(links or ()), *(other for other in beside or () if other in own)]
         for other in near:
             if other not in exclude and score > best.get(other, 0.0):
                 best[other] = score
     if not best or params.weight == 0:
         return list(ranked)
-    position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
-    # The entries joining come after those ranked at an equal score, the newer first, then by id: their places follow.
+    # The entries joining come after those ranked at an equal score, the newer first, then by id.
     joining = sorted(best.keys() - own.keys())
-    joining.sort(key=lambda entry_id: (times or {}).get(entry_id, ""), reverse=True)  # a stable sort: equal times keep the id order
-    position.update((entry_id, len(ranked) + rank) for rank, entry_id in enumerate(joining))
+    stamps = times or {}
+    joining.sort(key=lambda entry_id: stamps.get(entry_id, ""), reverse=True)  # a stable sort: equal times keep the id order
     lifted = [(entry_id, score + params.weight * best.get(entry_id, 0.0)) for entry_id, score in ranked]
     lifted += [(entry_id, params.weight * best[entry_id]) for entry_id in joining]
-    lifted.sort(key=lambda item: (-item[1], position[item[0]]))
+    # Stable, reverse included: equal scores keep the order just built, those ranked first in their order, then those joining.
+    lifted.sort(key=itemgetter(1), reverse=True)
     return lifted
 
 
@@ -97,12 +100,18 @@ def with_neighbours(
     params: NeighbourParams = NEIGHBOURS,
     *,
     exclude: Collection[str] = (),
+    places: Mapping[str, tuple[str, str]] | None = None,
 ) -> list[tuple[str, float]]:
-    """:func:`lift` with the neighbours in *window* of the best ``sources`` candidates read from *index*."""
+    """:func:`lift` with the neighbours in *window* of the best ``sources`` candidates read from *index*.
+
+    *places*: each candidate's agent and ``ts_utc``, when the ranking read them (:meth:`Index.ranked_placed`).
+    """
     sources = [entry_id for entry_id, score in ranked[: params.sources] if score > 0]
     if not sources or params.weight == 0:
         return list(ranked)
     # Only a neighbour in time that is itself ranked is lifted: the others are not asked for.
-    near = index.neighbours(sources, within_seconds=params.window_seconds, window=window, among={entry_id for entry_id, _ in ranked})
+    near = index.neighbours(
+        sources, within_seconds=params.window_seconds, window=window, among={entry_id for entry_id, _ in ranked}, places=places
+    )
     # The read of the neighbours brought their times: those joining the candidates are ordered by them.
     return lift(ranked, near.linked, params, adjacent=near.adjacent, exclude=exclude, times=near.times)

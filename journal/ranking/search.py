@@ -235,8 +235,8 @@ class Ranker:
         if mode == "lexical":
             # The neighbours' stage needs the scores of its sources, more than k when k is small.
             # Only ids and scores: the rows of the few hits kept are read after the stage.
-            words = self._index.ranked(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude)
-            ranked = with_neighbours(self._index, words, window, exclude=exclude)
+            words, places = self._index.ranked_placed(query, k=max(k, NEIGHBOURS.sources), window=window, exclude=exclude)
+            ranked = with_neighbours(self._index, words, window, exclude=exclude, places=places)
             if self.reranker is not None:
                 ranked = self.reranker.rerank(self._index, query, window, mode, base=words, lifted=ranked, lexical=words, semantic=[])
             return self._hits(

@@ -71,3 +71,59 @@ def test_the_search_bench_refuses_a_revision_it_cannot_find_in_one_line() -> Non
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--baseline 'no-such-revision' is not a revision of this repository, nor a checkout's directory" in result.stderr
+
+
+def test_the_search_bench_with_agent_adds_rows_of_agent_scoped_queries_after_the_whole_journals() -> None:
+    """--agent: each size also has the common and ordinary queries scoped to an agent, every tree's figures beside them."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_search.py"),
+            "--baseline",
+            str(BENCH.parent),
+            "--sizes",
+            "40",
+            "--hybrid-sizes",
+            "",
+            "--queries",
+            "2",
+            "--rounds",
+            "1",
+            "--agent",
+        ],
+        cwd=BENCH.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(n for n, line in enumerate(lines) if line.split()[:4] == ["entries", "mode", "queries", "call"])
+    rows = [line.split() for line in lines[header + 1 : header + 9]]
+    assert [row[:4] for row in rows] == [
+        ["40", "lexical", cls, call]
+        for cls in ("common", "ordinary", "common@agent", "ordinary@agent")
+        for call in ("search", "prompt_context")
+    ]
+    for row in rows:  # the baseline's p50 / p95, CPU and ratios; this tree's p50 / p95, CPU
+        assert len(row) == 4 + 6 + 4 and float(row[7]) > 0 and float(row[13]) > 0, row
+    assert lines[header + 9].startswith("2 queries of each class per round, 1 rounds")
+
+
+def test_the_search_benchs_agent_scoped_queries_differ_from_the_whole_journals_and_leave_them_as_they_were() -> None:
+    """The queries without --agent are the same with it (figures stay comparable); the scoped ones repeat none of them."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from bench_journal import AGENTS
+        from bench_search import queries
+    finally:
+        sys.path.remove(str(BENCH))
+    plain, warm = queries(30, 7)
+    scoped, scoped_warm = queries(30, 7, agent=True)
+    assert warm == scoped_warm and {cls: scoped[cls] for cls in plain} == plain
+    for cls in ("common", "ordinary"):
+        asked = scoped[f"{cls}@agent"]
+        assert len(asked) == 30 and {agent for _, agent in asked} <= set(AGENTS) and len({agent for _, agent in asked}) > 1
+        texts = [text for text, _ in asked]
+        assert len(set(texts)) == 30 and not set(texts) & set(plain[cls]) and not set(texts) & set(warm)

@@ -49,8 +49,9 @@ def full_rule(
     candidates: int,
     weights: str,
     columns: str = COLUMNS,
+    sole: bool = False,
 ) -> list[tuple[Any, ...]]:
-    """Every match in the window scored, the newest *candidates* kept by (ts_utc, id), the best *k* of them by BM25."""
+    """Every match in the window scored, the newest *candidates* kept by (ts_utc, id), the best *k* of them by BM25 (*sole* changes nothing)."""
     where = " AND ".join([f"{table} MATCH ?", *clauses])
     every = conn.execute(
         f"SELECT e.rowid, e.ts_utc, e.id, bm25({table}, {weights}) FROM {table} JOIN entries e ON e.rowid = {table}.rowid WHERE {where}",
@@ -270,3 +271,45 @@ def _scored_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(newest_module._Scorer, "_read", counted)
     return scored
+
+
+def test_scoped_to_an_agent_whose_entries_lie_between_anothers_the_first_read_scores_only_the_newest_candidates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's own text table holds its entries alone, their rowids falling in time order but not one apart (the other agent's
+    lie between): the newest matches are still its greatest rowids, so one scored read of the newest candidates finds the same hits."""
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", CommonWords(share=0.05, min_docs=6, candidates=12))
+    payloads = [
+        {"kind": "note", "agent": AGENTS[n % 3 == 0], "theme": "t", "voice": f"harbor {'tide ' * (n % 5)}{n}", "tags": [],
+         "ts": (START + timedelta(minutes=n)).isoformat()}
+        for n in range(90)
+    ]  # fmt: skip
+    scored = _scored_reads(monkeypatch)
+    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
+        for agent in AGENTS:
+            for k in (1, 5, 12):
+                scored.clear()
+                fast, full, spy = both_rules(journal, "harbor tide", {"k": k, "agent": agent}, mode="lexical", monkeypatch=monkeypatch)
+                assert fast == full and len(fast[0]) == k and spy.calls
+                assert scored == [12] * spy.calls  # one scored read a ranking, of the newest candidates alone
+
+
+@pytest.mark.parametrize("at", [60, 84, 89])
+def test_an_agents_entry_appended_among_its_newest_but_dated_before_them_still_gives_the_hits_of_ranking_every_match(
+    at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry appended among the agent's newest but dated before them all has a rowid among theirs and is no entry of their batch:
+    a read of the greatest rowids would take it for one of the newest matches. The walk sees it and scores the batch's range whole;
+    the hits are those of the full rule."""
+    monkeypatch.setattr(fts_module, "COMMON_WORDS", CommonWords(share=0.05, min_docs=6, candidates=12))
+    payloads = [
+        {"kind": "note", "agent": AGENTS[n % 3 == 0], "theme": "t", "voice": f"harbor {'tide ' * (n % 5)}{n}", "tags": [],
+         "ts": (START + timedelta(minutes=n)).isoformat()}
+        for n in range(90)
+    ]  # fmt: skip
+    early = {**payloads[0], "agent": AGENTS[1], "voice": "harbor tide tide tide early", "ts": (START - timedelta(days=1)).isoformat()}
+    payloads.insert(at, early)
+    with filled(payloads, hybrid=False, supersede_every=10_000) as journal:
+        for k in (1, 5, 12, 30):
+            fast, full, spy = both_rules(journal, "harbor tide", {"k": k, "agent": AGENTS[1]}, mode="lexical", monkeypatch=monkeypatch)
+            assert fast == full and spy.calls

@@ -35,3 +35,38 @@ def test_every_short_id_resolves_to_its_entry_and_one_character_less_would_not(t
                 except (AmbiguousEntryIdError, EntryNotFoundError):
                     other = None
                 assert other != entry_id
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    notes=st.lists(
+        st.tuples(
+            # Starts of 0 to 9 characters that many ids share: ids beside each other share more or fewer than seven.
+            st.builds(str.__add__, st.sampled_from(["", "ab1", "ab1ab1a", "ab1ab1ab", "ab1ab1ab1"]), st.text("ab1", min_size=1, max_size=3)),
+            st.sampled_from(["motoko", "batou", "saito"]),
+        ),
+        min_size=1,
+        max_size=14,
+        unique_by=lambda note: note[0],
+    )
+)
+def test_short_ids_scoped_to_an_agent_are_those_its_own_ids_alone_give(
+    tmp_path_factory: pytest.TempPathFactory, notes: list[tuple[str, str]]
+) -> None:
+    """Scoped, an id is cut among its agent's ids alone, whatever the other agents' ids beside it share with it (the journal's
+    neighbours settle most ids; those sharing more than seven characters with one are cut among the agent's own)."""
+    from journal.indexing import shortids
+
+    with Journal(tmp_path_factory.mktemp("j")) as journal:
+        for hours, (entry_id, agent) in enumerate(notes):
+            journal.append(_note(entry_id, hours, agent))
+        index = journal._keeper.index
+        for agent in ("motoko", "batou", "saito"):
+            own = sorted(entry_id for entry_id, owner in notes if owner == agent)
+            expected = {}
+            for entry_id in own:  # the agent's ids alone, in id order: the two beside each share the most of its start
+                at = own.index(entry_id)
+                beside = [own[at - 1] if at else None, own[at + 1] if at + 1 < len(own) else None]
+                size = max(shortids._shared_start(entry_id, other) for other in beside) + 1
+                expected[entry_id] = entry_id[: max(size, shortids.MIN_SHORT_ID)]
+            assert shortids.short_ids(index, own, agent) == expected

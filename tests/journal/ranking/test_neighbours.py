@@ -206,5 +206,49 @@ def test_time_neighbours_asked_among_some_entries_are_those_of_the_full_read_in_
             pruned = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window, among=among)
             wanted = {entry_id: kept for entry_id, near in full.adjacent.items() if (kept := near & among)}
             assert (pruned.linked, pruned.times, pruned.adjacent) == (full.linked, full.times, wanted)
+            # The candidates' agents and times handed over by the ranking's read, as the lexical stage does, place them the same.
+            rows = {row.id: row for row in index.rows(Window(), ids=sorted(among))}
+            places = {entry_id: (row.agent, row.ts_utc) for entry_id, row in rows.items()}
+            placed = index.neighbours(ids, within_seconds=NEIGHBOURS.window_seconds, window=window, among=among, places=places)
+            assert (placed.linked, placed.times, placed.adjacent) == (full.linked, full.times, wanted)
             lifting += bool(wanted)
         assert lifting > 10  # the trials met time neighbours among the candidates, not only entries without any
+
+
+def _lift_by_places(
+    ranked: list[tuple[str, float]], best: dict[str, float], times: dict[str, str], weight: float
+) -> list[tuple[str, float]]:
+    """The lift's order as first written: each entry's place kept in a map (ranked first, then those joining, newer first, then by id)."""
+    position = {entry_id: rank for rank, (entry_id, _) in enumerate(ranked)}
+    joining = sorted(best.keys() - position.keys())
+    joining.sort(key=lambda entry_id: times.get(entry_id, ""), reverse=True)
+    position.update((entry_id, len(ranked) + rank) for rank, entry_id in enumerate(joining))
+    lifted = [(entry_id, score + weight * best.get(entry_id, 0.0)) for entry_id, score in ranked]
+    lifted += [(entry_id, weight * best[entry_id]) for entry_id in joining]
+    return sorted(lifted, key=lambda item: (-item[1], position[item[0]]))
+
+
+_IDS = st.sampled_from([f"e{n}" for n in range(12)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scores=st.dictionaries(_IDS, st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]), max_size=8),
+    links=st.dictionaries(_IDS, st.sets(_IDS, max_size=3), max_size=6),
+    beside=st.dictionaries(_IDS, st.sets(_IDS, max_size=2), max_size=6),
+    times=st.dictionaries(_IDS, st.sampled_from(["2026-03-01T10:00:00.000000Z", "2026-03-02T10:00:00.000000Z"]), max_size=12),
+    exclude=st.sets(_IDS, max_size=2),
+)
+def test_the_lifts_one_sort_by_score_orders_as_the_places_it_kept_did(
+    scores: dict[str, float], links: dict[str, set[str]], beside: dict[str, set[str]], times: dict[str, str], exclude: set[str]
+) -> None:
+    # The lift sorts its list by score alone, stably: the ranked entries first in their order, then those joining.
+    ranked = sorted(scores.items(), key=lambda item: -item[1])
+    params = NeighbourParams(sources=4)
+    lifted = lift(ranked, links, params, adjacent=beside, exclude=exclude, times=times)
+    best: dict[str, float] = {}
+    for source, score in ranked[: params.sources]:
+        for other in [*links.get(source, ()), *(o for o in beside.get(source, ()) if o in scores)]:
+            if score > 0 and other not in exclude and score > best.get(other, 0.0):
+                best[other] = score
+    assert lifted == (_lift_by_places(ranked, best, times, params.weight) if best else ranked)

@@ -173,3 +173,35 @@ def test_later_picks_are_read_only_while_the_block_has_room(make_payload: Payloa
     tight = build_prompt_context("q", full, max_chars=MIN_CONTEXT_CHARS, later=later)
     assert read == [] and len(tight.records) == 1 and tight.records[0].voice_truncated
     assert tight.omitted == len(later)
+
+
+_VOICE_CHARS = st.sampled_from(["a", " ", '"', "\\", "\n", "\t", "\x00", "\x1b", "<", ">", "&", "\x7f", "\x85", "\u2028", "\ud800", "é", "🦊", "…"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    voice=st.lists(st.one_of(_VOICE_CHARS, st.text(max_size=3)), max_size=60).map("".join),
+    outdated=st.sampled_from(["", "possibly outdated by 1a2b3c4d (2026-03-01)"]),
+    budget=st.integers(min_value=-5, max_value=400),
+)
+def test_a_voice_cut_worked_out_from_its_wide_characters_is_the_longest_cut_that_fits(voice: str, outdated: str, budget: int) -> None:
+    """The last record's cut, worked out from the width each character takes in the line, is the binary search's: the longest that fits."""
+    from journal.ranking import context
+
+    record = ContextRecord("e1", "2026-03-01T10:00:00+02:00", "note", "harbour", ("t",), None, "match", voice, outdated=outdated)
+    assert context._fit_truncated(record, budget) == context._search_truncated(record, budget)
+
+
+def test_a_voice_cut_is_worked_out_without_a_search_when_it_ends_among_narrow_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its line is written once (and once with an empty voice), not once a step of a binary search over the voice's length."""
+    from journal.ranking import context
+
+    written: list[str] = []
+    line_of = context._data_line
+    monkeypatch.setattr(context, "_data_line", lambda record: written.append(record.get("voice", "")) or line_of(record))
+    record = ContextRecord("e1", "2026-03-01T10:00:00+02:00", "note", "harbour", ("t",), None, "match", 'say "hi" <b> & ' + "x" * 3000)
+    found = context._fit_truncated(record, 700)
+    assert found is not None and len(found[1]) + 1 <= 700 and found[0].voice.endswith("…") and found[0].voice_truncated
+    assert len(written) == 2
+    monkeypatch.setattr(context, "_data_line", line_of)
+    assert found == context._search_truncated(record, 700)
