@@ -6,7 +6,7 @@ entry files by ``reindex``; no entry file changes. A pair of entries of one
 agent is proposed, the newer as possibly updating the older, when
 
 - they share a subject their writer stated on purpose: a tag or the focus
-  (``signals.focus``), compared case-folded (:func:`subjects`). A theme is no
+  (``signals.focus``), compared folded (:func:`subjects`, :func:`fold`). A theme is no
   subject: a harness or a runner often fills it with a label every entry of a
   session shares ("conversation on 8 May"), which says nothing of what one
   entry is about. Nor is a subject common where the newer entry stands
@@ -53,6 +53,7 @@ import math
 import re
 import sqlite3
 import sys
+import unicodedata
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -81,6 +82,7 @@ __all__ = [
     "auto_acceptable",
     "common_subjects",
     "decision_of",
+    "fold",
     "forget_proposals",
     "is_restated",
     "pending_for",
@@ -174,8 +176,16 @@ _CHANGE: Final = re.compile(
     r"|taking over|handed over|postponed|rescheduled|renewed|raised|bumped|traded|from\b[^.;:]*?\bto)\b",
     re.IGNORECASE,
 )
-# A text whose last sentence asks: "... or is the studio still in Shibuya?", 'Jon said, "What got you into this?"'.
-_QUESTION: Final = re.compile(r"\?[\s\"'\u201d\u2019\u00bb)\]]*\Z")
+# What may follow a text's question mark and still leave it asking: spaces and invisible marks (a zero-width space, a
+# variation selector), closing quotes and brackets in any script, emoji (their modifiers and joiners too), more marks ("?!",
+# "?..."), and markdown's emphasis ("_why?_"). By Unicode category, so a script's own closing marks count too.
+_AFTER_QUESTION: Final = frozenset(["Cf", "Mn", "Me", "Sk", "So", "Pe", "Pf", "Pi", "Zs", "Zl", "Zp", "Cc"])
+_AFTER_QUESTION_MARKS: Final = frozenset("!.\"'*_~`")
+# Question marks once compatibility forms are folded (the full-width and small ones are "?", U+2048 is "?!"): Latin's,
+# Arabic's, the interrobang.
+_QUESTION_MARKS: Final = frozenset("?\u061f\u203d")
+# The combining marks the index's text search drops too (its tokenizer removes Latin diacritics): "é" is "e", "İ" is "i".
+_DIACRITICS: Final = re.compile("[\u0300-\u036f]")
 # Words that say nothing of what an entry is about: search's stop words, and words an update of a fact uses whatever
 # the fact ("still", "new", "got", "back"), which would make any two entries about different things look alike.
 _STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "new", "one", "still", "today", "two"])
@@ -212,10 +222,10 @@ class Proposal:
 
 
 def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
-    """The subjects an entry states: ``tag:`` and ``focus:`` keys, case-folded."""
-    found = {f"tag:{tag.casefold().strip()}" for tag in tags if tag.strip()}
+    """The subjects an entry states: ``tag:`` and ``focus:`` keys, folded as words are (:func:`fold`)."""
+    found = {f"tag:{fold(tag).strip()}" for tag in tags if tag.strip()}
     if focus and focus.strip():
-        found.add(f"focus:{focus.casefold().strip()}")
+        found.add(f"focus:{fold(focus).strip()}")
     return found
 
 
@@ -232,12 +242,22 @@ def common_subjects(counts: Mapping[str, int], entries: int) -> frozenset[str]:
     return frozenset(subject for subject, count in counts.items() if count > COMMON_SHARE * entries)
 
 
+def fold(text: str) -> str:
+    """*text* as proposals compare it: compatibility forms folded (NFKC: full-width letters and ligatures are the plain ones), case-folded,
+    and Latin diacritics dropped as the index's text search drops them ("Café", "cafe" written with a combining accent,
+    "İstanbul" and "istanbul" are one word)."""
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    return unicodedata.normalize("NFC", _DIACRITICS.sub("", folded))
+
+
 def words(*texts: str | None) -> frozenset[str]:
-    """The content words of *texts* as written: case-folded, stop words and one-letter words left out."""
+    """The content words of *texts* as written: folded (:func:`fold`), stop words and one-letter words left out."""
     found: set[str] = set()
     for text in texts:
         if text:
-            found.update(_WORD.findall(text.casefold()))
+            found.update(_WORD.findall(fold(text)))
     return frozenset(w for w in found if len(w) > 1) - _STOP
 
 
@@ -270,8 +290,18 @@ def verdict(older: frozenset[str], newer: frozenset[str], cosine: float | None =
 
 
 def asks(text: str) -> bool:
-    """Whether *text* ends in a question (closing quotes and brackets aside): a question states no new value, so updates nothing."""
-    return _QUESTION.search(text) is not None
+    """Whether *text* ends in a question: a question states no new value, so updates nothing.
+
+    Its last mark is a question mark in any of its forms (full-width, Arabic, "?!", "?..."), whatever closing quotes, brackets,
+    dots, emoji and spaces, visible or not, follow it ('Jun said, "Is it still leaking?" 🤔').
+    """
+    for char in reversed(text):
+        for last in reversed(char if char.isascii() else unicodedata.normalize("NFKC", char)):
+            if last in _QUESTION_MARKS:
+                return True
+            if not (last.isspace() or last in _AFTER_QUESTION_MARKS or unicodedata.category(last) in _AFTER_QUESTION):
+                return False
+    return False
 
 
 def states_change(text: str) -> bool:
