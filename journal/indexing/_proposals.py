@@ -53,6 +53,7 @@ freshness set and checked on conversations and restatements, as
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -541,12 +542,14 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
             "INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)",
             (decided[1], decided[2], entry.agent, decided[0], entry.id),
         )
+        mine = None
     elif (mine := _said_for(entry)) is not None:
         conn.execute(_INSERT_SAID, mine.row())
         if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
             _record_subjects(conn, [mine])
     if pair:
-        _propose_as_newer(conn, {entry.id} | _touched_by(conn, [entry.id]))
+        known = {} if mine is None else {entry.id: mine}
+        _propose_as_newer(conn, {entry.id} | _touched_by(conn, [entry.id]), known=known, fresh=known.keys())
 
 
 _OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
@@ -661,10 +664,12 @@ def _touched_by(conn: sqlite3.Connection, ids: Sequence[str], *, window: bool = 
         if found is None:  # nothing held after them: the agent's newest
             continue
         touched |= found
-        said = _read_said_of(conn, sorted(ours))
-        for subject in sorted({subject for one in said.values() for subject in one.subjects}):
-            first = min(one.key for one in said.values() if subject in one.subjects)
-            last = max(one.key for one in said.values() if subject in one.subjects)
+        spans: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {}  # subject -> the first and last key of ours on it
+        for one in _read_said_of(conn, sorted(ours)).values():
+            for subject in one.subjects:
+                first, last = spans.get(subject, (one.key, one.key))
+                spans[subject] = (min(first, one.key), max(last, one.key))
+        for subject, (first, last) in sorted(spans.items()):
             later = conn.execute(
                 "SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND (ts_utc, id) > (?, ?) ORDER BY ts_utc, id",
                 (agent, subject, *first),
@@ -716,19 +721,22 @@ def _nearest_before(conn: sqlite3.Connection, group: Sequence[_Said]) -> dict[st
     for start in range(0, len(asked), _TERMS_PER_QUERY):
         part = asked[start : start + _TERMS_PER_QUERY]
         params = [value for n, (mine, subject) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
-        # The last statement is filled up with terms no agent matches (none is named ''): one text, prepared once.
-        params += [value for n in range(len(part), _TERMS_PER_QUERY) for value in (n, "", "", "", "")]
-        for n, entry_id in conn.execute(_NEAREST_BEFORE, params):
+        for n, entry_id in conn.execute(_nearest_before_query(len(part)), params):
             found.setdefault(part[n][0].key[1], set()).add(entry_id)
     return found
 
 
-#: How many subqueries one statement of :func:`_nearest_before` joins (SQLite allows 500 terms in a compound SELECT).
+#: The most subqueries one statement of :func:`_nearest_before` joins (SQLite allows 500 terms in a compound SELECT).
 _TERMS_PER_QUERY: Final = 200
-_NEAREST_BEFORE: Final = " UNION ALL ".join(
-    f"SELECT ? AS n, id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {_OLDER} LIMIT {_NEAREST})"
-    for _ in range(_TERMS_PER_QUERY)
-)
+
+
+@functools.lru_cache(maxsize=16)
+def _nearest_before_query(terms: int) -> str:
+    """The statement of :func:`_nearest_before` for *terms* (entry, subject) pairs: few texts, each prepared once."""
+    return " UNION ALL ".join(
+        f"SELECT ? AS n, id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {_OLDER} LIMIT {_NEAREST})"
+        for _ in range(terms)
+    )
 
 
 def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Said]:
