@@ -312,8 +312,9 @@ def asks(text: str) -> bool:
 
 
 def states_change(text: str) -> bool:
-    """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...)."""
-    return _CHANGE.search(text) is not None
+    """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...), in whatever
+    Unicode form its letters are written (:func:`fold`)."""
+    return _CHANGE.search(fold(text)) is not None
 
 
 def auto_acceptable(proposal: Proposal, newer_text: str) -> bool:

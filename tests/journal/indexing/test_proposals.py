@@ -19,7 +19,7 @@ from journal.indexing import (
     MEANING_THRESHOLD,
     PROPOSAL_THRESHOLD,
 )
-from journal.indexing._proposals import asks, similarity, stems, subjects, words
+from journal.indexing._proposals import asks, similarity, states_change, stems, subjects, words
 from tests._support import place_entries
 from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add, conversation
 
@@ -234,6 +234,12 @@ def test_words_and_subjects_are_one_however_unicode_writes_them() -> None:
         [nfd, "istanbul"], "kamakura"
     )
     assert words("\u65e5\u672c\u8a9e\u306e\u6587") == {"\u65e5\u672c\u8a9e\u306e\u6587"}  # no diacritic to drop, nothing else lost
+
+
+@pytest.mark.parametrize("text", ["The studio is \uff2e\uff4f\uff57 in Kamakura", "Rented in Zushi in\ufb06ead", "MOVED to Zushi"])
+def test_a_change_is_told_in_whatever_unicode_form_its_words_take(text: str) -> None:
+    """Auto-accept's reading of "something changed" folds letters as pairing does: full-width, compatibility and case forms."""
+    assert states_change(text)
 
 
 def test_an_update_written_in_another_unicode_form_is_proposed(journal: Journal) -> None:
