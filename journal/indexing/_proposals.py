@@ -41,7 +41,8 @@ of each of its subjects and, when it is dated before entries already held,
 weighs again those whose pairs it changes (:func:`_touched_by`); a group does
 the same for all its entries at once, whatever their order; an entry's removal
 (an erase) weighs again the entries after it; a rebuild pairs every entry, in
-order of time, with the nearest earlier ones, in one pass over the subjects. Each entry's subjects and content words are kept in the
+order of time, with the nearest earlier ones, in one pass over the subjects.
+Each entry's subjects and content words are kept in the
 index (``said``) when it is inserted, so pairing reads them instead of
 tokenising the neighbours' text again; a vector stored later (embedded behind
 an append, or by ``embed``) pairs its entry again, by meaning too. A pair
