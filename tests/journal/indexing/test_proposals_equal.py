@@ -112,21 +112,20 @@ def _journals(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[int], list[st
     return payloads, list(order), erased
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(journal=_journals())
 def test_proposals_are_those_of_appends_in_time_order_however_the_index_is_built(journal: tuple[list[dict[str, Any]], list[int], list[str]]) -> None:
     payloads, order, erased = journal
     with tempfile.TemporaryDirectory() as tmp:
-        roots = {name: Path(tmp) / name for name in ("in order", "group", "erased")}
-        for name in ("in order", "erased"):
-            with Journal(roots[name]) as opened:
-                for payload in _in_time_order(payloads):
-                    opened.append(payload)
+        roots = {name: Path(tmp) / name for name in ("in order", "group")}
+        with Journal(roots["in order"]) as opened:
+            for payload in _in_time_order(payloads):
+                opened.append(payload)
         with Journal(roots["group"]) as opened:
             opened.append_many([payloads[n] for n in order])
         expected = _proposals(roots["in order"])
         assert _proposals(roots["group"]) == expected
         assert _rebuilt(roots["group"]) == expected
-        with Journal(roots["erased"]) as opened:
+        with Journal(roots["in order"]) as opened:
             opened.erase(erased, reason="asked to forget", by="operator")
-        assert _proposals(roots["erased"]) == _rebuilt(roots["erased"])
+        assert _proposals(roots["in order"]) == _rebuilt(roots["in order"])
