@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from journal import Journal
-from tests.journal._proposal_entries import conversation
+from journal.encoding import Encoder
+from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, conversation
 
 Rows = list[tuple[Any, ...]]
 
@@ -77,6 +78,37 @@ def test_an_erase_leaves_the_proposals_a_rebuild_without_the_erased_entries_make
     assert after != [row for row in before if row[0] not in erased and row[1] not in erased]  # erasing changed others' proposals
     assert after == _proposals(never)
     assert _rebuilt(root) == after
+
+
+def test_with_nn_entries_appended_out_of_time_order_or_erased_are_paired_by_meaning_as_a_rebuild_pairs_them(
+    tmp_path: Path, real_encoder: Encoder
+) -> None:
+    """An entry dated before others gets its vector after its words are paired: the entries after it are paired with it
+    again by meaning then, as in order of time; an erase leaves what a rebuild (its vectors kept) makes."""
+    payloads = [
+        {"id": id_, "kind": "note", "agent": "motoko", "theme": "studio", "voice": voice, "tags": ["studio"], "ts": ts}
+        for id_, voice, ts in (
+            ("old", OLD, "2026-01-10T09:00:00Z"),
+            ("other", OTHER, "2026-02-10T09:00:00Z"),
+            ("new", NEW, "2026-04-20T09:00:00Z"),
+            ("again", AGAIN, "2026-06-01T09:00:00Z"),
+        )
+    ]
+    found = {}
+    for name, order in (("in order", payloads), ("backfilled", payloads[::-1])):
+        with Journal(tmp_path / name, enable_nn=True, encoder=real_encoder) as journal:
+            for payload in order:
+                journal.append(payload)
+        found[name] = _proposals(tmp_path / name)
+    assert any(row[4] is not None for row in found["in order"]), "the pairs carry their vectors' cosine"
+    assert found["backfilled"] == found["in order"]
+    with Journal(tmp_path / "backfilled", enable_nn=True, encoder=real_encoder) as journal:
+        journal.reindex()
+        assert _proposals(tmp_path / "backfilled") == found["in order"]
+        journal.erase(["new"], reason="asked to forget", by="operator")
+        erased = _proposals(tmp_path / "backfilled")
+        journal.reindex()
+        assert _proposals(tmp_path / "backfilled") == erased
 
 
 # A small vocabulary, so random entries often share words, and now and then restate, update or ask.
