@@ -551,7 +551,8 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
             _record_subjects(conn, [mine])
     if pair:
         known = {} if mine is None else {entry.id: mine}
-        _propose_as_newer(conn, {entry.id} | _touched_by(conn, [entry.id]), known=known, fresh=known.keys())
+        touched = _touched_by(conn, [entry.id], rows=[(entry.agent, utc_key(entry.timestamp), entry.id)])
+        _propose_as_newer(conn, {entry.id} | touched, known=known, fresh=known.keys())
 
 
 _OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
@@ -592,7 +593,9 @@ def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
     conn.executemany(_INSERT_SAID, [mine.row() for mine in group])
     _record_subjects(conn, group)
     ours = {mine.key[1]: mine for mine in group}
-    touched = _touched_by(conn, [entry.id for entry in entries])
+    touched = _touched_by(
+        conn, [entry.id for entry in entries], rows=[(entry.agent, utc_key(entry.timestamp), entry.id) for entry in entries]
+    )
     _propose_as_newer(conn, ours.keys() | touched, known=ours, fresh=ours.keys())
 
 
@@ -604,7 +607,7 @@ def _propose_as_newer(
     Each is paired with the :data:`_NEAREST` entries before it of each of its subjects, whether a subject is common
     read where it stands, and its chains followed through entries dated up to it: what its append made when the index
     held the entries before it and none after, which is what appends in order of time make. *known*: the kept words of
-    some of *ids*, not read again; *fresh*: ids just inserted, which have no proposal yet to drop.
+    some of *ids*, not read again; *fresh*: ids just inserted, which have no proposal to drop nor vector yet.
     """
     wanted = sorted(set(ids))
     if not wanted:
@@ -618,10 +621,12 @@ def _propose_as_newer(
     said.update(_read_said_of(conn, [entry_id for entry_id in wanted if entry_id not in known]))
     if not said:
         return
-    nearest = _nearest_before(conn, list(said.values()))
+    nearest, held = _nearest_before(conn, list(said.values()))
     others = sorted({other for near in nearest.values() for other in near})
-    held = {**_read_said_of(conn, [other for other in others if other not in said]), **said}
-    vectors = _read_vectors(conn, sorted(said.keys() | set(others))) if _any_vectors(conn) else _Vectors({})
+    held.update(said)
+    # An entry just inserted has no vector yet (it is stored after its rows, and pairs it again): only older ones may.
+    by_meaning = not said.keys() <= set(fresh) and _any_vectors(conn)
+    vectors = _read_vectors(conn, sorted(said.keys() | set(others))) if by_meaning else _Vectors({})
     common = _Common(conn)
     found = []
     for mine in said.values():
@@ -639,22 +644,27 @@ def _any_vectors(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
 
 
-def _touched_by(conn: sqlite3.Connection, ids: Sequence[str], *, window: bool = True) -> set[str]:
+def _touched_by(
+    conn: sqlite3.Connection, ids: Sequence[str], *, window: bool = True, rows: Iterable[tuple[str, str, str]] | None = None
+) -> set[str]:
     """The entries dated after some of *ids* (entries of the index, about to be inserted or removed) whose proposals change with them.
 
     An entry's proposals rest on what is dated before it: its :data:`_NEAREST` entries before it of each subject, the
     :data:`COMMON_WINDOW` entries up to it (with *window*) and its chain of ``continuity_refs``. So an entry dated
     before others (a backfill, an import, an erase) changes the proposals of the :data:`_NEAREST` entries after it of
     each of its subjects, of the entries less than a window after it, and of those whose chains reach it. None when
-    *ids* are their agents' newest entries, as appends mostly are: one statement an agent then tells so.
+    *ids* are their agents' newest entries, as appends mostly are: one statement an agent then tells so. *rows*: the
+    (agent, ts_utc, id) of each of *ids*, when known, else read.
     """
+    if rows is None:
+        read: list[tuple[str, str, str]] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            read += conn.execute(f"SELECT agent, ts_utc, id FROM entries WHERE id IN ({','.join('?' * len(part))})", part)
+        rows = read
     keys: dict[str, list[tuple[str, str]]] = {}
-    for start in range(0, len(ids), 500):
-        part = list(ids[start : start + 500])
-        for agent, ts_utc, entry_id in conn.execute(
-            f"SELECT agent, ts_utc, id FROM entries WHERE id IN ({','.join('?' * len(part))})", part
-        ):
-            keys.setdefault(agent, []).append((ts_utc, entry_id))
+    for agent, ts_utc, entry_id in rows:
+        keys.setdefault(agent, []).append((ts_utc, entry_id))
     touched: set[str] = set()
     for agent, changed in keys.items():
         changed.sort()
@@ -716,16 +726,19 @@ def _reaching(conn: sqlite3.Connection, agent: str, ids: set[str]) -> set[str]:
     return seen
 
 
-def _nearest_before(conn: sqlite3.Connection, group: Sequence[_Said]) -> dict[str, set[str]]:
-    """For each entry of *group*, the ids of the :data:`_NEAREST` entries before it of each of its subjects, read in a few statements."""
+def _nearest_before(conn: sqlite3.Connection, group: Sequence[_Said]) -> tuple[dict[str, set[str]], dict[str, _Said]]:
+    """For each entry of *group*, the ids of the :data:`_NEAREST` entries before it of each of its subjects, and what
+    pairing kept of those entries: read in a few statements (one for an append)."""
     asked = [(mine, subject) for mine in group for subject in sorted(mine.subjects)]
     found: dict[str, set[str]] = {}
+    rows: dict[str, tuple[str, str, str, str, str, int]] = {}
     for start in range(0, len(asked), _TERMS_PER_QUERY):
         part = asked[start : start + _TERMS_PER_QUERY]
         params = [value for n, (mine, subject) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
-        for n, entry_id in conn.execute(_nearest_before_query(len(part)), params):
-            found.setdefault(part[n][0].key[1], set()).add(entry_id)
-    return found
+        for n, *row in conn.execute(_nearest_before_query(len(part)), params):
+            found.setdefault(part[n][0].key[1], set()).add(row[0])
+            rows[row[0]] = tuple(row)
+    return found, _said_of(rows.values())
 
 
 #: The most subqueries one statement of :func:`_nearest_before` joins (SQLite allows 500 terms in a compound SELECT).
@@ -735,10 +748,12 @@ _TERMS_PER_QUERY: Final = 200
 @functools.lru_cache(maxsize=16)
 def _nearest_before_query(terms: int) -> str:
     """The statement of :func:`_nearest_before` for *terms* (entry, subject) pairs: few texts, each prepared once."""
-    return " UNION ALL ".join(
+    nearest = " UNION ALL ".join(
         f"SELECT ? AS n, id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {_OLDER} LIMIT {_NEAREST})"
         for _ in range(terms)
     )
+    # A subject's row without its words (kept in ``said``) pairs with nothing, as a rebuild finds it.
+    return f"SELECT x.n, s.id, s.agent, s.ts_utc, s.subjects, s.words, s.asks FROM ({nearest}) x JOIN said s ON s.id = x.id"
 
 
 def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Said]:
