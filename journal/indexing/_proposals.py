@@ -6,7 +6,7 @@ entry files by ``reindex``; no entry file changes. A pair of entries of one
 agent is proposed, the newer as possibly updating the older, when
 
 - they share a subject their writer stated on purpose: a tag or the focus
-  (``signals.focus``), compared case-folded (:func:`subjects`). A theme is no
+  (``signals.focus``), compared folded (:func:`subjects`, :func:`fold`). A theme is no
   subject: a harness or a runner often fills it with a label every entry of a
   session shares ("conversation on 8 May"), which says nothing of what one
   entry is about. Nor is a subject common where the newer entry stands
@@ -32,10 +32,17 @@ agent is proposed, the newer as possibly updating the older, when
 - neither is of origin ``untrusted``: text taken from outside may not mark an
   agent's own entry as outdated.
 
-An append looks among the entries of each shared subject nearest to it in
-time, on either side; a rebuild pairs every entry, in order of time, with the
-nearest earlier ones, in one pass over the subjects, which is what appends in
-that order make. Each entry's subjects and content words are kept in the
+A pair rests only on the agent's entries dated up to its newer entry (the
+nearest earlier ones of each subject, the window of :func:`common_subjects`,
+the chain of ``continuity_refs`` through entries dated up to it), so the
+proposals are what appends in order of time make however the index comes to
+hold the entries. An append pairs its entry with the nearest earlier entries
+of each of its subjects and, when it is dated before entries already held,
+weighs again those whose pairs it changes (:func:`_touched_by`); a group does
+the same for all its entries at once, whatever their order; an entry's removal
+(an erase) weighs again the entries after it; a rebuild pairs every entry, in
+order of time, with the nearest earlier ones, in one pass over the subjects.
+Each entry's subjects and content words are kept in the
 index (``said``) when it is inserted, so pairing reads them instead of
 tokenising the neighbours' text again; a vector stored later (embedded behind
 an append, or by ``embed``) pairs its entry again, by meaning too. A pair
@@ -47,12 +54,13 @@ freshness set and checked on conversations and restatements, as
 
 from __future__ import annotations
 
-import bisect
+import functools
 import json
 import math
 import re
 import sqlite3
 import sys
+import unicodedata
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -81,12 +89,14 @@ __all__ = [
     "auto_acceptable",
     "common_subjects",
     "decision_of",
+    "fold",
     "forget_proposals",
     "is_restated",
     "pending_for",
     "proposals_of",
     "propose",
     "propose_again",
+    "propose_again_after",
     "propose_all",
     "propose_group",
     "similarity",
@@ -174,8 +184,16 @@ _CHANGE: Final = re.compile(
     r"|taking over|handed over|postponed|rescheduled|renewed|raised|bumped|traded|from\b[^.;:]*?\bto)\b",
     re.IGNORECASE,
 )
-# A text whose last sentence asks: "... or is the studio still in Shibuya?", 'Jon said, "What got you into this?"'.
-_QUESTION: Final = re.compile(r"\?[\s\"'\u201d\u2019\u00bb)\]]*\Z")
+# What may follow a text's question mark and still leave it asking: spaces and invisible marks (a zero-width space, a
+# variation selector), closing quotes and brackets in any script, emoji (their modifiers and joiners too), more marks ("?!",
+# "?..."), and markdown's emphasis ("_why?_"). By Unicode category, so a script's own closing marks count too.
+_AFTER_QUESTION: Final = frozenset(["Cf", "Mn", "Me", "Sk", "So", "Pe", "Pf", "Pi", "Zs", "Zl", "Zp", "Cc"])
+_AFTER_QUESTION_MARKS: Final = frozenset("!.\"'*_~`")
+# Question marks once compatibility forms are folded (the full-width and small ones are "?", U+2048 is "?!"): Latin's,
+# Arabic's, the interrobang.
+_QUESTION_MARKS: Final = frozenset("?\u061f\u203d")
+# The combining marks the index's text search drops too (its tokenizer removes Latin diacritics): "é" is "e", "İ" is "i".
+_DIACRITICS: Final = re.compile("[\u0300-\u036f]")
 # Words that say nothing of what an entry is about: search's stop words, and words an update of a fact uses whatever
 # the fact ("still", "new", "got", "back"), which would make any two entries about different things look alike.
 _STOP: Final = STOP_WORDS | frozenset(["also", "back", "get", "got", "last", "new", "one", "still", "today", "two"])
@@ -212,10 +230,10 @@ class Proposal:
 
 
 def subjects(tags: Iterable[str], focus: str | None) -> set[str]:
-    """The subjects an entry states: ``tag:`` and ``focus:`` keys, case-folded."""
-    found = {f"tag:{tag.casefold().strip()}" for tag in tags if tag.strip()}
+    """The subjects an entry states: ``tag:`` and ``focus:`` keys, folded as words are (:func:`fold`)."""
+    found = {f"tag:{fold(tag).strip()}" for tag in tags if tag.strip()}
     if focus and focus.strip():
-        found.add(f"focus:{focus.casefold().strip()}")
+        found.add(f"focus:{fold(focus).strip()}")
     return found
 
 
@@ -232,12 +250,22 @@ def common_subjects(counts: Mapping[str, int], entries: int) -> frozenset[str]:
     return frozenset(subject for subject, count in counts.items() if count > COMMON_SHARE * entries)
 
 
+def fold(text: str) -> str:
+    """*text* as proposals compare it: compatibility forms folded (NFKC: full-width letters and ligatures are the plain ones), case-folded,
+    and Latin diacritics dropped as the index's text search drops them ("Café", "cafe" written with a combining accent,
+    "İstanbul" and "istanbul" are one word)."""
+    if text.isascii():
+        return text.lower()
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKC", text).casefold())
+    return unicodedata.normalize("NFC", _DIACRITICS.sub("", folded))
+
+
 def words(*texts: str | None) -> frozenset[str]:
-    """The content words of *texts* as written: case-folded, stop words and one-letter words left out."""
+    """The content words of *texts* as written: folded (:func:`fold`), stop words and one-letter words left out."""
     found: set[str] = set()
     for text in texts:
         if text:
-            found.update(_WORD.findall(text.casefold()))
+            found.update(_WORD.findall(fold(text)))
     return frozenset(w for w in found if len(w) > 1) - _STOP
 
 
@@ -270,13 +298,24 @@ def verdict(older: frozenset[str], newer: frozenset[str], cosine: float | None =
 
 
 def asks(text: str) -> bool:
-    """Whether *text* ends in a question (closing quotes and brackets aside): a question states no new value, so updates nothing."""
-    return _QUESTION.search(text) is not None
+    """Whether *text* ends in a question: a question states no new value, so updates nothing.
+
+    Its last mark is a question mark in any of its forms (full-width, Arabic, "?!", "?..."), whatever closing quotes, brackets,
+    dots, emoji and spaces, visible or not, follow it ('Jun said, "Is it still leaking?" 🤔').
+    """
+    for char in reversed(text):
+        for last in reversed(char if char.isascii() else unicodedata.normalize("NFKC", char)):
+            if last in _QUESTION_MARKS:
+                return True
+            if not (last.isspace() or last in _AFTER_QUESTION_MARKS or unicodedata.category(last) in _AFTER_QUESTION):
+                return False
+    return False
 
 
 def states_change(text: str) -> bool:
-    """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...)."""
-    return _CHANGE.search(text) is not None
+    """Whether *text* says that something changed ("now", "no longer", "moved", "switched", "from X to Y"...), in whatever
+    Unicode form its letters are written (:func:`fold`)."""
+    return _CHANGE.search(fold(text)) is not None
 
 
 def auto_acceptable(proposal: Proposal, newer_text: str) -> bool:
@@ -433,36 +472,21 @@ _WINDOW_QUERY: Final = (
 
 
 class _Common:
-    """:func:`common_subjects` where each asked entry stands, read from the index once an entry.
+    """:func:`common_subjects` where each asked entry stands, read from the index once an entry: the entries dated up to it."""
 
-    For a group inserted at once (*positions*, its entries' places), the entries of the group after the one being
-    paired (:meth:`seen_up_to`) are not there yet: each window is the one that entry's own insert read.
-    """
-
-    def __init__(self, conn: sqlite3.Connection, positions: dict[str, int] | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
-        self._positions = positions or {}
-        self._up_to = -1
-        self._found: dict[tuple[str, int], frozenset[str]] = {}
-
-    def seen_up_to(self, position: int) -> None:
-        """From now on, the entries of the group after *position* are not there yet."""
-        self._up_to = position
+        self._found: dict[str, frozenset[str]] = {}
 
     def __call__(self, newer: _Said) -> frozenset[str]:
-        key = (newer.key[1], self._up_to)
-        found = self._found.get(key)
+        found = self._found.get(newer.key[1])
         if found is None:
             counts: Counter[str] = Counter()
             entries = 0
-            for entry_id, stated in self._conn.execute(_WINDOW_QUERY, (newer.agent, *newer.key)):
-                if self._positions.get(entry_id, -1) > self._up_to:
-                    continue
+            for _, stated in self._conn.execute(_WINDOW_QUERY + f" LIMIT {COMMON_WINDOW}", (newer.agent, *newer.key)):
                 counts.update(json.loads(stated) if stated else ())
                 entries += 1
-                if entries == COMMON_WINDOW:
-                    break
-            found = self._found[key] = common_subjects(counts, entries)
+            found = self._found[newer.key[1]] = common_subjects(counts, entries)
         return found
 
 
@@ -507,10 +531,11 @@ def decision_of(entry: Entry) -> tuple[str, str, str] | None:
 
 
 def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> None:
-    """Record *entry*'s subjects and words and (with *pair*) the proposals between it and its nearest entries of each; inside an open transaction.
+    """Record *entry*'s subjects and words and (with *pair*) the proposals it changes; inside an open transaction.
 
-    An append looks on both sides in time (an entry may be dated before others already written); a
-    rebuild records every entry's subjects first, then pairs them all with :func:`propose_all`.
+    Those are the proposals whose newer entry is *entry*, and those of the entries dated after it that its coming changes
+    (see :func:`_touched_by`): none when it is its agent's newest, as an append mostly is. A rebuild records every
+    entry's subjects first, then pairs them all with :func:`propose_all`.
     """
     decided = decision_of(entry)
     if decided is not None:
@@ -519,18 +544,18 @@ def propose(conn: sqlite3.Connection, entry: Entry, *, pair: bool = True) -> Non
             "INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)",
             (decided[1], decided[2], entry.agent, decided[0], entry.id),
         )
-        return
-    mine = _said_for(entry)
-    if mine is None:
-        return
-    conn.execute(_INSERT_SAID, mine.row())
-    if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
-        _record_subjects(conn, [mine])
-        _pair_nearest(conn, mine, by_meaning=False)
+        mine = None
+    elif (mine := _said_for(entry)) is not None:
+        conn.execute(_INSERT_SAID, mine.row())
+        if pair:  # else a rebuild records every entry's subjects at once, in its pairing pass
+            _record_subjects(conn, [mine])
+    if pair:
+        known = {} if mine is None else {entry.id: mine}
+        touched = _touched_by(conn, [entry.id], rows=[(entry.agent, utc_key(entry.timestamp), entry.id)])
+        _propose_as_newer(conn, {entry.id} | touched, known=known, fresh=known.keys())
 
 
 _OLDER: Final = "(ts_utc, id) < (?, ?) ORDER BY ts_utc DESC, id DESC"
-_NEWER: Final = "(ts_utc, id) > (?, ?) ORDER BY ts_utc, id"
 
 
 def _said_for(entry: Entry) -> _Said | None:
@@ -549,87 +574,186 @@ _INSERT_SAID: Final = "INSERT OR REPLACE INTO said (id, agent, ts_utc, subjects,
 
 
 def propose_group(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
-    """What :func:`propose` for each of *entries* right after its insert would record, for entries just inserted in this order: one pass for them all.
+    """What :func:`propose` for each of *entries* right after its insert would record, for entries just inserted: one pass for them all.
 
-    Their rows, links and supersessions are staged in the open transaction, their subjects not yet. Each entry is
-    paired with the nearest entries of each of its subjects among those indexed before the group and those of the
-    group before it, and its chains followed through the entries of the group before it alone: what it met when
-    inserted alone. The index is read a few times for the whole group, not for each entry.
+    Their rows, links and supersessions are staged in the open transaction, their subjects not yet. Whatever order the
+    group comes in, its proposals are those of the whole index afterwards: each entry's with the entries dated before
+    it, and again those of the entries held before the group that the group's entries, dated before them, change.
+    The index is read a few times for the whole group, not for each entry.
     """
     decisions: list[tuple[str, str, str, str, str]] = []
-    group: list[tuple[int, _Said]] = []  # the entries that may propose, with their places in *entries*
-    for position, entry in enumerate(entries):
+    group: list[_Said] = []  # the entries that may propose
+    for entry in entries:
         decision = decision_of(entry)
         if decision is not None:
             decisions.append((decision[1], decision[2], entry.agent, decision[0], entry.id))
         elif (said := _said_for(entry)) is not None:
-            group.append((position, said))
+            group.append(said)
     conn.executemany("INSERT OR IGNORE INTO decisions (older, newer, agent, decision, entry) VALUES (?, ?, ?, ?, ?)", decisions)
-    if not group:
+    conn.executemany(_INSERT_SAID, [mine.row() for mine in group])
+    _record_subjects(conn, group)
+    ours = {mine.key[1]: mine for mine in group}
+    touched = _touched_by(
+        conn, [entry.id for entry in entries], rows=[(entry.agent, utc_key(entry.timestamp), entry.id) for entry in entries]
+    )
+    _propose_as_newer(conn, ours.keys() | touched, known=ours, fresh=ours.keys())
+
+
+def _propose_as_newer(
+    conn: sqlite3.Connection, ids: Iterable[str], *, known: Mapping[str, _Said] | None = None, fresh: Iterable[str] = ()
+) -> None:
+    """Make again every proposal whose newer entry is one of *ids*, from what the index holds dated up to each of them.
+
+    Each is paired with the :data:`_NEAREST` entries before it of each of its subjects, whether a subject is common
+    read where it stands, and its chains followed through entries dated up to it: what its append made when the index
+    held the entries before it and none after, which is what appends in order of time make. *known*: the kept words of
+    some of *ids*, not read again; *fresh*: ids just inserted, which have no proposal to drop nor vector yet.
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
         return
-    held_near = _held_nearest(conn, [mine for _, mine in group])
-    held = _read_said_of(conn, sorted({key[1] for near in held_near.values() for key in near}))
-    conn.executemany(_INSERT_SAID, [mine.row() for _, mine in group])
-    _record_subjects(conn, [mine for _, mine in group])
-    ours = {mine.key[1]: mine for _, mine in group}
-    staged: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (agent, subject) -> the keys of the group's entries before, in order
-    found: list[tuple[int, tuple[str, str, str, float, float | None, str]]] = []
-    no_vectors = _Vectors({})
-    common = _Common(conn, {entry.id: position for position, entry in enumerate(entries)})
-    for position, mine in group:
-        common.seen_up_to(position)
-        nearest: set[str] = set()
-        for subject in mine.subjects:
-            keys = staged.setdefault((mine.agent, subject), [])
-            at = bisect.bisect_left(keys, mine.key)
-            older, newer = held_near.get((mine.key[1], subject, True), []), held_near.get((mine.key[1], subject, False), [])
-            nearest.update(key[1] for key in sorted([*older, *keys[max(0, at - _NEAREST) : at]], reverse=True)[:_NEAREST])
-            nearest.update(key[1] for key in sorted([*newer, *keys[at : at + _NEAREST]])[:_NEAREST])
-            keys.insert(at, mine.key)
-        for other_id in sorted(nearest):
-            other = ours.get(other_id) or held.get(other_id)
-            if other is None:  # a subject's row without its words: paired with nothing, as a single insert finds it
+    stale = sorted(set(wanted) - set(fresh))
+    for start in range(0, len(stale), 500):
+        part = stale[start : start + 500]
+        conn.execute(f"DELETE FROM proposals WHERE newer IN ({','.join('?' * len(part))})", part)
+    known = known or {}
+    said = {entry_id: known[entry_id] for entry_id in wanted if entry_id in known}
+    said.update(_read_said_of(conn, [entry_id for entry_id in wanted if entry_id not in known]))
+    if not said:
+        return
+    nearest, held = _nearest_before(conn, list(said.values()))
+    others = sorted({other for near in nearest.values() for other in near})
+    held.update(said)
+    # An entry just inserted has no vector yet (it is stored after its rows, and pairs it again): only older ones may.
+    by_meaning = not said.keys() <= set(fresh) and _any_vectors(conn)
+    vectors = _read_vectors(conn, sorted(said.keys() | set(others))) if by_meaning else _Vectors({})
+    common = _Common(conn)
+    found = []
+    for mine in said.values():
+        for other_id in sorted(nearest.get(mine.key[1], ())):
+            other = held.get(other_id)
+            if other is None:  # a subject's row without its words: paired with nothing, as a rebuild finds it
                 continue
-            older_said, newer_said = (other, mine) if other.key < mine.key else (mine, other)
-            row = _pair(older_said, newer_said, mine.agent, no_vectors, common)
+            row = _pair(other, mine, mine.agent, vectors, common)
             if row is not None:
-                found.append((position, row))
-    if not found:
-        return
-    decided_pairs = _decided(conn, [row for _, row in found])
-    links = _GroupLinks(conn, {entry.id: position for position, entry in enumerate(entries)})
-    rows = []
-    for position, row in found:
-        links.seen_up_to(position)
-        if (row[1], row[0]) not in decided_pairs and not links.continues(row[1], row[0], row[2]):
-            rows.append(row)
-    conn.executemany("INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)", rows)
+                found.append(row)
+    _record(conn, found, _Links(conn), held)
 
 
-def _held_nearest(conn: sqlite3.Connection, group: Sequence[_Said]) -> dict[tuple[str, str, bool], list[tuple[str, str]]]:
-    """For each entry of *group* and subject of its, the keys of the :data:`_NEAREST` entries of that subject on each side
-    of it (older: True) among those the index holds now, read in a few statements."""
-    asked = [(mine, subject, older) for mine in group for subject in sorted(mine.subjects) for older in (True, False)]
-    found: dict[tuple[str, str, bool], list[tuple[str, str]]] = {}
+def _any_vectors(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
+
+
+def _touched_by(
+    conn: sqlite3.Connection, ids: Sequence[str], *, window: bool = True, rows: Iterable[tuple[str, str, str]] | None = None
+) -> set[str]:
+    """The entries dated after some of *ids* (entries of the index, about to be inserted or removed) whose proposals change with them.
+
+    An entry's proposals rest on what is dated before it: its :data:`_NEAREST` entries before it of each subject, the
+    :data:`COMMON_WINDOW` entries up to it (with *window*) and its chain of ``continuity_refs``. So an entry dated
+    before others (a backfill, an import, an erase) changes the proposals of the :data:`_NEAREST` entries after it of
+    each of its subjects, of the entries less than a window after it, and of those whose chains reach it. None when
+    *ids* are their agents' newest entries, as appends mostly are: one statement an agent then tells so. *rows*: the
+    (agent, ts_utc, id) of each of *ids*, when known, else read.
+    """
+    if rows is None:
+        read: list[tuple[str, str, str]] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start : start + 500])
+            read += conn.execute(f"SELECT agent, ts_utc, id FROM entries WHERE id IN ({','.join('?' * len(part))})", part)
+        rows = read
+    keys: dict[str, list[tuple[str, str]]] = {}
+    for agent, ts_utc, entry_id in rows:
+        keys.setdefault(agent, []).append((ts_utc, entry_id))
+    touched: set[str] = set()
+    for agent, changed in keys.items():
+        changed.sort()
+        ours = {key[1] for key in changed}
+        later = conn.execute(
+            "SELECT ts_utc, id FROM entries WHERE agent = ? AND (ts_utc, id) > (?, ?) ORDER BY ts_utc, id", (agent, *changed[0])
+        )
+        found = _after(later, ours, changed[-1], COMMON_WINDOW - 1 if window else 0)
+        if found is None:  # nothing held after them: the agent's newest
+            continue
+        touched |= found
+        spans: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {}  # subject -> the first and last key of ours on it
+        for one in _read_said_of(conn, sorted(ours)).values():
+            for subject in one.subjects:
+                first, last = spans.get(subject, (one.key, one.key))
+                spans[subject] = (min(first, one.key), max(last, one.key))
+        for subject, (first, last) in sorted(spans.items()):
+            later = conn.execute(
+                "SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND (ts_utc, id) > (?, ?) ORDER BY ts_utc, id",
+                (agent, subject, *first),
+            )
+            touched |= _after(later, ours, last, _NEAREST) or set()
+        touched |= _reaching(conn, agent, ours)
+    return touched
+
+
+def _after(rows: Iterable[tuple[str, str]], ours: set[str], last: tuple[str, str], reach: int) -> set[str] | None:
+    """Of *rows* (keys in order of time), those not *ours* at most *reach* rows after one of *ours*; None when every row is ours.
+
+    Stops reading once past *last* (the latest of *ours*) and *reach* rows after it.
+    """
+    found: set[str] = set()
+    since = 0  # rows after the first of ours
+    held = False
+    for key in rows:
+        if key[1] in ours:
+            since = 0
+            continue
+        held = True
+        since += 1
+        if since <= reach:
+            found.add(key[1])
+        elif key > last:
+            break
+    return found if held else None
+
+
+def _reaching(conn: sqlite3.Connection, agent: str, ids: set[str]) -> set[str]:
+    """The entries of *agent* whose chains of ``continuity_refs`` reach one of *ids* (within :data:`_CHAIN_STEPS` entries)."""
+    seen: set[str] = set()
+    todo = sorted(ids)
+    while todo and len(seen) < _CHAIN_STEPS:
+        part, todo = todo[:500], todo[500:]
+        query = f"SELECT l.src FROM links l JOIN entries e ON e.id = l.src WHERE l.dst IN ({','.join('?' * len(part))}) AND e.agent = ?"
+        for (src,) in conn.execute(query, [*part, agent]):
+            if src not in seen and src not in ids:
+                seen.add(src)
+                todo.append(src)
+    return seen
+
+
+def _nearest_before(conn: sqlite3.Connection, group: Sequence[_Said]) -> tuple[dict[str, set[str]], dict[str, _Said]]:
+    """For each entry of *group*, the ids of the :data:`_NEAREST` entries before it of each of its subjects, and what
+    pairing kept of those entries: read in a few statements (one for an append)."""
+    asked = [(mine, subject) for mine in group for subject in sorted(mine.subjects)]
+    found: dict[str, set[str]] = {}
+    rows: dict[str, tuple[str, str, str, str, str, int]] = {}
     for start in range(0, len(asked), _TERMS_PER_QUERY):
         part = asked[start : start + _TERMS_PER_QUERY]
-        params = [value for n, (mine, subject, _) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
-        # The last statement is filled up with terms no agent matches (none is named ''): one text, prepared once.
-        params += [value for n in range(len(part), _TERMS_PER_QUERY) for value in (n, "", "", "", "")]
-        for n, ts_utc, entry_id in conn.execute(_HELD_NEAREST, params):
-            mine, subject, older = part[n]
-            found.setdefault((mine.key[1], subject, older), []).append((ts_utc, entry_id))
-    return found
+        params = [value for n, (mine, subject) in enumerate(part) for value in (n, mine.agent, subject, *mine.key)]
+        for n, *row in conn.execute(_nearest_before_query(len(part)), params):
+            found.setdefault(part[n][0].key[1], set()).add(row[0])
+            rows[row[0]] = tuple(row)
+    return found, _said_of(rows.values())
 
 
-#: How many subqueries one statement of :func:`_held_nearest` joins (SQLite allows 500 terms in a compound SELECT): even,
-#: the older side's and the newer side's of each subject in turn.
+#: The most subqueries one statement of :func:`_nearest_before` joins (SQLite allows 500 terms in a compound SELECT).
 _TERMS_PER_QUERY: Final = 200
-_HELD_NEAREST: Final = " UNION ALL ".join(
-    f"SELECT ? AS n, ts_utc, id FROM (SELECT ts_utc, id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
-    for _ in range(_TERMS_PER_QUERY // 2)
-    for side in (_OLDER, _NEWER)
-)
+
+
+@functools.lru_cache(maxsize=16)
+def _nearest_before_query(terms: int) -> str:
+    """The statement of :func:`_nearest_before` for *terms* (entry, subject) pairs: few texts, each prepared once."""
+    nearest = " UNION ALL ".join(
+        f"SELECT ? AS n, id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {_OLDER} LIMIT {_NEAREST})"
+        for _ in range(terms)
+    )
+    # A subject's row without its words (kept in ``said``) pairs with nothing, as a rebuild finds it.
+    return f"SELECT x.n, s.id, s.agent, s.ts_utc, s.subjects, s.words, s.asks FROM ({nearest}) x JOIN said s ON s.id = x.id"
 
 
 def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Said]:
@@ -641,40 +765,13 @@ def _read_said_of(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, _Sa
 
 
 def propose_again(conn: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
-    """Pair *entry_ids* with their nearest entries again, now that vectors of theirs are stored; inside an open transaction.
+    """Make again the proposals *entry_ids* are part of, now that vectors of theirs are stored; inside an open transaction.
 
     An append with NN on stores its entry's vector after the entry's rows, and an entry embedded later (behind an
-    append, or by ``embed``) gets its vector after its proposals were made by words: this adds those its meaning makes.
+    append, or by ``embed``) gets its vector after its proposals were made by words: this adds those its meaning makes,
+    with the entries before it and the :data:`_NEAREST` after it of each of its subjects.
     """
-    for start in range(0, len(entry_ids), 500):
-        for mine in _read_said(conn, entry_ids[start : start + 500]).values():
-            _pair_nearest(conn, mine, by_meaning=True)
-
-
-def _pair_nearest(conn: sqlite3.Connection, mine: _Said, *, by_meaning: bool) -> None:
-    """Record the proposals between *mine* and the :data:`_NEAREST` entries on each side of it in time of each of its subjects.
-
-    One statement reads those entries' kept words; vectors are read only *by_meaning* (an entry being inserted has none yet).
-    """
-    nearest = " UNION ".join(
-        f"SELECT id FROM (SELECT id FROM subjects WHERE agent = ? AND subject = ? AND {side} LIMIT {_NEAREST})"
-        for _ in sorted(mine.subjects)
-        for side in (_OLDER, _NEWER)
-    )
-    params = [value for subject in sorted(mine.subjects) for _ in (_OLDER, _NEWER) for value in (mine.agent, subject, *mine.key)]
-    rows = conn.execute(f"SELECT {_SAID_COLUMNS} FROM said WHERE id IN ({nearest})", params)
-    others = _said_of(rows)
-    if not others:
-        return
-    vectors = _read_vectors(conn, [mine.key[1], *others]) if by_meaning else _Vectors({})
-    common = _Common(conn)
-    found = []
-    for other in others.values():
-        older, newer = (other, mine) if other.key < mine.key else (mine, other)
-        row = _pair(older, newer, mine.agent, vectors, common)
-        if row is not None:
-            found.append(row)
-    _record(conn, found, _Links(conn))
+    _propose_as_newer(conn, set(entry_ids) | _touched_by(conn, entry_ids, window=False))
 
 
 def propose_all(conn: sqlite3.Connection) -> None:
@@ -702,7 +799,7 @@ def propose_all(conn: sqlite3.Connection) -> None:
         row = _pair(said[older_id], said[newer_id], agent, vectors, lambda newer: common[newer.key[1]])
         if row is not None:
             found.append(row)
-    _record(conn, found, _Links(conn, every=True))
+    _record(conn, found, _Links(conn, every=True), said)
 
 
 class _Links:
@@ -714,27 +811,30 @@ class _Links:
 
     def __init__(self, conn: sqlite3.Connection, *, every: bool = False) -> None:
         self._conn = conn
-        self._known: dict[str, list[tuple[str, str]]] | None = None
+        self._known: dict[str, list[tuple[str, str, tuple[str, str]]]] | None = None
         if every:
-            known: dict[str, list[tuple[str, str]]] = {}
-            for src, dst, agent in conn.execute("SELECT l.src, l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst"):
-                known.setdefault(src, []).append((dst, agent))
+            known: dict[str, list[tuple[str, str, tuple[str, str]]]] = {}
+            for src, dst, agent, ts_utc in conn.execute(_LINKS_QUERY):
+                known.setdefault(src, []).append((dst, agent, (ts_utc, dst)))
             self._known = known
 
-    def of(self, entry_id: str, agent: str) -> list[str]:
+    def of(self, entry_id: str, agent: str, up_to: tuple[str, str]) -> list[str]:
+        """The entries of *agent* that *entry_id* continues, of them those dated up to *up_to* (a key)."""
         if self._known is not None:
             found = self._known.get(entry_id, [])
         else:
-            query = "SELECT l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src = ?"
-            found = list(self._conn.execute(query, (entry_id,)))
-        return [dst for dst, owner in found if owner == agent]
+            found = [
+                (dst, owner, (ts_utc, dst)) for _, dst, owner, ts_utc in self._conn.execute(_LINKS_QUERY + " WHERE l.src = ?", (entry_id,))
+            ]
+        return [dst for dst, owner, key in found if owner == agent and key <= up_to]
 
-    def continues(self, newer: str, older: str, agent: str) -> bool:
-        """Whether *newer* reaches *older* along *agent*'s own continuity_refs (within :data:`_CHAIN_STEPS` entries)."""
-        seen = {newer}
-        todo = [newer]
+    def continues(self, newer: tuple[str, str], older: str, agent: str) -> bool:
+        """Whether the entry of key *newer* reaches *older* along *agent*'s own continuity_refs (within :data:`_CHAIN_STEPS`
+        entries), through entries dated up to it: those its append met, the index holding the entries before it alone."""
+        seen = {newer[1]}
+        todo = [newer[1]]
         while todo and len(seen) <= _CHAIN_STEPS:
-            for ref in self.of(todo.pop(), agent):
+            for ref in self.of(todo.pop(), agent, newer):
                 if ref == older:
                     return True
                 if ref not in seen:
@@ -743,14 +843,22 @@ class _Links:
         return False
 
 
-def _record(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, float | None, str]], links: _Links) -> None:
-    """Insert the proposals *found* but those already decided (the newer supersedes the older) and those along a chain."""
+_LINKS_QUERY: Final = "SELECT l.src, l.dst, d.agent, d.ts_utc FROM links l JOIN entries d ON d.id = l.dst"
+
+
+def _record(
+    conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, float, float | None, str]], links: _Links, said: Mapping[str, _Said]
+) -> None:
+    """Insert the proposals *found* but those already decided (the newer supersedes the older) and those along a chain.
+
+    *said*: what pairing kept of the entries of *found*, by id.
+    """
     if not found:
         return
     decided = _decided(conn, found)
     conn.executemany(
         "INSERT OR REPLACE INTO proposals (older, newer, agent, score, cosine, subject) VALUES (?, ?, ?, ?, ?, ?)",
-        (row for row in found if (row[1], row[0]) not in decided and not links.continues(row[1], row[0], row[2])),
+        (row for row in found if (row[1], row[0]) not in decided and not links.continues(said[row[1]].key, row[0], row[2])),
     )
 
 
@@ -764,43 +872,23 @@ def _decided(conn: sqlite3.Connection, found: Sequence[tuple[str, str, str, floa
     return decided
 
 
-class _GroupLinks(_Links):
-    """The links of :class:`_Links` as an entry of a group inserted at once met them when inserted: no entry of the group after it is there yet.
+def forget_proposals(conn: sqlite3.Connection, entry_id: str) -> set[str]:
+    """Remove an entry's subjects and every proposal it is part of; inside an open transaction, before its other rows go.
 
-    Each entry's links are read once for the whole group, those of the group's entries in a few statements.
+    Returns the entries dated after it whose proposals change without it (see :func:`_touched_by`): once its rows are
+    gone, :func:`propose_again_after` makes theirs again, as a rebuild without it would.
     """
-
-    def __init__(self, conn: sqlite3.Connection, positions: dict[str, int]) -> None:
-        super().__init__(conn)
-        self._positions = positions
-        self._up_to = -1
-        self._read: dict[str, list[tuple[str, str]]] = {entry_id: [] for entry_id in positions}
-        ids = list(positions)
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            query = f"SELECT l.src, l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src IN ({','.join('?' * len(part))})"
-            # In the order a read of one entry's links gives them (its key's): a walk stopped at _CHAIN_STEPS visits the same.
-            for src, dst, agent in conn.execute(query + " ORDER BY l.src, l.dst", part):
-                self._read[src].append((dst, agent))
-
-    def seen_up_to(self, position: int) -> None:
-        """From now on, the entries of the group after *position* are not there yet."""
-        self._up_to = position
-
-    def of(self, entry_id: str, agent: str) -> list[str]:
-        found = self._read.get(entry_id)
-        if found is None:
-            query = "SELECT l.dst, d.agent FROM links l JOIN entries d ON d.id = l.dst WHERE l.src = ?"
-            found = self._read[entry_id] = list(self._conn.execute(query, (entry_id,)))
-        return [dst for dst, owner in found if owner == agent and self._positions.get(dst, -1) <= self._up_to]
-
-
-def forget_proposals(conn: sqlite3.Connection, entry_id: str) -> None:
-    """Remove an entry's subjects and every proposal it is part of; inside an open transaction."""
+    touched = _touched_by(conn, [entry_id])
     conn.execute("DELETE FROM subjects WHERE id = ?", (entry_id,))
     conn.execute("DELETE FROM said WHERE id = ?", (entry_id,))
     conn.execute("DELETE FROM proposals WHERE older = ? OR newer = ?", (entry_id, entry_id))
     conn.execute("DELETE FROM decisions WHERE entry = ?", (entry_id,))
+    return touched - {entry_id}
+
+
+def propose_again_after(conn: sqlite3.Connection, touched: Iterable[str]) -> None:
+    """Make again the proposals of the entries *touched* (what :func:`forget_proposals` returned), once an entry's rows are gone."""
+    _propose_as_newer(conn, touched)
 
 
 def _pending_where() -> str:

@@ -23,15 +23,28 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Final
 
-__all__ = ["stem"]
+__all__ = ["CACHED_LENGTH", "stem"]
 
 _KEEP_DOUBLED: Final = frozenset("aeioulsz")
 
 
-# Pairing stems its neighbours' kept words at each append: a journal's words recur, so each is stemmed once.
-@lru_cache(maxsize=1 << 16)
+#: The longest word whose stem is kept for the next time it is met: a longer one (a hash, a run-on token, a word of a
+#: script written without spaces) is rarely met twice, and kept, a cache of many such words would hold megabytes.
+CACHED_LENGTH: Final = 32
+
+
 def stem(word: str) -> str:
     """The stem of a case-folded *word* (see the module's rules)."""
+    return _stem(word) if len(word) > CACHED_LENGTH else _cached_stem(word)
+
+
+# Pairing stems its neighbours' kept words at each append: a journal's words recur, so each is stemmed once.
+@lru_cache(maxsize=1 << 16)
+def _cached_stem(word: str) -> str:
+    return _stem(word)
+
+
+def _stem(word: str) -> str:
     if len(word) < 4 or not word.isalpha():
         return word
     if word.endswith("ies") and not word.endswith(("eies", "aies")):

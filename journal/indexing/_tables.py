@@ -47,7 +47,9 @@ __all__ = [
 #: 12: ``said`` keeps each entry's subjects and content words for pairing, and a proposal its vectors' ``cosine``.
 #: 13: no proposal rests on a subject common among the agent's entries up to the newer one, nor has a question as its newer
 #:     entry (an index of 12 holds such ones); ``said`` keeps whether an entry asks.
-INDEX_SCHEMA_VERSION: Final = 13
+#: 14: ``said`` keeps words and subjects folded by Unicode (compatibility forms, case, Latin diacritics), and whether an
+#:     entry asks by any form of question mark, whatever follows it.
+INDEX_SCHEMA_VERSION: Final = 14
 
 _TABLES: Final = """
 CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;

@@ -31,6 +31,7 @@ from journal.indexing._proposals import (
     proposals_of,
     propose,
     propose_again,
+    propose_again_after,
     propose_all,
     propose_group,
 )
@@ -161,7 +162,7 @@ class Index(Database):
         """Remove one entry's rows (or its tombstone's) inside an open transaction."""
         conn.execute("DELETE FROM tombstones WHERE id = ?", (entry_id,))
         conn.execute("DELETE FROM untrusted WHERE id = ?", (entry_id,))
-        forget_proposals(conn, entry_id)
+        touched = forget_proposals(conn, entry_id)
         row = conn.execute("SELECT rowid, agent FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             return
@@ -177,6 +178,7 @@ class Index(Database):
             self.bump_vectors_epoch(conn)
         conn.execute("DELETE FROM links WHERE src = ?", (entry_id,))
         conn.execute("DELETE FROM supersessions WHERE src = ?", (entry_id,))
+        propose_again_after(conn, touched)  # the entries after it propose what a rebuild without it makes
 
     def rebuild(
         self,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import unicodedata
 from pathlib import Path
+
+import pytest
 
 from journal import Journal
 from journal.encoding import Encoder
@@ -16,7 +19,7 @@ from journal.indexing import (
     MEANING_THRESHOLD,
     PROPOSAL_THRESHOLD,
 )
-from journal.indexing._proposals import similarity, stems, words
+from journal.indexing._proposals import asks, similarity, states_change, stems, subjects, words
 from tests._support import place_entries
 from tests.journal._proposal_entries import AGAIN, NEW, OLD, OTHER, add, conversation
 
@@ -178,6 +181,75 @@ def test_a_question_updates_nothing_but_may_be_outdated_itself(journal: Journal)
     assert _pairs(journal) == [(question.id, new.id)]
     journal.reindex()
     assert _pairs(journal) == [(question.id, new.id)]
+
+
+_ASKING = "Is the studio in Shibuya still leaking from the skylight when it storms"
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "\uff1f",  # a full-width question mark
+        "?!",
+        "?\u2026",  # and an ellipsis
+        "?...",
+        "\u2048",  # one mark for "?!"
+        "? \U0001f914",  # a trailing emoji
+        "? \U0001f937\U0001f3fd\u200d\u2640\ufe0f",  # one with a skin tone, a joiner and a variation selector
+        "?\u300d",  # a closing corner bracket
+        "?\u201d)",  # a closing quote and bracket
+        "?\u200b",  # a zero-width space
+        "?\u00a0\n\t",  # spaces of other kinds
+        "\u061f",  # Arabic's question mark
+        "?**",  # markdown's emphasis
+    ],
+)
+def test_a_question_asks_whatever_form_its_mark_takes_and_whatever_follows_it(journal: Journal, ending: str) -> None:
+    assert asks(_ASKING + ending)
+    add(journal, OLD, "2026-01-10T09:00:00Z")
+    add(journal, "Should I move the studio out of Shibuya, to a boat garage in Kamakura by the beach" + ending, "2026-03-01T09:00:00Z")
+    assert journal.proposals() == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _ASKING + "? No: it moved to Kamakura.",
+        "Moved the studio to Kamakura \U0001f389",
+        "Moved the studio to Kamakura!",
+        "Moved the studio to Kamakura (for good)",
+        "Kept the keycap 1\ufe0f\u20e3",
+        "",
+    ],
+)
+def test_a_statement_ending_in_other_marks_asks_nothing(text: str) -> None:
+    assert not asks(text)
+
+
+def test_words_and_subjects_are_one_however_unicode_writes_them() -> None:
+    """Compatibility forms, case and Latin diacritics are folded as search's tokenizer folds diacritics: one word, one subject."""
+    nfd = unicodedata.normalize("NFD", "caf\u00e9")
+    assert words("\u0130stanbul CAF\u00c9 \uff46\uff55\uff4c\uff4c \ufb01le Stra\u00dfe") == words(f"istanbul {nfd} full file strasse")
+    assert subjects(["Caf\u00e9", "\u0130stanbul"], "\uff2b\uff41\uff4d\uff41\uff4b\uff55\uff52\uff41") == subjects(
+        [nfd, "istanbul"], "kamakura"
+    )
+    assert words("\u65e5\u672c\u8a9e\u306e\u6587") == {"\u65e5\u672c\u8a9e\u306e\u6587"}  # no diacritic to drop, nothing else lost
+
+
+@pytest.mark.parametrize("text", ["The studio is \uff2e\uff4f\uff57 in Kamakura", "Rented in Zushi in\ufb06ead", "MOVED to Zushi"])
+def test_a_change_is_told_in_whatever_unicode_form_its_words_take(text: str) -> None:
+    """Auto-accept's reading of "something changed" folds letters as pairing does: full-width, compatibility and case forms."""
+    assert states_change(text)
+
+
+def test_an_update_written_in_another_unicode_form_is_proposed(journal: Journal) -> None:
+    """A tag and words composed one way by one writer and another way by the next are the same subject and words."""
+    nfd = unicodedata.normalize("NFD", "Caf\u00e9")
+    old = add(journal, "Caf\u00e9 Roux on \u0130stiklal opens at nine; the espresso is three lira.", "2026-01-10T09:00:00Z",
+              theme="caf\u00e9", tags=("Caf\u00e9",))
+    new = add(journal, f"{nfd} Roux on istiklal moved: it opens at ten now, espresso costs five lira, and the terrace shut for winter repairs.",
+              "2026-04-20T09:00:00Z", theme="caf\u00e9", tags=(nfd.casefold(),))
+    assert _pairs(journal) == [(old.id, new.id)]
 
 
 def test_a_shared_focus_is_a_subject(journal: Journal) -> None:
