@@ -37,6 +37,7 @@ class GroupWrites:
         self._pool: ThreadPoolExecutor | None = None
         self._writes: list[Future[PendingEntry]] = []
         self._days: dict[str, int] = {}  # "YYYY/MM/DD" -> a descriptor of that day's directory, this group's own
+        self._names: dict[str, set[str]] = {}  # "YYYY/MM/DD" -> the names in that day's directory when it was opened
         self._taken = False
 
     def __enter__(self) -> GroupWrites:
@@ -56,22 +57,20 @@ class GroupWrites:
         dir_fd = self._days.get(day)
         if dir_fd is None:  # opened here, in the checking thread: the store's record of directories it made is not the helpers' to touch
             dir_fd = self._days[day] = self._store.open_day_dir(rel_path)
+            # Listed once: no name is given in it until the group publishes these files, under the writer lock.
+            self._names[day] = set(os.listdir(dir_fd))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=_WRITE_THREADS, thread_name_prefix="journal-write")
         self._writes.append(self._pool.submit(self._store.write_temp, entry, durable=False, dir_fd=dir_fd))
 
     def named(self, rel_path: str) -> bool:
-        """Whether anything is named *rel_path* in the entries directory (as :func:`os.path.lexists` answers), looked up
-        through this group's descriptor of its day directory when it holds one: no walk down the path for each entry."""
+        """Whether anything is named *rel_path* in the entries directory (as :func:`os.path.lexists` answers): in a day
+        directory this group holds open, from its listing (a look-up of each name waited on the helpers making their files there)."""
         day, name = rel_path.rsplit("/", 1)
-        dir_fd = self._days.get(day)
-        if dir_fd is None:
+        names = self._names.get(day)
+        if names is None:
             return os.path.lexists(self._store.entries_dir / rel_path)
-        try:
-            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except (OSError, ValueError):
-            return False
-        return True
+        return name in names
 
     def pending(self) -> list[PendingEntry]:
         """Every file handed over, once all are written, in the order handed over; they are the caller's to publish or discard.
@@ -97,6 +96,7 @@ class GroupWrites:
             with contextlib.suppress(OSError):
                 os.close(dir_fd)
         self._days = {}
+        self._names = {}
 
 
 def _discard(store: EntryStore, pending: Iterable[PendingEntry]) -> None:
