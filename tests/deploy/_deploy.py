@@ -106,9 +106,14 @@ def entries(system: LiveSystem, agent: str) -> list[dict[str, Any]]:
     return listed
 
 
-def status_of_the_journal(system: LiveSystem, output: str) -> dict[str, Any]:
-    """The README's check: `journalctl -u ghostrunner -u 'ghostrunner-run-*' -o OUTPUT | ghostrunner status --json`."""
-    piped = system.sh(f"journalctl -u ghostrunner -u 'ghostrunner-run-*' -o {output} | {GHOSTRUNNER} status --config {CONFIG} --json",
+def status_of_the_journal(system: LiveSystem, output: str, now: str | None = None) -> dict[str, Any]:
+    """The README's check: `journalctl -u ghostrunner -u 'ghostrunner-run-*' -o OUTPUT | ghostrunner status --json`.
+
+    *now*: judged as of that ISO 8601 time (``--now``); readings compared with each other take one, since a pair's due
+    slot moves with the clock (every minute for a schedule of every minute).
+    """
+    as_of = f" --now {now}" if now else ""
+    piped = system.sh(f"journalctl -u ghostrunner -u 'ghostrunner-run-*' -o {output} | {GHOSTRUNNER} status --config {CONFIG} --json{as_of}",
                       check=False)
     report = json.loads(piped.stdout)
     assert isinstance(report, dict), piped
