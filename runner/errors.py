@@ -97,7 +97,7 @@ class ConfigError(RunnerError, ValueError):
 
 
 class NoScheduledTimeError(RunnerError, LookupError):
-    """A routine's schedule has no time at or before the one a run was asked for (within the five years searched).
+    """A routine's schedule has no time at or before the one a run was asked for.
 
     Attributes:
         routine: the routine's name.
@@ -111,7 +111,7 @@ class NoScheduledTimeError(RunnerError, LookupError):
         self.routine = routine
         self.schedule = schedule
         self.at = at
-        super().__init__(f"routine {routine!r} ({schedule}) has no scheduled time in the five years before {at.isoformat()}")
+        super().__init__(f"routine {routine!r} ({schedule}) has no scheduled time at or before {at.isoformat()}")
 
 
 class BackendError(RunnerError):

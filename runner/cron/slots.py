@@ -44,7 +44,7 @@ import bisect
 import calendar
 import functools
 from collections.abc import Iterator
-from datetime import MAXYEAR, UTC, date, datetime, timedelta, tzinfo
+from datetime import MAXYEAR, MINYEAR, UTC, date, datetime, timedelta, tzinfo
 from typing import Any, Final
 
 from apscheduler.triggers.base import BaseTrigger
@@ -73,11 +73,11 @@ __all__ = [
 EARLIEST_TIME: Final = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST_TIME: Final = datetime(9000, 1, 1, tzinfo=UTC)
 
-#: How far back :func:`latest_fire_time` looks without a ``not_before``.
-_LOOKBACK_DAYS: Final = 5 * 366
-#: How far ahead the next fire is searched: a valid schedule's next date (29 February on a
-#: Monday, say) comes within 40 years, whichever century boundary lies between.
-_HORIZON_DAYS: Final = 50 * 366
+#: How far back :func:`latest_fire_time` looks without a ``not_before``, and how far ahead the next fire is
+#: searched. A valid schedule fires at least once in any 40 years: its rarest date, 29 February on one
+#: weekday, can go 14,609 days without coming (a Tuesday on 2084-02-29, the next on 2124-02-29, since 2100
+#: has no leap day); every other date recurs sooner. So its previous and its next fire are always found.
+_REACH_DAYS: Final = 50 * 366
 #: One whole 28-year cycle of the calendar without a skipped leap year: every combination
 #: of month, day and weekday that can ever occur occurs in it.
 _CYCLE: Final = (date(2001, 1, 1), date(2029, 1, 1))
@@ -201,7 +201,7 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
             cached = self._cache[day] = (tuple(instants), tuple(fires))
         return cached
 
-    def after(self, moment: datetime, *, days: int = _HORIZON_DAYS) -> Iterator[datetime]:
+    def after(self, moment: datetime, *, days: int = _REACH_DAYS) -> Iterator[datetime]:
         """Fire times at or after *moment* (aware), ascending, each instant once, for up to *days* days."""
         since = _utc(moment)
         # A day's skipped times may fire on the next day (a gap over midnight): start a day early.
@@ -223,17 +223,25 @@ class CronSchedule(BaseTrigger):  # type: ignore[misc]  # APScheduler 3.x ships 
             remaining -= 1
             day += _ONE_DAY
 
-    def before(self, moment: datetime, *, days: int = _LOOKBACK_DAYS) -> Iterator[datetime]:
+    def before(self, moment: datetime, *, days: int = _REACH_DAYS) -> Iterator[datetime]:
         """Fire times at or before *moment* (aware), descending, each instant once, for up to *days* days back."""
         until = _utc(moment)
         day = until.astimezone(self.timezone).date() + _ONE_DAY
         last: datetime | None = None
-        for _ in range(days + 2):
-            instants, fires = self._day(day)
-            for position in range(bisect.bisect_right(instants, until) - 1, -1, -1):
-                if instants[position] != last:
-                    last = instants[position]
-                    yield fires[position]
+        remaining = days + 2
+        while remaining > 0:
+            if day.month not in self._months and day.year > MINYEAR:  # no fire in this month: on to the previous one's last day
+                previous = day.replace(day=1) - _ONE_DAY
+                remaining -= (day - previous).days
+                day = previous
+                continue
+            if self.is_due_on(day):  # a day that names no time has no fires: not resolved
+                instants, fires = self._day(day)
+                for position in range(bisect.bisect_right(instants, until) - 1, -1, -1):
+                    if instants[position] != last:
+                        last = instants[position]
+                        yield fires[position]
+            remaining -= 1
             day -= _ONE_DAY
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
@@ -318,13 +326,15 @@ def latest_fire_time(trigger: CronSchedule, at: datetime, *, not_before: datetim
     """The most recent fire time of *trigger* at or before the instant *at* (optionally not before *not_before*).
 
     The result is never after *at*, also in the repeated hour of a fall-back
-    change. Returns None when there is none in the window (or within five years).
+    change. Returns None when there is none in the window. Without *not_before* the window reaches back
+    further than a valid schedule ever goes without a fire, so its latest fire is always found,
+    however long ago (``0 0 29 2 1`` at the end of 2026: 2016-02-29).
 
     Raises:
         ValueError: a naive *at* or *not_before*.
     """
     floor = None if not_before is None else _utc(not_before)
-    days = _LOOKBACK_DAYS if floor is None else max(0, (_utc(at) - floor).days) + 1
+    days = _REACH_DAYS if floor is None else max(0, (_utc(at) - floor).days) + 1
     for moment in trigger.before(at, days=days):
         if floor is not None and moment.astimezone(UTC) < floor:
             return None

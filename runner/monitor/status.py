@@ -33,6 +33,10 @@ schedules. A pair is
   covers the due slot, and a dry run (``dry_run``) is no run of its slot at
   all, since it appends nothing (unless it found the slot's entry: ``duplicate``).
 
+The due slot is found however far back it lies (a schedule's fires are at most 40 years apart:
+``0 0 29 2 1`` fired on 2016-02-29 and next fires in 2044), so a rare schedule's missing slot is
+never ``ok`` for want of a due slot.
+
 Times are on the schedule's clock (:attr:`RunRecord.on_clock`): a simulated
 run is judged at its scheduled time on the simulation's virtual clock, never
 at the wall-clock time its line was written. A slot is due *grace* after it

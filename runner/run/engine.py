@@ -546,7 +546,7 @@ def run_at(
 
     Raises:
         UnknownNameError: *agent* is not configured, or does not run *routine*.
-        NoScheduledTimeError: the routine's schedule has no time in the five years before *at*.
+        NoScheduledTimeError: the routine's schedule has no time at or before *at*.
         RunInterrupted: as in :func:`run_slot`.
 
     A paused pair is ``skipped`` (reason ``paused``) before its journal or backend is touched; so is a slot

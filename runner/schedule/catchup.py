@@ -140,7 +140,8 @@ def _unwritten_fires(routine: Routine, config: RunnerConfig, now: datetime, afte
     latest_slot = None if after is None else slot_for(after, routine.slot, tz)
     fires: list[datetime] = []
     older = 0
-    for fire in trigger.before(now):
+    # Back to the floor, however far: a rare schedule's fire since the latest entry may be decades old.
+    for fire in trigger.before(now, days=max(0, (now.astimezone(UTC) - floor).days) + 1):
         instant = fire.astimezone(UTC)
         if instant < floor or (after is not None and instant <= floor):
             break

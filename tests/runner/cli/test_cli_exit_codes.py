@@ -126,4 +126,4 @@ def test_no_scheduled_time_is_a_usage_error_of_at(monkeypatch: pytest.MonkeyPatc
         signal.signal(signal.SIGTERM, handler)  # run sets its own, which must not outlive the test
     assert result.exit_code == 2
     assert result.stderr == ("ghostrunner: error: Invalid value for --at: routine 'evening' (0 21 * * *) has no scheduled time "
-                             "in the five years before 1970-01-01T00:30:00+00:00\n")
+                             "at or before 1970-01-01T00:30:00+00:00\n")

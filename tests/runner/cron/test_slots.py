@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import calendar
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -37,6 +39,35 @@ def test_latest_fire_time_snaps_a_late_run_to_its_scheduled_slot() -> None:
     assert latest_fire_time(trigger, late) == datetime(2026, 9, 5, 16, 0, tzinfo=BERLIN)
     weekly = cron_trigger(BUILTIN_ROUTINES["digest"].schedule, BERLIN)
     assert latest_fire_time(weekly, datetime(2026, 9, 9, 12, tzinfo=BERLIN)) == datetime(2026, 9, 6, 22, 0, tzinfo=BERLIN)
+
+
+def test_a_fire_years_back_is_the_latest_and_a_fire_decades_ahead_the_next() -> None:
+    """``0 0 29 2 1``, 29 February on a Monday: at the end of 2026 its latest fire is 2016-02-29 and its next 2044-02-29."""
+    trigger = cron_trigger("0 0 29 2 1", BERLIN)
+    now = datetime(2026, 12, 8, tzinfo=UTC)
+    assert latest_fire_time(trigger, now) == datetime(2016, 2, 29, tzinfo=BERLIN)
+    assert next(trigger.after(now)) == datetime(2044, 2, 29, tzinfo=BERLIN)
+
+
+@pytest.mark.parametrize("weekday", range(7))
+def test_29_february_on_each_weekday_finds_its_previous_fire_across_2100(weekday: int) -> None:
+    """29 February on one weekday recurs after up to 40 years (2100 has no leap day): from the eve of each, the one before is
+    the latest fire, as the calendar counts them, in a zone with daylight saving."""
+    zone = ZoneInfo("America/New_York")
+    trigger = cron_trigger(f"30 9 29 2 {weekday}", zone)
+    leap_days = [date(year, 2, 29) for year in range(2000, 2200) if calendar.isleap(year) and date(year, 2, 29).isoweekday() % 7 == weekday]
+    assert max((later - earlier).days for earlier, later in pairwise(leap_days)) > 5 * 366
+    for earlier, later in pairwise(leap_days):
+        eve = datetime.combine(later, time(9, 29), zone)
+        assert latest_fire_time(trigger, eve) == datetime.combine(earlier, time(9, 30), zone), later
+
+
+def test_a_rare_fire_in_a_spring_forward_gap_is_found_years_back() -> None:
+    """``30 2 31 3 0`` names 02:30 of 31 March on a Sunday, Berlin's spring-forward day in 2013 and 2019: from 2019's, before
+    its gap, the latest fire is 2013's, at the gap's end (03:00 CEST), six years back."""
+    trigger = cron_trigger("30 2 31 3 0", BERLIN)
+    assert latest_fire_time(trigger, datetime(2019, 3, 31, 1, 59, tzinfo=BERLIN)) == datetime(2013, 3, 31, 3, 0, tzinfo=BERLIN)
+    assert latest_fire_time(trigger, datetime(2019, 3, 31, 3, 0, tzinfo=BERLIN)) == datetime(2019, 3, 31, 3, 0, tzinfo=BERLIN)
 
 
 def test_cron_day_of_week_follows_standard_cron() -> None:

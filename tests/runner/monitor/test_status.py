@@ -174,3 +174,41 @@ def test_grace_option_moves_the_due_slot(config_path: Path, tmp_path: Path) -> N
     relaxed = ghostrunner("status", "--config", str(config_path), "--log", log, "--now", "2026-09-05T20:05", "--json")
     assert (strict.returncode, relaxed.returncode) == (EXIT_OVERDUE, EXIT_OK)
     assert json.loads(strict.stdout)["grace_seconds"] == 0 and json.loads(relaxed.stdout)["grace_seconds"] == timedelta(minutes=20).total_seconds()
+
+
+LEAP_MONDAY = """
+[routines.leap]
+kind = "note"
+schedule = "0 0 29 2 1"
+slot = "day"
+question = "What stayed with you?"
+prompt = "Write one line."
+
+[agents.motoko]
+persona = "motoko.toml"
+routines = ["leap"]
+"""
+
+
+def test_a_due_slot_a_decade_back_is_never_ok_until_its_own_run_succeeds(tmp_path: Path) -> None:
+    """``0 0 29 2 1`` (29 February on a Monday) last fired 2016-02-29 and next fires in 2044: at the end of 2026 that slot is due.
+    Without its success status is unknown on a log of this week and overdue on one reaching back; `run` snaps to it, and its run is ok."""
+    config = str(write_config(tmp_path, LEAP_MONDAY, runner='timezone = "Europe/Berlin"\n'))
+    now = "2026-12-08T12:00:00+00:00"
+
+    def status(text: str) -> tuple[int, dict]:
+        told = ghostrunner("status", "--config", config, "--now", now, "--json", "--log", str(_write(tmp_path, text)))
+        return told.returncode, json.loads(told.stdout)
+
+    def started(timestamp: str) -> str:
+        return json.dumps({"event": "scheduler.started", "level": "info", "timestamp": timestamp, "agents": ["motoko"]}) + "\n"
+
+    for first, code, state in (("2026-12-01T00:00:00Z", EXIT_UNKNOWN, "unknown"), ("2016-01-01T00:00:00Z", EXIT_OVERDUE, "overdue")):
+        returncode, report = status(started(first))
+        assert (returncode, [(p["state"], p["due_slot"], p["due"]) for p in report["pairs"]]) == (
+            code, [(state, "2016-02-29", "2016-02-29T00:00:00+01:00")])
+    run = ghostrunner("run", "leap", "--agent", "motoko", "--config", config, "--at", now, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.splitlines()[-1])["slot"] == "2016-02-29"
+    returncode, report = status(started("2016-01-01T00:00:00Z") + run.stderr)
+    assert (returncode, report["pairs"][0]["state"], report["pairs"][0]["last_success"]["slot"]) == (EXIT_OK, "ok", "2016-02-29")

@@ -242,3 +242,18 @@ def test_catchup_defaults(tmp_path: Path) -> None:
     """Without the options, one slot per pair is caught up, spread over five minutes."""
     config = load_config(write_config(tmp_path, SIMPLE_AGENT, runner='catchup_spread = "5m"\n'))
     assert (config.catchup_max, config.catchup_spread) == (1, timedelta(minutes=5))
+
+
+def test_a_downtime_decades_long_records_every_missed_fire_of_a_rare_schedule(tmp_path: Path) -> None:
+    """Serve starting at the end of 2026 after entries of 29 February 1988 and 1972: 2016-02-29 of ``0 0 29 2 1`` (a Monday, with
+    none between) is missed, and so is every 29 February since 1972 of ``0 9 29 2 *``, however far back they are."""
+    body = "".join(f'[routines.{name}]\nkind = "note"\nschedule = "{schedule}"\nslot = "day"\nquestion = "q?"\nprompt = "p"\n\n'
+                   for name, schedule in (("leap", "0 0 29 2 1"), ("yearly", "0 9 29 2 *")))
+    body += '[agents.motoko]\npersona = "motoko.toml"\nroutines = ["leap"]\n[agents.batou]\npersona = "motoko.toml"\nroutines = ["yearly"]\n'
+    config = load_config(write_config(tmp_path, body, runner='timezone = "Europe/Berlin"\n'))
+    simulate(config, ["motoko"], datetime(1988, 2, 28, tzinfo=UTC), datetime(1988, 3, 1, tzinfo=UTC))
+    simulate(config, ["batou"], datetime(1972, 2, 28, tzinfo=UTC), datetime(1972, 3, 1, tzinfo=UTC))
+    plan = plan_catchup(config, datetime(2026, 12, 8, tzinfo=UTC))
+    assert plan.runs == []
+    assert _slots(plan.missed, "leap", "downtime") == ["2016-02-29"]
+    assert _slots(plan.missed, "yearly", "downtime") == [f"{year}-02-29" for year in range(1976, 2025, 4)]
