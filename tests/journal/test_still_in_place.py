@@ -214,3 +214,31 @@ def test_reopened_opens_the_journal_now_at_the_path_as_the_old_one_was_opened(ro
         with pytest.raises(JournalNotFoundError, match="no journal at"):
             journal.reopened()
         assert not root.exists()  # never created
+
+
+_APPEND_AFTER_THE_MOVE = """
+import json, sys
+from pathlib import Path
+from journal import Journal, JournalNotFoundError
+root = Path(sys.argv[1])
+journal = Journal(root, writable=True)
+journal.search("harbor")
+root.rename(root.with_name("moved"))
+try:
+    journal.append({"kind": "note", "agent": "motoko", "theme": "ferry", "voice": "The night ferry."})
+except JournalNotFoundError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_an_append_through_a_journal_moved_away_says_no_journal_is_there(root: Path, make_payload: Payload) -> None:
+    """It stopped at once with the error, rather than trying for ever to make the write counter in a directory that is gone."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="before"))
+    done = subprocess.run(
+        [sys.executable, "-c", _APPEND_AFTER_THE_MOVE, str(root)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout).startswith(f"no journal at {str(root)!r}")
+    with Journal(root.with_name("moved"), create=False) as moved:
+        assert [entry.client_key for entry in moved.list()] == ["before"]
