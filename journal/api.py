@@ -172,6 +172,17 @@ class Journal:
     ) -> None:
         self.root = Path(root)
         self._redactor = make_redactor(redact, redact_patterns)
+        # How this journal was opened, for :meth:`reopened` (the encoder is passed on as it is, never loaded again).
+        self._options: dict[str, Any] = {
+            "enable_nn": enable_nn,
+            "lock_timeout": lock_timeout,
+            "on_progress": on_progress,
+            "writable": writable,
+            "repair_index": repair_index,
+            "redact": redact,
+            "redact_patterns": redact_patterns,
+            "reranker": reranker,
+        }
         with undone_on_failure(self.root):
             if encoder is not None and not enable_nn:
                 raise ValueError("encoder= is used only with enable_nn=True")
@@ -250,6 +261,18 @@ class Journal:
         them from the first write or catch-up that opens them. Changes nothing; never raises.
         """
         return self._keeper.in_place()
+
+    def reopened(self) -> Journal:
+        """A new Journal at this one's path, opened as this one was: the same options, and this one's encoder (not loaded again).
+
+        For a process that keeps a journal open and finds it no longer :meth:`still_in_place`; this one stays open
+        (close it once no call uses it). Never creates a journal.
+
+        Raises:
+            JournalNotFoundError: the path holds no journal now (it was moved away and nothing put in its place).
+            JournalStorageError, ManifestError, UnsafePathError: as ``Journal(...)`` raises them.
+        """
+        return Journal(self.root, create=False, encoder=self.encoder, **self._options)
 
     def __enter__(self) -> Self:
         return self

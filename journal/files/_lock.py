@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from journal.errors import LockTimeoutError
+from journal.errors import JournalNotFoundError, LockTimeoutError
 from journal.files._safefs import FILE_MODE, Owner, open_regular, take_ownership
 
 __all__ = ["WriteLock", "current_boot_id"]
@@ -96,9 +96,12 @@ class WriteLock:
             os.close(self._counter_fd)
             self._counter_fd = None
         if self._counter_fd is None:
-            self._counter_fd = open_regular(
-                self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
-            )
+            try:
+                self._counter_fd = open_regular(
+                    self.counter_path, os.O_RDWR, "the write counter entries/.generation", create=True, owner=self._owner
+                )
+            except FileNotFoundError:  # no entries/ to make it in: the journal was moved away or removed under this object
+                raise JournalNotFoundError(self.path.parent) from None
         return self._counter_fd
 
     def hold(self) -> None:

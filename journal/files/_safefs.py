@@ -133,7 +133,8 @@ def open_regular(path: Path | str, flags: int, what: str, *, create: bool = Fals
 
     Raises:
         UnsafePathError: a symlink, FIFO, device, socket or directory is at *path*.
-        FileNotFoundError: nothing is at *path* and *create* is false.
+        FileNotFoundError: nothing is at *path* and *create* is false, or the directory to create it in is gone (at once:
+            trying again would only spin for as long as it is gone).
     """
     safe = flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     shown = path if dir_fd is None else what
@@ -156,13 +157,12 @@ def open_regular(path: Path | str, flags: int, what: str, *, create: bool = Fals
                     fd = os.open(path, safe | os.O_CREAT | os.O_EXCL, FILE_MODE, dir_fd=dir_fd)
                     created = True
                 except FileExistsError:
-                    fd = os.open(path, safe, dir_fd=dir_fd)
+                    try:
+                        fd = os.open(path, safe, dir_fd=dir_fd)
+                    except FileNotFoundError:
+                        continue  # removed between the two opens: try again
             else:
                 fd = os.open(path, safe, dir_fd=dir_fd)
-        except FileNotFoundError:
-            if create:
-                continue  # removed between the two opens: try again
-            raise
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise UnsafePathError(shown, f"{what} is a symlink; the journal never follows links, move it away") from None

@@ -77,6 +77,7 @@ class Handlers:
         self.tools = tools
         self.log = log
         self._calls = itertools.count(1)
+        tools.on_reopened = lambda journal: log.info("mcp.reopened", root=str(journal.root), journal_id=journal.manifest.journal_id)
 
     async def list_tools(self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(

@@ -4,6 +4,12 @@ Nothing here knows the protocol: :mod:`journal.mcp.server` turns a :class:`ToolR
 into a tool result and a ``ValueError`` or :class:`~journal.errors.JournalError` into
 an error result (``isError``) with the exception's message, which names the argument.
 
+The journal a call uses is the one at the server's path: before each call (a few
+``stat()`` calls), a journal moved away or replaced under the server (a restore of the
+directory or of what is in it) is opened anew at its path, never read or written
+through the old one's handles; a path that holds no journal then makes the call an
+error, and the server answers the next call (the journal may be put back).
+
 Scope is enforced here, never left to the client: on a server started for one agent,
 every read passes that agent to the journal (so ids, scores and snippets come only
 from its entries), an argument naming another agent is refused, and an append is
@@ -14,18 +20,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from journal.api import Journal
+from journal.errors import JournalClosedError, JournalNotFoundError
 from journal.files import json_type_name, show_value
 from journal.files.entry import Entry, check_text_arguments, with_origin
 from journal.frame import local_zone, parse_time_input, zone_name
 from journal.mcp._schemas import append_input, decide_input, entry_schema, erase_input, read_inputs, result_schemas
 
 __all__ = ["NEWEST", "ToolResult", "ToolSpec", "Tools"]
+
+T = TypeVar("T")
 
 #: How many entries the newest-entries resource holds.
 NEWEST: Final = 20
@@ -170,6 +180,9 @@ class Tools:
     """The tools of one server: a journal, the agent it serves (None: every agent) and whether it may append.
 
     :meth:`call` runs in a worker thread; the Journal serializes concurrent calls itself.
+
+    Attributes:
+        on_reopened: called with the journal opened anew, after one that was no longer in place (see the module).
     """
 
     def __init__(self, journal: Journal, *, agent: str | None, is_read_only: bool, allow_erase: bool = False) -> None:
@@ -178,6 +191,8 @@ class Tools:
                 f"--agent must be 1-64 letters, digits, '_', '.', '@' or '-', starting with a letter or digit, got {show_value(agent)}"
             )
         self.journal = journal
+        self.on_reopened: Callable[[Journal], None] = lambda _journal: None
+        self._reopening = threading.Lock()
         self.agent = agent
         self.is_read_only = is_read_only
         outputs = result_schemas(agent)
@@ -192,8 +207,38 @@ class Tools:
             name: ToolSpec(name, _DESCRIPTIONS[name], schema, outputs[name], name not in _WRITES) for name, schema in inputs.items()
         }
 
+    def in_place(self) -> Journal:
+        """The journal at the server's path: the one open, or, when it is no longer in place, that path's journal opened now.
+
+        Raises:
+            JournalNotFoundError: the journal was moved away or replaced, and the path holds none now.
+            JournalError: the journal now at the path cannot be opened (as ``Journal(...)`` raises).
+        """
+        with self._reopening:  # one reopen for calls that find it moved at once
+            journal = self.journal
+            if journal.still_in_place():
+                return journal
+            try:
+                fresh = journal.reopened()
+            except JournalNotFoundError:
+                raise JournalNotFoundError(journal.root, "the journal this server opened was moved away or replaced since") from None
+            self.journal = fresh
+        journal.close()  # waits for the calls still running on it; one that had not begun finds it closed and runs again on *fresh*
+        self.on_reopened(fresh)
+        return fresh
+
+    def _on_journal(self, use: Callable[[Journal], T]) -> T:
+        """*use* the journal at the server's path; again on the journal opened anew when another call closed it before *use* began."""
+        journal = self.in_place()
+        try:
+            return use(journal)
+        except JournalClosedError:
+            if self.journal is journal:
+                raise
+            return use(self.in_place())  # closed before it began: nothing of this call was done on it
+
     def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """Run tool *name* (one of :attr:`specs`) with *arguments*.
+        """Run tool *name* (one of :attr:`specs`) with *arguments*, on the journal at the server's path (see :meth:`in_place`).
 
         Raises:
             ValueError: an argument is unknown, missing, of the wrong type or out of range, or names another agent.
@@ -205,7 +250,9 @@ class Tools:
             args.update({key: self._time(key, args[key]) for key in _TIME_ARGUMENTS if isinstance(args.get(key), str)})
         if self.agent is not None:
             args["agent"] = self.agent
-        journal = self.journal
+        return self._on_journal(lambda journal: self._run(journal, name, dict(args)))
+
+    def _run(self, journal: Journal, name: str, args: dict[str, Any]) -> ToolResult:
         match name:
             case "journal_search":
                 hits = journal.search(args.pop("query"), **args)
@@ -263,8 +310,8 @@ class Tools:
 
     def newest(self) -> list[Entry]:
         """The newest entries in scope, for the newest-entries resource."""
-        return self.journal.list(agent=self.agent, limit=NEWEST)
+        return self._on_journal(lambda journal: journal.list(agent=self.agent, limit=NEWEST))
 
     def entry(self, entry_id: str) -> Entry:
         """One entry in scope, for the entry resource; another agent's id is not found, exactly like a missing one."""
-        return self.journal.get(entry_id, agent=self.agent)
+        return self._on_journal(lambda journal: journal.get(entry_id, agent=self.agent))

@@ -11,6 +11,7 @@ The protocol owns stdout; the server's logs are JSON lines on stderr:
 mcp.started            pid, root, agent, read_only, nn, tools
 mcp.tool.started       call, tool
 mcp.tool.finished      call, tool, outcome (ok | error), duration_ms, error
+mcp.reopened           root, journal_id (the journal at the path, opened anew: see journal.mcp._tools)
 mcp.stopping           reason (SIGTERM | SIGINT)
 mcp.stopped            reason (eof | SIGTERM | SIGINT | transport), error
 =====================  ======================================================

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from journal import Journal
+from journal import Journal, JournalNotFoundError
 
 Payload = Callable[..., dict[str, Any]]
 
@@ -194,3 +194,51 @@ def test_a_journal_in_a_forked_child_is_not_in_place_there(root: Path) -> None:
         os.waitpid(pid, 0)
         assert answer == b"0"
         assert journal.still_in_place()
+
+
+def test_reopened_opens_the_journal_now_at_the_path_as_the_old_one_was_opened(root: Path, tmp_path: Path, make_payload: Payload) -> None:
+    """After a restore, the journal reopened is the one at the path, redacting as the first was told to; with none there, it says so."""
+    backup = tmp_path / "backup"
+    secret = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+    with Journal(root, writable=True, redact="off") as journal:
+        journal.append(make_payload(client_key="before-the-backup"))
+        _backup(root, backup)
+        journal.append(make_payload(client_key="after-the-backup"))
+        _directory_restored(root, backup)
+        with journal.reopened() as again:
+            assert again.still_in_place() and not journal.still_in_place()
+            stored = again.append(make_payload(client_key="after-the-restore", voice=f"The key was {secret}."))
+            assert stored.voice == f"The key was {secret}."  # redact="off", as the first open said
+            assert {entry.client_key for entry in again.list()} == {"before-the-backup", "after-the-restore"}
+        root.rename(tmp_path / "away")
+        with pytest.raises(JournalNotFoundError, match="no journal at"):
+            journal.reopened()
+        assert not root.exists()  # never created
+
+
+_APPEND_AFTER_THE_MOVE = """
+import json, sys
+from pathlib import Path
+from journal import Journal, JournalNotFoundError
+root = Path(sys.argv[1])
+journal = Journal(root, writable=True)
+journal.search("harbor")
+root.rename(root.with_name("moved"))
+try:
+    journal.append({"kind": "note", "agent": "motoko", "theme": "ferry", "voice": "The night ferry."})
+except JournalNotFoundError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_an_append_through_a_journal_moved_away_says_no_journal_is_there(root: Path, make_payload: Payload) -> None:
+    """It stopped at once with the error, rather than trying for ever to make the write counter in a directory that is gone."""
+    with Journal(root) as journal:
+        journal.append(make_payload(client_key="before"))
+    done = subprocess.run(
+        [sys.executable, "-c", _APPEND_AFTER_THE_MOVE, str(root)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout).startswith(f"no journal at {str(root)!r}")
+    with Journal(root.with_name("moved"), create=False) as moved:
+        assert [entry.client_key for entry in moved.list()] == ["before"]
