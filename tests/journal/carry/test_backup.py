@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -106,3 +107,39 @@ def test_a_backup_into_a_directory_that_is_not_there_says_to_create_it(tmp_path:
     assert done.returncode == 74 and done.stderr.count("\n") == 1, done.stderr
     assert "create that directory first" in done.stderr and "dmesg" not in done.stderr, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "journal"]
+
+
+def _copy_in(source: Path, target: Path, how: str) -> None:
+    """Copy every file of *source* over *target*, deleting nothing there: as ``cp -a``, ``shutil.copytree`` or rsync (a new file renamed over the old) would."""
+    if how == "cp -a":
+        subprocess.run(["cp", "-a", f"{source}/.", str(target)], check=True, timeout=60)
+    elif how == "copytree":
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    else:
+        for directory, _, names in os.walk(source):
+            into = target / Path(directory).relative_to(source)
+            into.mkdir(exist_ok=True)
+            for name in names:
+                temporary = into / f".{name}.copying"
+                shutil.copy2(Path(directory) / name, temporary)
+                os.replace(temporary, into / name)
+            shutil.copystat(directory, into)
+
+
+@pytest.mark.parametrize("how", ["cp -a", "copytree", "renamed"])
+def test_a_backup_copied_in_over_the_live_journal_never_hides_a_newer_entry_or_stores_its_key_twice(tmp_path: Path, how: str) -> None:
+    """A backup's files copied over the journal it was taken of, after newer appends and without deleting anything: the next open
+    lists the newer entries, and retrying one's client_key returns it rather than storing a second entry."""
+    root = tmp_path / "j"
+    with Journal(root) as journal:
+        for n in range(3):
+            journal.append(_payload(n))
+        assert journal.backup(tmp_path / "copy").verify.is_clean
+        newer = journal.append(_payload(3))
+        journal.append(_payload(4))
+    _copy_in(tmp_path / "copy", root, how)
+    with Journal(root) as journal:
+        assert len(journal.list(limit=100)) == 5
+        again = journal.append_with_result(_payload(3))
+        assert again.is_duplicate and again.entry.id == newer.id
+    assert len(entry_files(root)) == 5
