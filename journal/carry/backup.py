@@ -14,6 +14,7 @@ no restore command exists: use the copy, or copy it back.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from journal.errors import EntryFileError, JournalError, JournalStorageError, OutputPathError, UnsafePathError
-from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key
+from journal.files import DIR_MODE, ERASE_KEY_FILE, FILE_MODE, check_dir, fsync_directory, load_erase_key, stamp_of
 from journal.files.store import ScanProblem
 from journal.frame.outfile import claim_partial_directory, hold_stops, output_fix, refuse_inside_journals, release_stops
 from journal.indexing import copy_index
@@ -84,6 +85,12 @@ def _write(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def _write_counter(path: Path, generation: int) -> str:
+    """Write the copy's write counter at *generation*; its stamp, which the copy's index records (see journal.files._lock)."""
+    _write(path, str(generation).rjust(_COUNTER_WIDTH).encode("ascii"))
+    return stamp_of(os.stat(path, follow_symlinks=False))
+
+
 def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport]) -> BackupReport:
     """Copy the journal to *out* (see :meth:`journal.Journal.backup`); *verify* checks the copy and returns its report."""
     _check_target(out, keeper.root)
@@ -122,8 +129,9 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
         with keeper.lock:
             keeper.sync_locked()  # the index holds every file published so far
             paths = [item for item in keeper.store.scan() if not isinstance(item, ScanProblem)]
-            generation = copy_index(keeper.index, work / "index" / "journal.sqlite3")
-        _write(work / "entries" / ".generation", str(generation).rjust(_COUNTER_WIDTH).encode("ascii"))
+            copy_index(
+                keeper.index, work / "index" / "journal.sqlite3", functools.partial(_write_counter, work / "entries" / ".generation")
+            )
         made: set[Path] = set()
         for rel_path in paths:
             target = work / "entries" / rel_path

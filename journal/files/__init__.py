@@ -7,7 +7,7 @@ lock, safe paths, durable fsync and output files, and what opening a directory r
 from journal.files._forking import watch_for_fork
 from journal.files._fsync import fsync_directory
 from journal.files._json import json_depth_exceeds, json_type_name, show_value
-from journal.files._lock import WriteLock, current_boot_id
+from journal.files._lock import WriteLock, current_boot_id, stamp_of
 from journal.files._manifest import Manifest, create_manifest, holds_journal_manifest, load_manifest
 from journal.files._opening import ensure_dir, may_fall_back, undone_on_failure
 from journal.files._redaction import REDACT_MODES, Redactor, make_redactor
@@ -58,6 +58,7 @@ __all__ = [
     "require_object",
     "scratch_errors",
     "show_value",
+    "stamp_of",
     "storage_error",
     "storage_errors",
     "take_ownership",

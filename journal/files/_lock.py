@@ -11,6 +11,14 @@ copy then brought back a matching pair and hid every append made since; a
 restore of ``index/`` never touches ``entries/``. (An old journal's counter is
 read from the lock file once, so the new counter continues above it.)
 
+A count alone can be put back, though: a backup's files copied over the live
+journal bring an index and a counter that agree with each other and know
+nothing of the entries appended since. So the index records the counter
+file's *stamp* beside its count: its inode and change time (ctime), which
+only the kernel sets. Any copy over the counter (``cp``, rsync, an unpacked
+archive) gives it a new ctime, whatever bytes and mtime it copies, and the
+index no longer matches.
+
 A killed process loses nothing that it wrote to the page cache, so within one
 boot of the machine the counter needs no fsync. Only a power loss or kernel
 crash can drop it, and both end the boot: the index records the boot id of
@@ -33,7 +41,7 @@ from typing import Self
 from journal.errors import JournalNotFoundError, LockTimeoutError
 from journal.files._safefs import FILE_MODE, Owner, open_regular, take_ownership
 
-__all__ = ["WriteLock", "current_boot_id"]
+__all__ = ["WriteLock", "current_boot_id", "stamp_of"]
 
 _WIDTH = 20  # decimal digits of the generation counter
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -45,6 +53,11 @@ def current_boot_id() -> str | None:
         return _BOOT_ID.read_text("ascii").strip() or None
     except OSError:
         return None
+
+
+def stamp_of(status: os.stat_result) -> str:
+    """A counter file's stamp (see above): its inode and change time, as the index records them."""
+    return f"{status.st_ino}:{status.st_ctime_ns}"
 
 
 class WriteLock:
@@ -216,6 +229,14 @@ class WriteLock:
         """
         fd = self._open_counter()
         return 0 if fd is None else _parse(os.pread(fd, _WIDTH, 0))
+
+    def stamp(self) -> str:
+        """The counter file's stamp (its inode and change time, see :func:`stamp_of`); "" while there is no counter.
+
+        Every bump changes it, so the index records it with the generation of the same write.
+        """
+        fd = self._open_counter()
+        return "" if fd is None else stamp_of(os.fstat(fd))
 
     def bump_generation(self, *, durable: bool = True) -> int:
         """Increase the generation, fsynced if *durable*; only while holding the lock."""

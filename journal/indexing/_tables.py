@@ -225,7 +225,8 @@ WHOLE_JOURNAL: Final = Window()
 class IndexState:
     """The index's bookkeeping: its table version and how far it has caught up.
 
-    ``generation`` is the writer lock's counter at the index's last commit;
+    ``generation`` is the writer lock's counter at the index's last commit,
+    ``counter`` that counter file's stamp then (its inode and change time);
     ``boot_id`` names the machine boot during which the index last checked
     every file (see :mod:`journal.files._lock`).
     """
@@ -233,6 +234,7 @@ class IndexState:
     schema_version: int
     generation: int
     boot_id: str
+    counter: str = ""
 
 
 @dataclass(frozen=True, slots=True)

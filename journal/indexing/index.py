@@ -94,13 +94,14 @@ class Index(Database):
                 raise
         if "schema_version" not in rows or "generation" not in rows:
             return None
-        return IndexState(int(rows["schema_version"]), int(rows["generation"]), rows.get("boot_id", ""))
+        return IndexState(int(rows["schema_version"]), int(rows["generation"]), rows.get("boot_id", ""), rows.get("counter", ""))
 
     # -- writing -------------------------------------------------------------------
 
-    def set_generation(self, conn: sqlite3.Connection, generation: int, boot_id: str | None = None) -> None:
-        """Record the write generation (and, after a full check, the boot) the index has caught up with."""
+    def set_generation(self, conn: sqlite3.Connection, generation: int, counter: str, boot_id: str | None = None) -> None:
+        """Record the write generation and the counter file's stamp (and, after a full check, the boot) the index has caught up with."""
         conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('generation', ?)", (str(generation),))
+        conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('counter', ?)", (counter,))
         if boot_id is not None:
             conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('boot_id', ?)", (boot_id,))
 
@@ -184,6 +185,7 @@ class Index(Database):
         self,
         entries: Iterable[tuple[Entry, str]],
         generation: int,
+        counter: str,
         boot_id: str,
         *,
         keep_vectors: bool = True,
@@ -209,7 +211,7 @@ class Index(Database):
                 set_vectors_aside(conn)
             create_tables(conn)
             self.bump_vectors_epoch(conn)
-            self.set_generation(conn, generation, boot_id)
+            self.set_generation(conn, generation, counter, boot_id)
             for entry, rel_path in entries:
                 self.insert_entry(conn, entry, rel_path, None if rowids is None else rowids.get(entry.id), pair=False)
                 count += 1

@@ -24,7 +24,7 @@ import errno
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -338,10 +338,13 @@ def _agent_join(agent: str | None) -> tuple[str, list[Any]]:
     return ("JOIN entries e ON e.rowid = v.entry WHERE e.agent = ?", [agent]) if agent is not None else ("", [])
 
 
-def copy_index(index: Database, target: Path) -> int:
+def copy_index(index: Database, target: Path, counter: Callable[[int], str]) -> int:
     """Copy *index* whole to the new file *target* through SQLite's online backup API; return the generation the copy has caught up with.
 
     Run under the writer lock: the copy is then the index as of that instant.
+    *counter* writes the copy's write counter at that generation and returns
+    the stamp of its file, which the copy records in place of the source
+    counter's (see :mod:`journal.files._lock`), so the copy opens caught up.
     *target* is created here (mode 0600, never over an existing file) and left
     without WAL side files, so it opens as any journal's index does.
 
@@ -354,7 +357,8 @@ def copy_index(index: Database, target: Path) -> int:
     try:
         source.backup(copy)
         copy.execute("PRAGMA journal_mode = WAL")
-        generation = IndexSnapshot(copy).generation()
+        generation = IndexSnapshot(copy).generation() or 0
+        copy.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('counter', ?)", (counter(generation),))
     except sqlite3.Error as exc:
         # The copy's file refused, not the journal's index: name the copy.
         code = _SQLITE_ERRNOS.get(getattr(exc, "sqlite_errorcode", 0) & 0xFF, errno.EIO)
@@ -364,4 +368,4 @@ def copy_index(index: Database, target: Path) -> int:
     with contextlib.suppress(FileNotFoundError):
         for suffix in ("-wal", "-shm"):
             os.unlink(f"{target}{suffix}")
-    return generation or 0
+    return generation

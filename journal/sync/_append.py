@@ -85,6 +85,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], redactor: Redactor |
             # Bumped first, so that even a crash right after the temp write is
             # noticed by the next writer, which then clears the temp file away.
             generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+            counter = keeper.lock.stamp()
             keeper.note_write_begun()
             rel_path = EntryStore.rel_path_for(entry)
 
@@ -93,7 +94,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], redactor: Redactor |
                 if vector is not None:
                     assert semantic is not None  # noqa: S101 - narrows the type: a vector is only computed with a semantic index
                     semantic.insert(conn, entry.id, vector)
-                index.set_generation(conn, generation)
+                index.set_generation(conn, generation, counter)
 
             # The rows are staged while the entry file is fsynced, and
             # committed only once its name exists, while the directory is
@@ -125,7 +126,7 @@ def append(keeper: IndexKeeper, payload: Mapping[str, Any], redactor: Redactor |
                 return AppendResult(entry, is_duplicate=False)
         finally:
             _end_transaction(keeper)  # nothing to undo after the commit
-        keeper.note_caught_up(generation)
+        keeper.note_caught_up(generation, counter)
     if behind is not None:
         assert semantic is not None  # noqa: S101 - narrows the type: only a semantic index embeds behind
         semantic.pend(entry.id, behind)

@@ -92,6 +92,7 @@ def erase(
             key = load_erase_key(keeper.root, create=True, owner=keeper.owner)
         assert key is not None  # noqa: S101 - narrows the type: create=True makes one
         generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+        counter = keeper.lock.stamp()
         keeper.note_write_begun()
         index.secure_delete()
         for entry_id in unique:
@@ -113,11 +114,11 @@ def erase(
                 with index.transaction() as conn:
                     index.delete_entry(conn, entry_id)
                     index.insert_entry(conn, tombstone, rel_path)
-                    index.set_generation(conn, generation)
+                    index.set_generation(conn, generation, counter)
             except Exception as exc:
                 _unfinished(exc, index.path, f"remove the rows of {entry_id!r} from the index (its file is a tombstone already) at")
                 raise
-        keeper.note_caught_up(generation)
+        keeper.note_caught_up(generation, counter)
         try:
             index.scrub()
         except Exception as exc:

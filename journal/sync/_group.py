@@ -103,7 +103,7 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
             try:
                 known = GroupKnown(keeper.index, (entry for _, entry in entries))
                 rows = _StagedRows(keeper, conn)
-                generation: int | None = None
+                generation: tuple[int, str] | None = None  # the counter and its file's stamp the group's rows record
                 writes = GroupWrites(keeper.store)
                 try:
                     for position, entry in entries:
@@ -134,7 +134,7 @@ def append_group(keeper: IndexKeeper, payloads: Sequence[Mapping[str, Any] | Ent
                     return _settled(outcomes)
             finally:
                 _end_transaction(keeper)
-        keeper.note_caught_up(generation)
+        keeper.note_caught_up(*generation)
     if semantic is not None:
         for position, entry in stored:
             vector = vectors[position]
@@ -222,9 +222,10 @@ def _stage(
     return AppendResult(entry, is_duplicate=False)
 
 
-def _publish(keeper: IndexKeeper, conn: sqlite3.Connection, writes: GroupWrites, generation: int | None) -> int:
+def _publish(keeper: IndexKeeper, conn: sqlite3.Connection, writes: GroupWrites, generation: tuple[int, str] | None) -> tuple[int, str]:
     """Once every file of *writes* is written, fsync them together, then name them and fsync each day directory once; the
-    generation the group's rows record, bumped before the group's first name (*generation* None) and kept for the next.
+    generation the group's rows record (with the counter file's stamp), bumped before the group's first name (*generation* None)
+    and kept for the next.
 
     Until a name is given, a failure leaves nothing of these files (those not
     written or not taken are *writes*' to discard; the group's first bump is
@@ -233,9 +234,9 @@ def _publish(keeper: IndexKeeper, conn: sqlite3.Connection, writes: GroupWrites,
     store = keeper.store
     first = generation is None
     if generation is None:
-        generation = keeper.lock.bump_generation(durable=keeper.boot_id is None)
+        generation = (keeper.lock.bump_generation(durable=keeper.boot_id is None), keeper.lock.stamp())
         keeper.note_write_begun()
-        keeper.index.set_generation(conn, generation)
+        keeper.index.set_generation(conn, *generation)
     pending: list[PendingEntry] = []
     with storage_errors(store.entries_dir, "write new entry files in"):
         try:

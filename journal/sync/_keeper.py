@@ -1,10 +1,11 @@
 """Opening a journal and keeping its index in step with the entry files.
 
 The entry files are the truth and the index a cache of them. The index
-records the writer lock's generation it last caught up with (and the boot
-it happened in, see :mod:`journal.files._lock`): when the lock's counter has moved
-on, files may exist that the index lacks, and whoever holds the lock next
-indexes them (a *reconcile*). A missing, corrupt or outdated index is
+records the writer lock's generation it last caught up with, the counter
+file's stamp then, and the boot it happened in (see :mod:`journal.files._lock`):
+when the counter has moved on, or was copied over (a backup's files copied into
+the journal put back a counter its copied index agrees with), files may exist
+that the index lacks, and whoever holds the lock next indexes them (a *reconcile*). A missing, corrupt or outdated index is
 rebuilt from the files. A reader that cannot use the on-disk index at all
 (no write access, a read-only mount, a full disk) reads the files into a
 private in-memory index instead; a writer never does, and raises why.
@@ -179,8 +180,8 @@ class IndexKeeper:
         self.semantic: SemanticIndex | None = None
         self._skipped: list[SkippedFile] = []
         self.boot_id = current_boot_id()
-        # The lock generation this object last saw the index caught up with (None: not known).
-        self._caught_up: int | None = None
+        # The lock generation and counter stamp this object last saw the index caught up with (None: not known).
+        self._caught_up: tuple[int, str] | None = None
         # One call at a time: the connection, its in-memory fallback and the
         # caches of the index and vectors are used by one thread at a time
         # (SQLite's rule for a connection). Reentrant per thread, for a call
@@ -285,9 +286,9 @@ class IndexKeeper:
         """Under the lock: a write bumped the counter and its index commit has not landed, so the next :meth:`sync_locked` looks again."""
         self._caught_up = None
 
-    def note_caught_up(self, generation: int) -> None:
-        """Under the lock: the index has committed everything up to the counter's *generation*."""
-        self._caught_up = generation
+    def note_caught_up(self, generation: int, counter: str) -> None:
+        """Under the lock: the index has committed everything up to the counter's *generation*, its file's stamp then being *counter*."""
+        self._caught_up = (generation, counter)
 
     def check_open(self) -> None:
         """Raise JournalClosedError after :meth:`close`, or in a child process that inherited this object through fork."""
@@ -361,7 +362,11 @@ class IndexKeeper:
 
     def _is_behind(self, state: IndexState) -> bool:
         """True when files may exist that the index lacks (see journal.files._lock)."""
-        return state.generation != self.lock.read_generation() or (self.boot_id is not None and state.boot_id != self.boot_id)
+        return (
+            state.generation != self.lock.read_generation()
+            or state.counter != self.lock.stamp()
+            or (self.boot_id is not None and state.boot_id != self.boot_id)
+        )
 
     def open_index(self) -> None:
         """Rebuild the index if it needs it, and catch it up if the lock is free; a busy lock means a writer does."""
@@ -412,7 +417,7 @@ class IndexKeeper:
         skipped: list[SkippedFile] = []
         unique = first_of_each(load_many(self.store, scan(self.store, skipped.append), skipped.append), skipped.append)
         # The copy's generation is never compared with the counter (which this user may not even read).
-        self.index.rebuild(((entry, path) for path, entry in unique), 0, self.boot_id or "")
+        self.index.rebuild(((entry, path) for path, entry in unique), 0, "", self.boot_id or "")
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
         self._skipped = skipped
@@ -444,9 +449,9 @@ class IndexKeeper:
 
     def sync_locked(self) -> None:
         """Under the lock: index whatever the files hold that the index lacks."""
-        # The common case costs one pread: nobody wrote since this object last
-        # saw the index caught up with the lock's generation.
-        if self._caught_up is not None and self._caught_up == self.lock.read_generation():
+        # The common case costs one pread and one fstat: nobody wrote, nor copied
+        # a counter in, since this object last saw the index caught up.
+        if self._caught_up is not None and self._caught_up == (self.lock.read_generation(), self.lock.stamp()):
             return
         state = self.state()
         if self._needs_rebuild(state):
@@ -454,7 +459,7 @@ class IndexKeeper:
         elif state is not None and self._is_behind(state):
             self._reconcile_locked(self._generation_locked())
         else:
-            self._caught_up = state.generation if state is not None else None
+            self._caught_up = (state.generation, state.counter) if state is not None else None
 
     def _generation_locked(self) -> int:
         generation = self.lock.read_generation()
@@ -489,10 +494,16 @@ class IndexKeeper:
         loaded.update(load_many(self.store, [p for p in paths if p not in loaded], report))
         unique = first_of_each(loaded, report, held=held)
         generation = self._generation_locked()
+        counter = self.lock.stamp()
         count = self.index.rebuild(
-            ((entry, path) for path, entry in unique), generation, self.boot_id or "", keep_vectors=keep_vectors, keep_digests=keep_digests
+            ((entry, path) for path, entry in unique),
+            generation,
+            counter,
+            self.boot_id or "",
+            keep_vectors=keep_vectors,
+            keep_digests=keep_digests,
         )
-        self._caught_up = generation
+        self._caught_up = (generation, counter)
         self.store.remove_temp_files()
         for item in skipped:
             log.warning("skipped %s: %s", item.path, item.reason)
@@ -513,8 +524,9 @@ class IndexKeeper:
                     log.warning("skipped entries/%s: its id or client_key is already indexed", path)
                     continue
                 self.index.insert_entry(conn, entry, path)
-            self.index.set_generation(conn, generation, self.boot_id or "")
-        self._caught_up = generation
+            counter = self.lock.stamp()
+            self.index.set_generation(conn, generation, counter, self.boot_id or "")
+        self._caught_up = (generation, counter)
         self.store.remove_temp_files()
 
     def reindex(self, *, on_skip: Callable[[SkippedFile], None] | None, on_progress: Callable[[int, int], None] | None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -106,3 +107,88 @@ def test_a_backup_into_a_directory_that_is_not_there_says_to_create_it(tmp_path:
     assert done.returncode == 74 and done.stderr.count("\n") == 1, done.stderr
     assert "create that directory first" in done.stderr and "dmesg" not in done.stderr, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "journal"]
+
+
+def _copy_in(source: Path, target: Path, how: str) -> None:
+    """Copy every file of *source* over *target*, deleting nothing there: as ``cp -a``, ``shutil.copytree`` or rsync (a new file renamed over the old) would."""
+    if how == "cp -a":
+        subprocess.run(["cp", "-a", f"{source}/.", str(target)], check=True, timeout=60)
+    elif how == "copytree":
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    else:
+        for directory, _, names in os.walk(source):
+            into = target / Path(directory).relative_to(source)
+            into.mkdir(exist_ok=True)
+            for name in names:
+                temporary = into / f".{name}.copying"
+                shutil.copy2(Path(directory) / name, temporary)
+                os.replace(temporary, into / name)
+            shutil.copystat(directory, into)
+
+
+def _backed_up_then_appended(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A journal of three entries, its backup, then two newer entries: the journal, the backup, and the id of the first newer one."""
+    root = tmp_path / "j"
+    with Journal(root) as journal:
+        for n in range(3):
+            journal.append(_payload(n))
+        assert journal.backup(tmp_path / "copy").verify.is_clean
+        newer = journal.append(_payload(3)).id
+        journal.append(_payload(4))
+    return root, tmp_path / "copy", newer
+
+
+@pytest.mark.parametrize("index", ["kept", "lost"])
+@pytest.mark.parametrize("how", ["cp -a", "copytree", "renamed"])
+def test_a_backup_copied_in_over_the_live_journal_never_hides_a_newer_entry_or_stores_its_key_twice(tmp_path: Path, how: str, index: str) -> None:
+    """A backup's files copied over the journal it was taken of, after newer appends and without deleting anything (over its index,
+    or where its index was lost): the next open lists the newer entries, and retrying one's client_key returns it, no second entry."""
+    root, copy, newer = _backed_up_then_appended(tmp_path)
+    if index == "lost":
+        shutil.rmtree(root / "index")
+    _copy_in(copy, root, how)
+    with Journal(root) as journal:
+        assert len(journal.list(limit=100)) == 5
+        again = journal.append_with_result(_payload(3))
+        assert again.is_duplicate and again.entry.id == newer
+    assert len(entry_files(root)) == 5
+
+
+@pytest.mark.parametrize("recover", ["verify --repair", "reindex"])
+def test_verify_reports_what_a_copied_in_backup_left_unindexed_and_repair_or_reindex_recovers_every_entry(tmp_path: Path, recover: str) -> None:
+    """Checked as found (before any open catches the index up), the copied-in journal's newer entries are reported by id; after
+    --repair or reindex the check is clean, every entry is listed and a retried key is a duplicate."""
+    root, copy, newer = _backed_up_then_appended(tmp_path)
+    _copy_in(copy, root, "cp -a")
+
+    def run(*args: str, given: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ghostjournal", "--root", str(root), *args], input=given, capture_output=True, text=True, check=False, timeout=120)
+
+    found = run("verify", "--json")
+    assert found.returncode == 4, found.stderr
+    missing = [p for p in json.loads(found.stdout)["problems"] if p["kind"] == "index_rows"]
+    assert len(missing) == 1 and newer in missing[0]["detail"], found.stdout
+    assert run(*recover.split(), "--json").returncode == 0
+    assert run("verify", "--json").returncode == 0
+    assert len(json.loads(run("list", "--json", "--limit", "100").stdout)) == 5
+    retried = run("append", "--json", given=json.dumps(_payload(3)))
+    assert retried.returncode == 0, retried.stderr
+    assert json.loads(retried.stdout)["outcome"] == "duplicate" and json.loads(retried.stdout)["entry"]["id"] == newer, retried.stdout
+    assert len(entry_files(root)) == 5
+
+
+def test_a_backup_copied_back_in_place_of_a_lost_journal_verifies_clean_and_opens_without_rewriting_it(tmp_path: Path) -> None:
+    """The restore the docs describe: the backup copied where the lost journal was verifies clean as found, and opens with every
+    entry; a fresh backup itself opens caught up, a read writing nothing to it."""
+    root, copy, _ = _backed_up_then_appended(tmp_path)
+    before = tree_digest(copy)
+    with Journal(copy) as journal:
+        assert len(journal.list(limit=100)) == 3
+    assert tree_digest(copy) == before
+    shutil.rmtree(root)
+    subprocess.run(["cp", "-a", str(copy), str(root)], check=True, timeout=60)
+    checked = subprocess.run(["ghostjournal", "--root", str(root), "verify", "--json"], capture_output=True, text=True, check=False, timeout=120)
+    assert checked.returncode == 0, checked.stdout
+    with Journal(root) as journal:
+        assert len(journal.list(limit=100)) == 3
+        assert journal.append_with_result(_payload(3)).is_duplicate is False

@@ -102,8 +102,8 @@ def _index_tables(root: Path) -> dict[str, list[Any]]:
                 found[name] = conn.execute(f"SELECT * FROM temp.{name}_words ORDER BY 1, 2, 3, 4").fetchall()
             elif not name.startswith("fts") or name.endswith("_docsize"):
                 found[name] = sorted(conn.execute(f"SELECT * FROM j.{name}").fetchall(), key=repr)
-    # A fresh token at every open, and a counter each append moves once and a group once for all its entries.
-    found["state"] = [row for row in found["state"] if row[0] not in ("vectors_epoch", "generation")]
+    # A fresh token at every open, and a counter (with its file's stamp) each append moves once and a group once for all its entries.
+    found["state"] = [row for row in found["state"] if row[0] not in ("vectors_epoch", "generation", "counter")]
     return found
 
 
