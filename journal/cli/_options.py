@@ -11,7 +11,7 @@ import click
 from journal.api import MAX_K
 from journal.errors import EntryValidationError
 from journal.files.entry import KINDS, MAX_INPUT_BYTES
-from journal.frame.clikit import TimeParam, after_command
+from journal.frame.clikit import NamedPath, TimeParam, after_command
 from journal.frame.timeinput import local_zone
 
 __all__ = [
@@ -147,16 +147,12 @@ def rerank_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-class RootPath(click.Path):
+class RootPath(NamedPath):
     """A journal directory; an empty or blank value is refused, never read as the current directory.
 
     Path("") is ".", so `--root "$UNSET_VARIABLE"` would otherwise create or write a journal wherever the
     command happens to run.
     """
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.strip():
-            self.fail(
-                f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx
-            )
-        return super().convert(value, param, ctx)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("a journal directory", hint="an empty value is not the current directory; pass --root .", **kwargs)

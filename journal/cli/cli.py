@@ -46,6 +46,7 @@ from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
     CommandGroup,
+    NamedPath,
     ZoneParam,
     echo,
     force_option,
@@ -744,8 +745,7 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
     "--out",
     "out",
     required=True,
-    type=click.Path(path_type=Path),
-    callback=lambda ctx, param, value: _named(str(value), "a directory"),
+    type=NamedPath("a directory that does not exist yet", path_type=Path),
     help="The new directory to copy the journal into (it must not exist yet).",
 )
 @output_option
@@ -794,7 +794,7 @@ def embed_(settings: _Settings, batch: int) -> None:
 @click.option(
     "--to",
     "to",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NamedPath("a models directory", file_okay=False, path_type=Path),
     default=None,
     help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).",
 )

@@ -22,7 +22,7 @@ import click
 
 from journal import JournalError, JournalStorageError
 from journal.frame import parse_time_input, refuse_inside_journals
-from journal.frame.clikit import CommandGroup, after_command, echo, json_text, terminal_width
+from journal.frame.clikit import CommandGroup, NamedPath, after_command, echo, json_text, terminal_width
 from runner import (
     CONFIG_ENVVAR,
     DURATION_EXPECTED,
@@ -112,7 +112,7 @@ def config_option(function: Any) -> Any:
     return click.option(
         "--config",
         "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=NamedPath("a configuration file", dir_okay=False, path_type=Path),
         default=None,
         callback=after_command,
         help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults). Given before the command too, it must be the same file.",

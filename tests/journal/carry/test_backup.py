@@ -106,3 +106,19 @@ def test_a_backup_into_a_directory_that_is_not_there_says_to_create_it(tmp_path:
     assert done.returncode == 74 and done.stderr.count("\n") == 1, done.stderr
     assert "create that directory first" in done.stderr and "dmesg" not in done.stderr, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a-file", "journal"]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_out_is_refused_naming_the_option_never_read_as_the_current_directory(tmp_path: Path, value: str) -> None:
+    """--out "" (a script's variable that came out empty) is a usage error naming --out, exit 2; nothing is written where the command runs."""
+    with Journal(tmp_path / "journal") as journal:
+        journal.append(_payload(1))
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        ["ghostjournal", "--root", str(tmp_path / "journal"), "backup", "--out", value], capture_output=True, text=True, check=False, cwd=work, timeout=120
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"ghostjournal: error: Invalid value for '--out': expected a directory that does not exist yet, got {value!r}")
+    assert "the backup directory exists" not in done.stderr and list(work.iterdir()) == []
+

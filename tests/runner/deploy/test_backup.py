@@ -39,3 +39,17 @@ def test_an_agent_whose_journal_does_not_exist_yet_is_reported_missing_and_the_o
     report = json.loads(done.stdout)
     assert report["journals"]["batou"]["missing"] is True and report["journals"]["motoko"]["verify"]["ok"] is True
     assert not (tmp_path / "batou").exists() and not (tmp_path / "backup" / "journals" / "batou").exists()
+
+
+def test_an_empty_out_or_into_is_refused_naming_the_option(tmp_path: Path) -> None:
+    """--out "" or --into "" is a usage error naming the option, exit 2; no backup appears where the command runs."""
+    config = write_config(tmp_path, SIMPLE_AGENT)
+    work = tmp_path / "work"
+    work.mkdir()
+    for option, expected in (("--out", "a directory that does not exist yet"), ("--into", "a directory to make the dated backup in")):
+        done = ghostrunner("--config", str(config), "backup", option, "", cwd=work)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"ghostrunner: error: Invalid value for '{option}': expected {expected}, got ''"), done.stderr
+    done = ghostrunner("--config", "", "status", cwd=work)
+    assert done.returncode == 2 and "Invalid value for '--config': expected a configuration file, got ''" in done.stderr, done.stderr
+    assert list(work.iterdir()) == []
