@@ -93,11 +93,13 @@ def agent_option(
     *,
     required: bool = False,
     check: Callable[[str], str] | None = None,
+    expose_value: bool = True,
 ) -> Callable[[Any], Any]:
     """A command's ``--agent``, which the group's ``--agent`` (before the command) also gives; two different ones are a usage error.
 
     The agent also picks the journal when no root is given (see :mod:`journal.frame.roots`), so it is set on
-    the settings object too. *check* refuses a value (a blank name) with :class:`click.BadParameter`.
+    the settings object too. *check* refuses a value (a blank name) with :class:`click.BadParameter`. Without
+    *expose_value*, the command reads the agent from the settings object alone.
     """
 
     def chosen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -111,7 +113,7 @@ def agent_option(
             raise click.MissingParameter(ctx=ctx, param=param)
         return before
 
-    return click.option("--agent", type=TEXT, callback=chosen, help=help)
+    return click.option("--agent", type=TEXT, callback=chosen, expose_value=expose_value, help=help)
 
 
 def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
