@@ -181,8 +181,11 @@ def parse_duration_option(text: str, option: str) -> timedelta:
 def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
 
-    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
+    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback. The journal's own errors (they are
+    OSErrors too) already say what was refused and how to fix it: the caller re-raises them as they are.
     """
+    if isinstance(exc, JournalError):
+        return
     if exc.errno in _REFUSALS:
         named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
         raise JournalStorageError.for_errno(named, exc.errno, action) from exc
