@@ -47,6 +47,7 @@ __all__ = [
     "HeldStops",
     "OutputKind",
     "claim_partial_directory",
+    "dangling_link_fix",
     "hold_stops",
     "output_fix",
     "refuse_inside_journals",
@@ -102,12 +103,9 @@ def refuse_inside_journals(path: Path | str, what: str, journals: Mapping[str, P
 def output_fix(code: int | None, directory: Path | str | None = None) -> str | None:
     """How to fix a refused output (a file, a backup's directory) in *directory*, where the storage error's own hint would
     speak of the journal or of I/O errors (it is no journal's, and a missing directory is no I/O error)."""
-    link = _dangling_link(Path(directory)) if code == errno.ENOENT and directory is not None else None
-    if link is not None:
-        return (
-            f"{str(link)!r} is a symbolic link that points nowhere ({os.readlink(link)!r} does not exist): "
-            "make the directory it points to, or name an output in a directory that exists"
-        )
+    fix = dangling_link_fix(code, directory)
+    if fix is not None:
+        return fix
     if code in (errno.ENOENT, errno.ENOTDIR):
         return "create that directory first, or name an output in a directory that exists"
     if code in (errno.EACCES, errno.EPERM):
@@ -117,11 +115,17 @@ def output_fix(code: int | None, directory: Path | str | None = None) -> str | N
     return None  # a full disk's own hint (free space) holds for any file
 
 
-def _dangling_link(directory: Path) -> Path | None:
-    """The symbolic link that points nowhere on the way to *directory* (it or the nearest of its parents that is there), or None."""
-    for place in (directory, *directory.parents):
+def dangling_link_fix(code: int | None, directory: Path | str | None) -> str | None:
+    """For an output refused with ENOENT in *directory*: the fix naming the symbolic link on the way to it that points nowhere
+    (it, or the nearest of its parents that is there); None when there is no such link."""
+    if code != errno.ENOENT or directory is None:
+        return None
+    for place in (Path(directory), *Path(directory).parents):
         if os.path.islink(place) and not os.path.exists(place):
-            return place
+            return (
+                f"{str(place)!r} is a symbolic link that points nowhere ({os.readlink(place)!r} does not exist): "
+                "make the directory it points to, or name an output in a directory that exists"
+            )
         if os.path.lexists(place):
             return None
     return None
