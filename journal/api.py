@@ -345,6 +345,7 @@ class Journal:
         Raises:
             EntryNotFoundError: an id names no entry (of *agent*); nothing is erased.
             EntryValidationError: *reason* or *by* is empty or not one line.
+            EraseKeyError: the journal's ``erase.key`` is damaged; nothing is erased.
             JournalStorageError: the filesystem refused; a full disk while the index is rewritten says the erase is done
                 but the index not yet rewritten, and running the same erase again finishes it.
         """
@@ -609,6 +610,7 @@ class Journal:
 
         Raises:
             OutputPathError: *out* exists (a directory, a journal, a file, a symlink or a FIFO) or is inside this journal or another.
+            EraseKeyError: the journal's ``erase.key`` is damaged; nothing is left behind.
             JournalStorageError: the filesystem refused (full, read-only, denied); nothing is left behind.
         """
 

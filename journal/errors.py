@@ -14,6 +14,7 @@ either::
     ├── UnsafePathError (PermissionError)     a symlink or path escape was refused
     │   └── OutputPathError                   a command's output path was refused (in a journal, not a file, another file)
     ├── ManifestError                         manifest.json unreadable or unsupported
+    ├── EraseKeyError (ValueError)            erase.key is damaged (empty, no key, or no regular file)
     ├── IndexStateError                       the derived index could not be repaired
     ├── IntegrityError                        verify found problems (files or index)
     ├── ImportStreamError (ValueError)        an import stream is truncated, changed or holds a bad line
@@ -55,6 +56,7 @@ __all__ = [
     "EntryFileError",
     "EntryNotFoundError",
     "EntryValidationError",
+    "EraseKeyError",
     "ImportConflictError",
     "ImportSourceError",
     "ImportStreamError",
@@ -282,6 +284,28 @@ class ManifestError(JournalError):
         self.path = path
         self.reason = reason
         super().__init__(f"manifest {str(path)!r}: {reason}")
+
+
+class EraseKeyError(JournalError, ValueError):
+    """The journal's erase key (``erase.key`` in its root, made by the first erase, copied by ``backup``) is damaged.
+
+    Every erase, backup and import that meets a tombstone needs the key, so each refuses before it writes anything.
+
+    Attributes:
+        path: the key file.
+        reason: what is wrong with it.
+    """
+
+    exit_code: ClassVar[int] = 65  # EX_DATAERR
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"erase key {str(path)!r}: {reason}; copy erase.key back from a backup of this journal (a backup holds the same key),"
+            " or, with no backup, move it away: the next erase makes a new key, and an import then no longer matches"
+            " the tombstones made with the old one (each is reported as a conflict)"
+        )
 
 
 class IndexStateError(JournalError):

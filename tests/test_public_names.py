@@ -10,7 +10,7 @@ JOURNAL = [
     "AmbiguousEntryIdError", "AppendResult", "BackupReport", "ClientKeyTakenError", "ContextRecord", "Digest", "DiskFullError",
     "DuplicateEntryError",
     "EmbedResult", "Encoder", "EncoderIdentity", "Entry", "EntryFileError", "EntryNotFoundError", "EntryValidationError",
-    "EraseResult", "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
+    "EraseKeyError", "EraseResult", "ExportManifest", "Hit", "ImportSourceError", "ImportStreamError", "ImportSummary", "IndexStateError", "IntegrityError",
     "InvalidEntryIdError", "Journal", "JournalClosedError", "JournalError", "JournalNotFoundError", "JournalStorageError",
     "KINDS", "LockTimeoutError", "MAX_ENTRY_BYTES", "MAX_K", "MODES", "ManifestError", "ModelNotFoundError", "PROGRESS_ENVVAR",
     "Problem", "ProgressGate", "PromptContext", "ProposalDecidedError", "ProposalNotFoundError", "REDACT_MODES", "ReadOnlyFilesystemError", "SCHEMA_VERSION", "SemanticUnavailableError",

@@ -100,8 +100,10 @@ def backup(keeper: IndexKeeper, out: Path, verify: Callable[[Path], VerifyReport
         work, claim = claim_partial_directory(out)
     except BaseException as exc:
         release_stops(stops)
-        if isinstance(exc, OSError):
-            raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "write the backup into", output_fix(exc.errno)) from None
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # the journal's own refusal says what it refused
+            raise JournalStorageError.for_errno(
+                parent, exc.errno or errno.EIO, "write the backup into", output_fix(exc.errno, parent)
+            ) from None
         raise
     try:
         release_stops(stops)  # a stop that came since the partial directory was made is raised here, where it is removed
@@ -156,7 +158,7 @@ def _copy(keeper: IndexKeeper, out: Path, work: Path, verify: Callable[[Path], V
     except BaseException as exc:
         shutil.rmtree(work, ignore_errors=True)
         if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the copy
-            raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to", output_fix(exc.errno)) from None
+            raise JournalStorageError.for_errno(out, exc.errno or errno.EIO, "write the backup to", output_fix(exc.errno, parent)) from None
         raise
     try:
         checked = verify(out)

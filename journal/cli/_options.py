@@ -11,7 +11,7 @@ import click
 from journal.api import MAX_K
 from journal.errors import EntryValidationError
 from journal.files.entry import KINDS, MAX_INPUT_BYTES
-from journal.frame.clikit import TimeParam, after_command
+from journal.frame.clikit import NamedPath, TimeParam, after_command
 from journal.frame.timeinput import local_zone
 
 __all__ = [
@@ -93,11 +93,13 @@ def agent_option(
     *,
     required: bool = False,
     check: Callable[[str], str] | None = None,
+    expose_value: bool = True,
 ) -> Callable[[Any], Any]:
     """A command's ``--agent``, which the group's ``--agent`` (before the command) also gives; two different ones are a usage error.
 
     The agent also picks the journal when no root is given (see :mod:`journal.frame.roots`), so it is set on
-    the settings object too. *check* refuses a value (a blank name) with :class:`click.BadParameter`.
+    the settings object too. *check* refuses a value (a blank name) with :class:`click.BadParameter`. Without
+    *expose_value*, the command reads the agent from the settings object alone.
     """
 
     def chosen(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -111,7 +113,7 @@ def agent_option(
             raise click.MissingParameter(ctx=ctx, param=param)
         return before
 
-    return click.option("--agent", type=TEXT, callback=chosen, help=help)
+    return click.option("--agent", type=TEXT, callback=chosen, expose_value=expose_value, help=help)
 
 
 def as_of_option(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -147,16 +149,12 @@ def rerank_option(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-class RootPath(click.Path):
+class RootPath(NamedPath):
     """A journal directory; an empty or blank value is refused, never read as the current directory.
 
     Path("") is ".", so `--root "$UNSET_VARIABLE"` would otherwise create or write a journal wherever the
     command happens to run.
     """
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and not value.strip():
-            self.fail(
-                f"expected a journal directory, got {value!r} (an empty value is not the current directory; pass --root .)", param, ctx
-            )
-        return super().convert(value, param, ctx)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("a journal directory", hint="an empty value is not the current directory; pass --root .", **kwargs)

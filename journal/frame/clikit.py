@@ -48,6 +48,7 @@ from journal.frame.timeinput import TIME_FORMS, named_zone, parse_time_input
 
 __all__ = [
     "CommandGroup",
+    "NamedPath",
     "TimeParam",
     "ZoneParam",
     "after_command",
@@ -349,6 +350,27 @@ def terminal_width() -> int:
 def warn(prog: str, message: str) -> None:
     """One warning line on stderr, ``<prog>: warning: ...``."""
     click.echo(f"{prog}: warning: {message}", err=True)
+
+
+class NamedPath(click.Path):
+    """A path option whose empty or blank value is refused, naming the option, never read as the current directory.
+
+    ``Path("")`` is ``.``, so ``--out "$UNSET_VARIABLE"`` would otherwise write wherever the command happens to run.
+
+    Args:
+        expected: what the option names, for the message ("a directory that does not exist yet").
+        hint: what to pass instead, added in parentheses (by default: that an empty value is not the current directory).
+    """
+
+    def __init__(self, expected: str, *, hint: str = "an empty value is not the current directory", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.expected = expected
+        self.hint = hint
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"expected {self.expected}, got {value!r} ({self.hint})", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class TimeParam(click.ParamType):  # type: ignore[type-arg]  # generic only from click 8.4; subscripting it would fail on 8.1-8.3

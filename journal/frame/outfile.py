@@ -47,6 +47,7 @@ __all__ = [
     "HeldStops",
     "OutputKind",
     "claim_partial_directory",
+    "dangling_link_fix",
     "hold_stops",
     "output_fix",
     "refuse_inside_journals",
@@ -99,9 +100,12 @@ def refuse_inside_journals(path: Path | str, what: str, journals: Mapping[str, P
             )
 
 
-def output_fix(code: int | None) -> str | None:
-    """How to fix a refused output (a file, a backup's directory), where the storage error's own hint would speak of the
-    journal or of I/O errors (it is no journal's, and a missing directory is no I/O error)."""
+def output_fix(code: int | None, directory: Path | str | None = None) -> str | None:
+    """How to fix a refused output (a file, a backup's directory) in *directory*, where the storage error's own hint would
+    speak of the journal or of I/O errors (it is no journal's, and a missing directory is no I/O error)."""
+    fix = dangling_link_fix(code, directory)
+    if fix is not None:
+        return fix
     if code in (errno.ENOENT, errno.ENOTDIR):
         return "create that directory first, or name an output in a directory that exists"
     if code in (errno.EACCES, errno.EPERM):
@@ -109,6 +113,22 @@ def output_fix(code: int | None) -> str | None:
     if code == errno.EROFS:
         return "name a file on a filesystem mounted read-write"
     return None  # a full disk's own hint (free space) holds for any file
+
+
+def dangling_link_fix(code: int | None, directory: Path | str | None) -> str | None:
+    """For an output refused with ENOENT in *directory*: the fix naming the symbolic link on the way to it that points nowhere
+    (it, or the nearest of its parents that is there); None when there is no such link."""
+    if code != errno.ENOENT or directory is None:
+        return None
+    for place in (Path(directory), *Path(directory).parents):
+        if os.path.islink(place) and not os.path.exists(place):
+            return (
+                f"{str(place)!r} is a symbolic link that points nowhere ({os.readlink(place)!r} does not exist): "
+                "make the directory it points to, or name an output in a directory that exists"
+            )
+        if os.path.lexists(place):
+            return None
+    return None
 
 
 def write_output(
@@ -148,7 +168,10 @@ def write_output(
     except OSError as exc:
         into = exc.filename == str(directory)  # the temporary file could not be made there
         raise JournalStorageError.for_errno(
-            directory if into else path, exc.errno or errno.EIO, f"write {what} {'into' if into else 'to'}", output_fix(exc.errno)
+            directory if into else path,
+            exc.errno or errno.EIO,
+            f"write {what} {'into' if into else 'to'}",
+            output_fix(exc.errno, directory),
         ) from None
     return path
 
@@ -219,8 +242,10 @@ def streamed_output(
         fd, temporary, held = _claim_temporary(path)
     except BaseException as exc:
         release_stops(stops)
-        if isinstance(exc, OSError):
-            raise JournalStorageError.for_errno(directory, exc.errno or errno.EIO, f"write {what} into", output_fix(exc.errno)) from None
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # the journal's own refusal says what it refused
+            raise JournalStorageError.for_errno(
+                directory, exc.errno or errno.EIO, f"write {what} into", output_fix(exc.errno, directory)
+            ) from None
         raise
     try:
         release_stops(stops)  # a stop that came since the temporary was made is raised here, where it is removed
@@ -235,7 +260,9 @@ def streamed_output(
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # a refused link is no I/O error of the output
-            raise JournalStorageError.for_errno(path, exc.errno or errno.EIO, f"write {what} to", output_fix(exc.errno)) from None
+            raise JournalStorageError.for_errno(
+                path, exc.errno or errno.EIO, f"write {what} to", output_fix(exc.errno, directory)
+            ) from None
         raise
     finally:
         os.close(held)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from journal.errors import IntegrityError, JournalError
-from journal.frame.clikit import echo, output_option, wants_json
+from journal.frame.clikit import NamedPath, echo, output_option, wants_json
 from runner.cli.support import Settings, config_option, echo_json, raise_storage_failure
 from runner.errors import IncompleteBackupError
 
@@ -36,11 +36,16 @@ def _show(report: DeploymentBackup) -> str:
 
 
 @click.command(short_help="Back up every agent's journal and the settings.")
-@click.option("--out", "out", type=click.Path(path_type=Path), help="The new directory to write the backup into (it must not exist yet).")
+@click.option(
+    "--out",
+    "out",
+    type=NamedPath("a directory that does not exist yet", path_type=Path),
+    help="The new directory to write the backup into (it must not exist yet).",
+)
 @click.option(
     "--into",
     "into",
-    type=click.Path(path_type=Path),
+    type=NamedPath("a directory to make the dated backup in", path_type=Path),
     help="Write the backup into a new ghostrunner-backup-YYYYMMDDTHHMMSSZ (UTC) directory of this one (made if missing).",
 )
 @click.option(

@@ -34,6 +34,7 @@ import structlog
 
 from journal.frame import table_or_records, write_output
 from journal.frame.clikit import (
+    NamedPath,
     echo,
     force_option,
     json_text,
@@ -89,7 +90,7 @@ __all__ = ["cli", "main"]
     "--config",
     "config_path",
     envvar=CONFIG_ENVVAR,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=NamedPath("a configuration file", dir_okay=False, path_type=Path),
     default=None,
     help=f"Configuration TOML (or ${CONFIG_ENVVAR}); without one, the embedded defaults (agent motoko, simulated).",
 )

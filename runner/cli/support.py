@@ -22,7 +22,7 @@ import click
 
 from journal import JournalError, JournalStorageError
 from journal.frame import parse_time_input, refuse_inside_journals
-from journal.frame.clikit import CommandGroup, after_command, echo, json_text, terminal_width
+from journal.frame.clikit import CommandGroup, NamedPath, after_command, echo, json_text, terminal_width
 from runner import (
     CONFIG_ENVVAR,
     DURATION_EXPECTED,
@@ -112,7 +112,7 @@ def config_option(function: Any) -> Any:
     return click.option(
         "--config",
         "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=NamedPath("a configuration file", dir_okay=False, path_type=Path),
         default=None,
         callback=after_command,
         help=f"Configuration TOML (default: ${CONFIG_ENVVAR}, else the embedded defaults). Given before the command too, it must be the same file.",
@@ -181,8 +181,11 @@ def parse_duration_option(text: str, option: str) -> timedelta:
 def raise_storage_failure(exc: OSError, path: Path, action: str) -> None:
     """Raise a one-line error for a file of the runner that the filesystem refused (full, read-only, no permission).
 
-    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback.
+    Any other OSError is not the filesystem refusing but a bug, and keeps its traceback. The journal's own errors (they are
+    OSErrors too) already say what was refused and how to fix it: the caller re-raises them as they are.
     """
+    if isinstance(exc, JournalError):
+        return
     if exc.errno in _REFUSALS:
         named = exc.filename if isinstance(exc.filename, str) and os.path.isabs(exc.filename) else path
         raise JournalStorageError.for_errno(named, exc.errno, action) from exc

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from journal import Journal, JournalNotFoundError
 from journal.errors import JournalError, JournalStorageError, OutputPathError, UnsafePathError
-from journal.frame import claim_partial_directory, hold_stops, refuse_inside_journals, release_stops, replace_durably
+from journal.frame import claim_partial_directory, dangling_link_fix, hold_stops, refuse_inside_journals, release_stops, replace_durably
 from runner.run.pauses import PauseBook
 from runner.settings import RunnerConfig
 
@@ -91,8 +91,12 @@ def _is_within(exc: BaseException, work: Path, *, inside: bool = True) -> bool:
     return path == Path(os.path.abspath(work)) or (inside and Path(os.path.abspath(work)) in path.parents)
 
 
-def _fix(exc: OSError) -> str | None:
-    """What to do about a target whose path does not lead to a directory; None for the filesystem's own refusals (their hint fits)."""
+def _fix(exc: OSError, directory: Path) -> str | None:
+    """What to do about a target in *directory* whose path does not lead to a directory; None for the filesystem's own refusals
+    (their hint fits)."""
+    link = dangling_link_fix(exc.errno, directory)
+    if link is not None:
+        return link
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return "name a path whose directories exist (a file is in the way, or a directory is missing)"
     return None
@@ -138,8 +142,10 @@ def backup_deployment(config: RunnerConfig, out: Path, *, reserved: bool = False
         work, claim = claim_partial_directory(out)  # first removing what a backup to the same directory killed before its rename left
     except BaseException as exc:
         release_stops(stops)
-        if isinstance(exc, OSError):  # no such directory, a file where it belongs, a full or read-only disk
-            raise JournalStorageError.for_errno(out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc)) from None
+        if isinstance(exc, OSError) and not isinstance(exc, JournalError):  # no such directory, a file where it belongs, a full disk
+            raise JournalStorageError.for_errno(
+                out.parent, exc.errno or errno.EIO, "write the backup into", _fix(exc, out.parent)
+            ) from None
         raise
     try:
         release_stops(stops)  # a stop that came since the partial directory was made is raised here, where it is removed
@@ -212,7 +218,8 @@ def _open_parent(parent: Path) -> int:
             ) from None
         if os.path.lexists(parent):
             raise OutputPathError(parent, "the backups' directory is not a directory") from None
-        raise exc from None
+        # Not there though its making raised nothing: a link that points nowhere on its way (mkdir's exist_ok let it pass).
+        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc, parent)) from None
 
 
 def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, now: datetime | None = None) -> DeploymentBackup:
@@ -232,7 +239,7 @@ def backup_into(config: RunnerConfig, parent: Path, *, keep: int | None = None, 
     except FileExistsError:
         pass  # something that is no directory (a link, a FIFO, a file): _open_parent says what
     except OSError as exc:  # a file where a directory above it belongs, a full or read-only disk
-        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc)) from None
+        raise JournalStorageError.for_errno(parent, exc.errno or errno.EIO, "make the backups' directory", _fix(exc, parent)) from None
     fd = _open_parent(parent)
     try:
         _enter(fd)  # held until os.close(fd) below

@@ -192,3 +192,33 @@ def test_a_backup_copied_back_in_place_of_a_lost_journal_verifies_clean_and_open
     with Journal(root) as journal:
         assert len(journal.list(limit=100)) == 3
         assert journal.append_with_result(_payload(3)).is_duplicate is False
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_out_is_refused_naming_the_option_never_read_as_the_current_directory(tmp_path: Path, value: str) -> None:
+    """--out "" (a script's variable that came out empty) is a usage error naming --out, exit 2; nothing is written where the command runs."""
+    with Journal(tmp_path / "journal") as journal:
+        journal.append(_payload(1))
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run(
+        ["ghostjournal", "--root", str(tmp_path / "journal"), "backup", "--out", value], capture_output=True, text=True, check=False, cwd=work, timeout=120
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"ghostjournal: error: Invalid value for '--out': expected a directory that does not exist yet, got {value!r}")
+    assert "the backup directory exists" not in done.stderr and list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("below", ["copy", "deeper/copy"])
+def test_out_under_a_link_that_points_nowhere_says_so(tmp_path: Path, below: str) -> None:
+    """--out through a symbolic link whose target is gone names the link and that it points nowhere (exit 74), never only
+    "create that directory" (the link is there: creating it fails); nothing is written and the link is left as it was."""
+    with Journal(tmp_path / "journal") as journal:
+        journal.append(_payload(1))
+    link = tmp_path / "backups"
+    link.symlink_to(tmp_path / "unmounted")
+    done = _cli(tmp_path / "journal", "--out", str(link / below))
+    assert done.returncode == 74 and done.stderr.count("\n") == 1, done.stderr
+    assert f"{str(link)!r} is a symbolic link that points nowhere ({str(tmp_path / 'unmounted')!r} does not exist)" in done.stderr
+    assert "dmesg" not in done.stderr and "create that directory first" not in done.stderr, done.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["backups", "journal"] and link.is_symlink()

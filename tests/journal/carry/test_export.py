@@ -166,3 +166,16 @@ def test_the_readme_export_commands_run_as_written(tmp_path: Path) -> None:
     assert json.loads(outputs[1])["entries"] == 3 and json.loads(outputs[1])["agent"] == "motoko"
     assert len((tmp_path / "journal.jsonl").read_bytes().splitlines()) == 4
     assert tarfile.is_tarfile(tmp_path / "journal.tar")
+
+
+def test_an_output_under_a_link_that_points_nowhere_says_so(tmp_path: Path) -> None:
+    """--out in a directory reached through a symbolic link whose target is gone names the link and that it points nowhere (exit 74)."""
+    root = tmp_path / "j"
+    Journal(root).close()
+    link = tmp_path / "exports"
+    link.symlink_to("gone")
+    done = _cli(root, "--out", str(link / "all.jsonl"))
+    stderr = done.stderr.decode()
+    assert done.returncode == 74 and stderr.count("\n") == 1, stderr
+    assert f"{str(link)!r} is a symbolic link that points nowhere ('gone' does not exist)" in stderr and "dmesg" not in stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["exports", "j"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,39 @@ def test_no_rerank_ranks_by_the_words_alone(root: Path) -> None:
     for flag, matched in (("--rerank", 2), ("--no-rerank", 1)):  # with --no-rerank the answer is only the recent fill
         block = run(root, "prompt-context", "which bakery", "--agent", "motoko", "-k", "2", flag, "--raw")
         assert block.exit_code == 0 and f'"matched":{matched},' in block.output.replace(" ", ""), block.output
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("init", "The journal is every agent's."),
+        ("embed", "Every agent's entries that lack a vector are embedded."),
+        ("reindex", "The index is rebuilt from every agent's entry files."),
+        ("backup", "The copy holds every agent's entries, so with --root or $GHOSTJOURNAL_ROOT it is refused."),
+        ("download-model", "--agent (as --root) only names the journal --to must not lie in."),
+        ("append", "Store the entry as this agent's: a payload without 'agent' gets it, one naming another agent is refused."),
+    ],
+)
+def test_the_agent_help_of_a_command_that_keeps_to_no_agent_says_what_agent_does_there(command: str, says: str) -> None:
+    """On a command that acts on the whole journal (or writes one entry), --agent's help says what it does there,
+    never the reads' "this agent's entries alone"."""
+    shown = subprocess.run(["ghostjournal", command, "--help"], capture_output=True, text=True, check=False, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    found = re.search(r"^\s+--agent TEXT\s+(.*?)(?=^\s+-)", shown.stdout, re.MULTILINE | re.DOTALL)
+    assert found is not None, shown.stdout
+    agent_help = " ".join(found.group(1).split())
+    assert says in agent_help and "entries alone" not in agent_help, agent_help
+
+
+def test_agent_after_a_whole_journal_command_still_picks_that_agents_journal(tmp_path: Path) -> None:
+    """init, reindex and embed with --agent after the command (and no root) act on that agent's journal in the state directory;
+    a blank --agent is refused naming it."""
+    env = {key: value for key, value in os.environ.items() if key not in ("GHOSTJOURNAL_ROOT", "STATE_DIRECTORY")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    for command in ("init", "reindex", "embed"):
+        done = subprocess.run(["ghostjournal", command, "--agent", "bob", "--json"], capture_output=True, text=True, check=False, env=env, timeout=120)
+        assert done.returncode == 0, (command, done.stderr)
+    assert (tmp_path / "state" / "ghostjournal" / "bob" / "manifest.json").is_file()
+    blank = subprocess.run(["ghostjournal", "init", "--agent", " "], capture_output=True, text=True, check=False, env=env, timeout=60)
+    assert blank.returncode == 2 and "--agent" in blank.stderr and "got ' '" in blank.stderr, blank.stderr
+    assert sorted(path.name for path in (tmp_path / "state" / "ghostjournal").iterdir()) == ["bob"]

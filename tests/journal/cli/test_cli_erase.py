@@ -6,8 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from journal import Journal
 from journal.cli import _views
+from tests._support import entry_files
 
 
 def _cli(root: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -63,3 +66,35 @@ def test_erase_all_of_an_agent_asks_first_unless_yes(tmp_path: Path) -> None:
     assert forced.returncode == 0 and sorted(json.loads(forced.stdout)["erased"]) == sorted(ids["bob"])
     with Journal(root) as journal:
         assert journal.list() == [] and journal.verify().is_clean
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        ("empty", "the file is empty, where 64 hex digits were expected"),
+        ("garbage", "it holds characters other than hex digits"),
+        ("short", "it holds only 4 hex digits, where 64 were expected"),
+        ("long", "it holds more than 64 hex digits, where 64 were expected"),
+        ("directory", "it is a directory, not a regular file"),
+    ],
+)
+def test_a_damaged_erase_key_is_named_as_the_key_with_its_fix_by_erase_and_backup(tmp_path: Path, damage: str, reason: str) -> None:
+    """An erase key that is empty, no hex, of the wrong length or no file is one line naming erase.key, what is wrong and how to
+    get a key back (exit 65), never an entry field's error; the erase and the backup write nothing."""
+    root = tmp_path / "journal"
+    ids = _journal(root)
+    assert _cli(root, "erase", ids["alice"][0], "--reason", "makes the key").returncode == 0
+    key = root / "erase.key"
+    key.unlink()
+    if damage == "directory":
+        key.mkdir()
+    else:
+        key.write_text({"empty": "", "garbage": "not a key at all\n", "short": "abcd\n", "long": "ab" * 65 + "\n"}[damage])
+    files = entry_files(root)
+    for args in (["erase", ids["alice"][1], "--reason", "r"], ["backup", "--out", str(tmp_path / "copy")]):
+        done = _cli(root, *args)
+        assert done.returncode == 65 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert done.stderr.startswith(f"ghostjournal: error: erase key {str(key)!r}: {reason}"), (args, done.stderr)
+        assert "copy erase.key back from a backup of this journal" in done.stderr and "entry field" not in done.stderr
+    assert entry_files(root) == files and key.is_dir() == (damage == "directory")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["journal"]

@@ -241,3 +241,14 @@ def test_slot_retry_settings_shape_the_restarts(tmp_path: Path) -> None:
     # Every 20 minutes: half the gap (600 s) holds 5 starts of 120 s each (30 s + 30 s margin + 60 s), so 4 reruns.
     assert service(fast, "*/20 * * * *")["StartLimitBurst"] == "5"
     assert service(fast.replace("slot_retries = 5", "slot_retries = 0"), "0 * * * *") == {"Restart": "no"}
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs sysfs, where no user may make a directory")
+def test_units_the_filesystem_refuses_keep_the_renderers_own_fix(tmp_path: Path) -> None:
+    """An --out the filesystem refuses (sysfs takes no new directory, whoever asks) is one line saying no unit was replaced,
+    exit 77, never the journal's permission hint: the units' own error is passed on as it was, not relabelled."""
+    path = write_config(tmp_path, SIMPLE_AGENT)
+    result = ghostrunner("systemd", "render", "--config", str(path), "--out", "/sys/ghostrunner-units", "--exec", exec_path())
+    assert result.returncode == 77 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("ghostrunner: error: cannot write the units into '/sys/ghostrunner-units': ")
+    assert "no unit was replaced" in result.stderr and "journal" not in result.stderr, result.stderr
