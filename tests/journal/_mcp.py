@@ -14,9 +14,11 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,9 @@ import mcp.types as types
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-__all__ = ["EXIT_MARK", "McpServer", "holding_write_lock", "mcp_server"]
+from tests._support import reap
+
+__all__ = ["EXIT_MARK", "McpServer", "holding_write_lock", "http_server", "mcp_server", "server_events"]
 
 #: What the wrapping shell writes to stderr, followed by the server's exit status.
 EXIT_MARK = "ghostjournal-mcp-exit="
@@ -153,3 +157,28 @@ def holding_write_lock(root: Path) -> Iterator[None]:
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def server_events(errlog: Path) -> list[dict[str, Any]]:
+    """The JSON log lines a server wrote to *errlog*."""
+    return [json.loads(line) for line in errlog.read_text().splitlines() if line.startswith("{")]
+
+
+@contextmanager
+def http_server(root: Path, tmp_path: Path, *args: str, token: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
+    """A real ``ghostjournal mcp --http`` on a free loopback port: its process, its URL and its stderr log, reaped at exit."""
+    errlog = tmp_path / "http.stderr"
+    env = {"GHOSTJOURNAL_MCP_TOKEN": token} if token else {}
+    with errlog.open("w") as stream:
+        process = subprocess.Popen(
+            [shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "mcp", *args, "--http", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stream, text=True, env={**os.environ, **env},
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (started := [e for e in server_events(errlog) if e.get("event") == "mcp.started"]):
+            assert process.poll() is None and time.monotonic() < deadline, errlog.read_text()
+            time.sleep(0.02)
+        yield process, started[0]["url"], errlog
+    finally:
+        reap(process)

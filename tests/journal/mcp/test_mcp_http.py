@@ -6,14 +6,7 @@ being refused without a token, before anything is bound.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import signal
-import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,35 +19,12 @@ from mcp.client.streamable_http import streamable_http_client
 
 from journal import Journal
 from journal.cli.cli import cli
-from tests._support import reap
+from tests.journal._mcp import http_server, server_events
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 TOKEN = "s3cret-token"  # noqa: S105 - a made-up token for a server that lives for one test
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-def _events(errlog: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in errlog.read_text().splitlines() if line.startswith("{")]
-
-
-@contextmanager
-def _http_server(root: Path, tmp_path: Path, *args: str, token: str | None = None) -> Iterator[tuple[subprocess.Popen[str], str, Path]]:
-    errlog = tmp_path / "http.stderr"
-    env = {"GHOSTJOURNAL_MCP_TOKEN": token} if token else {}
-    with errlog.open("w") as stream:
-        process = subprocess.Popen(
-            [shutil.which("ghostjournal") or "ghostjournal", "--root", str(root), "mcp", *args, "--http", "127.0.0.1:0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stream, text=True, env={**os.environ, **env},
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not (started := [e for e in _events(errlog) if e.get("event") == "mcp.started"]):
-            assert process.poll() is None and time.monotonic() < deadline, errlog.read_text()
-            time.sleep(0.02)
-        yield process, started[0]["url"], errlog
-    finally:
-        reap(process)
 
 
 async def _session_calls(url: str, headers: dict[str, str] | None = None) -> tuple[str, list[str], dict[str, Any]]:
@@ -77,7 +47,7 @@ def test_loopback_http_serves_the_same_scoped_tools_and_refuses_foreign_origins(
     with Journal(root) as journal:
         mine = journal.append({"kind": "note", "agent": "motoko", "theme": "harbor", "voice": "The harbor at dawn."}).id
         journal.append({"kind": "note", "agent": "batou", "theme": "harbor", "voice": "The harbor at noon."})
-    with _http_server(root, tmp_path, "--agent", "motoko", "--read-only") as (process, url, errlog):
+    with http_server(root, tmp_path, "--agent", "motoko", "--read-only") as (process, url, errlog):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         instructions, tools, found = anyio.run(_session_calls, url)
         assert "only agent 'motoko'" in instructions and "journal_append" not in tools
@@ -90,7 +60,7 @@ def test_loopback_http_serves_the_same_scoped_tools_and_refuses_foreign_origins(
         assert local.status_code == 200, local.text
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
-        assert _events(errlog)[-1] == {**_events(errlog)[-1], "event": "mcp.stopped", "reason": "SIGTERM"}
+        assert server_events(errlog)[-1] == {**server_events(errlog)[-1], "event": "mcp.stopped", "reason": "SIGTERM"}
         assert process.stdout is not None and process.stdout.read() == ""
         assert "Traceback" not in errlog.read_text()
 
@@ -99,7 +69,7 @@ def test_a_token_is_required_when_set(tmp_path: Path) -> None:
     """With GHOSTJOURNAL_MCP_TOKEN set, a request without it (or with another) gets 401; the SDK client with it is served."""
     root = tmp_path / "journal"
     Journal(root).close()
-    with _http_server(root, tmp_path, token=TOKEN) as (_process, url, _errlog):
+    with http_server(root, tmp_path, token=TOKEN) as (_process, url, _errlog):
         assert httpx2.post(url, json=INITIALIZE, headers=JSON_HEADERS, timeout=30).status_code == 401
         wrong = httpx2.post(url, json=INITIALIZE, headers={**JSON_HEADERS, "authorization": "Bearer guess"}, timeout=30)
         assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"

@@ -20,8 +20,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from journal import Journal
-from tests.journal._mcp import mcp_server
-from tests.journal.mcp.test_mcp_http import _http_server
+from tests.journal._mcp import http_server, mcp_server
 
 OLD = {"kind": "note", "theme": "harbor", "voice": "The harbor crane was repainted orange.", "client_key": "crane"}
 GONE = {"kind": "note", "theme": "lighthouse", "voice": "The lighthouse keeper retired in spring.", "client_key": "keeper"}
@@ -138,7 +137,7 @@ def test_after_a_restore_under_an_http_server_its_append_and_search_use_the_jour
     with Journal(root) as journal:
         journal.append({**OLD, "agent": "motoko"})
     _backup(root, backup)
-    with _http_server(root, tmp_path, "--agent", "motoko") as (_process, url, errlog):
+    with http_server(root, tmp_path, "--agent", "motoko") as (_process, url, errlog):
         stale, _new = anyio.run(_calls_around, url, lambda: _directory_restored(root, backup))
         assert stale == []
         assert '"event": "mcp.reopened"' in errlog.read_text()
